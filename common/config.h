@@ -1,0 +1,96 @@
+/* umd's configuration: one table of keys, read from the INI file (/etc/umd/umd.conf, section
+ * [umd]) and from the command line (--key-name, underscores as dashes); flags win. The same
+ * table prints --help and the documented sample config, so the three cannot disagree. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CONFIG_MAX_LISTEN 16
+
+struct umd_config {
+        /* where and how to serve */
+        char *listen[CONFIG_MAX_LISTEN]; /* "127.0.0.1:8470", "[::1]:8470" */
+        size_t n_listen;
+        char *unix_socket;      /* path or NULL */
+        unsigned unix_socket_mode;
+        char *unix_socket_group;
+        char *tls_cert, *tls_key;
+        char *tokens_file;
+        bool auth_reads;
+        bool require_auth_off_loopback;
+        uint64_t max_body_bytes;
+        unsigned max_connections;
+        unsigned max_connections_per_ip;
+        unsigned connection_timeout_s;
+        unsigned shutdown_timeout_s;
+
+        /* state */
+        char *state_dir;
+        unsigned max_jobs;        /* finished jobs kept */
+        unsigned retention_days;  /* finished jobs older than this are removed; 0 = never */
+        uint64_t max_result_bytes;
+
+        /* queue and jobs */
+        unsigned queue_capacity;            /* queued parts, all devices */
+        unsigned queue_capacity_per_device; /* queued parts per device */
+        unsigned jobs_per_token;            /* queued+running jobs per client token */
+        unsigned job_timeout_default_s;
+        unsigned job_timeout_max_s;
+        unsigned cancel_grace_ms;
+        unsigned list_limit_max;
+        unsigned max_labels;
+        unsigned max_label_key_len;
+        unsigned max_label_value_len;
+
+        /* workers */
+        char *worker_path;
+        char *devices;     /* "all" or comma-separated indexes/uuids */
+        unsigned fake_devices;
+        unsigned heartbeat_interval_ms;
+        unsigned heartbeat_timeout_ms;
+        unsigned max_crashes;         /* crashes in a row before a device is faulted */
+        unsigned respawn_backoff_ms;  /* first delay, doubled per crash */
+        unsigned respawn_backoff_max_ms;
+        unsigned discovery_timeout_ms;
+
+        /* GPU buffers */
+        uint64_t max_buffer_bytes;      /* largest size a benchmark may ask for */
+        uint64_t pool_bytes;            /* pinned+device buffers a worker keeps between jobs */
+        uint64_t managed_reserve_bytes; /* never take the GPU's free memory below this */
+
+        /* health verdicts */
+        double health_warn_fraction;  /* of the link's theoretical rate */
+        double health_fail_fraction;
+        unsigned health_baseline_runs;
+        double health_baseline_tolerance;
+
+        /* logging */
+        int log_level;
+
+        /* set by parsing, not keys */
+        char *config_file;
+};
+
+/* Fill defaults. */
+void config_init(struct umd_config *c);
+void config_free(struct umd_config *c);
+
+/* Parse argv (and the config file it names, or the default one if readable). Returns 0 to run,
+ * 1 when --help/--version/--print-config printed and the program should exit 0, or -EINVAL
+ * after printing one clear message to stderr (the caller exits 2). */
+int config_parse_args(struct umd_config *c, int argc, char **argv);
+
+/* Load one INI file into c (keys already set on the command line are kept by the caller).
+ * 0 or -errno/-EINVAL after printing "FILE:LINE: ..." to stderr. */
+int config_load_file(struct umd_config *c, const char *path);
+
+/* The documented sample config (every key, its default, what it does). */
+void config_print_sample(FILE *f);
+void config_print_help(FILE *f, const char *prog);
+
+#define UMD_DEFAULT_CONFIG_FILE "/etc/umd/umd.conf"
+#define UMD_DEFAULT_STATE_DIR   "/var/lib/umd"
+#define UMD_DEFAULT_LISTEN      "127.0.0.1:8470"

@@ -1,0 +1,19 @@
+/* jansson helpers used by both programs. */
+#pragma once
+
+#include <jansson.h>
+#include <stddef.h>
+
+static inline void json_decrefp(json_t **j)
+{
+        if (*j)
+                json_decref(*j);
+}
+#define _cleanup_json_ __attribute__((cleanup(json_decrefp)))
+
+/* Dump compactly with sorted keys (stable bytes), NUL-terminated; NULL on OOM. */
+char *json_dump_compact(const json_t *j, size_t *ret_len);
+/* Dump indented for files people read. */
+char *json_dump_pretty(const json_t *j, size_t *ret_len);
+/* Parse with JSON_REJECT_DUPLICATES, at most max_depth nesting; NULL with err filled. */
+json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_error_t *err);

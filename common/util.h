@@ -1,0 +1,31 @@
+/* Small helpers shared by both programs: cleanup attributes, time, string limits. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+
+static inline void freep(void *p)
+{
+        free(*(void **)p);
+}
+static inline void closep(int *fd)
+{
+        if (*fd >= 0)
+                close(*fd);
+}
+#define _cleanup_free_  __attribute__((cleanup(freep)))
+#define _cleanup_close_ __attribute__((cleanup(closep)))
+
+uint64_t now_realtime_ms(void);  /* CLOCK_REALTIME, ms since the epoch */
+uint64_t now_monotonic_ms(void); /* CLOCK_MONOTONIC */
+/* RFC 3339 UTC with milliseconds, "2026-11-29T23:19:51.123Z"; buf at least 32 bytes. */
+char *format_rfc3339_ms(uint64_t realtime_ms, char *buf, size_t len);
+
+/* Parse a decimal unsigned integer in [min, max]; whole string must match. 0 or -EINVAL/-ERANGE. */
+int parse_uint64(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
+bool streq_ptr(const char *a, const char *b);

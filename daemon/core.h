@@ -1,0 +1,62 @@
+/* What the HTTP layer may ask of the daemon. api/ calls only these (and never CUDA); each
+ * returns JSON the handler serialises, or fills a problem the handler turns into
+ * application/problem+json. Thread-safe: handlers run on libmicrohttpd's thread while the
+ * supervisor runs on its own. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* RFC 9457 problem details. type is "https://umd.dev/problems/<slug>". */
+struct problem {
+        int status;
+        const char *slug;     /* "bad-request", "not-found", "queue-full", ... */
+        const char *title;    /* short, fixed per slug */
+        char detail[512];
+        char field[128];      /* "" when no single input is at fault */
+        unsigned retry_after_s; /* for 429/503, 0 = none */
+};
+
+/* Fill p and return -status-ish negative (-EINVAL) for convenient `return problem_set(...)`. */
+int problem_set(struct problem *p, int status, const char *field, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+const char *problem_title(int status);
+const char *problem_slug(int status);
+
+struct job_filter {
+        const char *status;    /* NULL = any */
+        const char *benchmark;
+        const char *device;    /* index or uuid */
+        const char *label;     /* "k:v" */
+        const char *before;    /* job id cursor */
+        const char *limit;     /* as given, validated by core */
+};
+
+/* GET /v1/devices: array of devices with state and last verdict. */
+json_t *core_devices_json(void);
+/* GET /v1/health: returns 200 or 503, *ret_body the explanation. */
+int core_health(json_t **ret_body);
+/* GET /v1/version */
+json_t *core_version_json(void);
+/* GET /v1/benchmarks */
+json_t *core_catalog_json(void);
+
+/* POST /v1/jobs. 0 with *ret_job (new, 202) or 1 with *ret_job (idempotent replay, 200);
+ * negative with p filled otherwise (400, 409, 429, 503). client: the token name or NULL. */
+int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
+                    json_t **ret_job, struct problem *p);
+/* GET /v1/jobs/{id} */
+int core_job_get(const char *id, json_t **ret_job, struct problem *p);
+/* GET /v1/jobs: {"jobs":[...], "next": "/v1/jobs?...&before=ID" | null} */
+int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem *p);
+/* DELETE /v1/jobs/{id}: 0 with the job as it now is; 409 when already finished. */
+int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
+                    struct problem *p);
+
+/* GET /metrics: Prometheus text; caller frees. */
+char *core_metrics_text(size_t *ret_len);
+/* Called by the HTTP layer once per finished request, for metrics. route is the route
+ * pattern ("/v1/jobs/{id}"), never the raw path. */
+void core_http_observe(const char *route, const char *method, int status);

@@ -1,0 +1,50 @@
+/* The benchmarks umd-worker runs, behind a plain C interface (the .cu files implement it; the
+ * worker's main loop, IPC and fake devices never see CUDA types).
+ *
+ * Every benchmark returns one result object of this shape, which fake devices imitate:
+ * {
+ *   "benchmark": "copy", "fake": false,
+ *   "measurements": [               one per variant measured (h2d, d2h, on_demand, ...)
+ *     { "name": "h2d", "bytes": N,
+ *       "bytes_counted": "one direction" | "both directions" | "read+write",
+ *       "samples_ms": [...],         every timed sample, in order
+ *       "stats": {"min_ms","median_ms","mean_ms","max_ms","stddev_ms","cv"},
+ *       "gbps": X,                   decimal GB/s at the median sample
+ *       "verified": true }
+ *   ],
+ *   "context": { "device_uuid", "driver_version", "runtime_version", "pcie": {...},
+ *                "buffer_bytes", "host_memory", "access", "stride", "seed", "buffer_reused",
+ *                "warmup", "iterations" },
+ *   "notes": [ "..." ]               optional findings in words
+ * }
+ */
+#pragma once
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdint.h>
+
+struct bench_ctx; /* one per worker: the CUDA context, its streams and buffer pool */
+
+struct bench_limits {
+        uint64_t max_buffer_bytes;
+        uint64_t pool_bytes;            /* pinned + device buffers kept between jobs */
+        uint64_t managed_reserve_bytes; /* free GPU memory never taken below this */
+};
+
+/* Create the context on CUDA device `ordinal` with its dedicated non-blocking streams.
+ * device_info is the --list entry for this device (kept for result context).
+ * 0, or negative with *ret_error (malloc'd) saying why. */
+int bench_ctx_create(int ordinal, const json_t *device_info, const struct bench_limits *lim,
+                     struct bench_ctx **ret, char **ret_error);
+void bench_ctx_destroy(struct bench_ctx *ctx);
+
+/* Run one benchmark with normalized params (catalog_validate's output). cancel is polled
+ * between samples. 0 with *ret_result, or negative with *ret_error: -ENOTSUP (unsupported on
+ * this device), -ECANCELED, -ENOMEM (size beyond free memory / limits), -EIO (CUDA error or
+ * verification mismatch). */
+int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params,
+              volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error);
+
+/* The device list for `umd-worker --list` (array; empty with *ret_why when no driver/GPU). */
+json_t *bench_list_devices(char **ret_why);
