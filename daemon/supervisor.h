@@ -1,0 +1,73 @@
+/* Worker processes: one umd-worker per device, spawned, watched and respawned here. Owns the
+ * processes, their socketpairs and a thread that polls them; knows nothing of queues or HTTP.
+ * jobs.c hands it one job part at a time per device and hears back through callbacks.
+ *
+ * Threading: callbacks run on the supervisor thread with no supervisor lock held, so they may
+ * call supervisor_dispatch()/supervisor_cancel(). Those two never call a callback themselves. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct umd_config;
+struct supervisor;
+
+enum worker_state {
+        WORKER_STARTING, /* spawned, hello not yet received */
+        WORKER_IDLE,
+        WORKER_BUSY,
+        WORKER_BACKOFF,  /* died; waiting to respawn */
+        WORKER_FAULTED,  /* max_crashes in a row; respawn attempts continue at the max backoff */
+        WORKER_STOPPED,
+};
+const char *worker_state_to_string(enum worker_state s);
+
+/* How a dispatched part ended. */
+enum part_outcome {
+        PART_SUCCEEDED,
+        PART_FAILED,     /* benchmark error, or the worker died mid-job (error says how) */
+        PART_TIMED_OUT,  /* deadline passed, worker killed */
+        PART_CANCELLED,
+};
+
+struct supervisor_callbacks {
+        /* result: the worker's result object (borrowed; json_incref to keep) or NULL. */
+        void (*part_done)(void *userdata, size_t device, const char *job_id,
+                          enum part_outcome outcome, json_t *result, const char *error);
+        /* The worker of `device` changed state (reason: "crashed: signal 11", ...). Called on
+         * every change, including becoming idle, which is when jobs.c dispatches the next part. */
+        void (*worker_state)(void *userdata, size_t device, enum worker_state state,
+                             const char *reason);
+        void *userdata;
+};
+
+/* One entry per device to supervise: the id passed as --device (uuid, or the fake index),
+ * and whether it is fake (the worker is then run as --fake N --device ID). */
+struct supervised_device {
+        char id[64];
+        bool fake;
+};
+
+/* Spawn all workers and start the thread. 0 or -errno (logged). */
+int supervisor_start(const struct umd_config *cfg, const struct supervised_device *devs,
+                     size_t n, const struct supervisor_callbacks *cb, struct supervisor **ret);
+
+/* Send a job part to an idle worker. timeout_ms from now (0 = none). 0, -EBUSY (not idle),
+ * -ENODEV (not running). params: normalized params (borrowed). */
+int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
+                        const char *benchmark, const json_t *params, uint64_t timeout_ms);
+/* Ask the worker to stop the part; kill it after cfg->cancel_grace_ms. part_done follows
+ * with PART_CANCELLED. 0 or -ESRCH when that job is not running there. */
+int supervisor_cancel(struct supervisor *s, size_t device, const char *job_id);
+
+enum worker_state supervisor_state(struct supervisor *s, size_t device);
+/* True when every worker that should be running has been heard from within the heartbeat
+ * timeout (the systemd watchdog is petted only then). */
+bool supervisor_all_alive(struct supervisor *s);
+/* Restarts per device since start (metrics). */
+unsigned supervisor_restarts(struct supervisor *s, size_t device);
+
+/* Ask every worker to shut down, wait up to timeout_ms, kill the rest, join the thread. */
+void supervisor_stop(struct supervisor *s, unsigned timeout_ms);
