@@ -1,1 +1,612 @@
-/* placeholder: not written yet */
+/* umd's configuration table and its two readers (INI file, command line). Owns struct
+ * umd_config's defaults, parsing and validation; nothing here opens sockets or reads state. */
+#include "config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <math.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "size.h"
+#include "umd-build.h"
+#include "util.h"
+
+enum key_type { K_STR, K_LISTEN, K_UINT, K_SIZE, K_BOOL, K_DOUBLE, K_MODE, K_LOGLEVEL };
+
+struct key {
+        const char *name;
+        enum key_type type;
+        size_t off;
+        const char *def;
+        double min, max; /* K_UINT, K_SIZE, K_DOUBLE, K_MODE */
+        const char *help;
+};
+
+#define F(field) offsetof(struct umd_config, field)
+#define GiB      (1024.0 * 1024.0 * 1024.0)
+
+static const struct key keys[] = {
+        {"listen", K_LISTEN, F(listen), UMD_DEFAULT_LISTEN, 0, 0,
+         "TCP address to serve HTTP on, ADDR:PORT or [V6ADDR]:PORT. Repeat the flag for several; "
+         "in the file separate with spaces. Empty: none (unix socket or systemd sockets only)."},
+        {"unix_socket", K_STR, F(unix_socket), "", 0, 0,
+         "Also serve HTTP on this unix socket path (empty: none)."},
+        {"unix_socket_mode", K_MODE, F(unix_socket_mode), "0660", 0, 0777,
+         "Permissions of the unix socket (octal)."},
+        {"unix_socket_group", K_STR, F(unix_socket_group), "",
+         0, 0, "Group owning the unix socket (empty: the daemon's)."},
+        {"tls_cert", K_STR, F(tls_cert), "", 0, 0, "PEM certificate for HTTPS (with tls_key)."},
+        {"tls_key", K_STR, F(tls_key), "", 0, 0, "PEM private key for HTTPS."},
+        {"tokens_file", K_STR, F(tokens_file), "", 0, 0,
+         "File of bearer tokens, one 'NAME ROLE TOKEN' per line (roles read, submit, admin); must "
+         "not be group or world readable. Empty: no authentication."},
+        {"auth_reads", K_BOOL, F(auth_reads), "false", 0, 0,
+         "With tokens configured, require the read role for GET requests too."},
+        {"require_auth_off_loopback", K_BOOL, F(require_auth_off_loopback), "false", 0, 0,
+         "Refuse to start when listening beyond loopback without tokens (else warn)."},
+        {"max_body_bytes", K_SIZE, F(max_body_bytes), "64KiB", 256, 16 * 1024 * 1024,
+         "Largest request body accepted (413 beyond)."},
+        {"max_connections", K_UINT, F(max_connections), "256", 1, 65536,
+         "Open HTTP connections at once, all clients together."},
+        {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
+         "Open HTTP connections at once from one address."},
+        {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
+         "Seconds an idle or slow connection is kept."},
+        {"shutdown_timeout_s", K_UINT, F(shutdown_timeout_s), "10", 0, 600,
+         "Seconds in-flight requests and workers get to finish at shutdown."},
+
+        {"state_dir", K_STR, F(state_dir), UMD_DEFAULT_STATE_DIR, 0, 0,
+         "Where job results are kept ($STATE_DIRECTORY wins over the default, not over this key "
+         "when set)."},
+        {"max_jobs", K_UINT, F(max_jobs), "10000", 1, 10000000,
+         "Finished jobs kept; the oldest beyond this are deleted."},
+        {"retention_days", K_UINT, F(retention_days), "90", 0, 36500,
+         "Finished jobs older than this are deleted (0: kept by count only)."},
+        {"max_result_bytes", K_SIZE, F(max_result_bytes), "4MiB", 4096, 16 * 1024 * 1024,
+         "Largest result a worker may return for one device."},
+
+        {"queue_capacity", K_UINT, F(queue_capacity), "1000", 1, 1000000,
+         "Job parts waiting, all devices together (429 beyond)."},
+        {"queue_capacity_per_device", K_UINT, F(queue_capacity_per_device), "256", 1, 1000000,
+         "Job parts waiting for one device (429 beyond)."},
+        {"jobs_per_token", K_UINT, F(jobs_per_token), "100", 1, 1000000,
+         "Queued or running jobs one client token may have."},
+        {"job_timeout_default_s", K_UINT, F(job_timeout_default_s), "600", 1, 86400,
+         "Deadline of a job that gives no timeout_s."},
+        {"job_timeout_max_s", K_UINT, F(job_timeout_max_s), "3600", 1, 86400,
+         "Largest timeout_s a job may ask for."},
+        {"cancel_grace_ms", K_UINT, F(cancel_grace_ms), "2000", 0, 600000,
+         "After asking a worker to stop a cancelled job, kill it after this long."},
+        {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
+         "Largest page GET /v1/jobs returns."},
+        {"max_labels", K_UINT, F(max_labels), "16", 0, 1024, "Labels one job may carry."},
+        {"max_label_key_len", K_UINT, F(max_label_key_len), "64", 1, 4096,
+         "Longest label key, in bytes."},
+        {"max_label_value_len", K_UINT, F(max_label_value_len), "256", 0, 65536,
+         "Longest label value, in bytes."},
+
+        {"worker_path", K_STR, F(worker_path), "", 0, 0,
+         "The umd-worker program (empty: the installed one, else the one beside umd)."},
+        {"devices", K_STR, F(devices), "all", 0, 0,
+         "GPUs to own: 'all' or a comma-separated list of indexes and UUIDs."},
+        {"fake_devices", K_UINT, F(fake_devices), "0", 0, 64,
+         "Emulate this many GPUs instead of using real ones (tests only; results say fake)."},
+        {"heartbeat_interval_ms", K_UINT, F(heartbeat_interval_ms), "1000", 50, 60000,
+         "How often workers report they are alive."},
+        {"heartbeat_timeout_ms", K_UINT, F(heartbeat_timeout_ms), "10000", 100, 600000,
+         "A worker silent this long is killed and respawned."},
+        {"max_crashes", K_UINT, F(max_crashes), "3", 1, 1000,
+         "Worker crashes in a row before its device is marked faulted."},
+        {"respawn_backoff_ms", K_UINT, F(respawn_backoff_ms), "200", 0, 600000,
+         "Delay before respawning a dead worker, doubled per crash in a row."},
+        {"respawn_backoff_max_ms", K_UINT, F(respawn_backoff_max_ms), "30000", 0, 3600000,
+         "Longest delay between respawns."},
+        {"discovery_timeout_ms", K_UINT, F(discovery_timeout_ms), "30000", 100, 600000,
+         "How long 'umd-worker --list' may take at start."},
+
+        {"max_buffer_bytes", K_SIZE, F(max_buffer_bytes), "4GiB", 4096, 1024 * GiB,
+         "Largest buffer a benchmark may ask for (400 beyond)."},
+        {"pool_bytes", K_SIZE, F(pool_bytes), "8GiB", 0, 1024 * GiB,
+         "Pinned host plus device buffers a worker keeps between jobs."},
+        {"managed_reserve_bytes", K_SIZE, F(managed_reserve_bytes), "2GiB", 0, 1024 * GiB,
+         "Free GPU memory never taken by managed allocations (too much can hang a GPU)."},
+
+        {"health_warn_fraction", K_DOUBLE, F(health_warn_fraction), "0.70", 0, 1,
+         "Health: pinned copy bandwidth below this fraction of the link's rate warns."},
+        {"health_fail_fraction", K_DOUBLE, F(health_fail_fraction), "0.40", 0, 1,
+         "Health: below this fraction of the link's rate fails."},
+        {"health_baseline_runs", K_UINT, F(health_baseline_runs), "5", 1, 1000,
+         "Health: the baseline is the median of this many past passing results of the GPU."},
+        {"health_baseline_tolerance", K_DOUBLE, F(health_baseline_tolerance), "0.15", 0, 1,
+         "Health: a drop below the baseline by more than this fraction fails."},
+
+        {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0,
+         "error, warning, notice, info or debug."},
+};
+
+static void *field(struct umd_config *c, const struct key *k)
+{
+        return (char *)c + k->off;
+}
+
+static const struct key *key_find(const char *name)
+{
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (strcmp(keys[i].name, name) == 0)
+                        return &keys[i];
+        return NULL;
+}
+
+static int listen_validate(const char *s, char *err, size_t errlen)
+{
+        char host[256];
+        const char *colon, *port;
+
+        if (s[0] == '[') {
+                const char *close = strchr(s, ']');
+                if (!close || close[1] != ':')
+                        goto bad;
+                if ((size_t)(close - s - 1) >= sizeof(host))
+                        goto bad;
+                memcpy(host, s + 1, close - s - 1);
+                host[close - s - 1] = 0;
+                port = close + 2;
+        } else {
+                colon = strrchr(s, ':');
+                if (!colon || (size_t)(colon - s) >= sizeof(host) || strchr(s, ':') != colon)
+                        goto bad;
+                memcpy(host, s, colon - s);
+                host[colon - s] = 0;
+                port = colon + 1;
+        }
+        uint64_t p;
+        if (parse_uint64(port, 0, 65535, &p) < 0)
+                goto bad;
+        struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM};
+        struct addrinfo *ai = NULL;
+        if (getaddrinfo(host, NULL, &hints, &ai) != 0)
+                goto bad;
+        freeaddrinfo(ai);
+        return 0;
+bad:
+        snprintf(err, errlen, "'%s' is not ADDR:PORT or [V6ADDR]:PORT with a numeric address", s);
+        return -EINVAL;
+}
+
+static void listen_clear(struct umd_config *c)
+{
+        for (size_t i = 0; i < c->n_listen; i++)
+                free(c->listen[i]);
+        c->n_listen = 0;
+}
+
+static int listen_add(struct umd_config *c, const char *s, char *err, size_t errlen)
+{
+        int r = listen_validate(s, err, errlen);
+        if (r < 0)
+                return r;
+        if (c->n_listen >= CONFIG_MAX_LISTEN) {
+                snprintf(err, errlen, "at most %d listen addresses", CONFIG_MAX_LISTEN);
+                return -E2BIG;
+        }
+        c->listen[c->n_listen] = strdup(s);
+        if (!c->listen[c->n_listen])
+                return -ENOMEM;
+        c->n_listen++;
+        return 0;
+}
+
+/* Set one key from its text form. append: a repeated --listen adds rather than replaces. */
+static int key_set(struct umd_config *c, const struct key *k, const char *v, bool append,
+                   char *err, size_t errlen)
+{
+        void *p = field(c, k);
+        uint64_t u;
+        int r;
+
+        switch (k->type) {
+        case K_STR: {
+                char **s = p;
+                char *n = v[0] ? strdup(v) : NULL;
+                if (v[0] && !n)
+                        return -ENOMEM;
+                free(*s);
+                *s = n;
+                return 0;
+        }
+        case K_LISTEN: {
+                if (!append)
+                        listen_clear(c);
+                _cleanup_free_ char *copy = strdup(v);
+                if (!copy)
+                        return -ENOMEM;
+                char *save = NULL;
+                for (char *w = strtok_r(copy, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+                        r = listen_add(c, w, err, errlen);
+                        if (r < 0)
+                                return r;
+                }
+                return 0;
+        }
+        case K_UINT:
+                r = parse_uint64(v, (uint64_t)k->min, (uint64_t)k->max, &u);
+                if (r < 0) {
+                        snprintf(err, errlen, "'%s' is not a whole number from %.0f to %.0f", v,
+                                 k->min, k->max);
+                        return r;
+                }
+                *(unsigned *)p = (unsigned)u;
+                return 0;
+        case K_MODE: {
+                char *end;
+                errno = 0;
+                unsigned long m = strtoul(v, &end, 8);
+                if (errno || end == v || *end || m > 0777) {
+                        snprintf(err, errlen, "'%s' is not an octal mode like 0660", v);
+                        return -EINVAL;
+                }
+                *(unsigned *)p = (unsigned)m;
+                return 0;
+        }
+        case K_SIZE: {
+                char a[32], b[32];
+                r = size_parse(v, &u);
+                if (r < 0 || u < (uint64_t)k->min || u > (uint64_t)k->max) {
+                        snprintf(err, errlen, "'%s' is not a size from %s to %s", v,
+                                 size_format((uint64_t)k->min, a, sizeof(a)),
+                                 size_format((uint64_t)k->max, b, sizeof(b)));
+                        return -EINVAL;
+                }
+                *(uint64_t *)p = u;
+                return 0;
+        }
+        case K_BOOL:
+                if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "on"))
+                        *(bool *)p = true;
+                else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0") ||
+                         !strcmp(v, "off"))
+                        *(bool *)p = false;
+                else {
+                        snprintf(err, errlen, "'%s' is not true or false", v);
+                        return -EINVAL;
+                }
+                return 0;
+        case K_DOUBLE: {
+                char *end;
+                errno = 0;
+                double d = strtod(v, &end);
+                if (errno || end == v || *end || !isfinite(d) || d < k->min || d > k->max) {
+                        snprintf(err, errlen, "'%s' is not a number from %g to %g", v, k->min,
+                                 k->max);
+                        return -EINVAL;
+                }
+                *(double *)p = d;
+                return 0;
+        }
+        case K_LOGLEVEL:
+                r = log_level_from_string(v);
+                if (r < 0) {
+                        snprintf(err, errlen,
+                                 "'%s' is not one of error, warning, notice, info, debug", v);
+                        return -EINVAL;
+                }
+                *(int *)p = r;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+void config_init(struct umd_config *c)
+{
+        char err[256];
+
+        memset(c, 0, sizeof(*c));
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                int r = key_set(c, &keys[i], keys[i].def, false, err, sizeof(err));
+                if (r < 0) { /* a bad default is a programming error */
+                        fprintf(stderr, "umd: bad default for %s: %s\n", keys[i].name, err);
+                        abort();
+                }
+        }
+        const char *sd = getenv("STATE_DIRECTORY"); /* set by systemd's StateDirectory= */
+        if (sd && sd[0] && !strchr(sd, ':')) {
+                free(c->state_dir);
+                c->state_dir = strdup(sd);
+        }
+}
+
+void config_free(struct umd_config *c)
+{
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                if (keys[i].type == K_STR) {
+                        char **s = field(c, &keys[i]);
+                        free(*s);
+                        *s = NULL;
+                }
+        }
+        listen_clear(c);
+        free(c->config_file);
+        c->config_file = NULL;
+}
+
+struct ini_state {
+        struct umd_config *c;
+        char err[512];
+};
+
+static int config_ini_line(void *user, const char *section, const char *name, const char *value)
+{
+        struct ini_state *st = user;
+        char err[384];
+
+        if (strcmp(section, "umd") != 0) {
+                snprintf(st->err, sizeof(st->err), "unknown section [%s] (only [umd])", section);
+                return 0;
+        }
+        const struct key *k = key_find(name);
+        if (!k) {
+                snprintf(st->err, sizeof(st->err), "unknown key '%s'", name);
+                return 0;
+        }
+        if (key_set(st->c, k, value, false, err, sizeof(err)) < 0) {
+                snprintf(st->err, sizeof(st->err), "%s: %s", name, err);
+                return 0;
+        }
+        return 1;
+}
+
+int config_load_file(struct umd_config *c, const char *path)
+{
+        struct ini_state st = {.c = c};
+        FILE *f = fopen(path, "re");
+
+        if (!f) {
+                int r = -errno;
+                fprintf(stderr, "umd: cannot read config file %s: %s\n", path, strerror(errno));
+                return r;
+        }
+        int line = ini_parse_file(f, config_ini_line, &st);
+        fclose(f);
+        if (line != 0) {
+                fprintf(stderr, "umd: %s:%d: %s\n", path, line,
+                        st.err[0] ? st.err : "not a 'key = value' line");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static const char *type_hint(const struct key *k)
+{
+        switch (k->type) {
+        case K_UINT:
+                return "N";
+        case K_SIZE:
+                return "SIZE";
+        case K_BOOL:
+                return "BOOL";
+        case K_DOUBLE:
+                return "FRACTION";
+        case K_MODE:
+                return "MODE";
+        case K_LISTEN:
+                return "ADDR:PORT";
+        case K_LOGLEVEL:
+                return "LEVEL";
+        default:
+                return "VALUE";
+        }
+}
+
+static void flag_name(const struct key *k, char *buf, size_t len)
+{
+        snprintf(buf, len, "%s", k->name);
+        for (char *p = buf; *p; p++)
+                if (*p == '_')
+                        *p = '-';
+}
+
+void config_print_help(FILE *f, const char *prog)
+{
+        char flag[64];
+
+        fprintf(f,
+                "Usage: %s [OPTIONS]\n\n"
+                "umd serves GPU data-movement benchmarks (Unified Memory against explicit copies)\n"
+                "over HTTP/JSON. Every option is also a key of the config file (section [umd],\n"
+                "dashes as underscores); options given here win.\n\n"
+                "  -c, --config FILE      config file (default " UMD_DEFAULT_CONFIG_FILE
+                ", if present)\n"
+                "      --check-config     parse the configuration, print nothing, exit 0 if valid\n"
+                "      --print-config     print the documented sample config and exit\n"
+                "  -h, --help             this text\n"
+                "  -V, --version          version and build\n\n",
+                prog);
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                flag_name(&keys[i], flag, sizeof(flag));
+                fprintf(f, "      --%s %s\n          %s (default: %s)\n", flag,
+                        type_hint(&keys[i]), keys[i].help,
+                        keys[i].def[0] ? keys[i].def : "none");
+        }
+}
+
+static void print_wrapped(FILE *f, const char *text)
+{
+        const char *p = text;
+        while (*p) {
+                size_t n = strlen(p);
+                if (n > 94) {
+                        n = 94;
+                        while (n > 0 && p[n] != ' ')
+                                n--;
+                        if (n == 0)
+                                n = 94;
+                }
+                fprintf(f, "# %.*s\n", (int)n, p);
+                p += n;
+                while (*p == ' ')
+                        p++;
+        }
+}
+
+void config_print_sample(FILE *f)
+{
+        fprintf(f, "# /etc/umd/umd.conf: configuration of umd(8); see umd.conf(5).\n"
+                   "# Every key is shown with its default, commented out. Each is also a\n"
+                   "# command-line flag (--key-name); flags win over this file.\n\n"
+                   "[umd]\n");
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                fputc('\n', f);
+                print_wrapped(f, keys[i].help);
+                fprintf(f, "#%s = %s\n", keys[i].name, keys[i].def);
+        }
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("umd: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputs(" (see umd --help)\n", stderr);
+        va_end(ap);
+        return -EINVAL;
+}
+
+/* A flag split into its key and value; value NULL when given as the next argument. */
+static const struct key *flag_lookup(const char *arg, const char **ret_inline)
+{
+        char name[64];
+        const char *eq = strchr(arg, '=');
+        size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+
+        if (n >= sizeof(name))
+                return NULL;
+        memcpy(name, arg, n);
+        name[n] = 0;
+        for (char *p = name; *p; p++)
+                if (*p == '-')
+                        *p = '_';
+        *ret_inline = eq ? eq + 1 : NULL;
+        return key_find(name);
+}
+
+int config_parse_args(struct umd_config *c, int argc, char **argv)
+{
+        const char *config_file = NULL;
+        bool print_sample = false, check_only = false;
+        char err[384];
+        int r;
+
+        /* Pass 1: the special flags, and reject unknown ones before reading any file. */
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i], *inl;
+                if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+                        config_print_help(stdout, argv[0]);
+                        return 1;
+                }
+                if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+                        printf("umd %s (build %s, CUDA %s)\n", UMD_VERSION, UMD_BUILD,
+                               UMD_HAVE_CUDA ? "enabled in the worker" : "disabled");
+                        return 1;
+                }
+                if (!strcmp(a, "--print-config")) {
+                        print_sample = true;
+                        continue;
+                }
+                if (!strcmp(a, "--check-config")) {
+                        check_only = true;
+                        continue;
+                }
+                if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
+                        if (i + 1 >= argc)
+                                return usage_error("%s needs a file", a);
+                        config_file = argv[++i];
+                        continue;
+                }
+                if (!strncmp(a, "--config=", 9)) {
+                        config_file = a + 9;
+                        continue;
+                }
+                if (strncmp(a, "--", 2) != 0 || !flag_lookup(a + 2, &inl))
+                        return usage_error("unknown option '%s'", a);
+                const struct key *k = flag_lookup(a + 2, &inl);
+                if (!inl && k->type != K_BOOL) {
+                        if (i + 1 >= argc)
+                                return usage_error("%s needs a value", a);
+                        i++;
+                } else if (!inl && k->type == K_BOOL && i + 1 < argc &&
+                           (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"))) {
+                        i++;
+                }
+        }
+        if (print_sample) {
+                config_print_sample(stdout);
+                return 1;
+        }
+
+        /* Pass 2: the file. The default one is optional; a named one must be readable. */
+        if (config_file) {
+                r = config_load_file(c, config_file);
+                if (r < 0)
+                        return -EINVAL;
+        } else if (access(UMD_DEFAULT_CONFIG_FILE, F_OK) == 0) {
+                config_file = UMD_DEFAULT_CONFIG_FILE;
+                r = config_load_file(c, config_file);
+                if (r < 0)
+                        return -EINVAL;
+        }
+        if (config_file) {
+                free(c->config_file);
+                c->config_file = strdup(config_file);
+        }
+
+        /* Pass 3: flags win. The first --listen replaces the file's list, later ones add. */
+        bool listen_seen = false;
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i], *inl, *v;
+                if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
+                        i++;
+                        continue;
+                }
+                if (!strncmp(a, "--config=", 9) || !strcmp(a, "--print-config") ||
+                    !strcmp(a, "--check-config"))
+                        continue;
+                const struct key *k = flag_lookup(a + 2, &inl);
+                if (inl)
+                        v = inl;
+                else if (k->type == K_BOOL)
+                        v = (i + 1 < argc && (!strcmp(argv[i + 1], "true") ||
+                                              !strcmp(argv[i + 1], "false")))
+                                    ? argv[++i]
+                                    : "true";
+                else
+                        v = argv[++i];
+                bool append = k->type == K_LISTEN && listen_seen;
+                if (k->type == K_LISTEN)
+                        listen_seen = true;
+                r = key_set(c, k, v, append, err, sizeof(err));
+                if (r < 0)
+                        return usage_error("--%.*s: %s", (int)strcspn(a + 2, "="), a + 2, err);
+        }
+
+        if (c->job_timeout_default_s > c->job_timeout_max_s)
+                return usage_error("job_timeout_default_s (%u) is above job_timeout_max_s (%u)",
+                                   c->job_timeout_default_s, c->job_timeout_max_s);
+        if (c->health_fail_fraction > c->health_warn_fraction)
+                return usage_error("health_fail_fraction is above health_warn_fraction");
+        if ((c->tls_cert == NULL) != (c->tls_key == NULL))
+                return usage_error("tls_cert and tls_key go together");
+        if (!c->state_dir)
+                return usage_error("state_dir must not be empty");
+        if (check_only)
+                return 1;
+        return 0;
+}

@@ -4,11 +4,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-static inline void json_decrefp(json_t **j)
-{
-        if (*j)
-                json_decref(*j);
-}
+/* jansson >= 2.14 provides json_decrefp() for this. */
 #define _cleanup_json_ __attribute__((cleanup(json_decrefp)))
 
 /* Dump compactly with sorted keys (stable bytes), NUL-terminated; NULL on OOM. */

@@ -1,1 +1,75 @@
-/* placeholder: not written yet */
+/* The read-only side of core.h that is not about jobs: devices, health, version, catalog.
+ * (problem_set() and friends live with the HTTP layer, in api/problem.c.) */
+#include "core.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "config.h"
+#include "devices.h"
+#include "jobs.h"
+#include "umd-build.h"
+#include "util.h"
+
+extern const struct umd_config *core_config; /* set by main.c */
+
+json_t *core_devices_json(void)
+{
+        json_t *arr = json_array();
+        core_lock();
+        for (size_t i = 0; i < devices_count(); i++)
+                json_array_append_new(arr, device_to_json(devices_get(i)));
+        core_unlock();
+        return arr;
+}
+
+int core_health(json_t **ret_body)
+{
+        size_t usable = 0, faulted = 0, n, queued, running, total;
+        json_t *problems_arr = json_array();
+        char why[512];
+
+        jobs_counts(&queued, &running, &total);
+        core_lock();
+        n = devices_count();
+        for (size_t i = 0; i < n; i++) {
+                struct device *d = devices_get(i);
+                if (d->wstate == WORKER_FAULTED || d->wstate == WORKER_STOPPED) {
+                        faulted++;
+                        snprintf(why, sizeof(why), "device %zu (%s) is %s%s%s", i, d->uuid,
+                                 device_state_string(d), d->reason[0] ? ": " : "", d->reason);
+                        json_array_append_new(problems_arr, json_string(why));
+                } else {
+                        usable++;
+                }
+        }
+        const char *reason = NULL;
+        if (n == 0)
+                reason = devices_empty_reason();
+        else if (usable == 0)
+                reason = "every device is faulted";
+        core_unlock();
+
+        *ret_body = json_pack("{s:s, s:s?, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:o}", "status",
+                              usable ? "ok" : "unavailable", "reason", reason, "devices", "total",
+                              (json_int_t)n, "usable", (json_int_t)usable, "faulted",
+                              (json_int_t)faulted, "jobs", "queued", (json_int_t)queued,
+                              "running", (json_int_t)running, "problems", problems_arr);
+        return usable ? 200 : 503;
+}
+
+json_t *core_version_json(void)
+{
+        return json_pack("{s:s, s:s, s:s, s:b}", "version", UMD_VERSION, "build", UMD_BUILD,
+                         "cuda_runtime_built_against", UMD_CUDA_VERSION, "cuda",
+                         (int)UMD_HAVE_CUDA);
+}
+
+json_t *core_catalog_json(void)
+{
+        struct catalog_limits lim = {.max_buffer_bytes = core_config->max_buffer_bytes};
+        return catalog_to_json(&lim);
+}

@@ -1,1 +1,306 @@
-/* placeholder: not written yet */
+/* Device discovery and identity: runs `umd-worker --list` once at start and keeps what it
+ * printed. Never initialises CUDA itself (the worker does, in its own process). */
+#include "devices.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "jsonutil.h"
+#include "log.h"
+#include "umd-build.h"
+#include "util.h"
+
+#define LIST_OUTPUT_MAX (4u * 1024u * 1024u)
+
+static struct device *devices;
+static size_t n_devices;
+static char empty_reason[512];
+
+static bool is_executable(const char *p)
+{
+        struct stat st;
+        return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+int devices_find_worker(const struct umd_config *cfg, char **ret)
+{
+        char self[PATH_MAX], cand[PATH_MAX + 32];
+
+        if (cfg->worker_path) {
+                if (!is_executable(cfg->worker_path)) {
+                        log_error("worker program %s is not an executable file", cfg->worker_path);
+                        return -ENOENT;
+                }
+                *ret = strdup(cfg->worker_path);
+                return *ret ? 0 : -ENOMEM;
+        }
+        /* In a build tree umd sits at the top and the worker in kernels/; prefer it there so
+         * a developer's build never runs an older installed worker. */
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+                self[n] = 0;
+                char *dir = dirname(self);
+                const char *rel[] = {"kernels/umd-worker", "umd-worker"};
+                for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
+                        snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
+                        if (is_executable(cand)) {
+                                *ret = strdup(cand);
+                                return *ret ? 0 : -ENOMEM;
+                        }
+                }
+        }
+        snprintf(cand, sizeof(cand), "%s/umd-worker", UMD_LIBEXECDIR);
+        if (is_executable(cand)) {
+                *ret = strdup(cand);
+                return *ret ? 0 : -ENOMEM;
+        }
+        log_error("cannot find umd-worker (looked beside umd and in %s); set worker_path",
+                  UMD_LIBEXECDIR);
+        return -ENOENT;
+}
+
+/* Run argv, collect stdout (bounded) within timeout_ms. 0 with *ret or -errno. */
+static int run_capture(char *const argv[], unsigned timeout_ms, char **ret, int *ret_status)
+{
+        int pipefd[2];
+        posix_spawn_file_actions_t fa;
+        pid_t pid;
+        int r;
+
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+        r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(pipefd[1]);
+        if (r != 0) {
+                close(pipefd[0]);
+                return -r;
+        }
+
+        size_t len = 0, cap = 65536;
+        char *buf = malloc(cap);
+        uint64_t deadline = now_monotonic_ms() + timeout_ms;
+        r = 0;
+        while (buf) {
+                uint64_t now = now_monotonic_ms();
+                if (now >= deadline) {
+                        r = -ETIMEDOUT;
+                        break;
+                }
+                struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
+                int pr = poll(&pfd, 1, (int)(deadline - now));
+                if (pr < 0 && errno == EINTR)
+                        continue;
+                if (pr == 0)
+                        continue;
+                if (len + 1 >= cap) {
+                        if (cap >= LIST_OUTPUT_MAX) {
+                                r = -EFBIG;
+                                break;
+                        }
+                        char *nb = realloc(buf, cap * 2);
+                        if (!nb) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        buf = nb;
+                        cap *= 2;
+                }
+                ssize_t n = read(pipefd[0], buf + len, cap - len - 1);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                len += (size_t)n;
+        }
+        close(pipefd[0]);
+        if (!buf)
+                r = -ENOMEM;
+        if (r < 0)
+                kill(pid, SIGKILL);
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (r < 0) {
+                free(buf);
+                return r;
+        }
+        buf[len] = 0;
+        *ret = buf;
+        *ret_status = status;
+        return 0;
+}
+
+static bool selected(const struct umd_config *cfg, const json_t *dev)
+{
+        if (!cfg->devices || strcmp(cfg->devices, "all") == 0)
+                return true;
+        char *copy = strdup(cfg->devices), *save = NULL;
+        bool hit = false;
+        const char *uuid = json_string_value(json_object_get(dev, "uuid"));
+        json_int_t idx = json_integer_value(json_object_get(dev, "index"));
+        for (char *w = strtok_r(copy, ", ", &save); w && !hit; w = strtok_r(NULL, ", ", &save)) {
+                uint64_t n;
+                if (parse_uint64(w, 0, 1024, &n) == 0)
+                        hit = (json_int_t)n == idx;
+                else
+                        hit = uuid && strcasecmp(w, uuid) == 0;
+        }
+        free(copy);
+        return hit;
+}
+
+int devices_discover(const struct umd_config *cfg, const char *worker_path)
+{
+        char nbuf[16];
+        char *argv[6];
+        size_t a = 0;
+        _cleanup_free_ char *out = NULL;
+        int status, r;
+
+        argv[a++] = (char *)worker_path;
+        if (cfg->fake_devices > 0) {
+                snprintf(nbuf, sizeof(nbuf), "%u", cfg->fake_devices);
+                argv[a++] = (char *)"--fake";
+                argv[a++] = nbuf;
+        }
+        argv[a++] = (char *)"--list";
+        argv[a] = NULL;
+
+        r = run_capture(argv, cfg->discovery_timeout_ms, &out, &status);
+        if (r < 0)
+                return log_error_errno(r, "device discovery (%s --list) failed: %m", worker_path);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                log_error("device discovery (%s --list) exited with status %d", worker_path,
+                          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+                return -EIO;
+        }
+        json_error_t jerr;
+        _cleanup_json_ json_t *list = json_loads(out, 0, &jerr);
+        if (!json_is_array(list)) {
+                log_error("device discovery printed no JSON array: %s", jerr.text);
+                return -EBADMSG;
+        }
+
+        devices = calloc(json_array_size(list) + 1, sizeof(*devices));
+        if (!devices)
+                return -ENOMEM;
+        size_t i;
+        json_t *d;
+        json_array_foreach(list, i, d) {
+                const char *uuid = json_string_value(json_object_get(d, "uuid"));
+                if (!json_is_object(d) || !uuid || strlen(uuid) >= sizeof(devices[0].uuid)) {
+                        log_warning("discovery: skipping an entry without a uuid");
+                        continue;
+                }
+                if (!selected(cfg, d))
+                        continue;
+                struct device *dev = &devices[n_devices];
+                dev->index = n_devices;
+                snprintf(dev->uuid, sizeof(dev->uuid), "%s", uuid);
+                dev->fake = json_is_true(json_object_get(d, "fake"));
+                dev->info = json_incref(d);
+                dev->wstate = WORKER_STARTING;
+                n_devices++;
+                log_info("device %zu: %s %s%s", dev->index,
+                         json_string_value(json_object_get(d, "name")) ?: "?", dev->uuid,
+                         dev->fake ? " (fake)" : "");
+        }
+        if (n_devices == 0) {
+                snprintf(empty_reason, sizeof(empty_reason), "%s",
+                         json_array_size(list) == 0
+                                 ? "no GPU found (umd-worker --list found none; see the log)"
+                                 : "no discovered GPU matches the 'devices' setting");
+                log_warning("%s", empty_reason);
+        }
+        return 0;
+}
+
+size_t devices_count(void)
+{
+        return n_devices;
+}
+
+struct device *devices_get(size_t i)
+{
+        return i < n_devices ? &devices[i] : NULL;
+}
+
+ssize_t devices_lookup_uuid(const char *uuid)
+{
+        for (size_t i = 0; i < n_devices; i++)
+                if (strcasecmp(devices[i].uuid, uuid) == 0)
+                        return (ssize_t)i;
+        return -1;
+}
+
+ssize_t devices_lookup(const char *spec)
+{
+        uint64_t n;
+        if (parse_uint64(spec, 0, 1 << 20, &n) == 0)
+                return n < n_devices ? (ssize_t)n : -1;
+        return devices_lookup_uuid(spec);
+}
+
+const char *devices_empty_reason(void)
+{
+        return n_devices == 0 ? empty_reason : NULL;
+}
+
+const char *device_state_string(const struct device *d)
+{
+        switch (d->wstate) {
+        case WORKER_IDLE:
+                return "idle";
+        case WORKER_BUSY:
+                return "busy";
+        case WORKER_STARTING:
+                return "starting";
+        case WORKER_BACKOFF:
+                return "restarting";
+        case WORKER_FAULTED:
+                return "faulted";
+        case WORKER_STOPPED:
+                return "stopped";
+        }
+        return "unknown";
+}
+
+json_t *device_to_json(const struct device *d)
+{
+        json_t *j = json_deep_copy(d->info);
+        if (!j)
+                return NULL;
+        /* The worker's index is the CUDA ordinal; umd's index counts only the devices it owns. */
+        json_object_set(j, "host_index", json_object_get(d->info, "index"));
+        json_object_set_new(j, "index", json_integer((json_int_t)d->index));
+        json_object_set_new(j, "state", json_string(device_state_string(d)));
+        json_object_set_new(j, "state_reason", d->reason[0] ? json_string(d->reason) : json_null());
+        json_object_set(j, "last_health", d->last_verdict ? d->last_verdict : json_null());
+        return j;
+}
+
+void devices_free(void)
+{
+        for (size_t i = 0; i < n_devices; i++) {
+                json_decref(devices[i].info);
+                json_decref(devices[i].last_verdict);
+        }
+        free(devices);
+        devices = NULL;
+        n_devices = 0;
+}

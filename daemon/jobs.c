@@ -1,1 +1,1144 @@
-/* placeholder: not written yet */
+/* Jobs: validation of submissions, the in-memory index (sorted by id, which is submission
+ * order), per-device queues (priority, then FIFO), state transitions and their persistence,
+ * cancellation, recovery at start and retention. The document each job is stored as is the
+ * truth; struct job caches what the queue and filters need. Every change happens under
+ * core_lock and is written to the store before the lock is released, so what a client reads
+ * is always what is on disk. */
+#include "jobs.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "config.h"
+#include "core.h"
+#include "devices.h"
+#include "jsonutil.h"
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+#include "supervisor.h"
+#include "util.h"
+#include "uuid.h"
+
+enum pstate { P_QUEUED, P_RUNNING, P_SUCCEEDED, P_FAILED, P_CANCELLED, P_TIMED_OUT, P_INTERRUPTED };
+static const char *const pstate_names[] = {"queued",    "running",   "succeeded",  "failed",
+                                           "cancelled", "timed_out", "interrupted"};
+static const char *const prio_names[] = {"high", "normal", "low"};
+
+struct part {
+        ssize_t device; /* -1: device gone */
+        enum pstate st;
+};
+
+struct job {
+        char id[UUID_STRING_MAX];
+        json_t *doc;
+        enum pstate st;
+        int prio;
+        size_t n_parts;
+        struct part *parts;
+        bool cancel_requested;
+        uint64_t finished_ms;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct umd_config *cfg;
+static struct store *store;
+static struct supervisor *sup;
+static bool quiescing;
+static struct job **jobs; /* ascending id */
+static size_t n_jobs, cap_jobs;
+static size_t n_queued_parts;
+
+void core_lock(void)
+{
+        pthread_mutex_lock(&lock);
+}
+
+void core_unlock(void)
+{
+        pthread_mutex_unlock(&lock);
+}
+
+static bool pstate_final(enum pstate s)
+{
+        return s >= P_SUCCEEDED;
+}
+
+static int pstate_from_string(const char *s)
+{
+        for (size_t i = 0; s && i < ELEMENTSOF(pstate_names); i++)
+                if (strcmp(s, pstate_names[i]) == 0)
+                        return (int)i;
+        return -1;
+}
+
+static void job_free(struct job *j)
+{
+        if (!j)
+                return;
+        json_decref(j->doc);
+        free(j->parts);
+        free(j);
+}
+
+static json_t *now_json(void)
+{
+        char buf[40];
+        return json_string(format_rfc3339_ms(now_realtime_ms(), buf, sizeof(buf)));
+}
+
+static json_t *part_doc(struct job *j, size_t i)
+{
+        return json_array_get(json_object_get(j->doc, "parts"), i);
+}
+
+static const char *job_benchmark(const struct job *j)
+{
+        return json_string_value(json_object_get(j->doc, "benchmark"));
+}
+
+/* The job's state follows from its parts'. */
+static enum pstate job_derive_state(const struct job *j)
+{
+        bool any_open = false, any_started = false;
+        unsigned count[ELEMENTSOF(pstate_names)] = {0};
+
+        for (size_t i = 0; i < j->n_parts; i++) {
+                count[j->parts[i].st]++;
+                if (!pstate_final(j->parts[i].st))
+                        any_open = true;
+                if (j->parts[i].st != P_QUEUED)
+                        any_started = true;
+        }
+        if (any_open)
+                return any_started ? P_RUNNING : P_QUEUED;
+        if (j->cancel_requested && count[P_CANCELLED])
+                return P_CANCELLED;
+        if (count[P_SUCCEEDED] == j->n_parts)
+                return P_SUCCEEDED;
+        if (count[P_TIMED_OUT])
+                return P_TIMED_OUT;
+        if (count[P_FAILED])
+                return P_FAILED;
+        if (count[P_INTERRUPTED])
+                return P_INTERRUPTED;
+        return P_CANCELLED;
+}
+
+static void job_set_part(struct job *j, size_t i, enum pstate st, json_t *result, const char *error)
+{
+        json_t *p = part_doc(j, i);
+        enum pstate old = j->parts[i].st;
+
+        if (old == P_QUEUED && st != P_QUEUED)
+                n_queued_parts--;
+        j->parts[i].st = st;
+        json_object_set_new(p, "state", json_string(pstate_names[st]));
+        if (st == P_RUNNING)
+                json_object_set_new(p, "started", now_json());
+        if (pstate_final(st)) {
+                json_object_set_new(p, "finished", now_json());
+                if (result)
+                        json_object_set(p, "result", result);
+                json_object_set_new(p, "error", error ? json_string(error) : json_null());
+        }
+}
+
+/* Recompute the job's state and times after its parts changed; true when it just finished. */
+static bool job_update_state(struct job *j)
+{
+        enum pstate old = j->st, st = job_derive_state(j);
+
+        if (st == old)
+                return false;
+        j->st = st;
+        json_object_set_new(j->doc, "state", json_string(pstate_names[st]));
+        if (st == P_RUNNING && json_is_null(json_object_get(j->doc, "started")))
+                json_object_set_new(j->doc, "started", now_json());
+        if (!pstate_final(st))
+                return false;
+        j->finished_ms = now_realtime_ms();
+        json_object_set_new(j->doc, "finished", now_json());
+        json_object_set_new(j->doc, "finished_ms", json_integer((json_int_t)j->finished_ms));
+        return true;
+}
+
+static void job_finished(struct job *j)
+{
+        uint64_t start = (uint64_t)json_integer_value(json_object_get(j->doc, "created_ms"));
+        double dur = j->finished_ms > start ? (double)(j->finished_ms - start) / 1000.0 : 0;
+        metrics_job_finished(job_benchmark(j), pstate_names[j->st], dur);
+}
+
+static int job_persist(struct job *j)
+{
+        int r = store_put(store, j->doc);
+        if (r < 0)
+                log_error("job %s: state '%s' could not be written; it stays in memory only",
+                          j->id, pstate_names[j->st]);
+        return r;
+}
+
+static ssize_t job_index(const char *id)
+{
+        size_t lo = 0, hi = n_jobs;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                int c = strcasecmp(jobs[mid]->id, id);
+                if (c == 0)
+                        return (ssize_t)mid;
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return -1;
+}
+
+static struct job *job_find(const char *id)
+{
+        ssize_t i = job_index(id);
+        return i < 0 ? NULL : jobs[i];
+}
+
+static int jobs_append(struct job *j)
+{
+        if (n_jobs == cap_jobs) {
+                size_t nc = cap_jobs ? cap_jobs * 2 : 256;
+                struct job **n = realloc(jobs, nc * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                jobs = n;
+                cap_jobs = nc;
+        }
+        /* ids are time-ordered, so this is almost always the end. */
+        size_t at = n_jobs;
+        while (at > 0 && strcasecmp(jobs[at - 1]->id, j->id) > 0)
+                at--;
+        memmove(&jobs[at + 1], &jobs[at], (n_jobs - at) * sizeof(*jobs));
+        jobs[at] = j;
+        n_jobs++;
+        return 0;
+}
+
+static void jobs_remove_at(size_t i)
+{
+        job_free(jobs[i]);
+        memmove(&jobs[i], &jobs[i + 1], (n_jobs - i - 1) * sizeof(*jobs));
+        n_jobs--;
+}
+
+/* ---- dispatch ---- */
+
+static void try_dispatch(size_t dev)
+{
+        struct device *d = devices_get(dev);
+        struct job *best = NULL;
+        size_t best_part = 0;
+
+        if (!sup || quiescing || !d || d->wstate != WORKER_IDLE || d->running_jobs > 0)
+                return;
+        for (size_t k = 0; k < n_jobs; k++) {
+                struct job *j = jobs[k];
+                if (pstate_final(j->st) || (best && j->prio >= best->prio))
+                        continue;
+                for (size_t i = 0; i < j->n_parts; i++)
+                        if (j->parts[i].device == (ssize_t)dev && j->parts[i].st == P_QUEUED) {
+                                best = j;
+                                best_part = i;
+                                break;
+                        }
+                if (best && best->prio == 0)
+                        break;
+        }
+        if (!best)
+                return;
+
+        json_int_t timeout_s = json_integer_value(json_object_get(best->doc, "timeout_s"));
+        int r = supervisor_dispatch(sup, dev, best->id, job_benchmark(best),
+                                    json_object_get(best->doc, "params"),
+                                    (uint64_t)timeout_s * 1000);
+        if (r < 0) {
+                log_debug("device %zu: dispatch of %s deferred: %s", dev, best->id, strerror(-r));
+                return;
+        }
+        d->running_jobs = 1;
+        d->wstate = WORKER_BUSY;
+        job_set_part(best, best_part, P_RUNNING, NULL, NULL);
+        job_update_state(best);
+        job_persist(best);
+}
+
+static void dispatch_all(void)
+{
+        for (size_t i = 0; i < devices_count(); i++)
+                try_dispatch(i);
+}
+
+/* ---- retention ---- */
+
+static void retention_apply(void)
+{
+        size_t finished = 0;
+        uint64_t now = now_realtime_ms();
+        uint64_t max_age = (uint64_t)cfg->retention_days * 86400000ull;
+
+        for (size_t i = 0; i < n_jobs; i++)
+                if (pstate_final(jobs[i]->st))
+                        finished++;
+        for (size_t i = 0; i < n_jobs;) {
+                struct job *j = jobs[i];
+                bool old = cfg->retention_days > 0 && j->finished_ms > 0 &&
+                           now > j->finished_ms && now - j->finished_ms > max_age;
+                if (pstate_final(j->st) && (finished > cfg->max_jobs || old)) {
+                        int r = store_delete(store, j->id);
+                        if (r < 0 && r != -ENOENT) {
+                                log_warning("retention: cannot delete job %s: %s", j->id,
+                                            strerror(-r));
+                                i++;
+                                continue;
+                        }
+                        jobs_remove_at(i);
+                        finished--;
+                        continue;
+                }
+                i++;
+        }
+}
+
+/* ---- supervisor callbacks (supervisor thread) ---- */
+
+static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
+                         json_t *result, const char *error)
+{
+        static const enum pstate map[] = {
+                [PART_SUCCEEDED] = P_SUCCEEDED,
+                [PART_FAILED] = P_FAILED,
+                [PART_TIMED_OUT] = P_TIMED_OUT,
+                [PART_CANCELLED] = P_CANCELLED,
+        };
+        char why[256];
+
+        core_lock();
+        struct device *d = devices_get(dev);
+        if (d)
+                d->running_jobs = 0;
+        struct job *j = job_find(job_id);
+        if (!j) {
+                log_warning("device %zu: result for unknown job %s dropped", dev, job_id);
+                goto out;
+        }
+        for (size_t i = 0; i < j->n_parts; i++) {
+                if (j->parts[i].device != (ssize_t)dev || j->parts[i].st != P_RUNNING)
+                        continue;
+                enum pstate st = map[outcome];
+                if (st == P_SUCCEEDED && result) {
+                        _cleanup_free_ char *dump = json_dump_compact(result, NULL);
+                        if (!dump || strlen(dump) > cfg->max_result_bytes) {
+                                snprintf(why, sizeof(why),
+                                         "result larger than max_result_bytes (%llu bytes)",
+                                         (unsigned long long)cfg->max_result_bytes);
+                                st = P_FAILED;
+                                result = NULL;
+                                error = why;
+                        }
+                }
+                if (st == P_TIMED_OUT && !error)
+                        error = "deadline passed (timeout_s); the worker was killed";
+                job_set_part(j, i, st, result, error);
+                if (st == P_SUCCEEDED && d)
+                        metrics_part_result(d->uuid, result);
+                if (st != P_SUCCEEDED)
+                        log_info("job %s on device %zu: %s%s%s", j->id, dev, pstate_names[st],
+                                 error ? ": " : "", error ? error : "");
+                break;
+        }
+        if (job_update_state(j)) {
+                job_finished(j);
+                log_info("job %s (%s) %s", j->id, job_benchmark(j), pstate_names[j->st]);
+        }
+        job_persist(j);
+        if (pstate_final(j->st))
+                retention_apply();
+out:
+        try_dispatch(dev);
+        core_unlock();
+}
+
+static void fail_queued_on(size_t dev, const char *why)
+{
+        for (size_t k = 0; k < n_jobs; k++) {
+                struct job *j = jobs[k];
+                bool changed = false;
+                if (pstate_final(j->st))
+                        continue;
+                for (size_t i = 0; i < j->n_parts; i++)
+                        if (j->parts[i].device == (ssize_t)dev && j->parts[i].st == P_QUEUED) {
+                                job_set_part(j, i, P_FAILED, NULL, why);
+                                changed = true;
+                        }
+                if (!changed)
+                        continue;
+                if (job_update_state(j))
+                        job_finished(j);
+                job_persist(j);
+        }
+}
+
+static void on_worker_state(void *userdata, size_t dev, enum worker_state st, const char *reason)
+{
+        char why[400];
+
+        core_lock();
+        struct device *d = devices_get(dev);
+        if (!d)
+                goto out;
+        enum worker_state old = d->wstate;
+        d->wstate = st;
+        snprintf(d->reason, sizeof(d->reason), "%s", reason ? reason : "");
+        if (st != old)
+                log_info("device %zu (%s): worker %s%s%s", dev, d->uuid,
+                         worker_state_to_string(st), reason ? ": " : "", reason ? reason : "");
+        if (st == WORKER_FAULTED) {
+                snprintf(why, sizeof(why), "device %zu (%s) is faulted: %s", dev, d->uuid,
+                         reason ? reason : "its worker keeps crashing");
+                fail_queued_on(dev, why);
+        }
+        if (st == WORKER_IDLE)
+                d->reason[0] = 0;
+        try_dispatch(dev);
+out:
+        core_unlock();
+}
+
+void jobs_supervisor_callbacks(struct supervisor_callbacks *ret)
+{
+        *ret = (struct supervisor_callbacks){
+                .part_done = on_part_done,
+                .worker_state = on_worker_state,
+        };
+}
+
+void jobs_attach_supervisor(struct supervisor *s)
+{
+        core_lock();
+        sup = s;
+        dispatch_all();
+        core_unlock();
+}
+
+void jobs_tick(void)
+{
+        core_lock();
+        retention_apply();
+        core_unlock();
+}
+
+void jobs_quiesce(void)
+{
+        core_lock();
+        quiescing = true;
+        core_unlock();
+}
+
+void jobs_shutdown(void)
+{
+        core_lock();
+        /* Parts still running lost their worker with the daemon: they did not finish. Queued
+         * parts stay queued and run after the next start. */
+        for (size_t k = 0; k < n_jobs; k++) {
+                struct job *j = jobs[k];
+                bool changed = false;
+                for (size_t i = 0; i < j->n_parts; i++)
+                        if (j->parts[i].st == P_RUNNING) {
+                                job_set_part(j, i, P_INTERRUPTED, NULL,
+                                             "umd stopped while the part ran");
+                                changed = true;
+                        }
+                if (changed) {
+                        job_update_state(j);
+                        job_persist(j);
+                }
+        }
+        for (size_t k = 0; k < n_jobs; k++)
+                job_free(jobs[k]);
+        free(jobs);
+        jobs = NULL;
+        n_jobs = cap_jobs = 0;
+        sup = NULL;
+        core_unlock();
+}
+
+void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total)
+{
+        size_t running = 0;
+        core_lock();
+        for (size_t i = 0; i < devices_count(); i++)
+                running += devices_get(i)->running_jobs;
+        *ret_queued = n_queued_parts;
+        *ret_running = running;
+        *ret_total = n_jobs;
+        core_unlock();
+}
+
+/* ---- recovery ---- */
+
+static struct job *job_from_doc(json_t *doc)
+{
+        const char *id = json_string_value(json_object_get(doc, "id"));
+        json_t *parts = json_object_get(doc, "parts");
+        int st = pstate_from_string(json_string_value(json_object_get(doc, "state")));
+        const char *prio = json_string_value(json_object_get(doc, "priority"));
+
+        if (!id || !uuid_is_valid(id) || !json_is_array(parts) || st < 0 ||
+            json_array_size(parts) == 0 || !json_is_string(json_object_get(doc, "benchmark")))
+                return NULL;
+        struct job *j = calloc(1, sizeof(*j));
+        if (!j)
+                return NULL;
+        j->parts = calloc(json_array_size(parts), sizeof(*j->parts));
+        if (!j->parts) {
+                free(j);
+                return NULL;
+        }
+        snprintf(j->id, sizeof(j->id), "%s", id);
+        j->doc = json_incref(doc);
+        j->st = (enum pstate)st;
+        j->prio = 1;
+        for (size_t i = 0; prio && i < ELEMENTSOF(prio_names); i++)
+                if (strcmp(prio, prio_names[i]) == 0)
+                        j->prio = (int)i;
+        j->cancel_requested = json_is_true(json_object_get(doc, "cancel_requested"));
+        j->finished_ms = (uint64_t)json_integer_value(json_object_get(doc, "finished_ms"));
+        j->n_parts = json_array_size(parts);
+        for (size_t i = 0; i < j->n_parts; i++) {
+                json_t *p = json_array_get(parts, i);
+                const char *uuid = json_string_value(json_object_get(p, "uuid"));
+                int ps = pstate_from_string(json_string_value(json_object_get(p, "state")));
+                if (!uuid || ps < 0) {
+                        job_free(j);
+                        return NULL;
+                }
+                j->parts[i].device = devices_lookup_uuid(uuid);
+                j->parts[i].st = (enum pstate)ps;
+                if (ps == P_QUEUED)
+                        n_queued_parts++;
+        }
+        return j;
+}
+
+static int recover_one(json_t *doc, void *userdata)
+{
+        unsigned *changed = userdata;
+        struct job *j = job_from_doc(doc);
+        bool dirty = false;
+
+        if (!j) {
+                log_warning("store: job %s has an unexpected shape; ignored",
+                            json_string_value(json_object_get(doc, "id")) ?: "?");
+                return 0;
+        }
+        for (size_t i = 0; i < j->n_parts; i++) {
+                struct part *p = &j->parts[i];
+                if (p->st == P_RUNNING ||
+                    (p->st == P_QUEUED && j->st == P_RUNNING)) {
+                        job_set_part(j, i, P_INTERRUPTED, NULL,
+                                     "umd stopped while the job ran (interrupted)");
+                        dirty = true;
+                } else if (p->st == P_QUEUED && p->device < 0) {
+                        job_set_part(j, i, P_FAILED, NULL,
+                                     "the device this part was queued for is no longer present");
+                        dirty = true;
+                }
+        }
+        if (dirty) {
+                if (job_update_state(j))
+                        job_finished(j);
+                (*changed)++;
+                job_persist(j);
+        }
+        int r = jobs_append(j);
+        if (r < 0)
+                job_free(j);
+        return r;
+}
+
+int jobs_init(const struct umd_config *c, struct store *s)
+{
+        unsigned corrupt = 0, changed = 0;
+        int r;
+
+        cfg = c;
+        store = s;
+        r = store_recover(s, recover_one, &changed, &corrupt);
+        if (r < 0)
+                return log_error_errno(r, "cannot recover jobs from the store: %m");
+        retention_apply();
+        log_info("store: %zu jobs (%zu parts queued), %u interrupted or failed at recovery, %u "
+                 "corrupt files set aside",
+                 n_jobs, n_queued_parts, changed, corrupt);
+        return 0;
+}
+
+/* ---- submission ---- */
+
+static const char *const submit_keys[] = {"benchmark", "device",  "devices", "params",
+                                          "priority",  "timeout_s", "labels"};
+
+static int parse_device_value(const json_t *v, const char *field, size_t *devs, size_t *n,
+                              struct problem *p)
+{
+        ssize_t idx = -1;
+        if (json_is_integer(v)) {
+                json_int_t i = json_integer_value(v);
+                if (i >= 0 && (size_t)i < devices_count())
+                        idx = (ssize_t)i;
+                else
+                        return problem_set(p, 400, field,
+                                           "unknown device %lld: this host has %zu (see GET "
+                                           "/v1/devices)",
+                                           (long long)i, devices_count());
+        } else if (json_is_string(v)) {
+                idx = devices_lookup_uuid(json_string_value(v));
+                if (idx < 0)
+                        return problem_set(p, 400, field, "unknown device '%.64s' (see GET /v1/devices)",
+                                           json_string_value(v));
+        } else {
+                return problem_set(p, 400, field, "must be a device index, a GPU uuid or \"all\"");
+        }
+        for (size_t k = 0; k < *n; k++)
+                if (devs[k] == (size_t)idx)
+                        return problem_set(p, 400, field, "device %zd is named twice", idx);
+        devs[(*n)++] = (size_t)idx;
+        return 0;
+}
+
+/* The device set of a submission: "device": N|UUID|"all" or "devices": [..]|"all"; default
+ * all. */
+static int parse_devices(const json_t *body, size_t *devs, size_t *ret_n, struct problem *p)
+{
+        json_t *one = json_object_get(body, "device"), *many = json_object_get(body, "devices");
+        const char *field = one ? "device" : "devices";
+        json_t *v = one ? one : many;
+        size_t n = 0;
+        int r;
+
+        if (one && many)
+                return problem_set(p, 400, "devices", "give either device or devices, not both");
+        if (devices_count() == 0)
+                return problem_set(p, 503, field, "this host has no usable GPU: %s",
+                                   devices_empty_reason());
+        if (!v || (json_is_string(v) && strcmp(json_string_value(v), "all") == 0)) {
+                for (size_t i = 0; i < devices_count(); i++)
+                        devs[n++] = i;
+        } else if (one) {
+                r = parse_device_value(v, "device", devs, &n, p);
+                if (r < 0)
+                        return r;
+        } else if (json_is_array(v)) {
+                size_t i;
+                json_t *e;
+                char f[32];
+                if (json_array_size(v) == 0)
+                        return problem_set(p, 400, "devices", "must name at least one device");
+                if (json_array_size(v) > devices_count())
+                        return problem_set(p, 400, "devices", "names more devices than exist (%zu)",
+                                           devices_count());
+                json_array_foreach(v, i, e) {
+                        snprintf(f, sizeof(f), "devices[%zu]", i);
+                        r = parse_device_value(e, f, devs, &n, p);
+                        if (r < 0)
+                                return r;
+                }
+        } else {
+                r = parse_device_value(v, "devices", devs, &n, p);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct device *d = devices_get(devs[i]);
+                if (d->wstate == WORKER_FAULTED) {
+                        p->retry_after_s = 30;
+                        return problem_set(p, 503, field, "device %zu (%s) is faulted: %s",
+                                           d->index, d->uuid, d->reason);
+                }
+        }
+        *ret_n = n;
+        return 0;
+}
+
+static bool label_key_ok(const char *k)
+{
+        if (!k[0])
+                return false;
+        for (const char *c = k; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                      (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.' || *c == '/'))
+                        return false;
+        return true;
+}
+
+static int parse_labels(const json_t *labels, struct problem *p)
+{
+        const char *k;
+        json_t *v;
+
+        if (!labels)
+                return 0;
+        if (!json_is_object(labels))
+                return problem_set(p, 400, "labels", "must be an object of string values");
+        if (json_object_size(labels) > cfg->max_labels)
+                return problem_set(p, 400, "labels", "at most %u labels (max_labels)",
+                                   cfg->max_labels);
+        json_object_foreach((json_t *)labels, k, v) {
+                if (strlen(k) > cfg->max_label_key_len || !label_key_ok(k))
+                        return problem_set(p, 400, "labels",
+                                           "label keys are 1 to %u characters of A-Z a-z 0-9 _ - . "
+                                           "/ (max_label_key_len)",
+                                           cfg->max_label_key_len);
+                if (!json_is_string(v))
+                        return problem_set(p, 400, "labels", "label '%.64s' must be a string", k);
+                if (json_string_length(v) > cfg->max_label_value_len)
+                        return problem_set(p, 400, "labels",
+                                           "label '%.64s' is longer than %u bytes "
+                                           "(max_label_value_len)",
+                                           k, cfg->max_label_value_len);
+        }
+        return 0;
+}
+
+static int parse_priority(const json_t *v, int *ret, struct problem *p)
+{
+        if (!v) {
+                *ret = 1;
+                return 0;
+        }
+        for (size_t i = 0; json_is_string(v) && i < ELEMENTSOF(prio_names); i++)
+                if (strcmp(json_string_value(v), prio_names[i]) == 0) {
+                        *ret = (int)i;
+                        return 0;
+                }
+        return problem_set(p, 400, "priority", "must be \"high\", \"normal\" or \"low\"");
+}
+
+static int parse_timeout(const json_t *v, unsigned *ret, struct problem *p)
+{
+        if (!v) {
+                *ret = cfg->job_timeout_default_s;
+                return 0;
+        }
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > (json_int_t)cfg->job_timeout_max_s)
+                return problem_set(p, 400, "timeout_s",
+                                   "must be a whole number of seconds from 1 to %u "
+                                   "(job_timeout_max_s)",
+                                   cfg->job_timeout_max_s);
+        *ret = (unsigned)json_integer_value(v);
+        return 0;
+}
+
+static struct job *idempotent_find(const char *key, const char *client)
+{
+        for (size_t k = n_jobs; k-- > 0;) {
+                json_t *d = jobs[k]->doc;
+                const char *jk = json_string_value(json_object_get(d, "idempotency_key"));
+                const char *jc = json_string_value(json_object_get(d, "client"));
+                if (jk && strcmp(jk, key) == 0 && streq_ptr(jc, client))
+                        return jobs[k];
+        }
+        return NULL;
+}
+
+static size_t active_jobs_of(const char *client)
+{
+        size_t n = 0;
+        for (size_t k = 0; k < n_jobs; k++)
+                if (!pstate_final(jobs[k]->st) &&
+                    streq_ptr(json_string_value(json_object_get(jobs[k]->doc, "client")), client))
+                        n++;
+        return n;
+}
+
+static int check_capacity(const size_t *devs, size_t n, const char *client, struct problem *p)
+{
+        if (n_queued_parts + n > cfg->queue_capacity) {
+                p->retry_after_s = 5;
+                return problem_set(p, 429, "", "the queue is full (%zu parts queued, "
+                                               "queue_capacity %u); retry later",
+                                   n_queued_parts, cfg->queue_capacity);
+        }
+        for (size_t i = 0; i < n; i++) {
+                size_t q = jobs_queued_on_locked(devs[i]);
+                if (q + 1 > cfg->queue_capacity_per_device) {
+                        p->retry_after_s = 5;
+                        return problem_set(p, 429, "devices",
+                                           "the queue of device %zu is full (%zu parts, "
+                                           "queue_capacity_per_device %u); retry later",
+                                           devs[i], q, cfg->queue_capacity_per_device);
+                }
+        }
+        if (client && active_jobs_of(client) >= cfg->jobs_per_token) {
+                p->retry_after_s = 5;
+                return problem_set(p, 429, "", "client '%s' has %u jobs queued or running "
+                                               "(jobs_per_token); retry later",
+                                   client, cfg->jobs_per_token);
+        }
+        return 0;
+}
+
+static struct job *job_new(const json_t *body, const char *request, const struct bench_def *b,
+                           json_t *params, const size_t *devs, size_t n, int prio,
+                           unsigned timeout_s, const char *idem, const char *client)
+{
+        struct job *j = calloc(1, sizeof(*j));
+        bool fake = false;
+
+        if (!j || !(j->parts = calloc(n, sizeof(*j->parts))) || uuid7_generate(j->id) < 0) {
+                job_free(j);
+                return NULL;
+        }
+        j->prio = prio;
+        j->n_parts = n;
+        json_t *parts = json_array();
+        for (size_t i = 0; i < n; i++) {
+                struct device *d = devices_get(devs[i]);
+                j->parts[i] = (struct part){.device = (ssize_t)devs[i], .st = P_QUEUED};
+                fake = fake || d->fake;
+                json_array_append_new(parts, json_pack("{s:I, s:s, s:b, s:s, s:n, s:n, s:n, s:n}",
+                                                       "device", (json_int_t)devs[i], "uuid",
+                                                       d->uuid, "fake", d->fake, "state", "queued",
+                                                       "started", "finished", "result", "error"));
+        }
+        json_t *labels = json_object_get(body, "labels");
+        j->doc = json_pack("{s:s, s:s, s:s, s:O, s:s, s:I, s:o, s:s?, s:s?, s:s, s:o, s:I, s:n, "
+                           "s:n, s:b, s:o, s:s}",
+                           "id", j->id, "benchmark", b->name, "kind", b->kind, "params", params,
+                           "priority", prio_names[prio], "timeout_s", (json_int_t)timeout_s,
+                           "labels", labels ? json_incref(labels) : json_object(), "idempotency_key", idem,
+                           "client", client, "state", "queued", "created", now_json(),
+                           "created_ms", (json_int_t)now_realtime_ms(), "started", "finished",
+                           "fake", fake, "parts", parts, "request", request);
+        if (!j->doc) {
+                job_free(j);
+                return NULL;
+        }
+        return j;
+}
+
+int core_job_submit(const json_t *body, const char *idem, const char *client, json_t **ret_job,
+                    struct problem *p)
+{
+        size_t devs[256], n = 0;
+        int prio = 1, r;
+        unsigned timeout_s = 0;
+        const char *key;
+        json_t *v;
+        struct catalog_limits lim = {.max_buffer_bytes = cfg->max_buffer_bytes};
+        struct catalog_error cerr = {0};
+        _cleanup_json_ json_t *params = NULL;
+
+        if (!json_is_object(body))
+                return problem_set(p, 400, "", "the body must be a JSON object");
+        json_object_foreach((json_t *)body, key, v) {
+                bool known = false;
+                for (size_t i = 0; i < ELEMENTSOF(submit_keys); i++)
+                        known = known || strcmp(key, submit_keys[i]) == 0;
+                if (!known)
+                        return problem_set(p, 400, key,
+                                           "unknown field '%.64s' (known: benchmark, device, "
+                                           "devices, params, priority, timeout_s, labels)",
+                                           key);
+        }
+        json_t *bn = json_object_get(body, "benchmark");
+        if (!json_is_string(bn))
+                return problem_set(p, 400, "benchmark",
+                                   "benchmark is required: a name from GET /v1/benchmarks");
+        const struct bench_def *b = catalog_find(json_string_value(bn));
+        if (!b)
+                return problem_set(p, 400, "benchmark",
+                                   "unknown benchmark '%.64s' (see GET /v1/benchmarks)",
+                                   json_string_value(bn));
+        _cleanup_free_ char *request = json_dump_compact(body, NULL);
+        if (!request)
+                return problem_set(p, 500, "", "out of memory");
+
+        core_lock();
+        if (idem) {
+                struct job *prev = idempotent_find(idem, client);
+                if (prev) {
+                        const char *req = json_string_value(json_object_get(prev->doc, "request"));
+                        if (!req || strcmp(req, request) != 0) {
+                                r = problem_set(p, 409, "Idempotency-Key",
+                                                "this Idempotency-Key was used for job %s with a "
+                                                "different body",
+                                                prev->id);
+                                goto out;
+                        }
+                        *ret_job = json_deep_copy(prev->doc);
+                        r = 1;
+                        goto out;
+                }
+        }
+        r = parse_devices(body, devs, &n, p);
+        if (r < 0)
+                goto out;
+        bool all_fake = true;
+        for (size_t i = 0; i < n; i++)
+                all_fake = all_fake && devices_get(devs[i])->fake;
+        r = catalog_validate(b, json_object_get(body, "params"), &lim, all_fake, &params, &cerr);
+        if (r < 0) {
+                r = problem_set(p, 400, cerr.field, "%s", cerr.detail);
+                goto out;
+        }
+        r = parse_priority(json_object_get(body, "priority"), &prio, p);
+        if (r < 0)
+                goto out;
+        r = parse_timeout(json_object_get(body, "timeout_s"), &timeout_s, p);
+        if (r < 0)
+                goto out;
+        r = parse_labels(json_object_get(body, "labels"), p);
+        if (r < 0)
+                goto out;
+        r = check_capacity(devs, n, client, p);
+        if (r < 0)
+                goto out;
+
+        struct job *j = job_new(body, request, b, params, devs, n, prio, timeout_s, idem, client);
+        if (!j) {
+                r = problem_set(p, 500, "", "out of memory");
+                goto out;
+        }
+        if (store_put(store, j->doc) < 0) {
+                job_free(j);
+                r = problem_set(p, 507, "", "the job could not be stored (see the daemon's log)");
+                goto out;
+        }
+        if (jobs_append(j) < 0) {
+                store_delete(store, j->id);
+                job_free(j);
+                r = problem_set(p, 500, "", "out of memory");
+                goto out;
+        }
+        n_queued_parts += n;
+        log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, n);
+        for (size_t i = 0; i < n; i++)
+                try_dispatch(devs[i]);
+        *ret_job = json_deep_copy(j->doc);
+        r = 0;
+out:
+        core_unlock();
+        return r;
+}
+
+/* ---- reads and cancel ---- */
+
+static json_t *job_public(const json_t *doc)
+{
+        json_t *j = json_deep_copy(doc);
+        if (!j)
+                return NULL;
+        json_object_del(j, "request");
+        json_object_del(j, "created_ms");
+        json_object_del(j, "finished_ms");
+        return j;
+}
+
+static json_t *job_summary(const json_t *doc)
+{
+        json_t *j = job_public(doc);
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(j, "parts"), i, p) json_object_del(p, "result");
+        return j;
+}
+
+int core_job_get(const char *id, json_t **ret_job, struct problem *p)
+{
+        if (!uuid_is_valid(id))
+                return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
+        core_lock();
+        struct job *j = job_find(id);
+        if (j)
+                *ret_job = job_public(j->doc);
+        core_unlock();
+        if (!j)
+                return problem_set(p, 404, "id", "no job %s", id);
+        return 0;
+}
+
+int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
+                    struct problem *p)
+{
+        int r = 0;
+
+        if (!uuid_is_valid(id))
+                return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
+        core_lock();
+        struct job *j = job_find(id);
+        if (!j) {
+                r = problem_set(p, 404, "id", "no job %s", id);
+                goto out;
+        }
+        const char *owner = json_string_value(json_object_get(j->doc, "client"));
+        if (client && !admin && !streq_ptr(owner, client)) {
+                r = problem_set(p, 403, "", "job %s was submitted by another client; cancelling "
+                                            "it needs the admin role",
+                                id);
+                goto out;
+        }
+        if (pstate_final(j->st)) {
+                r = problem_set(p, 409, "id", "job %s already finished (%s)", id,
+                                pstate_names[j->st]);
+                goto out;
+        }
+        j->cancel_requested = true;
+        json_object_set_new(j->doc, "cancel_requested", json_true());
+        for (size_t i = 0; i < j->n_parts; i++) {
+                if (j->parts[i].st == P_QUEUED)
+                        job_set_part(j, i, P_CANCELLED, NULL, "cancelled before it ran");
+                else if (j->parts[i].st == P_RUNNING && sup)
+                        supervisor_cancel(sup, (size_t)j->parts[i].device, j->id);
+        }
+        if (job_update_state(j))
+                job_finished(j);
+        job_persist(j);
+        log_info("job %s: cancel requested (%s)", id, pstate_names[j->st]);
+        *ret_job = job_public(j->doc);
+out:
+        core_unlock();
+        return r;
+}
+
+static bool job_matches(const struct job *j, int status, const char *benchmark, ssize_t dev,
+                        const char *lk, size_t lklen, const char *lv)
+{
+        if (status >= 0 && (int)j->st != status)
+                return false;
+        if (benchmark && strcmp(job_benchmark(j), benchmark) != 0)
+                return false;
+        if (dev >= 0) {
+                bool on = false;
+                for (size_t i = 0; i < j->n_parts; i++)
+                        on = on || j->parts[i].device == dev;
+                if (!on)
+                        return false;
+        }
+        if (lk) {
+                json_t *labels = json_object_get(j->doc, "labels");
+                const char *k;
+                json_t *v;
+                bool hit = false;
+                json_object_foreach(labels, k, v) {
+                        if (strlen(k) == lklen && strncmp(k, lk, lklen) == 0 &&
+                            strcmp(json_string_value(v), lv) == 0)
+                                hit = true;
+                }
+                if (!hit)
+                        return false;
+        }
+        return true;
+}
+
+static void url_append(char *buf, size_t len, const char *name, const char *v)
+{
+        size_t at = strlen(buf);
+        static const char hex[] = "0123456789ABCDEF";
+        if (!v || at + 1 >= len)
+                return;
+        at += (size_t)snprintf(buf + at, len - at, "%s%s=", strchr(buf, '?') ? "&" : "?", name);
+        for (const unsigned char *c = (const unsigned char *)v; *c && at + 4 < len; c++) {
+                if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                    (*c >= '0' && *c <= '9') || strchr("-_.~", *c))
+                        buf[at++] = (char)*c;
+                else {
+                        buf[at++] = '%';
+                        buf[at++] = hex[*c >> 4];
+                        buf[at++] = hex[*c & 15];
+                }
+        }
+        buf[at < len ? at : len - 1] = 0;
+}
+
+int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem *p)
+{
+        int status = -1;
+        ssize_t dev = -1;
+        uint64_t limit = 50;
+        const char *lk = NULL, *lv = NULL;
+        size_t lklen = 0;
+
+        if (f->status && (status = pstate_from_string(f->status)) < 0)
+                return problem_set(p, 400, "status",
+                                   "unknown status '%.32s' (queued, running, succeeded, failed, "
+                                   "cancelled, timed_out, interrupted)",
+                                   f->status);
+        if (f->limit && parse_uint64(f->limit, 1, cfg->list_limit_max, &limit) < 0)
+                return problem_set(p, 400, "limit", "must be a whole number from 1 to %u "
+                                                    "(list_limit_max)",
+                                   cfg->list_limit_max);
+        if (f->before && !uuid_is_valid(f->before))
+                return problem_set(p, 400, "before", "must be a job id (a UUID)");
+        if (f->benchmark && !catalog_find(f->benchmark))
+                return problem_set(p, 400, "benchmark",
+                                   "unknown benchmark '%.64s' (see GET /v1/benchmarks)",
+                                   f->benchmark);
+        if (f->label) {
+                const char *colon = strchr(f->label, ':');
+                if (!colon || colon == f->label)
+                        return problem_set(p, 400, "label", "must be KEY:VALUE");
+                lk = f->label;
+                lklen = (size_t)(colon - f->label);
+                lv = colon + 1;
+        }
+
+        core_lock();
+        if (f->device && (dev = devices_lookup(f->device)) < 0) {
+                core_unlock();
+                return problem_set(p, 400, "device", "unknown device '%.64s'", f->device);
+        }
+        json_t *arr = json_array();
+        const char *last = NULL;
+        bool more = false;
+        for (size_t k = n_jobs; k-- > 0;) {
+                struct job *j = jobs[k];
+                if (f->before && strcasecmp(j->id, f->before) >= 0)
+                        continue;
+                if (!job_matches(j, status, f->benchmark, dev, lk, lklen, lv))
+                        continue;
+                if (json_array_size(arr) == limit) {
+                        more = true;
+                        break;
+                }
+                json_array_append_new(arr, job_summary(j->doc));
+                last = j->id;
+        }
+        char next[1024] = "/v1/jobs";
+        if (more) {
+                url_append(next, sizeof(next), "status", f->status);
+                url_append(next, sizeof(next), "benchmark", f->benchmark);
+                url_append(next, sizeof(next), "device", f->device);
+                url_append(next, sizeof(next), "label", f->label);
+                url_append(next, sizeof(next), "limit", f->limit);
+                url_append(next, sizeof(next), "before", last);
+        }
+        core_unlock();
+        *ret_page = json_pack("{s:o, s:o}", "jobs", arr, "next",
+                              more ? json_string(next) : json_null());
+        return 0;
+}
+
+size_t jobs_queued_on_locked(size_t dev)
+{
+        size_t q = 0;
+        for (size_t k = 0; k < n_jobs; k++)
+                for (size_t x = 0; x < jobs[k]->n_parts; x++)
+                        if (jobs[k]->parts[x].device == (ssize_t)dev &&
+                            jobs[k]->parts[x].st == P_QUEUED)
+                                q++;
+        return q;
+}

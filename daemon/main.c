@@ -1,1 +1,202 @@
-/* placeholder: not written yet */
+/* umd's entry point and lifecycle: configuration, discovery, recovery, listening, READY=1,
+ * the watchdog and STATUS= updates, and an orderly stop on SIGTERM/SIGINT. Never touches CUDA:
+ * GPUs are reached only through umd-worker processes (supervisor.c). */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "config.h"
+#include "devices.h"
+#include "fileio.h"
+#include "jobs.h"
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+#include "supervisor.h"
+#include "umd-build.h"
+#include "util.h"
+
+const struct umd_config *core_config;
+
+#define TICK_MS 1000
+
+static void notify_status(const char *phase)
+{
+        size_t queued, running, total, faulted = 0;
+        jobs_counts(&queued, &running, &total);
+        core_lock();
+        for (size_t i = 0; i < devices_count(); i++)
+                faulted += devices_get(i)->wstate == WORKER_FAULTED;
+        core_unlock();
+        sd_notifyf(0, "STATUS=%s: %zu devices (%zu faulted), %zu parts queued, %zu running, %zu jobs",
+                   phase, devices_count(), faulted, queued, running, total);
+}
+
+static int start_supervisor(const struct umd_config *cfg, struct supervisor **ret)
+{
+        size_t n = devices_count();
+        struct supervised_device *devs = calloc(n + 1, sizeof(*devs));
+        struct supervisor_callbacks cb;
+        int r;
+
+        if (!devs)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                struct device *d = devices_get(i);
+                devs[i].fake = d->fake;
+                /* Real workers are told the uuid (stable); fake ones their fake index. */
+                if (d->fake)
+                        snprintf(devs[i].id, sizeof(devs[i].id), "%lld",
+                                 (long long)json_integer_value(json_object_get(d->info, "index")));
+                else
+                        snprintf(devs[i].id, sizeof(devs[i].id), "%s", d->uuid);
+        }
+        jobs_supervisor_callbacks(&cb);
+        r = supervisor_start(cfg, devs, n, &cb, ret);
+        free(devs);
+        return r;
+}
+
+static int run(struct umd_config *cfg)
+{
+        _cleanup_free_ char *worker = NULL;
+        struct store *store = NULL;
+        struct api_server *api = NULL;
+        struct supervisor *sup = NULL;
+        uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0;
+        sigset_t mask;
+        int sfd = -1, r;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        /* Blocked before any thread starts, so every thread inherits the mask and only the
+         * signalfd below sees them. */
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+        if (sfd < 0)
+                return log_error_errno(errno, "signalfd: %m");
+
+        r = devices_find_worker(cfg, &worker);
+        if (r < 0)
+                goto out;
+        r = devices_discover(cfg, worker);
+        if (r < 0)
+                goto out;
+        free(cfg->worker_path);
+        cfg->worker_path = strdup(worker);
+
+        r = mkdir_p(cfg->state_dir, 0750);
+        if (r < 0) {
+                log_error_errno(r, "cannot create state directory %s: %m", cfg->state_dir);
+                goto out;
+        }
+        r = store_open(cfg->state_dir, &store);
+        if (r < 0)
+                goto out;
+        r = jobs_init(cfg, store);
+        if (r < 0)
+                goto out;
+
+        /* api_start takes systemd's sockets (sd_listen_fds) before any thread exists. */
+        r = api_start(cfg, &api);
+        if (r < 0)
+                goto out;
+        r = start_supervisor(cfg, &sup);
+        if (r < 0)
+                goto out;
+        jobs_attach_supervisor(sup);
+        metrics_attach_supervisor(sup);
+
+        if (sd_watchdog_enabled(0, &watchdog_usec) <= 0)
+                watchdog_usec = 0;
+        sd_notify(0, "READY=1");
+        notify_status("ready");
+        log_info("umd %s ready: %zu devices, state in %s", UMD_VERSION, devices_count(),
+                 cfg->state_dir);
+
+        for (;;) {
+                struct pollfd pfd = {.fd = sfd, .events = POLLIN};
+                int pr = poll(&pfd, 1, TICK_MS / 4);
+                if (pr < 0 && errno != EINTR) {
+                        r = log_error_errno(errno, "poll: %m");
+                        break;
+                }
+                if (pr > 0) {
+                        struct signalfd_siginfo si;
+                        if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+                                if (si.ssi_signo == SIGHUP) {
+                                        log_info("SIGHUP: configuration is read at start only; "
+                                                 "restart umd to apply changes");
+                                        continue;
+                                }
+                                log_info("%s: stopping", strsignal((int)si.ssi_signo));
+                                r = 0;
+                                break;
+                        }
+                }
+                uint64_t now = now_monotonic_ms();
+                /* Pet the watchdog only while every worker answers: a wedged GPU should get
+                 * the unit restarted rather than hide behind a healthy-looking HTTP thread. */
+                if (watchdog_usec && now - last_pet >= watchdog_usec / 2000 &&
+                    supervisor_all_alive(sup)) {
+                        sd_notify(0, "WATCHDOG=1");
+                        last_pet = now;
+                }
+                if (now - last_status >= 5000) {
+                        notify_status("running");
+                        last_status = now;
+                }
+                if (now - last_tick >= 60000) {
+                        jobs_tick();
+                        last_tick = now;
+                }
+        }
+
+        sd_notify(0, "STOPPING=1");
+        notify_status("stopping");
+out:
+        jobs_quiesce();
+        if (api)
+                api_stop(api, cfg->shutdown_timeout_s * 1000);
+        if (sup)
+                supervisor_stop(sup, cfg->shutdown_timeout_s * 1000);
+        jobs_shutdown();
+        if (store)
+                store_close(store);
+        devices_free();
+        if (sfd >= 0)
+                close(sfd);
+        return r;
+}
+
+int main(int argc, char **argv)
+{
+        struct umd_config cfg;
+        int r;
+
+        log_set_ident("umd");
+        config_init(&cfg);
+        r = config_parse_args(&cfg, argc, argv);
+        if (r != 0) {
+                config_free(&cfg);
+                return r > 0 ? EXIT_SUCCESS : 2;
+        }
+        log_set_level(cfg.log_level);
+        core_config = &cfg;
+        metrics_init();
+
+        r = run(&cfg);
+        config_free(&cfg);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

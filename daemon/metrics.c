@@ -1,1 +1,241 @@
-/* placeholder: not written yet */
+/* Prometheus text exposition (format 0.0.4). Owns the counters nothing else keeps: HTTP
+ * requests, finished jobs, job durations, last measured bandwidths. Device and queue gauges are
+ * read from devices.c/jobs.c at scrape time. Every label set is bounded: routes are patterns,
+ * states and benchmarks come from fixed tables, uuids from discovery, modes from results. */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "devices.h"
+#include "jobs.h"
+#include "log.h"
+#include "supervisor.h"
+#include "umd-build.h"
+#include "util.h"
+
+#define MAX_SERIES 4096
+
+struct series {
+        char *labels; /* rendered label set, e.g. route="/v1/jobs",method="GET",status="200" */
+        double value;
+};
+
+struct family {
+        struct series *s;
+        size_t n, cap;
+};
+
+static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
+static struct family http_requests, jobs_finished, bandwidth;
+static const double duration_buckets[] = {0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800};
+static unsigned long long duration_counts[ELEMENTSOF(duration_buckets) + 1];
+static double duration_sum;
+static unsigned long long duration_count;
+static uint64_t start_ms;
+static struct supervisor *msup;
+
+void metrics_init(void)
+{
+        start_ms = now_monotonic_ms();
+}
+
+void metrics_attach_supervisor(struct supervisor *s)
+{
+        msup = s;
+}
+
+/* Label values are escaped per the exposition format (backslash, quote, newline). */
+static void escape(char *dst, size_t len, const char *src)
+{
+        size_t at = 0;
+        for (; src && *src && at + 3 < len; src++) {
+                if (*src == '\\' || *src == '"') {
+                        dst[at++] = '\\';
+                        dst[at++] = *src;
+                } else if (*src == '\n') {
+                        dst[at++] = '\\';
+                        dst[at++] = 'n';
+                } else {
+                        dst[at++] = *src;
+                }
+        }
+        dst[at] = 0;
+}
+
+static void family_set(struct family *f, const char *labels, double v, bool add)
+{
+        for (size_t i = 0; i < f->n; i++)
+                if (strcmp(f->s[i].labels, labels) == 0) {
+                        f->s[i].value = add ? f->s[i].value + v : v;
+                        return;
+                }
+        if (f->n >= MAX_SERIES)
+                return;
+        if (f->n == f->cap) {
+                size_t nc = f->cap ? f->cap * 2 : 32;
+                struct series *n = realloc(f->s, nc * sizeof(*n));
+                if (!n)
+                        return;
+                f->s = n;
+                f->cap = nc;
+        }
+        char *l = strdup(labels);
+        if (!l)
+                return;
+        f->s[f->n++] = (struct series){.labels = l, .value = v};
+}
+
+void core_http_observe(const char *route, const char *method, int status)
+{
+        char r[128], m[16], labels[256];
+        escape(r, sizeof(r), route);
+        escape(m, sizeof(m), method);
+        snprintf(labels, sizeof(labels), "route=\"%s\",method=\"%s\",status=\"%d\"", r, m, status);
+        pthread_mutex_lock(&mlock);
+        family_set(&http_requests, labels, 1, true);
+        pthread_mutex_unlock(&mlock);
+}
+
+void metrics_job_finished(const char *benchmark, const char *state, double duration_s)
+{
+        char b[64], labels[160];
+        escape(b, sizeof(b), benchmark);
+        snprintf(labels, sizeof(labels), "benchmark=\"%s\",state=\"%s\"", b, state);
+        pthread_mutex_lock(&mlock);
+        family_set(&jobs_finished, labels, 1, true);
+        size_t i = 0;
+        while (i < ELEMENTSOF(duration_buckets) && duration_s > duration_buckets[i])
+                i++;
+        duration_counts[i]++;
+        duration_sum += duration_s;
+        duration_count++;
+        pthread_mutex_unlock(&mlock);
+}
+
+void metrics_part_result(const char *uuid, const json_t *result)
+{
+        const char *bench = json_string_value(json_object_get(result, "benchmark"));
+        size_t i;
+        json_t *m;
+        char u[80], b[64], n[64], labels[256];
+
+        escape(u, sizeof(u), uuid);
+        escape(b, sizeof(b), bench ? bench : "unknown");
+        pthread_mutex_lock(&mlock);
+        json_array_foreach(json_object_get(result, "measurements"), i, m) {
+                json_t *g = json_object_get(m, "gbps");
+                const char *name = json_string_value(json_object_get(m, "name"));
+                if (!json_is_number(g) || !name)
+                        continue;
+                escape(n, sizeof(n), name);
+                snprintf(labels, sizeof(labels), "uuid=\"%s\",benchmark=\"%s\",mode=\"%s\"", u, b,
+                         n);
+                family_set(&bandwidth, labels, json_number_value(g), false);
+        }
+        pthread_mutex_unlock(&mlock);
+}
+
+static void family_print(FILE *f, const char *name, const struct family *fam)
+{
+        for (size_t i = 0; i < fam->n; i++)
+                fprintf(f, "%s{%s} %.17g\n", name, fam->s[i].labels, fam->s[i].value);
+}
+
+char *core_metrics_text(size_t *ret_len)
+{
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        static const char *const states[] = {"idle",       "busy",    "starting",
+                                             "restarting", "faulted", "stopped"};
+        size_t queued, running, total;
+
+        if (!f)
+                return NULL;
+        jobs_counts(&queued, &running, &total);
+        fprintf(f, "# HELP umd_up 1 while umd serves.\n# TYPE umd_up gauge\numd_up 1\n");
+        fprintf(f,
+                "# HELP umd_build_info Version and build of umd.\n# TYPE umd_build_info gauge\n"
+                "umd_build_info{version=\"%s\",build=\"%s\",cuda=\"%s\"} 1\n",
+                UMD_VERSION, UMD_BUILD, UMD_CUDA_VERSION);
+        fprintf(f,
+                "# HELP umd_uptime_seconds Seconds since umd started.\n"
+                "# TYPE umd_uptime_seconds gauge\numd_uptime_seconds %.3f\n",
+                (double)(now_monotonic_ms() - start_ms) / 1000.0);
+        fprintf(f,
+                "# HELP umd_jobs Jobs in the store.\n# TYPE umd_jobs gauge\numd_jobs %zu\n"
+                "# HELP umd_jobs_running Job parts running now.\n# TYPE umd_jobs_running gauge\n"
+                "umd_jobs_running %zu\n",
+                total, running);
+
+        fprintf(f, "# HELP umd_queue_depth Job parts waiting, per device.\n"
+                   "# TYPE umd_queue_depth gauge\n");
+        core_lock();
+        for (size_t i = 0; i < devices_count(); i++)
+                fprintf(f, "umd_queue_depth{uuid=\"%s\"} %zu\n", devices_get(i)->uuid,
+                        jobs_queued_on_locked(i));
+        fprintf(f, "# HELP umd_device_state Current state of each device (1 for the state it is "
+                   "in).\n# TYPE umd_device_state gauge\n");
+        for (size_t i = 0; i < devices_count(); i++) {
+                struct device *d = devices_get(i);
+                const char *cur = device_state_string(d);
+                for (size_t s = 0; s < ELEMENTSOF(states); s++)
+                        fprintf(f, "umd_device_state{uuid=\"%s\",state=\"%s\"} %d\n", d->uuid,
+                                states[s], strcmp(cur, states[s]) == 0);
+        }
+        fprintf(f, "# HELP umd_worker_restarts_total Worker processes respawned, per device.\n"
+                   "# TYPE umd_worker_restarts_total counter\n");
+        for (size_t i = 0; i < devices_count(); i++)
+                fprintf(f, "umd_worker_restarts_total{uuid=\"%s\"} %u\n", devices_get(i)->uuid,
+                        msup ? supervisor_restarts(msup, i) : 0);
+        fprintf(f, "# HELP umd_device_health_verdict Last health verdict per device (1 for the "
+                   "verdict it has).\n# TYPE umd_device_health_verdict gauge\n");
+        for (size_t i = 0; i < devices_count(); i++) {
+                struct device *d = devices_get(i);
+                const char *v = json_string_value(json_object_get(d->last_verdict, "verdict"));
+                static const char *const verdicts[] = {"pass", "warn", "fail"};
+                if (!v)
+                        continue;
+                for (size_t k = 0; k < ELEMENTSOF(verdicts); k++)
+                        fprintf(f, "umd_device_health_verdict{uuid=\"%s\",verdict=\"%s\"} %d\n",
+                                d->uuid, verdicts[k], strcmp(v, verdicts[k]) == 0);
+        }
+        core_unlock();
+
+        pthread_mutex_lock(&mlock);
+        fprintf(f, "# HELP umd_http_requests_total HTTP requests answered, by route, method and "
+                   "status.\n# TYPE umd_http_requests_total counter\n");
+        family_print(f, "umd_http_requests_total", &http_requests);
+        fprintf(f, "# HELP umd_jobs_finished_total Jobs that reached a final state.\n"
+                   "# TYPE umd_jobs_finished_total counter\n");
+        family_print(f, "umd_jobs_finished_total", &jobs_finished);
+        fprintf(f, "# HELP umd_job_duration_seconds Time from submission to a final state.\n"
+                   "# TYPE umd_job_duration_seconds histogram\n");
+        unsigned long long cum = 0;
+        for (size_t i = 0; i < ELEMENTSOF(duration_buckets); i++) {
+                cum += duration_counts[i];
+                fprintf(f, "umd_job_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                        duration_buckets[i], cum);
+        }
+        fprintf(f,
+                "umd_job_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+                "umd_job_duration_seconds_sum %.6f\numd_job_duration_seconds_count %llu\n",
+                duration_count, duration_sum, duration_count);
+        fprintf(f, "# HELP umd_bandwidth_gbps Last measured bandwidth (decimal GB/s at the "
+                   "median sample) per device, benchmark and mode.\n"
+                   "# TYPE umd_bandwidth_gbps gauge\n");
+        family_print(f, "umd_bandwidth_gbps", &bandwidth);
+        pthread_mutex_unlock(&mlock);
+
+        if (fclose(f) != 0) {
+                free(buf);
+                return NULL;
+        }
+        if (ret_len)
+                *ret_len = len;
+        return buf;
+}

@@ -1,0 +1,42 @@
+/* The GPUs umd owns: discovered once at start by running `umd-worker --list`, then fixed for
+ * the daemon's life. Holds each device's identity and its current worker state; the caller
+ * (jobs.c) serialises access with the core lock. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "supervisor.h"
+
+struct umd_config;
+
+struct device {
+        size_t index; /* umd's index: position in the device list */
+        char uuid[64];
+        bool fake;
+        json_t *info; /* the --list entry */
+        enum worker_state wstate;
+        char reason[256];    /* why faulted / restarting */
+        json_t *last_verdict; /* last health verdict or NULL */
+        unsigned running_jobs; /* 0 or 1 */
+};
+
+/* Resolve the worker program: cfg->worker_path, else the installed one, else the one in the
+ * build tree beside umd. *ret malloc'd. 0 or -ENOENT (logged). */
+int devices_find_worker(const struct umd_config *cfg, char **ret);
+/* Run the worker's --list (with a timeout), keep the devices cfg->devices selects.
+ * 0 (possibly with zero devices, the reason kept for /v1/health) or -errno (logged). */
+int devices_discover(const struct umd_config *cfg, const char *worker_path);
+size_t devices_count(void);
+struct device *devices_get(size_t i);
+/* By index ("0") or uuid; -1 when unknown. */
+ssize_t devices_lookup(const char *spec);
+ssize_t devices_lookup_uuid(const char *uuid);
+/* Why the list is empty, or NULL. */
+const char *devices_empty_reason(void);
+/* "idle" | "busy" | "starting" | "restarting" | "faulted" | "stopped" */
+const char *device_state_string(const struct device *d);
+json_t *device_to_json(const struct device *d);
+void devices_free(void);
