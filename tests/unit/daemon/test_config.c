@@ -1,0 +1,185 @@
+/* config.c: defaults, the INI file, flags and their precedence, and every kind of bad input. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char *write_tmp(const char *text)
+{
+        char *path = strdup("/tmp/umd-config-test-XXXXXX");
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        close(fd);
+        return path;
+}
+
+static int parse(struct umd_config *c, int argc, const char **argv)
+{
+        config_init(c);
+        return config_parse_args(c, argc, (char **)argv);
+}
+
+static void test_defaults_listen_on_loopback_only(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd"};
+        assert_int_equal(parse(&c, 1, argv), 0);
+        assert_int_equal(c.n_listen, 1);
+        assert_string_equal(c.listen[0], "127.0.0.1:8470");
+        assert_int_equal(c.max_body_bytes, 64 * 1024);
+        assert_true(c.job_timeout_default_s <= c.job_timeout_max_s);
+        config_free(&c);
+}
+
+static void test_flag_sets_key_with_dashes(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd", "--max-jobs", "7", "--max-body-bytes=1MiB", "--auth-reads"};
+        assert_int_equal(parse(&c, 5, argv), 0);
+        assert_int_equal(c.max_jobs, 7);
+        assert_int_equal(c.max_body_bytes, 1024 * 1024);
+        assert_true(c.auth_reads);
+        config_free(&c);
+}
+
+static void test_repeated_listen_accumulates_and_accepts_ipv6(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd", "--listen", "127.0.0.1:1", "--listen", "[::1]:2"};
+        assert_int_equal(parse(&c, 5, argv), 0);
+        assert_int_equal(c.n_listen, 2);
+        assert_string_equal(c.listen[1], "[::1]:2");
+        config_free(&c);
+}
+
+static void test_flags_win_over_file(void **state)
+{
+        struct umd_config c;
+        char *path = write_tmp("[umd]\nmax_jobs = 11\nqueue_capacity = 12\n");
+        const char *argv[] = {"umd", "--config", path, "--max-jobs", "99"};
+        assert_int_equal(parse(&c, 5, argv), 0);
+        assert_int_equal(c.max_jobs, 99);
+        assert_int_equal(c.queue_capacity, 12);
+        config_free(&c);
+        unlink(path);
+        free(path);
+}
+
+static void test_unknown_flag_is_rejected(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd", "--no-such-thing", "1"};
+        assert_int_equal(parse(&c, 3, argv), -EINVAL);
+        config_free(&c);
+}
+
+static void test_out_of_range_number_is_rejected(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd", "--max-connections", "0"};
+        assert_int_equal(parse(&c, 3, argv), -EINVAL);
+        config_free(&c);
+}
+
+static void test_bad_listen_address_is_rejected(void **state)
+{
+        struct umd_config c;
+        const char *bad[] = {"localhost:80", "127.0.0.1", "127.0.0.1:99999", "[::1:80", "::1:80"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *argv[] = {"umd", "--listen", bad[i]};
+                assert_int_equal(parse(&c, 3, argv), -EINVAL);
+                config_free(&c);
+        }
+}
+
+static void test_missing_value_is_rejected(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd", "--state-dir"};
+        assert_int_equal(parse(&c, 2, argv), -EINVAL);
+        config_free(&c);
+}
+
+static void test_unreadable_config_file_is_rejected(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd", "--config", "/nonexistent/umd.conf"};
+        assert_int_equal(parse(&c, 3, argv), -EINVAL);
+        config_free(&c);
+}
+
+static void test_unknown_key_in_file_is_rejected(void **state)
+{
+        struct umd_config c;
+        char *path = write_tmp("[umd]\nmax_jobs = 3\nbogus = 1\n");
+        const char *argv[] = {"umd", "--config", path};
+        assert_int_equal(parse(&c, 3, argv), -EINVAL);
+        config_free(&c);
+        unlink(path);
+        free(path);
+}
+
+static void test_wrong_section_is_rejected(void **state)
+{
+        struct umd_config c;
+        char *path = write_tmp("[other]\nmax_jobs = 3\n");
+        const char *argv[] = {"umd", "--config", path};
+        assert_int_equal(parse(&c, 3, argv), -EINVAL);
+        config_free(&c);
+        unlink(path);
+        free(path);
+}
+
+static void test_inconsistent_timeouts_are_rejected(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd", "--job-timeout-default-s", "100", "--job-timeout-max-s", "10"};
+        assert_int_equal(parse(&c, 5, argv), -EINVAL);
+        config_free(&c);
+}
+
+static void test_sample_config_parses_back(void **state)
+{
+        struct umd_config c;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        config_print_sample(f);
+        fclose(f);
+        char *path = write_tmp(buf);
+        const char *argv[] = {"umd", "--config", path};
+        assert_int_equal(parse(&c, 3, argv), 0);
+        config_free(&c);
+        unlink(path);
+        free(path);
+        free(buf);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_defaults_listen_on_loopback_only),
+                cmocka_unit_test(test_flag_sets_key_with_dashes),
+                cmocka_unit_test(test_repeated_listen_accumulates_and_accepts_ipv6),
+                cmocka_unit_test(test_flags_win_over_file),
+                cmocka_unit_test(test_unknown_flag_is_rejected),
+                cmocka_unit_test(test_out_of_range_number_is_rejected),
+                cmocka_unit_test(test_bad_listen_address_is_rejected),
+                cmocka_unit_test(test_missing_value_is_rejected),
+                cmocka_unit_test(test_unreadable_config_file_is_rejected),
+                cmocka_unit_test(test_unknown_key_in_file_is_rejected),
+                cmocka_unit_test(test_wrong_section_is_rejected),
+                cmocka_unit_test(test_inconsistent_timeouts_are_rejected),
+                cmocka_unit_test(test_sample_config_parses_back),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
