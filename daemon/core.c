@@ -28,8 +28,8 @@ json_t *core_devices_json(void)
 
 int core_health(json_t **ret_body)
 {
-        size_t usable = 0, faulted = 0, n, queued, running, total;
-        json_t *problems_arr = json_array();
+        size_t usable = 0, faulted = 0, failing = 0, n, queued, running, total;
+        json_t *problems_arr = json_array(), *verdicts = json_array();
         char why[512];
 
         jobs_counts(&queued, &running, &total);
@@ -37,10 +37,21 @@ int core_health(json_t **ret_body)
         n = devices_count();
         for (size_t i = 0; i < n; i++) {
                 struct device *d = devices_get(i);
+                const char *verdict =
+                        json_string_value(json_object_get(d->last_verdict, "verdict"));
+                json_array_append_new(verdicts, json_pack("{s:I, s:s, s:s, s:O?}", "index",
+                                                          (json_int_t)i, "uuid", d->uuid, "state",
+                                                          device_state_string(d), "last_health",
+                                                          d->last_verdict));
                 if (d->wstate == WORKER_FAULTED || d->wstate == WORKER_STOPPED) {
                         faulted++;
                         snprintf(why, sizeof(why), "device %zu (%s) is %s%s%s", i, d->uuid,
                                  device_state_string(d), d->reason[0] ? ": " : "", d->reason);
+                        json_array_append_new(problems_arr, json_string(why));
+                } else if (verdict && strcmp(verdict, "fail") == 0) {
+                        failing++;
+                        snprintf(why, sizeof(why), "device %zu (%s) failed its last health check",
+                                 i, d->uuid);
                         json_array_append_new(problems_arr, json_string(why));
                 } else {
                         usable++;
@@ -50,14 +61,17 @@ int core_health(json_t **ret_body)
         if (n == 0)
                 reason = devices_empty_reason();
         else if (usable == 0)
-                reason = "every device is faulted";
+                reason = failing ? "no device is both running and passing its health check"
+                                 : "every device is faulted";
         core_unlock();
 
-        *ret_body = json_pack("{s:s, s:s?, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:o}", "status",
-                              usable ? "ok" : "unavailable", "reason", reason, "devices", "total",
-                              (json_int_t)n, "usable", (json_int_t)usable, "faulted",
-                              (json_int_t)faulted, "jobs", "queued", (json_int_t)queued,
-                              "running", (json_int_t)running, "problems", problems_arr);
+        *ret_body = json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o}",
+                              "status", usable ? "ok" : "unavailable", "reason", reason,
+                              "devices", "total", (json_int_t)n, "usable", (json_int_t)usable,
+                              "faulted", (json_int_t)faulted, "failing_health",
+                              (json_int_t)failing, "jobs", "queued", (json_int_t)queued,
+                              "running", (json_int_t)running, "problems", problems_arr,
+                              "device_health", verdicts);
         return usable ? 200 : 503;
 }
 

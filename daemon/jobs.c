@@ -16,6 +16,7 @@
 #include "config.h"
 #include "core.h"
 #include "devices.h"
+#include "health.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "metrics.h"
@@ -175,13 +176,11 @@ static void job_finished(struct job *j)
         metrics_job_finished(job_benchmark(j), pstate_names[j->st], dur);
 }
 
+/* store_put logs its own failure; the job then lives on in memory only until the next
+ * successful write. */
 static int job_persist(struct job *j)
 {
-        int r = store_put(store, j->doc);
-        if (r < 0)
-                log_error("job %s: state '%s' could not be written; it stays in memory only",
-                          j->id, pstate_names[j->st]);
-        return r;
+        return store_put(store, j->doc);
 }
 
 static ssize_t job_index(const char *id)
@@ -311,6 +310,99 @@ static void retention_apply(void)
         }
 }
 
+/* ---- health verdicts ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return (x > y) - (x < y);
+}
+
+static json_t *part_verdict(const json_t *part)
+{
+        return json_object_get(part, "verdict");
+}
+
+/* The baseline of device uuid: per mode, the median GB/s of its last passing health parts
+ * (newest first, at most health_baseline_runs), excluding job `self`. */
+static json_t *health_baseline(const char *uuid, const struct job *self, size_t *ret_runs)
+{
+        size_t max = cfg->health_baseline_runs, runs = 0;
+        double *vals = calloc(max, sizeof(double));
+        json_t *baseline = json_object();
+
+        for (const char *const *m = health_bandwidth_modes; vals && *m; m++) {
+                size_t n = 0;
+                runs = 0;
+                for (size_t k = n_jobs; k-- > 0 && runs < max;) {
+                        struct job *o = jobs[k];
+                        if (o == self || strcmp(job_benchmark(o), "health") != 0)
+                                continue;
+                        for (size_t i = 0; i < o->n_parts && runs < max; i++) {
+                                json_t *p = part_doc(o, i);
+                                const char *v = json_string_value(
+                                        json_object_get(part_verdict(p), "verdict"));
+                                if (o->parts[i].st != P_SUCCEEDED || !v || strcmp(v, "pass") ||
+                                    strcasecmp(json_string_value(json_object_get(p, "uuid")), uuid))
+                                        continue;
+                                runs++;
+                                size_t x;
+                                json_t *mm;
+                                json_array_foreach(json_object_get(json_object_get(p, "result"),
+                                                                   "measurements"),
+                                                   x, mm) {
+                                        const char *name =
+                                                json_string_value(json_object_get(mm, "name"));
+                                        json_t *g = json_object_get(mm, "gbps");
+                                        if (name && strcmp(name, *m) == 0 && json_is_number(g))
+                                                vals[n++] = json_number_value(g);
+                                }
+                        }
+                }
+                if (n == 0)
+                        continue;
+                qsort(vals, n, sizeof(double), cmp_double);
+                double med = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
+                json_object_set_new(baseline, *m, json_real(med));
+        }
+        free(vals);
+        *ret_runs = runs;
+        return baseline;
+}
+
+static void health_attach(struct job *j, size_t i, struct device *d, const json_t *result)
+{
+        size_t runs = 0;
+        char ts[40];
+        _cleanup_json_ json_t *baseline = health_baseline(d->uuid, j, &runs);
+        json_t *v = health_verdict(cfg, result, json_object_get(d->info, "pcie"), baseline, runs);
+
+        if (!v)
+                return;
+        json_object_set(v, "baseline", baseline);
+        json_object_set_new(v, "job", json_string(j->id));
+        json_object_set_new(v, "uuid", json_string(d->uuid));
+        json_object_set_new(v, "time",
+                            json_string(format_rfc3339_ms(now_realtime_ms(), ts, sizeof(ts))));
+        json_object_set(part_doc(j, i), "verdict", v);
+        json_decref(d->last_verdict);
+        d->last_verdict = v;
+        log_info("device %zu (%s): health %s", d->index, d->uuid,
+                 json_string_value(json_object_get(v, "verdict")));
+}
+
+/* After recovery: each device's newest verdict in the store. */
+static void health_restore_last(void)
+{
+        for (size_t k = n_jobs; k-- > 0;)
+                for (size_t i = 0; i < jobs[k]->n_parts; i++) {
+                        json_t *v = part_verdict(part_doc(jobs[k], i));
+                        struct device *d = devices_get((size_t)jobs[k]->parts[i].device);
+                        if (v && jobs[k]->parts[i].device >= 0 && d && !d->last_verdict)
+                                d->last_verdict = json_incref(v);
+                }
+}
+
 /* ---- supervisor callbacks (supervisor thread) ---- */
 
 static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
@@ -351,8 +443,11 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 if (st == P_TIMED_OUT && !error)
                         error = "deadline passed (timeout_s); the worker was killed";
                 job_set_part(j, i, st, result, error);
-                if (st == P_SUCCEEDED && d)
+                if (st == P_SUCCEEDED && d) {
                         metrics_part_result(d->uuid, result);
+                        if (strcmp(job_benchmark(j), "health") == 0)
+                                health_attach(j, i, d, result);
+                }
                 if (st != P_SUCCEEDED)
                         log_info("job %s on device %zu: %s%s%s", j->id, dev, pstate_names[st],
                                  error ? ": " : "", error ? error : "");
@@ -579,6 +674,7 @@ int jobs_init(const struct umd_config *c, struct store *s)
         if (r < 0)
                 return log_error_errno(r, "cannot recover jobs from the store: %m");
         retention_apply();
+        health_restore_last();
         log_info("store: %zu jobs (%zu parts queued), %u interrupted or failed at recovery, %u "
                  "corrupt files set aside",
                  n_jobs, n_queued_parts, changed, corrupt);

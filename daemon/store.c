@@ -14,12 +14,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-/* jansson >= 2.9 already defines json_decrefp, which jsonutil.h defines again: rename the
- * header's copy until the header is fixed (nothing here uses _cleanup_json_). */
-#include <jansson.h>
-#define json_decrefp umd_jsonutil_decrefp_unused
 #include "jsonutil.h"
-#undef json_decrefp
 
 #include "fileio.h"
 #include "log.h"

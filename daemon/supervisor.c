@@ -1,1 +1,1018 @@
-/* placeholder: not written yet */
+/* Owns the umd-worker processes: spawning one per device, the socketpair to each, heartbeats,
+ * per-part deadlines, cancels, reaping, respawning with backoff and marking a device faulted.
+ * Knows nothing of queues, the store or HTTP; never touches CUDA.
+ *
+ * One thread polls every worker socket, every pidfd and an eventfd (dispatch, cancel and stop
+ * wake it). Every process is forked from that thread, because PR_SET_PDEATHSIG follows the
+ * thread that forked: workers die with it, never outlive umd.
+ *
+ * Callbacks are queued as events under the lock and delivered in order by the thread with no
+ * lock held, so part_done always precedes the idle state that follows it.
+ *
+ * Crashes: a worker that dies on its own, stops answering (heartbeat or hello timeout) or breaks
+ * the protocol has crashed. Deadlines and cancels kill workers too, but are not crashes: those
+ * respawn at once. A part the worker answered, either way, resets the crash count.
+ *
+ * Stopping: once supervisor_stop() starts, only PART_SUCCEEDED parts are still reported (a
+ * result that arrived is real); parts cut short by the stop are not reported at all, so the
+ * caller can leave them to be marked interrupted rather than cancelled or failed. */
+#include "supervisor.h"
+
+#include "config.h"
+#include "ipc.h"
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define JOB_ID_MAX       64u
+#define POLL_MAX_MS      1000u /* the thread looks at its timers at least this often */
+#define REAP_POLL_MS     100u  /* without pidfds, how often to look for dead workers */
+#define SEND_TIMEOUT_MS  2000u /* a worker not reading its socket for this long is stuck */
+#define READ_CHUNK       65536u
+
+enum kill_reason {
+        KILL_NONE,
+        KILL_TIMEOUT,  /* part deadline */
+        KILL_CANCEL,   /* cancel grace period over */
+        KILL_SILENT,   /* no hello or heartbeat in time: a crash */
+        KILL_PROTOCOL, /* broke the protocol: a crash */
+        KILL_STOP,     /* supervisor_stop timeout */
+};
+
+struct slot {
+        struct supervised_device dev;
+        enum worker_state state;
+
+        pid_t pid; /* > 0 until reaped */
+        int pidfd;
+        int fd;
+        struct ipc_decoder dec;
+        bool hello;
+        uint64_t spawned_at, last_heard;
+        uint64_t respawn_at;
+        bool spawned_once;
+        unsigned crashes; /* in a row */
+        unsigned restarts;
+        enum kill_reason killed;
+        char kill_detail[128];
+
+        bool has_part;
+        char job[JOB_ID_MAX];
+        uint64_t timeout_ms, deadline; /* deadline 0: none */
+        bool cancelling;
+        uint64_t cancel_kill_at;
+};
+
+struct event {
+        struct event *next;
+        size_t device;
+        bool is_part;
+        char job[JOB_ID_MAX];
+        enum part_outcome outcome;
+        json_t *result;
+        char *error;
+        enum worker_state state;
+        char *reason;
+};
+
+struct supervisor {
+        pthread_mutex_t lock;
+        pthread_t thread;
+        bool thread_started;
+        int efd;
+
+        /* configuration, copied */
+        char *worker_path;
+        unsigned fake_devices;
+        unsigned heartbeat_interval_ms, heartbeat_timeout_ms, start_timeout_ms;
+        unsigned max_crashes, backoff_ms, backoff_max_ms, cancel_grace_ms;
+        uint64_t max_buffer_bytes, pool_bytes, managed_reserve_bytes;
+        int log_level;
+
+        struct supervisor_callbacks cb;
+        struct slot *w;
+        size_t n;
+
+        struct event *events, **events_tail;
+        uint64_t loop_at; /* when the thread last went round */
+        bool stopping;
+        uint64_t stop_deadline;
+};
+
+const char *worker_state_to_string(enum worker_state s)
+{
+        switch (s) {
+        case WORKER_STARTING:
+                return "starting";
+        case WORKER_IDLE:
+                return "idle";
+        case WORKER_BUSY:
+                return "busy";
+        case WORKER_BACKOFF:
+                return "backoff";
+        case WORKER_FAULTED:
+                return "faulted";
+        case WORKER_STOPPED:
+                return "stopped";
+        }
+        return "unknown";
+}
+
+static void wake(struct supervisor *s)
+{
+        uint64_t one = 1;
+
+        /* Only fails when the counter is saturated, which already means "wake up". */
+        (void)!write(s->efd, &one, sizeof(one));
+}
+
+/* --- events (lock held) --- */
+
+static void event_push(struct supervisor *s, struct event *e)
+{
+        e->next = NULL;
+        *s->events_tail = e;
+        s->events_tail = &e->next;
+}
+
+static void event_free(struct event *e)
+{
+        if (!e)
+                return;
+        json_decref(e->result);
+        free(e->error);
+        free(e->reason);
+        free(e);
+}
+
+static void set_state(struct supervisor *s, struct slot *w, enum worker_state state,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void set_state(struct supervisor *s, struct slot *w, enum worker_state state,
+                      const char *fmt, ...)
+{
+        struct event *e;
+        va_list ap;
+
+        if (w->state == state)
+                return;
+        w->state = state;
+        if (s->stopping)
+                return;
+        e = calloc(1, sizeof(*e));
+        if (!e) {
+                log_error("Out of memory: device %zu's change to %s not reported", (size_t)(w - s->w),
+                          worker_state_to_string(state));
+                return;
+        }
+        e->device = (size_t)(w - s->w);
+        e->state = state;
+        if (fmt) {
+                va_start(ap, fmt);
+                if (vasprintf(&e->reason, fmt, ap) < 0)
+                        e->reason = NULL;
+                va_end(ap);
+        }
+        event_push(s, e);
+}
+
+static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome outcome,
+                        json_t *result, const char *error)
+{
+        struct event *e;
+
+        if (!w->has_part)
+                return;
+        if (!s->stopping || outcome == PART_SUCCEEDED) {
+                e = calloc(1, sizeof(*e));
+                if (e) {
+                        e->device = (size_t)(w - s->w);
+                        e->is_part = true;
+                        snprintf(e->job, sizeof(e->job), "%s", w->job);
+                        e->outcome = outcome;
+                        e->result = result ? json_incref(result) : NULL;
+                        e->error = error ? strdup(error) : NULL;
+                        event_push(s, e);
+                } else {
+                        log_error("Out of memory: the end of job %s on device %zu not reported",
+                                  w->job, (size_t)(w - s->w));
+                }
+        }
+        w->has_part = false;
+        w->job[0] = '\0';
+        w->deadline = 0;
+        w->cancelling = false;
+}
+
+/* --- processes --- */
+
+static const char *log_level_name(int level)
+{
+        switch (level) {
+        case LOG_EMERG:
+        case LOG_ALERT:
+        case LOG_CRIT:
+        case LOG_ERR:
+                return "error";
+        case LOG_WARNING:
+                return "warning";
+        case LOG_NOTICE:
+                return "notice";
+        case LOG_DEBUG:
+                return "debug";
+        default:
+                return "info";
+        }
+}
+
+/* Between fork and exec: async-signal-safe calls only. */
+static _Noreturn void child_exec(int fd, pid_t parent, char **argv)
+{
+        sigset_t none;
+
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL); /* an ignored signal stays ignored across exec */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                _exit(127);
+        /* Whatever another thread opened without O_CLOEXEC must not leak into the worker. */
+        (void)close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
+        if (fcntl(fd, F_SETFD, 0) < 0)
+                _exit(127);
+        execv(argv[0], argv);
+        _exit(127);
+}
+
+static void kill_worker(struct slot *w, enum kill_reason why, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static void kill_worker(struct slot *w, enum kill_reason why, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (w->pid <= 0 || w->killed != KILL_NONE)
+                return;
+        w->killed = why;
+        va_start(ap, fmt);
+        vsnprintf(w->kill_detail, sizeof(w->kill_detail), fmt, ap);
+        va_end(ap);
+        if (why == KILL_TIMEOUT || why == KILL_CANCEL || why == KILL_STOP)
+                log_notice("Device %s: killing worker %d: %s", w->dev.id, (int)w->pid,
+                           w->kill_detail);
+        else
+                log_warning("Device %s: killing worker %d: %s", w->dev.id, (int)w->pid,
+                            w->kill_detail);
+        if (kill(w->pid, SIGKILL) < 0 && errno != ESRCH)
+                log_error_errno(errno, "Device %s: cannot kill worker %d: %m", w->dev.id,
+                                (int)w->pid);
+}
+
+static void close_channel(struct slot *w)
+{
+        if (w->fd >= 0)
+                close(w->fd);
+        w->fd = -1;
+        ipc_decoder_free(&w->dec);
+}
+
+static void schedule_crash_respawn(struct supervisor *s, struct slot *w, uint64_t now,
+                                   const char *how);
+
+static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
+{
+        char fd_s[16], fake_s[16], hb_s[16], maxb_s[24], pool_s[24], res_s[24];
+        char *argv[24];
+        size_t a = 0;
+        struct timeval tv = { SEND_TIMEOUT_MS / 1000, (SEND_TIMEOUT_MS % 1000) * 1000 };
+        int sv[2];
+        pid_t pid;
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                return log_error_errno(errno, "Device %s: socketpair: %m", w->dev.id);
+
+        snprintf(fd_s, sizeof(fd_s), "%d", sv[1]);
+        snprintf(hb_s, sizeof(hb_s), "%u", s->heartbeat_interval_ms);
+        snprintf(maxb_s, sizeof(maxb_s), "%llu", (unsigned long long)s->max_buffer_bytes);
+        snprintf(pool_s, sizeof(pool_s), "%llu", (unsigned long long)s->pool_bytes);
+        snprintf(res_s, sizeof(res_s), "%llu", (unsigned long long)s->managed_reserve_bytes);
+        argv[a++] = s->worker_path;
+        if (w->dev.fake) {
+                unsigned long idx = strtoul(w->dev.id, NULL, 10);
+                unsigned n = s->fake_devices > idx ? s->fake_devices : (unsigned)idx + 1;
+
+                snprintf(fake_s, sizeof(fake_s), "%u", n);
+                argv[a++] = (char *)"--fake";
+                argv[a++] = fake_s;
+        }
+        argv[a++] = (char *)"--device";
+        argv[a++] = w->dev.id;
+        argv[a++] = (char *)"--ipc-fd";
+        argv[a++] = fd_s;
+        argv[a++] = (char *)"--heartbeat-ms";
+        argv[a++] = hb_s;
+        argv[a++] = (char *)"--max-buffer-bytes";
+        argv[a++] = maxb_s;
+        argv[a++] = (char *)"--pool-bytes";
+        argv[a++] = pool_s;
+        argv[a++] = (char *)"--managed-reserve-bytes";
+        argv[a++] = res_s;
+        argv[a++] = (char *)"--log-level";
+        argv[a++] = (char *)log_level_name(s->log_level);
+        argv[a] = NULL;
+
+        pid_t parent = getpid();
+        pid = fork();
+        if (pid == 0)
+                child_exec(sv[1], parent, argv);
+        if (pid < 0) {
+                int r = log_error_errno(errno, "Device %s: fork: %m", w->dev.id);
+
+                close(sv[0]);
+                close(sv[1]);
+                return r;
+        }
+        close(sv[1]);
+        /* Sends are blocking (they are small); a worker that stops reading must not hang us. */
+        if (setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+                log_warning_errno(errno, "Device %s: SO_SNDTIMEO: %m", w->dev.id);
+        w->fd = sv[0];
+        w->pid = pid;
+        w->pidfd = pidfd_open(pid, 0);
+        if (w->pidfd >= 0 && fcntl(w->pidfd, F_SETFD, FD_CLOEXEC) < 0)
+                log_warning_errno(errno, "Device %s: pidfd FD_CLOEXEC: %m", w->dev.id);
+        ipc_decoder_init(&w->dec, IPC_FRAME_MAX);
+        w->hello = false;
+        w->killed = KILL_NONE;
+        w->kill_detail[0] = '\0';
+        w->spawned_at = w->last_heard = now;
+        if (w->spawned_once)
+                w->restarts++;
+        w->spawned_once = true;
+        log_info("Device %s: started worker %d", w->dev.id, (int)pid);
+        /* A faulted device stays faulted until its new worker says hello. */
+        if (w->state != WORKER_FAULTED)
+                set_state(s, w, WORKER_STARTING, "worker %d started", (int)pid);
+        return 0;
+}
+
+static void describe_status(int status, char *buf, size_t len)
+{
+        if (WIFEXITED(status)) {
+                snprintf(buf, len, "worker exited with status %d", WEXITSTATUS(status));
+        } else if (WIFSIGNALED(status)) {
+                const char *abbrev = sigabbrev_np(WTERMSIG(status));
+
+                if (abbrev)
+                        snprintf(buf, len, "worker killed by signal SIG%s", abbrev);
+                else
+                        snprintf(buf, len, "worker killed by signal %d", WTERMSIG(status));
+        } else {
+                snprintf(buf, len, "worker ended with status 0x%x", (unsigned)status);
+        }
+}
+
+static void schedule_crash_respawn(struct supervisor *s, struct slot *w, uint64_t now,
+                                   const char *how)
+{
+        uint64_t delay;
+        unsigned shift;
+
+        w->crashes++;
+        shift = w->crashes - 1 < 31 ? w->crashes - 1 : 31;
+        delay = (uint64_t)s->backoff_ms << shift;
+        if (delay > s->backoff_max_ms)
+                delay = s->backoff_max_ms;
+        if (w->crashes >= s->max_crashes) {
+                /* Keep trying, slowly: the GPU may come back (a reset, a reloaded driver). */
+                delay = s->backoff_max_ms;
+                if (w->state != WORKER_FAULTED)
+                        log_error("Device %s: faulted after %u crashes in a row (last: %s)",
+                                  w->dev.id, w->crashes, how);
+                set_state(s, w, WORKER_FAULTED, "%u crashes in a row, last: %s", w->crashes,
+                          how);
+        } else {
+                set_state(s, w, WORKER_BACKOFF, "crashed: %s; respawning in %llu ms", how,
+                          (unsigned long long)delay);
+        }
+        w->respawn_at = now + delay;
+}
+
+/* The worker process is gone (status from waitpid). */
+static void on_exit_status(struct supervisor *s, struct slot *w, int status, uint64_t now)
+{
+        char how[160], err[256];
+        enum kill_reason killed = w->killed;
+        bool crash;
+
+        describe_status(status, how, sizeof(how));
+        if (killed == KILL_SILENT || killed == KILL_PROTOCOL)
+                snprintf(how, sizeof(how), "%s", w->kill_detail);
+        close_channel(w);
+        if (w->pidfd >= 0)
+                close(w->pidfd);
+        w->pidfd = -1;
+        if (killed == KILL_NONE && !s->stopping)
+                log_warning("Device %s: worker %d: %s", w->dev.id, (int)w->pid, how);
+        else
+                log_info("Device %s: worker %d: %s", w->dev.id, (int)w->pid, how);
+        w->pid = 0;
+        w->hello = false;
+        w->killed = KILL_NONE;
+
+        switch (killed) {
+        case KILL_TIMEOUT:
+                snprintf(err, sizeof(err), "timed out after %llu ms; worker killed",
+                         (unsigned long long)w->timeout_ms);
+                finish_part(s, w, PART_TIMED_OUT, NULL, err);
+                break;
+        case KILL_CANCEL:
+                finish_part(s, w, PART_CANCELLED, NULL,
+                            "cancelled; worker killed after the grace period");
+                break;
+        default:
+                if (w->cancelling) {
+                        finish_part(s, w, PART_CANCELLED, NULL, "cancelled");
+                } else {
+                        snprintf(err, sizeof(err), "%s", how);
+                        finish_part(s, w, PART_FAILED, NULL, err);
+                }
+                break;
+        }
+
+        if (s->stopping) {
+                set_state(s, w, WORKER_STOPPED, NULL);
+                return;
+        }
+        crash = killed == KILL_NONE || killed == KILL_SILENT || killed == KILL_PROTOCOL;
+        if (crash) {
+                schedule_crash_respawn(s, w, now, how);
+        } else {
+                w->respawn_at = now;
+                if (w->state != WORKER_FAULTED)
+                        set_state(s, w, WORKER_BACKOFF, "%s; respawning",
+                                  killed == KILL_TIMEOUT ? "killed at its deadline"
+                                                         : "killed to cancel its job");
+        }
+}
+
+static void reap(struct supervisor *s, struct slot *w, uint64_t now)
+{
+        int status = 0;
+        pid_t r;
+
+        if (w->pid <= 0)
+                return;
+        do
+                r = waitpid(w->pid, &status, WNOHANG);
+        while (r < 0 && errno == EINTR);
+        if (r == 0)
+                return;
+        if (r < 0) {
+                /* ECHILD: someone reaped it for us (SIGCHLD ignored); the status is lost. */
+                log_warning_errno(errno, "Device %s: waitpid(%d): %m", w->dev.id, (int)w->pid);
+                if (w->fd >= 0)
+                        return; /* still talking: not gone */
+                status = 0xff00; /* "exited with status 255" */
+        }
+        on_exit_status(s, w, status, now);
+}
+
+/* --- messages from a worker (lock held) --- */
+
+static void protocol_error(struct slot *w, const char *what)
+{
+        kill_worker(w, KILL_PROTOCOL, "worker protocol error: %s", what);
+}
+
+static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64_t now)
+{
+        const char *type = json_string_value(json_object_get(msg, "type"));
+
+        w->last_heard = now;
+        if (strcmp(type, "heartbeat") == 0)
+                return;
+        if (strcmp(type, "hello") == 0) {
+                json_t *proto = json_object_get(msg, "protocol");
+
+                if (!json_is_integer(proto) || json_integer_value(proto) != IPC_PROTOCOL_VERSION) {
+                        protocol_error(w, "hello with another protocol version");
+                        return;
+                }
+                if (!json_is_object(json_object_get(msg, "device"))) {
+                        protocol_error(w, "hello without a device");
+                        return;
+                }
+                if (w->hello) {
+                        log_warning("Device %s: ignoring a second hello", w->dev.id);
+                        return;
+                }
+                w->hello = true;
+                log_info("Device %s: worker %d ready", w->dev.id, (int)w->pid);
+                set_state(s, w, WORKER_IDLE, "worker %d ready", (int)w->pid);
+                return;
+        }
+        if (strcmp(type, "result") == 0) {
+                const char *job = json_string_value(json_object_get(msg, "job"));
+                json_t *ok = json_object_get(msg, "ok");
+                json_t *result = json_object_get(msg, "result");
+                const char *error = json_string_value(json_object_get(msg, "error"));
+
+                if (!job || !json_is_boolean(ok) || (json_is_true(ok) && !json_is_object(result)) ||
+                    (!json_is_true(ok) && !error)) {
+                        protocol_error(w, "malformed result");
+                        return;
+                }
+                if (!w->has_part || strcmp(job, w->job) != 0) {
+                        log_warning("Device %s: ignoring a result for job %s, not running here",
+                                    w->dev.id, job);
+                        return;
+                }
+                if (w->killed != KILL_NONE)
+                        return; /* decided already: the kill's outcome stands */
+                /* The worker answered: it is healthy, whatever the benchmark said. */
+                w->crashes = 0;
+                if (w->cancelling)
+                        finish_part(s, w, PART_CANCELLED, NULL, "cancelled");
+                else if (json_is_true(ok))
+                        finish_part(s, w, PART_SUCCEEDED, result, NULL);
+                else
+                        finish_part(s, w, PART_FAILED, NULL, error);
+                set_state(s, w, WORKER_IDLE, NULL);
+                return;
+        }
+        log_warning("Device %s: ignoring a message of unknown type '%s'", w->dev.id, type);
+}
+
+static void read_worker(struct supervisor *s, struct slot *w, uint64_t now)
+{
+        static uint8_t buf[READ_CHUNK]; /* only the supervisor thread reads */
+        json_t *msg;
+        int r;
+
+        for (;;) {
+                ssize_t n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+                if (n > 0) {
+                        if (ipc_decoder_feed(&w->dec, buf, (size_t)n) < 0) {
+                                protocol_error(w, "out of memory buffering its messages");
+                                close_channel(w);
+                                return;
+                        }
+                        if ((size_t)n < sizeof(buf))
+                                break;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        break;
+                /* EOF or error: the process is exiting; reap() gives the reason. Whatever was
+                 * complete before still counts (a result written just before a crash). */
+                while (w->dec.len > 0 && ipc_decoder_next(&w->dec, &msg) == 1) {
+                        handle_msg(s, w, msg, now);
+                        json_decref(msg);
+                }
+                close_channel(w);
+                return;
+        }
+        while ((r = ipc_decoder_next(&w->dec, &msg)) == 1) {
+                handle_msg(s, w, msg, now);
+                json_decref(msg);
+        }
+        if (r == -EMSGSIZE)
+                protocol_error(w, "frame of a bad size");
+        else if (r == -EBADMSG)
+                protocol_error(w, "frame that is not a JSON message");
+        if (r < 0)
+                close_channel(w); /* out of step: nothing more from it can be trusted */
+}
+
+/* --- the thread --- */
+
+static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
+{
+        if (w->pid > 0 && w->killed == KILL_NONE) {
+                if (s->stopping && now >= s->stop_deadline)
+                        kill_worker(w, KILL_STOP, "did not stop in time");
+                else if (w->has_part && w->deadline && now >= w->deadline)
+                        kill_worker(w, KILL_TIMEOUT, "job %s passed its deadline of %llu ms",
+                                    w->job, (unsigned long long)w->timeout_ms);
+                else if (w->has_part && w->cancelling && now >= w->cancel_kill_at)
+                        kill_worker(w, KILL_CANCEL, "job %s not stopped %u ms after cancel",
+                                    w->job, s->cancel_grace_ms);
+                else if (!w->hello && now - w->spawned_at >= s->start_timeout_ms)
+                        kill_worker(w, KILL_SILENT, "no hello within %u ms",
+                                    s->start_timeout_ms);
+                else if (w->hello && s->heartbeat_timeout_ms &&
+                         now - w->last_heard >= s->heartbeat_timeout_ms)
+                        kill_worker(w, KILL_SILENT, "no heartbeat for %llu ms",
+                                    (unsigned long long)(now - w->last_heard));
+        }
+        if (w->pid == 0 && !s->stopping && w->state != WORKER_STOPPED && now >= w->respawn_at) {
+                if (spawn(s, w, now) < 0)
+                        schedule_crash_respawn(s, w, now, "could not start the worker");
+        }
+}
+
+static uint64_t next_wakeup(struct supervisor *s, uint64_t now)
+{
+        uint64_t t = now + POLL_MAX_MS;
+
+#define EARLIER(x)                                                                                 \
+        do {                                                                                       \
+                if ((x) < t)                                                                       \
+                        t = (x);                                                                   \
+        } while (0)
+        for (size_t i = 0; i < s->n; i++) {
+                struct slot *w = &s->w[i];
+
+                if (w->pid > 0) {
+                        if (w->pidfd < 0)
+                                EARLIER(now + REAP_POLL_MS);
+                        if (w->killed != KILL_NONE)
+                                continue;
+                        if (s->stopping)
+                                EARLIER(s->stop_deadline);
+                        if (w->has_part && w->deadline)
+                                EARLIER(w->deadline);
+                        if (w->has_part && w->cancelling)
+                                EARLIER(w->cancel_kill_at);
+                        if (!w->hello)
+                                EARLIER(w->spawned_at + s->start_timeout_ms);
+                        else if (s->heartbeat_timeout_ms)
+                                EARLIER(w->last_heard + s->heartbeat_timeout_ms);
+                } else if (!s->stopping && w->state != WORKER_STOPPED) {
+                        EARLIER(w->respawn_at);
+                }
+        }
+#undef EARLIER
+        return t > now ? t - now : 0;
+}
+
+static void deliver(struct supervisor *s, struct event *list)
+{
+        while (list) {
+                struct event *e = list;
+
+                list = e->next;
+                if (e->is_part && s->cb.part_done)
+                        s->cb.part_done(s->cb.userdata, e->device, e->job, e->outcome, e->result,
+                                        e->error);
+                else if (!e->is_part && s->cb.worker_state)
+                        s->cb.worker_state(s->cb.userdata, e->device, e->state, e->reason);
+                event_free(e);
+        }
+}
+
+static void *supervisor_main(void *arg)
+{
+        struct supervisor *s = arg;
+        struct pollfd *pfd;
+        size_t max_fds = 1 + 2 * s->n;
+
+        pfd = calloc(max_fds, sizeof(*pfd));
+        if (!pfd) {
+                log_error("Out of memory: the supervisor thread cannot run");
+                return NULL;
+        }
+        for (;;) {
+                struct event *events;
+                uint64_t now, timeout;
+                bool all_gone = true;
+                size_t nfd = 0;
+
+                pthread_mutex_lock(&s->lock);
+                now = now_monotonic_ms();
+                s->loop_at = now;
+                for (size_t i = 0; i < s->n; i++) {
+                        reap(s, &s->w[i], now);
+                        check_timers(s, &s->w[i], now);
+                        if (s->w[i].pid > 0)
+                                all_gone = false;
+                }
+                events = s->events;
+                s->events = NULL;
+                s->events_tail = &s->events;
+                if (s->stopping && all_gone) {
+                        pthread_mutex_unlock(&s->lock);
+                        deliver(s, events);
+                        break;
+                }
+                timeout = next_wakeup(s, now);
+                pfd[nfd++] = (struct pollfd){ .fd = s->efd, .events = POLLIN };
+                for (size_t i = 0; i < s->n; i++) {
+                        if (s->w[i].fd >= 0)
+                                pfd[nfd++] = (struct pollfd){ .fd = s->w[i].fd, .events = POLLIN };
+                        if (s->w[i].pidfd >= 0)
+                                pfd[nfd++] = (struct pollfd){ .fd = s->w[i].pidfd,
+                                                              .events = POLLIN };
+                }
+                pthread_mutex_unlock(&s->lock);
+
+                /* Callbacks may dispatch or cancel: those only queue work and wake us. */
+                deliver(s, events);
+                if (events)
+                        continue; /* a callback may have changed the timers */
+
+                if (poll(pfd, nfd, (int)timeout) < 0 && errno != EINTR) {
+                        log_error_errno(errno, "Supervisor poll: %m");
+                        usleep(100 * 1000);
+                        continue;
+                }
+
+                pthread_mutex_lock(&s->lock);
+                now = now_monotonic_ms();
+                if (pfd[0].revents & POLLIN) {
+                        uint64_t v;
+
+                        (void)!read(s->efd, &v, sizeof(v));
+                }
+                for (size_t k = 1; k < nfd; k++) {
+                        if (!pfd[k].revents)
+                                continue;
+                        for (size_t i = 0; i < s->n; i++) {
+                                /* pidfds are only wake-ups: reap() runs every round. */
+                                if (s->w[i].fd == pfd[k].fd && s->w[i].fd >= 0)
+                                        read_worker(s, &s->w[i], now);
+                        }
+                }
+                pthread_mutex_unlock(&s->lock);
+        }
+        free(pfd);
+        return NULL;
+}
+
+/* --- public --- */
+
+int supervisor_start(const struct umd_config *cfg, const struct supervised_device *devs,
+                     size_t n, const struct supervisor_callbacks *cb, struct supervisor **ret)
+{
+        struct supervisor *s;
+        int r;
+
+        if (!cfg || !ret || (n > 0 && !devs))
+                return -EINVAL;
+        if (!cfg->worker_path || !*cfg->worker_path)
+                return log_error_errno(EINVAL, "No worker program configured (worker_path)");
+        if (access(cfg->worker_path, X_OK) < 0)
+                return log_error_errno(errno, "Worker program %s: %m", cfg->worker_path);
+
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return log_error_errno(ENOMEM, "Out of memory");
+        s->efd = -1;
+        pthread_mutex_init(&s->lock, NULL);
+        s->events_tail = &s->events;
+        s->worker_path = strdup(cfg->worker_path);
+        s->w = calloc(n ? n : 1, sizeof(*s->w));
+        if (!s->worker_path || !s->w) {
+                r = log_error_errno(ENOMEM, "Out of memory");
+                goto fail;
+        }
+        s->fake_devices = cfg->fake_devices;
+        s->heartbeat_interval_ms = cfg->heartbeat_interval_ms ? cfg->heartbeat_interval_ms : 1000;
+        s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
+        /* A real worker creates its CUDA context before hello (~0.3 s, more on a busy host). */
+        s->start_timeout_ms = cfg->discovery_timeout_ms > s->heartbeat_timeout_ms
+                                      ? cfg->discovery_timeout_ms
+                                      : s->heartbeat_timeout_ms;
+        if (s->start_timeout_ms == 0)
+                s->start_timeout_ms = 30000;
+        s->max_crashes = cfg->max_crashes ? cfg->max_crashes : 1;
+        s->backoff_ms = cfg->respawn_backoff_ms;
+        s->backoff_max_ms = cfg->respawn_backoff_max_ms > cfg->respawn_backoff_ms
+                                    ? cfg->respawn_backoff_max_ms
+                                    : cfg->respawn_backoff_ms;
+        s->cancel_grace_ms = cfg->cancel_grace_ms;
+        s->max_buffer_bytes = cfg->max_buffer_bytes;
+        s->pool_bytes = cfg->pool_bytes;
+        s->managed_reserve_bytes = cfg->managed_reserve_bytes;
+        s->log_level = cfg->log_level;
+        if (cb)
+                s->cb = *cb;
+        s->n = n;
+        for (size_t i = 0; i < n; i++) {
+                s->w[i].dev = devs[i];
+                s->w[i].dev.id[sizeof(s->w[i].dev.id) - 1] = '\0';
+                s->w[i].state = WORKER_STARTING;
+                s->w[i].pid = 0;
+                s->w[i].fd = -1;
+                s->w[i].pidfd = -1;
+                s->w[i].respawn_at = 0; /* the thread spawns it on its first round */
+        }
+
+        s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (s->efd < 0) {
+                r = log_error_errno(errno, "eventfd: %m");
+                goto fail;
+        }
+        s->loop_at = now_monotonic_ms();
+        r = -pthread_create(&s->thread, NULL, supervisor_main, s);
+        if (r < 0) {
+                log_error_errno(r, "Cannot start the supervisor thread: %m");
+                goto fail;
+        }
+        s->thread_started = true;
+        *ret = s;
+        return 0;
+fail:
+        if (s->efd >= 0)
+                close(s->efd);
+        free(s->w);
+        free(s->worker_path);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return r;
+}
+
+int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
+                        const char *benchmark, const json_t *params, uint64_t timeout_ms)
+{
+        struct slot *w;
+        json_t *msg;
+        uint64_t now;
+        int r;
+
+        if (!s || !job_id || !benchmark)
+                return -EINVAL;
+        if (strlen(job_id) >= JOB_ID_MAX)
+                return -EINVAL;
+        pthread_mutex_lock(&s->lock);
+        if (device >= s->n || s->stopping) {
+                r = -ENODEV;
+                goto out;
+        }
+        w = &s->w[device];
+        if (w->state != WORKER_IDLE || w->fd < 0 || w->killed != KILL_NONE) {
+                r = w->state == WORKER_BUSY || w->state == WORKER_STARTING ? -EBUSY : -ENODEV;
+                goto out;
+        }
+        msg = json_pack("{s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I}}", "type", "run", "job", job_id,
+                        "benchmark", benchmark, "params",
+                        params ? (json_t *)params : json_object(), "limits", "max_buffer_bytes",
+                        (json_int_t)s->max_buffer_bytes, "managed_reserve_bytes",
+                        (json_int_t)s->managed_reserve_bytes, "pool_bytes",
+                        (json_int_t)s->pool_bytes);
+        if (!msg) {
+                r = log_error_errno(ENOMEM, "Out of memory");
+                goto out;
+        }
+        r = ipc_send(w->fd, msg);
+        json_decref(msg);
+        now = now_monotonic_ms();
+        if (r < 0) {
+                log_warning_errno(r, "Device %s: cannot send job %s to the worker: %m",
+                                  w->dev.id, job_id);
+                if (r == -EAGAIN || r == -EWOULDBLOCK)
+                        kill_worker(w, KILL_SILENT, "not reading its socket");
+                wake(s);
+                r = -ENODEV;
+                goto out;
+        }
+        w->has_part = true;
+        snprintf(w->job, sizeof(w->job), "%s", job_id);
+        w->timeout_ms = timeout_ms;
+        w->deadline = timeout_ms ? now + timeout_ms : 0;
+        w->cancelling = false;
+        set_state(s, w, WORKER_BUSY, "job %s", job_id);
+        wake(s);
+        r = 0;
+out:
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+int supervisor_cancel(struct supervisor *s, size_t device, const char *job_id)
+{
+        struct slot *w;
+        json_t *msg;
+        int r = 0;
+
+        if (!s || !job_id)
+                return -EINVAL;
+        pthread_mutex_lock(&s->lock);
+        if (device >= s->n || !s->w[device].has_part || strcmp(s->w[device].job, job_id) != 0) {
+                r = -ESRCH;
+                goto out;
+        }
+        w = &s->w[device];
+        if (w->cancelling)
+                goto out;
+        w->cancelling = true;
+        w->cancel_kill_at = now_monotonic_ms() + s->cancel_grace_ms;
+        msg = json_pack("{s:s, s:s}", "type", "cancel", "job", job_id);
+        if (w->fd < 0 || !msg || ipc_send(w->fd, msg) < 0)
+                w->cancel_kill_at = now_monotonic_ms(); /* cannot ask: kill at once */
+        json_decref(msg);
+        wake(s);
+out:
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+enum worker_state supervisor_state(struct supervisor *s, size_t device)
+{
+        enum worker_state st;
+
+        if (!s)
+                return WORKER_STOPPED;
+        pthread_mutex_lock(&s->lock);
+        st = device < s->n ? s->w[device].state : WORKER_STOPPED;
+        pthread_mutex_unlock(&s->lock);
+        return st;
+}
+
+bool supervisor_all_alive(struct supervisor *s)
+{
+        uint64_t now = now_monotonic_ms(), limit;
+        bool alive = true;
+
+        if (!s)
+                return false;
+        pthread_mutex_lock(&s->lock);
+        limit = s->heartbeat_timeout_ms ? s->heartbeat_timeout_ms : 10u * POLL_MAX_MS;
+        /* The thread itself must be going round, or nothing it watches is watched. */
+        if (now - s->loop_at > limit + POLL_MAX_MS)
+                alive = false;
+        for (size_t i = 0; alive && i < s->n; i++) {
+                const struct slot *w = &s->w[i];
+
+                /* Dead and faulted workers are being handled: that is not umd hanging. */
+                if (w->pid <= 0)
+                        continue;
+                if (!w->hello)
+                        alive = now - w->spawned_at <= s->start_timeout_ms;
+                else
+                        alive = now - w->last_heard <= limit;
+        }
+        pthread_mutex_unlock(&s->lock);
+        return alive;
+}
+
+unsigned supervisor_restarts(struct supervisor *s, size_t device)
+{
+        unsigned n;
+
+        if (!s)
+                return 0;
+        pthread_mutex_lock(&s->lock);
+        n = device < s->n ? s->w[device].restarts : 0;
+        pthread_mutex_unlock(&s->lock);
+        return n;
+}
+
+void supervisor_stop(struct supervisor *s, unsigned timeout_ms)
+{
+        json_t *msg;
+
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->lock);
+        s->stopping = true;
+        s->stop_deadline = now_monotonic_ms() + timeout_ms;
+        msg = json_pack("{s:s}", "type", "shutdown");
+        for (size_t i = 0; i < s->n; i++) {
+                struct slot *w = &s->w[i];
+
+                if (w->fd >= 0 && msg && ipc_send(w->fd, msg) < 0)
+                        log_debug("Device %s: cannot send shutdown", w->dev.id);
+                if (w->pid <= 0)
+                        w->state = WORKER_STOPPED;
+        }
+        json_decref(msg);
+        wake(s);
+        pthread_mutex_unlock(&s->lock);
+
+        if (s->thread_started)
+                pthread_join(s->thread, NULL);
+
+        for (size_t i = 0; i < s->n; i++) {
+                close_channel(&s->w[i]);
+                if (s->w[i].pidfd >= 0)
+                        close(s->w[i].pidfd);
+        }
+        while (s->events) {
+                struct event *e = s->events;
+
+                s->events = e->next;
+                event_free(e);
+        }
+        close(s->efd);
+        free(s->w);
+        free(s->worker_path);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+}

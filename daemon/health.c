@@ -1,0 +1,128 @@
+/* Health verdicts from a health suite result (see health.h). The thresholds come from the
+ * configuration; every check says in words what it compared, so an operator reading a failed
+ * verdict knows what to look at. */
+#include "health.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+
+const char *const health_bandwidth_modes[] = {"pinned_h2d", "pinned_d2h", "pageable_h2d",
+                                              "managed_prefetch", NULL};
+/* Only pinned copies are bounded by the link alone; pageable and managed paths also depend on
+ * the host's memory and CPU, so they are judged against the GPU's own history only. */
+static const char *const link_bound_modes[] = {"pinned_h2d", "pinned_d2h", NULL};
+
+enum verdict { V_PASS, V_WARN, V_FAIL };
+static const char *const verdict_names[] = {"pass", "warn", "fail"};
+
+double pcie_link_gbps(int gen, int width)
+{
+        static const double gts[] = {0, 2.5, 5, 8, 16, 32, 64};
+        if (gen < 1 || gen > 6 || width < 1)
+                return 0;
+        /* Gen1-2 use 8b/10b, Gen3-5 128b/130b; Gen6 FLIT mode carries 242 of 256 bytes. */
+        double enc = gen <= 2 ? 0.8 : gen <= 5 ? 128.0 / 130.0 : 242.0 / 256.0;
+        return gts[gen] * width * enc / 8.0;
+}
+
+static json_t *measurement(const json_t *result, const char *name)
+{
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(result, "measurements"), i, m) {
+                const char *n = json_string_value(json_object_get(m, "name"));
+                if (n && strcmp(n, name) == 0)
+                        return m;
+        }
+        return NULL;
+}
+
+static void add_check(json_t *checks, json_t *reasons, enum verdict *worst, const char *name,
+                      enum verdict v, const char *reason)
+{
+        json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "name", name, "verdict",
+                                                verdict_names[v], "reason", reason));
+        if (v != V_PASS)
+                json_array_append_new(reasons, json_string(reason));
+        if (v > *worst)
+                *worst = v;
+}
+
+static int int_or(const json_t *o, const char *k)
+{
+        json_t *v = json_object_get(o, k);
+        return json_is_integer(v) ? (int)json_integer_value(v) : -1;
+}
+
+json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
+                       const json_t *baseline, size_t baseline_runs)
+{
+        json_t *checks = json_array(), *reasons = json_array();
+        enum verdict worst = V_PASS;
+        char why[320];
+        int cg = int_or(pcie, "current_gen"), cw = int_or(pcie, "current_width");
+        int mg = int_or(pcie, "max_gen"), mw = int_or(pcie, "max_width");
+        double link = pcie_link_gbps(cg, cw);
+
+        if (cg < 0 || cw < 0) {
+                add_check(checks, reasons, &worst, "link", V_WARN,
+                          "the PCIe link could not be read (sysfs); bandwidth is not judged "
+                          "against it");
+        } else if ((mg > 0 && cg < mg) || (mw > 0 && cw < mw)) {
+                snprintf(why, sizeof(why),
+                         "the PCIe link runs at Gen%d x%d, below its maximum Gen%d x%d", cg, cw,
+                         mg, mw);
+                add_check(checks, reasons, &worst, "link", V_WARN, why);
+        } else {
+                snprintf(why, sizeof(why), "the PCIe link runs at its maximum, Gen%d x%d", cg, cw);
+                add_check(checks, reasons, &worst, "link", V_PASS, why);
+        }
+
+        for (const char *const *m = link_bound_modes; *m && link > 0; m++) {
+                json_t *g = json_object_get(measurement(result, *m), "gbps");
+                char name[64];
+                snprintf(name, sizeof(name), "%s_vs_link", *m);
+                if (!json_is_number(g)) {
+                        snprintf(why, sizeof(why), "%s was not measured", *m);
+                        add_check(checks, reasons, &worst, name, V_FAIL, why);
+                        continue;
+                }
+                double frac = json_number_value(g) / link;
+                enum verdict v = frac < cfg->health_fail_fraction   ? V_FAIL
+                                 : frac < cfg->health_warn_fraction ? V_WARN
+                                                                    : V_PASS;
+                snprintf(why, sizeof(why),
+                         "%s %.1f GB/s is %.0f%% of the link's %.1f GB/s (warn below %.0f%%, "
+                         "fail below %.0f%%)",
+                         *m, json_number_value(g), frac * 100, link,
+                         cfg->health_warn_fraction * 100, cfg->health_fail_fraction * 100);
+                add_check(checks, reasons, &worst, name, v, why);
+        }
+
+        for (const char *const *m = health_bandwidth_modes; *m; m++) {
+                json_t *g = json_object_get(measurement(result, *m), "gbps");
+                json_t *b = json_object_get(baseline, *m);
+                char name[64];
+                snprintf(name, sizeof(name), "%s_vs_baseline", *m);
+                if (!json_is_number(g) || !json_is_number(b) || json_number_value(b) <= 0)
+                        continue;
+                double drop = 1.0 - json_number_value(g) / json_number_value(b);
+                enum verdict v = drop > cfg->health_baseline_tolerance ? V_FAIL : V_PASS;
+                snprintf(why, sizeof(why),
+                         "%s %.1f GB/s against this GPU's baseline %.1f GB/s (median of %zu "
+                         "passing runs): %+.0f%% (fail beyond -%.0f%%)",
+                         *m, json_number_value(g), json_number_value(b), baseline_runs,
+                         -drop * 100, cfg->health_baseline_tolerance * 100);
+                add_check(checks, reasons, &worst, name, v, why);
+        }
+        if (!baseline || json_object_size(baseline) == 0)
+                add_check(checks, reasons, &worst, "baseline", V_PASS,
+                          "no earlier passing health result for this GPU: this run starts its "
+                          "baseline");
+
+        return json_pack("{s:s, s:o, s:o, s:f}", "verdict", verdict_names[worst], "checks",
+                         checks, "reasons", reasons, "link_gbps", link);
+}

@@ -1,0 +1,22 @@
+/* Health verdicts: turn a `health` suite result into pass | warn | fail with a reason per
+ * check, against the PCIe link's theoretical rate, the link's own maximum, and this GPU's
+ * baseline (the median of its last passing health results). Pure functions: no I/O, no locks. */
+#pragma once
+
+#include <jansson.h>
+
+struct umd_config;
+
+/* Theoretical one-direction rate of a PCIe link in decimal GB/s (after line encoding), or 0
+ * when gen/width are unknown. */
+double pcie_link_gbps(int gen, int width);
+
+/* result: the health part's result; pcie: the device's "pcie" object (may be NULL);
+ * baseline: {"pinned_h2d": median GB/s, ...} from past passing runs (may be empty, NULL);
+ * baseline_runs: how many runs that median came from. Returns a new verdict object:
+ * {"verdict": "pass"|"warn"|"fail", "checks": [{"name","verdict","reason",...}], "reasons": [..]} */
+json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
+                       const json_t *baseline, size_t baseline_runs);
+
+/* The measurements whose GB/s health judges (NULL-terminated). */
+extern const char *const health_bandwidth_modes[];
