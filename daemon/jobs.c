@@ -20,6 +20,7 @@
 #include "jsonutil.h"
 #include "log.h"
 #include "metrics.h"
+#include "queue.h"
 #include "store.h"
 #include "supervisor.h"
 #include "util.h"
@@ -54,6 +55,7 @@ static bool quiescing;
 static struct job **jobs; /* ascending id */
 static size_t n_jobs, cap_jobs;
 static size_t n_queued_parts;
+static struct queue *queues; /* one per device */
 
 void core_lock(void)
 {
@@ -136,8 +138,11 @@ static void job_set_part(struct job *j, size_t i, enum pstate st, json_t *result
         json_t *p = part_doc(j, i);
         enum pstate old = j->parts[i].st;
 
-        if (old == P_QUEUED && st != P_QUEUED)
+        if (old == P_QUEUED && st != P_QUEUED) {
                 n_queued_parts--;
+                if (j->parts[i].device >= 0)
+                        queue_remove(&queues[j->parts[i].device], j, i);
+        }
         j->parts[i].st = st;
         json_object_set_new(p, "state", json_string(pstate_names[st]));
         if (st == P_RUNNING)
@@ -234,29 +239,23 @@ static void jobs_remove_at(size_t i)
 
 /* ---- dispatch ---- */
 
+static int enqueue(struct job *j, size_t i)
+{
+        struct queue_entry e = {.prio = j->prio, .id = j->id, .job = j, .part = i};
+        return queue_push(&queues[j->parts[i].device], &e);
+}
+
 static void try_dispatch(size_t dev)
 {
         struct device *d = devices_get(dev);
-        struct job *best = NULL;
-        size_t best_part = 0;
 
         if (!sup || quiescing || !d || d->wstate != WORKER_IDLE || d->running_jobs > 0)
                 return;
-        for (size_t k = 0; k < n_jobs; k++) {
-                struct job *j = jobs[k];
-                if (pstate_final(j->st) || (best && j->prio >= best->prio))
-                        continue;
-                for (size_t i = 0; i < j->n_parts; i++)
-                        if (j->parts[i].device == (ssize_t)dev && j->parts[i].st == P_QUEUED) {
-                                best = j;
-                                best_part = i;
-                                break;
-                        }
-                if (best && best->prio == 0)
-                        break;
-        }
-        if (!best)
+        const struct queue_entry *e = queue_peek(&queues[dev]);
+        if (!e)
                 return;
+        struct job *best = e->job;
+        size_t best_part = e->part;
 
         json_int_t timeout_s = json_integer_value(json_object_get(best->doc, "timeout_s"));
         int r = supervisor_dispatch(sup, dev, best->id, job_benchmark(best),
@@ -467,18 +466,11 @@ out:
 
 static void fail_queued_on(size_t dev, const char *why)
 {
-        for (size_t k = 0; k < n_jobs; k++) {
-                struct job *j = jobs[k];
-                bool changed = false;
-                if (pstate_final(j->st))
-                        continue;
-                for (size_t i = 0; i < j->n_parts; i++)
-                        if (j->parts[i].device == (ssize_t)dev && j->parts[i].st == P_QUEUED) {
-                                job_set_part(j, i, P_FAILED, NULL, why);
-                                changed = true;
-                        }
-                if (!changed)
-                        continue;
+        const struct queue_entry *e;
+
+        while ((e = queue_peek(&queues[dev]))) {
+                struct job *j = e->job;
+                job_set_part(j, e->part, P_FAILED, NULL, why); /* removes e */
                 if (job_update_state(j))
                         job_finished(j);
                 job_persist(j);
@@ -565,6 +557,10 @@ void jobs_shutdown(void)
         free(jobs);
         jobs = NULL;
         n_jobs = cap_jobs = 0;
+        for (size_t i = 0; queues && i < devices_count(); i++)
+                queue_free(&queues[i]);
+        free(queues);
+        queues = NULL;
         sup = NULL;
         core_unlock();
 }
@@ -658,9 +654,14 @@ static int recover_one(json_t *doc, void *userdata)
                 job_persist(j);
         }
         int r = jobs_append(j);
-        if (r < 0)
+        if (r < 0) {
                 job_free(j);
-        return r;
+                return r;
+        }
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].st == P_QUEUED && (r = enqueue(j, i)) < 0)
+                        return r;
+        return 0;
 }
 
 int jobs_init(const struct umd_config *c, struct store *s)
@@ -670,6 +671,9 @@ int jobs_init(const struct umd_config *c, struct store *s)
 
         cfg = c;
         store = s;
+        queues = calloc(devices_count() + 1, sizeof(*queues));
+        if (!queues)
+                return log_error_errno(ENOMEM, "out of memory");
         r = store_recover(s, recover_one, &changed, &corrupt);
         if (r < 0)
                 return log_error_errno(r, "cannot recover jobs from the store: %m");
@@ -1021,6 +1025,9 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
                 goto out;
         }
         n_queued_parts += n;
+        for (size_t i = 0; i < n; i++)
+                if (enqueue(j, i) < 0) /* stored but not queued: fail it rather than lose it */
+                        job_set_part(j, i, P_FAILED, NULL, "out of memory while queueing");
         log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, n);
         for (size_t i = 0; i < n; i++)
                 try_dispatch(devs[i]);
@@ -1230,11 +1237,5 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
 
 size_t jobs_queued_on_locked(size_t dev)
 {
-        size_t q = 0;
-        for (size_t k = 0; k < n_jobs; k++)
-                for (size_t x = 0; x < jobs[k]->n_parts; x++)
-                        if (jobs[k]->parts[x].device == (ssize_t)dev &&
-                            jobs[k]->parts[x].st == P_QUEUED)
-                                q++;
-        return q;
+        return queues && dev < devices_count() ? queue_len(&queues[dev]) : 0;
 }

@@ -1,0 +1,75 @@
+/* A device's queue as a sorted array: queues are short (bounded by queue_capacity_per_device)
+ * and read far more often than written, so ordered insertion beats a heap for clarity. */
+#include "queue.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int entry_cmp(const struct queue_entry *a, const struct queue_entry *b)
+{
+        if (a->prio != b->prio)
+                return a->prio < b->prio ? -1 : 1;
+        return strcasecmp(a->id, b->id);
+}
+
+int queue_push(struct queue *q, const struct queue_entry *e)
+{
+        if (q->n == q->cap) {
+                size_t nc = q->cap ? q->cap * 2 : 16;
+                struct queue_entry *n = realloc(q->e, nc * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                q->e = n;
+                q->cap = nc;
+        }
+        /* Binary search for the first entry that sorts after e. */
+        size_t lo = 0, hi = q->n;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (entry_cmp(&q->e[mid], e) <= 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        memmove(&q->e[lo + 1], &q->e[lo], (q->n - lo) * sizeof(*q->e));
+        q->e[lo] = *e;
+        q->n++;
+        return 0;
+}
+
+const struct queue_entry *queue_peek(const struct queue *q)
+{
+        return q->n ? &q->e[0] : NULL;
+}
+
+void queue_pop(struct queue *q)
+{
+        if (!q->n)
+                return;
+        memmove(&q->e[0], &q->e[1], (q->n - 1) * sizeof(*q->e));
+        q->n--;
+}
+
+bool queue_remove(struct queue *q, const void *job, size_t part)
+{
+        for (size_t i = 0; i < q->n; i++)
+                if (q->e[i].job == job && q->e[i].part == part) {
+                        memmove(&q->e[i], &q->e[i + 1], (q->n - i - 1) * sizeof(*q->e));
+                        q->n--;
+                        return true;
+                }
+        return false;
+}
+
+size_t queue_len(const struct queue *q)
+{
+        return q->n;
+}
+
+void queue_free(struct queue *q)
+{
+        free(q->e);
+        *q = (struct queue){0};
+}
