@@ -687,6 +687,19 @@ int jobs_init(const struct umd_config *c, struct store *s)
 
 /* ---- submission ---- */
 
+/* What clients see: the stored document less the bookkeeping only umd needs. */
+static json_t *job_public(const json_t *doc)
+{
+        json_t *j = json_deep_copy(doc);
+        if (!j)
+                return NULL;
+        json_object_del(j, "request");
+        json_object_del(j, "created_ms");
+        json_object_del(j, "finished_ms");
+        return j;
+}
+
+
 static const char *const submit_keys[] = {"benchmark", "device",  "devices", "params",
                                           "priority",  "timeout_s", "labels"};
 
@@ -979,7 +992,7 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
                                                 prev->id);
                                 goto out;
                         }
-                        *ret_job = json_deep_copy(prev->doc);
+                        *ret_job = job_public(prev->doc);
                         r = 1;
                         goto out;
                 }
@@ -1031,7 +1044,7 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
         log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, n);
         for (size_t i = 0; i < n; i++)
                 try_dispatch(devs[i]);
-        *ret_job = json_deep_copy(j->doc);
+        *ret_job = job_public(j->doc);
         r = 0;
 out:
         core_unlock();
@@ -1039,17 +1052,6 @@ out:
 }
 
 /* ---- reads and cancel ---- */
-
-static json_t *job_public(const json_t *doc)
-{
-        json_t *j = json_deep_copy(doc);
-        if (!j)
-                return NULL;
-        json_object_del(j, "request");
-        json_object_del(j, "created_ms");
-        json_object_del(j, "finished_ms");
-        return j;
-}
 
 static json_t *job_summary(const json_t *doc)
 {
