@@ -1,1 +1,677 @@
-/* placeholder: not written yet */
+/* The benchmark catalog: one static table of every benchmark and suite with its parameters,
+ * printed by GET /v1/benchmarks and enforced by catalog_validate. It owns the parameter rules
+ * (types, bounds, allowed values, cross-parameter limits) and nothing else: it never allocates
+ * GPU memory, never knows which device a job runs on, and never logs (callers report errors). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "size.h"
+#include "util.h"
+
+#define KiB 1024LL
+#define MiB (1024LL * KiB)
+#define GiB (1024LL * MiB)
+
+static const char *const access_values[] = {"sequential", "strided", "random", NULL};
+static const char *const direction_values[] = {"h2d", "d2h", "bidir", NULL};
+static const char *const host_memory_values[] = {"pinned", "pageable", NULL};
+static const char *const advice_values[] = {"read_mostly", "preferred_location_host",
+                                            "preferred_location_device", "accessed_by", NULL};
+/* Modes a sweep can chart; each maps to one measurement of one benchmark. */
+static const char *const sweep_mode_values[] = {
+    "pinned_h2d", "pinned_d2h", "pageable_h2d",      "pageable_d2h",
+    "bidir",      "zero_copy",  "managed_on_demand", "managed_prefetch",
+    NULL};
+
+#define P_SIZE(def_)                                                                               \
+        {                                                                                          \
+                .name = "size", .type = PARAM_SIZE, .unit = "bytes",                               \
+                .description = "bytes per buffer: an integer or a string like \"64MiB\"",          \
+                .min = 4 * KiB, .max = 0, .def = (def_)                                            \
+        }
+#define P_ITER(def_)                                                                               \
+        {                                                                                          \
+                .name = "iterations", .type = PARAM_INT, .unit = "samples",                        \
+                .description = "timed samples", .min = 1, .max = 1000, .def = (def_)               \
+        }
+#define P_WARMUP                                                                                   \
+        {                                                                                          \
+                .name = "warmup", .type = PARAM_INT, .unit = "samples",                            \
+                .description = "untimed runs before the samples", .min = 0, .max = 100, .def = 3   \
+        }
+#define P_ACCESS                                                                                   \
+        {.name = "access",                                                                         \
+         .type = PARAM_ENUM,                                                                       \
+         .description = "order in which pages are touched",                                        \
+         .def_str = "sequential",                                                                  \
+         .values = access_values},                                                                 \
+            {.name = "stride",                                                                     \
+             .type = PARAM_SIZE,                                                                   \
+             .unit = "bytes",                                                                      \
+             .description = "distance between consecutive pages touched when access=strided",      \
+             .min = 4 * KiB,                                                                       \
+             .max = 1 * GiB,                                                                       \
+             .def = 64 * KiB},                                                                     \
+        {                                                                                          \
+                .name = "seed", .type = PARAM_INT,                                                 \
+                .description = "seed of the data pattern and of access=random's page order",       \
+                .min = 0, .max = INT32_MAX, .def = 1                                               \
+        }
+#define P_SEED                                                                                     \
+        {                                                                                          \
+                .name = "seed", .type = PARAM_INT, .description = "seed of the data pattern",      \
+                .min = 0, .max = INT32_MAX, .def = 1                                               \
+        }
+#define P_HOST_MEMORY                                                                              \
+        {                                                                                          \
+                .name = "host_memory", .type = PARAM_ENUM,                                         \
+                .description = "host buffer: pinned (cudaMallocHost) or pageable (malloc)",        \
+                .def_str = "pinned", .values = host_memory_values                                  \
+        }
+/* Test-only fault injection, honoured by fake devices and refused for real ones. */
+#define P_FAKE                                                                                     \
+        {.name = "fake_delay_ms",                                                                  \
+         .type = PARAM_INT,                                                                        \
+         .unit = "ms",                                                                             \
+         .description = "fake devices: sleep this long before answering",                          \
+         .min = 0,                                                                                 \
+         .max = 3600000,                                                                           \
+         .def = 0,                                                                                 \
+         .fake_only = true},                                                                       \
+            {.name = "fake_hang",                                                                  \
+             .type = PARAM_BOOL,                                                                   \
+             .description = "fake devices: never answer (tests timeouts)",                         \
+             .def = 0,                                                                             \
+             .fake_only = true},                                                                   \
+            {.name = "fake_crash",                                                                 \
+             .type = PARAM_BOOL,                                                                   \
+             .description = "fake devices: the worker exits abnormally (tests supervision)",       \
+             .def = 0,                                                                             \
+             .fake_only = true},                                                                   \
+        {                                                                                          \
+                .name = "fake_bandwidth_pct", .type = PARAM_INT, .unit = "percent",                \
+                .description = "fake devices: scale the modelled bandwidth", .min = 1,             \
+                .max = 1000, .def = 100, .fake_only = true                                         \
+        }
+
+static const struct param_def copy_params[] = {
+    P_SIZE(64 * MiB),
+    P_ITER(20),
+    P_WARMUP,
+    {.name = "direction",
+     .type = PARAM_ENUM,
+     .description = "h2d, d2h, or bidir (both at once on two streams)",
+     .def_str = "h2d",
+     .values = direction_values},
+    P_HOST_MEMORY,
+    P_SEED,
+    P_FAKE,
+};
+
+static const struct param_def copy_overlap_params[] = {
+    P_SIZE(64 * MiB),
+    P_ITER(20),
+    P_WARMUP,
+    {.name = "chunk",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "bytes per chunk copied and processed (at most size)",
+     .min = 4 * KiB,
+     .max = 0,
+     .def = 4 * MiB},
+    {.name = "streams",
+     .type = PARAM_INT,
+     .unit = "streams",
+     .description = "streams the chunks are spread over",
+     .min = 1,
+     .max = 8,
+     .def = 4},
+    P_SEED,
+    P_FAKE,
+};
+
+static const struct param_def kernel_params[] = {
+    P_SIZE(64 * MiB), P_ITER(20), P_WARMUP, P_ACCESS, P_FAKE,
+};
+
+static const struct param_def managed_advise_params[] = {
+    P_SIZE(64 * MiB),
+    P_ITER(20),
+    P_WARMUP,
+    P_ACCESS,
+    {.name = "advice",
+     .type = PARAM_ENUM,
+     .description = "cudaMemAdvise applied before the kernel",
+     .def_str = "read_mostly",
+     .values = advice_values},
+    P_FAKE,
+};
+
+static const struct param_def latency_params[] = {
+    {.name = "size",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "bytes per small copy",
+     .min = 1,
+     .max = 1 * MiB,
+     .def = 4},
+    P_ITER(20),
+    P_WARMUP,
+    {.name = "repeats",
+     .type = PARAM_INT,
+     .unit = "copies",
+     .description = "round trips averaged into one sample",
+     .min = 1,
+     .max = 10000,
+     .def = 100},
+    {.name = "pages",
+     .type = PARAM_INT,
+     .unit = "pages",
+     .description = "managed pages faulted per sample (2 MiB apart)",
+     .min = 1,
+     .max = 1024,
+     .def = 64},
+    P_SEED,
+    P_FAKE,
+};
+
+static const struct param_def um_vs_explicit_params[] = {
+    P_SIZE(1 * GiB), P_ITER(5), P_WARMUP, P_SEED, P_FAKE,
+};
+
+static const struct param_def sweep_params[] = {
+    {.name = "modes",
+     .type = PARAM_ENUM_LIST,
+     .description = "modes to chart",
+     .def_str = "pinned_h2d,pinned_d2h,pageable_h2d,managed_prefetch",
+     .values = sweep_mode_values},
+    {.name = "max_size",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "largest size when sizes is not given (doubling from 4 KiB)",
+     .min = 4 * KiB,
+     .max = 0,
+     .def = 256 * MiB},
+    {.name = "sizes",
+     .type = PARAM_SIZE_LIST,
+     .unit = "bytes",
+     .description = "sizes to measure; default 4 KiB doubling up to max_size",
+     .min = 4 * KiB,
+     .max = 0},
+    P_ITER(5),
+    P_WARMUP,
+    P_SEED,
+    P_FAKE,
+};
+
+static const struct param_def health_params[] = {
+    P_SIZE(64 * MiB), P_ITER(10), P_WARMUP, P_SEED, P_FAKE,
+};
+
+#define BENCH(name_, kind_, desc_, params_)                                                        \
+        {                                                                                          \
+                .name = name_, .kind = kind_, .description = desc_, .params = params_,             \
+                .n_params = ELEMENTSOF(params_)                                                    \
+        }
+
+static const struct bench_def catalog[] = {
+    BENCH("copy", "benchmark",
+          "cudaMemcpyAsync host to device, device to host or both at once, pinned or pageable",
+          copy_params),
+    BENCH("copy_overlap", "benchmark",
+          "chunked copies overlapped with a kernel on several streams, against copy-then-kernel",
+          copy_overlap_params),
+    BENCH("zero_copy", "benchmark", "a kernel reading and writing mapped pinned host memory",
+          kernel_params),
+    BENCH("managed_on_demand", "benchmark",
+          "CPU-initialised managed memory faulted in by a GPU kernel, and GPU-resident pages "
+          "touched by the CPU",
+          kernel_params),
+    BENCH("managed_prefetch", "benchmark",
+          "cudaMemPrefetchAsync to the GPU then a kernel, prefetch alone, and prefetch back",
+          kernel_params),
+    BENCH("managed_advise", "benchmark",
+          "cudaMemAdvise (read_mostly, preferred location, accessed_by), then kernels that "
+          "read and write",
+          managed_advise_params),
+    BENCH("system_memory", "benchmark",
+          "a kernel on plain malloc memory (needs pageableMemoryAccess)", kernel_params),
+    BENCH("latency", "benchmark",
+          "small-copy round-trip latency (pinned, pageable) and the cost of a managed page "
+          "fault",
+          latency_params),
+    BENCH("um_vs_explicit", "suite",
+          "the same bytes moved to the GPU and processed once by every mode, ranked against "
+          "pinned copy + kernel",
+          um_vs_explicit_params),
+    BENCH("sweep", "suite", "chosen modes over doubling sizes: bandwidth curves", sweep_params),
+    BENCH("health", "suite",
+          "quick per-GPU verdict: copy bandwidth, prefetch, latency and PCIe link against "
+          "limits and this GPU's history",
+          health_params),
+};
+
+const struct bench_def *catalog_find(const char *name)
+{
+        if (!name)
+                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(catalog); i++)
+                if (strcmp(catalog[i].name, name) == 0)
+                        return &catalog[i];
+        return NULL;
+}
+
+const struct bench_def *catalog_get(size_t i)
+{
+        return i < ELEMENTSOF(catalog) ? &catalog[i] : NULL;
+}
+
+size_t catalog_count(void)
+{
+        return ELEMENTSOF(catalog);
+}
+
+static const char *type_name(enum param_type t)
+{
+        switch (t) {
+        case PARAM_SIZE:
+                return "size";
+        case PARAM_INT:
+                return "integer";
+        case PARAM_ENUM:
+                return "enum";
+        case PARAM_BOOL:
+                return "boolean";
+        case PARAM_ENUM_LIST:
+                return "enum_list";
+        case PARAM_SIZE_LIST:
+                return "size_list";
+        }
+        return "unknown";
+}
+
+static uint64_t size_max(const struct param_def *p, const struct catalog_limits *lim)
+{
+        return p->max > 0 ? (uint64_t)p->max : lim->max_buffer_bytes;
+}
+
+/* Default of a size list: doubling from the minimum up to max_size (sweep). */
+static json_t *default_size_list(const struct param_def *p, uint64_t upto)
+{
+        json_t *a = json_array();
+        if (!a)
+                return NULL;
+        for (uint64_t s = (uint64_t)p->min; s <= upto && json_array_size(a) < 64; s *= 2)
+                if (json_array_append_new(a, json_integer((json_int_t)s)) < 0) {
+                        json_decref(a);
+                        return NULL;
+                }
+        return a;
+}
+
+static json_t *values_json(const char *const *values)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; a && values && values[i]; i++)
+                json_array_append_new(a, json_string(values[i]));
+        return a;
+}
+
+static json_t *enum_list_from_str(const char *s)
+{
+        json_t *a = json_array();
+        const char *p = s;
+        while (a && p && *p) {
+                const char *comma = strchr(p, ',');
+                size_t n = comma ? (size_t)(comma - p) : strlen(p);
+                json_array_append_new(a, json_stringn(p, n));
+                p = comma ? comma + 1 : NULL;
+        }
+        return a;
+}
+
+static json_t *param_to_json(const struct param_def *p, const struct catalog_limits *lim)
+{
+        json_t *o = json_pack("{s:s, s:s, s:s}", "name", p->name, "type", type_name(p->type),
+                              "description", p->description ? p->description : "");
+        if (!o)
+                return NULL;
+        if (p->unit)
+                json_object_set_new(o, "unit", json_string(p->unit));
+        switch (p->type) {
+        case PARAM_SIZE:
+        case PARAM_SIZE_LIST:
+                json_object_set_new(o, "min", json_integer(p->min));
+                json_object_set_new(o, "max", json_integer((json_int_t)size_max(p, lim)));
+                if (p->max == 0)
+                        json_object_set_new(o, "max_from", json_string("max_buffer_bytes"));
+                if (p->type == PARAM_SIZE)
+                        json_object_set_new(o, "default", json_integer(p->def));
+                else
+                        json_object_set_new(o, "max_items", json_integer(64));
+                break;
+        case PARAM_INT:
+                json_object_set_new(o, "min", json_integer(p->min));
+                json_object_set_new(o, "max", json_integer(p->max));
+                json_object_set_new(o, "default", json_integer(p->def));
+                break;
+        case PARAM_BOOL:
+                json_object_set_new(o, "default", json_boolean(p->def));
+                break;
+        case PARAM_ENUM:
+                json_object_set_new(o, "values", values_json(p->values));
+                json_object_set_new(o, "default", json_string(p->def_str));
+                break;
+        case PARAM_ENUM_LIST:
+                json_object_set_new(o, "values", values_json(p->values));
+                json_object_set_new(o, "default", enum_list_from_str(p->def_str));
+                break;
+        }
+        if (p->fake_only)
+                json_object_set_new(o, "fake_only", json_true());
+        return o;
+}
+
+json_t *catalog_to_json(const struct catalog_limits *lim)
+{
+        json_t *arr = json_array();
+        if (!arr)
+                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(catalog); i++) {
+                const struct bench_def *b = &catalog[i];
+                json_t *params = json_array();
+                for (size_t j = 0; params && j < b->n_params; j++)
+                        json_array_append_new(params, param_to_json(&b->params[j], lim));
+                json_t *o = json_pack("{s:s, s:s, s:s, s:o*}", "name", b->name, "kind", b->kind,
+                                      "description", b->description, "params", params);
+                if (!o || json_array_append_new(arr, o) < 0) {
+                        json_decref(arr);
+                        return NULL;
+                }
+        }
+        return arr;
+}
+
+static int fail(struct catalog_error *err, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(struct catalog_error *err, const char *field, const char *fmt, ...)
+{
+        if (err) {
+                va_list ap;
+                snprintf(err->field, sizeof(err->field), "%s", field);
+                va_start(ap, fmt);
+                vsnprintf(err->detail, sizeof(err->detail), fmt, ap);
+                va_end(ap);
+        }
+        return -EINVAL;
+}
+
+static void fmt_size(uint64_t v, char *buf, size_t len)
+{
+        size_format(v, buf, len);
+}
+
+/* One size value (integer or string) checked against the parameter's bounds. */
+static int check_size(const struct param_def *p, const json_t *v, const struct catalog_limits *lim,
+                      const char *field, uint64_t *ret, struct catalog_error *err)
+{
+        uint64_t bytes;
+        char a[48], b[48];
+
+        if (json_is_integer(v)) {
+                json_int_t i = json_integer_value(v);
+                if (i < p->min) {
+                        fmt_size((uint64_t)p->min, a, sizeof(a));
+                        return fail(err, field, "must be at least %s", a);
+                }
+                bytes = (uint64_t)i;
+        } else if (json_is_string(v)) {
+                int r = size_parse(json_string_value(v), &bytes);
+                if (r == -ERANGE)
+                        return fail(err, field, "size is too large");
+                if (r < 0)
+                        return fail(err, field,
+                                    "must be a number of bytes or a size like \"64MiB\", "
+                                    "\"1GiB\", \"4KiB\"");
+        } else {
+                return fail(err, field,
+                            "must be an integer number of bytes or a size string like \"64MiB\"");
+        }
+        if (bytes < (uint64_t)p->min) {
+                fmt_size((uint64_t)p->min, a, sizeof(a));
+                return fail(err, field, "must be at least %s", a);
+        }
+        uint64_t max = size_max(p, lim);
+        if (bytes > max) {
+                fmt_size(max, a, sizeof(a));
+                fmt_size(bytes, b, sizeof(b));
+                return fail(err, field, "must be at most %s%s (got %s)", a,
+                            p->max == 0 ? " (max_buffer_bytes)" : "", b);
+        }
+        *ret = bytes;
+        return 0;
+}
+
+static bool enum_ok(const struct param_def *p, const char *s)
+{
+        for (size_t i = 0; p->values && p->values[i]; i++)
+                if (strcmp(p->values[i], s) == 0)
+                        return true;
+        return false;
+}
+
+static void enum_join(const struct param_def *p, char *buf, size_t len)
+{
+        size_t off = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; p->values && p->values[i] && off < len; i++)
+                off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "", p->values[i]);
+}
+
+/* Validate one present value; *ret_norm gets the normalized JSON value. */
+static int check_param(const struct param_def *p, const json_t *v, const struct catalog_limits *lim,
+                       json_t **ret_norm, struct catalog_error *err)
+{
+        char field[96], list[200];
+        uint64_t bytes;
+        int r;
+
+        snprintf(field, sizeof(field), "params.%s", p->name);
+        switch (p->type) {
+        case PARAM_SIZE:
+                r = check_size(p, v, lim, field, &bytes, err);
+                if (r < 0)
+                        return r;
+                *ret_norm = json_integer((json_int_t)bytes);
+                break;
+        case PARAM_INT:
+                if (!json_is_integer(v))
+                        return fail(err, field, "must be an integer");
+                if (json_integer_value(v) < p->min || json_integer_value(v) > p->max)
+                        return fail(err, field, "must be between %lld and %lld", (long long)p->min,
+                                    (long long)p->max);
+                *ret_norm = json_integer(json_integer_value(v));
+                break;
+        case PARAM_BOOL:
+                if (!json_is_boolean(v))
+                        return fail(err, field, "must be true or false");
+                *ret_norm = json_boolean(json_is_true(v));
+                break;
+        case PARAM_ENUM:
+                enum_join(p, list, sizeof(list));
+                if (!json_is_string(v) || !enum_ok(p, json_string_value(v)))
+                        return fail(err, field, "must be one of: %s", list);
+                *ret_norm = json_string(json_string_value(v));
+                break;
+        case PARAM_ENUM_LIST: {
+                size_t i;
+                json_t *e;
+                enum_join(p, list, sizeof(list));
+                if (!json_is_array(v) || json_array_size(v) == 0)
+                        return fail(err, field, "must be a non-empty array of: %s", list);
+                json_array_foreach(v, i, e)
+                {
+                        if (!json_is_string(e) || !enum_ok(p, json_string_value(e)))
+                                return fail(err, field, "item %zu must be one of: %s", i, list);
+                        for (size_t k = 0; k < i; k++)
+                                if (json_equal(e, json_array_get(v, k)))
+                                        return fail(err, field, "item %zu repeats \"%s\"", i,
+                                                    json_string_value(e));
+                }
+                *ret_norm = json_deep_copy(v);
+                break;
+        }
+        case PARAM_SIZE_LIST: {
+                size_t i;
+                json_t *e;
+                if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 64)
+                        return fail(err, field, "must be an array of 1 to 64 sizes");
+                json_t *out = json_array();
+                if (!out)
+                        return -ENOMEM;
+                json_array_foreach(v, i, e)
+                {
+                        char ef[128];
+                        snprintf(ef, sizeof(ef), "%.80s[%zu]", field, i);
+                        r = check_size(p, e, lim, ef, &bytes, err);
+                        if (r < 0) {
+                                json_decref(out);
+                                return r;
+                        }
+                        json_array_append_new(out, json_integer((json_int_t)bytes));
+                }
+                *ret_norm = out;
+                break;
+        }
+        }
+        return *ret_norm ? 0 : -ENOMEM;
+}
+
+static json_t *param_default(const struct param_def *p, const json_t *norm,
+                             const struct catalog_limits *lim)
+{
+        switch (p->type) {
+        case PARAM_SIZE:
+                /* A default above the configured maximum is clamped, so a small max_buffer_bytes
+                 * still leaves every benchmark runnable with no params. */
+                return json_integer((json_int_t)(p->def > 0 && (uint64_t)p->def > size_max(p, lim)
+                                                     ? size_max(p, lim)
+                                                     : (uint64_t)p->def));
+        case PARAM_INT:
+                return json_integer(p->def);
+        case PARAM_BOOL:
+                return json_boolean(p->def);
+        case PARAM_ENUM:
+                return json_string(p->def_str);
+        case PARAM_ENUM_LIST:
+                return enum_list_from_str(p->def_str);
+        case PARAM_SIZE_LIST: {
+                json_t *m = json_object_get(norm, "max_size");
+                uint64_t upto =
+                    json_is_integer(m) ? (uint64_t)json_integer_value(m) : size_max(p, lim);
+                return default_size_list(p, upto);
+        }
+        }
+        return NULL;
+}
+
+static const struct param_def *find_param(const struct bench_def *b, const char *name)
+{
+        for (size_t i = 0; i < b->n_params; i++)
+                if (strcmp(b->params[i].name, name) == 0)
+                        return &b->params[i];
+        return NULL;
+}
+
+/* Rules that tie two parameters together. A default that breaks one (the 4 MiB default chunk
+ * of a 64 KiB copy) is clamped; a value the client gave is refused. */
+static int check_cross(const json_t *params, json_t *norm, struct catalog_error *err)
+{
+        json_t *size = json_object_get(norm, "size");
+        char a[48];
+        static const char *const le_size[] = {"chunk", "stride"};
+
+        for (size_t i = 0; i < ELEMENTSOF(le_size); i++) {
+                json_t *v = json_object_get(norm, le_size[i]);
+                char field[96];
+                if (!v || !size || json_integer_value(v) <= json_integer_value(size))
+                        continue;
+                if (!params || !json_object_get(params, le_size[i])) {
+                        json_object_set_new(norm, le_size[i],
+                                            json_integer(json_integer_value(size)));
+                        continue;
+                }
+                snprintf(field, sizeof(field), "params.%s", le_size[i]);
+                fmt_size((uint64_t)json_integer_value(size), a, sizeof(a));
+                return fail(err, field, "must be at most size (%s)", a);
+        }
+        return 0;
+}
+
+int catalog_validate(const struct bench_def *b, const json_t *params,
+                     const struct catalog_limits *lim, bool allow_fake, json_t **ret_params,
+                     struct catalog_error *err)
+{
+        const char *key;
+        json_t *v;
+        int r;
+
+        if (!b)
+                return fail(err, "benchmark", "unknown benchmark");
+        if (params && json_is_null(params))
+                params = NULL;
+        if (params && !json_is_object(params))
+                return fail(err, "params", "must be an object");
+
+        json_object_foreach((json_t *)params, key, v)
+        {
+                const struct param_def *p = find_param(b, key);
+                char field[96];
+                snprintf(field, sizeof(field), "params.%.80s", key);
+                if (!p)
+                        return fail(err, field, "unknown parameter for benchmark %s", b->name);
+                if (p->fake_only && !allow_fake)
+                        return fail(err, field,
+                                    "only accepted by fake devices (test-only fault injection)");
+        }
+
+        json_t *norm = json_object();
+        if (!norm)
+                return -ENOMEM;
+        /* Two passes: present values first, so defaults that depend on them (a sweep's sizes
+         * from max_size) see the normalized value. */
+        for (size_t i = 0; i < b->n_params; i++) {
+                const struct param_def *p = &b->params[i];
+                json_t *in = params ? json_object_get(params, p->name) : NULL;
+                json_t *out = NULL;
+                if (!in || (p->fake_only && !allow_fake))
+                        continue;
+                r = check_param(p, in, lim, &out, err);
+                if (r < 0)
+                        goto fail;
+                json_object_set_new(norm, p->name, out);
+        }
+        for (size_t i = 0; i < b->n_params; i++) {
+                const struct param_def *p = &b->params[i];
+                if (json_object_get(norm, p->name))
+                        continue;
+                json_t *d = param_default(p, norm, lim);
+                if (!d) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                json_object_set_new(norm, p->name, d);
+        }
+        r = check_cross(params, norm, err);
+        if (r < 0)
+                goto fail;
+
+        *ret_params = norm;
+        return 0;
+fail:
+        json_decref(norm);
+        return r;
+}

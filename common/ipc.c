@@ -1,1 +1,229 @@
-/* placeholder: not written yet */
+/* Framing for the umd <-> umd-worker socketpair: 4-byte big-endian length, then one JSON object
+ * with a string "type". Both the incremental decoder (umd's non-blocking loop) and the blocking
+ * send/recv (the worker) validate frames with the same function, so they cannot disagree. */
+#include "ipc.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "jsonutil.h"
+
+/* Messages are flat (results are at most a few levels deep): anything deeper is an error. */
+#define IPC_MAX_DEPTH 64
+#define IPC_HEADER    4u
+
+static size_t clamp_max(size_t max_frame)
+{
+        if (max_frame == 0 || max_frame > UINT32_MAX)
+                return IPC_FRAME_MAX;
+        return max_frame;
+}
+
+static uint32_t read_be32(const uint8_t *p)
+{
+        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static int parse_payload(const uint8_t *p, size_t len, json_t **ret)
+{
+        json_error_t err;
+        json_t *j;
+
+        j = json_parse_strict((const char *)p, len, IPC_MAX_DEPTH, &err);
+        if (!j)
+                return json_error_code(&err) == json_error_out_of_memory ? -ENOMEM : -EBADMSG;
+        if (!json_is_object(j) || !json_is_string(json_object_get(j, "type"))) {
+                json_decref(j);
+                return -EBADMSG;
+        }
+        *ret = j;
+        return 0;
+}
+
+void ipc_decoder_init(struct ipc_decoder *d, size_t max_frame)
+{
+        memset(d, 0, sizeof(*d));
+        d->max_frame = clamp_max(max_frame);
+}
+
+void ipc_decoder_free(struct ipc_decoder *d)
+{
+        if (!d)
+                return;
+        free(d->buf);
+        d->buf = NULL;
+        d->len = d->cap = 0;
+}
+
+int ipc_decoder_feed(struct ipc_decoder *d, const void *data, size_t len)
+{
+        if (len == 0)
+                return 0;
+        if (len > SIZE_MAX - d->len)
+                return -ENOMEM;
+        if (d->len + len > d->cap) {
+                size_t ncap = d->cap ? d->cap : 4096;
+                uint8_t *nbuf;
+
+                while (ncap < d->len + len)
+                        ncap = ncap > SIZE_MAX / 2 ? d->len + len : ncap * 2;
+                nbuf = realloc(d->buf, ncap);
+                if (!nbuf)
+                        return -ENOMEM;
+                d->buf = nbuf;
+                d->cap = ncap;
+        }
+        memcpy(d->buf + d->len, data, len);
+        d->len += len;
+        return 0;
+}
+
+int ipc_decoder_next(struct ipc_decoder *d, json_t **ret)
+{
+        size_t n, frame;
+        json_t *j = NULL;
+        int r;
+
+        if (d->len < IPC_HEADER)
+                return 0;
+        n = read_be32(d->buf);
+        /* Judged from the header alone, so an oversized frame is refused before it is buffered. */
+        if (n == 0 || n > d->max_frame)
+                return -EMSGSIZE;
+        if (d->len - IPC_HEADER < n)
+                return 0;
+
+        frame = IPC_HEADER + n;
+        r = parse_payload(d->buf + IPC_HEADER, n, &j);
+        if (r == -ENOMEM)
+                return r; /* the frame stays: the caller may retry */
+        /* A bad payload is consumed too, so a caller that chose to go on stays in step. */
+        memmove(d->buf, d->buf + frame, d->len - frame);
+        d->len -= frame;
+        if (r < 0)
+                return r;
+        *ret = j;
+        return 1;
+}
+
+int ipc_encode(const json_t *msg, uint8_t **ret, size_t *ret_len)
+{
+        size_t len;
+        char *s;
+        uint8_t *f;
+
+        if (!msg || !ret)
+                return -EINVAL;
+        s = json_dump_compact(msg, &len);
+        if (!s)
+                return -ENOMEM;
+        if (len == 0 || len > IPC_FRAME_MAX) {
+                free(s);
+                return -EMSGSIZE;
+        }
+        f = malloc(IPC_HEADER + len);
+        if (!f) {
+                free(s);
+                return -ENOMEM;
+        }
+        f[0] = (uint8_t)(len >> 24);
+        f[1] = (uint8_t)(len >> 16);
+        f[2] = (uint8_t)(len >> 8);
+        f[3] = (uint8_t)len;
+        memcpy(f + IPC_HEADER, s, len);
+        free(s);
+        *ret = f;
+        if (ret_len)
+                *ret_len = IPC_HEADER + len;
+        return 0;
+}
+
+int ipc_send(int fd, const json_t *msg)
+{
+        uint8_t *f = NULL;
+        size_t len, off = 0;
+        bool is_socket = true;
+        int r;
+
+        r = ipc_encode(msg, &f, &len);
+        if (r < 0)
+                return r;
+        while (off < len) {
+                ssize_t w;
+
+                /* MSG_NOSIGNAL: a dead peer is an error to handle, not a SIGPIPE to die of. */
+                if (is_socket)
+                        w = send(fd, f + off, len - off, MSG_NOSIGNAL);
+                else
+                        w = write(fd, f + off, len - off);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == ENOTSOCK && is_socket) {
+                                is_socket = false;
+                                continue;
+                        }
+                        r = -errno;
+                        break;
+                }
+                off += (size_t)w;
+        }
+        free(f);
+        return r;
+}
+
+/* 0 when len bytes were read, 1 on EOF before any byte, -errno otherwise. */
+static int read_exact(int fd, void *buf, size_t len)
+{
+        uint8_t *p = buf;
+        size_t got = 0;
+
+        while (got < len) {
+                ssize_t n = read(fd, p + got, len - got);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return got == 0 ? 1 : -ECONNRESET;
+                got += (size_t)n;
+        }
+        return 0;
+}
+
+int ipc_recv(int fd, size_t max_frame, json_t **ret)
+{
+        uint8_t hdr[IPC_HEADER];
+        uint8_t *payload;
+        json_t *j = NULL;
+        size_t n;
+        int r;
+
+        r = read_exact(fd, hdr, sizeof(hdr));
+        if (r == 1)
+                return 0;
+        if (r < 0)
+                return r;
+        n = read_be32(hdr);
+        if (n == 0 || n > clamp_max(max_frame))
+                return -EMSGSIZE;
+        payload = malloc(n);
+        if (!payload)
+                return -ENOMEM;
+        r = read_exact(fd, payload, n);
+        if (r == 1)
+                r = -ECONNRESET; /* EOF inside a frame */
+        if (r == 0)
+                r = parse_payload(payload, n, &j);
+        free(payload);
+        if (r < 0)
+                return r;
+        *ret = j;
+        return 1;
+}

@@ -1,1 +1,130 @@
-/* placeholder: not written yet */
+/* jansson helpers: stable dumps, and the one strict parser every untrusted byte goes through
+ * (request bodies, IPC frames, job files). jansson's own depth limit is a compile-time 2048;
+ * ours is the caller's, checked before jansson recurses. */
+#include "jsonutil.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+char *json_dump_compact(const json_t *j, size_t *ret_len)
+{
+        char *s;
+
+        if (!j)
+                return NULL;
+        s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        if (s && ret_len)
+                *ret_len = strlen(s);
+        return s;
+}
+
+char *json_dump_pretty(const json_t *j, size_t *ret_len)
+{
+        char *s, *t;
+        size_t n;
+
+        if (!j)
+                return NULL;
+        s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        if (!s)
+                return NULL;
+        /* Files people read end with a newline. */
+        n = strlen(s);
+        t = realloc(s, n + 2);
+        if (!t) {
+                free(s);
+                return NULL;
+        }
+        t[n] = '\n';
+        t[n + 1] = '\0';
+        if (ret_len)
+                *ret_len = n + 1;
+        return t;
+}
+
+static void set_error(json_error_t *err, const char *buf, enum json_error_code code, size_t pos,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void set_error(json_error_t *err, const char *buf, enum json_error_code code, size_t pos,
+                      const char *fmt, ...)
+{
+        va_list ap;
+
+        if (!err)
+                return;
+        memset(err, 0, sizeof(*err));
+        /* Same 1-based line and column as jansson's own errors, for messages to clients. */
+        err->line = 1;
+        err->column = 1;
+        for (size_t i = 0; buf && i < pos; i++) {
+                if (buf[i] == '\n') {
+                        err->line++;
+                        err->column = 1;
+                } else {
+                        err->column++;
+                }
+        }
+        err->position = (int)pos;
+        snprintf(err->source, sizeof(err->source), "<buffer>");
+        va_start(ap, fmt);
+        vsnprintf(err->text, sizeof(err->text) - 1, fmt, ap);
+        va_end(ap);
+        /* jansson keeps the error code in the last byte of text (json_error_code()). */
+        err->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)code;
+}
+
+json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_error_t *err)
+{
+        size_t depth = 0;
+        bool in_string = false, escaped = false;
+
+        if (!buf) {
+                set_error(err, NULL, json_error_invalid_argument, 0, "no input");
+                return NULL;
+        }
+        if (memchr(buf, '\0', len)) {
+                set_error(err, buf, json_error_null_character,
+                          (size_t)((const char *)memchr(buf, '\0', len) - buf),
+                          "NUL byte in input");
+                return NULL;
+        }
+
+        /* Brackets inside strings do not nest; everything else is jansson's to judge. */
+        for (size_t i = 0; i < len; i++) {
+                char c = buf[i];
+
+                if (in_string) {
+                        if (escaped)
+                                escaped = false;
+                        else if (c == '\\')
+                                escaped = true;
+                        else if (c == '"')
+                                in_string = false;
+                        continue;
+                }
+                switch (c) {
+                case '"':
+                        in_string = true;
+                        break;
+                case '[':
+                case '{':
+                        if (++depth > max_depth) {
+                                set_error(err, buf, json_error_stack_overflow, i,
+                                          "nesting deeper than %zu", max_depth);
+                                return NULL;
+                        }
+                        break;
+                case ']':
+                case '}':
+                        if (depth > 0)
+                                depth--;
+                        break;
+                default:
+                        break;
+                }
+        }
+
+        return json_loadb(buf, len, JSON_REJECT_DUPLICATES, err);
+}

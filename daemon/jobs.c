@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "queue.h"
 #include "store.h"
+#include "suites.h"
 #include "supervisor.h"
 #include "util.h"
 #include "uuid.h"
@@ -441,7 +442,17 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 }
                 if (st == P_TIMED_OUT && !error)
                         error = "deadline passed (timeout_s); the worker was killed";
+                json_t *summary = st == P_SUCCEEDED ? suite_summary(job_benchmark(j), result)
+                                                    : NULL;
+                if (summary) /* the worker's object is borrowed: summarise a copy */
+                        result = json_deep_copy(result);
+                if (summary && result)
+                        json_object_set_new(result, "summary", summary);
+                else
+                        json_decref(summary);
                 job_set_part(j, i, st, result, error);
+                if (summary && result)
+                        json_decref(result);
                 if (st == P_SUCCEEDED && d) {
                         metrics_part_result(d->uuid, result);
                         if (strcmp(job_benchmark(j), "health") == 0)

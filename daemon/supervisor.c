@@ -39,11 +39,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define JOB_ID_MAX       64u
-#define POLL_MAX_MS      1000u /* the thread looks at its timers at least this often */
-#define REAP_POLL_MS     100u  /* without pidfds, how often to look for dead workers */
-#define SEND_TIMEOUT_MS  2000u /* a worker not reading its socket for this long is stuck */
-#define READ_CHUNK       65536u
+#define JOB_ID_MAX           64u
+#define POLL_MAX_MS          1000u /* the thread looks at its timers at least this often */
+#define REAP_POLL_MS         100u  /* without pidfds, how often to look for dead workers */
+#define SEND_TIMEOUT_MS      2000u /* a worker not reading its socket for this long is stuck */
+#define READ_CHUNK           65536u
+#define FAULTED_RETRY_MIN_MS 100u /* retry period of a faulted device, at least */
 
 enum kill_reason {
         KILL_NONE,
@@ -175,8 +176,8 @@ static void set_state(struct supervisor *s, struct slot *w, enum worker_state st
                 return;
         e = calloc(1, sizeof(*e));
         if (!e) {
-                log_error("Out of memory: device %zu's change to %s not reported", (size_t)(w - s->w),
-                          worker_state_to_string(state));
+                log_error("Out of memory: device %zu's change to %s not reported",
+                          (size_t)(w - s->w), worker_state_to_string(state));
                 return;
         }
         e->device = (size_t)(w - s->w);
@@ -244,9 +245,12 @@ static _Noreturn void child_exec(int fd, pid_t parent, char **argv)
 {
         sigset_t none;
 
+        /* Ignored signals stay ignored across exec (SIGPIPE in umd): start the worker clean. */
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        signal(sig, SIG_DFL);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL); /* an ignored signal stays ignored across exec */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
                 _exit(127);
         /* Whatever another thread opened without O_CLOEXEC must not leak into the worker. */
@@ -258,7 +262,7 @@ static _Noreturn void child_exec(int fd, pid_t parent, char **argv)
 }
 
 static void kill_worker(struct slot *w, enum kill_reason why, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void kill_worker(struct slot *w, enum kill_reason why, const char *fmt, ...)
 {
         va_list ap;
@@ -296,7 +300,7 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
         char fd_s[16], fake_s[16], hb_s[16], maxb_s[24], pool_s[24], res_s[24];
         char *argv[24];
         size_t a = 0;
-        struct timeval tv = { SEND_TIMEOUT_MS / 1000, (SEND_TIMEOUT_MS % 1000) * 1000 };
+        struct timeval tv = {SEND_TIMEOUT_MS / 1000, (SEND_TIMEOUT_MS % 1000) * 1000};
         int sv[2];
         pid_t pid;
 
@@ -396,13 +400,14 @@ static void schedule_crash_respawn(struct supervisor *s, struct slot *w, uint64_
         if (delay > s->backoff_max_ms)
                 delay = s->backoff_max_ms;
         if (w->crashes >= s->max_crashes) {
-                /* Keep trying, slowly: the GPU may come back (a reset, a reloaded driver). */
-                delay = s->backoff_max_ms;
+                /* Keep trying, slowly: the GPU may come back (a reset, a reloaded driver).
+                 * Never in a tight loop, whatever the configuration says. */
+                delay = s->backoff_max_ms > FAULTED_RETRY_MIN_MS ? s->backoff_max_ms
+                                                                 : FAULTED_RETRY_MIN_MS;
                 if (w->state != WORKER_FAULTED)
                         log_error("Device %s: faulted after %u crashes in a row (last: %s)",
                                   w->dev.id, w->crashes, how);
-                set_state(s, w, WORKER_FAULTED, "%u crashes in a row, last: %s", w->crashes,
-                          how);
+                set_state(s, w, WORKER_FAULTED, "%u crashes in a row, last: %s", w->crashes, how);
         } else {
                 set_state(s, w, WORKER_BACKOFF, "crashed: %s; respawning in %llu ms", how,
                           (unsigned long long)delay);
@@ -418,8 +423,10 @@ static void on_exit_status(struct supervisor *s, struct slot *w, int status, uin
         bool crash;
 
         describe_status(status, how, sizeof(how));
-        if (killed == KILL_SILENT || killed == KILL_PROTOCOL)
+        if (killed == KILL_SILENT || killed == KILL_PROTOCOL) {
+                /* Why we killed it says more than the SIGKILL it died of. */
                 snprintf(how, sizeof(how), "%s", w->kill_detail);
+        }
         close_channel(w);
         if (w->pidfd >= 0)
                 close(w->pidfd);
@@ -481,11 +488,10 @@ static void reap(struct supervisor *s, struct slot *w, uint64_t now)
         if (r == 0)
                 return;
         if (r < 0) {
-                /* ECHILD: someone reaped it for us (SIGCHLD ignored); the status is lost. */
+                /* ECHILD: it is gone and was reaped for us (SIGCHLD ignored): the status is
+                 * lost, so report it as exit status 255. */
                 log_warning_errno(errno, "Device %s: waitpid(%d): %m", w->dev.id, (int)w->pid);
-                if (w->fd >= 0)
-                        return; /* still talking: not gone */
-                status = 0xff00; /* "exited with status 255" */
+                status = 0xff00;
         }
         on_exit_status(s, w, status, now);
 }
@@ -611,11 +617,10 @@ static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
                         kill_worker(w, KILL_TIMEOUT, "job %s passed its deadline of %llu ms",
                                     w->job, (unsigned long long)w->timeout_ms);
                 else if (w->has_part && w->cancelling && now >= w->cancel_kill_at)
-                        kill_worker(w, KILL_CANCEL, "job %s not stopped %u ms after cancel",
-                                    w->job, s->cancel_grace_ms);
+                        kill_worker(w, KILL_CANCEL, "job %s not stopped %u ms after cancel", w->job,
+                                    s->cancel_grace_ms);
                 else if (!w->hello && now - w->spawned_at >= s->start_timeout_ms)
-                        kill_worker(w, KILL_SILENT, "no hello within %u ms",
-                                    s->start_timeout_ms);
+                        kill_worker(w, KILL_SILENT, "no hello within %u ms", s->start_timeout_ms);
                 else if (w->hello && s->heartbeat_timeout_ms &&
                          now - w->last_heard >= s->heartbeat_timeout_ms)
                         kill_worker(w, KILL_SILENT, "no heartbeat for %llu ms",
@@ -712,13 +717,12 @@ static void *supervisor_main(void *arg)
                         break;
                 }
                 timeout = next_wakeup(s, now);
-                pfd[nfd++] = (struct pollfd){ .fd = s->efd, .events = POLLIN };
+                pfd[nfd++] = (struct pollfd){.fd = s->efd, .events = POLLIN};
                 for (size_t i = 0; i < s->n; i++) {
                         if (s->w[i].fd >= 0)
-                                pfd[nfd++] = (struct pollfd){ .fd = s->w[i].fd, .events = POLLIN };
+                                pfd[nfd++] = (struct pollfd){.fd = s->w[i].fd, .events = POLLIN};
                         if (s->w[i].pidfd >= 0)
-                                pfd[nfd++] = (struct pollfd){ .fd = s->w[i].pidfd,
-                                                              .events = POLLIN };
+                                pfd[nfd++] = (struct pollfd){.fd = s->w[i].pidfd, .events = POLLIN};
                 }
                 pthread_mutex_unlock(&s->lock);
 
@@ -757,8 +761,8 @@ static void *supervisor_main(void *arg)
 
 /* --- public --- */
 
-int supervisor_start(const struct umd_config *cfg, const struct supervised_device *devs,
-                     size_t n, const struct supervisor_callbacks *cb, struct supervisor **ret)
+int supervisor_start(const struct umd_config *cfg, const struct supervised_device *devs, size_t n,
+                     const struct supervisor_callbacks *cb, struct supervisor **ret)
 {
         struct supervisor *s;
         int r;
@@ -787,15 +791,15 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
         s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
         /* A real worker creates its CUDA context before hello (~0.3 s, more on a busy host). */
         s->start_timeout_ms = cfg->discovery_timeout_ms > s->heartbeat_timeout_ms
-                                      ? cfg->discovery_timeout_ms
-                                      : s->heartbeat_timeout_ms;
+                                  ? cfg->discovery_timeout_ms
+                                  : s->heartbeat_timeout_ms;
         if (s->start_timeout_ms == 0)
                 s->start_timeout_ms = 30000;
         s->max_crashes = cfg->max_crashes ? cfg->max_crashes : 1;
         s->backoff_ms = cfg->respawn_backoff_ms;
         s->backoff_max_ms = cfg->respawn_backoff_max_ms > cfg->respawn_backoff_ms
-                                    ? cfg->respawn_backoff_max_ms
-                                    : cfg->respawn_backoff_ms;
+                                ? cfg->respawn_backoff_max_ms
+                                : cfg->respawn_backoff_ms;
         s->cancel_grace_ms = cfg->cancel_grace_ms;
         s->max_buffer_bytes = cfg->max_buffer_bytes;
         s->pool_bytes = cfg->pool_bytes;
@@ -861,10 +865,9 @@ int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
                 goto out;
         }
         msg = json_pack("{s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I}}", "type", "run", "job", job_id,
-                        "benchmark", benchmark, "params",
-                        params ? (json_t *)params : json_object(), "limits", "max_buffer_bytes",
-                        (json_int_t)s->max_buffer_bytes, "managed_reserve_bytes",
-                        (json_int_t)s->managed_reserve_bytes, "pool_bytes",
+                        "benchmark", benchmark, "params", params ? (json_t *)params : json_object(),
+                        "limits", "max_buffer_bytes", (json_int_t)s->max_buffer_bytes,
+                        "managed_reserve_bytes", (json_int_t)s->managed_reserve_bytes, "pool_bytes",
                         (json_int_t)s->pool_bytes);
         if (!msg) {
                 r = log_error_errno(ENOMEM, "Out of memory");
@@ -874,8 +877,8 @@ int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
         json_decref(msg);
         now = now_monotonic_ms();
         if (r < 0) {
-                log_warning_errno(r, "Device %s: cannot send job %s to the worker: %m",
-                                  w->dev.id, job_id);
+                log_warning_errno(r, "Device %s: cannot send job %s to the worker: %m", w->dev.id,
+                                  job_id);
                 if (r == -EAGAIN || r == -EWOULDBLOCK)
                         kill_worker(w, KILL_SILENT, "not reading its socket");
                 wake(s);

@@ -1,1 +1,411 @@
-/* placeholder */
+/* Explicit copies: copy (h2d, d2h, bidir; pinned or pageable), copy_overlap (chunks on streams
+ * overlapped with a kernel, against copy-then-kernel) and latency (small copies, managed page
+ * faults). Owns how these are timed and verified; buffers come from bench.cu's pool. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_internal.h"
+
+struct host_buf {
+        void *p;
+        bool pinned;
+};
+
+static int get_host(struct bench_job *j, int slot, bool pinned, size_t size, struct host_buf *ret)
+{
+        ret->pinned = pinned;
+        if (pinned)
+                return pool_host(j, slot, size, &ret->p);
+        /* Pageable memory is the application's own malloc: not pooled, first-touched by the
+         * fill below so page faults stay out of the samples. */
+        ret->p = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+        if (!ret->p)
+                return job_fail(j, -ENOMEM, "cannot allocate %zu bytes of pageable memory", size);
+        return 0;
+}
+
+static void put_host(struct host_buf *b)
+{
+        if (!b->pinned)
+                free(b->p);
+        b->p = NULL;
+}
+
+static int fill_host(struct bench_job *j, struct host_buf *b, size_t size, uint32_t seed)
+{
+        if (b->pinned) /* mapped: the GPU writes it at PCIe speed, faster than one CPU core */
+                return dev_fill(j, b->p, size, seed, 0, j->ctx->streams[0]);
+        host_fill(b->p, size, seed);
+        return 0;
+}
+
+static int verify_host(struct bench_job *j, struct host_buf *b, size_t size, uint32_t seed,
+                       const char *what)
+{
+        if (b->pinned)
+                return dev_verify(j, b->p, size, seed, 0, what);
+        return host_verify(j, b->p, size, seed, 0, what);
+}
+
+/* Copies per sample: enough that a small copy's sample is not one event tick, few enough that
+ * the stream's queue never fills while the gate holds it. */
+static int copies_per_sample(uint64_t size)
+{
+        uint64_t n = BENCH_GATE_BELOW / size;
+        return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+}
+
+int bench_copy(struct bench_job *j)
+{
+        struct bench_ctx *c = j->ctx;
+        const char *dir = param_str(j, "direction", "h2d");
+        bool pinned = strcmp(param_str(j, "host_memory", "pinned"), "pinned") == 0;
+        bool h2d = strcmp(dir, "h2d") == 0 || strcmp(dir, "bidir") == 0;
+        bool d2h = strcmp(dir, "d2h") == 0 || strcmp(dir, "bidir") == 0;
+        size_t size = j->size;
+        struct host_buf src = {}, dst = {};
+        void *dsrc = NULL, *ddst = NULL;
+        std::vector<double> samples;
+        int reps = copies_per_sample(size);
+        /* Pageable copies are synchronous for the host beyond a staging size, so they cannot
+         * sit behind a gate the host releases afterwards. */
+        bool gated = pinned && size < BENCH_GATE_BELOW;
+        bool gate_timeouts = false;
+        cudaStream_t s0 = c->streams[0], s1 = c->streams[1];
+        int r;
+
+        json_object_set_new(j->context_extra, "host_memory",
+                            json_string(pinned ? "pinned" : "pageable"));
+        json_object_set_new(j->context_extra, "direction", json_string(dir));
+
+        if (h2d) {
+                r = get_host(j, 0, pinned, size, &src);
+                if (r >= 0)
+                        r = pool_dev(j, 0, size, &ddst);
+                if (r >= 0)
+                        r = fill_host(j, &src, size, j->seed);
+                if (r < 0)
+                        goto out;
+                CK(j, cudaMemsetAsync(ddst, 0, size, s0));
+        }
+        if (d2h) {
+                r = get_host(j, 1, pinned, size, &dst);
+                if (r >= 0)
+                        r = pool_dev(j, 1, size, &dsrc);
+                if (r >= 0)
+                        r = dev_fill(j, dsrc, size, j->seed + 1, 0, s0);
+                if (r < 0)
+                        goto out;
+                if (pinned)
+                        CK(j, cudaMemsetAsync(dst.p, 0, size, s0));
+                else
+                        memset(dst.p, 0, size);
+        }
+        CK(j, cudaStreamSynchronize(s0));
+
+        r = sample_events(
+                j, samples,
+                [&]() -> int {
+                        if (gated) {
+                                gate_timeouts |= gate_timed_out(j);
+                                return gate_hold(j, s0);
+                        }
+                        return 0;
+                },
+                [&]() -> int {
+                        if (d2h && h2d) {
+                                /* Both directions start from the same event and stream 0
+                                 * waits for stream 1 before the stop event. */
+                                CK(j, cudaStreamWaitEvent(s1, c->ev_start, 0));
+                        }
+                        for (int k = 0; k < reps; k++) {
+                                if (h2d)
+                                        CK(j, cudaMemcpyAsync(ddst, src.p, size,
+                                                              cudaMemcpyHostToDevice, s0));
+                                if (d2h)
+                                        CK(j, cudaMemcpyAsync(dst.p, dsrc, size,
+                                                              cudaMemcpyDeviceToHost,
+                                                              h2d ? s1 : s0));
+                        }
+                        if (d2h && h2d) {
+                                CK(j, cudaEventRecord(c->ev_join[1], s1));
+                                CK(j, cudaStreamWaitEvent(s0, c->ev_join[1], 0));
+                        }
+                        if (gated) {
+                                /* The stop event is recorded by the caller right after this;
+                                 * release only once everything is queued. */
+                                CK(j, cudaEventRecord(c->ev_stop, s0));
+                                gate_release(j);
+                                return 1;
+                        }
+                        return 0;
+                });
+        if (r < 0)
+                goto out;
+        gate_timeouts |= gated && gate_timed_out(j);
+        for (double &s : samples)
+                s /= reps;
+
+        /* Verification after the samples, outside every timed window. */
+        if (h2d) {
+                r = dev_verify(j, ddst, size, j->seed, 0, "device buffer after h2d copies");
+                if (r < 0)
+                        goto out;
+        }
+        if (d2h) {
+                r = verify_host(j, &dst, size, j->seed + 1, "host buffer after d2h copies");
+                if (r < 0)
+                        goto out;
+        }
+        if (gate_timeouts)
+                add_note(j, "the spin kernel timed out before the copies were queued: samples "
+                            "may include launch cost");
+        r = add_measurement(j, h2d && d2h ? "bidir" : h2d ? "h2d" : "d2h",
+                            (double)size * (h2d && d2h ? 2 : 1),
+                            h2d && d2h ? "both directions" : "one direction", samples, false,
+                            json_pack("{s:i, s:b}", "copies_per_sample", reps, "gated", gated));
+out:
+        put_host(&src);
+        put_host(&dst);
+        return r;
+}
+
+int bench_copy_overlap(struct bench_job *j)
+{
+        struct bench_ctx *c = j->ctx;
+        size_t size = j->size;
+        size_t chunk = (size_t)param_int(j, "chunk", 4 << 20);
+        int nstreams = (int)param_int(j, "streams", 4);
+        size_t nchunks = (size + chunk - 1) / chunk;
+        void *host = NULL, *dev = NULL;
+        std::vector<double> overlapped, serial;
+        cudaStream_t s0 = c->streams[0];
+        int r;
+
+        if (nstreams < 1 || nstreams > BENCH_STREAMS)
+                return job_fail(j, -EINVAL, "streams must be between 1 and %d", BENCH_STREAMS);
+        json_object_set_new(j->context_extra, "host_memory", json_string("pinned"));
+        json_object_set_new(j->context_extra, "chunk", json_integer((json_int_t)chunk));
+        json_object_set_new(j->context_extra, "streams", json_integer(nstreams));
+
+        r = pool_host(j, 0, size, &host);
+        if (r >= 0)
+                r = pool_dev(j, 0, size, &dev);
+        if (r >= 0)
+                r = dev_fill(j, host, size, j->seed, 0, s0);
+        if (r < 0)
+                return r;
+
+        auto none = []() -> int { return 0; };
+        r = sample_events(j, overlapped, none, [&]() -> int {
+                for (int s = 1; s < nstreams; s++)
+                        CK(j, cudaStreamWaitEvent(c->streams[s], c->ev_start, 0));
+                for (size_t k = 0; k < nchunks; k++) {
+                        size_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
+                        cudaStream_t s = c->streams[k % nstreams];
+                        CK(j, cudaMemcpyAsync((char *)dev + off, (char *)host + off, len,
+                                              cudaMemcpyHostToDevice, s));
+                        r = launch_process(j, (char *)dev + off, len, OP_READ_WRITE, false, s);
+                        if (r < 0)
+                                return r;
+                }
+                for (int s = 1; s < nstreams; s++) {
+                        CK(j, cudaEventRecord(c->ev_join[s], c->streams[s]));
+                        CK(j, cudaStreamWaitEvent(s0, c->ev_join[s], 0));
+                }
+                return 0;
+        });
+        if (r < 0)
+                return r;
+        /* Every run copies fresh data and XORs it once. */
+        r = dev_verify(j, dev, size, j->seed, BENCH_XOR_BYTE, "device buffer after overlapped "
+                                                              "copies and kernels");
+        if (r < 0)
+                return r;
+        CK(j, cudaMemsetAsync(dev, 0, size, s0));
+
+        r = sample_events(j, serial, none, [&]() -> int {
+                CK(j, cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s0));
+                return launch_process(j, dev, size, OP_READ_WRITE, false, s0);
+        });
+        if (r < 0)
+                return r;
+        r = dev_verify(j, dev, size, j->seed, BENCH_XOR_BYTE,
+                       "device buffer after copy-then-kernel");
+        if (r < 0)
+                return r;
+
+        r = add_measurement(j, "overlapped", (double)size, "one direction", overlapped, false,
+                            json_pack("{s:I, s:i}", "chunks", (json_int_t)nchunks, "streams",
+                                      nstreams));
+        if (r >= 0)
+                r = add_measurement(j, "serial", (double)size, "one direction", serial, false,
+                                    NULL);
+        return r;
+}
+
+/* Round trip of one small copy and its synchronisation, as an application sees it. */
+static int latency_copies(struct bench_job *j, const char *name, void *hostp, void *devp,
+                          size_t size, bool h2d, int repeats)
+{
+        cudaStream_t s0 = j->ctx->streams[0];
+        std::vector<double> samples;
+        int r = sample_host(
+                j, samples, []() -> int { return 0; },
+                [&]() -> int {
+                        for (int k = 0; k < repeats; k++) {
+                                CK(j, cudaMemcpyAsync(h2d ? devp : hostp, h2d ? hostp : devp,
+                                                      size,
+                                                      h2d ? cudaMemcpyHostToDevice
+                                                          : cudaMemcpyDeviceToHost,
+                                                      s0));
+                                CK(j, cudaStreamSynchronize(s0));
+                        }
+                        return 0;
+                });
+        if (r < 0)
+                return r;
+        for (double &s : samples)
+                s /= repeats;
+        struct sample_stats st;
+        stats_compute(samples.data(), samples.size(), &st);
+        return add_measurement(j, name, (double)size, "one direction", samples, false,
+                               json_pack("{s:f, s:i, s:s}", "latency_us", st.median * 1e3,
+                                         "copies_per_sample", repeats, "timer", "host clock"));
+}
+
+int bench_latency(struct bench_job *j)
+{
+        struct bench_ctx *c = j->ctx;
+        size_t size = j->size;
+        int repeats = (int)param_int(j, "repeats", 100);
+        uint64_t pages = (uint64_t)param_int(j, "pages", 64);
+        /* 2 MiB apart: the largest block the driver migrates at once, so each touch is its own
+         * fault rather than a neighbour brought in by the previous one. */
+        const uint64_t spacing = 2ull << 20;
+        void *pin = NULL, *dev = NULL, *pageable = NULL, *managed = NULL;
+        cudaStream_t s0 = c->streams[0];
+        uint64_t touches = 0;
+        int r;
+
+        r = pool_host(j, 0, size, &pin);
+        if (r >= 0)
+                r = pool_dev(j, 0, size, &dev);
+        if (r < 0)
+                return r;
+        pageable = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+        if (!pageable)
+                return job_fail(j, -ENOMEM, "out of memory");
+
+        host_fill(pin, size, j->seed);
+        r = latency_copies(j, "pinned_h2d", pin, dev, size, true, repeats);
+        if (r >= 0)
+                r = dev_verify(j, dev, size, j->seed, 0, "device buffer after pinned h2d");
+        if (r >= 0) {
+                memset(pin, 0, size);
+                r = latency_copies(j, "pinned_d2h", pin, dev, size, false, repeats);
+        }
+        if (r >= 0)
+                r = host_verify(j, pin, size, j->seed, 0, "host buffer after pinned d2h");
+        if (r >= 0) {
+                host_fill(pageable, size, j->seed + 1);
+                r = latency_copies(j, "pageable_h2d", pageable, dev, size, true, repeats);
+        }
+        if (r >= 0)
+                r = dev_verify(j, dev, size, j->seed + 1, 0, "device buffer after pageable h2d");
+        if (r >= 0) {
+                memset(pageable, 0, size);
+                r = latency_copies(j, "pageable_d2h", pageable, dev, size, false, repeats);
+        }
+        if (r >= 0)
+                r = host_verify(j, pageable, size, j->seed + 1, 0,
+                                "host buffer after pageable d2h");
+        free(pageable);
+        if (r < 0)
+                return r;
+
+        /* Managed page faults. */
+        size_t msize = pages * spacing;
+        r = managed_alloc(j, msize, &managed);
+        if (r < 0)
+                return r;
+        host_fill(managed, msize, j->seed);
+
+        std::vector<double> single, bulk, resident;
+        auto to_host = [&]() -> int {
+                CK(j, cudaMemPrefetchAsync(managed, msize, loc_host(), 0, s0));
+                CK(j, cudaStreamSynchronize(s0));
+                return 0;
+        };
+        auto to_dev = [&]() -> int {
+                CK(j, cudaMemPrefetchAsync(managed, msize, loc_dev(c), 0, s0));
+                CK(j, cudaStreamSynchronize(s0));
+                return 0;
+        };
+        /* One kernel per page, each timed alone; a sample is their mean. */
+        auto one_by_one = [&](std::vector<double> &out, bool on_gpu) -> int {
+                for (int i = 0; i < j->warmup + j->iterations; i++) {
+                        double sum = 0;
+                        if (job_cancelled(j))
+                                return job_fail(j, -ECANCELED, "cancelled");
+                        int rr = on_gpu ? to_dev() : to_host();
+                        if (rr < 0)
+                                return rr;
+                        for (uint64_t p = 0; p < pages; p++) {
+                                float ms;
+                                CK(j, cudaEventRecord(c->ev_start, s0));
+                                rr = launch_touch(j, managed, p, 1, spacing, s0);
+                                if (rr < 0)
+                                        return rr;
+                                CK(j, cudaEventRecord(c->ev_stop, s0));
+                                CK(j, cudaEventSynchronize(c->ev_stop));
+                                CK(j, cudaEventElapsedTime(&ms, c->ev_start, c->ev_stop));
+                                sum += ms;
+                        }
+                        touches++;
+                        if (i >= j->warmup)
+                                out.push_back(sum / (double)pages);
+                }
+                return 0;
+        };
+        r = one_by_one(single, false);
+        if (r >= 0)
+                r = one_by_one(resident, true);
+        if (r >= 0)
+                r = sample_events(j, bulk, to_host, [&]() -> int {
+                        touches++;
+                        return launch_touch(j, managed, 0, pages, spacing, s0);
+                });
+        if (r >= 0) {
+                for (double &s : bulk)
+                        s /= (double)pages;
+                /* Each page's first word was XORed once per pass; the rest is untouched. */
+                CK(j, cudaDeviceSynchronize());
+                uint32_t xw = touches % 2 ? BENCH_XOR_WORD : 0;
+                uint64_t bad = 0;
+                for (uint64_t p = 0; p < pages; p++) {
+                        uint64_t w = p * spacing / 4;
+                        bad += ((uint32_t *)managed)[w] != (pattern_word(w, j->seed) ^ xw);
+                        bad += ((uint32_t *)managed)[w + 1] != pattern_word(w + 1, j->seed);
+                }
+                if (bad)
+                        r = job_fail(j, -EIO, "verification failed: %llu managed words differ",
+                                     (unsigned long long)bad);
+        }
+        for (auto *m : {&single, &bulk, &resident}) {
+                if (r < 0)
+                        break;
+                struct sample_stats st;
+                stats_compute(m->data(), m->size(), &st);
+                const char *name = m == &single ? "managed_fault_single"
+                                   : m == &bulk ? "managed_fault_bulk"
+                                                : "managed_resident";
+                r = add_measurement(j, name, 4.0, "one word touched per page", *m, false,
+                                    json_pack("{s:f, s:I, s:I}", "latency_us", st.median * 1e3,
+                                              "pages", (json_int_t)pages, "page_spacing_bytes",
+                                              (json_int_t)spacing));
+        }
+        cudaFree(managed);
+        return r;
+}

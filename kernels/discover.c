@@ -1,1 +1,186 @@
-/* placeholder: not written yet */
+/* Owns `umd-worker --list` on real hardware: what the CUDA runtime says about each GPU, plus
+ * its PCIe link from sysfs. Plain C against the runtime's C API; never launches work. */
+#include "bench.h"
+#include "discover.h"
+#include "pcie.h"
+
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* cudaDriverGetVersion reports 0 when libcuda cannot be loaded at all. */
+static const char no_driver[] = "no NVIDIA driver (libcuda.so.1 is not installed or not loadable)";
+
+static char *format_uuid(const cudaUUID_t *u)
+{
+        const unsigned char *b = (const unsigned char *)u->bytes;
+        char buf[48];
+
+        snprintf(buf, sizeof(buf),
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                 b[14], b[15]);
+        return strdup(buf);
+}
+
+static json_t *attr_bool(int dev, enum cudaDeviceAttr attr)
+{
+        int v = 0;
+
+        if (cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess)
+                return json_null();
+        return json_boolean(v != 0);
+}
+
+/* One device's entry; NULL with *ret_why on a runtime error. */
+static json_t *describe(int dev, int driver, int runtime, char **ret_why)
+{
+        struct cudaDeviceProp p;
+        char bus_id[32], cc[16];
+        size_t mem_free = 0, mem_total = 0;
+        char *uuid = NULL;
+        cudaError_t e;
+        json_t *o = NULL;
+
+        e = cudaGetDeviceProperties(&p, dev);
+        if (e == cudaSuccess)
+                e = cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), dev);
+        /* Free memory needs a context on the device; the process exits right after. */
+        if (e == cudaSuccess)
+                e = cudaSetDevice(dev);
+        if (e == cudaSuccess)
+                e = cudaMemGetInfo(&mem_free, &mem_total);
+        if (e != cudaSuccess) {
+                char buf[256];
+
+                snprintf(buf, sizeof(buf), "device %d: %s", dev, cudaGetErrorString(e));
+                *ret_why = strdup(buf);
+                return NULL;
+        }
+        uuid = format_uuid(&p.uuid);
+        snprintf(cc, sizeof(cc), "%d.%d", p.major, p.minor);
+        o = json_pack("{s:s?, s:i, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:i, s:i}", "uuid", uuid,
+                      "index", dev, "name", p.name, "pci_bus_id", bus_id, "compute_capability", cc,
+                      "memory_total_bytes", (json_int_t)mem_total, "memory_free_bytes",
+                      (json_int_t)mem_free, "sm_count", p.multiProcessorCount, "async_engine_count",
+                      p.asyncEngineCount, "driver_version", driver, "runtime_version", runtime);
+        free(uuid);
+        if (!o)
+                return NULL;
+        json_object_set_new(o, "concurrentManagedAccess",
+                            attr_bool(dev, cudaDevAttrConcurrentManagedAccess));
+        json_object_set_new(o, "pageableMemoryAccess",
+                            attr_bool(dev, cudaDevAttrPageableMemoryAccess));
+        json_object_set_new(o, "pageableMemoryAccessUsesHostPageTables",
+                            attr_bool(dev, cudaDevAttrPageableMemoryAccessUsesHostPageTables));
+        json_object_set_new(o, "canMapHostMemory", attr_bool(dev, cudaDevAttrCanMapHostMemory));
+        json_object_set_new(o, "hostNativeAtomicSupported",
+                            attr_bool(dev, cudaDevAttrHostNativeAtomicSupported));
+        json_object_set_new(o, "directManagedMemAccessFromHost",
+                            attr_bool(dev, cudaDevAttrDirectManagedMemAccessFromHost));
+        json_object_set_new(o, "pcie", pcie_link_json(PCIE_SYSFS_DEVICES, bus_id));
+        json_object_set_new(o, "fake", json_false());
+        return o;
+}
+
+json_t *bench_list_devices(char **ret_why)
+{
+        int count = 0, driver = 0, runtime = 0;
+        char *why = NULL;
+        cudaError_t e;
+        json_t *list;
+
+        list = json_array();
+        if (!list)
+                return NULL;
+        e = cudaDriverGetVersion(&driver);
+        if (e == cudaSuccess && driver == 0) {
+                why = strdup(no_driver);
+                goto out;
+        }
+        if (e == cudaSuccess)
+                e = cudaRuntimeGetVersion(&runtime);
+        if (e == cudaSuccess)
+                e = cudaGetDeviceCount(&count);
+        if (e != cudaSuccess) {
+                why = strdup(cudaGetErrorString(e));
+                goto out;
+        }
+        if (count == 0)
+                why = strdup("no CUDA devices");
+        for (int dev = 0; dev < count; dev++) {
+                json_t *d = describe(dev, driver, runtime, &why);
+
+                if (!d) {
+                        /* One broken GPU must not hide the others: skip it, say why. */
+                        fprintf(stderr, "umd-worker: skipping %s\n", why ? why : "a device");
+                        free(why);
+                        why = NULL;
+                        continue;
+                }
+                json_array_append_new(list, d);
+        }
+        if (count > 0 && json_array_size(list) == 0)
+                why = strdup("no usable CUDA devices");
+out:
+        if (ret_why)
+                *ret_why = why;
+        else
+                free(why);
+        return list;
+}
+
+int discover_device(const char *id, int *ret_ordinal, json_t **ret_info, char **ret_why)
+{
+        int count = 0, driver = 0, runtime = 0;
+        char *end, *why = NULL;
+        long want_index = -1;
+        cudaError_t e;
+
+        errno = 0;
+        want_index = strtol(id, &end, 10);
+        if (errno != 0 || end == id || *end != '\0')
+                want_index = -1;
+
+        e = cudaDriverGetVersion(&driver);
+        if (e == cudaSuccess && driver == 0) {
+                *ret_why = strdup(no_driver);
+                return -ENODEV;
+        }
+        if (e == cudaSuccess)
+                e = cudaRuntimeGetVersion(&runtime);
+        if (e == cudaSuccess)
+                e = cudaGetDeviceCount(&count);
+        if (e != cudaSuccess) {
+                *ret_why = strdup(cudaGetErrorString(e));
+                return -ENODEV;
+        }
+        for (int dev = 0; dev < count; dev++) {
+                struct cudaDeviceProp p;
+                char *uuid;
+                bool match;
+                json_t *info;
+
+                if (cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+                        continue;
+                uuid = format_uuid(&p.uuid);
+                match = want_index >= 0 ? want_index == dev : (uuid && strcmp(uuid, id) == 0);
+                free(uuid);
+                if (!match)
+                        continue;
+                info = describe(dev, driver, runtime, &why);
+                if (!info) {
+                        *ret_why = why;
+                        return -EIO;
+                }
+                *ret_ordinal = dev;
+                *ret_info = info;
+                return 0;
+        }
+        if (asprintf(ret_why, "no CUDA device %s among %d", id, count) < 0)
+                *ret_why = NULL;
+        return -ENODEV;
+}

@@ -1,1 +1,503 @@
-/* placeholder: not written yet */
+/* Owns fake devices: their identity and a bandwidth model that answers every catalog benchmark
+ * with a result of the real shape, quickly (real sleeping is capped at FAKE_MAX_SLEEP_MS), with
+ * small deterministic jitter, and with the test-only fault injection the supervisor tests use.
+ * Rates follow the H200 facts in DESIGN.md; they are a model, never a measurement. */
+#include "fake.h"
+
+#include "catalog.h"
+#include "stats.h"
+#include "util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FAKE_MEMORY_TOTAL 150754820096ull /* what an H200 reports */
+#define FAKE_MEMORY_USED  (600ull << 20)  /* a context's worth */
+#define FAKE_DRIVER       13000
+#define FAKE_RUNTIME      13000
+#define FAKE_JITTER       0.015 /* +-1.5% */
+
+/* One rate per thing measured, keyed by model name (a sweep mode where one exists). The
+ * measurement a result shows carries the real benchmark's name (kernels/bench.cu's list). */
+static const struct fake_mode {
+        const char *key;
+        double gbps;         /* at 100% bandwidth */
+        double overhead_us;  /* per sample, whatever the size */
+        unsigned bytes_mult; /* bytes counted per buffer byte */
+        const char *counted; /* bench.h's "bytes_counted" */
+} modes[] = {
+    {"pinned_h2d", 55.5, 8, 1, "one direction"},
+    {"pinned_d2h", 55.3, 8, 1, "one direction"},
+    {"bidir", 101.5, 10, 2, "both directions"},
+    {"pageable_h2d", 9.3, 15, 1, "one direction"},
+    {"pageable_d2h", 17.5, 15, 1, "one direction"},
+    {"pageable_bidir", 24.0, 20, 2, "both directions"},
+    {"overlapped", 52.0, 20, 1, "one direction"},
+    {"serial", 41.0, 20, 1, "one direction"},
+    {"zero_copy_read", 52.0, 6, 1, "one direction"},
+    {"zero_copy", 84.6, 6, 2, "read+write"},
+    {"managed_on_demand", 8.5, 30, 1, "one direction"},
+    {"cpu_on_demand", 6.2, 30, 1, "one direction"},
+    {"managed_prefetch", 48.0, 15, 1, "one direction"},
+    {"prefetch", 51.0, 12, 1, "one direction"},
+    {"prefetch_to_host", 49.5, 12, 1, "one direction"},
+    {"read_mostly.read", 45.0, 30, 1, "one direction"},
+    {"read_mostly.write", 0.33, 30, 2, "read+write"},
+    {"preferred_location_host.read", 40.0, 15, 1, "one direction"},
+    {"preferred_location_host.write", 38.0, 15, 2, "read+write"},
+    {"preferred_location_device.read", 46.0, 30, 1, "one direction"},
+    {"preferred_location_device.write", 46.0, 30, 2, "read+write"},
+    {"accessed_by.read", 40.0, 15, 1, "one direction"},
+    {"accessed_by.write", 38.0, 15, 2, "read+write"},
+    {"system_memory", 30.0, 30, 2, "read+write"},
+    /* latency: tiny sizes, so the overhead is what is measured */
+    {"latency.pinned", 55.5, 2.2, 1, "one direction"},
+    {"latency.pageable", 9.3, 5.5, 1, "one direction"},
+    {"managed_fault_single", 1e-4, 25, 1, "one word touched per page"},
+    {"managed_fault_bulk", 1e-3, 4, 1, "one word touched per page"},
+    {"managed_resident", 1e-2, 2, 1, "one word touched per page"},
+};
+
+static const struct fake_mode fallback_mode = {"kernel", 50.0, 10, 1, "one direction"};
+
+static const struct fake_mode *mode_find(const char *key)
+{
+        for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+                if (strcmp(modes[i].key, key) == 0)
+                        return &modes[i];
+        return NULL;
+}
+
+double fake_model_gbps(const char *key)
+{
+        const struct fake_mode *m = key ? mode_find(key) : NULL;
+
+        return m ? m->gbps : 0;
+}
+
+json_t *fake_device_info(unsigned index)
+{
+        char uuid[48], bus[24];
+
+        snprintf(uuid, sizeof(uuid), "GPU-fa4e0000-0000-4000-8000-%012x", index);
+        snprintf(bus, sizeof(bus), "00000000:%02X:00.0", (0x18 + index) & 0xff);
+        return json_pack(
+            "{s:s, s:I, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:i, s:i,"
+            " s:b, s:b, s:b, s:b, s:b, s:b,"
+            " s:{s:i, s:i, s:i, s:i}, s:b}",
+            "uuid", uuid, "index", (json_int_t)index, "name", "NVIDIA H200 (fake)", "pci_bus_id",
+            bus, "compute_capability", "9.0", "memory_total_bytes", (json_int_t)FAKE_MEMORY_TOTAL,
+            "memory_free_bytes", (json_int_t)(FAKE_MEMORY_TOTAL - FAKE_MEMORY_USED), "sm_count",
+            132, "async_engine_count", 3, "driver_version", FAKE_DRIVER, "runtime_version",
+            FAKE_RUNTIME, "concurrentManagedAccess", 1, "pageableMemoryAccess", 0,
+            "pageableMemoryAccessUsesHostPageTables", 0, "canMapHostMemory", 1,
+            "hostNativeAtomicSupported", 0, "directManagedMemAccessFromHost", 0, "pcie",
+            "current_gen", 5, "current_width", 16, "max_gen", 5, "max_width", 16, "fake", 1);
+}
+
+json_t *fake_list_devices(unsigned n)
+{
+        json_t *list = json_array();
+
+        for (unsigned i = 0; list && i < n; i++)
+                if (json_array_append_new(list, fake_device_info(i)) < 0) {
+                        json_decref(list);
+                        return NULL;
+                }
+        return list;
+}
+
+/* --- params --- */
+
+static uint64_t param_u64(const json_t *params, const char *key, uint64_t def)
+{
+        json_t *v = json_object_get(params, key);
+
+        if (json_is_integer(v) && json_integer_value(v) >= 0)
+                return (uint64_t)json_integer_value(v);
+        if (json_is_boolean(v))
+                return json_is_true(v);
+        return def;
+}
+
+static const char *param_str(const json_t *params, const char *key, const char *def)
+{
+        const char *s = json_string_value(json_object_get(params, key));
+
+        return s ? s : def;
+}
+
+/* --- the run --- */
+
+struct fake_meas {
+        const struct fake_mode *mode;
+        char name[64];
+        uint64_t size; /* buffer bytes */
+        bool latency;  /* also report "latency_us" */
+};
+
+struct fake_job {
+        struct fake_meas *m;
+        size_t n, cap;
+};
+
+/* Adds measurement `name` modelled by `key`. */
+static int add(struct fake_job *j, const char *name, const char *key, uint64_t size)
+{
+        const struct fake_mode *mode = mode_find(key);
+
+        if (j->n == j->cap) {
+                size_t ncap = j->cap ? j->cap * 2 : 8;
+                struct fake_meas *nm = realloc(j->m, ncap * sizeof(*nm));
+
+                if (!nm)
+                        return -ENOMEM;
+                j->m = nm;
+                j->cap = ncap;
+        }
+        j->m[j->n] = (struct fake_meas){.mode = mode ? mode : &fallback_mode, .size = size};
+        snprintf(j->m[j->n].name, sizeof(j->m[j->n].name), "%s", name);
+        j->n++;
+        return 0;
+}
+
+/* Several measurements named like their model keys (suites). */
+static int add_same(struct fake_job *j, const char *const *keys, size_t n, uint64_t size)
+{
+        int r = 0;
+
+        for (size_t i = 0; r == 0 && i < n; i++)
+                r = add(j, keys[i], keys[i], size);
+        return r;
+}
+
+/* Fills the measurements `benchmark` takes. -ENOTSUP / -ENOMEM with *why (static). */
+static int plan(const json_t *device, const char *benchmark, const json_t *params,
+                struct fake_job *j, const char **why)
+{
+        uint64_t size = param_u64(params, "size", 64ull << 20);
+        bool pageable = strcmp(param_str(params, "host_memory", "pinned"), "pageable") == 0;
+        char key[64];
+        int r = 0;
+
+        if (strcmp(benchmark, "copy") == 0) {
+                const char *dir = param_str(params, "direction", "h2d");
+
+                if (strcmp(dir, "bidir") == 0)
+                        r = add(j, "bidir", pageable ? "pageable_bidir" : "bidir", size);
+                else if (strcmp(dir, "d2h") == 0)
+                        r = add(j, "d2h", pageable ? "pageable_d2h" : "pinned_d2h", size);
+                else
+                        r = add(j, "h2d", pageable ? "pageable_h2d" : "pinned_h2d", size);
+        } else if (strcmp(benchmark, "copy_overlap") == 0) {
+                r = add(j, "overlapped", "overlapped", size);
+                if (r == 0)
+                        r = add(j, "serial", "serial", size);
+        } else if (strcmp(benchmark, "zero_copy") == 0) {
+                r = add(j, "read", "zero_copy_read", size);
+                if (r == 0)
+                        r = add(j, "read_write", "zero_copy", size);
+        } else if (strcmp(benchmark, "managed_on_demand") == 0) {
+                r = add(j, "gpu_on_demand", "managed_on_demand", size);
+                if (r == 0)
+                        r = add(j, "cpu_on_demand", "cpu_on_demand", size);
+        } else if (strcmp(benchmark, "managed_prefetch") == 0) {
+                r = add(j, "prefetch_kernel", "managed_prefetch", size);
+                if (r == 0)
+                        r = add(j, "prefetch", "prefetch", size);
+                if (r == 0)
+                        r = add(j, "prefetch_to_host", "prefetch_to_host", size);
+        } else if (strcmp(benchmark, "managed_advise") == 0) {
+                const char *advice = param_str(params, "advice", "read_mostly");
+
+                snprintf(key, sizeof(key), "%s.read", advice);
+                r = add(j, "read", key, size);
+                snprintf(key, sizeof(key), "%s.write", advice);
+                if (r == 0)
+                        r = add(j, "write", key, size);
+        } else if (strcmp(benchmark, "system_memory") == 0) {
+                if (!json_is_true(json_object_get(device, "pageableMemoryAccess"))) {
+                        *why = "unsupported on this device: no pageableMemoryAccess";
+                        return -ENOTSUP;
+                }
+                r = add(j, "read_write", "system_memory", size);
+        } else if (strcmp(benchmark, "latency") == 0) {
+                static const char *const names[] = {"pinned_h2d", "pinned_d2h", "pageable_h2d",
+                                                    "pageable_d2h"};
+                static const char *const faults[] = {"managed_fault_single", "managed_fault_bulk",
+                                                     "managed_resident"};
+                uint64_t small = param_u64(params, "size", 4);
+
+                for (size_t i = 0; r == 0 && i < ELEMENTSOF(names); i++)
+                        r = add(j, names[i], i < 2 ? "latency.pinned" : "latency.pageable", small);
+                for (size_t i = 0; r == 0 && i < ELEMENTSOF(faults); i++)
+                        r = add(j, faults[i], faults[i], 4);
+                for (size_t i = 0; i < j->n; i++)
+                        j->m[i].latency = true;
+        } else if (strcmp(benchmark, "um_vs_explicit") == 0) {
+                /* daemon/suites.c summarises these names; the real suite reports the same. */
+                static const char *const pairs[][2] = {
+                    {"pinned_copy_kernel", "pinned_h2d"},
+                    {"pageable_copy_kernel", "pageable_h2d"},
+                    {"overlap_copy_kernel", "overlapped"},
+                    {"zero_copy_kernel", "zero_copy_read"},
+                    {"managed_on_demand", "managed_on_demand"},
+                    {"managed_prefetch", "managed_prefetch"},
+                    {"managed_advise_read_mostly", "read_mostly.write"},
+                    {"managed_advise_preferred_location_device", "preferred_location_device.write"},
+                    {"managed_advise_preferred_location_host", "preferred_location_host.write"},
+                    {"managed_advise_accessed_by", "accessed_by.write"},
+                    {"pinned_copy_back", "pinned_d2h"},
+                    {"pageable_copy_back", "pageable_d2h"},
+                    {"managed_on_demand_back", "cpu_on_demand"},
+                    {"managed_prefetch_back", "prefetch_to_host"},
+                };
+
+                for (size_t i = 0; r == 0 && i < ELEMENTSOF(pairs); i++)
+                        r = add(j, pairs[i][0], pairs[i][1], size);
+        } else if (strcmp(benchmark, "health") == 0) {
+                static const char *const keys[] = {"pinned_h2d", "pinned_d2h", "pageable_h2d",
+                                                   "pageable_d2h", "managed_prefetch"};
+
+                r = add_same(j, keys, ELEMENTSOF(keys), size);
+        } else if (strcmp(benchmark, "sweep") == 0) {
+                /* One measurement per mode and size, named after the mode ("bytes" tells
+                 * sizes apart), in mode order. */
+                const json_t *sizes = json_object_get(params, "sizes");
+                const json_t *ms = json_object_get(params, "modes");
+                uint64_t max_size = param_u64(params, "max_size", 256ull << 20);
+                json_t *default_modes = NULL, *m;
+                size_t k;
+
+                if (!json_is_array(ms) || json_array_size(ms) == 0)
+                        ms = default_modes = json_pack("[s, s]", "pinned_h2d", "pinned_d2h");
+                json_array_foreach(ms, k, m)
+                {
+                        const char *mode = json_string_value(m);
+                        size_t i;
+                        json_t *sz;
+
+                        if (!mode)
+                                continue;
+                        if (json_is_array(sizes) && json_array_size(sizes) > 0) {
+                                json_array_foreach(sizes, i, sz) if (r == 0) r =
+                                    add(j, mode, mode, (uint64_t)json_integer_value(sz));
+                        } else {
+                                for (uint64_t b = 4096; r == 0 && b <= max_size; b *= 2)
+                                        r = add(j, mode, mode, b);
+                        }
+                }
+                json_decref(default_modes);
+        } else {
+                /* A catalog entry this model predates still gets a plausible answer. */
+                r = add(j, "kernel", "kernel", size);
+        }
+        if (r < 0)
+                *why = "out of memory";
+        return r;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+        x += 0x9e3779b97f4a7c15ull;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        return x ^ (x >> 31);
+}
+
+static uint64_t hash_str(const char *s)
+{
+        uint64_t h = 1469598103934665603ull;
+
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 1099511628211ull;
+        return h;
+}
+
+/* Sleeps ms in short slices. -ECANCELED when *cancel is set. */
+static int nap(uint64_t ms_x1000, volatile sig_atomic_t *cancel)
+{
+        uint64_t left = ms_x1000; /* microseconds */
+
+        while (left > 0) {
+                uint64_t step = left < 5000 ? left : 5000;
+                struct timespec ts = {0, (long)step * 1000};
+
+                if (cancel && *cancel)
+                        return -ECANCELED;
+                nanosleep(&ts, NULL);
+                left -= step;
+        }
+        return cancel && *cancel ? -ECANCELED : 0;
+}
+
+static json_t *measure(const struct fake_meas *m, uint64_t seed, uint64_t salt, unsigned iterations,
+                       double pct, double *ret_sim_ms)
+{
+        struct sample_stats st;
+        double base_ms, *samples, sim = 0;
+        uint64_t bytes = m->size * m->mode->bytes_mult;
+        json_t *arr, *stats, *o;
+
+        /* Rate scaled as a whole, overhead included, so gbps scales exactly with pct. */
+        base_ms = ((double)bytes / (m->mode->gbps * 1e9) * 1e3 + m->mode->overhead_us / 1e3) *
+                  100.0 / pct;
+        samples = calloc(iterations, sizeof(*samples));
+        arr = json_array();
+        if (!samples || !arr)
+                goto oom;
+        for (unsigned i = 0; i < iterations; i++) {
+                uint64_t h = splitmix64(seed ^ salt ^ ((uint64_t)i << 40));
+                double u = (double)(h >> 11) / 9007199254740992.0; /* [0,1) */
+
+                samples[i] = base_ms * (1.0 + FAKE_JITTER * (2 * u - 1));
+                sim += samples[i];
+                if (json_array_append_new(arr, json_real(samples[i])) < 0)
+                        goto oom;
+        }
+        if (stats_compute(samples, iterations, &st) < 0)
+                goto oom;
+        stats = stats_to_json(&st);
+        if (!stats)
+                goto oom;
+        o = json_pack("{s:s, s:I, s:s, s:o, s:o, s:f, s:b}", "name", m->name, "bytes",
+                      (json_int_t)bytes, "bytes_counted", m->mode->counted, "samples_ms", arr,
+                      "stats", stats, "gbps", stats_gbps((double)bytes, st.median), "verified", 1);
+        if (o && m->latency)
+                json_object_set_new(o, "latency_us", json_real(st.median * 1e3));
+        free(samples);
+        *ret_sim_ms = sim;
+        return o;
+oom:
+        free(samples);
+        json_decref(arr);
+        return NULL;
+}
+
+static int fail(char **ret_error, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char **ret_error, int r, const char *fmt, ...)
+{
+        va_list ap;
+        char *s = NULL;
+
+        va_start(ap, fmt);
+        if (vasprintf(&s, fmt, ap) < 0)
+                s = NULL;
+        va_end(ap);
+        if (ret_error)
+                *ret_error = s;
+        else
+                free(s);
+        return r;
+}
+
+int fake_run(const json_t *device, const char *benchmark, const json_t *params,
+             uint64_t max_buffer_bytes, volatile sig_atomic_t *cancel, json_t **ret_result,
+             char **ret_error)
+{
+        struct fake_job job = {0};
+        const char *why = NULL;
+        unsigned iterations, warmup;
+        uint64_t seed, pct, delay, biggest = 0;
+        double sim_total = 0, sim_ms;
+        json_t *result = NULL, *list = NULL, *ctx;
+        int r;
+
+        if (!benchmark || !catalog_find(benchmark))
+                return fail(ret_error, -EINVAL, "unknown benchmark '%s'",
+                            benchmark ? benchmark : "(null)");
+        if (params && !json_is_object(params))
+                return fail(ret_error, -EINVAL, "params must be an object");
+
+        /* Fault injection first: these stand for a GPU that misbehaves whatever it was asked. */
+        if (param_u64(params, "fake_crash", 0))
+                abort();
+        if (param_u64(params, "fake_hang", 0))
+                for (;;)
+                        pause(); /* cancel is ignored on purpose: only SIGKILL ends this */
+        delay = param_u64(params, "fake_delay_ms", 0);
+        if (delay > 0 && nap(delay * 1000, cancel) < 0)
+                return fail(ret_error, -ECANCELED, "cancelled");
+
+        pct = param_u64(params, "fake_bandwidth_pct", 100);
+        if (pct == 0 || pct > 10000)
+                return fail(ret_error, -EINVAL,
+                            "fake_bandwidth_pct must be between 1 and 10000, not %llu",
+                            (unsigned long long)pct);
+        iterations = (unsigned)param_u64(params, "iterations", 5);
+        warmup = (unsigned)param_u64(params, "warmup", 1);
+        if (iterations == 0 || iterations > 100000)
+                return fail(ret_error, -EINVAL, "iterations must be between 1 and 100000");
+        seed = param_u64(params, "seed", 1);
+
+        r = plan(device, benchmark, params, &job, &why);
+        if (r < 0) {
+                free(job.m);
+                return fail(ret_error, r, "%s", why);
+        }
+        for (size_t i = 0; i < job.n; i++)
+                if (job.m[i].size > biggest)
+                        biggest = job.m[i].size;
+        if (max_buffer_bytes > 0 && biggest > max_buffer_bytes) {
+                free(job.m);
+                return fail(ret_error, -ENOMEM,
+                            "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
+                            (unsigned long long)biggest, (unsigned long long)max_buffer_bytes);
+        }
+
+        list = json_array();
+        if (!list)
+                goto oom;
+        for (size_t i = 0; i < job.n; i++) {
+                json_t *m = measure(&job.m[i], seed, hash_str(benchmark) ^ splitmix64(i),
+                                    iterations, (double)pct, &sim_ms);
+
+                if (!m || json_array_append_new(list, m) < 0)
+                        goto oom;
+                /* Warm-up samples are simulated too, only never reported. */
+                sim_total += sim_ms * (iterations + warmup) / iterations;
+        }
+        /* Spend a little real time, proportional to the simulated time, so a job is observable
+         * as running, and stay cancellable while doing it. */
+        {
+                double real_ms = sim_total < FAKE_MAX_SLEEP_MS ? sim_total : FAKE_MAX_SLEEP_MS;
+
+                if (nap((uint64_t)(real_ms * 1000), cancel) < 0) {
+                        free(job.m);
+                        json_decref(list);
+                        return fail(ret_error, -ECANCELED, "cancelled");
+                }
+        }
+
+        ctx = json_pack("{s:O?, s:O?, s:O?, s:O?, s:I, s:s, s:s, s:I, s:I, s:b, s:i, s:i, s:I}",
+                        "device_uuid", json_object_get(device, "uuid"), "driver_version",
+                        json_object_get(device, "driver_version"), "runtime_version",
+                        json_object_get(device, "runtime_version"), "pcie",
+                        json_object_get(device, "pcie"), "buffer_bytes", (json_int_t)biggest,
+                        "host_memory", param_str(params, "host_memory", "pinned"), "access",
+                        param_str(params, "access", "sequential"), "stride",
+                        (json_int_t)param_u64(params, "stride", 0), "seed", (json_int_t)seed,
+                        "buffer_reused", 0, "warmup", (int)warmup, "iterations", (int)iterations,
+                        "fake_bandwidth_pct", (json_int_t)pct);
+        result = json_pack("{s:s, s:b, s:o, s:o, s:[s]}", "benchmark", benchmark, "fake", 1,
+                           "measurements", list, "context", ctx, "notes",
+                           "fake device: numbers come from a bandwidth model, not a GPU");
+        list = NULL;
+        if (!result)
+                goto oom;
+        free(job.m);
+        *ret_result = result;
+        return 0;
+oom:
+        free(job.m);
+        json_decref(list);
+        return fail(ret_error, -ENOMEM, "out of memory");
+}

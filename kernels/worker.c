@@ -1,1 +1,615 @@
-/* placeholder: not written yet */
+/* umd-worker: lists the host's GPUs (--list), or owns one GPU (or one fake device) and serves
+ * umd's protocol (common/ipc.h) on an inherited socket. Never HTTP, never a queue: one job at a
+ * time, as umd sends them.
+ *
+ * Threads: the main thread reads umd's messages; a runner thread runs jobs; a heartbeat thread
+ * says "alive" every --heartbeat-ms, also while a job runs (so a hung GPU is found by its job's
+ * deadline, not mistaken for a hung worker). Every write to the socket holds send_lock.
+ *
+ * Limits: --max-buffer-bytes, --pool-bytes and --managed-reserve-bytes (umd passes its
+ * configuration) are fixed for the process, because the CUDA context and its buffer pool are
+ * created once with them. A run message's "limits" may only tighten max_buffer_bytes for that
+ * job; the other two are taken from the flags. */
+#include "bench.h"
+#include "catalog.h"
+#include "discover.h"
+#include "fake.h"
+#include "ipc.h"
+#include "log.h"
+#include "size.h"
+#include "util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "umd-build.h"
+
+#define HEARTBEAT_MS_DEFAULT 1000u
+#define SHUTDOWN_WAIT_MS     2000u
+#define JOB_ID_MAX           64u
+
+struct worker {
+        int fd;
+        bool fake;
+        json_t *device;          /* the --list entry, sent in hello */
+        struct bench_ctx *bench; /* real devices only */
+        struct bench_limits lim;
+        unsigned heartbeat_ms;
+
+        pthread_mutex_t send_lock;
+
+        pthread_mutex_t lock; /* everything below */
+        pthread_cond_t cond;  /* CLOCK_MONOTONIC */
+        json_t *pending;      /* accepted run message the runner has not taken yet */
+        char job[JOB_ID_MAX]; /* accepted or running job, "" when none */
+        bool busy;
+        bool stopping;
+        bool runner_done;
+        volatile sig_atomic_t cancel;
+};
+
+static int send_msg(struct worker *w, json_t *msg)
+{
+        int r;
+
+        if (!msg)
+                return log_error_errno(ENOMEM, "Cannot build a message");
+        pthread_mutex_lock(&w->send_lock);
+        r = ipc_send(w->fd, msg);
+        pthread_mutex_unlock(&w->send_lock);
+        json_decref(msg);
+        if (r < 0)
+                log_warning_errno(r, "Cannot write to umd: %m");
+        return r;
+}
+
+static void deadline_after(struct timespec *ts, unsigned ms)
+{
+        clock_gettime(CLOCK_MONOTONIC, ts);
+        ts->tv_sec += ms / 1000;
+        ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts->tv_nsec >= 1000000000L) {
+                ts->tv_sec++;
+                ts->tv_nsec -= 1000000000L;
+        }
+}
+
+static void *heartbeat_main(void *arg)
+{
+        struct worker *w = arg;
+
+        pthread_mutex_lock(&w->lock);
+        while (!w->stopping) {
+                struct timespec ts;
+                bool busy;
+
+                deadline_after(&ts, w->heartbeat_ms);
+                while (!w->stopping && pthread_cond_timedwait(&w->cond, &w->lock, &ts) == 0)
+                        ;
+                if (w->stopping)
+                        break;
+                busy = w->busy;
+                pthread_mutex_unlock(&w->lock);
+                send_msg(w, json_pack("{s:s, s:b}", "type", "heartbeat", "busy", busy));
+                pthread_mutex_lock(&w->lock);
+        }
+        pthread_mutex_unlock(&w->lock);
+        return NULL;
+}
+
+/* A fake_* parameter a real device must refuse: any that is present with a value other than
+ * its catalog default (normalized params may carry the defaults). */
+static const char *injected_fault(const char *benchmark, const json_t *params)
+{
+        const struct bench_def *b = catalog_find(benchmark);
+        const char *key;
+        json_t *v;
+
+        json_object_foreach((json_t *)params, key, v)
+        {
+                const struct param_def *def = NULL;
+
+                if (strncmp(key, "fake_", 5) != 0)
+                        continue;
+                for (size_t i = 0; b && i < b->n_params; i++)
+                        if (strcmp(b->params[i].name, key) == 0)
+                                def = &b->params[i];
+                if (!def)
+                        return key;
+                if (json_is_boolean(v) && json_is_true(v) == (def->def != 0))
+                        continue;
+                if (json_is_integer(v) && json_integer_value(v) == def->def)
+                        continue;
+                return key;
+        }
+        return NULL;
+}
+
+/* The largest buffer the params ask for ("size", or the largest of "sizes"). */
+static uint64_t largest_size(const json_t *params)
+{
+        json_t *v = json_object_get(params, "size"), *s;
+        uint64_t m = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
+        size_t i;
+
+        json_array_foreach(json_object_get(params, "sizes"), i,
+                           s) if (json_is_integer(s) && (uint64_t)json_integer_value(s) > m) m =
+            (uint64_t)json_integer_value(s);
+        return m;
+}
+
+static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, char **ret_error)
+{
+        const char *benchmark = json_string_value(json_object_get(msg, "benchmark"));
+        const json_t *params = json_object_get(msg, "params");
+        json_t *limits = json_object_get(msg, "limits");
+        uint64_t max = w->lim.max_buffer_bytes;
+        json_t *v = json_object_get(limits, "max_buffer_bytes");
+        json_t *empty = NULL;
+        int r;
+
+        if (json_is_integer(v) && json_integer_value(v) > 0 &&
+            (max == 0 || (uint64_t)json_integer_value(v) < max))
+                max = (uint64_t)json_integer_value(v);
+        if (!params)
+                params = empty = json_object();
+
+        if (w->fake) {
+                r = fake_run(w->device, benchmark, params, max, &w->cancel, ret_result, ret_error);
+                json_decref(empty);
+                return r;
+        }
+
+        const char *fault = injected_fault(benchmark, params);
+        if (fault) {
+                r = asprintf(ret_error, "%s: fake_* parameters apply only to fake devices", fault);
+                if (r < 0)
+                        *ret_error = NULL;
+                json_decref(empty);
+                return -EINVAL;
+        }
+        if (max > 0 && largest_size(params) > max) {
+                r = asprintf(ret_error,
+                             "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
+                             (unsigned long long)largest_size(params), (unsigned long long)max);
+                if (r < 0)
+                        *ret_error = NULL;
+                json_decref(empty);
+                return -ENOMEM;
+        }
+        r = bench_run(w->bench, benchmark, params, &w->cancel, ret_result, ret_error);
+        json_decref(empty);
+        return r;
+}
+
+static void *runner_main(void *arg)
+{
+        struct worker *w = arg;
+
+        pthread_mutex_lock(&w->lock);
+        for (;;) {
+                char job[JOB_ID_MAX], *error = NULL;
+                json_t *msg, *result = NULL, *reply;
+                int r;
+
+                while (!w->pending && !w->stopping)
+                        pthread_cond_wait(&w->cond, &w->lock);
+                if (w->stopping)
+                        break;
+                msg = w->pending;
+                w->pending = NULL;
+                snprintf(job, sizeof(job), "%s", w->job);
+                pthread_mutex_unlock(&w->lock);
+
+                if (w->cancel)
+                        r = -ECANCELED;
+                else
+                        r = run_job(w, msg, &result, &error);
+                if (r == -ECANCELED || (r < 0 && w->cancel)) {
+                        free(error);
+                        error = strdup("cancelled");
+                }
+                if (r >= 0 && !result)
+                        r = -ENOMEM;
+                if (r >= 0)
+                        reply = json_pack("{s:s, s:s, s:b, s:o}", "type", "result", "job", job,
+                                          "ok", 1, "result", result);
+                else
+                        reply = json_pack("{s:s, s:s, s:b, s:s}", "type", "result", "job", job,
+                                          "ok", 0, "error", error ? error : strerror(-r));
+                log_info("Job %s: %s%s%s", job, r >= 0 ? "done" : "failed", r >= 0 ? "" : ": ",
+                         r >= 0 ? "" : (error ? error : strerror(-r)));
+                free(error);
+                json_decref(msg);
+
+                /* Idle again before the result leaves, so umd's next run is never refused. */
+                pthread_mutex_lock(&w->lock);
+                w->busy = false;
+                w->job[0] = '\0';
+                pthread_mutex_unlock(&w->lock);
+                send_msg(w, reply);
+                pthread_mutex_lock(&w->lock);
+        }
+        w->runner_done = true;
+        pthread_cond_broadcast(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+        return NULL;
+}
+
+static bool valid_job_id(const json_t *v)
+{
+        const char *s = json_string_value(v);
+        size_t n = s ? strlen(s) : 0;
+
+        if (n == 0 || n >= JOB_ID_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (s[i] <= ' ' || s[i] > '~')
+                        return false;
+        return true;
+}
+
+static bool valid_limits(const json_t *limits)
+{
+        const char *key;
+        json_t *v;
+
+        if (!limits)
+                return true;
+        if (!json_is_object(limits))
+                return false;
+        json_object_foreach((json_t *)limits, key,
+                            v) if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
+        return true;
+}
+
+/* Handles one message from umd. Returns 1 to stop serving (shutdown). */
+static int handle(struct worker *w, json_t *msg)
+{
+        const char *type = json_string_value(json_object_get(msg, "type"));
+        json_t *job = json_object_get(msg, "job");
+
+        if (strcmp(type, "run") == 0) {
+                json_t *params = json_object_get(msg, "params");
+
+                if (!valid_job_id(job) || !json_is_string(json_object_get(msg, "benchmark")) ||
+                    (params && !json_is_object(params)) ||
+                    !valid_limits(json_object_get(msg, "limits"))) {
+                        log_warning("Ignoring a malformed run message");
+                        return 0;
+                }
+                pthread_mutex_lock(&w->lock);
+                if (w->busy) {
+                        log_warning("Ignoring run of job %s: job %s is running",
+                                    json_string_value(job), w->job);
+                        pthread_mutex_unlock(&w->lock);
+                        return 0;
+                }
+                w->busy = true;
+                w->cancel = 0;
+                snprintf(w->job, sizeof(w->job), "%s", json_string_value(job));
+                w->pending = json_incref(msg);
+                pthread_cond_broadcast(&w->cond);
+                pthread_mutex_unlock(&w->lock);
+                log_info("Job %s: running %s", json_string_value(job),
+                         json_string_value(json_object_get(msg, "benchmark")));
+        } else if (strcmp(type, "cancel") == 0) {
+                if (!valid_job_id(job)) {
+                        log_warning("Ignoring a malformed cancel message");
+                        return 0;
+                }
+                pthread_mutex_lock(&w->lock);
+                if (w->busy && strcmp(w->job, json_string_value(job)) == 0)
+                        w->cancel = 1;
+                else
+                        log_info("Ignoring cancel of job %s: not running here",
+                                 json_string_value(job));
+                pthread_mutex_unlock(&w->lock);
+        } else if (strcmp(type, "shutdown") == 0) {
+                return 1;
+        } else {
+                log_warning("Ignoring a message of unknown type '%s'", type);
+        }
+        return 0;
+}
+
+static int serve(struct worker *w)
+{
+        pthread_t runner, heartbeat;
+        bool runner_finished;
+        json_t *hello;
+        int r, ret = 0;
+
+        hello = json_pack("{s:s, s:i, s:I, s:O}", "type", "hello", "protocol", IPC_PROTOCOL_VERSION,
+                          "pid", (json_int_t)getpid(), "device", w->device);
+        r = send_msg(w, hello);
+        if (r < 0)
+                return r;
+        r = -pthread_create(&runner, NULL, runner_main, w);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start the runner thread: %m");
+        r = -pthread_create(&heartbeat, NULL, heartbeat_main, w);
+        if (r < 0) {
+                log_error_errno(r, "Cannot start the heartbeat thread: %m");
+                pthread_mutex_lock(&w->lock);
+                w->stopping = true;
+                pthread_cond_broadcast(&w->cond);
+                pthread_mutex_unlock(&w->lock);
+                pthread_join(runner, NULL);
+                return r;
+        }
+
+        for (;;) {
+                json_t *msg = NULL;
+
+                r = ipc_recv(w->fd, IPC_FRAME_MAX, &msg);
+                if (r == 0) {
+                        log_info("umd closed the connection");
+                        break;
+                }
+                if (r == -EBADMSG) {
+                        /* The frame was read whole, so the stream is still in step. */
+                        log_warning("Ignoring a frame that is not a JSON message");
+                        continue;
+                }
+                if (r < 0) {
+                        ret = log_error_errno(r, "Cannot read from umd: %m");
+                        break;
+                }
+                r = handle(w, msg);
+                json_decref(msg);
+                if (r == 1) {
+                        log_info("Shutting down");
+                        break;
+                }
+        }
+
+        pthread_mutex_lock(&w->lock);
+        w->stopping = true;
+        w->cancel = 1;
+        pthread_cond_broadcast(&w->cond);
+        {
+                struct timespec ts;
+
+                deadline_after(&ts, SHUTDOWN_WAIT_MS);
+                while (!w->runner_done && pthread_cond_timedwait(&w->cond, &w->lock, &ts) == 0)
+                        ;
+        }
+        runner_finished = w->runner_done;
+        pthread_mutex_unlock(&w->lock);
+        pthread_join(heartbeat, NULL);
+        if (!runner_finished) {
+                /* A job that ignores cancel (a hung kernel): the process exit frees the GPU. */
+                log_warning("Job %s did not stop within %u ms; exiting anyway", w->job,
+                            SHUTDOWN_WAIT_MS);
+                _exit(ret < 0 ? 1 : 0);
+        }
+        pthread_join(runner, NULL);
+        return ret;
+}
+
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: umd-worker --list [--fake N]\n"
+                "       umd-worker [--fake N] --device ID --ipc-fd FD [options]\n"
+                "\n"
+                "  --list                     print the GPUs as JSON and exit\n"
+                "  --fake N                   emulate N fake devices (tests)\n"
+                "  --device ID                GPU uuid or index (fake: index)\n"
+                "  --ipc-fd FD                socket to umd (inherited)\n"
+                "  --heartbeat-ms MS          heartbeat interval (default %u)\n"
+                "  --max-buffer-bytes SIZE    largest buffer a job may ask for (0: no limit)\n"
+                "  --pool-bytes SIZE          pinned+device buffers kept between jobs\n"
+                "  --managed-reserve-bytes SIZE  GPU memory never taken below this\n"
+                "  --log-level LEVEL          error, warning, notice, info, debug\n"
+                "  --help, --version\n",
+                HEARTBEAT_MS_DEFAULT);
+}
+
+static int parse_size_arg(const char *opt, const char *s, uint64_t *ret)
+{
+        if (size_parse(s, ret) < 0) {
+                fprintf(stderr, "umd-worker: %s: '%s' is not a size\n", opt, s);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        enum {
+                OPT_LIST = 0x100,
+                OPT_FAKE,
+                OPT_DEVICE,
+                OPT_IPC_FD,
+                OPT_HEARTBEAT,
+                OPT_MAX_BUFFER,
+                OPT_POOL,
+                OPT_RESERVE,
+                OPT_LOG_LEVEL,
+                OPT_HELP,
+                OPT_VERSION,
+        };
+        static const struct option options[] = {
+            {"list", no_argument, NULL, OPT_LIST},
+            {"fake", required_argument, NULL, OPT_FAKE},
+            {"device", required_argument, NULL, OPT_DEVICE},
+            {"ipc-fd", required_argument, NULL, OPT_IPC_FD},
+            {"heartbeat-ms", required_argument, NULL, OPT_HEARTBEAT},
+            {"max-buffer-bytes", required_argument, NULL, OPT_MAX_BUFFER},
+            {"pool-bytes", required_argument, NULL, OPT_POOL},
+            {"managed-reserve-bytes", required_argument, NULL, OPT_RESERVE},
+            {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+            {"help", no_argument, NULL, OPT_HELP},
+            {"version", no_argument, NULL, OPT_VERSION},
+            {},
+        };
+        static char ident[96];
+        struct worker w = {
+            .fd = -1,
+            .heartbeat_ms = HEARTBEAT_MS_DEFAULT,
+        };
+        const char *device_id = NULL;
+        bool list = false, fake = false;
+        uint64_t fake_n = 0, v;
+        char *why = NULL;
+        pthread_condattr_t ca;
+        int c, r;
+
+        log_set_ident("umd-worker");
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
+                switch (c) {
+                case OPT_LIST:
+                        list = true;
+                        break;
+                case OPT_FAKE:
+                        if (parse_uint64(optarg, 1, 1024, &fake_n) < 0) {
+                                fprintf(stderr, "umd-worker: --fake: '%s' is not 1..1024\n",
+                                        optarg);
+                                return 2;
+                        }
+                        fake = true;
+                        break;
+                case OPT_DEVICE:
+                        device_id = optarg;
+                        break;
+                case OPT_IPC_FD:
+                        if (parse_uint64(optarg, 0, 65535, &v) < 0) {
+                                fprintf(stderr, "umd-worker: --ipc-fd: '%s' is not an fd\n",
+                                        optarg);
+                                return 2;
+                        }
+                        w.fd = (int)v;
+                        break;
+                case OPT_HEARTBEAT:
+                        if (parse_uint64(optarg, 10, 3600000, &v) < 0) {
+                                fprintf(stderr,
+                                        "umd-worker: --heartbeat-ms: '%s' is not 10..3600000\n",
+                                        optarg);
+                                return 2;
+                        }
+                        w.heartbeat_ms = (unsigned)v;
+                        break;
+                case OPT_MAX_BUFFER:
+                        if (parse_size_arg("--max-buffer-bytes", optarg, &w.lim.max_buffer_bytes) <
+                            0)
+                                return 2;
+                        break;
+                case OPT_POOL:
+                        if (parse_size_arg("--pool-bytes", optarg, &w.lim.pool_bytes) < 0)
+                                return 2;
+                        break;
+                case OPT_RESERVE:
+                        if (parse_size_arg("--managed-reserve-bytes", optarg,
+                                           &w.lim.managed_reserve_bytes) < 0)
+                                return 2;
+                        break;
+                case OPT_LOG_LEVEL:
+                        r = log_level_from_string(optarg);
+                        if (r < 0) {
+                                fprintf(stderr, "umd-worker: --log-level: unknown level '%s'\n",
+                                        optarg);
+                                return 2;
+                        }
+                        log_set_level(r);
+                        break;
+                case OPT_HELP:
+                        usage(stdout);
+                        return 0;
+                case OPT_VERSION:
+                        printf("umd-worker %s (%s)\n", UMD_VERSION, UMD_BUILD);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "umd-worker: unexpected argument '%s'\n", argv[optind]);
+                return 2;
+        }
+
+        if (list) {
+                json_t *devices =
+                    fake ? fake_list_devices((unsigned)fake_n) : bench_list_devices(&why);
+
+                if (!devices) {
+                        fprintf(stderr, "umd-worker: out of memory\n");
+                        return 1;
+                }
+                if (json_array_size(devices) == 0 && why)
+                        fprintf(stderr, "umd-worker: no GPUs: %s\n", why);
+                free(why);
+                json_dumpf(devices, stdout, JSON_INDENT(2));
+                fputc('\n', stdout);
+                json_decref(devices);
+                return fflush(stdout) == 0 ? 0 : 1;
+        }
+
+        if (!device_id || w.fd < 0) {
+                fprintf(stderr, "umd-worker: need --list, or --device ID and --ipc-fd FD\n");
+                return 2;
+        }
+        snprintf(ident, sizeof(ident), "umd-worker[%s%s]", fake ? "fake " : "", device_id);
+        log_set_ident(ident);
+        /* A dead umd is noticed as a write error, not a signal. */
+        signal(SIGPIPE, SIG_IGN);
+
+        w.fake = fake;
+        if (fake) {
+                if (parse_uint64(device_id, 0, fake_n - 1, &v) < 0) {
+                        fprintf(stderr, "umd-worker: --device: '%s' is not a fake index < %llu\n",
+                                device_id, (unsigned long long)fake_n);
+                        return 2;
+                }
+                w.device = fake_device_info((unsigned)v);
+        } else {
+                int ordinal = -1;
+
+                r = discover_device(device_id, &ordinal, &w.device, &why);
+                if (r < 0) {
+                        log_error("Device %s: %s", device_id, why ? why : strerror(-r));
+                        free(why);
+                        return 1;
+                }
+                r = bench_ctx_create(ordinal, w.device, &w.lim, &w.bench, &why);
+                if (r < 0) {
+                        log_error("Device %s: cannot create the CUDA context: %s", device_id,
+                                  why ? why : strerror(-r));
+                        free(why);
+                        json_decref(w.device);
+                        return 1;
+                }
+        }
+        if (!w.device) {
+                log_error("Out of memory");
+                return 1;
+        }
+
+        pthread_mutex_init(&w.send_lock, NULL);
+        pthread_mutex_init(&w.lock, NULL);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&w.cond, &ca);
+        pthread_condattr_destroy(&ca);
+
+        r = serve(&w);
+
+        if (w.bench)
+                bench_ctx_destroy(w.bench);
+        json_decref(w.pending);
+        json_decref(w.device);
+        pthread_cond_destroy(&w.cond);
+        pthread_mutex_destroy(&w.lock);
+        pthread_mutex_destroy(&w.send_lock);
+        return r < 0 ? 1 : 0;
+}

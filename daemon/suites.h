@@ -1,0 +1,16 @@
+/* What a suite's numbers mean, computed by umd from the measurements a worker returned (real
+ * or fake alike, so the two can never summarise differently):
+ *   um_vs_explicit  per mode: effective GB/s, time, ratio to pinned copy + kernel; the best
+ *                   mode; one sentence built from the numbers.
+ *   sweep           per mode: the curve (size, GB/s, median time), its peak, and the smallest
+ *                   size reaching 90% of the peak.
+ * Pure functions: no I/O, no locks. */
+#pragma once
+
+#include <jansson.h>
+
+/* The reference every um_vs_explicit mode is compared with. */
+#define UM_REFERENCE_MODE "pinned_copy_kernel"
+
+/* A new "summary" object for result, or NULL when the benchmark has none. */
+json_t *suite_summary(const char *benchmark, const json_t *result);

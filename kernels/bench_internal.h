@@ -1,0 +1,198 @@
+/* Shared between the benchmark .cu files only (never included by C): the worker's CUDA context,
+ * its buffer pool, one running job, the data pattern, and the helpers every benchmark uses to
+ * time samples, verify data and build its result. */
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <vector>
+
+extern "C" {
+#include "bench.h"
+#include "bench_access.h"
+#include "stats.h"
+}
+
+#define BENCH_STREAMS      8  /* dedicated non-blocking streams, created once */
+#define BENCH_POOL_SLOTS   2  /* pinned host and device buffers each: bidir needs two of each */
+#define BENCH_XOR_BYTE     0x5Au
+#define BENCH_XOR_WORD     0x5A5A5A5Au
+#define BENCH_GATE_BELOW   (16ull << 20) /* pinned copies under this are held behind a gate */
+#define BENCH_GATE_TIMEOUT_NS 2000000000ull
+
+struct bench_buf {
+        void *p;
+        size_t cap;
+};
+
+struct bench_ctx {
+        int ordinal;
+        json_t *device_info;
+        struct bench_limits lim;
+        cudaStream_t streams[BENCH_STREAMS];
+        cudaEvent_t ev_start, ev_stop, ev_join[BENCH_STREAMS];
+        struct bench_buf host[BENCH_POOL_SLOTS]; /* pinned, mapped */
+        struct bench_buf dev[BENCH_POOL_SLOTS];
+        volatile uint32_t *gate;          /* mapped pinned: [0] release flag, [1] timed out */
+        uint32_t *gate_dev;               /* the device's view of gate */
+        unsigned long long *d_scratch;    /* mismatch counter and read-kernel sink */
+        int sm_count;
+        int pageable_access;
+        int concurrent_managed;
+        int driver_version, runtime_version;
+        char uuid[64];
+        char name[256];
+};
+
+/* One bench_run call: its parameters and what it has gathered so far. */
+struct bench_job {
+        struct bench_ctx *ctx;
+        const json_t *params;
+        volatile sig_atomic_t *cancel;
+        json_t *measurements;
+        json_t *notes;
+        json_t *context_extra; /* benchmark-specific context keys (host_memory, ...) */
+        char *error;
+        bool all_reused;
+        bool used_pool;
+        uint64_t size;
+        int iterations, warmup;
+        uint32_t seed;
+        enum bench_access access;
+        uint64_t stride;
+        uint32_t *d_order; /* page order on the device (strided/random), NULL for sequential */
+        uint64_t npages;
+};
+
+/* ---- errors ---- */
+/* Records the first error of the job (malloc'd message) and returns r. */
+int job_fail(struct bench_job *j, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int job_cuda_fail(struct bench_job *j, cudaError_t e, const char *what);
+#define CK(j, call)                                                                                \
+        do {                                                                                       \
+                cudaError_t e_ = (call);                                                           \
+                if (e_ != cudaSuccess)                                                             \
+                        return job_cuda_fail((j), e_, #call);                                      \
+        } while (0)
+
+/* ---- params ---- */
+int64_t param_int(const struct bench_job *j, const char *name, int64_t def);
+const char *param_str(const struct bench_job *j, const char *name, const char *def);
+
+/* ---- memory ---- */
+/* Pooled pinned (mapped) host buffer / device buffer of at least size bytes. */
+int pool_host(struct bench_job *j, int slot, size_t size, void **ret);
+int pool_dev(struct bench_job *j, int slot, size_t size, void **ret);
+/* Refuses (-ENOMEM, naming the limit) when bytes would take the GPU's free memory below
+ * managed_reserve_bytes. */
+int check_free(struct bench_job *j, uint64_t bytes, const char *what);
+int managed_alloc(struct bench_job *j, size_t size, void **ret);
+cudaMemLocation loc_host(void);
+cudaMemLocation loc_dev(const struct bench_ctx *c);
+
+/* ---- the data pattern: byte i of a buffer is byte i%4 of pattern_word(i/4) ---- */
+__host__ __device__ static inline uint32_t pattern_word(uint64_t w, uint32_t seed)
+{
+        uint32_t x = (uint32_t)w ^ ((uint32_t)(w >> 32) * 0x85EBCA6Bu) ^ (seed * 0x9E3779B1u);
+        x ^= x >> 16;
+        x *= 0x7FEB352Du;
+        x ^= x >> 15;
+        x *= 0x846CA68Bu;
+        x ^= x >> 16;
+        return x;
+}
+/* xor_byte: 0, or BENCH_XOR_BYTE when an odd number of read-write kernels ran over the data. */
+int dev_fill(struct bench_job *j, void *p, size_t size, uint32_t seed, uint8_t xor_byte,
+             cudaStream_t s);
+int dev_verify(struct bench_job *j, const void *p, size_t size, uint32_t seed, uint8_t xor_byte,
+               const char *what);
+void host_fill(void *p, size_t size, uint32_t seed);
+int host_verify(struct bench_job *j, const void *p, size_t size, uint32_t seed, uint8_t xor_byte,
+                const char *what);
+
+/* ---- kernels ---- */
+enum process_op { OP_READ, OP_READ_WRITE };
+/* Reads (or XORs with BENCH_XOR_WORD) every byte of p, visiting pages in the job's access order
+ * when p spans the job's whole buffer (order != NULL), else sequentially. */
+int launch_process(struct bench_job *j, void *p, size_t size, enum process_op op, bool use_order,
+                   cudaStream_t s);
+/* One thread per page touches (XORs) the first word of pages [first, first+count) spaced by
+ * spacing bytes. */
+int launch_touch(struct bench_job *j, void *p, uint64_t first, uint64_t count, uint64_t spacing,
+                 cudaStream_t s);
+/* Holds stream s until gate_release (the copies enqueued after it start together). */
+int gate_hold(struct bench_job *j, cudaStream_t s);
+void gate_release(struct bench_job *j);
+bool gate_timed_out(struct bench_job *j);
+/* Sets up the job's page order on the device (access strided/random). */
+int job_prepare_order(struct bench_job *j);
+
+/* ---- timing ---- */
+bool job_cancelled(struct bench_job *j);
+double now_ms(void);
+/* warmup + iterations runs; prep (untimed) then work between events on stream 0. Work that
+ * uses other streams joins them to stream 0 itself. Work returns 1 when it recorded the stop
+ * event itself (gated copies: before releasing the gate). Timed samples (ms) go to out. */
+template <class Prep, class Work>
+int sample_events(struct bench_job *j, std::vector<double> &out, Prep prep, Work work)
+{
+        struct bench_ctx *c = j->ctx;
+        for (int i = 0; i < j->warmup + j->iterations; i++) {
+                int r;
+                float ms;
+                if (job_cancelled(j))
+                        return job_fail(j, -ECANCELED, "cancelled");
+                r = prep();
+                if (r < 0)
+                        return r;
+                CK(j, cudaEventRecord(c->ev_start, c->streams[0]));
+                r = work();
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        CK(j, cudaEventRecord(c->ev_stop, c->streams[0]));
+                CK(j, cudaEventSynchronize(c->ev_stop));
+                CK(j, cudaEventElapsedTime(&ms, c->ev_start, c->ev_stop));
+                if (i >= j->warmup)
+                        out.push_back(ms);
+        }
+        return 0;
+}
+/* Same with the host clock around work, which must be synchronous (CPU touches). */
+template <class Prep, class Work>
+int sample_host(struct bench_job *j, std::vector<double> &out, Prep prep, Work work)
+{
+        for (int i = 0; i < j->warmup + j->iterations; i++) {
+                int r;
+                if (job_cancelled(j))
+                        return job_fail(j, -ECANCELED, "cancelled");
+                r = prep();
+                if (r < 0)
+                        return r;
+                double t0 = now_ms();
+                r = work();
+                if (r < 0)
+                        return r;
+                double ms = now_ms() - t0;
+                if (i >= j->warmup)
+                        out.push_back(ms);
+        }
+        return 0;
+}
+
+/* ---- results ---- */
+/* Appends one measurement. samples are per-operation times (ms); bytes per operation. extra
+ * (may be NULL, reference stolen) is merged into the measurement. */
+int add_measurement(struct bench_job *j, const char *name, double bytes, const char *counted,
+                    const std::vector<double> &samples, bool verified, json_t *extra);
+void add_note(struct bench_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- the benchmarks ---- */
+int bench_copy(struct bench_job *j);
+int bench_copy_overlap(struct bench_job *j);
+int bench_latency(struct bench_job *j);
+int bench_zero_copy(struct bench_job *j);
+int bench_managed_on_demand(struct bench_job *j);
+int bench_managed_prefetch(struct bench_job *j);
+int bench_managed_advise(struct bench_job *j);
+int bench_system_memory(struct bench_job *j);

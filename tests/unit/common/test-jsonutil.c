@@ -1,0 +1,129 @@
+/* json_parse_strict and the dump helpers. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "jsonutil.h"
+
+static json_t *parse(const char *s, size_t depth, json_error_t *err)
+{
+        return json_parse_strict(s, strlen(s), depth, err);
+}
+
+static void test_depth_at_limit_accepted(void **state)
+{
+        json_error_t err;
+        json_t *j = parse("{\"a\":[[1]]}", 3, &err);
+
+        assert_non_null(j);
+        json_decref(j);
+}
+
+static void test_depth_over_limit_rejected(void **state)
+{
+        json_error_t err;
+
+        assert_null(parse("{\"a\":[[[1]]]}", 3, &err));
+        assert_int_equal(json_error_code(&err), json_error_stack_overflow);
+        assert_null(parse("{\n \"a\": [[[1]]]}", 3, &err));
+        assert_int_equal(err.line, 2);
+        assert_int_equal(err.column, 9); /* the third "[" */
+        assert_null(
+            parse("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", 32, &err));
+}
+
+static void test_depth_ignores_brackets_in_strings(void **state)
+{
+        json_error_t err;
+        json_t *j = parse("{\"a\":\"[[[[{{{{\",\"b\":\"\\\"[[[[\\\\\",\"c\":[1]}", 2, &err);
+
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "b")), "\"[[[[\\");
+        json_decref(j);
+}
+
+static void test_duplicate_keys_rejected(void **state)
+{
+        json_error_t err;
+
+        assert_null(parse("{\"a\":1,\"a\":2}", 8, &err));
+        assert_int_equal(json_error_code(&err), json_error_duplicate_key);
+        assert_null(parse("{\"x\":{\"a\":1,\"a\":1}}", 8, &err));
+}
+
+static void test_nul_byte_rejected(void **state)
+{
+        static const char buf[] = "{\"a\":\"b\0c\"}";
+        json_error_t err;
+
+        assert_null(json_parse_strict(buf, sizeof(buf) - 1, 8, &err));
+        assert_int_equal(json_error_code(&err), json_error_null_character);
+        assert_int_equal(err.position, 7);
+        /* a trailing NUL counts too */
+        assert_null(json_parse_strict("{}", 3, 8, &err));
+        /* and the escaped form */
+        assert_null(parse("{\"a\":\"\\u0000\"}", 8, &err));
+}
+
+static void test_parse_needs_exact_length(void **state)
+{
+        json_error_t err;
+        json_t *j = json_parse_strict("{\"a\":1}garbage", 7, 8, &err);
+
+        assert_non_null(j);
+        json_decref(j);
+        assert_null(parse("{\"a\":1} x", 8, &err));
+        assert_null(parse("", 8, &err));
+}
+
+static void test_dump_compact_sorts_keys(void **state)
+{
+        json_t *j = json_pack("{s:i,s:i,s:[i]}", "b", 1, "a", 2, "c", 3);
+        size_t len = 0;
+        char *s = json_dump_compact(j, &len);
+
+        assert_string_equal(s, "{\"a\":2,\"b\":1,\"c\":[3]}");
+        assert_int_equal(len, strlen(s));
+        free(s);
+        json_decref(j);
+}
+
+static void test_dump_pretty_ends_with_newline(void **state)
+{
+        json_t *j = json_pack("{s:i}", "a", 1);
+        size_t len = 0;
+        char *s = json_dump_pretty(j, &len);
+        json_error_t err;
+        json_t *back;
+
+        assert_non_null(s);
+        assert_int_equal(len, strlen(s));
+        assert_int_equal(s[len - 1], '\n');
+        assert_non_null(strchr(s, ' '));
+        back = json_parse_strict(s, len, 8, &err);
+        assert_true(json_equal(j, back));
+        json_decref(back);
+        free(s);
+        json_decref(j);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_depth_at_limit_accepted),
+            cmocka_unit_test(test_depth_over_limit_rejected),
+            cmocka_unit_test(test_depth_ignores_brackets_in_strings),
+            cmocka_unit_test(test_duplicate_keys_rejected),
+            cmocka_unit_test(test_nul_byte_rejected),
+            cmocka_unit_test(test_parse_needs_exact_length),
+            cmocka_unit_test(test_dump_compact_sorts_keys),
+            cmocka_unit_test(test_dump_pretty_ends_with_newline),
+        };
+
+        return cmocka_run_group_tests_name("jsonutil", tests, NULL, NULL);
+}

@@ -1,0 +1,81 @@
+/* parse_uint64, format_rfc3339_ms, streq_ptr. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "util.h"
+
+static void test_parse_uint64_accepts_digits_in_range(void **state)
+{
+        uint64_t v = 0;
+
+        assert_int_equal(parse_uint64("0", 0, 10, &v), 0);
+        assert_int_equal(v, 0);
+        assert_int_equal(parse_uint64("18446744073709551615", 0, UINT64_MAX, &v), 0);
+        assert_int_equal(v, UINT64_MAX);
+}
+
+static void test_parse_uint64_rejects_sign_space_and_junk(void **state)
+{
+        static const char *const bad[] = {"", "-1", "+1", " 1", "1 ", "1x", "0x1", "1.0"};
+        uint64_t v = 7;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                assert_int_equal(parse_uint64(bad[i], 0, UINT64_MAX, &v), -EINVAL);
+        assert_int_equal(parse_uint64(NULL, 0, 1, &v), -EINVAL);
+        assert_int_equal(v, 7);
+}
+
+static void test_parse_uint64_range_and_overflow(void **state)
+{
+        uint64_t v = 7;
+
+        assert_int_equal(parse_uint64("11", 0, 10, &v), -ERANGE);
+        assert_int_equal(parse_uint64("0", 1, 10, &v), -ERANGE);
+        assert_int_equal(parse_uint64("18446744073709551616", 0, UINT64_MAX, &v), -ERANGE);
+        assert_int_equal(v, 7);
+}
+
+static void test_rfc3339_ms(void **state)
+{
+        char buf[32];
+
+        assert_string_equal(format_rfc3339_ms(0, buf, sizeof(buf)), "1970-01-01T00:00:00.000Z");
+        assert_string_equal(format_rfc3339_ms(1796080791123ull, buf, sizeof(buf)),
+                            "2026-11-30T23:19:51.123Z");
+        assert_null(format_rfc3339_ms(0, buf, 10));
+}
+
+static void test_clocks_move_forward(void **state)
+{
+        uint64_t a = now_monotonic_ms(), b = now_monotonic_ms();
+
+        assert_true(b >= a);
+        assert_true(now_realtime_ms() > 1700000000000ull);
+}
+
+static void test_streq_ptr(void **state)
+{
+        assert_true(streq_ptr(NULL, NULL));
+        assert_false(streq_ptr("a", NULL));
+        assert_false(streq_ptr(NULL, "a"));
+        assert_true(streq_ptr("a", "a"));
+        assert_false(streq_ptr("a", "b"));
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_parse_uint64_accepts_digits_in_range),
+            cmocka_unit_test(test_parse_uint64_rejects_sign_space_and_junk),
+            cmocka_unit_test(test_parse_uint64_range_and_overflow),
+            cmocka_unit_test(test_rfc3339_ms),
+            cmocka_unit_test(test_clocks_move_forward),
+            cmocka_unit_test(test_streq_ptr),
+        };
+
+        return cmocka_run_group_tests_name("util", tests, NULL, NULL);
+}

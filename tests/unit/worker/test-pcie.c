@@ -1,0 +1,153 @@
+/* PCIe link facts from sysfs: the text parsers, bus id spelling, and pcie_link_json against
+ * fixture directories laid out like /sys/bus/pci/devices. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "pcie.h"
+#include "../common/testutil.h"
+
+static void test_speed_generations(void **state)
+{
+        assert_int_equal(pcie_parse_speed_gen("2.5 GT/s PCIe\n"), 1);
+        assert_int_equal(pcie_parse_speed_gen("5.0 GT/s PCIe\n"), 2);
+        assert_int_equal(pcie_parse_speed_gen("8.0 GT/s PCIe\n"), 3);
+        assert_int_equal(pcie_parse_speed_gen("16.0 GT/s PCIe\n"), 4);
+        assert_int_equal(pcie_parse_speed_gen("32.0 GT/s PCIe\n"), 5);
+        assert_int_equal(pcie_parse_speed_gen("64.0 GT/s PCIe\n"), 6);
+        /* older kernels print no suffix and no decimals */
+        assert_int_equal(pcie_parse_speed_gen("8 GT/s"), 3);
+        assert_int_equal(pcie_parse_speed_gen("2.5 GT/s"), 1);
+}
+
+static void test_speed_garbage(void **state)
+{
+        assert_int_equal(pcie_parse_speed_gen("Unknown speed\n"), -EINVAL);
+        assert_int_equal(pcie_parse_speed_gen(""), -EINVAL);
+        assert_int_equal(pcie_parse_speed_gen("32.0"), -EINVAL);
+        assert_int_equal(pcie_parse_speed_gen("12.0 GT/s PCIe"), -EINVAL);
+        assert_int_equal(pcie_parse_speed_gen(NULL), -EINVAL);
+}
+
+static void test_width(void **state)
+{
+        assert_int_equal(pcie_parse_width("16\n"), 16);
+        assert_int_equal(pcie_parse_width("1"), 1);
+        assert_int_equal(pcie_parse_width("0\n"), -EINVAL); /* link down */
+        assert_int_equal(pcie_parse_width("x16"), -EINVAL);
+        assert_int_equal(pcie_parse_width("16 lanes"), -EINVAL);
+        assert_int_equal(pcie_parse_width("64"), -EINVAL);
+        assert_int_equal(pcie_parse_width(""), -EINVAL);
+}
+
+static void test_bus_id(void **state)
+{
+        char buf[16];
+
+        assert_int_equal(pcie_normalize_bus_id("00000000:1A:00.0", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "0000:1a:00.0");
+        assert_int_equal(pcie_normalize_bus_id("0001:C3:1f.7", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "0001:c3:1f.7");
+        assert_int_equal(pcie_normalize_bus_id("1a:00.0", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "0000:1a:00.0");
+        assert_int_equal(pcie_normalize_bus_id("1a:00", buf, sizeof(buf)), -EINVAL);
+        assert_int_equal(pcie_normalize_bus_id("zz:00.0", buf, sizeof(buf)), -EINVAL);
+        assert_int_equal(pcie_normalize_bus_id("10000:1a:00.0", buf, sizeof(buf)), -EINVAL);
+        assert_int_equal(pcie_normalize_bus_id("0000:1a:20.0", buf, sizeof(buf)), -EINVAL);
+        assert_int_equal(pcie_normalize_bus_id("0000:1a:00.8", buf, sizeof(buf)), -EINVAL);
+        assert_int_equal(pcie_normalize_bus_id("", buf, sizeof(buf)), -EINVAL);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+        char path[512];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+static void test_link_json_from_fixture(void **state)
+{
+        char *root = scratch_dir_new(), dev[512];
+        json_t *o;
+
+        assert_non_null(root);
+        snprintf(dev, sizeof(dev), "%s/0000:1a:00.0", root);
+        assert_int_equal(mkdir(dev, 0755), 0);
+        /* An H200 idling at a lower speed (links train down when idle) */
+        write_file(dev, "current_link_speed", "2.5 GT/s PCIe\n");
+        write_file(dev, "current_link_width", "16\n");
+        write_file(dev, "max_link_speed", "32.0 GT/s PCIe\n");
+        write_file(dev, "max_link_width", "16\n");
+
+        /* CUDA spells the bus id with an 8-digit domain and capitals */
+        o = pcie_link_json(root, "00000000:1A:00.0");
+        assert_non_null(o);
+        assert_int_equal(json_integer_value(json_object_get(o, "current_gen")), 1);
+        assert_int_equal(json_integer_value(json_object_get(o, "current_width")), 16);
+        assert_int_equal(json_integer_value(json_object_get(o, "max_gen")), 5);
+        assert_int_equal(json_integer_value(json_object_get(o, "max_width")), 16);
+        json_decref(o);
+        scratch_dir_free(root);
+}
+
+static void test_link_json_null_where_unreadable(void **state)
+{
+        char *root = scratch_dir_new(), dev[512];
+        json_t *o;
+
+        assert_non_null(root);
+        snprintf(dev, sizeof(dev), "%s/0000:3b:00.0", root);
+        assert_int_equal(mkdir(dev, 0755), 0);
+        write_file(dev, "current_link_speed", "Unknown speed\n");
+        write_file(dev, "current_link_width", "0\n");
+        write_file(dev, "max_link_speed", "16.0 GT/s PCIe\n");
+        /* max_link_width missing */
+
+        o = pcie_link_json(root, "0000:3b:00.0");
+        assert_non_null(o);
+        assert_int_equal(json_object_size(o), 4);
+        assert_true(json_is_null(json_object_get(o, "current_gen")));
+        assert_true(json_is_null(json_object_get(o, "current_width")));
+        assert_int_equal(json_integer_value(json_object_get(o, "max_gen")), 4);
+        assert_true(json_is_null(json_object_get(o, "max_width")));
+        json_decref(o);
+
+        /* no such device, and a bus id that is not one: all four null, never a failure */
+        o = pcie_link_json(root, "0000:99:00.0");
+        assert_non_null(o);
+        assert_true(json_is_null(json_object_get(o, "max_gen")));
+        json_decref(o);
+        o = pcie_link_json(root, "../../etc");
+        assert_non_null(o);
+        assert_int_equal(json_object_size(o), 4);
+        assert_true(json_is_null(json_object_get(o, "current_gen")));
+        json_decref(o);
+        scratch_dir_free(root);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_speed_generations),
+            cmocka_unit_test(test_speed_garbage),
+            cmocka_unit_test(test_width),
+            cmocka_unit_test(test_bus_id),
+            cmocka_unit_test(test_link_json_from_fixture),
+            cmocka_unit_test(test_link_json_null_where_unreadable),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
