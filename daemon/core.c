@@ -38,11 +38,11 @@ int core_health(json_t **ret_body)
         for (size_t i = 0; i < n; i++) {
                 struct device *d = devices_get(i);
                 const char *verdict =
-                        json_string_value(json_object_get(d->last_verdict, "verdict"));
-                json_array_append_new(verdicts, json_pack("{s:I, s:s, s:s, s:O?}", "index",
-                                                          (json_int_t)i, "uuid", d->uuid, "state",
-                                                          device_state_string(d), "last_health",
-                                                          d->last_verdict));
+                    json_string_value(json_object_get(d->last_verdict, "verdict"));
+                json_array_append_new(verdicts,
+                                      json_pack("{s:I, s:s, s:s, s:O?}", "index", (json_int_t)i,
+                                                "uuid", d->uuid, "state", device_state_string(d),
+                                                "last_health", d->last_verdict));
                 if (d->wstate == WORKER_FAULTED || d->wstate == WORKER_STOPPED) {
                         faulted++;
                         snprintf(why, sizeof(why), "device %zu (%s) is %s%s%s", i, d->uuid,
@@ -66,12 +66,11 @@ int core_health(json_t **ret_body)
         core_unlock();
 
         *ret_body = json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o}",
-                              "status", usable ? "ok" : "unavailable", "reason", reason,
-                              "devices", "total", (json_int_t)n, "usable", (json_int_t)usable,
-                              "faulted", (json_int_t)faulted, "failing_health",
-                              (json_int_t)failing, "jobs", "queued", (json_int_t)queued,
-                              "running", (json_int_t)running, "problems", problems_arr,
-                              "device_health", verdicts);
+                              "status", usable ? "ok" : "unavailable", "reason", reason, "devices",
+                              "total", (json_int_t)n, "usable", (json_int_t)usable, "faulted",
+                              (json_int_t)faulted, "failing_health", (json_int_t)failing, "jobs",
+                              "queued", (json_int_t)queued, "running", (json_int_t)running,
+                              "problems", problems_arr, "device_health", verdicts);
         return usable ? 200 : 503;
 }
 

@@ -201,7 +201,8 @@ int devices_discover(const struct umd_config *cfg, const char *worker_path)
                 return -ENOMEM;
         size_t i;
         json_t *d;
-        json_array_foreach(list, i, d) {
+        json_array_foreach(list, i, d)
+        {
                 const char *uuid = json_string_value(json_object_get(d, "uuid"));
                 if (!json_is_object(d) || !uuid || strlen(uuid) >= sizeof(devices[0].uuid)) {
                         log_warning("discovery: skipping an entry without a uuid");
@@ -223,8 +224,8 @@ int devices_discover(const struct umd_config *cfg, const char *worker_path)
         if (n_devices == 0) {
                 snprintf(empty_reason, sizeof(empty_reason), "%s",
                          json_array_size(list) == 0
-                                 ? "no GPU found (umd-worker --list found none; see the log)"
-                                 : "no discovered GPU matches the 'devices' setting");
+                             ? "no GPU found (umd-worker --list found none; see the log)"
+                             : "no discovered GPU matches the 'devices' setting");
                 log_warning("%s", empty_reason);
         }
         return 0;

@@ -18,8 +18,8 @@ struct device {
         bool fake;
         json_t *info; /* the --list entry */
         enum worker_state wstate;
-        char reason[256];    /* why faulted / restarting */
-        json_t *last_verdict; /* last health verdict or NULL */
+        char reason[256];      /* why faulted / restarting */
+        json_t *last_verdict;  /* last health verdict or NULL */
         unsigned running_jobs; /* 0 or 1 */
 };
 

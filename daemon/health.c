@@ -32,7 +32,8 @@ static json_t *measurement(const json_t *result, const char *name)
 {
         size_t i;
         json_t *m;
-        json_array_foreach(json_object_get(result, "measurements"), i, m) {
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
                 const char *n = json_string_value(json_object_get(m, "name"));
                 if (n && strcmp(n, name) == 0)
                         return m;
@@ -73,8 +74,8 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                           "against it");
         } else if ((mg > 0 && cg < mg) || (mw > 0 && cw < mw)) {
                 snprintf(why, sizeof(why),
-                         "the PCIe link runs at Gen%d x%d, below its maximum Gen%d x%d", cg, cw,
-                         mg, mw);
+                         "the PCIe link runs at Gen%d x%d, below its maximum Gen%d x%d", cg, cw, mg,
+                         mw);
                 add_check(checks, reasons, &worst, "link", V_WARN, why);
         } else {
                 snprintf(why, sizeof(why), "the PCIe link runs at its maximum, Gen%d x%d", cg, cw);
@@ -114,8 +115,8 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                 snprintf(why, sizeof(why),
                          "%s %.1f GB/s against this GPU's baseline %.1f GB/s (median of %zu "
                          "passing runs): %+.0f%% (fail beyond -%.0f%%)",
-                         *m, json_number_value(g), json_number_value(b), baseline_runs,
-                         -drop * 100, cfg->health_baseline_tolerance * 100);
+                         *m, json_number_value(g), json_number_value(b), baseline_runs, -drop * 100,
+                         cfg->health_baseline_tolerance * 100);
                 add_check(checks, reasons, &worst, name, v, why);
         }
         if (!baseline || json_object_size(baseline) == 0)
@@ -123,6 +124,6 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                           "no earlier passing health result for this GPU: this run starts its "
                           "baseline");
 
-        return json_pack("{s:s, s:o, s:o, s:f}", "verdict", verdict_names[worst], "checks",
-                         checks, "reasons", reasons, "link_gbps", link);
+        return json_pack("{s:s, s:o, s:o, s:f}", "verdict", verdict_names[worst], "checks", checks,
+                         "reasons", reasons, "link_gbps", link);
 }

@@ -14,7 +14,8 @@ double pcie_link_gbps(int gen, int width);
 /* result: the health part's result; pcie: the device's "pcie" object (may be NULL);
  * baseline: {"pinned_h2d": median GB/s, ...} from past passing runs (may be empty, NULL);
  * baseline_runs: how many runs that median came from. Returns a new verdict object:
- * {"verdict": "pass"|"warn"|"fail", "checks": [{"name","verdict","reason",...}], "reasons": [..]} */
+ * {"verdict": "pass"|"warn"|"fail", "checks": [{"name","verdict","reason",...}], "reasons": [..]}
+ */
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
                        const json_t *baseline, size_t baseline_runs);
 

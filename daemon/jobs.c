@@ -259,9 +259,9 @@ static void try_dispatch(size_t dev)
         size_t best_part = e->part;
 
         json_int_t timeout_s = json_integer_value(json_object_get(best->doc, "timeout_s"));
-        int r = supervisor_dispatch(sup, dev, best->id, job_benchmark(best),
-                                    json_object_get(best->doc, "params"),
-                                    (uint64_t)timeout_s * 1000);
+        int r =
+            supervisor_dispatch(sup, dev, best->id, job_benchmark(best),
+                                json_object_get(best->doc, "params"), (uint64_t)timeout_s * 1000);
         if (r < 0) {
                 log_debug("device %zu: dispatch of %s deferred: %s", dev, best->id, strerror(-r));
                 return;
@@ -292,8 +292,8 @@ static void retention_apply(void)
                         finished++;
         for (size_t i = 0; i < n_jobs;) {
                 struct job *j = jobs[i];
-                bool old = cfg->retention_days > 0 && j->finished_ms > 0 &&
-                           now > j->finished_ms && now - j->finished_ms > max_age;
+                bool old = cfg->retention_days > 0 && j->finished_ms > 0 && now > j->finished_ms &&
+                           now - j->finished_ms > max_age;
                 if (pstate_final(j->st) && (finished > cfg->max_jobs || old)) {
                         int r = store_delete(store, j->id);
                         if (r < 0 && r != -ENOENT) {
@@ -340,19 +340,20 @@ static json_t *health_baseline(const char *uuid, const struct job *self, size_t 
                                 continue;
                         for (size_t i = 0; i < o->n_parts && runs < max; i++) {
                                 json_t *p = part_doc(o, i);
-                                const char *v = json_string_value(
-                                        json_object_get(part_verdict(p), "verdict"));
+                                const char *v =
+                                    json_string_value(json_object_get(part_verdict(p), "verdict"));
                                 if (o->parts[i].st != P_SUCCEEDED || !v || strcmp(v, "pass") ||
                                     strcasecmp(json_string_value(json_object_get(p, "uuid")), uuid))
                                         continue;
                                 runs++;
                                 size_t x;
                                 json_t *mm;
-                                json_array_foreach(json_object_get(json_object_get(p, "result"),
-                                                                   "measurements"),
-                                                   x, mm) {
+                                json_array_foreach(
+                                    json_object_get(json_object_get(p, "result"), "measurements"),
+                                    x, mm)
+                                {
                                         const char *name =
-                                                json_string_value(json_object_get(mm, "name"));
+                                            json_string_value(json_object_get(mm, "name"));
                                         json_t *g = json_object_get(mm, "gbps");
                                         if (name && strcmp(name, *m) == 0 && json_is_number(g))
                                                 vals[n++] = json_number_value(g);
@@ -409,10 +410,10 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                          json_t *result, const char *error)
 {
         static const enum pstate map[] = {
-                [PART_SUCCEEDED] = P_SUCCEEDED,
-                [PART_FAILED] = P_FAILED,
-                [PART_TIMED_OUT] = P_TIMED_OUT,
-                [PART_CANCELLED] = P_CANCELLED,
+            [PART_SUCCEEDED] = P_SUCCEEDED,
+            [PART_FAILED] = P_FAILED,
+            [PART_TIMED_OUT] = P_TIMED_OUT,
+            [PART_CANCELLED] = P_CANCELLED,
         };
         char why[256];
 
@@ -442,8 +443,8 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 }
                 if (st == P_TIMED_OUT && !error)
                         error = "deadline passed (timeout_s); the worker was killed";
-                json_t *summary = st == P_SUCCEEDED ? suite_summary(job_benchmark(j), result)
-                                                    : NULL;
+                json_t *summary =
+                    st == P_SUCCEEDED ? suite_summary(job_benchmark(j), result) : NULL;
                 if (summary) /* the worker's object is borrowed: summarise a copy */
                         result = json_deep_copy(result);
                 if (summary && result)
@@ -500,8 +501,8 @@ static void on_worker_state(void *userdata, size_t dev, enum worker_state st, co
         d->wstate = st;
         snprintf(d->reason, sizeof(d->reason), "%s", reason ? reason : "");
         if (st != old)
-                log_info("device %zu (%s): worker %s%s%s", dev, d->uuid,
-                         worker_state_to_string(st), reason ? ": " : "", reason ? reason : "");
+                log_info("device %zu (%s): worker %s%s%s", dev, d->uuid, worker_state_to_string(st),
+                         reason ? ": " : "", reason ? reason : "");
         if (st == WORKER_FAULTED) {
                 snprintf(why, sizeof(why), "device %zu (%s) is faulted: %s", dev, d->uuid,
                          reason ? reason : "its worker keeps crashing");
@@ -517,8 +518,8 @@ out:
 void jobs_supervisor_callbacks(struct supervisor_callbacks *ret)
 {
         *ret = (struct supervisor_callbacks){
-                .part_done = on_part_done,
-                .worker_state = on_worker_state,
+            .part_done = on_part_done,
+            .worker_state = on_worker_state,
         };
 }
 
@@ -647,8 +648,7 @@ static int recover_one(json_t *doc, void *userdata)
         }
         for (size_t i = 0; i < j->n_parts; i++) {
                 struct part *p = &j->parts[i];
-                if (p->st == P_RUNNING ||
-                    (p->st == P_QUEUED && j->st == P_RUNNING)) {
+                if (p->st == P_RUNNING || (p->st == P_QUEUED && j->st == P_RUNNING)) {
                         job_set_part(j, i, P_INTERRUPTED, NULL,
                                      "umd stopped while the job ran (interrupted)");
                         dirty = true;
@@ -710,8 +710,7 @@ static json_t *job_public(const json_t *doc)
         return j;
 }
 
-
-static const char *const submit_keys[] = {"benchmark", "device",  "devices", "params",
+static const char *const submit_keys[] = {"benchmark", "device",    "devices", "params",
                                           "priority",  "timeout_s", "labels"};
 
 static int parse_device_value(const json_t *v, const char *field, size_t *devs, size_t *n,
@@ -730,7 +729,8 @@ static int parse_device_value(const json_t *v, const char *field, size_t *devs, 
         } else if (json_is_string(v)) {
                 idx = devices_lookup_uuid(json_string_value(v));
                 if (idx < 0)
-                        return problem_set(p, 400, field, "unknown device '%.64s' (see GET /v1/devices)",
+                        return problem_set(p, 400, field,
+                                           "unknown device '%.64s' (see GET /v1/devices)",
                                            json_string_value(v));
         } else {
                 return problem_set(p, 400, field, "must be a device index, a GPU uuid or \"all\"");
@@ -773,7 +773,8 @@ static int parse_devices(const json_t *body, size_t *devs, size_t *ret_n, struct
                 if (json_array_size(v) > devices_count())
                         return problem_set(p, 400, "devices", "names more devices than exist (%zu)",
                                            devices_count());
-                json_array_foreach(v, i, e) {
+                json_array_foreach(v, i, e)
+                {
                         snprintf(f, sizeof(f), "devices[%zu]", i);
                         r = parse_device_value(e, f, devs, &n, p);
                         if (r < 0)
@@ -819,7 +820,8 @@ static int parse_labels(const json_t *labels, struct problem *p)
         if (json_object_size(labels) > cfg->max_labels)
                 return problem_set(p, 400, "labels", "at most %u labels (max_labels)",
                                    cfg->max_labels);
-        json_object_foreach((json_t *)labels, k, v) {
+        json_object_foreach((json_t *)labels, k, v)
+        {
                 if (strlen(k) > cfg->max_label_key_len || !label_key_ok(k))
                         return problem_set(p, 400, "labels",
                                            "label keys are 1 to %u characters of A-Z a-z 0-9 _ - . "
@@ -892,8 +894,9 @@ static int check_capacity(const size_t *devs, size_t n, const char *client, stru
 {
         if (n_queued_parts + n > cfg->queue_capacity) {
                 p->retry_after_s = 5;
-                return problem_set(p, 429, "", "the queue is full (%zu parts queued, "
-                                               "queue_capacity %u); retry later",
+                return problem_set(p, 429, "",
+                                   "the queue is full (%zu parts queued, "
+                                   "queue_capacity %u); retry later",
                                    n_queued_parts, cfg->queue_capacity);
         }
         for (size_t i = 0; i < n; i++) {
@@ -908,8 +911,9 @@ static int check_capacity(const size_t *devs, size_t n, const char *client, stru
         }
         if (client && active_jobs_of(client) >= cfg->jobs_per_token) {
                 p->retry_after_s = 5;
-                return problem_set(p, 429, "", "client '%s' has %u jobs queued or running "
-                                               "(jobs_per_token); retry later",
+                return problem_set(p, 429, "",
+                                   "client '%s' has %u jobs queued or running "
+                                   "(jobs_per_token); retry later",
                                    client, cfg->jobs_per_token);
         }
         return 0;
@@ -943,10 +947,10 @@ static struct job *job_new(const json_t *body, const char *request, const struct
                            "s:n, s:b, s:o, s:s}",
                            "id", j->id, "benchmark", b->name, "kind", b->kind, "params", params,
                            "priority", prio_names[prio], "timeout_s", (json_int_t)timeout_s,
-                           "labels", labels ? json_incref(labels) : json_object(), "idempotency_key", idem,
-                           "client", client, "state", "queued", "created", now_json(),
-                           "created_ms", (json_int_t)now_realtime_ms(), "started", "finished",
-                           "fake", fake, "parts", parts, "request", request);
+                           "labels", labels ? json_incref(labels) : json_object(),
+                           "idempotency_key", idem, "client", client, "state", "queued", "created",
+                           now_json(), "created_ms", (json_int_t)now_realtime_ms(), "started",
+                           "finished", "fake", fake, "parts", parts, "request", request);
         if (!j->doc) {
                 job_free(j);
                 return NULL;
@@ -968,7 +972,8 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
 
         if (!json_is_object(body))
                 return problem_set(p, 400, "", "the body must be a JSON object");
-        json_object_foreach((json_t *)body, key, v) {
+        json_object_foreach((json_t *)body, key, v)
+        {
                 bool known = false;
                 for (size_t i = 0; i < ELEMENTSOF(submit_keys); i++)
                         known = known || strcmp(key, submit_keys[i]) == 0;
@@ -1102,8 +1107,9 @@ int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret
         }
         const char *owner = json_string_value(json_object_get(j->doc, "client"));
         if (client && !admin && !streq_ptr(owner, client)) {
-                r = problem_set(p, 403, "", "job %s was submitted by another client; cancelling "
-                                            "it needs the admin role",
+                r = problem_set(p, 403, "",
+                                "job %s was submitted by another client; cancelling "
+                                "it needs the admin role",
                                 id);
                 goto out;
         }
@@ -1149,7 +1155,8 @@ static bool job_matches(const struct job *j, int status, const char *benchmark, 
                 const char *k;
                 json_t *v;
                 bool hit = false;
-                json_object_foreach(labels, k, v) {
+                json_object_foreach(labels, k, v)
+                {
                         if (strlen(k) == lklen && strncmp(k, lk, lklen) == 0 &&
                             strcmp(json_string_value(v), lv) == 0)
                                 hit = true;
@@ -1194,8 +1201,9 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
                                    "cancelled, timed_out, interrupted)",
                                    f->status);
         if (f->limit && parse_uint64(f->limit, 1, cfg->list_limit_max, &limit) < 0)
-                return problem_set(p, 400, "limit", "must be a whole number from 1 to %u "
-                                                    "(list_limit_max)",
+                return problem_set(p, 400, "limit",
+                                   "must be a whole number from 1 to %u "
+                                   "(list_limit_max)",
                                    cfg->list_limit_max);
         if (f->before && !uuid_is_valid(f->before))
                 return problem_set(p, 400, "before", "must be a job id (a UUID)");
@@ -1243,8 +1251,8 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
                 url_append(next, sizeof(next), "before", last);
         }
         core_unlock();
-        *ret_page = json_pack("{s:o, s:o}", "jobs", arr, "next",
-                              more ? json_string(next) : json_null());
+        *ret_page =
+            json_pack("{s:o, s:o}", "jobs", arr, "next", more ? json_string(next) : json_null());
         return 0;
 }
 

@@ -36,7 +36,8 @@ static void notify_status(const char *phase)
         for (size_t i = 0; i < devices_count(); i++)
                 faulted += devices_get(i)->wstate == WORKER_FAULTED;
         core_unlock();
-        sd_notifyf(0, "STATUS=%s: %zu devices (%zu faulted), %zu parts queued, %zu running, %zu jobs",
+        sd_notifyf(0,
+                   "STATUS=%s: %zu devices (%zu faulted), %zu parts queued, %zu running, %zu jobs",
                    phase, devices_count(), faulted, queued, running, total);
 }
 

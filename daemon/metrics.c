@@ -126,7 +126,8 @@ void metrics_part_result(const char *uuid, const json_t *result)
         escape(u, sizeof(u), uuid);
         escape(b, sizeof(b), bench ? bench : "unknown");
         pthread_mutex_lock(&mlock);
-        json_array_foreach(json_object_get(result, "measurements"), i, m) {
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
                 json_t *g = json_object_get(m, "gbps");
                 const char *name = json_string_value(json_object_get(m, "name"));
                 if (!json_is_number(g) || !name)
@@ -218,8 +219,8 @@ char *core_metrics_text(size_t *ret_len)
         unsigned long long cum = 0;
         for (size_t i = 0; i < ELEMENTSOF(duration_buckets); i++) {
                 cum += duration_counts[i];
-                fprintf(f, "umd_job_duration_seconds_bucket{le=\"%g\"} %llu\n",
-                        duration_buckets[i], cum);
+                fprintf(f, "umd_job_duration_seconds_bucket{le=\"%g\"} %llu\n", duration_buckets[i],
+                        cum);
         }
         fprintf(f,
                 "umd_job_duration_seconds_bucket{le=\"+Inf\"} %llu\n"

@@ -11,16 +11,16 @@
 static const struct {
         const char *mode, *words;
 } mode_words[] = {
-        {"pinned_copy_kernel", "pinned copies"},
-        {"pageable_copy_kernel", "pageable copies"},
-        {"overlap_copy_kernel", "chunked async copies overlapped with the kernel"},
-        {"zero_copy_kernel", "zero-copy (mapped pinned memory)"},
-        {"managed_on_demand", "on-demand managed memory"},
-        {"managed_prefetch", "managed memory with prefetching"},
-        {"managed_advise_read_mostly", "managed memory advised ReadMostly"},
-        {"managed_advise_preferred_location_device", "managed memory preferring the device"},
-        {"managed_advise_preferred_location_host", "managed memory preferring the host"},
-        {"managed_advise_accessed_by", "managed memory advised AccessedBy"},
+    {"pinned_copy_kernel", "pinned copies"},
+    {"pageable_copy_kernel", "pageable copies"},
+    {"overlap_copy_kernel", "chunked async copies overlapped with the kernel"},
+    {"zero_copy_kernel", "zero-copy (mapped pinned memory)"},
+    {"managed_on_demand", "on-demand managed memory"},
+    {"managed_prefetch", "managed memory with prefetching"},
+    {"managed_advise_read_mostly", "managed memory advised ReadMostly"},
+    {"managed_advise_preferred_location_device", "managed memory preferring the device"},
+    {"managed_advise_preferred_location_host", "managed memory preferring the host"},
+    {"managed_advise_accessed_by", "managed memory advised AccessedBy"},
 };
 
 static const char *words(const char *mode)
@@ -47,7 +47,8 @@ static const json_t *find(const json_t *ms, const char *name)
 {
         size_t i;
         json_t *m;
-        json_array_foreach(ms, i, m) {
+        json_array_foreach(ms, i, m)
+        {
                 const char *n = json_string_value(json_object_get(m, "name"));
                 if (n && strcmp(n, name) == 0)
                         return m;
@@ -79,18 +80,19 @@ static json_t *um_summary(const json_t *result)
         size_t i;
         json_t *m;
 
-        json_array_foreach(ms, i, m) {
+        json_array_foreach(ms, i, m)
+        {
                 const char *name = json_string_value(json_object_get(m, "name"));
                 if (!name)
                         continue;
                 double g = gbps(m);
                 bool back = strstr(name, "_back") != NULL;
                 json_array_append_new(
-                        modes, json_pack("{s:s, s:s, s:f, s:f, s:o, s:b}", "mode", name, "label",
-                                         words(name), "gbps", g, "median_ms", median_ms(m),
-                                         "ratio_to_pinned",
-                                         ref_gbps > 0 ? json_real(g / ref_gbps) : json_null(),
-                                         "to_host", back));
+                    modes,
+                    json_pack("{s:s, s:s, s:f, s:f, s:o, s:b}", "mode", name, "label", words(name),
+                              "gbps", g, "median_ms", median_ms(m), "ratio_to_pinned",
+                              ref_gbps > 0 ? json_real(g / ref_gbps) : json_null(), "to_host",
+                              back));
                 if (!back && g > best_gbps) {
                         best_gbps = g;
                         best = name;
@@ -100,8 +102,9 @@ static json_t *um_summary(const json_t *result)
         char sentence[768], rel[64];
         const json_t *od = find(ms, "managed_on_demand"), *pf = find(ms, "managed_prefetch");
         if (ref_gbps <= 0) {
-                snprintf(sentence, sizeof(sentence),
-                         "Pinned copy + kernel was not measured, so no mode can be compared with it.");
+                snprintf(
+                    sentence, sizeof(sentence),
+                    "Pinned copy + kernel was not measured, so no mode can be compared with it.");
         } else {
                 size_t at = 0;
                 if (od) {
@@ -135,7 +138,8 @@ static json_t *sweep_summary(const json_t *result)
         size_t i;
         json_t *m;
 
-        json_array_foreach(ms, i, m) {
+        json_array_foreach(ms, i, m)
+        {
                 const char *name = json_string_value(json_object_get(m, "name"));
                 if (!name)
                         continue;
@@ -148,8 +152,8 @@ static json_t *sweep_summary(const json_t *result)
                 double g = gbps(m);
                 json_array_append_new(json_object_get(c, "points"),
                                       json_pack("{s:O, s:f, s:f}", "size",
-                                                json_object_get(m, "bytes"), "gbps", g,
-                                                "median_ms", median_ms(m)));
+                                                json_object_get(m, "bytes"), "gbps", g, "median_ms",
+                                                median_ms(m)));
                 if (g > json_real_value(json_object_get(c, "peak_gbps")))
                         json_object_set_new(c, "peak_gbps", json_real(g));
         }
@@ -157,17 +161,19 @@ static json_t *sweep_summary(const json_t *result)
         json_t *arr = json_array();
         const char *k;
         json_t *c;
-        json_object_foreach(curves, k, c) {
+        json_object_foreach(curves, k, c)
+        {
                 double peak = json_real_value(json_object_get(c, "peak_gbps"));
                 json_t *best = NULL;
                 size_t x;
                 json_t *p;
                 /* The smallest size at which the mode reaches 90% of its peak. */
-                json_array_foreach(json_object_get(c, "points"), x, p) {
+                json_array_foreach(json_object_get(c, "points"), x, p)
+                {
                         if (json_real_value(json_object_get(p, "gbps")) < 0.9 * peak)
                                 continue;
                         if (!best || json_integer_value(json_object_get(p, "size")) <
-                                             json_integer_value(best))
+                                         json_integer_value(best))
                                 best = json_object_get(p, "size");
                 }
                 if (best)

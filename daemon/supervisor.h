@@ -18,8 +18,8 @@ enum worker_state {
         WORKER_STARTING, /* spawned, hello not yet received */
         WORKER_IDLE,
         WORKER_BUSY,
-        WORKER_BACKOFF,  /* died; waiting to respawn */
-        WORKER_FAULTED,  /* max_crashes in a row; respawn attempts continue at the max backoff */
+        WORKER_BACKOFF, /* died; waiting to respawn */
+        WORKER_FAULTED, /* max_crashes in a row; respawn attempts continue at the max backoff */
         WORKER_STOPPED,
 };
 const char *worker_state_to_string(enum worker_state s);
@@ -27,8 +27,8 @@ const char *worker_state_to_string(enum worker_state s);
 /* How a dispatched part ended. */
 enum part_outcome {
         PART_SUCCEEDED,
-        PART_FAILED,     /* benchmark error, or the worker died mid-job (error says how) */
-        PART_TIMED_OUT,  /* deadline passed, worker killed */
+        PART_FAILED,    /* benchmark error, or the worker died mid-job (error says how) */
+        PART_TIMED_OUT, /* deadline passed, worker killed */
         PART_CANCELLED,
 };
 
@@ -51,8 +51,8 @@ struct supervised_device {
 };
 
 /* Spawn all workers and start the thread. 0 or -errno (logged). */
-int supervisor_start(const struct umd_config *cfg, const struct supervised_device *devs,
-                     size_t n, const struct supervisor_callbacks *cb, struct supervisor **ret);
+int supervisor_start(const struct umd_config *cfg, const struct supervised_device *devs, size_t n,
+                     const struct supervisor_callbacks *cb, struct supervisor **ret);
 
 /* Send a job part to an idle worker. timeout_ms from now (0 = none). 0, -EBUSY (not idle),
  * -ENODEV (not running). params: normalized params (borrowed). */
