@@ -788,9 +788,10 @@ static int parse_devices(const json_t *body, size_t *devs, size_t *ret_n, struct
         for (size_t i = 0; i < n; i++) {
                 struct device *d = devices_get(devs[i]);
                 if (d->wstate == WORKER_FAULTED) {
-                        p->retry_after_s = 30;
-                        return problem_set(p, 503, field, "device %zu (%s) is faulted: %s",
+                        int rr = problem_set(p, 503, field, "device %zu (%s) is faulted: %s",
                                            d->index, d->uuid, d->reason);
+                        p->retry_after_s = 30;
+                        return rr;
                 }
         }
         *ret_n = n;
@@ -892,29 +893,34 @@ static size_t active_jobs_of(const char *client)
 
 static int check_capacity(const size_t *devs, size_t n, const char *client, struct problem *p)
 {
+        int r;
+
         if (n_queued_parts + n > cfg->queue_capacity) {
+                r = problem_set(p, 429, "",
+                                "the queue is full (%zu parts queued, queue_capacity %u); retry "
+                                "later",
+                                n_queued_parts, cfg->queue_capacity);
                 p->retry_after_s = 5;
-                return problem_set(p, 429, "",
-                                   "the queue is full (%zu parts queued, "
-                                   "queue_capacity %u); retry later",
-                                   n_queued_parts, cfg->queue_capacity);
+                return r;
         }
         for (size_t i = 0; i < n; i++) {
                 size_t q = jobs_queued_on_locked(devs[i]);
                 if (q + 1 > cfg->queue_capacity_per_device) {
+                        r = problem_set(p, 429, "devices",
+                                        "the queue of device %zu is full (%zu parts, "
+                                        "queue_capacity_per_device %u); retry later",
+                                        devs[i], q, cfg->queue_capacity_per_device);
                         p->retry_after_s = 5;
-                        return problem_set(p, 429, "devices",
-                                           "the queue of device %zu is full (%zu parts, "
-                                           "queue_capacity_per_device %u); retry later",
-                                           devs[i], q, cfg->queue_capacity_per_device);
+                        return r;
                 }
         }
         if (client && active_jobs_of(client) >= cfg->jobs_per_token) {
+                r = problem_set(p, 429, "",
+                                "client '%s' has %u jobs queued or running (jobs_per_token); "
+                                "retry later",
+                                client, cfg->jobs_per_token);
                 p->retry_after_s = 5;
-                return problem_set(p, 429, "",
-                                   "client '%s' has %u jobs queued or running "
-                                   "(jobs_per_token); retry later",
-                                   client, cfg->jobs_per_token);
+                return r;
         }
         return 0;
 }

@@ -13,14 +13,18 @@ static const struct {
 } mode_words[] = {
     {"pinned_copy_kernel", "pinned copies"},
     {"pageable_copy_kernel", "pageable copies"},
-    {"overlap_copy_kernel", "chunked async copies overlapped with the kernel"},
+    {"overlapped_copy_kernel", "chunked async copies overlapped with the kernel"},
     {"zero_copy_kernel", "zero-copy (mapped pinned memory)"},
     {"managed_on_demand", "on-demand managed memory"},
     {"managed_prefetch", "managed memory with prefetching"},
-    {"managed_advise_read_mostly", "managed memory advised ReadMostly"},
-    {"managed_advise_preferred_location_device", "managed memory preferring the device"},
-    {"managed_advise_preferred_location_host", "managed memory preferring the host"},
-    {"managed_advise_accessed_by", "managed memory advised AccessedBy"},
+    {"managed_read_mostly", "managed memory advised ReadMostly"},
+    {"managed_preferred_device", "managed memory preferring the device"},
+    {"managed_preferred_host", "managed memory preferring the host"},
+    {"managed_accessed_by", "managed memory advised AccessedBy"},
+    {"pinned_copy_d2h", "pinned copies back to the host"},
+    {"pageable_copy_d2h", "pageable copies back to the host"},
+    {"managed_prefetch_to_host", "managed memory prefetched back to the host"},
+    {"managed_cpu_on_demand", "GPU-resident managed pages touched by the CPU"},
 };
 
 static const char *words(const char *mode)
@@ -86,7 +90,10 @@ static json_t *um_summary(const json_t *result)
                 if (!name)
                         continue;
                 double g = gbps(m);
-                bool back = strstr(name, "_back") != NULL;
+                const char *dir = json_string_value(json_object_get(m, "direction"));
+                bool back = dir ? strcmp(dir, "to_host") == 0
+                                : strstr(name, "_d2h") || strstr(name, "to_host") ||
+                                          strstr(name, "cpu_on_demand");
                 json_array_append_new(
                     modes,
                     json_pack("{s:s, s:s, s:f, s:f, s:o, s:b}", "mode", name, "label", words(name),
@@ -140,7 +147,10 @@ static json_t *sweep_summary(const json_t *result)
 
         json_array_foreach(ms, i, m)
         {
-                const char *name = json_string_value(json_object_get(m, "name"));
+                /* The real sweep names each point "mode@size" and gives its mode apart. */
+                const char *name = json_string_value(json_object_get(m, "mode"));
+                if (!name)
+                        name = json_string_value(json_object_get(m, "name"));
                 if (!name)
                         continue;
                 json_t *c = json_object_get(curves, name);

@@ -1,0 +1,439 @@
+"""The jobs API against the real daemon with fake devices: submit and results, validation,
+capacity, idempotency, listing, cancel, timeouts, crashes, kill -9 recovery, retention."""
+import json
+import os
+import signal
+import time
+
+import pytest
+
+FINAL = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
+COPY = {"benchmark": "copy", "device": 0, "params": {"size": "4MiB"}}
+
+
+def submit(d, body, headers=None, expect=202):
+    r = d.post("/v1/jobs", json=body, headers=headers or {})
+    assert r.status_code == expect, r.text
+    return r.json()
+
+
+def wait_job(d, jid, states=FINAL, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        r = d.get("/v1/jobs/" + jid)
+        assert r.status_code == 200, r.text
+        j = r.json()
+        if j["state"] in states:
+            return j
+        assert time.monotonic() < deadline, f"job {jid} stuck in {j['state']}:\n{d.log()}"
+        time.sleep(0.05)
+
+
+def wait_device(d, index, state, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        dev = d.get("/v1/devices").json()[index]
+        if dev["state"] == state:
+            return dev
+        assert time.monotonic() < deadline, f"device {index} is {dev['state']}, not {state}"
+        time.sleep(0.05)
+
+
+def problem(r, status, field=None):
+    assert r.status_code == status, r.text
+    assert r.headers["Content-Type"].startswith("application/problem+json")
+    doc = r.json()
+    assert doc["status"] == status and doc["title"] and doc["detail"]
+    if field is not None:
+        assert doc.get("field") == field, doc
+    return doc
+
+
+def job_files(d):
+    jobs = d.state_dir / "jobs"
+    # Temp files come and go while a job's state is written; only whole files count.
+    return {p.name: p.read_bytes() for p in sorted(jobs.iterdir()) if not p.name.startswith(".")}
+
+
+# -- submit and result --
+
+def test_submit_returns_202_with_location_and_the_queued_job(umd):
+    d = umd()
+    r = d.post("/v1/jobs", json=COPY)
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert r.headers["Location"] == "/v1/jobs/" + job["id"]
+    assert job["state"] in ("queued", "running")
+    assert job["benchmark"] == "copy"
+    assert job["params"]["size"] == 4 * 1024 * 1024
+    assert "request" not in job
+
+
+def test_job_runs_to_success_with_a_fake_result(umd):
+    d = umd()
+    job = submit(d, COPY)
+    done = wait_job(d, job["id"])
+    assert done["state"] == "succeeded"
+    assert done["fake"] is True
+    part = done["parts"][0]
+    assert part["state"] == "succeeded" and part["fake"] is True
+    res = part["result"]
+    assert res["fake"] is True
+    m = res["measurements"][0]
+    assert m["name"] == "h2d" and m["gbps"] > 0 and m["verified"] is True
+    assert len(m["samples_ms"]) == done["params"]["iterations"]
+    assert done["created"] <= done["started"] <= done["finished"]
+
+
+def test_job_over_all_devices_runs_one_part_per_device(umd):
+    d = umd()
+    job = submit(d, {"benchmark": "copy", "devices": "all", "params": {"size": 65536}})
+    done = wait_job(d, job["id"])
+    assert done["state"] == "succeeded"
+    assert sorted(p["device"] for p in done["parts"]) == [0, 1]
+
+
+def test_device_can_be_named_by_uuid(umd):
+    d = umd()
+    uuid = d.get("/v1/devices").json()[1]["uuid"]
+    job = submit(d, {"benchmark": "copy", "device": uuid})
+    assert job["parts"][0]["device"] == 1
+
+
+def test_result_is_on_disk_when_the_job_reads_finished(umd):
+    d = umd()
+    job = submit(d, COPY)
+    done = wait_job(d, job["id"])
+    on_disk = json.loads((d.state_dir / "jobs" / (job["id"] + ".json")).read_text())
+    assert on_disk["state"] == "succeeded"
+    assert on_disk["parts"][0]["result"] == done["parts"][0]["result"]
+
+
+# -- validation: every 400 rule names the field --
+
+@pytest.mark.parametrize("body,field", [
+    ({"benchmark": "nope"}, "benchmark"),
+    ({}, "benchmark"),
+    ({"benchmark": 7}, "benchmark"),
+    ({"benchmark": "copy", "params": {"bogus": 1}}, "params.bogus"),
+    ({"benchmark": "copy", "params": {"iterations": "many"}}, "params.iterations"),
+    ({"benchmark": "copy", "params": {"iterations": 0}}, "params.iterations"),
+    ({"benchmark": "copy", "params": {"iterations": 10**9}}, "params.iterations"),
+    ({"benchmark": "copy", "params": {"size": "12 parsecs"}}, "params.size"),
+    ({"benchmark": "copy", "params": {"size": "1TiB"}}, "params.size"),
+    ({"benchmark": "copy", "params": {"size": -5}}, "params.size"),
+    ({"benchmark": "copy", "params": {"direction": "sideways"}}, "params.direction"),
+    ({"benchmark": "copy", "params": []}, "params"),
+    ({"benchmark": "copy", "device": 9}, "device"),
+    ({"benchmark": "copy", "device": "GPU-00000000-0000-0000-0000-000000000000"}, "device"),
+    ({"benchmark": "copy", "device": 1.5}, "device"),
+    ({"benchmark": "copy", "devices": [0, 0]}, "devices[1]"),
+    ({"benchmark": "copy", "devices": []}, "devices"),
+    ({"benchmark": "copy", "device": 0, "devices": [1]}, "devices"),
+    ({"benchmark": "copy", "priority": "urgent"}, "priority"),
+    ({"benchmark": "copy", "timeout_s": 0}, "timeout_s"),
+    ({"benchmark": "copy", "timeout_s": 10**6}, "timeout_s"),
+    ({"benchmark": "copy", "timeout_s": "soon"}, "timeout_s"),
+    ({"benchmark": "copy", "labels": {"a b": "x"}}, "labels"),
+    ({"benchmark": "copy", "labels": {"k": 5}}, "labels"),
+    ({"benchmark": "copy", "labels": ["x"]}, "labels"),
+    ({"benchmark": "copy", "colour": "blue"}, "colour"),
+])
+def test_bad_submission_is_400_naming_the_field(umd, body, field):
+    d = umd()
+    doc = problem(d.post("/v1/jobs", json=body), 400, field)
+    assert doc["type"].startswith("https://")
+    assert job_files(d) == {}
+
+
+def test_size_limit_is_named_in_the_error(umd):
+    d = umd(args=["--max-buffer-bytes", "64MiB"])
+    doc = problem(d.post("/v1/jobs", json={"benchmark": "copy", "params": {"size": "128MiB"}}),
+                  400, "params.size")
+    assert "64 MiB" in doc["detail"] and "max_buffer_bytes" in doc["detail"]
+
+
+def test_too_many_labels_is_400(umd):
+    d = umd(args=["--max-labels", "2"])
+    problem(d.post("/v1/jobs", json={**COPY, "labels": {"a": "1", "b": "2", "c": "3"}}), 400,
+            "labels")
+
+
+def test_overlong_label_value_is_400(umd):
+    d = umd(args=["--max-label-value-len", "4"])
+    problem(d.post("/v1/jobs", json={**COPY, "labels": {"a": "12345"}}), 400, "labels")
+
+
+def test_unknown_job_is_404_and_malformed_id_400(umd):
+    d = umd()
+    problem(d.get("/v1/jobs/01a229a5-0fd2-7786-989d-83b526c57196"), 404)
+    problem(d.get("/v1/jobs/not-a-uuid"), 400)
+    problem(d.delete("/v1/jobs/not-a-uuid"), 400)
+
+
+def test_no_devices_means_503_on_submit(umd):
+    d = umd(fake_devices=0)
+    problem(d.post("/v1/jobs", json={"benchmark": "copy"}), 503)
+
+
+# -- capacity and priority --
+
+def test_queue_full_is_429_with_retry_after_and_stores_nothing(umd):
+    d = umd(fake_devices=1, args=["--queue-capacity", "2"])
+    slow = {"benchmark": "copy", "params": {"fake_delay_ms": 5000}}
+    first = submit(d, slow)
+    wait_job(d, first["id"], ("running",))
+    submit(d, slow)
+    submit(d, slow)
+    before = job_files(d)
+    r = d.post("/v1/jobs", json=slow)
+    doc = problem(r, 429)
+    assert int(r.headers["Retry-After"]) > 0
+    assert "queue_capacity" in doc["detail"]
+    assert job_files(d) == before
+
+
+def test_per_device_queue_limit_is_429(umd):
+    d = umd(fake_devices=2, args=["--queue-capacity-per-device", "1"])
+    slow = {"benchmark": "copy", "device": 0, "params": {"fake_delay_ms": 5000}}
+    first = submit(d, slow)
+    wait_job(d, first["id"], ("running",))
+    submit(d, slow)
+    problem(d.post("/v1/jobs", json=slow), 429)
+    submit(d, {**slow, "device": 1})  # the other device still takes work
+
+
+def test_high_priority_runs_before_older_normal_jobs(umd):
+    d = umd(fake_devices=1)
+    blocker = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 800}})
+    wait_job(d, blocker["id"], ("running",))
+    normal = submit(d, {"benchmark": "copy"})
+    low = submit(d, {"benchmark": "copy", "priority": "low"})
+    high = submit(d, {"benchmark": "copy", "priority": "high"})
+    jobs = {k: wait_job(d, j["id"]) for k, j in
+            (("normal", normal), ("low", low), ("high", high))}
+    assert jobs["high"]["started"] < jobs["normal"]["started"] < jobs["low"]["started"]
+
+
+# -- idempotency --
+
+def test_same_idempotency_key_and_body_returns_the_first_job(umd):
+    d = umd()
+    h = {"Idempotency-Key": "nightly-42"}
+    first = d.post("/v1/jobs", json=COPY, headers=h)
+    assert first.status_code == 202
+    again = d.post("/v1/jobs", json=COPY, headers=h)
+    assert again.status_code == 200
+    assert again.json()["id"] == first.json()["id"]
+    assert len(job_files(d)) == 1
+
+
+def test_same_idempotency_key_with_another_body_is_409(umd):
+    d = umd()
+    h = {"Idempotency-Key": "nightly-43"}
+    submit(d, COPY, headers=h)
+    problem(d.post("/v1/jobs", json={**COPY, "priority": "high"}, headers=h), 409)
+    assert len(job_files(d)) == 1
+
+
+# -- listing --
+
+def test_list_filters_and_paginates_over_hundreds_of_jobs(umd):
+    d = umd(args=["--queue-capacity", "1000", "--queue-capacity-per-device", "1000"])
+    ids = []
+    for i in range(240):
+        body = {"benchmark": "copy" if i % 3 else "latency", "device": i % 2,
+                "params": {"size": 65536} if i % 3 else {},
+                "labels": {"batch": "odd" if i % 2 else "even"}}
+        ids.append(submit(d, body)["id"])
+    for jid in ids[-4:]:
+        wait_job(d, jid)
+
+    seen, url = [], "/v1/jobs?limit=50"
+    while url:
+        page = d.get(url).json()
+        assert len(page["jobs"]) <= 50
+        seen += [j["id"] for j in page["jobs"]]
+        url = page["next"]
+    assert seen == list(reversed(ids)), "newest first, each job exactly once"
+
+    lat = d.get("/v1/jobs?benchmark=latency&limit=500").json()["jobs"]
+    assert len(lat) == 80 and all(j["benchmark"] == "latency" for j in lat)
+    dev1 = d.get("/v1/jobs?device=1&limit=500").json()["jobs"]
+    assert len(dev1) == 120 and all(j["parts"][0]["device"] == 1 for j in dev1)
+    odd = d.get("/v1/jobs?label=batch:odd&limit=500").json()["jobs"]
+    assert {j["id"] for j in odd} == set(ids[1::2])
+    uuid1 = d.get("/v1/devices").json()[1]["uuid"]
+    assert len(d.get(f"/v1/jobs?device={uuid1}&limit=500").json()["jobs"]) == 120
+    for jid in ids:
+        wait_job(d, jid)
+    ok = d.get("/v1/jobs?status=succeeded&limit=500").json()["jobs"]
+    assert len(ok) == 240
+    paged = d.get("/v1/jobs?benchmark=copy&limit=7").json()
+    assert "benchmark=copy" in paged["next"] and "before=" in paged["next"]
+
+
+@pytest.mark.parametrize("query,field", [
+    ("status=sleeping", "status"), ("limit=0", "limit"), ("limit=100000", "limit"),
+    ("before=nope", "before"), ("device=7", "device"), ("label=nocolon", "label"),
+    ("benchmark=nope", "benchmark"),
+])
+def test_bad_list_query_is_400(umd, query, field):
+    d = umd()
+    problem(d.get("/v1/jobs?" + query), 400, field)
+
+
+# -- cancel --
+
+def test_cancel_queued_job_is_immediate(umd):
+    d = umd(fake_devices=1)
+    blocker = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 3000}})
+    wait_job(d, blocker["id"], ("running",))
+    queued = submit(d, COPY)
+    r = d.delete("/v1/jobs/" + queued["id"])
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "cancelled"
+    assert json.loads((d.state_dir / "jobs" / (queued["id"] + ".json")).read_text())[
+        "state"] == "cancelled"
+
+
+def test_cancel_running_job_stops_it_and_the_device_takes_the_next(umd):
+    d = umd(fake_devices=1)
+    running = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 60000}})
+    wait_job(d, running["id"], ("running",))
+    nxt = submit(d, COPY)
+    t0 = time.monotonic()
+    assert d.delete("/v1/jobs/" + running["id"]).status_code == 200
+    assert wait_job(d, running["id"], timeout=10)["state"] == "cancelled"
+    assert time.monotonic() - t0 < 5
+    assert wait_job(d, nxt["id"])["state"] == "succeeded"
+
+
+def test_cancel_of_a_hung_job_kills_the_worker_after_the_grace(umd):
+    d = umd(fake_devices=1, args=["--cancel-grace-ms", "300"])
+    hung = submit(d, {"benchmark": "copy", "params": {"fake_hang": True}})
+    wait_job(d, hung["id"], ("running",))
+    d.delete("/v1/jobs/" + hung["id"])
+    assert wait_job(d, hung["id"], timeout=10)["state"] == "cancelled"
+    assert wait_job(d, submit(d, COPY)["id"])["state"] == "succeeded"
+
+
+def test_cancel_finished_job_is_409(umd):
+    d = umd()
+    job = submit(d, COPY)
+    wait_job(d, job["id"])
+    problem(d.delete("/v1/jobs/" + job["id"]), 409)
+
+
+# -- timeouts and crashes --
+
+def test_timeout_kills_a_hanging_worker_and_the_next_job_runs(umd):
+    d = umd(fake_devices=1)
+    hung = submit(d, {"benchmark": "copy", "timeout_s": 1, "params": {"fake_hang": True}})
+    done = wait_job(d, hung["id"], timeout=15)
+    assert done["state"] == "timed_out"
+    assert "timed out" in done["parts"][0]["error"]
+    assert wait_job(d, submit(d, COPY)["id"], timeout=15)["state"] == "succeeded"
+
+
+def test_crashing_worker_fails_the_job_with_the_signal_and_is_respawned(umd):
+    d = umd(fake_devices=1, args=["--respawn-backoff-ms", "50"])
+    crash = submit(d, {"benchmark": "copy", "params": {"fake_crash": True}})
+    done = wait_job(d, crash["id"])
+    assert done["state"] == "failed"
+    assert "signal" in done["parts"][0]["error"]
+    assert wait_job(d, submit(d, COPY)["id"])["state"] == "succeeded"
+
+
+def test_repeated_crashes_fault_the_device_and_fail_its_queue(umd):
+    d = umd(fake_devices=2, args=["--max-crashes", "2", "--respawn-backoff-ms", "50",
+                                  "--respawn-backoff-max-ms", "60000"])
+    crash = {"benchmark": "copy", "device": 0, "params": {"fake_crash": True}}
+    first = submit(d, crash)
+    wait_job(d, first["id"])
+    second = submit(d, crash)
+    waiting = submit(d, COPY)  # queued behind the crash on device 0
+    assert wait_job(d, second["id"])["state"] == "failed"
+    dev = wait_device(d, 0, "faulted")
+    assert dev["state_reason"]
+    w = wait_job(d, waiting["id"])
+    assert w["state"] == "failed" and "faulted" in w["parts"][0]["error"]
+    h = d.get("/v1/health").json()
+    assert h["devices"]["faulted"] == 1 and h["status"] == "ok"  # device 1 still serves
+    problem(d.post("/v1/jobs", json=COPY), 503, "device")
+    assert wait_job(d, submit(d, {**COPY, "device": 1})["id"])["state"] == "succeeded"
+
+
+def test_every_device_faulted_makes_health_503(umd):
+    d = umd(fake_devices=1, args=["--max-crashes", "1", "--respawn-backoff-ms", "50",
+                                  "--respawn-backoff-max-ms", "60000"])
+    wait_job(d, submit(d, {"benchmark": "copy", "params": {"fake_crash": True}})["id"])
+    wait_device(d, 0, "faulted")
+    r = d.get("/v1/health")
+    assert r.status_code == 503
+    assert "faulted" in r.json()["reason"]
+
+
+# -- durability --
+
+def test_kill_9_keeps_finished_results_interrupts_running_and_requeues_queued(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    done = submit(d, COPY)
+    wait_job(d, done["id"])
+    running = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 30000}})
+    wait_job(d, running["id"], ("running",))
+    queued = [submit(d, COPY)["id"] for _ in range(3)]
+    finished_bytes = (state / "jobs" / (done["id"] + ".json")).read_bytes()
+    d.kill()
+
+    d2 = umd(fake_devices=1, state_dir=state)
+    assert (state / "jobs" / (done["id"] + ".json")).read_bytes() == finished_bytes
+    assert d2.get("/v1/jobs/" + done["id"]).json()["state"] == "succeeded"
+    r = d2.get("/v1/jobs/" + running["id"]).json()
+    assert r["state"] == "interrupted" and r["parts"][0]["state"] == "interrupted"
+    for jid in queued:
+        assert wait_job(d2, jid)["state"] == "succeeded"
+    # the queued jobs kept their order
+    started = [d2.get("/v1/jobs/" + jid).json()["started"] for jid in queued]
+    assert started == sorted(started)
+
+
+def test_sigterm_with_queued_jobs_keeps_them_for_the_next_start(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    running = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 30000}})
+    wait_job(d, running["id"], ("running",))
+    queued = submit(d, COPY)
+    assert d.stop() == 0
+    d2 = umd(fake_devices=1, state_dir=state)
+    assert d2.get("/v1/jobs/" + running["id"]).json()["state"] == "interrupted"
+    assert wait_job(d2, queued["id"])["state"] == "succeeded"
+
+
+def test_corrupt_job_file_is_set_aside_and_the_daemon_starts(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(state_dir=state)
+    good = submit(d, COPY)
+    wait_job(d, good["id"])
+    d.stop()
+    bad = state / "jobs" / "01a229a5-0fd2-7786-989d-83b526c57196.json"
+    bad.write_text('{"id": "01a229a5-0fd2-7786-989d-83b526c57196", "state": ')
+    (state / "jobs" / ".x.json.tmp.abc123").write_text("half")
+    d2 = umd(state_dir=state)
+    assert not bad.exists()
+    assert list((state / "jobs").glob("*.corrupt*"))
+    assert not list((state / "jobs").glob(".*tmp*"))
+    assert d2.get("/v1/jobs/" + good["id"]).json()["state"] == "succeeded"
+    assert "corrupt" in d2.log()
+
+
+def test_retention_keeps_at_most_max_jobs_finished(umd):
+    d = umd(fake_devices=1, args=["--max-jobs", "3"])
+    ids = [submit(d, COPY)["id"] for _ in range(6)]
+    for jid in ids[-1:]:
+        wait_job(d, jid)
+    time.sleep(0.2)
+    listed = [j["id"] for j in d.get("/v1/jobs").json()["jobs"]]
+    assert listed == list(reversed(ids[-3:]))
+    assert sorted(job_files(d)) == sorted(i + ".json" for i in ids[-3:])
