@@ -1,1 +1,657 @@
-/* placeholder: not written yet */
+/* The HTTP server: opens every listener (systemd's sockets first, then TCP and the unix
+ * socket from the configuration), runs one libmicrohttpd daemon per socket on its own
+ * internal epoll thread, reads request bodies across callbacks up to max_body_bytes, turns
+ * handler replies into responses, reports each finished request to the daemon's metrics,
+ * and shuts down by quiescing and draining. It never interprets a request itself: that is
+ * router.c and handlers.c. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "config.h"
+#include "http.h"
+#include "log.h"
+#include "util.h"
+
+#define LISTEN_NAME_MAX 128
+
+struct listener {
+        struct MHD_Daemon *daemon;
+        int fd;
+        int quiesced_fd;
+        bool is_unix;
+        char name[LISTEN_NAME_MAX];
+};
+
+struct api_server {
+        const struct umd_config *cfg;
+        struct listener *listeners;
+        size_t n_listeners;
+        char *unix_path; /* the socket file we created, removed at stop */
+        atomic_uint inflight;
+};
+
+struct request_ctx {
+        struct api_server *srv;
+        enum http_method method;
+        const char *pattern; /* for metrics: the route, never the raw path */
+        char *body;
+        size_t len, cap;
+        uint64_t discarded; /* bytes dropped after the body passed the cap */
+        bool too_large;
+        bool replied;
+        int status;
+        const char *client;
+        bool admin;
+};
+
+/* libmicrohttpd reports client misbehaviour through this logger too; only start-up problems
+ * are worth more than a debug line. */
+static atomic_int mhd_log_level = LOG_WARNING;
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+        char buf[512];
+        size_t n;
+
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        n = strlen(buf);
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+                buf[--n] = '\0';
+        log_msg(atomic_load(&mhd_log_level), "http: %s", buf);
+}
+
+/* ---- replies ---- */
+
+static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx *r,
+                                   struct api_reply *rep)
+{
+        struct MHD_Response *resp;
+        enum MHD_Result ok;
+        char retry[16];
+
+        if (rep->body_static)
+                resp = MHD_create_response_from_buffer(rep->body_len, rep->body,
+                                                       MHD_RESPMEM_PERSISTENT);
+        else
+                resp = MHD_create_response_from_buffer_with_free_callback(rep->body_len, rep->body,
+                                                                          free);
+        if (!resp) {
+                reply_done(rep);
+                return MHD_NO;
+        }
+        /* The response owns the body now. */
+        rep->body = NULL;
+        rep->body_len = 0;
+
+        if ((rep->content_type && MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                                          rep->content_type) == MHD_NO) ||
+            (rep->location[0] &&
+             MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, rep->location) == MHD_NO) ||
+            (rep->allow[0] &&
+             MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rep->allow) == MHD_NO)) {
+                MHD_destroy_response(resp);
+                return MHD_NO;
+        }
+        if (rep->retry_after_s > 0) {
+                snprintf(retry, sizeof(retry), "%u", rep->retry_after_s);
+                if (MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry) == MHD_NO) {
+                        MHD_destroy_response(resp);
+                        return MHD_NO;
+                }
+        }
+        ok = MHD_queue_response(c, (unsigned)rep->status, resp);
+        MHD_destroy_response(resp);
+        if (ok == MHD_YES) {
+                r->replied = true;
+                r->status = rep->status;
+        }
+        return ok;
+}
+
+static enum MHD_Result queue_problem(struct MHD_Connection *c, struct request_ctx *r,
+                                     const struct problem *p)
+{
+        struct api_reply rep = {0};
+
+        reply_problem(&rep, p);
+        return queue_reply(c, r, &rep);
+}
+
+/* ---- the access handler ---- */
+
+/* The seam for issue 6's tokens: resolve the caller and check the route's role. Until tokens
+ * exist there is no one to refuse, so every caller is an anonymous administrator. */
+static int request_authorize(struct MHD_Connection *c, struct request_ctx *r,
+                             const struct route_method *m, struct problem *p)
+{
+        r->client = NULL;
+        r->admin = true;
+        return 0;
+}
+
+static enum MHD_Result on_headers(struct MHD_Connection *c, struct request_ctx *r, const char *url)
+{
+        const struct route *route = router_match(url, NULL, NULL);
+        const struct route_method *m = route ? route_method_find(route, r->method) : NULL;
+        struct problem p = {0};
+
+        if (!m) {
+                /* 404 or 405 before any body is read: let the router say which. */
+                struct api_request req = {.method = r->method, .path = url};
+                struct api_reply rep = {0};
+
+                api_dispatch(&req, &rep);
+                return queue_reply(c, r, &rep);
+        }
+        if (request_authorize(c, r, m, &p) < 0)
+                return queue_problem(c, r, &p);
+        if (m->takes_body &&
+            request_check_content_type(
+                MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE), &p) <
+                0)
+                return queue_problem(c, r, &p);
+        if (request_check_content_length(
+                MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH),
+                r->srv->cfg->max_body_bytes, &p) < 0)
+                return queue_problem(c, r, &p);
+        return MHD_YES;
+}
+
+static enum MHD_Result on_body(struct request_ctx *r, const char *data, size_t *size)
+{
+        uint64_t max = r->srv->cfg->max_body_bytes;
+        size_t n = *size;
+
+        *size = 0;
+        if (r->too_large) {
+                /* libmicrohttpd cannot answer mid-body, so the rest is read and dropped to
+                 * send the 413 at the end; a client that keeps going past twice the cap is
+                 * cut off instead. */
+                r->discarded += n;
+                return r->discarded > max ? MHD_NO : MHD_YES;
+        }
+        if ((uint64_t)r->len + n > max) {
+                r->too_large = true;
+                r->discarded = n;
+                free(r->body);
+                r->body = NULL;
+                r->len = r->cap = 0;
+                return MHD_YES;
+        }
+        if (r->len + n > r->cap) {
+                size_t cap = r->cap ? r->cap : 4096;
+                char *b;
+
+                while (cap < r->len + n)
+                        cap *= 2;
+                if (cap > max)
+                        cap = (size_t)max;
+                b = realloc(r->body, cap);
+                if (!b)
+                        return MHD_NO;
+                r->body = b;
+                r->cap = cap;
+        }
+        memcpy(r->body + r->len, data, n);
+        r->len += n;
+        return MHD_YES;
+}
+
+struct args_state {
+        struct query_arg args[API_MAX_QUERY_ARGS];
+        size_t n;
+        bool overflow;
+};
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+        struct args_state *st = cls;
+
+        if (st->n >= ELEMENTSOF(st->args)) {
+                st->overflow = true;
+                return MHD_NO;
+        }
+        st->args[st->n].key = key;
+        st->args[st->n].value = value ? value : "";
+        st->n++;
+        return MHD_YES;
+}
+
+static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx *r, const char *url)
+{
+        struct api_request req = {
+            .method = r->method,
+            .path = url,
+            .body = r->body,
+            .body_len = r->len,
+            .client = r->client,
+            .admin = r->admin,
+        };
+        struct api_reply rep = {0};
+        struct args_state st = {0};
+        struct problem p = {0};
+
+        if (r->too_large) {
+                problem_set(&p, 413, NULL,
+                            "body is over the limit of %" PRIu64 " bytes (max_body_bytes)",
+                            r->srv->cfg->max_body_bytes);
+                return queue_problem(c, r, &p);
+        }
+        MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &st);
+        if (st.overflow) {
+                problem_set(&p, 400, NULL, "more than %d query arguments", API_MAX_QUERY_ARGS);
+                return queue_problem(c, r, &p);
+        }
+        req.args = st.args;
+        req.n_args = st.n;
+        req.idempotency_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+        req.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+
+        api_dispatch(&req, &rep);
+        return queue_reply(c, r, &rep);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+        struct api_server *s = cls;
+        struct request_ctx *r = *con_cls;
+
+        if (!r) {
+                r = calloc(1, sizeof(*r));
+                if (!r)
+                        return MHD_NO;
+                r->srv = s;
+                r->method = http_method_from_string(method);
+                r->pattern = router_pattern_for(url);
+                atomic_fetch_add(&s->inflight, 1);
+                *con_cls = r;
+                return on_headers(c, r, url);
+        }
+        if (r->replied) {
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+        if (*upload_data_size > 0)
+                return on_body(r, upload_data, upload_data_size);
+        return on_complete(c, r, url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        struct api_server *s = cls;
+        struct request_ctx *r = *con_cls;
+
+        if (!r)
+                return;
+        /* status 0: the client went away or timed out before any response was queued. */
+        core_http_observe(r->pattern, http_method_name(r->method), r->status);
+        free(r->body);
+        free(r);
+        *con_cls = NULL;
+        atomic_fetch_sub(&s->inflight, 1);
+}
+
+/* ---- listeners ---- */
+
+static size_t on_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+        return url_unescape(s);
+}
+
+static int parse_listen_address(const char *s, struct sockaddr_storage *ss, socklen_t *ret_len)
+{
+        char host[INET6_ADDRSTRLEN + 1];
+        const char *port_s;
+        uint64_t port;
+        size_t hlen;
+        bool v6 = false;
+
+        if (s[0] == '[') {
+                const char *end = strchr(s, ']');
+                if (!end || end[1] != ':')
+                        return -EINVAL;
+                hlen = (size_t)(end - s - 1);
+                if (hlen >= sizeof(host))
+                        return -EINVAL;
+                memcpy(host, s + 1, hlen);
+                port_s = end + 2;
+                v6 = true;
+        } else {
+                const char *colon = strrchr(s, ':');
+                if (!colon)
+                        return -EINVAL;
+                hlen = (size_t)(colon - s);
+                if (hlen >= sizeof(host))
+                        return -EINVAL;
+                memcpy(host, s, hlen);
+                port_s = colon + 1;
+        }
+        host[hlen] = '\0';
+        if (parse_uint64(port_s, 1, 65535, &port) < 0)
+                return -EINVAL;
+
+        memset(ss, 0, sizeof(*ss));
+        if (v6) {
+                struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+                a->sin6_family = AF_INET6;
+                a->sin6_port = htons((uint16_t)port);
+                if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+                        return -EINVAL;
+                *ret_len = sizeof(*a);
+        } else {
+                struct sockaddr_in *a = (struct sockaddr_in *)ss;
+                a->sin_family = AF_INET;
+                a->sin_port = htons((uint16_t)port);
+                if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+                        return -EINVAL;
+                *ret_len = sizeof(*a);
+        }
+        return 0;
+}
+
+static int open_tcp(const char *addr, int *ret_fd)
+{
+        struct sockaddr_storage ss;
+        socklen_t len;
+        int fd, one = 1, r;
+
+        r = parse_listen_address(addr, &ss, &len);
+        if (r < 0) {
+                log_error("listen address '%s' is not IPV4:PORT or [IPV6]:PORT", addr);
+                return r;
+        }
+        fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                r = -errno;
+                log_error("cannot listen on %s: socket: %s", addr, strerror(-r));
+                return r;
+        }
+        /* A restart must not wait for TIME_WAIT; v6 sockets stay v6 so [::] and 0.0.0.0 can
+         * both be listed. */
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            (ss.ss_family == AF_INET6 &&
+             setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) ||
+            bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, SOMAXCONN) < 0) {
+                r = -errno;
+                log_error("cannot listen on %s: %s", addr, strerror(-r));
+                close(fd);
+                return r;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+static int open_unix(const struct umd_config *cfg, int *ret_fd)
+{
+        const char *path = cfg->unix_socket;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        struct stat st;
+        int fd, r;
+
+        if (strlen(path) >= sizeof(sa.sun_path)) {
+                log_error("unix socket path %s is longer than %zu bytes", path,
+                          sizeof(sa.sun_path) - 1);
+                return -ENAMETOOLONG;
+        }
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        /* A socket file left by an earlier run would make bind fail; anything else at that
+         * path is not ours to remove. */
+        if (lstat(path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode)) {
+                        log_error("cannot listen on %s: exists and is not a socket", path);
+                        return -EEXIST;
+                }
+                (void)unlink(path);
+        }
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                r = -errno;
+                log_error("cannot listen on %s: socket: %s", path, strerror(-r));
+                return r;
+        }
+        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                r = -errno;
+                log_error("cannot listen on %s: %s", path, strerror(-r));
+                close(fd);
+                return r;
+        }
+        r = 0;
+        if (cfg->unix_socket_mode != 0 && chmod(path, cfg->unix_socket_mode) < 0)
+                r = -errno;
+        if (r == 0 && cfg->unix_socket_group && cfg->unix_socket_group[0]) {
+                struct group *g = getgrnam(cfg->unix_socket_group);
+                if (!g)
+                        r = -ENOENT;
+                else if (chown(path, (uid_t)-1, g->gr_gid) < 0)
+                        r = -errno;
+        }
+        if (r == 0 && listen(fd, SOMAXCONN) < 0)
+                r = -errno;
+        if (r < 0) {
+                log_error("cannot listen on %s: %s (mode %o, group %s)", path, strerror(-r),
+                          cfg->unix_socket_mode,
+                          cfg->unix_socket_group ? cfg->unix_socket_group : "unchanged");
+                close(fd);
+                (void)unlink(path);
+                return r;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+static int take_activated(int fd)
+{
+        int r = sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1);
+        int flags;
+
+        if (r <= 0) {
+                log_error("fd %d passed by systemd is not a listening stream socket", fd);
+                return r < 0 ? r : -EINVAL;
+        }
+        /* systemd hands the sockets over inheritable and blocking: workers must not inherit
+         * them, and the epoll loop must never block on accept. */
+        flags = fcntl(fd, F_GETFL);
+        if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+            fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+                r = -errno;
+                log_error("fd %d passed by systemd: %s", fd, strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
+static int start_daemon(struct api_server *s, struct listener *l)
+{
+        const struct umd_config *cfg = s->cfg;
+        unsigned flags =
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+
+        /* libmicrohttpd's defaults are no timeout and no connection limits: set all three.
+         * Per-IP limits mean nothing on a unix socket, where every peer has no address. */
+        l->daemon = MHD_start_daemon(
+            flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+            MHD_OPTION_LISTEN_SOCKET, l->fd, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            (unsigned)(l->is_unix ? 0 : cfg->max_connections_per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)cfg->connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+            MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_END);
+        if (!l->daemon) {
+                log_error("cannot start the HTTP server on %s", l->name);
+                return -EIO;
+        }
+        log_info("listening on %s", l->name);
+        return 0;
+}
+
+static void server_free(struct api_server *s)
+{
+        for (size_t i = 0; i < s->n_listeners; i++) {
+                struct listener *l = &s->listeners[i];
+                if (l->daemon)
+                        MHD_stop_daemon(l->daemon); /* closes l->fd too */
+                else if (l->fd >= 0)
+                        close(l->fd);
+        }
+        if (s->unix_path)
+                (void)unlink(s->unix_path);
+        free(s->unix_path);
+        free(s->listeners);
+        free(s);
+}
+
+static struct listener *listener_add(struct api_server *s, int fd, bool is_unix)
+{
+        struct listener *l = &s->listeners[s->n_listeners++];
+
+        l->fd = fd;
+        l->quiesced_fd = MHD_INVALID_SOCKET;
+        l->is_unix = is_unix;
+        return l;
+}
+
+int api_start(const struct umd_config *cfg, struct api_server **ret)
+{
+        struct api_server *s;
+        int n_fds, r;
+
+        /* Unsets LISTEN_FDS so the workers we spawn never see it. */
+        n_fds = sd_listen_fds(1);
+        if (n_fds < 0) {
+                log_error("cannot read the sockets systemd passed: %s", strerror(-n_fds));
+                return n_fds;
+        }
+
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->cfg = cfg;
+        atomic_init(&s->inflight, 0);
+        s->listeners = calloc((size_t)n_fds + cfg->n_listen + 1, sizeof(*s->listeners));
+        if (!s->listeners) {
+                free(s);
+                return -ENOMEM;
+        }
+
+        /* Open every socket first so a port in use fails before any thread starts. */
+        for (int i = 0; i < n_fds; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                struct listener *l;
+
+                r = take_activated(fd);
+                if (r < 0)
+                        goto fail;
+                l = listener_add(s, fd, sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0);
+                snprintf(l->name, sizeof(l->name), "fd %d from systemd", fd);
+        }
+        /* With socket activation the .socket unit says where to listen: the configured
+         * addresses (by default the same loopback port) would only collide with it. */
+        if (n_fds > 0 && (cfg->n_listen > 0 || cfg->unix_socket))
+                log_info("using the %d socket(s) systemd passed; listen and unix_socket are "
+                         "ignored",
+                         n_fds);
+        for (size_t i = 0; n_fds == 0 && i < cfg->n_listen; i++) {
+                int fd = -1;
+
+                r = open_tcp(cfg->listen[i], &fd);
+                if (r < 0)
+                        goto fail;
+                snprintf(listener_add(s, fd, false)->name, LISTEN_NAME_MAX, "http://%s",
+                         cfg->listen[i]);
+        }
+        if (n_fds == 0 && cfg->unix_socket && cfg->unix_socket[0]) {
+                int fd = -1;
+
+                r = open_unix(cfg, &fd);
+                if (r < 0)
+                        goto fail;
+                s->unix_path = strdup(cfg->unix_socket);
+                snprintf(listener_add(s, fd, true)->name, LISTEN_NAME_MAX, "unix:%s",
+                         cfg->unix_socket);
+                if (!s->unix_path) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        if (s->n_listeners == 0) {
+                log_error("nothing to listen on: no --listen, no unix socket, no sockets from "
+                          "systemd");
+                r = -EINVAL;
+                goto fail;
+        }
+
+        atomic_store(&mhd_log_level, LOG_WARNING);
+        for (size_t i = 0; i < s->n_listeners; i++) {
+                r = start_daemon(s, &s->listeners[i]);
+                if (r < 0)
+                        goto fail;
+        }
+        atomic_store(&mhd_log_level, LOG_DEBUG);
+        *ret = s;
+        return 0;
+
+fail:
+        server_free(s);
+        return r;
+}
+
+void api_stop(struct api_server *s, unsigned timeout_ms)
+{
+        struct timespec pause = {.tv_nsec = 10 * 1000 * 1000};
+        uint64_t deadline;
+        unsigned left;
+
+        if (!s)
+                return;
+        /* Stop accepting everywhere first, then drain: the quiesced socket stays ours to
+         * close, after the daemon's thread is gone. */
+        for (size_t i = 0; i < s->n_listeners; i++) {
+                struct listener *l = &s->listeners[i];
+                if (!l->daemon)
+                        continue;
+                l->quiesced_fd = MHD_quiesce_daemon(l->daemon);
+                if (l->quiesced_fd == MHD_INVALID_SOCKET)
+                        log_warning("cannot stop accepting on %s", l->name);
+        }
+        deadline = now_monotonic_ms() + timeout_ms;
+        while ((left = atomic_load(&s->inflight)) > 0 && now_monotonic_ms() < deadline)
+                nanosleep(&pause, NULL);
+        if (left > 0)
+                log_warning("stopping the HTTP server with %u request(s) unfinished", left);
+        for (size_t i = 0; i < s->n_listeners; i++) {
+                struct listener *l = &s->listeners[i];
+                if (!l->daemon)
+                        continue;
+                MHD_stop_daemon(l->daemon);
+                l->daemon = NULL;
+                /* Quiesced, libmicrohttpd handed the socket back; else it closed it. */
+                if (l->quiesced_fd != MHD_INVALID_SOCKET)
+                        close(l->quiesced_fd);
+                l->fd = -1;
+        }
+        server_free(s);
+}
+
+size_t api_listener_count(const struct api_server *s)
+{
+        return s ? s->n_listeners : 0;
+}

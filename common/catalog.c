@@ -129,6 +129,7 @@ static const struct param_def copy_overlap_params[] = {
      .min = 1,
      .max = 8,
      .def = 4},
+    P_HOST_MEMORY,
     P_SEED,
     P_FAKE,
 };
@@ -656,7 +657,9 @@ int catalog_validate(const struct bench_def *b, const json_t *params,
         }
         for (size_t i = 0; i < b->n_params; i++) {
                 const struct param_def *p = &b->params[i];
-                if (json_object_get(norm, p->name))
+                /* Fault injection means nothing to a real device: leaving it out keeps the
+                 * normalized form valid when validated again (the worker, recovery). */
+                if (json_object_get(norm, p->name) || (p->fake_only && !allow_fake))
                         continue;
                 json_t *d = param_default(p, norm, lim);
                 if (!d) {

@@ -425,6 +425,7 @@ void config_print_help(FILE *f, const char *prog)
                 ", if present)\n"
                 "      --check-config     parse the configuration, print nothing, exit 0 if valid\n"
                 "      --print-config     print the documented sample config and exit\n"
+                "      --worker PATH      the same as --worker-path\n"
                 "  -h, --help             this text\n"
                 "  -V, --version          version and build\n\n",
                 prog);
@@ -495,6 +496,8 @@ static const struct key *flag_lookup(const char *arg, const char **ret_inline)
                 if (*p == '-')
                         *p = '_';
         *ret_inline = eq ? eq + 1 : NULL;
+        if (strcmp(name, "worker") == 0) /* the short spelling DESIGN.md and issues use */
+                return key_find("worker_path");
         return key_find(name);
 }
 

@@ -88,6 +88,10 @@ static int run(struct umd_config *cfg)
         if (sfd < 0)
                 return log_error_errno(errno, "signalfd: %m");
 
+        /* Sockets systemd passed must not leak into the discovery child: sd_listen_fds()
+         * marks them close-on-exec (api_start takes them over later). */
+        (void)sd_listen_fds(0);
+
         r = devices_find_worker(cfg, &worker);
         if (r < 0)
                 goto out;

@@ -255,8 +255,9 @@ int dev_verify(struct bench_job *j, const void *p, size_t size, uint32_t seed, u
         CK(j, cudaMemcpyAsync(&bad, c->d_scratch, sizeof(bad), cudaMemcpyDeviceToHost, s));
         CK(j, cudaStreamSynchronize(s));
         if (bad)
-                return job_fail(j, -EIO, "verification failed: %s: %llu words differ from the "
-                                         "pattern written before",
+                return job_fail(j, -EIO,
+                                "verification failed: %s: %llu words differ from the "
+                                "pattern written before",
                                 what, bad);
         return 0;
 }
@@ -283,8 +284,9 @@ int host_verify(struct bench_job *j, const void *p, size_t size, uint32_t seed, 
         for (size_t i = (size / 4) * 4; i < size; i++)
                 bad += b[i] != ((uint8_t)(pattern_word(i / 4, seed) >> (8 * (i % 4))) ^ xor_byte);
         if (bad)
-                return job_fail(j, -EIO, "verification failed: %s: %llu words differ from the "
-                                         "pattern written before",
+                return job_fail(j, -EIO,
+                                "verification failed: %s: %llu words differ from the "
+                                "pattern written before",
                                 what, bad);
         return 0;
 }
@@ -295,22 +297,22 @@ int launch_process(struct bench_job *j, void *p, size_t size, enum process_op op
         struct bench_ctx *c = j->ctx;
         uint8_t *base = (uint8_t *)p;
         if (use_order && j->d_order) {
-                unsigned grid = (unsigned)(j->npages < (uint64_t)c->sm_count * 8
-                                                   ? j->npages
-                                                   : (uint64_t)c->sm_count * 8);
+                unsigned grid =
+                    (unsigned)(j->npages < (uint64_t)c->sm_count * 8 ? j->npages
+                                                                     : (uint64_t)c->sm_count * 8);
                 if (op == OP_READ)
                         k_process_paged<false><<<grid, 256, 0, s>>>(base, size, j->d_order,
-                                                                   j->npages, c->d_scratch + 1);
+                                                                    j->npages, c->d_scratch + 1);
                 else
                         k_process_paged<true><<<grid, 256, 0, s>>>(base, size, j->d_order,
-                                                                  j->npages, c->d_scratch + 1);
+                                                                   j->npages, c->d_scratch + 1);
         } else {
                 if (op == OP_READ)
-                        k_process_seq<false><<<grid_for(c, size), 256, 0, s>>>(base, size,
-                                                                              c->d_scratch + 1);
+                        k_process_seq<false>
+                            <<<grid_for(c, size), 256, 0, s>>>(base, size, c->d_scratch + 1);
                 else
-                        k_process_seq<true><<<grid_for(c, size), 256, 0, s>>>(base, size,
-                                                                             c->d_scratch + 1);
+                        k_process_seq<true>
+                            <<<grid_for(c, size), 256, 0, s>>>(base, size, c->d_scratch + 1);
         }
         CK(j, cudaGetLastError());
         return 0;
@@ -558,8 +560,7 @@ int bench_ctx_create(int ordinal, const json_t *device_info, const struct bench_
                          b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
                          b[12], b[13], b[14], b[15]);
         }
-        TRY(cudaDeviceGetAttribute(&c->pageable_access, cudaDevAttrPageableMemoryAccess,
-                                   ordinal));
+        TRY(cudaDeviceGetAttribute(&c->pageable_access, cudaDevAttrPageableMemoryAccess, ordinal));
         TRY(cudaDeviceGetAttribute(&c->concurrent_managed, cudaDevAttrConcurrentManagedAccess,
                                    ordinal));
         TRY(cudaDriverGetVersion(&c->driver_version));
@@ -579,8 +580,8 @@ int bench_ctx_create(int ordinal, const json_t *device_info, const struct bench_
         *ret = c;
         return 0;
 fail:
-        if (ret_error && asprintf(ret_error, "CUDA device %d: %s: %s", ordinal, what,
-                                  cudaGetErrorString(e)) < 0)
+        if (ret_error &&
+            asprintf(ret_error, "CUDA device %d: %s: %s", ordinal, what, cudaGetErrorString(e)) < 0)
                 *ret_error = NULL;
         bench_ctx_destroy(c);
         return e == cudaErrorNoDevice || e == cudaErrorInvalidDevice ? -ENODEV : -EIO;
@@ -619,17 +620,17 @@ static json_t *context_json(struct bench_job *j)
         struct bench_ctx *c = j->ctx;
         json_t *pcie = json_object_get(c->device_info, "pcie");
         json_t *o = json_pack(
-                "{s:s, s:s, s:i, s:i, s:i, s:O?, s:I, s:s, s:I, s:I, s:b, s:i, s:i, s:b, s:b}",
-                "device_uuid", c->uuid, "device_name", c->name, "device_index", c->ordinal,
-                "driver_version", c->driver_version, "runtime_version", c->runtime_version, "pcie",
-                pcie, "buffer_bytes", (json_int_t)j->size, "access",
-                j->access == BENCH_ACCESS_RANDOM    ? "random"
-                : j->access == BENCH_ACCESS_STRIDED ? "strided"
-                                                    : "sequential",
-                "stride", (json_int_t)j->stride, "seed", (json_int_t)j->seed, "buffer_reused",
-                j->used_pool && j->all_reused, "warmup", j->warmup, "iterations", j->iterations,
-                "pageableMemoryAccess", c->pageable_access != 0, "concurrentManagedAccess",
-                c->concurrent_managed != 0);
+            "{s:s, s:s, s:i, s:i, s:i, s:O?, s:I, s:s, s:I, s:I, s:b, s:i, s:i, s:b, s:b}",
+            "device_uuid", c->uuid, "device_name", c->name, "device_index", c->ordinal,
+            "driver_version", c->driver_version, "runtime_version", c->runtime_version, "pcie",
+            pcie, "buffer_bytes", (json_int_t)j->size, "access",
+            j->access == BENCH_ACCESS_RANDOM    ? "random"
+            : j->access == BENCH_ACCESS_STRIDED ? "strided"
+                                                : "sequential",
+            "stride", (json_int_t)j->stride, "seed", (json_int_t)j->seed, "buffer_reused",
+            j->used_pool && j->all_reused, "warmup", j->warmup, "iterations", j->iterations,
+            "pageableMemoryAccess", c->pageable_access != 0, "concurrentManagedAccess",
+            c->concurrent_managed != 0);
         if (o && j->context_extra)
                 json_object_update(o, j->context_extra);
         return o;
@@ -639,14 +640,17 @@ static const struct {
         const char *name;
         int (*run)(struct bench_job *j);
 } benchmarks[] = {
-        {"copy", bench_copy},
-        {"copy_overlap", bench_copy_overlap},
-        {"zero_copy", bench_zero_copy},
-        {"managed_on_demand", bench_managed_on_demand},
-        {"managed_prefetch", bench_managed_prefetch},
-        {"managed_advise", bench_managed_advise},
-        {"system_memory", bench_system_memory},
-        {"latency", bench_latency},
+    {"copy", bench_copy},
+    {"copy_overlap", bench_copy_overlap},
+    {"zero_copy", bench_zero_copy},
+    {"managed_on_demand", bench_managed_on_demand},
+    {"managed_prefetch", bench_managed_prefetch},
+    {"managed_advise", bench_managed_advise},
+    {"system_memory", bench_system_memory},
+    {"latency", bench_latency},
+    {"um_vs_explicit", bench_um_vs_explicit},
+    {"sweep", bench_sweep},
+    {"health", bench_health},
 };
 
 int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params,
@@ -661,8 +665,8 @@ int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params
                 if (strcmp(benchmarks[i].name, benchmark) == 0)
                         run = benchmarks[i].run;
         if (!run) {
-                if (ret_error && asprintf(ret_error, "benchmark %s is not run by this worker",
-                                          benchmark) < 0)
+                if (ret_error &&
+                    asprintf(ret_error, "benchmark %s is not run by this worker", benchmark) < 0)
                         *ret_error = NULL;
                 return -ENOTSUP;
         }
@@ -673,6 +677,7 @@ int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params
         j->measurements = json_array();
         j->notes = json_array();
         j->context_extra = json_object();
+        j->extra_top = json_object();
         j->all_reused = true;
         j->size = (uint64_t)param_int(j, "size", 64ll << 20);
         j->iterations = (int)param_int(j, "iterations", 20);
@@ -703,15 +708,16 @@ int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params
         mark_verified(j);
 
         {
-                json_t *res = json_pack("{s:s, s:b, s:O, s:o}", "benchmark", benchmark, "fake",
-                                        false, "measurements", j->measurements, "context",
-                                        context_json(j));
+                json_t *res =
+                    json_pack("{s:s, s:b, s:O, s:o}", "benchmark", benchmark, "fake", false,
+                              "measurements", j->measurements, "context", context_json(j));
                 if (!res) {
                         r = job_fail(j, -ENOMEM, "out of memory");
                         goto out;
                 }
                 if (json_array_size(j->notes) > 0)
                         json_object_set(res, "notes", j->notes);
+                json_object_update(res, j->extra_top);
                 *ret_result = res;
         }
 out:
@@ -725,6 +731,7 @@ out:
         json_decref(j->measurements);
         json_decref(j->notes);
         json_decref(j->context_extra);
+        json_decref(j->extra_top);
         if (r < 0) {
                 if (ret_error)
                         *ret_error = j->error ? j->error : strdup("benchmark failed");

@@ -105,42 +105,41 @@ int bench_copy(struct bench_job *j)
         CK(j, cudaStreamSynchronize(s0));
 
         r = sample_events(
-                j, samples,
-                [&]() -> int {
-                        if (gated) {
-                                gate_timeouts |= gate_timed_out(j);
-                                return gate_hold(j, s0);
-                        }
-                        return 0;
-                },
-                [&]() -> int {
-                        if (d2h && h2d) {
-                                /* Both directions start from the same event and stream 0
-                                 * waits for stream 1 before the stop event. */
-                                CK(j, cudaStreamWaitEvent(s1, c->ev_start, 0));
-                        }
-                        for (int k = 0; k < reps; k++) {
-                                if (h2d)
-                                        CK(j, cudaMemcpyAsync(ddst, src.p, size,
-                                                              cudaMemcpyHostToDevice, s0));
-                                if (d2h)
-                                        CK(j, cudaMemcpyAsync(dst.p, dsrc, size,
-                                                              cudaMemcpyDeviceToHost,
-                                                              h2d ? s1 : s0));
-                        }
-                        if (d2h && h2d) {
-                                CK(j, cudaEventRecord(c->ev_join[1], s1));
-                                CK(j, cudaStreamWaitEvent(s0, c->ev_join[1], 0));
-                        }
-                        if (gated) {
-                                /* The stop event is recorded by the caller right after this;
-                                 * release only once everything is queued. */
-                                CK(j, cudaEventRecord(c->ev_stop, s0));
-                                gate_release(j);
-                                return 1;
-                        }
-                        return 0;
-                });
+            j, samples,
+            [&]() -> int {
+                    if (gated) {
+                            gate_timeouts |= gate_timed_out(j);
+                            return gate_hold(j, s0);
+                    }
+                    return 0;
+            },
+            [&]() -> int {
+                    if (d2h && h2d) {
+                            /* Both directions start from the same event and stream 0
+                             * waits for stream 1 before the stop event. */
+                            CK(j, cudaStreamWaitEvent(s1, c->ev_start, 0));
+                    }
+                    for (int k = 0; k < reps; k++) {
+                            if (h2d)
+                                    CK(j, cudaMemcpyAsync(ddst, src.p, size, cudaMemcpyHostToDevice,
+                                                          s0));
+                            if (d2h)
+                                    CK(j, cudaMemcpyAsync(dst.p, dsrc, size, cudaMemcpyDeviceToHost,
+                                                          h2d ? s1 : s0));
+                    }
+                    if (d2h && h2d) {
+                            CK(j, cudaEventRecord(c->ev_join[1], s1));
+                            CK(j, cudaStreamWaitEvent(s0, c->ev_join[1], 0));
+                    }
+                    if (gated) {
+                            /* The stop event is recorded by the caller right after this;
+                             * release only once everything is queued. */
+                            CK(j, cudaEventRecord(c->ev_stop, s0));
+                            gate_release(j);
+                            return 1;
+                    }
+                    return 0;
+            });
         if (r < 0)
                 goto out;
         gate_timeouts |= gated && gate_timed_out(j);
@@ -161,7 +160,10 @@ int bench_copy(struct bench_job *j)
         if (gate_timeouts)
                 add_note(j, "the spin kernel timed out before the copies were queued: samples "
                             "may include launch cost");
-        r = add_measurement(j, h2d && d2h ? "bidir" : h2d ? "h2d" : "d2h",
+        r = add_measurement(j,
+                            h2d && d2h ? "bidir"
+                            : h2d      ? "h2d"
+                                       : "d2h",
                             (double)size * (h2d && d2h ? 2 : 1),
                             h2d && d2h ? "both directions" : "one direction", samples, false,
                             json_pack("{s:i, s:b}", "copies_per_sample", reps, "gated", gated));
@@ -185,15 +187,28 @@ int bench_copy_overlap(struct bench_job *j)
 
         if (nstreams < 1 || nstreams > BENCH_STREAMS)
                 return job_fail(j, -EINVAL, "streams must be between 1 and %d", BENCH_STREAMS);
-        json_object_set_new(j->context_extra, "host_memory", json_string("pinned"));
+        bool pinned = strcmp(param_str(j, "host_memory", "pinned"), "pinned") == 0;
+        json_object_set_new(j->context_extra, "host_memory",
+                            json_string(pinned ? "pinned" : "pageable"));
         json_object_set_new(j->context_extra, "chunk", json_integer((json_int_t)chunk));
         json_object_set_new(j->context_extra, "streams", json_integer(nstreams));
 
-        r = pool_host(j, 0, size, &host);
+        struct host_buf hb = {};
+        r = get_host(j, 0, pinned, size, &hb);
+        if (r < 0)
+                return r;
+        /* Every return below frees a pageable buffer; pooled pinned ones stay. */
+        struct guard {
+                struct host_buf *b;
+                ~guard()
+                {
+                        put_host(b);
+                }
+        } g = {&hb};
+        host = hb.p;
+        r = pool_dev(j, 0, size, &dev);
         if (r >= 0)
-                r = pool_dev(j, 0, size, &dev);
-        if (r >= 0)
-                r = dev_fill(j, host, size, j->seed, 0, s0);
+                r = fill_host(j, &hb, size, j->seed);
         if (r < 0)
                 return r;
 
@@ -219,8 +234,9 @@ int bench_copy_overlap(struct bench_job *j)
         if (r < 0)
                 return r;
         /* Every run copies fresh data and XORs it once. */
-        r = dev_verify(j, dev, size, j->seed, BENCH_XOR_BYTE, "device buffer after overlapped "
-                                                              "copies and kernels");
+        r = dev_verify(j, dev, size, j->seed, BENCH_XOR_BYTE,
+                       "device buffer after overlapped "
+                       "copies and kernels");
         if (r < 0)
                 return r;
         CK(j, cudaMemsetAsync(dev, 0, size, s0));
@@ -236,9 +252,9 @@ int bench_copy_overlap(struct bench_job *j)
         if (r < 0)
                 return r;
 
-        r = add_measurement(j, "overlapped", (double)size, "one direction", overlapped, false,
-                            json_pack("{s:I, s:i}", "chunks", (json_int_t)nchunks, "streams",
-                                      nstreams));
+        r = add_measurement(
+            j, "overlapped", (double)size, "one direction", overlapped, false,
+            json_pack("{s:I, s:i}", "chunks", (json_int_t)nchunks, "streams", nstreams));
         if (r >= 0)
                 r = add_measurement(j, "serial", (double)size, "one direction", serial, false,
                                     NULL);
@@ -252,18 +268,16 @@ static int latency_copies(struct bench_job *j, const char *name, void *hostp, vo
         cudaStream_t s0 = j->ctx->streams[0];
         std::vector<double> samples;
         int r = sample_host(
-                j, samples, []() -> int { return 0; },
-                [&]() -> int {
-                        for (int k = 0; k < repeats; k++) {
-                                CK(j, cudaMemcpyAsync(h2d ? devp : hostp, h2d ? hostp : devp,
-                                                      size,
-                                                      h2d ? cudaMemcpyHostToDevice
-                                                          : cudaMemcpyDeviceToHost,
-                                                      s0));
-                                CK(j, cudaStreamSynchronize(s0));
-                        }
-                        return 0;
-                });
+            j, samples, []() -> int { return 0; },
+            [&]() -> int {
+                    for (int k = 0; k < repeats; k++) {
+                            CK(j, cudaMemcpyAsync(
+                                      h2d ? devp : hostp, h2d ? hostp : devp, size,
+                                      h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s0));
+                            CK(j, cudaStreamSynchronize(s0));
+                    }
+                    return 0;
+            });
         if (r < 0)
                 return r;
         for (double &s : samples)

@@ -13,11 +13,11 @@ extern "C" {
 #include "stats.h"
 }
 
-#define BENCH_STREAMS      8  /* dedicated non-blocking streams, created once */
-#define BENCH_POOL_SLOTS   2  /* pinned host and device buffers each: bidir needs two of each */
-#define BENCH_XOR_BYTE     0x5Au
-#define BENCH_XOR_WORD     0x5A5A5A5Au
-#define BENCH_GATE_BELOW   (16ull << 20) /* pinned copies under this are held behind a gate */
+#define BENCH_STREAMS         8 /* dedicated non-blocking streams, created once */
+#define BENCH_POOL_SLOTS      2 /* pinned host and device buffers each: bidir needs two of each */
+#define BENCH_XOR_BYTE        0x5Au
+#define BENCH_XOR_WORD        0x5A5A5A5Au
+#define BENCH_GATE_BELOW      (16ull << 20) /* pinned copies under this are held behind a gate */
 #define BENCH_GATE_TIMEOUT_NS 2000000000ull
 
 struct bench_buf {
@@ -33,9 +33,9 @@ struct bench_ctx {
         cudaEvent_t ev_start, ev_stop, ev_join[BENCH_STREAMS];
         struct bench_buf host[BENCH_POOL_SLOTS]; /* pinned, mapped */
         struct bench_buf dev[BENCH_POOL_SLOTS];
-        volatile uint32_t *gate;          /* mapped pinned: [0] release flag, [1] timed out */
-        uint32_t *gate_dev;               /* the device's view of gate */
-        unsigned long long *d_scratch;    /* mismatch counter and read-kernel sink */
+        volatile uint32_t *gate;       /* mapped pinned: [0] release flag, [1] timed out */
+        uint32_t *gate_dev;            /* the device's view of gate */
+        unsigned long long *d_scratch; /* mismatch counter and read-kernel sink */
         int sm_count;
         int pageable_access;
         int concurrent_managed;
@@ -52,6 +52,7 @@ struct bench_job {
         json_t *measurements;
         json_t *notes;
         json_t *context_extra; /* benchmark-specific context keys (host_memory, ...) */
+        json_t *extra_top;     /* suites: top-level result keys (summary, curves, link) */
         char *error;
         bool all_reused;
         bool used_pool;
@@ -66,7 +67,8 @@ struct bench_job {
 
 /* ---- errors ---- */
 /* Records the first error of the job (malloc'd message) and returns r. */
-int job_fail(struct bench_job *j, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int job_fail(struct bench_job *j, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 int job_cuda_fail(struct bench_job *j, cudaError_t e, const char *what);
 #define CK(j, call)                                                                                \
         do {                                                                                       \
@@ -196,3 +198,6 @@ int bench_managed_on_demand(struct bench_job *j);
 int bench_managed_prefetch(struct bench_job *j);
 int bench_managed_advise(struct bench_job *j);
 int bench_system_memory(struct bench_job *j);
+int bench_um_vs_explicit(struct bench_job *j);
+int bench_sweep(struct bench_job *j);
+int bench_health(struct bench_job *j);

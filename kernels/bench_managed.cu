@@ -48,8 +48,8 @@ int bench_zero_copy(struct bench_job *j)
         if (r >= 0)
                 r = add_measurement(j, "read", (double)j->size, ONE_DIR, rd, false, NULL);
         if (r >= 0)
-                r = add_measurement(j, "read_write", 2.0 * (double)j->size, "read+write", rw,
-                                    false, NULL);
+                r = add_measurement(j, "read_write", 2.0 * (double)j->size, "read+write", rw, false,
+                                    NULL);
         return r;
 }
 
@@ -110,25 +110,23 @@ int bench_managed_on_demand(struct bench_job *j)
                 return r;
 
         r = sample_events(
-                j, gpu, [&]() { return m.to_host(); },
-                [&]() { return m.kernel(OP_READ_WRITE); });
+            j, gpu, [&]() { return m.to_host(); }, [&]() { return m.kernel(OP_READ_WRITE); });
         /* The way back: pages resident on the GPU, read by the CPU one word per page, which
          * migrates each page (or its block) back. */
         if (r >= 0)
                 r = sample_host(
-                        j, cpu, [&]() { return m.to_dev(); },
-                        [&]() -> int {
-                                volatile const uint32_t *w = (volatile const uint32_t *)m.p;
-                                uint32_t acc = 0;
-                                for (size_t off = 0; off < m.size; off += BENCH_PAGE_BYTES)
-                                        acc ^= w[off / 4];
-                                return acc == 0x12345678u && m.size == 1 ? -EIO : 0;
-                        });
+                    j, cpu, [&]() { return m.to_dev(); },
+                    [&]() -> int {
+                            volatile const uint32_t *w = (volatile const uint32_t *)m.p;
+                            uint32_t acc = 0;
+                            for (size_t off = 0; off < m.size; off += BENCH_PAGE_BYTES)
+                                    acc ^= w[off / 4];
+                            return acc == 0x12345678u && m.size == 1 ? -EIO : 0;
+                    });
         if (r >= 0)
                 r = m.verify("managed memory after on-demand migrations");
         if (r >= 0)
-                r = add_measurement(j, "gpu_on_demand", (double)j->size, ONE_DIR, gpu, false,
-                                    NULL);
+                r = add_measurement(j, "gpu_on_demand", (double)j->size, ONE_DIR, gpu, false, NULL);
         if (r >= 0)
                 r = add_measurement(j, "cpu_on_demand", (double)j->size, ONE_DIR, cpu, false,
                                     json_pack("{s:s}", "timer", "host clock"));
@@ -146,27 +144,25 @@ int bench_managed_prefetch(struct bench_job *j)
                 return r;
 
         r = sample_events(
-                j, pk, [&]() { return m.to_host(); },
-                [&]() -> int {
-                        CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_dev(c), 0, c->streams[0]));
-                        return m.kernel(OP_READ_WRITE);
-                });
+            j, pk, [&]() { return m.to_host(); },
+            [&]() -> int {
+                    CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_dev(c), 0, c->streams[0]));
+                    return m.kernel(OP_READ_WRITE);
+            });
         if (r >= 0)
                 r = sample_events(
-                        j, pf, [&]() { return m.to_host(); },
-                        [&]() -> int {
-                                CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_dev(c), 0,
-                                                           c->streams[0]));
-                                return 0;
-                        });
+                    j, pf, [&]() { return m.to_host(); },
+                    [&]() -> int {
+                            CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_dev(c), 0, c->streams[0]));
+                            return 0;
+                    });
         if (r >= 0)
                 r = sample_events(
-                        j, back, [&]() { return m.to_dev(); },
-                        [&]() -> int {
-                                CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_host(), 0,
-                                                           c->streams[0]));
-                                return 0;
-                        });
+                    j, back, [&]() { return m.to_dev(); },
+                    [&]() -> int {
+                            CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_host(), 0, c->streams[0]));
+                            return 0;
+                    });
         if (r >= 0)
                 r = m.verify("managed memory after prefetches");
         if (r >= 0)
@@ -252,19 +248,19 @@ int bench_system_memory(struct bench_job *j)
         host_fill(p, j->size, j->seed);
         json_object_set_new(j->context_extra, "host_memory", json_string("malloc"));
         r = sample_events(
-                j, rw,
-                [&]() -> int {
-                        /* Bring pages the GPU may have migrated back to the CPU. */
-                        volatile const uint32_t *w = (volatile const uint32_t *)p;
-                        uint32_t acc = 0;
-                        for (size_t off = 0; off < j->size; off += BENCH_PAGE_BYTES)
-                                acc ^= w[off / 4];
-                        return acc == 0x12345678u && j->size == 1 ? -EIO : 0;
-                },
-                [&]() -> int {
-                        rw_runs++;
-                        return launch_process(j, p, j->size, OP_READ_WRITE, true, c->streams[0]);
-                });
+            j, rw,
+            [&]() -> int {
+                    /* Bring pages the GPU may have migrated back to the CPU. */
+                    volatile const uint32_t *w = (volatile const uint32_t *)p;
+                    uint32_t acc = 0;
+                    for (size_t off = 0; off < j->size; off += BENCH_PAGE_BYTES)
+                            acc ^= w[off / 4];
+                    return acc == 0x12345678u && j->size == 1 ? -EIO : 0;
+            },
+            [&]() -> int {
+                    rw_runs++;
+                    return launch_process(j, p, j->size, OP_READ_WRITE, true, c->streams[0]);
+            });
         if (r >= 0) {
                 CK(j, cudaDeviceSynchronize());
                 r = host_verify(j, p, j->size, j->seed, parity(rw_runs),

@@ -1,0 +1,138 @@
+/* The request layer between libmicrohttpd (server.c) and the handlers: a request as the
+ * handlers see it, the reply they fill, the route table, and the pure checks on headers,
+ * query strings and bodies. Nothing here touches a socket, so all of it is unit-tested. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+
+/* Nesting allowed in request bodies; deeper is a 400 before anything else looks at it. */
+#define API_JSON_MAX_DEPTH      32
+#define API_IDEMPOTENCY_KEY_MAX 128
+#define API_MAX_QUERY_ARGS      32
+
+enum http_method {
+        HTTP_GET = 1u << 0,
+        HTTP_HEAD = 1u << 1,
+        HTTP_POST = 1u << 2,
+        HTTP_DELETE = 1u << 3,
+        HTTP_OTHER = 1u << 4, /* PUT, PATCH, anything else: never routed */
+};
+
+/* Who may call a route once tokens exist (issue 6); today every caller is let through. */
+enum api_role {
+        ROLE_NONE,
+        ROLE_READ,
+        ROLE_SUBMIT,
+        ROLE_ADMIN,
+};
+
+struct query_arg {
+        const char *key;
+        const char *value; /* "" when the argument had no '=' */
+};
+
+struct api_request {
+        enum http_method method;
+        const char *path;
+        const char *id; /* the {id} path segment, NULL when the route has none */
+        const struct query_arg *args;
+        size_t n_args;
+        const char *idempotency_key; /* the header, NULL when absent */
+        const char *accept;          /* the Accept header, NULL when absent */
+        const char *body;            /* NULL when none was sent */
+        size_t body_len;
+        const char *client; /* token name, NULL for anonymous (the auth seam) */
+        bool admin;
+};
+
+struct api_reply {
+        int status;
+        const char *content_type;
+        char *body; /* malloc'd unless body_static */
+        size_t body_len;
+        bool body_static;
+        char location[128]; /* "" = no Location header */
+        char allow[64];     /* "" = no Allow header */
+        unsigned retry_after_s;
+};
+
+typedef void (*api_handler)(const struct api_request *req, struct api_reply *rep);
+
+struct route_method {
+        enum http_method method;
+        api_handler handler;
+        enum api_role role;
+        bool takes_body; /* application/json body required */
+};
+
+struct route {
+        const char *pattern; /* "/v1/jobs/{id}": one {id} segment at most */
+        struct route_method methods[3];
+        size_t n_methods;
+};
+
+/* router.c */
+enum http_method http_method_from_string(const char *s);
+const char *http_method_name(enum http_method m); /* "OTHER" for anything unknown */
+const struct route *router_table(size_t *ret_n);
+/* The route whose pattern matches path, with the {id} segment's span; NULL for none. */
+const struct route *router_match(const char *path, size_t *ret_id_off, size_t *ret_id_len);
+/* The entry for method on r (HEAD served as GET), or NULL. */
+const struct route_method *route_method_find(const struct route *r, enum http_method m);
+/* "GET, HEAD" style list of what r accepts. */
+void route_allow_header(const struct route *r, char *buf, size_t len);
+/* Route, check method, run the handler: every path ends with rep filled. */
+void api_dispatch(const struct api_request *req, struct api_reply *rep);
+/* The pattern to report to metrics: the route's, or "other" when nothing matched. */
+const char *router_pattern_for(const char *path);
+
+/* request.c: checks made before and while a request is read. 0, or -errno with p filled. */
+int request_check_content_type(const char *content_type, struct problem *p);
+int request_check_content_length(const char *content_length, uint64_t max_body, struct problem *p);
+int request_check_idempotency_key(const char *key, struct problem *p);
+int job_filter_set(struct job_filter *f, const char *key, const char *value, struct problem *p);
+/* Decode %XX in place, except %00, which is kept as the three characters (so nothing after it
+ * is silently dropped). Returns the new length. libmicrohttpd calls it for paths and query
+ * arguments. */
+size_t url_unescape(char *s);
+/* Parse a request body; 0 with *ret an object, or 400 with the parser's line/column. */
+int request_parse_json_object(const char *body, size_t len, json_t **ret, struct problem *p);
+
+/* reply.c: fill rep. The reply owns what it points to; reply_done frees it. */
+void reply_json(struct api_reply *rep, int status, json_t *j); /* steals j; NULL = 500 */
+void reply_static(struct api_reply *rep, int status, const char *content_type, const char *body,
+                  size_t len);
+void reply_text(struct api_reply *rep, int status, const char *content_type, char *body,
+                size_t len); /* steals body */
+void reply_problem(struct api_reply *rep, const struct problem *p);
+void reply_errorf(struct api_reply *rep, int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void reply_done(struct api_reply *rep);
+
+/* problem.c */
+json_t *problem_to_json(const struct problem *p);
+#define PROBLEM_TYPE_BASE "https://umd.dev/problems/"
+
+/* handlers.c */
+void handle_health(const struct api_request *req, struct api_reply *rep);
+void handle_devices(const struct api_request *req, struct api_reply *rep);
+void handle_version(const struct api_request *req, struct api_reply *rep);
+void handle_benchmarks(const struct api_request *req, struct api_reply *rep);
+void handle_openapi(const struct api_request *req, struct api_reply *rep);
+void handle_metrics(const struct api_request *req, struct api_reply *rep);
+void handle_dashboard(const struct api_request *req, struct api_reply *rep);
+void handle_job_submit(const struct api_request *req, struct api_reply *rep);
+void handle_job_list(const struct api_request *req, struct api_reply *rep);
+void handle_job_get(const struct api_request *req, struct api_reply *rep);
+void handle_job_cancel(const struct api_request *req, struct api_reply *rep);
+
+/* Generated at build time from api/openapi.json and api/dashboard.html (embed.py). */
+extern const char api_openapi_json[];
+extern const size_t api_openapi_json_len;
+extern const char api_dashboard_html[];
+extern const size_t api_dashboard_html_len;

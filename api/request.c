@@ -1,0 +1,152 @@
+/* Checks on what a client sends, made before a handler runs: the body's media type and
+ * declared length (so an oversized or mistyped body is refused before it is read), the
+ * Idempotency-Key header, GET /v1/jobs query arguments, and the JSON body itself. */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http.h"
+#include "jsonutil.h"
+#include "util.h"
+
+int request_check_content_type(const char *content_type, struct problem *p)
+{
+        static const char want[] = "application/json";
+        const char *s = content_type;
+
+        if (!s)
+                return problem_set(p, 415, "Content-Type",
+                                   "a request body must be sent as application/json");
+        while (*s == ' ' || *s == '\t')
+                s++;
+        /* The media type is case-insensitive; parameters (charset) may follow. */
+        if (strncasecmp(s, want, sizeof(want) - 1) == 0) {
+                s += sizeof(want) - 1;
+                while (*s == ' ' || *s == '\t')
+                        s++;
+                if (*s == '\0' || *s == ';')
+                        return 0;
+        }
+        return problem_set(p, 415, "Content-Type",
+                           "request bodies must be application/json, not '%.64s'", content_type);
+}
+
+int request_check_content_length(const char *content_length, uint64_t max_body, struct problem *p)
+{
+        uint64_t n;
+
+        if (!content_length)
+                return 0; /* chunked: checked as it streams */
+        if (parse_uint64(content_length, 0, UINT64_MAX, &n) < 0)
+                return problem_set(p, 400, "Content-Length", "Content-Length is not a number");
+        if (n > max_body)
+                return problem_set(p, 413, NULL,
+                                   "body of %" PRIu64 " bytes is over the limit of %" PRIu64
+                                   " bytes (max_body_bytes)",
+                                   n, max_body);
+        return 0;
+}
+
+int request_check_idempotency_key(const char *key, struct problem *p)
+{
+        size_t n;
+
+        if (!key)
+                return 0;
+        n = strlen(key);
+        if (n == 0 || n > API_IDEMPOTENCY_KEY_MAX)
+                return problem_set(p, 400, "Idempotency-Key",
+                                   "Idempotency-Key must be 1 to %d characters, got %zu",
+                                   API_IDEMPOTENCY_KEY_MAX, n);
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)key[i] < 0x20 || (unsigned char)key[i] > 0x7e)
+                        return problem_set(p, 400, "Idempotency-Key",
+                                           "Idempotency-Key must be printable ASCII "
+                                           "(byte 0x%02x at offset %zu)",
+                                           (unsigned char)key[i], i);
+        return 0;
+}
+
+int job_filter_set(struct job_filter *f, const char *key, const char *value, struct problem *p)
+{
+        static const struct {
+                const char *name;
+                size_t off;
+        } keys[] = {
+            {"status", offsetof(struct job_filter, status)},
+            {"benchmark", offsetof(struct job_filter, benchmark)},
+            {"device", offsetof(struct job_filter, device)},
+            {"label", offsetof(struct job_filter, label)},
+            {"before", offsetof(struct job_filter, before)},
+            {"limit", offsetof(struct job_filter, limit)},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                const char **slot;
+
+                if (strcmp(keys[i].name, key) != 0)
+                        continue;
+                slot = (const char **)((char *)f + keys[i].off);
+                /* One value per filter: silently taking the first or last would hide a typo. */
+                if (*slot)
+                        return problem_set(p, 400, key, "query argument '%s' given twice", key);
+                *slot = value ? value : "";
+                return 0;
+        }
+        return problem_set(p, 400, key,
+                           "unknown query argument '%.64s' (known: status, benchmark, device, "
+                           "label, before, limit)",
+                           key);
+}
+
+int request_parse_json_object(const char *body, size_t len, json_t **ret, struct problem *p)
+{
+        json_error_t err;
+        json_t *j;
+
+        if (!body || len == 0)
+                return problem_set(p, 400, NULL, "a JSON object body is required");
+        j = json_parse_strict(body, len, API_JSON_MAX_DEPTH, &err);
+        if (!j)
+                return problem_set(p, 400, NULL, "invalid JSON at line %d, column %d: %s", err.line,
+                                   err.column, err.text);
+        if (!json_is_object(j)) {
+                json_decref(j);
+                return problem_set(p, 400, NULL, "the body must be a JSON object");
+        }
+        *ret = j;
+        return 0;
+}
+
+static int hexval(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+size_t url_unescape(char *s)
+{
+        char *w = s;
+
+        for (const char *r = s; *r;) {
+                int hi, lo;
+
+                /* %00 stays as written: decoded, it would cut the C string short and
+                 * "/v1/jobs/ID%00.json" would quietly become "/v1/jobs/ID". */
+                if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 &&
+                    (hi | lo) != 0) {
+                        *w++ = (char)(hi << 4 | lo);
+                        r += 3;
+                        continue;
+                }
+                *w++ = *r++;
+        }
+        *w = '\0';
+        return (size_t)(w - s);
+}

@@ -1,0 +1,148 @@
+/* Text rendering of jobs (see text.h). Column widths are fixed to what the numbers need, so
+ * the output lines up in an 80-column terminal for every benchmark. */
+#include "text.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *str(const json_t *o, const char *k, const char *def)
+{
+        const char *s = json_string_value(json_object_get(o, k));
+        return s ? s : def;
+}
+
+static double num(const json_t *o, const char *k)
+{
+        json_t *v = json_object_get(o, k);
+        return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+static void size_words(json_int_t b, char *buf, size_t len)
+{
+        static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+        double v = (double)b;
+        size_t u = 0;
+        while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+                v /= 1024;
+                u++;
+        }
+        snprintf(buf, len, v == (double)(json_int_t)v ? "%.0f %s" : "%.1f %s", v, units[u]);
+}
+
+static void render_measurements(FILE *f, const json_t *result)
+{
+        size_t i;
+        json_t *m;
+
+        fprintf(f, "  %-42s %10s %9s %10s %10s %10s %6s %s\n", "measurement", "size", "GB/s",
+                "median ms", "min ms", "max ms", "CV%", "verified");
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
+                const json_t *st = json_object_get(m, "stats");
+                char sz[32];
+                size_words(json_integer_value(json_object_get(m, "bytes")), sz, sizeof(sz));
+                json_t *g = json_object_get(m, "gbps");
+                char gb[32] = "-";
+                if (json_is_number(g))
+                        snprintf(gb, sizeof(gb), "%.2f", json_number_value(g));
+                json_t *ver = json_object_get(m, "verified");
+                fprintf(f, "  %-42s %10s %9s %10.4f %10.4f %10.4f %6.2f %s\n", str(m, "name", "?"),
+                        sz, gb, num(st, "median_ms"), num(st, "min_ms"), num(st, "max_ms"),
+                        num(st, "cv") * 100,
+                        json_is_true(ver)    ? "yes"
+                        : json_is_false(ver) ? "NO"
+                                             : "-");
+        }
+}
+
+static void render_um_summary(FILE *f, const json_t *s)
+{
+        size_t i;
+        json_t *m;
+
+        fprintf(f, "\n  %-42s %9s %10s %10s\n", "mode (same bytes to the GPU, processed once)",
+                "GB/s", "median ms", "x pinned");
+        json_array_foreach(json_object_get(s, "modes"), i, m)
+        {
+                json_t *r = json_object_get(m, "ratio_to_pinned");
+                char ratio[32] = "-";
+                if (json_is_number(r))
+                        snprintf(ratio, sizeof(ratio), "%.2fx", json_number_value(r));
+                fprintf(f, "  %-42s %9.2f %10.3f %10s%s\n", str(m, "mode", "?"), num(m, "gbps"),
+                        num(m, "median_ms"), ratio,
+                        json_is_true(json_object_get(m, "to_host")) ? "  (to host)" : "");
+        }
+        fprintf(f, "\n  %s\n", str(s, "conclusion", ""));
+}
+
+static void render_sweep_summary(FILE *f, const json_t *s)
+{
+        size_t i;
+        json_t *c;
+
+        fprintf(f, "\n  %-24s %10s %18s\n", "mode", "peak GB/s", "90% of peak from");
+        json_array_foreach(json_object_get(s, "curves"), i, c)
+        {
+                char sz[32] = "-";
+                json_t *at = json_object_get(c, "size_at_90pct_peak");
+                if (json_is_integer(at))
+                        size_words(json_integer_value(at), sz, sizeof(sz));
+                fprintf(f, "  %-24s %10.2f %18s\n", str(c, "mode", "?"), num(c, "peak_gbps"), sz);
+        }
+}
+
+static void render_verdict(FILE *f, const json_t *v)
+{
+        size_t i;
+        json_t *c;
+
+        fprintf(f, "\n  health: %s\n", str(v, "verdict", "?"));
+        json_array_foreach(json_object_get(v, "checks"), i, c)
+            fprintf(f, "    %-5s %s\n", str(c, "verdict", "?"), str(c, "reason", ""));
+}
+
+char *text_render_job(const json_t *job)
+{
+        char *buf = NULL;
+        size_t len = 0, i;
+        json_t *p;
+        FILE *f = open_memstream(&buf, &len);
+
+        if (!f)
+                return NULL;
+        fprintf(f, "job %s  %s  %s%s\n", str(job, "id", "?"), str(job, "benchmark", "?"),
+                str(job, "state", "?"),
+                json_is_true(json_object_get(job, "fake")) ? "  (FAKE devices)" : "");
+        fprintf(f, "created %s  started %s  finished %s\n", str(job, "created", "-"),
+                str(job, "started", "-"), str(job, "finished", "-"));
+        json_array_foreach(json_object_get(job, "parts"), i, p)
+        {
+                const json_t *res = json_object_get(p, "result");
+                fprintf(f, "\ndevice %lld  %s  %s%s\n",
+                        (long long)json_integer_value(json_object_get(p, "device")),
+                        str(p, "uuid", "?"), str(p, "state", "?"),
+                        json_is_true(json_object_get(p, "fake")) ? "  (fake)" : "");
+                if (json_is_string(json_object_get(p, "error")))
+                        fprintf(f, "  error: %s\n", str(p, "error", ""));
+                if (!json_is_object(res))
+                        continue;
+                render_measurements(f, res);
+                const json_t *s = json_object_get(res, "summary");
+                if (json_object_get(s, "conclusion"))
+                        render_um_summary(f, s);
+                else if (json_object_get(s, "curves"))
+                        render_sweep_summary(f, s);
+                if (json_is_object(json_object_get(p, "verdict")))
+                        render_verdict(f, json_object_get(p, "verdict"));
+                size_t k;
+                json_t *n;
+                json_array_foreach(json_object_get(res, "notes"), k, n)
+                    fprintf(f, "  note: %s\n", json_string_value(n));
+        }
+        if (fclose(f) != 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""umd's GPU test suite (meson suite 'gpu'): needs a real NVIDIA GPU, exits 77 without one.
+
+    gpu_suite.py TEST --worker umd-worker --driver bench-driver --reference reference
+
+TEST is one of:
+  list      `umd-worker --list` shows an H200 whose PCIe link was read
+  verify    every benchmark runs and verifies its data (system_memory may say unsupported)
+  fidelity  umd's pinned H2D/D2H at 1 GiB within 2% of the reference loop, same run
+  sanity    pinned >= pageable, prefetch >= on-demand, nothing above the link's theoretical
+            rate, bidir counts both directions
+  limits    managed memory beyond free minus the reserve is refused (-ENOMEM naming the limit)
+Standard library only: it also runs on the GPU machine's python.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+SKIP = 77
+ENOTSUP = 95
+ENOMEM = 12
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def gpu_count(reference):
+    try:
+        p = subprocess.run([reference, "--count"], capture_output=True, text=True, timeout=120)
+    except OSError:
+        return 0
+    try:
+        return int(p.stdout.strip() or "0")
+    except ValueError:
+        return 0
+
+
+def drive(args, jobs, extra=()):
+    """Run jobs in one bench-driver process; returns the parsed lines, in order."""
+    cmd = [args.driver, *extra, *jobs]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=550)
+    sys.stderr.write(p.stderr)
+    if p.returncode == SKIP:
+        sys.exit(SKIP)
+    lines = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    if len(lines) != len(jobs):
+        fail(f"driver printed {len(lines)} results for {len(jobs)} jobs (exit {p.returncode})")
+    return lines
+
+
+def measurement(line, name):
+    for m in line["result"]["measurements"]:
+        if m["name"] == name:
+            return m
+    fail(f"{line['benchmark']}: no measurement {name}")
+
+
+def link_rate_gbps(pcie):
+    """Theoretical one-direction rate of the link at its maximum generation and width."""
+    gts = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+    gen = pcie.get("max_gen") or pcie.get("current_gen")
+    width = pcie.get("max_width") or pcie.get("current_width")
+    if not gen or not width:
+        return None
+    enc = 0.8 if gen <= 2 else 128 / 130
+    return gts[gen] * width * enc / 8
+
+
+EVERY = [
+    "copy direction=h2d", "copy direction=d2h", "copy direction=bidir",
+    "copy direction=h2d host_memory=pageable", "copy direction=d2h host_memory=pageable",
+    "copy direction=h2d size=64KiB", "copy direction=bidir size=64KiB",
+    "copy_overlap", "copy_overlap chunk=1MiB streams=8",
+    "zero_copy", "zero_copy access=random", "zero_copy access=strided stride=1MiB",
+    "managed_on_demand", "managed_on_demand access=random",
+    "managed_prefetch",
+    "managed_advise advice=read_mostly", "managed_advise advice=preferred_location_host",
+    "managed_advise advice=preferred_location_device", "managed_advise advice=accessed_by",
+    "system_memory",
+    "latency",
+]
+
+
+def test_list(args):
+    p = subprocess.run([args.worker, "--list"], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        fail(f"umd-worker --list exited {p.returncode}: {p.stderr}")
+    devices = json.loads(p.stdout)
+    if not devices:
+        return SKIP
+    h200 = [d for d in devices if "H200" in d.get("name", "")]
+    if not h200:
+        fail("no H200 in " + ", ".join(d.get("name", "?") for d in devices))
+    for d in h200:
+        if not d.get("uuid", "").startswith("GPU-"):
+            fail(f"device {d.get('index')} has no uuid")
+        link = d.get("pcie") or {}
+        if not all(isinstance(link.get(k), int) and link.get(k) > 0
+                   for k in ("current_gen", "current_width", "max_gen", "max_width")):
+            fail(f"PCIe link not read for {d.get('uuid')}: {link}")
+        print(f"{d['name']} {d['uuid']} PCIe gen{link['current_gen']}x{link['current_width']}"
+              f" (max gen{link['max_gen']}x{link['max_width']})")
+    return 0
+
+
+def test_verify(args):
+    jobs = [j + " iterations=3 warmup=1" for j in EVERY]
+    lines = drive(args, jobs)
+    bad = []
+    for job, line in zip(jobs, lines):
+        if line["benchmark"] == "system_memory" and line["errno"] == -ENOTSUP:
+            if "unsupported on this device: no pageableMemoryAccess" not in line["error"]:
+                bad.append(f"{job}: wrong unsupported message: {line['error']}")
+            continue
+        if not line["ok"]:
+            bad.append(f"{job}: {line['error']}")
+            continue
+        for m in line["result"]["measurements"]:
+            if not m["verified"] or len(m["samples_ms"]) != 3 or not m["gbps"] > 0:
+                bad.append(f"{job}: {m['name']} verified={m['verified']} gbps={m['gbps']}")
+        print(f"ok {job}: " + ", ".join(f"{m['name']} {m['gbps']:.2f}"
+                                         for m in line["result"]["measurements"]))
+    # the pool: the second copy job of the same size reuses the first one's buffers
+    # the pool: bidir uses the buffers the h2d and d2h jobs before it allocated
+    if lines[2]["ok"] and not lines[2]["result"]["context"]["buffer_reused"]:
+        bad.append("copy bidir after h2d and d2h did not report buffer_reused")
+    if bad:
+        fail("; ".join(bad))
+    return 0
+
+
+def test_fidelity(args):
+    size = 1 << 30
+    ref = subprocess.run([args.reference, "--size", str(size), "--iterations", "5"],
+                         capture_output=True, text=True, timeout=300)
+    if ref.returncode == SKIP:
+        return SKIP
+    if ref.returncode != 0:
+        fail("reference: " + ref.stderr)
+    ref = json.loads(ref.stdout)
+    lines = drive(args, [f"copy direction=h2d size={size} iterations=5 warmup=2",
+                         f"copy direction=d2h size={size} iterations=5 warmup=2"])
+    worst = 0
+    for line, d in zip(lines, ("h2d", "d2h")):
+        if not line["ok"]:
+            fail(line["error"])
+        umd = measurement(line, d)["gbps"]
+        ratio = umd / ref[d + "_gbps"]
+        worst = max(worst, abs(1 - ratio))
+        print(f"fidelity {d}: umd {umd:.2f} GB/s, reference {ref[d + '_gbps']:.2f} GB/s, "
+              f"ratio {ratio:.4f}")
+    if worst > 0.02:
+        fail(f"umd differs from the reference by {worst * 100:.1f}% (limit 2%)")
+    return 0
+
+
+def test_sanity(args):
+    size = "256MiB"
+    jobs = [f"copy direction=h2d size={size}", f"copy direction=d2h size={size}",
+            f"copy direction=bidir size={size}",
+            f"copy direction=h2d host_memory=pageable size={size}",
+            f"copy direction=d2h host_memory=pageable size={size}",
+            f"managed_on_demand size={size}", f"managed_prefetch size={size}",
+            f"zero_copy size={size}", f"copy_overlap size={size}"]
+    jobs = [j + " iterations=5 warmup=2" for j in jobs]
+    L = drive(args, jobs)
+    for line in L:
+        if not line["ok"]:
+            fail(f"{line['benchmark']}: {line['error']}")
+    g = lambda i, n: measurement(L[i], n)["gbps"]
+    problems = []
+    if g(0, "h2d") < g(3, "h2d"):
+        problems.append(f"pinned h2d {g(0, 'h2d'):.1f} < pageable {g(3, 'h2d'):.1f}")
+    if g(1, "d2h") < g(4, "d2h"):
+        problems.append(f"pinned d2h {g(1, 'd2h'):.1f} < pageable {g(4, 'd2h'):.1f}")
+    if g(6, "prefetch_kernel") < g(5, "gpu_on_demand"):
+        problems.append(f"prefetch {g(6, 'prefetch_kernel'):.1f} < on-demand "
+                        f"{g(5, 'gpu_on_demand'):.1f}")
+    bidir = measurement(L[2], "bidir")
+    if bidir["bytes"] != 2 * L[2]["params"]["size"] or bidir["bytes_counted"] != "both directions":
+        problems.append("bidir does not count both directions")
+    if bidir["gbps"] <= max(g(0, "h2d"), g(1, "d2h")):
+        problems.append(f"bidir {bidir['gbps']:.1f} not above either direction alone")
+    rate = link_rate_gbps(L[0]["result"]["context"].get("pcie") or {})
+    if rate is None:
+        problems.append("PCIe link unknown: cannot bound the rates")
+    else:
+        for line in L:
+            for m in line["result"]["measurements"]:
+                limit = rate * (2 if m["bytes_counted"] in ("both directions", "read+write")
+                                else 1)
+                if m["gbps"] > limit:
+                    problems.append(f"{line['benchmark']} {m['name']} {m['gbps']:.1f} GB/s "
+                                    f"above the link's {limit:.1f}")
+        print(f"link theoretical rate {rate:.1f} GB/s per direction")
+    for line in L:
+        print(line["benchmark"], ", ".join(f"{m['name']} {m['gbps']:.2f}"
+                                           for m in line["result"]["measurements"]))
+    if problems:
+        fail("; ".join(problems))
+    return 0
+
+
+def test_limits(args):
+    # A reserve larger than any GPU's memory: every managed allocation must be refused.
+    lines = drive(args, ["managed_on_demand size=64MiB iterations=1 warmup=0"],
+                  extra=["--managed-reserve-bytes", "100000GiB"])
+    m = lines[0]
+    if m["ok"] or m["errno"] != -ENOMEM or "managed_reserve_bytes" not in (m["error"] or ""):
+        fail(f"managed beyond the reserve not refused by name: {m}")
+    print("refused:", m["error"])
+    return 0
+
+
+def test_suites(args):
+    L = drive(args, ["um_vs_explicit size=256MiB iterations=3 warmup=1",
+                     "sweep modes=[\"pinned_h2d\",\"managed_prefetch\"] max_size=16MiB "
+                     "iterations=3 warmup=1",
+                     "health", "health"])
+    for line in L:
+        if not line["ok"]:
+            fail(f"{line['benchmark']}: {line['error']}")
+    um = L[0]["result"]
+    names = [m["name"] for m in um["measurements"]]
+    if len(names) != 14 or names[0] != "pinned_copy_kernel":
+        fail(f"um_vs_explicit modes: {names}")
+    if abs(um["measurements"][0]["ratio_to_pinned_copy_kernel"] - 1) > 1e-9:
+        fail("baseline ratio is not 1")
+    if "on this GPU" not in um["summary"]["conclusion"]:
+        fail(f"no conclusion: {um['summary']}")
+    print(um["summary"]["conclusion"])
+    for m in um["measurements"]:
+        r = m.get("ratio_to_pinned_copy_kernel", m.get("ratio_to_pinned_copy_d2h"))
+        print(f"  {m['name']:28} {m['direction']:8} {m['gbps']:8.2f} GB/s {m['time_ms']:9.3f} ms"
+              f"  x{r:.3f}")
+    curves = L[1]["result"]["curves"]
+    for mode in ("pinned_h2d", "managed_prefetch"):
+        c = curves[mode]
+        if not c["points"] or c["peak_gbps"] <= 0:
+            fail(f"sweep {mode}: {c}")
+        print(f"sweep {mode}: peak {c['peak_gbps']:.1f} GB/s, 90% at {c['size_at_90pct_peak']} B,"
+              f" {len(c['points'])} sizes")
+    h = L[3]
+    hn = [m["name"] for m in h["result"]["measurements"]]
+    if hn != ["pinned_h2d", "pinned_d2h", "pageable_h2d", "managed_prefetch",
+              "latency_pinned_h2d"]:
+        fail(f"health measurements {hn}")
+    if not h["result"]["link"]["theoretical_gbps_max"] > 0:
+        fail(f"health link {h['result']['link']}")
+    print(f"health (warm worker) ran in {h['wall_ms']:.0f} ms; cold first {L[2]['wall_ms']:.0f} ms")
+    if h["wall_ms"] > 2000:
+        fail(f"health took {h['wall_ms']:.0f} ms on a warm worker (limit 2000)")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("test", choices=["list", "verify", "fidelity", "sanity", "limits", "suites"])
+    ap.add_argument("--worker", required=True)
+    ap.add_argument("--driver", required=True)
+    ap.add_argument("--reference", required=True)
+    args = ap.parse_args()
+    if gpu_count(args.reference) == 0:
+        print("no GPU: skipping")
+        return SKIP
+    return globals()["test_" + args.test](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

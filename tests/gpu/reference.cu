@@ -1,0 +1,94 @@
+// reference: the plain loop umd's copy benchmark is checked against (nvbandwidth style, no
+// umd code): cudaMemcpyAsync between cudaMallocHost and cudaMalloc buffers on one
+// non-blocking stream, each copy between two events, warm-up first, median of N.
+//   reference [--size BYTES] [--iterations N] [--warmup N]      prints one JSON line
+//   reference --count                                            prints the GPU count
+// Exits 77 when there is no GPU.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
+#include <vector>
+
+#define CK(call)                                                                                   \
+        do {                                                                                       \
+                cudaError_t e_ = (call);                                                           \
+                if (e_ != cudaSuccess) {                                                           \
+                        fprintf(stderr, "reference: %s: %s\n", #call, cudaGetErrorString(e_));     \
+                        exit(1);                                                                   \
+                }                                                                                  \
+        } while (0)
+
+static double median(std::vector<double> v)
+{
+        std::sort(v.begin(), v.end());
+        size_t n = v.size();
+        return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv)
+{
+        size_t size = 1ull << 30;
+        int iterations = 5, warmup = 2, count = 0;
+        for (int i = 1; i < argc; i++) {
+                if (!strcmp(argv[i], "--count"))
+                        count = 1;
+                else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+                        size = strtoull(argv[++i], NULL, 0);
+                else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
+                        iterations = atoi(argv[++i]);
+                else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+                        warmup = atoi(argv[++i]);
+                else {
+                        fprintf(stderr, "usage: reference [--count] [--size BYTES] "
+                                        "[--iterations N] [--warmup N]\n");
+                        return 2;
+                }
+        }
+        int n = 0;
+        if (cudaGetDeviceCount(&n) != cudaSuccess)
+                n = 0;
+        if (count) {
+                printf("%d\n", n);
+                return n > 0 ? 0 : 77;
+        }
+        if (n == 0) {
+                fprintf(stderr, "reference: no GPU\n");
+                return 77;
+        }
+
+        void *host, *dev;
+        cudaStream_t s;
+        cudaEvent_t a, b;
+        CK(cudaMallocHost(&host, size));
+        CK(cudaMalloc(&dev, size));
+        CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        CK(cudaEventCreate(&a));
+        CK(cudaEventCreate(&b));
+        memset(host, 0x5a, size);
+        CK(cudaMemset(dev, 0xa5, size));
+
+        printf("{\"size\": %zu, \"iterations\": %d", size, iterations);
+        for (int d = 0; d < 2; d++) {
+                std::vector<double> ms;
+                for (int i = 0; i < warmup + iterations; i++) {
+                        float t;
+                        CK(cudaEventRecord(a, s));
+                        if (d == 0)
+                                CK(cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s));
+                        else
+                                CK(cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, s));
+                        CK(cudaEventRecord(b, s));
+                        CK(cudaEventSynchronize(b));
+                        CK(cudaEventElapsedTime(&t, a, b));
+                        if (i >= warmup)
+                                ms.push_back(t);
+                }
+                double med = median(ms);
+                printf(", \"%s_median_ms\": %.6f, \"%s_gbps\": %.4f", d ? "d2h" : "h2d", med,
+                       d ? "d2h" : "h2d", (double)size / (med * 1e-3) / 1e9);
+        }
+        printf("}\n");
+        return 0;
+}

@@ -1,0 +1,211 @@
+"""Fixtures that run the real umd on loopback for the integration tests.
+
+`umd` is a factory: `d = umd()` starts umd on a free 127.0.0.1 port with a temporary state
+directory, --fake-devices 2 and the built worker, binds a datagram socket for it as
+NOTIFY_SOCKET, and returns once READY=1 arrived. Every daemon it started is killed at the end
+of the test. `umd_run(args)` runs umd to completion (for flags that make it exit).
+
+Environment (set by tests/integration/meson.build): UMD_BIN, UMD_WORKER.
+"""
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+UMD_BIN = os.environ.get("UMD_BIN", "")
+UMD_WORKER = os.environ.get("UMD_WORKER", "")
+REPO = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 30
+
+
+def free_port(host="127.0.0.1", family=socket.AF_INET):
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def clean_env():
+    """The test's environment minus anything that would change how umd starts."""
+    env = dict(os.environ)
+    for k in ("LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC",
+              "WATCHDOG_PID", "JOURNAL_STREAM", "STATE_DIRECTORY"):
+        env.pop(k, None)
+    return env
+
+
+class Daemon:
+    """One umd process. Attributes: process, base_url, port, state_dir, notify (list of the
+    datagrams received so far, each a str like "READY=1\\nSTATUS=...")."""
+
+    def __init__(self, tmp_path, fake_devices=2, args=(), state_dir=None, listen=True,
+                 activation_socket=None, env=None):
+        self.tmp = tmp_path
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        if state_dir is None:
+            state_dir = tmp_path / f"state-{uuid.uuid4().hex[:8]}"
+        self.state_dir = Path(state_dir)
+        self.notify = []
+        # Abstract socket: a pytest tmp path can pass sun_path's 108 bytes.
+        self._notify_name = f"umd-test-{uuid.uuid4().hex}"
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        self._sock.bind("\0" + self._notify_name)
+        self._log_path = tmp_path / f"umd-{self.port}.log"
+        self._log = open(self._log_path, "wb")
+
+        cmd = [UMD_BIN]
+        if listen:
+            cmd += ["--listen", f"127.0.0.1:{self.port}"]
+        cmd += ["--state-dir", str(self.state_dir), "--worker-path", UMD_WORKER]
+        if fake_devices is not None:
+            cmd += ["--fake-devices", str(fake_devices)]
+        cmd += list(args)
+        self.cmd = cmd
+
+        child_env = clean_env()
+        child_env["NOTIFY_SOCKET"] = "@" + self._notify_name
+        child_env.update(env or {})
+        preexec = None
+        if activation_socket is not None:
+            fd = activation_socket.fileno()
+
+            def preexec():  # runs in the child between fork and exec
+                if fd != 3:
+                    os.dup2(fd, 3)
+                else:
+                    os.set_inheritable(3, True)
+                os.environ.clear()
+                os.environ.update(child_env)
+                os.environ["LISTEN_FDS"] = "1"
+                os.environ["LISTEN_PID"] = str(os.getpid())
+
+        self.process = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            env=None if preexec else child_env, preexec_fn=preexec,
+            close_fds=preexec is None)
+
+    # -- notifications --
+    def read_notify(self, timeout=0.0):
+        """Collect datagrams that arrive within timeout; returns the full list so far."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            self._sock.settimeout(max(left, 0.0) if left > 0 else None)
+            if left <= 0:
+                self._sock.setblocking(False)
+            try:
+                data = self._sock.recv(4096)
+            except (BlockingIOError, socket.timeout):
+                return self.notify
+            self.notify.append(data.decode(errors="replace"))
+
+    def notified(self, line):
+        return any(line in m.split("\n") for m in self.notify)
+
+    def wait_ready(self, timeout=READY_TIMEOUT_S):
+        deadline = time.monotonic() + timeout
+        while not self.notified("READY=1"):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"umd exited with {self.process.returncode} before "
+                                   f"READY=1:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no READY=1 within {timeout}s:\n{self.log()}")
+            self.read_notify(0.1)
+        return self
+
+    # -- output --
+    def log(self):
+        self._log.flush()
+        return self._log_path.read_text(errors="replace")
+
+    # -- HTTP --
+    def url(self, path):
+        return self.base_url + path
+
+    def get(self, path, **kw):
+        kw.setdefault("timeout", 10)
+        return requests.get(self.url(path), **kw)
+
+    def post(self, path, **kw):
+        kw.setdefault("timeout", 10)
+        return requests.post(self.url(path), **kw)
+
+    def delete(self, path, **kw):
+        kw.setdefault("timeout", 10)
+        return requests.delete(self.url(path), **kw)
+
+    # -- stopping --
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        """Send sig and wait for exit; returns the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            rc = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"umd did not exit within {timeout}s of {sig!r}:\n{self.log()}")
+        self.read_notify(0.2)
+        return rc
+
+    def kill(self):
+        """SIGKILL, as a crash would: nothing gets to clean up."""
+        if self.process.poll() is None:
+            self.process.kill()
+        return self.process.wait()
+
+    def close(self):
+        if self.process.poll() is None:
+            self.kill()
+        self._sock.close()
+        self._log.close()
+
+
+@pytest.fixture
+def umd(tmp_path):
+    """Factory: umd(fake_devices=2, args=(), state_dir=None, wait=True, ...) -> Daemon."""
+    if not UMD_BIN or not UMD_WORKER:
+        pytest.fail("UMD_BIN and UMD_WORKER must point at the built umd and umd-worker")
+    started = []
+
+    def start(fake_devices=2, args=(), state_dir=None, wait=True, **kw):
+        d = Daemon(tmp_path, fake_devices=fake_devices, args=args, state_dir=state_dir, **kw)
+        started.append(d)
+        if wait:
+            d.wait_ready()
+        return d
+
+    yield start
+    for d in started:
+        d.close()
+
+
+@pytest.fixture
+def umd_run(tmp_path):
+    """Run umd with args to completion: returns CompletedProcess (text, stderr captured)."""
+
+    def run(args, timeout=20):
+        return subprocess.run([UMD_BIN, *args], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=timeout, env=clean_env(),
+                              cwd=tmp_path)
+
+    return run
+
+
+def is_problem(r, status):
+    """Assert r is an RFC 9457 problem with this status; returns its body."""
+    assert r.status_code == status, (r.status_code, r.text)
+    assert r.headers["Content-Type"] == "application/problem+json", r.headers
+    body = r.json()
+    assert body["status"] == status
+    assert body["type"].startswith("https://umd.dev/problems/")
+    assert isinstance(body["title"], str) and body["title"]
+    assert isinstance(body["detail"], str) and body["detail"]
+    return body

@@ -1,0 +1,141 @@
+"""umd's life as systemd sees it: READY=1 only once the port answers, STOPPING=1 and exit 0 on
+SIGTERM with in-flight requests finished, exit 2 with one clear message for bad flags and
+config, a clear error for a port in use, socket activation, and restart on the same state."""
+import signal
+import socket
+import time
+
+import pytest
+import requests
+
+from conftest import free_port
+
+
+def test_ready_only_once_the_port_accepts(umd):
+    d = umd(wait=False)
+    deadline = time.monotonic() + 30
+    while not d.notified("READY=1"):
+        assert d.process.poll() is None, d.log()
+        assert time.monotonic() < deadline, "no READY=1"
+        d.read_notify(0.05)
+    # No retry: the moment READY=1 is out, the port must take a connection and answer.
+    with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
+        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert s.recv(64).startswith(b"HTTP/1.1 ")
+    assert sum(m.split("\n").count("READY=1") for m in d.notify) == 1
+
+
+def test_status_is_sent(umd):
+    d = umd()
+    d.read_notify(0.2)
+    assert any(line.startswith("STATUS=") for m in d.notify for line in m.split("\n"))
+
+
+def test_sigterm_is_graceful(umd):
+    d = umd()
+    assert d.get("/v1/health").status_code == 200
+    assert d.stop(signal.SIGTERM) == 0
+    assert d.notified("STOPPING=1")
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", d.port), timeout=2).close()
+
+
+def test_sigint_is_graceful(umd):
+    d = umd()
+    assert d.stop(signal.SIGINT) == 0
+    assert d.notified("STOPPING=1")
+
+
+def test_sigterm_lets_an_in_flight_request_finish(umd):
+    d = umd()
+    body = b'{"benchmark": "copy", "device": 0}'
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s:
+        s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])
+        time.sleep(0.3)  # the request is now being read
+        d.process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert d.process.poll() is None, "umd exited with a request in flight"
+        s.sendall(body[10:])
+        status = s.recv(64)
+    assert status.startswith(b"HTTP/1.1 "), status
+    assert d.stop() == 0
+
+
+def test_bad_flag_exits_2(umd_run):
+    r = umd_run(["--no-such-flag"])
+    assert r.returncode == 2
+    assert "--no-such-flag" in r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2, r.stderr
+
+
+def test_bad_flag_values_exit_2(umd_run, tmp_path):
+    for args, word in ((["--listen", "nonsense"], "nonsense"),
+                       (["--listen", "127.0.0.1:99999"], "99999"),
+                       (["--fake-devices", "many"], "fake"),
+                       (["--max-body-bytes", "-1"], "max")):
+        r = umd_run([*args, "--state-dir", str(tmp_path / "s")])
+        assert r.returncode == 2, (args, r.stderr)
+        assert word in r.stderr, (args, r.stderr)
+
+
+def test_unreadable_config_exits_2(umd_run, tmp_path):
+    missing = tmp_path / "nope.conf"
+    r = umd_run(["--config", str(missing)])
+    assert r.returncode == 2
+    assert str(missing) in r.stderr
+
+
+def test_unknown_config_key_exits_2(umd_run, tmp_path):
+    conf = tmp_path / "umd.conf"
+    conf.write_text("[umd]\nlisten = 127.0.0.1:1\nno_such_key = 1\n")
+    r = umd_run(["--config", str(conf)])
+    assert r.returncode == 2
+    assert "no_such_key" in r.stderr
+
+
+def test_help_and_version_exit_0(umd_run):
+    assert umd_run(["--help"]).returncode == 0
+    v = umd_run(["--version"])
+    assert v.returncode == 0 and v.stdout.strip()
+
+
+def test_port_in_use_is_a_clear_error(umd):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        d = umd(wait=False, listen=False, args=["--listen", f"127.0.0.1:{port}"])
+        rc = d.process.wait(30)
+    assert rc != 0
+    assert f"127.0.0.1:{port}" in d.log()
+    assert "in use" in d.log()
+    assert not d.notified("READY=1")
+
+
+def test_socket_activation(umd):
+    act = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    act.bind(("127.0.0.1", 0))
+    act.listen(16)
+    port = act.getsockname()[1]
+    try:
+        d = umd(activation_socket=act)
+    finally:
+        act.close()  # umd has its own copy as fd 3
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert s.recv(64).startswith(b"HTTP/1.1 200")
+    assert "fd 3 from systemd" in d.log()
+    # The .socket unit decides where umd listens: its own --listen would collide with it.
+    assert "ignored" in d.log()
+    with pytest.raises(requests.exceptions.ConnectionError):
+        d.get("/v1/health")
+    assert d.stop() == 0
+
+
+def test_restart_on_the_same_state_dir(umd):
+    d = umd()
+    assert d.stop() == 0
+    d2 = umd(state_dir=d.state_dir)
+    assert d2.get("/v1/health").status_code == 200
+    assert d2.state_dir == d.state_dir

@@ -1,0 +1,122 @@
+/* A test double of daemon/core.h for the api unit tests: every function records what it was
+ * given and answers what the test put in `core_double`, so handlers are tested without a
+ * daemon. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_double.h"
+
+struct core_double core_double;
+
+void core_double_reset(void)
+{
+        free(core_double.last_id);
+        free(core_double.last_key);
+        memset(&core_double, 0, sizeof(core_double));
+}
+
+static int answer(struct problem *p)
+{
+        if (core_double.fail_status) {
+                int r = problem_set(p, core_double.fail_status, core_double.fail_field,
+                                    "double says no");
+                p->retry_after_s = core_double.fail_retry_after;
+                return r;
+        }
+        return core_double.result;
+}
+
+json_t *core_devices_json(void)
+{
+        core_double.calls++;
+        return json_pack("[{s:s, s:i}]", "uuid", "GPU-fake", "index", 0);
+}
+
+int core_health(json_t **ret_body)
+{
+        core_double.calls++;
+        *ret_body = json_pack("{s:s}", "status", core_double.health == 503 ? "down" : "ok");
+        return core_double.health ? core_double.health : 200;
+}
+
+json_t *core_version_json(void)
+{
+        core_double.calls++;
+        return json_pack("{s:s}", "version", "test");
+}
+
+json_t *core_catalog_json(void)
+{
+        core_double.calls++;
+        return json_pack("{s:[]}", "benchmarks");
+}
+
+int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
+                    json_t **ret_job, struct problem *p)
+{
+        int r;
+
+        core_double.calls++;
+        free(core_double.last_key);
+        core_double.last_key = idempotency_key ? strdup(idempotency_key) : NULL;
+        r = answer(p);
+        if (r >= 0)
+                *ret_job = json_pack("{s:s, s:s}", "id", "0190a0b0-0000-7000-8000-000000000001",
+                                     "state", "queued");
+        return r;
+}
+
+int core_job_get(const char *id, json_t **ret_job, struct problem *p)
+{
+        int r;
+
+        core_double.calls++;
+        free(core_double.last_id);
+        core_double.last_id = id ? strdup(id) : NULL;
+        r = answer(p);
+        if (r >= 0)
+                *ret_job = json_pack("{s:s}", "id", id);
+        return r;
+}
+
+int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem *p)
+{
+        int r;
+
+        core_double.calls++;
+        core_double.last_filter = *f;
+        r = answer(p);
+        if (r >= 0)
+                *ret_page = json_pack("{s:[], s:n}", "jobs", "next");
+        return r;
+}
+
+int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
+                    struct problem *p)
+{
+        int r;
+
+        core_double.calls++;
+        free(core_double.last_id);
+        core_double.last_id = id ? strdup(id) : NULL;
+        r = answer(p);
+        if (r >= 0)
+                *ret_job = json_pack("{s:s, s:s}", "id", id, "state", "cancelled");
+        return r;
+}
+
+char *core_metrics_text(size_t *ret_len)
+{
+        char *s = strdup("umd_up 1\n");
+
+        core_double.calls++;
+        if (s)
+                *ret_len = strlen(s);
+        return s;
+}
+
+void core_http_observe(const char *route, const char *method, int status)
+{
+        core_double.observed++;
+}
