@@ -61,7 +61,7 @@ static void render_um_summary(FILE *f, const json_t *s)
         size_t i;
         json_t *m;
 
-        fprintf(f, "\n  %-42s %9s %10s %10s\n", "mode (same bytes to the GPU, processed once)",
+        fprintf(f, "\n  %-42s %9s %10s %10s\n", "mode (same bytes, processed once)",
                 "GB/s", "median ms", "x pinned");
         json_array_foreach(json_object_get(s, "modes"), i, m)
         {

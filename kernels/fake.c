@@ -82,9 +82,35 @@ double fake_model_gbps(const char *key)
         return m ? m->gbps : 0;
 }
 
+/* Tests degrade a fake device's link with UMD_FAKE_LINK="INDEX=GENxWIDTH,..." (for example
+ * "1=4x8": fake device 1 trained at Gen4 x8 of its Gen5 x16), so the health verdict's link
+ * check can be exercised without hardware. */
+static void fake_link(unsigned index, int *gen, int *width)
+{
+        const char *env = getenv("UMD_FAKE_LINK");
+        unsigned i, g, w;
+        int n;
+
+        *gen = 5;
+        *width = 16;
+        for (const char *p = env; p && *p;) {
+                if (sscanf(p, "%u=%ux%u%n", &i, &g, &w, &n) == 3 && i == index && g >= 1 &&
+                    g <= 6 && w >= 1 && w <= 32) {
+                        *gen = (int)g;
+                        *width = (int)w;
+                }
+                p = strchr(p, ',');
+                if (p)
+                        p++;
+        }
+}
+
 json_t *fake_device_info(unsigned index)
 {
         char uuid[48], bus[24];
+        int gen, width;
+
+        fake_link(index, &gen, &width);
 
         snprintf(uuid, sizeof(uuid), "GPU-fa4e0000-0000-4000-8000-%012x", index);
         snprintf(bus, sizeof(bus), "00000000:%02X:00.0", (0x18 + index) & 0xff);
@@ -99,7 +125,7 @@ json_t *fake_device_info(unsigned index)
             FAKE_RUNTIME, "concurrentManagedAccess", 1, "pageableMemoryAccess", 0,
             "pageableMemoryAccessUsesHostPageTables", 0, "canMapHostMemory", 1,
             "hostNativeAtomicSupported", 0, "directManagedMemAccessFromHost", 0, "pcie",
-            "current_gen", 5, "current_width", 16, "max_gen", 5, "max_width", 16, "fake", 1);
+            "current_gen", gen, "current_width", width, "max_gen", 5, "max_width", 16, "fake", 1);
 }
 
 json_t *fake_list_devices(unsigned n)

@@ -1,0 +1,222 @@
+"""Issue 5 against the real daemon with fake devices: the um_vs_explicit comparison and its
+sentence, sweeps, text rendering, health verdicts (link, baseline), metrics checked by
+promtool, and the umd-healthcheck script's exit codes."""
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_jobs import problem, submit, wait_job
+
+HEALTHCHECK = Path(__file__).resolve().parents[2] / "packaging" / "umd-healthcheck"
+
+
+def run_job(d, body):
+    job = submit(d, body)
+    done = wait_job(d, job["id"])
+    assert done["state"] == "succeeded", done
+    return done
+
+
+# -- um_vs_explicit --
+
+def test_um_vs_explicit_ranks_every_mode_against_pinned_copies(umd):
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "um_vs_explicit", "params": {"size": "64MiB"}})
+    res = done["parts"][0]["result"]
+    s = res["summary"]
+    assert s["reference"] == "pinned_copy_kernel"
+    modes = {m["mode"]: m for m in s["modes"]}
+    assert modes["pinned_copy_kernel"]["ratio_to_pinned"] == pytest.approx(1.0)
+    for name in ("pageable_copy_kernel", "overlapped_copy_kernel", "zero_copy_kernel",
+                 "managed_on_demand", "managed_prefetch", "managed_read_mostly",
+                 "managed_preferred_device", "managed_preferred_host", "managed_accessed_by"):
+        assert name in modes, name
+        assert modes[name]["gbps"] > 0 and modes[name]["median_ms"] > 0
+        assert modes[name]["to_host"] is False
+    assert modes["pinned_copy_d2h"]["to_host"] is True
+    od = modes["managed_on_demand"]["ratio_to_pinned"]
+    assert od < 0.5  # the fake model: 8.5 against 55.5 GB/s
+    assert s["best"] in modes and not modes[s["best"]]["to_host"]
+
+
+def test_um_vs_explicit_conclusion_is_built_from_the_numbers(umd):
+    d = umd(fake_devices=1)
+    s = run_job(d, {"benchmark": "um_vs_explicit"})["parts"][0]["result"]["summary"]
+    modes = {m["mode"]: m for m in s["modes"]}
+    slower = 1 / modes["managed_on_demand"]["ratio_to_pinned"]
+    recovers = modes["managed_prefetch"]["ratio_to_pinned"]
+    c = s["conclusion"]
+    assert c.startswith("On this GPU, on-demand managed memory is ")
+    assert f"{slower:.1f}x slower than pinned copies" in c
+    assert f"prefetching recovers {recovers:.2f}x of pinned" in c
+
+
+# -- sweep --
+
+def test_sweep_gives_a_curve_per_mode_and_where_it_reaches_90_percent(umd):
+    d = umd(fake_devices=1)
+    sizes = ["4KiB", "64KiB", "1MiB", "16MiB", "64MiB"]
+    done = run_job(d, {"benchmark": "sweep",
+                       "params": {"modes": ["pinned_h2d", "managed_prefetch"], "sizes": sizes}})
+    curves = {c["mode"]: c for c in done["parts"][0]["result"]["summary"]["curves"]}
+    assert set(curves) == {"pinned_h2d", "managed_prefetch"}
+    for c in curves.values():
+        pts = c["points"]
+        assert [p["size"] for p in pts] == [4096, 65536, 1 << 20, 16 << 20, 64 << 20]
+        assert c["peak_gbps"] == max(p["gbps"] for p in pts)
+        at = c["size_at_90pct_peak"]
+        assert next(p for p in pts if p["size"] == at)["gbps"] >= 0.9 * c["peak_gbps"]
+        assert all(p["gbps"] < 0.9 * c["peak_gbps"] for p in pts if p["size"] < at)
+
+
+def test_sweep_rejects_an_unknown_mode(umd):
+    d = umd(fake_devices=1)
+    problem(d.post("/v1/jobs", json={"benchmark": "sweep", "params": {"modes": ["warp"]}}), 400,
+            "params.modes")
+
+
+# -- text rendering --
+
+def test_finished_job_renders_as_an_aligned_table(umd):
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "um_vs_explicit", "params": {"size": "64MiB"}})
+    for kw in ({"params": {"format": "text"}}, {"headers": {"Accept": "text/plain"}}):
+        r = d.get("/v1/jobs/" + done["id"], **kw)
+        assert r.status_code == 200
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.text
+        assert done["id"] in text and "succeeded" in text and "FAKE" in text
+        assert "On this GPU, on-demand managed memory is" in text
+        # Aligned: in each table, every row's GB/s figure ends under the header's "GB/s".
+        lines = text.splitlines()
+        tables = 0
+        for i, head in enumerate(lines):
+            if "GB/s" not in head or not head.startswith("  "):
+                continue
+            tables += 1
+            end = head.index("GB/s") + len("GB/s")
+            rows = []
+            for row in lines[i + 1:]:
+                if not row.strip():
+                    break
+                rows.append(row)
+            assert rows
+            for row in rows:
+                assert row[end - 1].isdigit() and row[end] == " ", (head, row)
+        assert tables == 2  # the measurements and the comparison
+    assert d.get("/v1/jobs/" + done["id"]).headers["Content-Type"].startswith("application/json")
+
+
+# -- health --
+
+def health(d, device=0, **params):
+    body = {"benchmark": "health", "device": device}
+    if params:
+        body["params"] = params
+    done = run_job(d, body)
+    return done["parts"][0]["verdict"]
+
+
+def test_health_passes_a_nominal_device_and_says_why_per_check(umd):
+    d = umd(fake_devices=1)
+    v = health(d)
+    assert v["verdict"] == "pass"
+    names = {c["name"] for c in v["checks"]}
+    assert {"link", "pinned_h2d_vs_link", "pinned_d2h_vs_link", "baseline"} <= names
+    assert all(c["reason"] for c in v["checks"])
+    dev = d.get("/v1/devices").json()[0]
+    assert dev["last_health"]["verdict"] == "pass"
+
+
+def test_device_dropping_below_its_own_history_fails(umd):
+    d = umd(fake_devices=1, args=["--health-baseline-runs", "3"])
+    for _ in range(3):
+        assert health(d)["verdict"] == "pass"
+    v = health(d, fake_bandwidth_pct=60)
+    assert v["verdict"] == "fail"
+    assert any("baseline" in r for r in v["reasons"])
+    assert v["baseline"]["pinned_h2d"] > 50
+    r = d.get("/v1/health")
+    assert r.status_code == 503
+    assert r.json()["devices"]["failing_health"] == 1
+    assert d.get("/v1/devices").json()[0]["last_health"]["verdict"] == "fail"
+    # a failed run does not become part of the baseline: the next nominal run passes again
+    assert health(d)["verdict"] == "pass"
+
+
+def test_link_below_its_maximum_warns(umd):
+    d = umd(fake_devices=2, env={"UMD_FAKE_LINK": "1=4x8"})
+    assert health(d, device=0)["verdict"] == "pass"
+    v = health(d, device=1)
+    assert v["verdict"] == "warn"
+    assert any("Gen4 x8, below its maximum Gen5 x16" in r for r in v["reasons"])
+
+
+def test_last_verdict_survives_a_restart(umd, tmp_path):
+    d = umd(fake_devices=1, state_dir=tmp_path / "s")
+    health(d)
+    d.stop()
+    d2 = umd(fake_devices=1, state_dir=tmp_path / "s")
+    assert d2.get("/v1/devices").json()[0]["last_health"]["verdict"] == "pass"
+
+
+# -- metrics --
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian prometheus) missing")
+def test_metrics_pass_promtool_and_carry_bounded_labels(umd):
+    d = umd(fake_devices=2)
+    run_job(d, {"benchmark": "copy", "device": 0})
+    health(d, device=1)
+    d.get("/v1/nope")
+    text = d.get("/metrics").text
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert 'umd_jobs_finished_total{benchmark="copy",state="succeeded"} 1' in text
+    assert re.search(r'umd_bandwidth_gbps\{uuid="GPU-[^"]+",benchmark="copy",mode="h2d"\} \d', text)
+    assert 'umd_device_health_verdict{uuid="GPU-fa4e0000-0000-4000-8000-000000000001",verdict="pass"} 1' in text
+    assert 'route="other"' in text  # unknown paths share one label value
+    assert "umd_job_duration_seconds_count 2" in text
+    for line in text.splitlines():
+        assert "job" not in line.split("{")[1] if "{" in line and "id=" in line else True
+    assert not re.search(r'[0-9a-f]{8}-[0-9a-f]{4}-7', text), "no job ids in labels"
+
+
+# -- umd-healthcheck --
+
+def healthcheck(*args, timeout=60):
+    return subprocess.run(["/usr/bin/python3", str(HEALTHCHECK), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_healthcheck_exits_0_when_every_gpu_passes(umd):
+    d = umd(fake_devices=2)
+    p = healthcheck("--url", d.base_url)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 2 and all("PASS" in l for l in lines)
+
+
+def test_healthcheck_exits_1_on_warn_unless_allowed(umd):
+    d = umd(fake_devices=2, env={"UMD_FAKE_LINK": "0=5x8"})
+    p = healthcheck("--url", d.base_url)
+    assert p.returncode == 1, p.stdout
+    assert "WARN" in p.stdout and "below its maximum" in p.stdout
+    assert healthcheck("--url", d.base_url, "--allow-warn").returncode == 0
+
+
+def test_healthcheck_exits_1_when_umd_has_no_gpu(umd):
+    d = umd(fake_devices=0)
+    p = healthcheck("--url", d.base_url)
+    assert p.returncode == 1, p.stdout
+
+
+def test_healthcheck_exits_2_when_umd_is_unreachable():
+    p = healthcheck("--url", "http://127.0.0.1:9")
+    assert p.returncode == 2
+    assert "cannot reach umd" in p.stdout
