@@ -11,8 +11,9 @@
 static const struct route routes[] = {
     {"/", {{HTTP_GET, handle_dashboard, ROLE_READ, false}}, 1},
     {"/metrics", {{HTTP_GET, handle_metrics, ROLE_READ, false}}, 1},
-    /* Health stays open even when reads need a token: fleet checks must not carry one. */
-    {"/v1/health", {{HTTP_GET, handle_health, ROLE_NONE, false}}, 1},
+    /* Health and metrics are reads like any other: with auth_reads they need a token too, and
+     * an operator who wants them open leaves auth_reads off. */
+    {"/v1/health", {{HTTP_GET, handle_health, ROLE_READ, false}}, 1},
     {"/v1/devices", {{HTTP_GET, handle_devices, ROLE_READ, false}}, 1},
     {"/v1/version", {{HTTP_GET, handle_version, ROLE_READ, false}}, 1},
     {"/v1/benchmarks", {{HTTP_GET, handle_benchmarks, ROLE_READ, false}}, 1},

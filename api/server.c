@@ -1,9 +1,10 @@
 /* The HTTP server: opens every listener (systemd's sockets first, then TCP and the unix
- * socket from the configuration), runs one libmicrohttpd daemon per socket on its own
- * internal epoll thread, reads request bodies across callbacks up to max_body_bytes, turns
- * handler replies into responses, reports each finished request to the daemon's metrics,
- * and shuts down by quiescing and draining. It never interprets a request itself: that is
- * router.c and handlers.c. */
+ * socket from the configuration), serves TCP over TLS when a certificate is configured, runs
+ * one libmicrohttpd daemon per socket on its own internal epoll thread, checks each request's
+ * bearer token against the role its route needs (tokens from auth.c, loaded once here), reads
+ * request bodies across callbacks up to max_body_bytes, turns handler replies into responses,
+ * reports each finished request to the daemon's metrics, and shuts down by quiescing and
+ * draining. It never interprets a request itself: that is router.c and handlers.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -23,12 +24,15 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "auth.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
 #include "util.h"
 
 #define LISTEN_NAME_MAX 128
+/* Certificate chains are a few KiB; refuse to read anything absurd. */
+#define TLS_FILE_MAX (1024 * 1024)
 
 struct listener {
         struct MHD_Daemon *daemon;
@@ -42,7 +46,9 @@ struct api_server {
         const struct umd_config *cfg;
         struct listener *listeners;
         size_t n_listeners;
-        char *unix_path; /* the socket file we created, removed at stop */
+        char *unix_path;            /* the socket file we created, removed at stop */
+        struct auth_tokens *tokens; /* NULL: no tokens_file, everyone is an anonymous admin */
+        char *tls_cert, *tls_key;   /* PEM text, NULL without TLS */
         atomic_uint inflight;
 };
 
@@ -56,8 +62,9 @@ struct request_ctx {
         bool too_large;
         bool replied;
         int status;
-        const char *client;
+        const char *client; /* a token's name, owned by srv->tokens */
         bool admin;
+        const char *www_authenticate; /* set with a 401 */
 };
 
 /* libmicrohttpd reports client misbehaviour through this logger too; only start-up problems
@@ -104,7 +111,9 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
             (rep->location[0] &&
              MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, rep->location) == MHD_NO) ||
             (rep->allow[0] &&
-             MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rep->allow) == MHD_NO)) {
+             MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rep->allow) == MHD_NO) ||
+            (r->www_authenticate && MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                                            r->www_authenticate) == MHD_NO)) {
                 MHD_destroy_response(resp);
                 return MHD_NO;
         }
@@ -135,13 +144,47 @@ static enum MHD_Result queue_problem(struct MHD_Connection *c, struct request_ct
 
 /* ---- the access handler ---- */
 
-/* The seam for issue 6's tokens: resolve the caller and check the route's role. Until tokens
- * exist there is no one to refuse, so every caller is an anonymous administrator. */
+/* Resolve the caller from its bearer token and check the route's role. Without a tokens file
+ * there is no one to refuse, so every caller is an anonymous administrator. Reads need a token
+ * only with auth_reads. Who owns a job is the core's question: cancelling is let through here
+ * with the caller's name and whether it is admin. */
 static int request_authorize(struct MHD_Connection *c, struct request_ctx *r,
                              const struct route_method *m, struct problem *p)
 {
+        const struct api_server *s = r->srv;
+        enum api_role need = m->role, role = ROLE_NONE;
+        const char *name = NULL;
+        int k;
+
         r->client = NULL;
-        r->admin = true;
+        r->admin = !s->tokens;
+        if (!s->tokens)
+                return 0;
+        if (need == ROLE_READ && !s->cfg->auth_reads)
+                need = ROLE_NONE;
+        if (need == ROLE_NONE)
+                return 0;
+        k = auth_tokens_check(
+            s->tokens,
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION), &name,
+            &role);
+        if (k == -ENOKEY) {
+                r->www_authenticate = "Bearer realm=\"umd\"";
+                return problem_set(p, 401, NULL,
+                                   "%s %s needs a bearer token with the %s role "
+                                   "(Authorization: Bearer TOKEN)",
+                                   http_method_name(r->method), r->pattern, auth_role_name(need));
+        }
+        if (k < 0) {
+                r->www_authenticate = "Bearer realm=\"umd\", error=\"invalid_token\"";
+                return problem_set(p, 401, NULL, "the bearer token is not one umd knows");
+        }
+        if (role < need)
+                return problem_set(p, 403, NULL, "token '%s' has the %s role; %s %s needs %s", name,
+                                   auth_role_name(role), http_method_name(r->method), r->pattern,
+                                   auth_role_name(need));
+        r->client = name;
+        r->admin = role >= ROLE_ADMIN;
         return 0;
 }
 
@@ -401,6 +444,21 @@ static int open_tcp(const char *addr, int *ret_fd)
         return 0;
 }
 
+/* 1 when something accepts connections at sa, 0 when nothing does (a stale file). */
+static int unix_socket_in_use(const struct sockaddr_un *sa)
+{
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+                return 1;
+        /* A full backlog still means a live listener. */
+        if (errno == EAGAIN)
+                return 1;
+        return 0;
+}
+
 static int open_unix(const struct umd_config *cfg, int *ret_fd)
 {
         const char *path = cfg->unix_socket;
@@ -415,11 +473,17 @@ static int open_unix(const struct umd_config *cfg, int *ret_fd)
         }
         memcpy(sa.sun_path, path, strlen(path) + 1);
         /* A socket file left by an earlier run would make bind fail; anything else at that
-         * path is not ours to remove. */
+         * path is not ours to remove, nor is a socket someone still answers on. */
         if (lstat(path, &st) == 0) {
                 if (!S_ISSOCK(st.st_mode)) {
                         log_error("cannot listen on %s: exists and is not a socket", path);
                         return -EEXIST;
+                }
+                r = unix_socket_in_use(&sa);
+                if (r != 0) {
+                        log_error("cannot listen on %s: %s", path,
+                                  r > 0 ? "another process is serving on it" : strerror(-r));
+                        return r > 0 ? -EADDRINUSE : r;
                 }
                 (void)unlink(path);
         }
@@ -483,8 +547,21 @@ static int take_activated(int fd)
 static int start_daemon(struct api_server *s, struct listener *l)
 {
         const struct umd_config *cfg = s->cfg;
+        /* poll(), not epoll: libmicrohttpd 0.9.75's epoll loop leaves waiting connections
+         * unserved under load until other traffic wakes it (bench/load/mhd_epoll_stall.c
+         * reproduces it: 160-1,750 req/s with epoll against 83k-119k with poll). */
         unsigned flags =
-            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+        bool tls = s->tls_cert && !l->is_unix;
+        /* libmicrohttpd copies neither string: both stay in s until the daemon stops. */
+        struct MHD_OptionItem tls_opts[] = {
+            {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, s->tls_key},
+            {MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert},
+            {MHD_OPTION_END, 0, NULL},
+        };
+
+        if (tls)
+                flags |= MHD_USE_TLS;
 
         /* libmicrohttpd's defaults are no timeout and no connection limits: set all three.
          * Per-IP limits mean nothing on a unix socket, where every peer has no address. */
@@ -494,9 +571,15 @@ static int start_daemon(struct api_server *s, struct listener *l)
             (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)(l->is_unix ? 0 : cfg->max_connections_per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)cfg->connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-            MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_END);
+            MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_ARRAY, tls_opts,
+            MHD_OPTION_END);
         if (!l->daemon) {
-                log_error("cannot start the HTTP server on %s", l->name);
+                if (tls)
+                        log_error("cannot start HTTPS on %s: tls_cert %s and tls_key %s are not a "
+                                  "valid PEM certificate and its private key",
+                                  l->name, s->cfg->tls_cert, s->cfg->tls_key);
+                else
+                        log_error("cannot start the HTTP server on %s", l->name);
                 return -EIO;
         }
         log_info("listening on %s", l->name);
@@ -515,6 +598,11 @@ static void server_free(struct api_server *s)
         if (s->unix_path)
                 (void)unlink(s->unix_path);
         free(s->unix_path);
+        auth_tokens_free(s->tokens);
+        if (s->tls_key)
+                explicit_bzero(s->tls_key, strlen(s->tls_key));
+        free(s->tls_key);
+        free(s->tls_cert);
         free(s->listeners);
         free(s);
 }
@@ -527,6 +615,107 @@ static struct listener *listener_add(struct api_server *s, int fd, bool is_unix)
         l->quiesced_fd = MHD_INVALID_SOCKET;
         l->is_unix = is_unix;
         return l;
+}
+
+/* Read a PEM file whole, NUL-terminated (libmicrohttpd takes C strings). */
+static int read_pem(const char *key, const char *path, char **ret)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        _cleanup_free_ char *buf = NULL;
+        struct stat st;
+        size_t len = 0;
+
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return log_error_errno(errno, "%s %s: %m", key, path);
+        if (!S_ISREG(st.st_mode) || st.st_size > TLS_FILE_MAX) {
+                log_error("%s %s: not a regular file of at most %d bytes", key, path, TLS_FILE_MAX);
+                return -EINVAL;
+        }
+        buf = malloc((size_t)st.st_size + 1);
+        if (!buf)
+                return log_error_errno(ENOMEM, "%s %s: %m", key, path);
+        while (len < (size_t)st.st_size) {
+                ssize_t k = read(fd, buf + len, (size_t)st.st_size - len);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return log_error_errno(errno, "%s %s: %m", key, path);
+                if (k == 0)
+                        break;
+                len += (size_t)k;
+        }
+        buf[len] = '\0';
+        /* GnuTLS would only say "bad key pair" later; say which file is wrong now. */
+        if (strlen(buf) != len || !strstr(buf, "-----BEGIN ")) {
+                explicit_bzero(buf, len);
+                log_error("%s %s: not a PEM file (no -----BEGIN line)", key, path);
+                return -EINVAL;
+        }
+        *ret = buf;
+        buf = NULL;
+        return 0;
+}
+
+static int tls_load(struct api_server *s)
+{
+        const struct umd_config *cfg = s->cfg;
+        int r;
+
+        if (!cfg->tls_cert || !cfg->tls_cert[0])
+                return 0;
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+                log_error("tls_cert is set but this libmicrohttpd was built without TLS");
+                return -EOPNOTSUPP;
+        }
+        r = read_pem("tls_cert", cfg->tls_cert, &s->tls_cert);
+        if (r < 0)
+                return r;
+        return read_pem("tls_key", cfg->tls_key, &s->tls_key);
+}
+
+/* Unix sockets and loopback addresses are out of the network's reach; anything else is
+ * not. */
+static bool listener_is_local(const struct listener *l)
+{
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+
+        if (l->is_unix || getsockname(l->fd, (struct sockaddr *)&ss, &len) < 0)
+                return true;
+        if (ss.ss_family == AF_INET) {
+                const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+                return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+        }
+        if (ss.ss_family == AF_INET6) {
+                const struct in6_addr *a = &((const struct sockaddr_in6 *)&ss)->sin6_addr;
+                return IN6_IS_ADDR_LOOPBACK(a) ||
+                       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+        }
+        return true;
+}
+
+/* Without tokens whoever reaches the port is an administrator of the GPUs. */
+static int check_exposure(const struct api_server *s)
+{
+        if (s->tokens)
+                return 0;
+        for (size_t i = 0; i < s->n_listeners; i++) {
+                const struct listener *l = &s->listeners[i];
+
+                if (listener_is_local(l))
+                        continue;
+                if (s->cfg->require_auth_off_loopback) {
+                        log_error("refusing to start: %s is beyond loopback and no tokens_file is "
+                                  "set (require_auth_off_loopback=true)",
+                                  l->name);
+                        return -EPERM;
+                }
+                log_warning("WARNING: %s is beyond loopback and no tokens_file is set: ANYONE "
+                            "WHO CAN REACH IT CAN RUN AND CANCEL JOBS ON THESE GPUS. Set "
+                            "tokens_file, or require_auth_off_loopback=true to refuse this.",
+                            l->name);
+        }
+        return 0;
 }
 
 int api_start(const struct umd_config *cfg, struct api_server **ret)
@@ -551,6 +740,18 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
                 free(s);
                 return -ENOMEM;
         }
+        /* Read once: a changed file takes a restart, like the rest of the configuration. */
+        if (cfg->tokens_file && cfg->tokens_file[0]) {
+                r = auth_tokens_load(cfg->tokens_file, &s->tokens);
+                if (r < 0)
+                        goto fail;
+                log_info("%zu bearer token(s) from %s; reads %s a token",
+                         auth_tokens_count(s->tokens), cfg->tokens_file,
+                         cfg->auth_reads ? "need" : "do not need");
+        }
+        r = tls_load(s);
+        if (r < 0)
+                goto fail;
 
         /* Open every socket first so a port in use fails before any thread starts. */
         for (int i = 0; i < n_fds; i++) {
@@ -575,8 +776,8 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
                 r = open_tcp(cfg->listen[i], &fd);
                 if (r < 0)
                         goto fail;
-                snprintf(listener_add(s, fd, false)->name, LISTEN_NAME_MAX, "http://%s",
-                         cfg->listen[i]);
+                snprintf(listener_add(s, fd, false)->name, LISTEN_NAME_MAX, "%s://%s",
+                         s->tls_cert ? "https" : "http", cfg->listen[i]);
         }
         if (n_fds == 0 && cfg->unix_socket && cfg->unix_socket[0]) {
                 int fd = -1;
@@ -598,6 +799,10 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
                 r = -EINVAL;
                 goto fail;
         }
+
+        r = check_exposure(s);
+        if (r < 0)
+                goto fail;
 
         atomic_store(&mhd_log_level, LOG_WARNING);
         for (size_t i = 0; i < s->n_listeners; i++) {

@@ -46,7 +46,7 @@ static const struct key keys[] = {
         {"tls_key", K_STR, F(tls_key), "", 0, 0, "PEM private key for HTTPS."},
         {"tokens_file", K_STR, F(tokens_file), "", 0, 0,
          "File of bearer tokens, one 'NAME ROLE TOKEN' per line (roles read, submit, admin); must "
-         "not be group or world readable. Empty: no authentication."},
+         "not be readable or writable by group or others. Empty: no authentication."},
         {"auth_reads", K_BOOL, F(auth_reads), "false", 0, 0,
          "With tokens configured, require the read role for GET requests too."},
         {"require_auth_off_loopback", K_BOOL, F(require_auth_off_loopback), "false", 0, 0,
