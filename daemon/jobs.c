@@ -698,16 +698,38 @@ int jobs_init(const struct umd_config *c, struct store *s)
 
 /* ---- submission ---- */
 
-/* What clients see: the stored document less the bookkeeping only umd needs. */
-static json_t *job_public(const json_t *doc)
+/* A copy for a handler to serialise after core_lock is released. Only what jobs.c changes in
+ * place (the document and its part objects) is copied; everything below them (params, labels,
+ * results) is never modified once set, so it is shared (jansson's refcounts are atomic). This
+ * keeps GET and list cheap: results can be large. */
+static json_t *job_copy(const json_t *doc, bool with_results)
 {
-        json_t *j = json_deep_copy(doc);
-        if (!j)
+        json_t *j = json_copy((json_t *)doc), *parts = json_array();
+        size_t i;
+        json_t *p;
+
+        if (!j || !parts) {
+                json_decref(j);
+                json_decref(parts);
                 return NULL;
+        }
         json_object_del(j, "request");
         json_object_del(j, "created_ms");
         json_object_del(j, "finished_ms");
+        json_array_foreach(json_object_get(doc, "parts"), i, p) {
+                json_t *c = json_copy(p);
+                if (c && !with_results)
+                        json_object_del(c, "result");
+                json_array_append_new(parts, c);
+        }
+        json_object_set_new(j, "parts", parts);
         return j;
+}
+
+/* What clients see: the stored document less the bookkeeping only umd needs. */
+static json_t *job_public(const json_t *doc)
+{
+        return job_copy(doc, true);
 }
 
 static const char *const submit_keys[] = {"benchmark", "device",    "devices", "params",
@@ -1077,11 +1099,7 @@ out:
 
 static json_t *job_summary(const json_t *doc)
 {
-        json_t *j = job_public(doc);
-        size_t i;
-        json_t *p;
-        json_array_foreach(json_object_get(j, "parts"), i, p) json_object_del(p, "result");
-        return j;
+        return job_copy(doc, false);
 }
 
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)
