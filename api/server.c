@@ -571,8 +571,8 @@ static int start_daemon(struct api_server *s, struct listener *l)
             (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)(l->is_unix ? 0 : cfg->max_connections_per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)cfg->connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-            MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_ARRAY, tls_opts,
-            MHD_OPTION_END);
+            MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_THREAD_POOL_SIZE,
+            (unsigned)cfg->http_threads, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
         if (!l->daemon) {
                 if (tls)
                         log_error("cannot start HTTPS on %s: tls_cert %s and tls_key %s are not a "

@@ -23,6 +23,7 @@ struct umd_config {
         bool require_auth_off_loopback;
         uint64_t max_body_bytes;
         unsigned max_connections;
+        unsigned http_threads;
         unsigned max_connections_per_ip;
         unsigned connection_timeout_s;
         unsigned shutdown_timeout_s;
