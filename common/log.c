@@ -69,6 +69,14 @@ int log_level_from_string(const char *s)
         return -EINVAL;
 }
 
+const char *log_level_to_string(int level)
+{
+        for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+                if (level_names[i].level == level)
+                        return level_names[i].name;
+        return level < LOG_ERR ? "error" : "debug";
+}
+
 void log_set_ident(const char *ident)
 {
         /* The caller passes a string that lives for the program (argv[0] basename, a literal). */

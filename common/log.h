@@ -8,6 +8,7 @@
 void log_set_level(int level);     /* LOG_ERR .. LOG_DEBUG */
 int log_get_level(void);
 int log_level_from_string(const char *s); /* "error","warning","notice","info","debug" or -EINVAL */
+const char *log_level_to_string(int level); /* the name log_level_from_string() reads back */
 void log_set_ident(const char *ident);    /* prefix used when not on the journal, e.g. "umd" */
 
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -221,25 +221,6 @@ static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome 
 
 /* --- processes --- */
 
-static const char *log_level_name(int level)
-{
-        switch (level) {
-        case LOG_EMERG:
-        case LOG_ALERT:
-        case LOG_CRIT:
-        case LOG_ERR:
-                return "error";
-        case LOG_WARNING:
-                return "warning";
-        case LOG_NOTICE:
-                return "notice";
-        case LOG_DEBUG:
-                return "debug";
-        default:
-                return "info";
-        }
-}
-
 /* Between fork and exec: async-signal-safe calls only. */
 static _Noreturn void child_exec(int fd, pid_t parent, char **argv)
 {
@@ -334,7 +315,7 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
         argv[a++] = (char *)"--managed-reserve-bytes";
         argv[a++] = res_s;
         argv[a++] = (char *)"--log-level";
-        argv[a++] = (char *)log_level_name(s->log_level);
+        argv[a++] = (char *)log_level_to_string(s->log_level);
         argv[a] = NULL;
 
         pid_t parent = getpid();
