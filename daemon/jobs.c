@@ -21,6 +21,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "queue.h"
+#include "spec.h"
 #include "store.h"
 #include "suites.h"
 #include "supervisor.h"
@@ -30,7 +31,6 @@
 enum pstate { P_QUEUED, P_RUNNING, P_SUCCEEDED, P_FAILED, P_CANCELLED, P_TIMED_OUT, P_INTERRUPTED };
 static const char *const pstate_names[] = {"queued",    "running",   "succeeded",  "failed",
                                            "cancelled", "timed_out", "interrupted"};
-static const char *const prio_names[] = {"high", "normal", "low"};
 
 struct part {
         ssize_t device; /* -1: device gone */
@@ -613,9 +613,8 @@ static struct job *job_from_doc(json_t *doc)
         j->doc = json_incref(doc);
         j->st = (enum pstate)st;
         j->prio = 1;
-        for (size_t i = 0; prio && i < ELEMENTSOF(prio_names); i++)
-                if (strcmp(prio, prio_names[i]) == 0)
-                        j->prio = (int)i;
+        if (prio && spec_priority_from_string(prio) >= 0)
+                j->prio = spec_priority_from_string(prio);
         j->cancel_requested = json_is_true(json_object_get(doc, "cancel_requested"));
         j->finished_ms = (uint64_t)json_integer_value(json_object_get(doc, "finished_ms"));
         j->n_parts = json_array_size(parts);
@@ -716,7 +715,8 @@ static json_t *job_copy(const json_t *doc, bool with_results)
         json_object_del(j, "request");
         json_object_del(j, "created_ms");
         json_object_del(j, "finished_ms");
-        json_array_foreach(json_object_get(doc, "parts"), i, p) {
+        json_array_foreach(json_object_get(doc, "parts"), i, p)
+        {
                 json_t *c = json_copy(p);
                 if (c && !with_results)
                         json_object_del(c, "result");
@@ -730,165 +730,6 @@ static json_t *job_copy(const json_t *doc, bool with_results)
 static json_t *job_public(const json_t *doc)
 {
         return job_copy(doc, true);
-}
-
-static const char *const submit_keys[] = {"benchmark", "device",    "devices", "params",
-                                          "priority",  "timeout_s", "labels"};
-
-static int parse_device_value(const json_t *v, const char *field, size_t *devs, size_t *n,
-                              struct problem *p)
-{
-        ssize_t idx = -1;
-        if (json_is_integer(v)) {
-                json_int_t i = json_integer_value(v);
-                if (i >= 0 && (size_t)i < devices_count())
-                        idx = (ssize_t)i;
-                else
-                        return problem_set(p, 400, field,
-                                           "unknown device %lld: this host has %zu (see GET "
-                                           "/v1/devices)",
-                                           (long long)i, devices_count());
-        } else if (json_is_string(v)) {
-                idx = devices_lookup_uuid(json_string_value(v));
-                if (idx < 0)
-                        return problem_set(p, 400, field,
-                                           "unknown device '%.64s' (see GET /v1/devices)",
-                                           json_string_value(v));
-        } else {
-                return problem_set(p, 400, field, "must be a device index, a GPU uuid or \"all\"");
-        }
-        for (size_t k = 0; k < *n; k++)
-                if (devs[k] == (size_t)idx)
-                        return problem_set(p, 400, field, "device %zd is named twice", idx);
-        devs[(*n)++] = (size_t)idx;
-        return 0;
-}
-
-/* The device set of a submission: "device": N|UUID|"all" or "devices": [..]|"all"; default
- * all. */
-static int parse_devices(const json_t *body, size_t *devs, size_t *ret_n, struct problem *p)
-{
-        json_t *one = json_object_get(body, "device"), *many = json_object_get(body, "devices");
-        const char *field = one ? "device" : "devices";
-        json_t *v = one ? one : many;
-        size_t n = 0;
-        int r;
-
-        if (one && many)
-                return problem_set(p, 400, "devices", "give either device or devices, not both");
-        if (devices_count() == 0)
-                return problem_set(p, 503, field, "this host has no usable GPU: %s",
-                                   devices_empty_reason());
-        if (!v || (json_is_string(v) && strcmp(json_string_value(v), "all") == 0)) {
-                for (size_t i = 0; i < devices_count(); i++)
-                        devs[n++] = i;
-        } else if (one) {
-                r = parse_device_value(v, "device", devs, &n, p);
-                if (r < 0)
-                        return r;
-        } else if (json_is_array(v)) {
-                size_t i;
-                json_t *e;
-                char f[32];
-                if (json_array_size(v) == 0)
-                        return problem_set(p, 400, "devices", "must name at least one device");
-                if (json_array_size(v) > devices_count())
-                        return problem_set(p, 400, "devices", "names more devices than exist (%zu)",
-                                           devices_count());
-                json_array_foreach(v, i, e)
-                {
-                        snprintf(f, sizeof(f), "devices[%zu]", i);
-                        r = parse_device_value(e, f, devs, &n, p);
-                        if (r < 0)
-                                return r;
-                }
-        } else {
-                r = parse_device_value(v, "devices", devs, &n, p);
-                if (r < 0)
-                        return r;
-        }
-        for (size_t i = 0; i < n; i++) {
-                struct device *d = devices_get(devs[i]);
-                if (d->wstate == WORKER_FAULTED) {
-                        int rr = problem_set(p, 503, field, "device %zu (%s) is faulted: %s",
-                                           d->index, d->uuid, d->reason);
-                        p->retry_after_s = 30;
-                        return rr;
-                }
-        }
-        *ret_n = n;
-        return 0;
-}
-
-static bool label_key_ok(const char *k)
-{
-        if (!k[0])
-                return false;
-        for (const char *c = k; *c; c++)
-                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                      (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.' || *c == '/'))
-                        return false;
-        return true;
-}
-
-static int parse_labels(const json_t *labels, struct problem *p)
-{
-        const char *k;
-        json_t *v;
-
-        if (!labels)
-                return 0;
-        if (!json_is_object(labels))
-                return problem_set(p, 400, "labels", "must be an object of string values");
-        if (json_object_size(labels) > cfg->max_labels)
-                return problem_set(p, 400, "labels", "at most %u labels (max_labels)",
-                                   cfg->max_labels);
-        json_object_foreach((json_t *)labels, k, v)
-        {
-                if (strlen(k) > cfg->max_label_key_len || !label_key_ok(k))
-                        return problem_set(p, 400, "labels",
-                                           "label keys are 1 to %u characters of A-Z a-z 0-9 _ - . "
-                                           "/ (max_label_key_len)",
-                                           cfg->max_label_key_len);
-                if (!json_is_string(v))
-                        return problem_set(p, 400, "labels", "label '%.64s' must be a string", k);
-                if (json_string_length(v) > cfg->max_label_value_len)
-                        return problem_set(p, 400, "labels",
-                                           "label '%.64s' is longer than %u bytes "
-                                           "(max_label_value_len)",
-                                           k, cfg->max_label_value_len);
-        }
-        return 0;
-}
-
-static int parse_priority(const json_t *v, int *ret, struct problem *p)
-{
-        if (!v) {
-                *ret = 1;
-                return 0;
-        }
-        for (size_t i = 0; json_is_string(v) && i < ELEMENTSOF(prio_names); i++)
-                if (strcmp(json_string_value(v), prio_names[i]) == 0) {
-                        *ret = (int)i;
-                        return 0;
-                }
-        return problem_set(p, 400, "priority", "must be \"high\", \"normal\" or \"low\"");
-}
-
-static int parse_timeout(const json_t *v, unsigned *ret, struct problem *p)
-{
-        if (!v) {
-                *ret = cfg->job_timeout_default_s;
-                return 0;
-        }
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > (json_int_t)cfg->job_timeout_max_s)
-                return problem_set(p, 400, "timeout_s",
-                                   "must be a whole number of seconds from 1 to %u "
-                                   "(job_timeout_max_s)",
-                                   cfg->job_timeout_max_s);
-        *ret = (unsigned)json_integer_value(v);
-        return 0;
 }
 
 static struct job *idempotent_find(const char *key, const char *client)
@@ -947,10 +788,14 @@ static int check_capacity(const size_t *devs, size_t n, const char *client, stru
         return 0;
 }
 
-static struct job *job_new(const json_t *body, const char *request, const struct bench_def *b,
-                           json_t *params, const size_t *devs, size_t n, int prio,
-                           unsigned timeout_s, const char *idem, const char *client)
+static struct job *job_new(const json_t *body, const char *request, const struct job_spec *spec,
+                           const char *idem, const char *client)
 {
+        const struct bench_def *b = spec->bench;
+        const size_t *devs = spec->devs, n = spec->n_devs;
+        json_t *params = spec->params;
+        int prio = spec->prio;
+        unsigned timeout_s = spec->timeout_s;
         struct job *j = calloc(1, sizeof(*j));
         bool fake = false;
 
@@ -974,7 +819,7 @@ static struct job *job_new(const json_t *body, const char *request, const struct
         j->doc = json_pack("{s:s, s:s, s:s, s:O, s:s, s:I, s:o, s:s?, s:s?, s:s, s:o, s:I, s:n, "
                            "s:n, s:b, s:o, s:s}",
                            "id", j->id, "benchmark", b->name, "kind", b->kind, "params", params,
-                           "priority", prio_names[prio], "timeout_s", (json_int_t)timeout_s,
+                           "priority", spec_priority_name(prio), "timeout_s", (json_int_t)timeout_s,
                            "labels", labels ? json_incref(labels) : json_object(),
                            "idempotency_key", idem, "client", client, "state", "queued", "created",
                            now_json(), "created_ms", (json_int_t)now_realtime_ms(), "started",
@@ -989,37 +834,13 @@ static struct job *job_new(const json_t *body, const char *request, const struct
 int core_job_submit(const json_t *body, const char *idem, const char *client, json_t **ret_job,
                     struct problem *p)
 {
-        size_t devs[256], n = 0;
-        int prio = 1, r;
-        unsigned timeout_s = 0;
-        const char *key;
-        json_t *v;
-        struct catalog_limits lim = {.max_buffer_bytes = cfg->max_buffer_bytes};
-        struct catalog_error cerr = {0};
-        _cleanup_json_ json_t *params = NULL;
+        struct job_spec spec = {0};
+        const struct bench_def *b;
+        int r;
 
-        if (!json_is_object(body))
-                return problem_set(p, 400, "", "the body must be a JSON object");
-        json_object_foreach((json_t *)body, key, v)
-        {
-                bool known = false;
-                for (size_t i = 0; i < ELEMENTSOF(submit_keys); i++)
-                        known = known || strcmp(key, submit_keys[i]) == 0;
-                if (!known)
-                        return problem_set(p, 400, key,
-                                           "unknown field '%.64s' (known: benchmark, device, "
-                                           "devices, params, priority, timeout_s, labels)",
-                                           key);
-        }
-        json_t *bn = json_object_get(body, "benchmark");
-        if (!json_is_string(bn))
-                return problem_set(p, 400, "benchmark",
-                                   "benchmark is required: a name from GET /v1/benchmarks");
-        const struct bench_def *b = catalog_find(json_string_value(bn));
-        if (!b)
-                return problem_set(p, 400, "benchmark",
-                                   "unknown benchmark '%.64s' (see GET /v1/benchmarks)",
-                                   json_string_value(bn));
+        r = spec_check_body(body, &b, p);
+        if (r < 0)
+                return r;
         _cleanup_free_ char *request = json_dump_compact(body, NULL);
         if (!request)
                 return problem_set(p, 500, "", "out of memory");
@@ -1041,31 +862,14 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
                         goto out;
                 }
         }
-        r = parse_devices(body, devs, &n, p);
+        r = spec_parse(cfg, body, b, &spec, p);
         if (r < 0)
                 goto out;
-        bool all_fake = true;
-        for (size_t i = 0; i < n; i++)
-                all_fake = all_fake && devices_get(devs[i])->fake;
-        r = catalog_validate(b, json_object_get(body, "params"), &lim, all_fake, &params, &cerr);
-        if (r < 0) {
-                r = problem_set(p, 400, cerr.field, "%s", cerr.detail);
-                goto out;
-        }
-        r = parse_priority(json_object_get(body, "priority"), &prio, p);
-        if (r < 0)
-                goto out;
-        r = parse_timeout(json_object_get(body, "timeout_s"), &timeout_s, p);
-        if (r < 0)
-                goto out;
-        r = parse_labels(json_object_get(body, "labels"), p);
-        if (r < 0)
-                goto out;
-        r = check_capacity(devs, n, client, p);
+        r = check_capacity(spec.devs, spec.n_devs, client, p);
         if (r < 0)
                 goto out;
 
-        struct job *j = job_new(body, request, b, params, devs, n, prio, timeout_s, idem, client);
+        struct job *j = job_new(body, request, &spec, idem, client);
         if (!j) {
                 r = problem_set(p, 500, "", "out of memory");
                 goto out;
@@ -1081,17 +885,18 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
                 r = problem_set(p, 500, "", "out of memory");
                 goto out;
         }
-        n_queued_parts += n;
-        for (size_t i = 0; i < n; i++)
+        n_queued_parts += j->n_parts;
+        for (size_t i = 0; i < j->n_parts; i++)
                 if (enqueue(j, i) < 0) /* stored but not queued: fail it rather than lose it */
                         job_set_part(j, i, P_FAILED, NULL, "out of memory while queueing");
-        log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, n);
-        for (size_t i = 0; i < n; i++)
-                try_dispatch(devs[i]);
+        log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, j->n_parts);
+        for (size_t i = 0; i < spec.n_devs; i++)
+                try_dispatch(spec.devs[i]);
         *ret_job = job_public(j->doc);
         r = 0;
 out:
         core_unlock();
+        spec_done(&spec);
         return r;
 }
 

@@ -1,0 +1,252 @@
+/* A submitted job body turned into a validated spec: the benchmark, its normalized params
+ * (catalog_validate), the devices, priority, timeout and labels. Every rule answers with a
+ * problem naming the field. Knows nothing of the queue or the store (jobs.c). */
+#include "spec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "devices.h"
+#include "util.h"
+
+static const char *const priority_names[] = {"high", "normal", "low"};
+
+int spec_priority_from_string(const char *s)
+{
+        for (size_t i = 0; s && i < ELEMENTSOF(priority_names); i++)
+                if (strcmp(s, priority_names[i]) == 0)
+                        return (int)i;
+        return -1;
+}
+
+const char *spec_priority_name(int prio)
+{
+        return prio >= 0 && (size_t)prio < ELEMENTSOF(priority_names) ? priority_names[prio]
+                                                                      : "normal";
+}
+
+static const char *const submit_keys[] = {"benchmark", "device",    "devices", "params",
+                                          "priority",  "timeout_s", "labels"};
+
+static int parse_device_value(const json_t *v, const char *field, size_t *devs, size_t *n,
+                              struct problem *p)
+{
+        ssize_t idx = -1;
+        if (json_is_integer(v)) {
+                json_int_t i = json_integer_value(v);
+                if (i >= 0 && (size_t)i < devices_count())
+                        idx = (ssize_t)i;
+                else
+                        return problem_set(p, 400, field,
+                                           "unknown device %lld: this host has %zu (see GET "
+                                           "/v1/devices)",
+                                           (long long)i, devices_count());
+        } else if (json_is_string(v)) {
+                idx = devices_lookup_uuid(json_string_value(v));
+                if (idx < 0)
+                        return problem_set(p, 400, field,
+                                           "unknown device '%.64s' (see GET /v1/devices)",
+                                           json_string_value(v));
+        } else {
+                return problem_set(p, 400, field, "must be a device index, a GPU uuid or \"all\"");
+        }
+        for (size_t k = 0; k < *n; k++)
+                if (devs[k] == (size_t)idx)
+                        return problem_set(p, 400, field, "device %zd is named twice", idx);
+        devs[(*n)++] = (size_t)idx;
+        return 0;
+}
+
+/* The device set of a submission: "device": N|UUID|"all" or "devices": [..]|"all"; default
+ * all. */
+static int parse_devices(const json_t *body, size_t *devs, size_t *ret_n, struct problem *p)
+{
+        json_t *one = json_object_get(body, "device"), *many = json_object_get(body, "devices");
+        const char *field = one ? "device" : "devices";
+        json_t *v = one ? one : many;
+        size_t n = 0;
+        int r;
+
+        if (one && many)
+                return problem_set(p, 400, "devices", "give either device or devices, not both");
+        if (devices_count() == 0)
+                return problem_set(p, 503, field, "this host has no usable GPU: %s",
+                                   devices_empty_reason());
+        if (!v || (json_is_string(v) && strcmp(json_string_value(v), "all") == 0)) {
+                for (size_t i = 0; i < devices_count(); i++)
+                        devs[n++] = i;
+        } else if (one) {
+                r = parse_device_value(v, "device", devs, &n, p);
+                if (r < 0)
+                        return r;
+        } else if (json_is_array(v)) {
+                size_t i;
+                json_t *e;
+                char f[32];
+                if (json_array_size(v) == 0)
+                        return problem_set(p, 400, "devices", "must name at least one device");
+                if (json_array_size(v) > devices_count())
+                        return problem_set(p, 400, "devices", "names more devices than exist (%zu)",
+                                           devices_count());
+                json_array_foreach(v, i, e)
+                {
+                        snprintf(f, sizeof(f), "devices[%zu]", i);
+                        r = parse_device_value(e, f, devs, &n, p);
+                        if (r < 0)
+                                return r;
+                }
+        } else {
+                r = parse_device_value(v, "devices", devs, &n, p);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct device *d = devices_get(devs[i]);
+                if (d->wstate == WORKER_FAULTED) {
+                        int rr = problem_set(p, 503, field, "device %zu (%s) is faulted: %s",
+                                             d->index, d->uuid, d->reason);
+                        p->retry_after_s = 30;
+                        return rr;
+                }
+        }
+        *ret_n = n;
+        return 0;
+}
+
+static bool label_key_ok(const char *k)
+{
+        if (!k[0])
+                return false;
+        for (const char *c = k; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                      (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.' || *c == '/'))
+                        return false;
+        return true;
+}
+
+static int parse_labels(const struct umd_config *cfg, const json_t *labels, struct problem *p)
+{
+        const char *k;
+        json_t *v;
+
+        if (!labels)
+                return 0;
+        if (!json_is_object(labels))
+                return problem_set(p, 400, "labels", "must be an object of string values");
+        if (json_object_size(labels) > cfg->max_labels)
+                return problem_set(p, 400, "labels", "at most %u labels (max_labels)",
+                                   cfg->max_labels);
+        json_object_foreach((json_t *)labels, k, v)
+        {
+                if (strlen(k) > cfg->max_label_key_len || !label_key_ok(k))
+                        return problem_set(p, 400, "labels",
+                                           "label keys are 1 to %u characters of A-Z a-z 0-9 _ - . "
+                                           "/ (max_label_key_len)",
+                                           cfg->max_label_key_len);
+                if (!json_is_string(v))
+                        return problem_set(p, 400, "labels", "label '%.64s' must be a string", k);
+                if (json_string_length(v) > cfg->max_label_value_len)
+                        return problem_set(p, 400, "labels",
+                                           "label '%.64s' is longer than %u bytes "
+                                           "(max_label_value_len)",
+                                           k, cfg->max_label_value_len);
+        }
+        return 0;
+}
+
+static int parse_priority(const json_t *v, int *ret, struct problem *p)
+{
+        if (!v) {
+                *ret = 1;
+                return 0;
+        }
+        int prio = json_is_string(v) ? spec_priority_from_string(json_string_value(v)) : -1;
+        if (prio >= 0) {
+                *ret = prio;
+                return 0;
+        }
+        return problem_set(p, 400, "priority", "must be \"high\", \"normal\" or \"low\"");
+}
+
+static int parse_timeout(const struct umd_config *cfg, const json_t *v, unsigned *ret,
+                         struct problem *p)
+{
+        if (!v) {
+                *ret = cfg->job_timeout_default_s;
+                return 0;
+        }
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > (json_int_t)cfg->job_timeout_max_s)
+                return problem_set(p, 400, "timeout_s",
+                                   "must be a whole number of seconds from 1 to %u "
+                                   "(job_timeout_max_s)",
+                                   cfg->job_timeout_max_s);
+        *ret = (unsigned)json_integer_value(v);
+        return 0;
+}
+
+int spec_check_body(const json_t *body, const struct bench_def **ret_bench, struct problem *p)
+{
+        const char *key;
+        json_t *v;
+
+        if (!json_is_object(body))
+                return problem_set(p, 400, "", "the body must be a JSON object");
+        json_object_foreach((json_t *)body, key, v)
+        {
+                bool known = false;
+                for (size_t i = 0; i < ELEMENTSOF(submit_keys); i++)
+                        known = known || strcmp(key, submit_keys[i]) == 0;
+                if (!known)
+                        return problem_set(p, 400, key,
+                                           "unknown field '%.64s' (known: benchmark, device, "
+                                           "devices, params, priority, timeout_s, labels)",
+                                           key);
+        }
+        json_t *bn = json_object_get(body, "benchmark");
+        if (!json_is_string(bn))
+                return problem_set(p, 400, "benchmark",
+                                   "benchmark is required: a name from GET /v1/benchmarks");
+        const struct bench_def *b = catalog_find(json_string_value(bn));
+        if (!b)
+                return problem_set(p, 400, "benchmark",
+                                   "unknown benchmark '%.64s' (see GET /v1/benchmarks)",
+                                   json_string_value(bn));
+        *ret_bench = b;
+        return 0;
+}
+
+int spec_parse(const struct umd_config *cfg, const json_t *body, const struct bench_def *b,
+               struct job_spec *ret, struct problem *p)
+{
+        struct job_spec s = {.bench = b, .prio = 1};
+        struct catalog_limits lim = {.max_buffer_bytes = cfg->max_buffer_bytes};
+        struct catalog_error cerr = {0};
+        bool all_fake = true;
+        int r;
+
+        r = parse_devices(body, s.devs, &s.n_devs, p);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < s.n_devs; i++)
+                all_fake = all_fake && devices_get(s.devs[i])->fake;
+        r = catalog_validate(b, json_object_get(body, "params"), &lim, all_fake, &s.params, &cerr);
+        if (r < 0)
+                return problem_set(p, 400, cerr.field, "%s", cerr.detail);
+        if ((r = parse_priority(json_object_get(body, "priority"), &s.prio, p)) < 0 ||
+            (r = parse_timeout(cfg, json_object_get(body, "timeout_s"), &s.timeout_s, p)) < 0 ||
+            (r = parse_labels(cfg, json_object_get(body, "labels"), p)) < 0) {
+                json_decref(s.params);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+void spec_done(struct job_spec *s)
+{
+        json_decref(s->params);
+        s->params = NULL;
+}
