@@ -120,6 +120,29 @@ def main():
                                "params": {"size": a.size}, "timeout_s": 3600})
         print(f"## um_vs_explicit at {a.size}: {secs:.1f} s submit to result\n")
         print(call(base + "/v1/jobs/" + job["id"], accept="text/plain").decode())
+    if "lifecycle" in what:
+        # The real CUDA path under the supervisor: a job past its deadline is killed with its
+        # worker (a hung kernel cannot be cancelled in-process), a running job is cancelled,
+        # and in both cases the next job runs on a fresh worker.
+        slow = {"benchmark": "managed_advise", "device": a.device,
+                "params": {"advice": "read_mostly", "size": "1GiB", "iterations": 50}}
+        print("## lifecycle on the real GPU\n")
+        job, secs = run(base, dict(slow, timeout_s=3))
+        print(f"slow job with timeout_s=3: {job['state']} after {secs:.1f} s: "
+              f"{job['parts'][0].get('error')}")
+        job, secs = run(base, {"benchmark": "copy", "device": a.device})
+        print(f"next job: {job['state']} in {secs:.2f} s")
+        job = call(base + "/v1/jobs", "POST", slow)
+        time.sleep(1.5)
+        t0 = time.monotonic()
+        call(base + "/v1/jobs/" + job["id"], "DELETE")
+        while job["state"] not in FINAL:
+            time.sleep(0.05)
+            job = call(base + "/v1/jobs/" + job["id"])
+        print(f"cancel of a running job: {job['state']} {time.monotonic() - t0:.1f} s after "
+              f"DELETE: {job['parts'][0].get('error')}")
+        job, secs = run(base, {"benchmark": "copy", "device": a.device})
+        print(f"next job: {job['state']} in {secs:.2f} s\n")
     if "health" in what:
         times, verdicts = [], []
         for _ in range(a.health_runs):
