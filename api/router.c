@@ -9,7 +9,9 @@
 #include "util.h"
 
 static const struct route routes[] = {
-    {"/", {{HTTP_GET, handle_dashboard, ROLE_READ, false}}, 1},
+    /* The page is static and holds no data (it fetches the API with the user's token), so a
+     * browser can load it even with auth_reads on. */
+    {"/", {{HTTP_GET, handle_dashboard, ROLE_NONE, false}}, 1},
     {"/metrics", {{HTTP_GET, handle_metrics, ROLE_READ, false}}, 1},
     /* Health and metrics are reads like any other: with auth_reads they need a token too, and
      * an operator who wants them open leaves auth_reads off. */
