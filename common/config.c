@@ -126,8 +126,13 @@ static const struct key keys[] = {
          "Health: below this fraction of the link's rate fails."},
         {"health_baseline_runs", K_UINT, F(health_baseline_runs), "5", 1, 1000,
          "Health: the baseline is the median of this many past passing results of the GPU."},
+        {"health_baseline_min_runs", K_UINT, F(health_baseline_min_runs), "3", 1, 1000,
+         "Health: the baseline is judged against only once this many passing runs exist (one "
+         "run is too noisy a baseline)."},
         {"health_baseline_tolerance", K_DOUBLE, F(health_baseline_tolerance), "0.15", 0, 1,
-         "Health: a drop below the baseline by more than this fraction fails."},
+         "Health: a drop below the baseline by more than this fraction fails for pinned copies "
+         "(bound by the link) and warns for pageable and managed paths (which also depend on the "
+         "host's memory and CPU, and vary more from run to run)."},
 
         {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0,
          "error, warning, notice, info or debug."},
@@ -605,6 +610,10 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
         if (c->job_timeout_default_s > c->job_timeout_max_s)
                 return usage_error("job_timeout_default_s (%u) is above job_timeout_max_s (%u)",
                                    c->job_timeout_default_s, c->job_timeout_max_s);
+        if (c->health_baseline_min_runs > c->health_baseline_runs)
+                return usage_error("health_baseline_min_runs (%u) is above health_baseline_runs "
+                                   "(%u)",
+                                   c->health_baseline_min_runs, c->health_baseline_runs);
         if (c->health_fail_fraction > c->health_warn_fraction)
                 return usage_error("health_fail_fraction is above health_warn_fraction");
         if ((c->tls_cert == NULL) != (c->tls_key == NULL))

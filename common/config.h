@@ -66,6 +66,7 @@ struct umd_config {
         double health_warn_fraction;  /* of the link's theoretical rate */
         double health_fail_fraction;
         unsigned health_baseline_runs;
+        unsigned health_baseline_min_runs;
         double health_baseline_tolerance;
 
         /* logging */

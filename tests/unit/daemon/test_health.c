@@ -85,15 +85,38 @@ static void test_pinned_bandwidth_somewhat_below_link_warns(void **state)
         json_decref(v), json_decref(r), json_decref(l);
 }
 
-static void test_drop_below_own_baseline_fails(void **state)
+static json_t *h200_baseline(void)
 {
-        json_t *r = result(55.0, 55.0, 6.0, 48.0), *l = link(5, 16, 5, 16);
-        json_t *b = json_pack("{s:f, s:f, s:f, s:f}", "pinned_h2d", 55.4, "pinned_d2h", 55.2,
-                              "pageable_h2d", 9.3, "managed_prefetch", 48.1);
+        return json_pack("{s:f, s:f, s:f, s:f}", "pinned_h2d", 55.4, "pinned_d2h", 55.2,
+                         "pageable_h2d", 9.3, "managed_prefetch", 48.1);
+}
+
+static void test_pinned_drop_below_own_baseline_fails(void **state)
+{
+        json_t *r = result(45.0, 55.0, 9.3, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
         json_t *v = health_verdict(&cfg, r, l, b, 5);
         assert_string_equal(verdict_of(v), "fail");
         const char *why = json_string_value(json_array_get(json_object_get(v, "reasons"), 0));
+        assert_non_null(strstr(why, "pinned_h2d"));
+        assert_non_null(strstr(why, "baseline"));
+        json_decref(v), json_decref(r), json_decref(l), json_decref(b);
+}
+
+static void test_pageable_drop_below_own_baseline_only_warns(void **state)
+{
+        json_t *r = result(55.0, 55.0, 6.0, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
+        json_t *v = health_verdict(&cfg, r, l, b, 5);
+        assert_string_equal(verdict_of(v), "warn");
+        const char *why = json_string_value(json_array_get(json_object_get(v, "reasons"), 0));
         assert_non_null(strstr(why, "pageable_h2d"));
+        json_decref(v), json_decref(r), json_decref(l), json_decref(b);
+}
+
+static void test_baseline_of_too_few_runs_is_not_judged(void **state)
+{
+        json_t *r = result(46.0, 55.0, 6.0, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
+        json_t *v = health_verdict(&cfg, r, l, b, cfg.health_baseline_min_runs - 1);
+        assert_string_equal(verdict_of(v), "pass");
         json_decref(v), json_decref(r), json_decref(l), json_decref(b);
 }
 
@@ -123,7 +146,9 @@ int main(void)
                 cmocka_unit_test(test_link_below_its_maximum_warns),
                 cmocka_unit_test(test_pinned_bandwidth_far_below_link_fails),
                 cmocka_unit_test(test_pinned_bandwidth_somewhat_below_link_warns),
-                cmocka_unit_test(test_drop_below_own_baseline_fails),
+                cmocka_unit_test(test_pinned_drop_below_own_baseline_fails),
+                cmocka_unit_test(test_pageable_drop_below_own_baseline_only_warns),
+                cmocka_unit_test(test_baseline_of_too_few_runs_is_not_judged),
                 cmocka_unit_test(test_small_wobble_around_baseline_passes),
                 cmocka_unit_test(test_unreadable_link_warns_and_says_so),
         };
