@@ -74,6 +74,15 @@ static void test_flags_win_over_file(void **state)
         free(path);
 }
 
+static void test_worker_is_short_for_worker_path(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd", "--worker", "/opt/umd-worker"};
+        assert_int_equal(parse(&c, 3, argv), 0);
+        assert_string_equal(c.worker_path, "/opt/umd-worker");
+        config_free(&c);
+}
+
 static void test_unknown_flag_is_rejected(void **state)
 {
         struct umd_config c;
@@ -171,6 +180,7 @@ int main(void)
                 cmocka_unit_test(test_flag_sets_key_with_dashes),
                 cmocka_unit_test(test_repeated_listen_accumulates_and_accepts_ipv6),
                 cmocka_unit_test(test_flags_win_over_file),
+                cmocka_unit_test(test_worker_is_short_for_worker_path),
                 cmocka_unit_test(test_unknown_flag_is_rejected),
                 cmocka_unit_test(test_out_of_range_number_is_rejected),
                 cmocka_unit_test(test_bad_listen_address_is_rejected),
