@@ -1,9 +1,9 @@
-/* Jobs: validation of submissions, the in-memory index (sorted by id, which is submission
- * order), per-device queues (priority, then FIFO), state transitions and their persistence,
- * cancellation, recovery at start and retention. The document each job is stored as is the
- * truth; struct job caches what the queue and filters need. Every change happens under
- * core_lock and is written to the store before the lock is released, so what a client reads
- * is always what is on disk. */
+/* Jobs: the in-memory index (sorted by id, which is submission order), per-device queues
+ * (priority, then FIFO), state transitions and their persistence, cancellation, recovery at
+ * start, retention and health baselines. Submissions are validated by spec.c. The document each job
+ * is stored as is the truth; struct job caches what the queue and filters need. Every change
+ * happens under core_lock and is written to the store before the lock is released, so what a client
+ * reads is always what is on disk. */
 #include "jobs.h"
 
 #include <errno.h>
@@ -55,8 +55,9 @@ static struct supervisor *sup;
 static bool quiescing;
 static struct job **jobs; /* ascending id */
 static size_t n_jobs, cap_jobs;
-static size_t n_queued_parts;
 static struct queue *queues; /* one per device */
+
+static size_t queued_total(void);
 
 void core_lock(void)
 {
@@ -139,11 +140,8 @@ static void job_set_part(struct job *j, size_t i, enum pstate st, json_t *result
         json_t *p = part_doc(j, i);
         enum pstate old = j->parts[i].st;
 
-        if (old == P_QUEUED && st != P_QUEUED) {
-                n_queued_parts--;
-                if (j->parts[i].device >= 0)
-                        queue_remove(&queues[j->parts[i].device], j, i);
-        }
+        if (old == P_QUEUED && st != P_QUEUED && j->parts[i].device >= 0)
+                queue_remove(&queues[j->parts[i].device], j, i);
         j->parts[i].st = st;
         json_object_set_new(p, "state", json_string(pstate_names[st]));
         if (st == P_RUNNING)
@@ -328,36 +326,35 @@ static json_t *part_verdict(const json_t *part)
 static json_t *health_baseline(const char *uuid, const struct job *self, size_t *ret_runs)
 {
         size_t max = cfg->health_baseline_runs, runs = 0;
+        const json_t **past = calloc(max, sizeof(*past)); /* their measurements, newest first */
         double *vals = calloc(max, sizeof(double));
         json_t *baseline = json_object();
 
+        for (size_t k = n_jobs; past && vals && k-- > 0 && runs < max;) {
+                struct job *o = jobs[k];
+                if (o == self || strcmp(job_benchmark(o), "health") != 0)
+                        continue;
+                for (size_t i = 0; i < o->n_parts && runs < max; i++) {
+                        json_t *p = part_doc(o, i);
+                        const char *v =
+                            json_string_value(json_object_get(part_verdict(p), "verdict"));
+                        if (o->parts[i].st == P_SUCCEEDED && v && strcmp(v, "pass") == 0 &&
+                            strcasecmp(json_string_value(json_object_get(p, "uuid")), uuid) == 0)
+                                past[runs++] =
+                                    json_object_get(json_object_get(p, "result"), "measurements");
+                }
+        }
         for (const char *const *m = health_bandwidth_modes; vals && *m; m++) {
                 size_t n = 0;
-                runs = 0;
-                for (size_t k = n_jobs; k-- > 0 && runs < max;) {
-                        struct job *o = jobs[k];
-                        if (o == self || strcmp(job_benchmark(o), "health") != 0)
-                                continue;
-                        for (size_t i = 0; i < o->n_parts && runs < max; i++) {
-                                json_t *p = part_doc(o, i);
-                                const char *v =
-                                    json_string_value(json_object_get(part_verdict(p), "verdict"));
-                                if (o->parts[i].st != P_SUCCEEDED || !v || strcmp(v, "pass") ||
-                                    strcasecmp(json_string_value(json_object_get(p, "uuid")), uuid))
-                                        continue;
-                                runs++;
-                                size_t x;
-                                json_t *mm;
-                                json_array_foreach(
-                                    json_object_get(json_object_get(p, "result"), "measurements"),
-                                    x, mm)
-                                {
-                                        const char *name =
-                                            json_string_value(json_object_get(mm, "name"));
-                                        json_t *g = json_object_get(mm, "gbps");
-                                        if (name && strcmp(name, *m) == 0 && json_is_number(g))
-                                                vals[n++] = json_number_value(g);
-                                }
+                for (size_t r = 0; r < runs; r++) {
+                        size_t x;
+                        json_t *mm;
+                        json_array_foreach(past[r], x, mm)
+                        {
+                                const char *name = json_string_value(json_object_get(mm, "name"));
+                                json_t *g = json_object_get(mm, "gbps");
+                                if (name && strcmp(name, *m) == 0 && json_is_number(g) && n < max)
+                                        vals[n++] = json_number_value(g);
                         }
                 }
                 if (n == 0)
@@ -366,6 +363,7 @@ static json_t *health_baseline(const char *uuid, const struct job *self, size_t 
                 double med = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
                 json_object_set_new(baseline, *m, json_real(med));
         }
+        free(past);
         free(vals);
         *ret_runs = runs;
         return baseline;
@@ -583,7 +581,7 @@ void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total)
         core_lock();
         for (size_t i = 0; i < devices_count(); i++)
                 running += devices_get(i)->running_jobs;
-        *ret_queued = n_queued_parts;
+        *ret_queued = queued_total();
         *ret_running = running;
         *ret_total = n_jobs;
         core_unlock();
@@ -628,8 +626,6 @@ static struct job *job_from_doc(json_t *doc)
                 }
                 j->parts[i].device = devices_lookup_uuid(uuid);
                 j->parts[i].st = (enum pstate)ps;
-                if (ps == P_QUEUED)
-                        n_queued_parts++;
         }
         return j;
 }
@@ -691,7 +687,7 @@ int jobs_init(const struct umd_config *c, struct store *s)
         health_restore_last();
         log_info("store: %zu jobs (%zu parts queued), %u interrupted or failed at recovery, %u "
                  "corrupt files set aside",
-                 n_jobs, n_queued_parts, changed, corrupt);
+                 n_jobs, queued_total(), changed, corrupt);
         return 0;
 }
 
@@ -758,11 +754,13 @@ static int check_capacity(const size_t *devs, size_t n, const char *client, stru
 {
         int r;
 
-        if (n_queued_parts + n > cfg->queue_capacity) {
+        size_t queued = queued_total();
+
+        if (queued + n > cfg->queue_capacity) {
                 r = problem_set(p, 429, "",
                                 "the queue is full (%zu parts queued, queue_capacity %u); retry "
                                 "later",
-                                n_queued_parts, cfg->queue_capacity);
+                                queued, cfg->queue_capacity);
                 p->retry_after_s = 5;
                 return r;
         }
@@ -885,7 +883,6 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
                 r = problem_set(p, 500, "", "out of memory");
                 goto out;
         }
-        n_queued_parts += j->n_parts;
         for (size_t i = 0; i < j->n_parts; i++)
                 if (enqueue(j, i) < 0) /* stored but not queued: fail it rather than lose it */
                         job_set_part(j, i, P_FAILED, NULL, "out of memory while queueing");
@@ -1088,4 +1085,13 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
 size_t jobs_queued_on_locked(size_t dev)
 {
         return queues && dev < devices_count() ? queue_len(&queues[dev]) : 0;
+}
+
+/* Parts queued on every device: the queues are the only record, so nothing can drift. */
+static size_t queued_total(void)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < devices_count(); i++)
+                n += jobs_queued_on_locked(i);
+        return n;
 }
