@@ -149,10 +149,13 @@ static bool selected(const struct umd_config *cfg, const json_t *dev)
 {
         if (!cfg->devices || strcmp(cfg->devices, "all") == 0)
                 return true;
-        char *copy = strdup(cfg->devices), *save = NULL;
+        _cleanup_free_ char *copy = strdup(cfg->devices);
+        char *save = NULL;
         bool hit = false;
         const char *uuid = json_string_value(json_object_get(dev, "uuid"));
         json_int_t idx = json_integer_value(json_object_get(dev, "index"));
+        if (!copy)
+                return false;
         for (char *w = strtok_r(copy, ", ", &save); w && !hit; w = strtok_r(NULL, ", ", &save)) {
                 uint64_t n;
                 if (parse_uint64(w, 0, 1024, &n) == 0)
@@ -160,7 +163,6 @@ static bool selected(const struct umd_config *cfg, const json_t *dev)
                 else
                         hit = uuid && strcasecmp(w, uuid) == 0;
         }
-        free(copy);
         return hit;
 }
 

@@ -437,3 +437,25 @@ def test_retention_keeps_at_most_max_jobs_finished(umd):
     listed = [j["id"] for j in d.get("/v1/jobs").json()["jobs"]]
     assert listed == list(reversed(ids[-3:]))
     assert sorted(job_files(d)) == sorted(i + ".json" for i in ids[-3:])
+
+
+# -- device selection --
+
+def test_devices_setting_picks_gpus_by_index_and_uuid(umd):
+    d = umd(fake_devices=3, args=["--devices", "0,GPU-fa4e0000-0000-4000-8000-000000000002"])
+    devs = d.get("/v1/devices").json()
+    assert [x["uuid"][-1] for x in devs] == ["0", "2"]
+    assert [x["index"] for x in devs] == [0, 1]
+    assert [x["host_index"] for x in devs] == [0, 2]
+    done = wait_job(d, submit(d, {**COPY, "device": 1})["id"])
+    assert done["state"] == "succeeded"
+    assert done["parts"][0]["uuid"].endswith("2")
+    assert done["parts"][0]["result"]["context"]["device_uuid"].endswith("2")
+
+
+def test_devices_setting_matching_nothing_makes_health_503_with_the_reason(umd):
+    d = umd(fake_devices=2, args=["--devices", "7"])
+    assert d.get("/v1/devices").json() == []
+    r = d.get("/v1/health")
+    assert r.status_code == 503
+    assert "matches the 'devices' setting" in r.json()["reason"]
