@@ -459,3 +459,18 @@ def test_devices_setting_matching_nothing_makes_health_503_with_the_reason(umd):
     r = d.get("/v1/health")
     assert r.status_code == 503
     assert "matches the 'devices' setting" in r.json()["reason"]
+
+
+def test_retention_deletes_finished_jobs_older_than_retention_days(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    old, recent = (wait_job(d, submit(d, COPY)["id"]) for _ in range(2))
+    d.stop()
+    path = state / "jobs" / (old["id"] + ".json")
+    doc = json.loads(path.read_text())
+    doc["finished_ms"] -= 91 * 86400 * 1000  # finished 91 days earlier
+    path.write_text(json.dumps(doc))
+    d2 = umd(fake_devices=1, state_dir=state, args=["--retention-days", "90"])
+    assert d2.get("/v1/jobs/" + old["id"]).status_code == 404
+    assert not path.exists()
+    assert d2.get("/v1/jobs/" + recent["id"]).json()["state"] == "succeeded"
