@@ -142,10 +142,20 @@ static size_t split(const char *s, const char *end, struct field *f, size_t max)
         return n;
 }
 
-static int check_line(const struct field *f, char *why, size_t whylen)
+/* The role a ROLE field names; ROLE_NONE for anything else. */
+static enum api_role field_role(const struct field *f)
 {
         char role[16];
 
+        if (f->len >= sizeof(role))
+                return ROLE_NONE;
+        memcpy(role, f->s, f->len);
+        role[f->len] = '\0';
+        return auth_role_from_string(role);
+}
+
+static int check_line(const struct field *f, char *why, size_t whylen)
+{
         if (f[0].len > AUTH_NAME_MAX) {
                 snprintf(why, whylen, "name is longer than %d characters", AUTH_NAME_MAX);
                 return -EINVAL;
@@ -157,8 +167,7 @@ static int check_line(const struct field *f, char *why, size_t whylen)
                                  i + 1);
                         return -EINVAL;
                 }
-        snprintf(role, sizeof(role), "%.*s", (int)(f[1].len < 15 ? f[1].len : 15), f[1].s);
-        if (f[1].len >= sizeof(role) || auth_role_from_string(role) == ROLE_NONE) {
+        if (field_role(&f[1]) == ROLE_NONE) {
                 snprintf(why, whylen, "role must be read, submit or admin");
                 return -EINVAL;
         }
@@ -198,13 +207,7 @@ static int tokens_add(struct auth_tokens *t, const struct field *f)
         tok = &t->tokens[t->n++];
         memcpy(tok->name, f[0].s, f[0].len);
         tok->name[f[0].len] = '\0';
-        tok->role = ROLE_NONE;
-        if (f[1].len == 4 && memcmp(f[1].s, "read", 4) == 0)
-                tok->role = ROLE_READ;
-        else if (f[1].len == 6 && memcmp(f[1].s, "submit", 6) == 0)
-                tok->role = ROLE_SUBMIT;
-        else if (f[1].len == 5 && memcmp(f[1].s, "admin", 5) == 0)
-                tok->role = ROLE_ADMIN;
+        tok->role = field_role(&f[1]);
         tok->len = pad(tok->secret, f[2].s, f[2].len);
         return 0;
 }

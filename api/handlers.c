@@ -133,8 +133,7 @@ void handle_job_get(const struct api_request *req, struct api_reply *rep)
                 char *text = text_render_job(job);
                 json_decref(job);
                 if (!text) {
-                        problem_set(&p, 500, "", "out of memory");
-                        reply_problem(rep, &p);
+                        reply_errorf(rep, 500, NULL, "out of memory");
                         return;
                 }
                 reply_text(rep, 200, "text/plain; charset=utf-8", text, strlen(text));

@@ -23,7 +23,8 @@ enum http_method {
         HTTP_OTHER = 1u << 4, /* PUT, PATCH, anything else: never routed */
 };
 
-/* Who may call a route once tokens exist (issue 6); today every caller is let through. */
+/* The least role a route needs once a tokens_file is set (server.c checks it; without one
+ * every caller is let through). Ordered: a higher role may do what a lower one may. */
 enum api_role {
         ROLE_NONE,
         ROLE_READ,

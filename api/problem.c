@@ -6,13 +6,16 @@
 #include <string.h>
 
 #include "http.h"
+#include "util.h"
 
-static const struct {
+struct problem_kind {
         int status;
         const char *slug;
         const char *title;
         int err;
-} problems[] = {
+};
+
+static const struct problem_kind problems[] = {
     {400, "bad-request", "Bad Request", EINVAL},
     {401, "unauthorized", "Unauthorized", EACCES},
     {403, "forbidden", "Forbidden", EPERM},
@@ -24,42 +27,45 @@ static const struct {
     {429, "queue-full", "Too Many Requests", EBUSY},
     {500, "internal-error", "Internal Server Error", EIO},
     {503, "unavailable", "Service Unavailable", EAGAIN},
+    {507, "insufficient-storage", "Insufficient Storage", ENOSPC},
 };
 
-static int problem_index(int status)
+/* The entry for status, or the generic client or server error for one not in the table. */
+static const struct problem_kind *problem_kind(int status)
 {
-        for (size_t i = 0; i < sizeof(problems) / sizeof(problems[0]); i++)
+        static const struct problem_kind client_error = {0, "client-error", "Client Error", EINVAL};
+        static const struct problem_kind server_error = {0, "server-error", "Server Error", EINVAL};
+
+        for (size_t i = 0; i < ELEMENTSOF(problems); i++)
                 if (problems[i].status == status)
-                        return (int)i;
-        return -1;
+                        return &problems[i];
+        return status >= 500 ? &server_error : &client_error;
 }
 
 const char *problem_title(int status)
 {
-        int i = problem_index(status);
-        return i >= 0 ? problems[i].title : (status >= 500 ? "Server Error" : "Client Error");
+        return problem_kind(status)->title;
 }
 
 const char *problem_slug(int status)
 {
-        int i = problem_index(status);
-        return i >= 0 ? problems[i].slug : (status >= 500 ? "server-error" : "client-error");
+        return problem_kind(status)->slug;
 }
 
 int problem_set(struct problem *p, int status, const char *field, const char *fmt, ...)
 {
+        const struct problem_kind *k = problem_kind(status);
         va_list ap;
-        int i = problem_index(status);
 
         p->status = status;
-        p->slug = problem_slug(status);
-        p->title = problem_title(status);
+        p->slug = k->slug;
+        p->title = k->title;
         va_start(ap, fmt);
         vsnprintf(p->detail, sizeof(p->detail), fmt, ap);
         va_end(ap);
         snprintf(p->field, sizeof(p->field), "%s", field ? field : "");
         p->retry_after_s = 0;
-        return -(i >= 0 ? problems[i].err : EINVAL);
+        return -k->err;
 }
 
 /* Details quote what the client sent, which need not be UTF-8, and jansson refuses strings

@@ -1,10 +1,11 @@
 /* The HTTP server: opens every listener (systemd's sockets first, then TCP and the unix
  * socket from the configuration), serves TCP over TLS when a certificate is configured, runs
- * one libmicrohttpd daemon per socket on its own internal epoll thread, checks each request's
- * bearer token against the role its route needs (tokens from auth.c, loaded once here), reads
- * request bodies across callbacks up to max_body_bytes, turns handler replies into responses,
- * reports each finished request to the daemon's metrics, and shuts down by quiescing and
- * draining. It never interprets a request itself: that is router.c and handlers.c. */
+ * one libmicrohttpd daemon per socket, each polling with poll() from a pool of http_threads
+ * threads, checks each request's bearer token against the role its route needs (tokens from
+ * auth.c, loaded once here), reads request bodies across callbacks up to max_body_bytes, turns
+ * handler replies into responses, reports each finished request to the daemon's metrics, and
+ * shuts down by quiescing and draining. It never interprets a request itself: that is
+ * router.c and handlers.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -26,6 +27,7 @@
 #include "api.h"
 #include "auth.h"
 #include "config.h"
+#include "fileio.h"
 #include "http.h"
 #include "log.h"
 #include "util.h"
@@ -90,8 +92,10 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
 {
         struct MHD_Response *resp;
         enum MHD_Result ok;
-        char retry[16];
+        char retry[16] = "";
 
+        if (rep->retry_after_s > 0)
+                snprintf(retry, sizeof(retry), "%u", rep->retry_after_s);
         if (rep->body_static)
                 resp = MHD_create_response_from_buffer(rep->body_len, rep->body,
                                                        MHD_RESPMEM_PERSISTENT);
@@ -112,17 +116,12 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
              MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, rep->location) == MHD_NO) ||
             (rep->allow[0] &&
              MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rep->allow) == MHD_NO) ||
+            (retry[0] &&
+             MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry) == MHD_NO) ||
             (r->www_authenticate && MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                                             r->www_authenticate) == MHD_NO)) {
                 MHD_destroy_response(resp);
                 return MHD_NO;
-        }
-        if (rep->retry_after_s > 0) {
-                snprintf(retry, sizeof(retry), "%u", rep->retry_after_s);
-                if (MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry) == MHD_NO) {
-                        MHD_destroy_response(resp);
-                        return MHD_NO;
-                }
         }
         ok = MHD_queue_response(c, (unsigned)rep->status, resp);
         MHD_destroy_response(resp);
@@ -533,7 +532,7 @@ static int take_activated(int fd)
                 return r < 0 ? r : -EINVAL;
         }
         /* systemd hands the sockets over inheritable and blocking: workers must not inherit
-         * them, and the epoll loop must never block on accept. */
+         * them, and the poll threads must never block on accept. */
         flags = fcntl(fd, F_GETFL);
         if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
             fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
@@ -620,31 +619,17 @@ static struct listener *listener_add(struct api_server *s, int fd, bool is_unix)
 /* Read a PEM file whole, NUL-terminated (libmicrohttpd takes C strings). */
 static int read_pem(const char *key, const char *path, char **ret)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         _cleanup_free_ char *buf = NULL;
-        struct stat st;
         size_t len = 0;
+        int r;
 
-        if (fd < 0 || fstat(fd, &st) < 0)
-                return log_error_errno(errno, "%s %s: %m", key, path);
-        if (!S_ISREG(st.st_mode) || st.st_size > TLS_FILE_MAX) {
+        r = read_file_at(AT_FDCWD, path, TLS_FILE_MAX, &buf, &len);
+        if (r == -EFBIG || r == -EISDIR || r == -EBADFD) {
                 log_error("%s %s: not a regular file of at most %d bytes", key, path, TLS_FILE_MAX);
                 return -EINVAL;
         }
-        buf = malloc((size_t)st.st_size + 1);
-        if (!buf)
-                return log_error_errno(ENOMEM, "%s %s: %m", key, path);
-        while (len < (size_t)st.st_size) {
-                ssize_t k = read(fd, buf + len, (size_t)st.st_size - len);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return log_error_errno(errno, "%s %s: %m", key, path);
-                if (k == 0)
-                        break;
-                len += (size_t)k;
-        }
-        buf[len] = '\0';
+        if (r < 0)
+                return log_error_errno(r, "%s %s: %m", key, path);
         /* GnuTLS would only say "bad key pair" later; say which file is wrong now. */
         if (strlen(buf) != len || !strstr(buf, "-----BEGIN ")) {
                 explicit_bzero(buf, len);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 static const char *str(const json_t *o, const char *k, const char *def)
 {
         const char *s = json_string_value(json_object_get(o, k));
@@ -23,7 +25,7 @@ static void size_words(json_int_t b, char *buf, size_t len)
         static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
         double v = (double)b;
         size_t u = 0;
-        while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        while (v >= 1024 && u + 1 < ELEMENTSOF(units)) {
                 v /= 1024;
                 u++;
         }
@@ -61,8 +63,8 @@ static void render_um_summary(FILE *f, const json_t *s)
         size_t i;
         json_t *m;
 
-        fprintf(f, "\n  %-42s %9s %10s %10s\n", "mode (same bytes, processed once)",
-                "GB/s", "median ms", "x pinned");
+        fprintf(f, "\n  %-42s %9s %10s %10s\n", "mode (same bytes, processed once)", "GB/s",
+                "median ms", "x pinned");
         json_array_foreach(json_object_get(s, "modes"), i, m)
         {
                 json_t *r = json_object_get(m, "ratio_to_pinned");
@@ -138,7 +140,10 @@ char *text_render_job(const json_t *job)
                 size_t k;
                 json_t *n;
                 json_array_foreach(json_object_get(res, "notes"), k, n)
-                    fprintf(f, "  note: %s\n", json_string_value(n));
+                {
+                        if (json_is_string(n))
+                                fprintf(f, "  note: %s\n", json_string_value(n));
+                }
         }
         if (fclose(f) != 0) {
                 free(buf);

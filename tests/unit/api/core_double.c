@@ -16,8 +16,16 @@ void core_double_reset(void)
         memset(&core_double, 0, sizeof(core_double));
 }
 
+static void record(char **slot, const char *s)
+{
+        free(*slot);
+        *slot = s ? strdup(s) : NULL;
+}
+
+/* Count the call and answer: the problem the test asked for, or core_double.result. */
 static int answer(struct problem *p)
 {
+        core_double.calls++;
         if (core_double.fail_status) {
                 int r = problem_set(p, core_double.fail_status, core_double.fail_field,
                                     "double says no");
@@ -57,9 +65,7 @@ int core_job_submit(const json_t *body, const char *idempotency_key, const char 
 {
         int r;
 
-        core_double.calls++;
-        free(core_double.last_key);
-        core_double.last_key = idempotency_key ? strdup(idempotency_key) : NULL;
+        record(&core_double.last_key, idempotency_key);
         r = answer(p);
         if (r >= 0)
                 *ret_job = json_pack("{s:s, s:s}", "id", "0190a0b0-0000-7000-8000-000000000001",
@@ -71,9 +77,7 @@ int core_job_get(const char *id, json_t **ret_job, struct problem *p)
 {
         int r;
 
-        core_double.calls++;
-        free(core_double.last_id);
-        core_double.last_id = id ? strdup(id) : NULL;
+        record(&core_double.last_id, id);
         r = answer(p);
         if (r >= 0)
                 *ret_job = json_pack("{s:s}", "id", id);
@@ -84,7 +88,6 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
 {
         int r;
 
-        core_double.calls++;
         core_double.last_filter = *f;
         r = answer(p);
         if (r >= 0)
@@ -97,9 +100,7 @@ int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret
 {
         int r;
 
-        core_double.calls++;
-        free(core_double.last_id);
-        core_double.last_id = id ? strdup(id) : NULL;
+        record(&core_double.last_id, id);
         r = answer(p);
         if (r >= 0)
                 *ret_job = json_pack("{s:s, s:s}", "id", id, "state", "cancelled");

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "util.h"
 
 #define TOK_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define TOK_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
@@ -217,6 +218,12 @@ static char *write_temp(const char *text, mode_t mode)
         return path;
 }
 
+static void remove_temp(char *path)
+{
+        unlink(path);
+        free(path);
+}
+
 static void test_load_checks_mode(void **state)
 {
         static const char text[] = "alice read " TOK_A "\n";
@@ -224,25 +231,22 @@ static void test_load_checks_mode(void **state)
         struct auth_tokens *t = NULL;
         char *path;
 
-        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 path = write_temp(text, bad[i]);
                 assert_int_equal(auth_tokens_load(path, &t), -EPERM);
                 assert_null(t);
-                unlink(path);
-                free(path);
+                remove_temp(path);
         }
         path = write_temp(text, 0600);
         assert_int_equal(auth_tokens_load(path, &t), 0);
         assert_int_equal(auth_tokens_count(t), 1);
         t = auth_tokens_free(t);
-        unlink(path);
-        free(path);
+        remove_temp(path);
 
         path = write_temp(text, 0400);
         assert_int_equal(auth_tokens_load(path, &t), 0);
         t = auth_tokens_free(t);
-        unlink(path);
-        free(path);
+        remove_temp(path);
 }
 
 static void test_load_refuses_bad_and_empty_files(void **state)
@@ -251,13 +255,11 @@ static void test_load_refuses_bad_and_empty_files(void **state)
         char *path = write_temp("# only a comment\n", 0600);
 
         assert_int_equal(auth_tokens_load(path, &t), -EINVAL);
-        unlink(path);
-        free(path);
+        remove_temp(path);
 
         path = write_temp("alice reader " TOK_A "\n", 0600);
         assert_int_equal(auth_tokens_load(path, &t), -EINVAL);
-        unlink(path);
-        free(path);
+        remove_temp(path);
 
         assert_int_equal(auth_tokens_load("/nonexistent/umd-tokens", &t), -ENOENT);
         assert_int_equal(auth_tokens_load("/tmp", &t), -EINVAL);

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "test_helpers.h"
+#include "util.h"
 
 static int setup(void **state)
 {
@@ -36,7 +37,7 @@ static void test_every_route_reaches_its_handler(void **state)
                                       "/v1/jobs",    "/v1/openapi.json"};
         struct api_reply rep;
 
-        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
                 run(&rep, HTTP_GET, paths[i], NULL, NULL, 0, NULL);
                 assert_int_equal(rep.status, 200);
                 assert_non_null(rep.content_type);
@@ -51,7 +52,7 @@ static void test_unknown_paths_are_404(void **state)
                                       "/v1/HEALTH", "/metricsx",    ""};
         struct api_reply rep;
 
-        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
                 run(&rep, HTTP_GET, paths[i], NULL, NULL, 0, NULL);
                 assert_problem(&rep, 404);
                 assert_string_equal(rep.allow, "");
@@ -62,27 +63,23 @@ static void test_unknown_paths_are_404(void **state)
 
 static void test_wrong_method_is_405_with_allow(void **state)
 {
+        static const struct {
+                enum http_method method;
+                const char *path, *body, *allow;
+        } cases[] = {
+            {HTTP_POST, "/v1/health", "{}", "GET, HEAD"},
+            {HTTP_DELETE, "/v1/jobs", NULL, "GET, HEAD, POST"},
+            {HTTP_POST, "/v1/jobs/abc", "{}", "GET, HEAD, DELETE"},
+            {HTTP_OTHER, "/metrics", NULL, "GET, HEAD"},
+        };
         struct api_reply rep;
 
-        run(&rep, HTTP_POST, "/v1/health", "{}", NULL, 0, NULL);
-        assert_problem(&rep, 405);
-        assert_string_equal(rep.allow, "GET, HEAD");
-        reply_done(&rep);
-
-        run(&rep, HTTP_DELETE, "/v1/jobs", NULL, NULL, 0, NULL);
-        assert_problem(&rep, 405);
-        assert_string_equal(rep.allow, "GET, HEAD, POST");
-        reply_done(&rep);
-
-        run(&rep, HTTP_POST, "/v1/jobs/abc", "{}", NULL, 0, NULL);
-        assert_problem(&rep, 405);
-        assert_string_equal(rep.allow, "GET, HEAD, DELETE");
-        reply_done(&rep);
-
-        run(&rep, HTTP_OTHER, "/metrics", NULL, NULL, 0, NULL);
-        assert_problem(&rep, 405);
-        assert_string_equal(rep.allow, "GET, HEAD");
-        reply_done(&rep);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                run(&rep, cases[i].method, cases[i].path, cases[i].body, NULL, 0, NULL);
+                assert_problem(&rep, 405);
+                assert_string_equal(rep.allow, cases[i].allow);
+                reply_done(&rep);
+        }
         assert_int_equal(core_double.calls, 0);
 }
 
