@@ -93,7 +93,7 @@ static json_t *um_summary(const json_t *result)
                 const char *dir = json_string_value(json_object_get(m, "direction"));
                 bool back = dir ? strcmp(dir, "to_host") == 0
                                 : strstr(name, "_d2h") || strstr(name, "to_host") ||
-                                          strstr(name, "cpu_on_demand");
+                                      strstr(name, "cpu_on_demand");
                 json_array_append_new(
                     modes,
                     json_pack("{s:s, s:s, s:f, s:f, s:o, s:b}", "mode", name, "label", words(name),
@@ -147,12 +147,12 @@ static json_t *sweep_summary(const json_t *result)
 
         json_array_foreach(ms, i, m)
         {
-                /* The real sweep names each point "mode@size" and gives its mode apart. */
-                const char *name = json_string_value(json_object_get(m, "mode"));
-                if (!name)
-                        name = json_string_value(json_object_get(m, "name"));
-                if (!name)
+                /* Each point is named "mode@size". */
+                const char *full = json_string_value(json_object_get(m, "name"));
+                if (!full)
                         continue;
+                char name[96];
+                snprintf(name, sizeof(name), "%.*s", (int)strcspn(full, "@"), full);
                 json_t *c = json_object_get(curves, name);
                 if (!c) {
                         c = json_pack("{s:s, s:[], s:f, s:n}", "mode", name, "points", "peak_gbps",

@@ -224,13 +224,19 @@ __global__ void k_spin(volatile uint32_t *gate, uint64_t timeout_ns)
         }
 }
 
-static unsigned grid_for(const struct bench_ctx *c, size_t size)
+/* At least one block, at most 8 per SM: the kernels' loops stride over whatever is left. */
+static unsigned grid_cap(const struct bench_ctx *c, uint64_t blocks)
 {
-        size_t blocks = (size / 16 + 255) / 256;
-        size_t max = (size_t)c->sm_count * 8;
+        uint64_t max = (uint64_t)c->sm_count * 8;
         if (blocks < 1)
                 blocks = 1;
         return (unsigned)(blocks < max ? blocks : max);
+}
+
+/* One 256-thread block per 4 KiB (16 bytes a thread), capped. */
+static unsigned grid_for(const struct bench_ctx *c, size_t size)
+{
+        return grid_cap(c, (size / 16 + 255) / 256);
 }
 
 int dev_fill(struct bench_job *j, void *p, size_t size, uint32_t seed, uint8_t xor_byte,
@@ -291,29 +297,27 @@ int host_verify(struct bench_job *j, const void *p, size_t size, uint32_t seed, 
         return 0;
 }
 
+template <bool WRITE>
+static void launch_process_as(struct bench_job *j, uint8_t *base, size_t size, bool paged,
+                              cudaStream_t s)
+{
+        struct bench_ctx *c = j->ctx;
+        if (paged)
+                k_process_paged<WRITE><<<grid_cap(c, j->npages), 256, 0, s>>>(
+                    base, size, j->d_order, j->npages, c->d_scratch + 1);
+        else
+                k_process_seq<WRITE>
+                    <<<grid_for(c, size), 256, 0, s>>>(base, size, c->d_scratch + 1);
+}
+
 int launch_process(struct bench_job *j, void *p, size_t size, enum process_op op, bool use_order,
                    cudaStream_t s)
 {
-        struct bench_ctx *c = j->ctx;
-        uint8_t *base = (uint8_t *)p;
-        if (use_order && j->d_order) {
-                unsigned grid =
-                    (unsigned)(j->npages < (uint64_t)c->sm_count * 8 ? j->npages
-                                                                     : (uint64_t)c->sm_count * 8);
-                if (op == OP_READ)
-                        k_process_paged<false><<<grid, 256, 0, s>>>(base, size, j->d_order,
-                                                                    j->npages, c->d_scratch + 1);
-                else
-                        k_process_paged<true><<<grid, 256, 0, s>>>(base, size, j->d_order,
-                                                                   j->npages, c->d_scratch + 1);
-        } else {
-                if (op == OP_READ)
-                        k_process_seq<false>
-                            <<<grid_for(c, size), 256, 0, s>>>(base, size, c->d_scratch + 1);
-                else
-                        k_process_seq<true>
-                            <<<grid_for(c, size), 256, 0, s>>>(base, size, c->d_scratch + 1);
-        }
+        bool paged = use_order && j->d_order;
+        if (op == OP_READ)
+                launch_process_as<false>(j, (uint8_t *)p, size, paged, s);
+        else
+                launch_process_as<true>(j, (uint8_t *)p, size, paged, s);
         CK(j, cudaGetLastError());
         return 0;
 }
@@ -412,41 +416,50 @@ static uint64_t pool_total(const struct bench_ctx *c)
         return t;
 }
 
-int pool_host(struct bench_job *j, int slot, size_t size, void **ret)
+/* Frees one pool buffer (pinned host or device); the slot is empty after. */
+static void pool_free(struct bench_buf *b, bool host)
 {
-        struct bench_buf *b = &j->ctx->host[slot];
+        if (b->p) {
+                if (host)
+                        cudaFreeHost(b->p);
+                else
+                        cudaFree(b->p);
+        }
+        b->p = NULL;
+        b->cap = 0;
+}
+
+/* Hands out slot b, first replacing it with a larger buffer when it holds less than size (the
+ * old contents are not kept). Device buffers are held to the free-memory reserve. */
+static int pool_get(struct bench_job *j, struct bench_buf *b, bool host, size_t size, void **ret)
+{
         j->used_pool = true;
         if (b->cap < size) {
-                if (b->p)
-                        cudaFreeHost(b->p);
-                b->p = NULL;
-                b->cap = 0;
+                pool_free(b, host);
                 j->all_reused = false;
-                CK(j, cudaHostAlloc(&b->p, size, cudaHostAllocMapped | cudaHostAllocPortable));
+                if (host) {
+                        CK(j,
+                           cudaHostAlloc(&b->p, size, cudaHostAllocMapped | cudaHostAllocPortable));
+                } else {
+                        int r = check_free(j, size, "device buffer");
+                        if (r < 0)
+                                return r;
+                        CK(j, cudaMalloc(&b->p, size));
+                }
                 b->cap = size;
         }
         *ret = b->p;
         return 0;
 }
 
+int pool_host(struct bench_job *j, int slot, size_t size, void **ret)
+{
+        return pool_get(j, &j->ctx->host[slot], true, size, ret);
+}
+
 int pool_dev(struct bench_job *j, int slot, size_t size, void **ret)
 {
-        struct bench_buf *b = &j->ctx->dev[slot];
-        j->used_pool = true;
-        if (b->cap < size) {
-                if (b->p)
-                        cudaFree(b->p);
-                b->p = NULL;
-                b->cap = 0;
-                j->all_reused = false;
-                int r = check_free(j, size, "device buffer");
-                if (r < 0)
-                        return r;
-                CK(j, cudaMalloc(&b->p, size));
-                b->cap = size;
-        }
-        *ret = b->p;
-        return 0;
+        return pool_get(j, &j->ctx->dev[slot], false, size, ret);
 }
 
 /* Keep the pool within pool_bytes: drop the largest buffers first. */
@@ -467,12 +480,7 @@ static void pool_trim(struct bench_ctx *c)
                 }
                 if (!big || big->cap == 0)
                         break;
-                if (host)
-                        cudaFreeHost(big->p);
-                else
-                        cudaFree(big->p);
-                big->p = NULL;
-                big->cap = 0;
+                pool_free(big, host);
         }
 }
 
@@ -482,19 +490,13 @@ int add_measurement(struct bench_job *j, const char *name, double bytes, const c
                     const std::vector<double> &samples, bool verified, json_t *extra)
 {
         struct sample_stats st;
-        json_t *arr = json_array();
-        for (double s : samples)
-                json_array_append_new(arr, json_real(s));
         int r = stats_compute(samples.data(), samples.size(), &st);
         if (r < 0) {
-                json_decref(arr);
                 json_decref(extra);
                 return job_fail(j, -EIO, "%s: no valid samples", name);
         }
-        json_t *m = json_pack("{s:s, s:I, s:s, s:o, s:o, s:f, s:b}", "name", name, "bytes",
-                              (json_int_t)bytes, "bytes_counted", counted, "samples_ms", arr,
-                              "stats", stats_to_json(&st), "gbps", stats_gbps(bytes, st.median),
-                              "verified", verified);
+        json_t *m = stats_measurement_json(name, (uint64_t)bytes, counted, samples.data(),
+                                           samples.size(), &st, verified);
         if (!m) {
                 json_decref(extra);
                 return job_fail(j, -ENOMEM, "out of memory");
@@ -553,13 +555,7 @@ int bench_ctx_create(int ordinal, const json_t *device_info, const struct bench_
         TRY(cudaGetDeviceProperties(&p, ordinal));
         c->sm_count = p.multiProcessorCount;
         snprintf(c->name, sizeof(c->name), "%s", p.name);
-        {
-                const unsigned char *b = (const unsigned char *)p.uuid.bytes;
-                snprintf(c->uuid, sizeof(c->uuid),
-                         "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-                         b[12], b[13], b[14], b[15]);
-        }
+        discover_format_uuid(p.uuid.bytes, c->uuid, sizeof(c->uuid));
         TRY(cudaDeviceGetAttribute(&c->pageable_access, cudaDevAttrPageableMemoryAccess, ordinal));
         TRY(cudaDeviceGetAttribute(&c->concurrent_managed, cudaDevAttrConcurrentManagedAccess,
                                    ordinal));
@@ -592,10 +588,8 @@ void bench_ctx_destroy(struct bench_ctx *c)
         if (!c)
                 return;
         for (int i = 0; i < BENCH_POOL_SLOTS; i++) {
-                if (c->host[i].p)
-                        cudaFreeHost(c->host[i].p);
-                if (c->dev[i].p)
-                        cudaFree(c->dev[i].p);
+                pool_free(&c->host[i], true);
+                pool_free(&c->dev[i], false);
         }
         for (int i = 0; i < BENCH_STREAMS; i++) {
                 if (c->streams[i])

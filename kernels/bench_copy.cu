@@ -235,8 +235,7 @@ int bench_copy_overlap(struct bench_job *j)
                 return r;
         /* Every run copies fresh data and XORs it once. */
         r = dev_verify(j, dev, size, j->seed, BENCH_XOR_BYTE,
-                       "device buffer after overlapped "
-                       "copies and kernels");
+                       "device buffer after overlapped copies and kernels");
         if (r < 0)
                 return r;
         CK(j, cudaMemsetAsync(dev, 0, size, s0));

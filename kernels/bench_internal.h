@@ -10,6 +10,7 @@
 extern "C" {
 #include "bench.h"
 #include "bench_access.h"
+#include "discover.h"
 #include "stats.h"
 }
 

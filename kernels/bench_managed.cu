@@ -20,6 +20,17 @@ static uint8_t parity(uint64_t rw_runs)
         return rw_runs % 2 ? BENCH_XOR_BYTE : 0;
 }
 
+/* The CPU reads one word per page of p, which brings every page the GPU holds (or its block)
+ * back. The impossible check keeps the reads from being optimised away. */
+static int cpu_touch_pages(const void *p, size_t size)
+{
+        volatile const uint32_t *w = (volatile const uint32_t *)p;
+        uint32_t acc = 0;
+        for (size_t off = 0; off < size; off += BENCH_PAGE_BYTES)
+                acc ^= w[off / 4];
+        return acc == 0x12345678u && size == 1 ? -EIO : 0;
+}
+
 int bench_zero_copy(struct bench_job *j)
 {
         struct bench_ctx *c = j->ctx;
@@ -111,18 +122,11 @@ int bench_managed_on_demand(struct bench_job *j)
 
         r = sample_events(
             j, gpu, [&]() { return m.to_host(); }, [&]() { return m.kernel(OP_READ_WRITE); });
-        /* The way back: pages resident on the GPU, read by the CPU one word per page, which
-         * migrates each page (or its block) back. */
+        /* The way back: pages resident on the GPU, read by the CPU one word per page. */
         if (r >= 0)
                 r = sample_host(
                     j, cpu, [&]() { return m.to_dev(); },
-                    [&]() -> int {
-                            volatile const uint32_t *w = (volatile const uint32_t *)m.p;
-                            uint32_t acc = 0;
-                            for (size_t off = 0; off < m.size; off += BENCH_PAGE_BYTES)
-                                    acc ^= w[off / 4];
-                            return acc == 0x12345678u && m.size == 1 ? -EIO : 0;
-                    });
+                    [&]() { return cpu_touch_pages(m.p, m.size); });
         if (r >= 0)
                 r = m.verify("managed memory after on-demand migrations");
         if (r >= 0)
@@ -249,14 +253,8 @@ int bench_system_memory(struct bench_job *j)
         json_object_set_new(j->context_extra, "host_memory", json_string("malloc"));
         r = sample_events(
             j, rw,
-            [&]() -> int {
-                    /* Bring pages the GPU may have migrated back to the CPU. */
-                    volatile const uint32_t *w = (volatile const uint32_t *)p;
-                    uint32_t acc = 0;
-                    for (size_t off = 0; off < j->size; off += BENCH_PAGE_BYTES)
-                            acc ^= w[off / 4];
-                    return acc == 0x12345678u && j->size == 1 ? -EIO : 0;
-            },
+            /* Bring pages the GPU may have migrated back to the CPU. */
+            [&]() { return cpu_touch_pages(p, j->size); },
             [&]() -> int {
                     rw_runs++;
                     return launch_process(j, p, j->size, OP_READ_WRITE, true, c->streams[0]);

@@ -55,8 +55,6 @@ static double median_ms(json_t *m)
         return json_real_value(json_object_get(json_object_get(m, "stats"), "median_ms"));
 }
 
-/* ---------------------------------------------------------------- um_vs_explicit */
-
 struct mode {
         const char *name;
         const char *bench;
@@ -64,6 +62,25 @@ struct mode {
         const char *measurement;
         const char *direction; /* "to_gpu" (moved and processed once) or "to_host" */
 };
+
+/* The result of md's benchmark with its overrides, run once per suite: modes that quote the same
+ * run share it through runs ("bench overrides" -> result, owned by runs). */
+static int run_cached(struct bench_job *j, json_t *runs, const struct mode *md, json_t **ret)
+{
+        char key[160];
+        snprintf(key, sizeof(key), "%s %s", md->bench, md->overrides);
+        json_t *res = json_object_get(runs, key);
+        if (!res) {
+                int r = sub_run(j, md->bench, md->overrides, &res);
+                if (r < 0)
+                        return r;
+                json_object_set_new(runs, key, res);
+        }
+        *ret = res;
+        return 0;
+}
+
+/* ---------------------------------------------------------------- um_vs_explicit */
 
 static const struct mode um_modes[] = {
     {"pinned_copy_kernel", "copy_overlap", "{}", "serial", "to_gpu"},
@@ -88,21 +105,16 @@ static const struct mode um_modes[] = {
 int bench_um_vs_explicit(struct bench_job *j)
 {
         const size_t n = sizeof(um_modes) / sizeof(um_modes[0]);
-        json_t *runs = json_object(); /* "bench overrides" -> result, each run once */
-        double base[2] = {0, 0};      /* effective GB/s of the baseline, to_gpu and to_host */
+        json_t *runs = json_object();
+        double base[2] = {0, 0}; /* effective GB/s of the baseline, to_gpu and to_host */
         int r = 0;
 
         for (size_t i = 0; i < n && r >= 0; i++) {
                 const struct mode *md = &um_modes[i];
-                char key[160];
-                snprintf(key, sizeof(key), "%s %s", md->bench, md->overrides);
-                json_t *res = json_object_get(runs, key);
-                if (!res) {
-                        r = sub_run(j, md->bench, md->overrides, &res);
-                        if (r < 0)
-                                break;
-                        json_object_set_new(runs, key, res);
-                }
+                json_t *res;
+                r = run_cached(j, runs, md, &res);
+                if (r < 0)
+                        break;
                 json_t *src = find_measurement(res, md->measurement);
                 if (!src) {
                         r = job_fail(j, -EIO, "%s: no %s measurement", md->bench, md->measurement);
@@ -282,13 +294,10 @@ int bench_health(struct bench_job *j)
         int r = 0;
 
         for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]) && r >= 0; i++) {
-                json_t *res = json_object_get(runs, checks[i].bench);
-                if (!res || strcmp(checks[i].bench, "copy") == 0) {
-                        r = sub_run(j, checks[i].bench, checks[i].overrides, &res);
-                        if (r < 0)
-                                break;
-                        json_object_set_new(runs, checks[i].bench, res);
-                }
+                json_t *res;
+                r = run_cached(j, runs, &checks[i], &res);
+                if (r < 0)
+                        break;
                 json_t *m = json_deep_copy(find_measurement(res, checks[i].measurement));
                 if (!m) {
                         r = job_fail(j, -EIO, "health: no %s", checks[i].measurement);

@@ -14,16 +14,14 @@
 /* cudaDriverGetVersion reports 0 when libcuda cannot be loaded at all. */
 static const char no_driver[] = "no NVIDIA driver (libcuda.so.1 is not installed or not loadable)";
 
-static char *format_uuid(const cudaUUID_t *u)
+void discover_format_uuid(const void *bytes, char *buf, size_t len)
 {
-        const unsigned char *b = (const unsigned char *)u->bytes;
-        char buf[48];
+        const unsigned char *b = bytes;
 
-        snprintf(buf, sizeof(buf),
+        snprintf(buf, len,
                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
                  b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
                  b[14], b[15]);
-        return strdup(buf);
 }
 
 static json_t *attr_bool(int dev, enum cudaDeviceAttr attr)
@@ -39,9 +37,8 @@ static json_t *attr_bool(int dev, enum cudaDeviceAttr attr)
 static json_t *describe(int dev, int driver, int runtime, char **ret_why)
 {
         struct cudaDeviceProp p;
-        char bus_id[32], cc[16];
+        char bus_id[32], cc[16], uuid[48];
         size_t mem_free = 0, mem_total = 0;
-        char *uuid = NULL;
         cudaError_t e;
         json_t *o = NULL;
 
@@ -60,14 +57,13 @@ static json_t *describe(int dev, int driver, int runtime, char **ret_why)
                 *ret_why = strdup(buf);
                 return NULL;
         }
-        uuid = format_uuid(&p.uuid);
+        discover_format_uuid(p.uuid.bytes, uuid, sizeof(uuid));
         snprintf(cc, sizeof(cc), "%d.%d", p.major, p.minor);
-        o = json_pack("{s:s?, s:i, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:i, s:i}", "uuid", uuid,
+        o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:i, s:i}", "uuid", uuid,
                       "index", dev, "name", p.name, "pci_bus_id", bus_id, "compute_capability", cc,
                       "memory_total_bytes", (json_int_t)mem_total, "memory_free_bytes",
                       (json_int_t)mem_free, "sm_count", p.multiProcessorCount, "async_engine_count",
                       p.asyncEngineCount, "driver_version", driver, "runtime_version", runtime);
-        free(uuid);
         if (!o)
                 return NULL;
         json_object_set_new(o, "concurrentManagedAccess",
@@ -86,27 +82,33 @@ static json_t *describe(int dev, int driver, int runtime, char **ret_why)
         return o;
 }
 
+/* The driver and runtime versions and the device count: NULL, or why not (a static string). */
+static const char *probe(int *driver, int *runtime, int *count)
+{
+        cudaError_t e = cudaDriverGetVersion(driver);
+
+        if (e == cudaSuccess && *driver == 0)
+                return no_driver;
+        if (e == cudaSuccess)
+                e = cudaRuntimeGetVersion(runtime);
+        if (e == cudaSuccess)
+                e = cudaGetDeviceCount(count);
+        return e == cudaSuccess ? NULL : cudaGetErrorString(e);
+}
+
 json_t *bench_list_devices(char **ret_why)
 {
         int count = 0, driver = 0, runtime = 0;
+        const char *fail;
         char *why = NULL;
-        cudaError_t e;
         json_t *list;
 
         list = json_array();
         if (!list)
                 return NULL;
-        e = cudaDriverGetVersion(&driver);
-        if (e == cudaSuccess && driver == 0) {
-                why = strdup(no_driver);
-                goto out;
-        }
-        if (e == cudaSuccess)
-                e = cudaRuntimeGetVersion(&runtime);
-        if (e == cudaSuccess)
-                e = cudaGetDeviceCount(&count);
-        if (e != cudaSuccess) {
-                why = strdup(cudaGetErrorString(e));
+        fail = probe(&driver, &runtime, &count);
+        if (fail) {
+                why = strdup(fail);
                 goto out;
         }
         if (count == 0)
@@ -137,38 +139,29 @@ int discover_device(const char *id, int *ret_ordinal, json_t **ret_info, char **
 {
         int count = 0, driver = 0, runtime = 0;
         char *end, *why = NULL;
-        long want_index = -1;
-        cudaError_t e;
+        const char *fail;
+        long want_index;
 
         errno = 0;
         want_index = strtol(id, &end, 10);
         if (errno != 0 || end == id || *end != '\0')
                 want_index = -1;
 
-        e = cudaDriverGetVersion(&driver);
-        if (e == cudaSuccess && driver == 0) {
-                *ret_why = strdup(no_driver);
-                return -ENODEV;
-        }
-        if (e == cudaSuccess)
-                e = cudaRuntimeGetVersion(&runtime);
-        if (e == cudaSuccess)
-                e = cudaGetDeviceCount(&count);
-        if (e != cudaSuccess) {
-                *ret_why = strdup(cudaGetErrorString(e));
+        fail = probe(&driver, &runtime, &count);
+        if (fail) {
+                *ret_why = strdup(fail);
                 return -ENODEV;
         }
         for (int dev = 0; dev < count; dev++) {
                 struct cudaDeviceProp p;
-                char *uuid;
+                char uuid[48];
                 bool match;
                 json_t *info;
 
                 if (cudaGetDeviceProperties(&p, dev) != cudaSuccess)
                         continue;
-                uuid = format_uuid(&p.uuid);
-                match = want_index >= 0 ? want_index == dev : (uuid && strcmp(uuid, id) == 0);
-                free(uuid);
+                discover_format_uuid(p.uuid.bytes, uuid, sizeof(uuid));
+                match = want_index >= 0 ? want_index == dev : strcmp(uuid, id) == 0;
                 if (!match)
                         continue;
                 info = describe(dev, driver, runtime, &why);

@@ -69,7 +69,7 @@ static const struct fake_mode fallback_mode = {"kernel", 50.0, 10, 1, "one direc
 
 static const struct fake_mode *mode_find(const char *key)
 {
-        for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+        for (size_t i = 0; i < ELEMENTSOF(modes); i++)
                 if (strcmp(modes[i].key, key) == 0)
                         return &modes[i];
         return NULL;
@@ -194,6 +194,14 @@ static int add(struct fake_job *j, const char *name, const char *key, uint64_t s
         return 0;
 }
 
+/* One sweep point: model key `mode` at `size`, named "mode@size". */
+static int add_sized(struct fake_job *j, const char *mode, uint64_t size)
+{
+        char name[64];
+        snprintf(name, sizeof(name), "%s@%llu", mode, (unsigned long long)size);
+        return add(j, name, mode, size);
+}
+
 /* Several measurements named like their model keys (suites). */
 static int add_same(struct fake_job *j, const char *const *keys, size_t n, uint64_t size)
 {
@@ -289,13 +297,18 @@ static int plan(const json_t *device, const char *benchmark, const json_t *param
                 for (size_t i = 0; r == 0 && i < ELEMENTSOF(pairs); i++)
                         r = add(j, pairs[i][0], pairs[i][1], size);
         } else if (strcmp(benchmark, "health") == 0) {
+                /* The measurements kernels/bench_suite.cu's health reports. */
                 static const char *const keys[] = {"pinned_h2d", "pinned_d2h", "pageable_h2d",
-                                                   "pageable_d2h", "managed_prefetch"};
+                                                   "managed_prefetch"};
 
                 r = add_same(j, keys, ELEMENTSOF(keys), size);
+                if (r == 0)
+                        r = add(j, "latency_pinned_h2d", "latency.pinned", 4);
+                if (r == 0)
+                        j->m[j->n - 1].latency = true;
         } else if (strcmp(benchmark, "sweep") == 0) {
-                /* One measurement per mode and size, named after the mode ("bytes" tells
-                 * sizes apart), in mode order. */
+                /* One measurement per mode and size, named "mode@size" like the real sweep's,
+                 * in mode order. */
                 const json_t *sizes = json_object_get(params, "sizes");
                 const json_t *ms = json_object_get(params, "modes");
                 uint64_t max_size = param_u64(params, "max_size", 256ull << 20);
@@ -313,11 +326,15 @@ static int plan(const json_t *device, const char *benchmark, const json_t *param
                         if (!mode)
                                 continue;
                         if (json_is_array(sizes) && json_array_size(sizes) > 0) {
-                                json_array_foreach(sizes, i, sz) if (r == 0) r =
-                                    add(j, mode, mode, (uint64_t)json_integer_value(sz));
+                                json_array_foreach(sizes, i, sz)
+                                {
+                                        if (r == 0)
+                                                r = add_sized(j, mode,
+                                                              (uint64_t)json_integer_value(sz));
+                                }
                         } else {
                                 for (uint64_t b = 4096; r == 0 && b <= max_size; b *= 2)
-                                        r = add(j, mode, mode, b);
+                                        r = add_sized(j, mode, b);
                         }
                 }
                 json_decref(default_modes);
@@ -370,41 +387,29 @@ static json_t *measure(const struct fake_meas *m, uint64_t seed, uint64_t salt, 
         struct sample_stats st;
         double base_ms, *samples, sim = 0;
         uint64_t bytes = m->size * m->mode->bytes_mult;
-        json_t *arr, *stats, *o;
+        json_t *o = NULL;
 
         /* Rate scaled as a whole, overhead included, so gbps scales exactly with pct. */
         base_ms = ((double)bytes / (m->mode->gbps * 1e9) * 1e3 + m->mode->overhead_us / 1e3) *
                   100.0 / pct;
         samples = calloc(iterations, sizeof(*samples));
-        arr = json_array();
-        if (!samples || !arr)
-                goto oom;
+        if (!samples)
+                return NULL;
         for (unsigned i = 0; i < iterations; i++) {
                 uint64_t h = splitmix64(seed ^ salt ^ ((uint64_t)i << 40));
                 double u = (double)(h >> 11) / 9007199254740992.0; /* [0,1) */
 
                 samples[i] = base_ms * (1.0 + FAKE_JITTER * (2 * u - 1));
                 sim += samples[i];
-                if (json_array_append_new(arr, json_real(samples[i])) < 0)
-                        goto oom;
         }
-        if (stats_compute(samples, iterations, &st) < 0)
-                goto oom;
-        stats = stats_to_json(&st);
-        if (!stats)
-                goto oom;
-        o = json_pack("{s:s, s:I, s:s, s:o, s:o, s:f, s:b}", "name", m->name, "bytes",
-                      (json_int_t)bytes, "bytes_counted", m->mode->counted, "samples_ms", arr,
-                      "stats", stats, "gbps", stats_gbps((double)bytes, st.median), "verified", 1);
+        if (stats_compute(samples, iterations, &st) == 0)
+                o = stats_measurement_json(m->name, bytes, m->mode->counted, samples, iterations,
+                                           &st, true);
         if (o && m->latency)
                 json_object_set_new(o, "latency_us", json_real(st.median * 1e3));
         free(samples);
         *ret_sim_ms = sim;
         return o;
-oom:
-        free(samples);
-        json_decref(arr);
-        return NULL;
 }
 
 static int fail(char **ret_error, int r, const char *fmt, ...)
@@ -433,7 +438,7 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
         const char *why = NULL;
         unsigned iterations, warmup;
         uint64_t seed, pct, delay, biggest = 0;
-        double sim_total = 0, sim_ms;
+        double sim_total = 0, sim_ms, real_ms;
         json_t *result = NULL, *list = NULL, *ctx;
         int r;
 
@@ -466,17 +471,17 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
 
         r = plan(device, benchmark, params, &job, &why);
         if (r < 0) {
-                free(job.m);
-                return fail(ret_error, r, "%s", why);
+                r = fail(ret_error, r, "%s", why);
+                goto out;
         }
         for (size_t i = 0; i < job.n; i++)
                 if (job.m[i].size > biggest)
                         biggest = job.m[i].size;
         if (max_buffer_bytes > 0 && biggest > max_buffer_bytes) {
-                free(job.m);
-                return fail(ret_error, -ENOMEM,
-                            "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
-                            (unsigned long long)biggest, (unsigned long long)max_buffer_bytes);
+                r = fail(ret_error, -ENOMEM,
+                         "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
+                         (unsigned long long)biggest, (unsigned long long)max_buffer_bytes);
+                goto out;
         }
 
         list = json_array();
@@ -493,14 +498,10 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
         }
         /* Spend a little real time, proportional to the simulated time, so a job is observable
          * as running, and stay cancellable while doing it. */
-        {
-                double real_ms = sim_total < FAKE_MAX_SLEEP_MS ? sim_total : FAKE_MAX_SLEEP_MS;
-
-                if (nap((uint64_t)(real_ms * 1000), cancel) < 0) {
-                        free(job.m);
-                        json_decref(list);
-                        return fail(ret_error, -ECANCELED, "cancelled");
-                }
+        real_ms = sim_total < FAKE_MAX_SLEEP_MS ? sim_total : FAKE_MAX_SLEEP_MS;
+        if (nap((uint64_t)(real_ms * 1000), cancel) < 0) {
+                r = fail(ret_error, -ECANCELED, "cancelled");
+                goto out;
         }
 
         ctx = json_pack("{s:O?, s:O?, s:O?, s:O?, s:I, s:s, s:s, s:I, s:I, s:b, s:i, s:i, s:I}",
@@ -519,11 +520,13 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
         list = NULL;
         if (!result)
                 goto oom;
-        free(job.m);
         *ret_result = result;
-        return 0;
+        r = 0;
+        goto out;
 oom:
+        r = fail(ret_error, -ENOMEM, "out of memory");
+out:
         free(job.m);
         json_decref(list);
-        return fail(ret_error, -ENOMEM, "out of memory");
+        return r;
 }

@@ -1,5 +1,6 @@
-/* Summary statistics of benchmark samples. Owns only arithmetic on arrays it is given; it
- * never reorders the caller's samples (results keep them in the order they were taken). */
+/* Summary statistics of benchmark samples, and the JSON of one measurement. Owns only
+ * arithmetic on arrays it is given; it never reorders the caller's samples (results keep them in
+ * the order they were taken). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -56,4 +57,21 @@ json_t *stats_to_json(const struct sample_stats *s)
 double stats_gbps(double bytes, double ms)
 {
         return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0;
+}
+
+json_t *stats_measurement_json(const char *name, uint64_t bytes, const char *counted,
+                               const double *samples, size_t n, const struct sample_stats *st,
+                               bool verified)
+{
+        json_t *arr = json_array();
+
+        for (size_t i = 0; arr && i < n; i++)
+                if (json_array_append_new(arr, json_real(samples[i])) < 0) {
+                        json_decref(arr);
+                        return NULL;
+                }
+        return json_pack("{s:s, s:I, s:s, s:o, s:o, s:f, s:b}", "name", name, "bytes",
+                         (json_int_t)bytes, "bytes_counted", counted, "samples_ms", arr, "stats",
+                         stats_to_json(st), "gbps", stats_gbps((double)bytes, st->median),
+                         "verified", verified);
 }

@@ -23,6 +23,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,10 +141,26 @@ static uint64_t largest_size(const json_t *params)
         uint64_t m = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
         size_t i;
 
-        json_array_foreach(json_object_get(params, "sizes"), i,
-                           s) if (json_is_integer(s) && (uint64_t)json_integer_value(s) > m) m =
-            (uint64_t)json_integer_value(s);
+        json_array_foreach(json_object_get(params, "sizes"), i, s)
+        {
+                if (json_is_integer(s) && (uint64_t)json_integer_value(s) > m)
+                        m = (uint64_t)json_integer_value(s);
+        }
         return m;
+}
+
+/* Sets *ret_error to the message (NULL when out of memory) and returns r. */
+static int refuse(char **ret_error, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(char **ret_error, int r, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(ret_error, fmt, ap) < 0)
+                *ret_error = NULL;
+        va_end(ap);
+        return r;
 }
 
 static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, char **ret_error)
@@ -151,9 +168,10 @@ static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, cha
         const char *benchmark = json_string_value(json_object_get(msg, "benchmark"));
         const json_t *params = json_object_get(msg, "params");
         json_t *limits = json_object_get(msg, "limits");
-        uint64_t max = w->lim.max_buffer_bytes;
+        uint64_t max = w->lim.max_buffer_bytes, largest;
         json_t *v = json_object_get(limits, "max_buffer_bytes");
         json_t *empty = NULL;
+        const char *fault;
         int r;
 
         if (json_is_integer(v) && json_integer_value(v) > 0 &&
@@ -164,28 +182,16 @@ static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, cha
 
         if (w->fake) {
                 r = fake_run(w->device, benchmark, params, max, &w->cancel, ret_result, ret_error);
-                json_decref(empty);
-                return r;
+        } else if ((fault = injected_fault(benchmark, params))) {
+                r = refuse(ret_error, -EINVAL, "%s: fake_* parameters apply only to fake devices",
+                           fault);
+        } else if (max > 0 && (largest = largest_size(params)) > max) {
+                r = refuse(ret_error, -ENOMEM,
+                           "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
+                           (unsigned long long)largest, (unsigned long long)max);
+        } else {
+                r = bench_run(w->bench, benchmark, params, &w->cancel, ret_result, ret_error);
         }
-
-        const char *fault = injected_fault(benchmark, params);
-        if (fault) {
-                r = asprintf(ret_error, "%s: fake_* parameters apply only to fake devices", fault);
-                if (r < 0)
-                        *ret_error = NULL;
-                json_decref(empty);
-                return -EINVAL;
-        }
-        if (max > 0 && largest_size(params) > max) {
-                r = asprintf(ret_error,
-                             "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
-                             (unsigned long long)largest_size(params), (unsigned long long)max);
-                if (r < 0)
-                        *ret_error = NULL;
-                json_decref(empty);
-                return -ENOMEM;
-        }
-        r = bench_run(w->bench, benchmark, params, &w->cancel, ret_result, ret_error);
         json_decref(empty);
         return r;
 }
@@ -219,14 +225,17 @@ static void *runner_main(void *arg)
                 }
                 if (r >= 0 && !result)
                         r = -ENOMEM;
-                if (r >= 0)
+                if (r >= 0) {
                         reply = json_pack("{s:s, s:s, s:b, s:o}", "type", "result", "job", job,
                                           "ok", 1, "result", result);
-                else
+                        log_info("Job %s: done", job);
+                } else {
+                        const char *why = error ? error : strerror(-r);
+
                         reply = json_pack("{s:s, s:s, s:b, s:s}", "type", "result", "job", job,
-                                          "ok", 0, "error", error ? error : strerror(-r));
-                log_info("Job %s: %s%s%s", job, r >= 0 ? "done" : "failed", r >= 0 ? "" : ": ",
-                         r >= 0 ? "" : (error ? error : strerror(-r)));
+                                          "ok", 0, "error", why);
+                        log_info("Job %s: failed: %s", job, why);
+                }
                 free(error);
                 json_decref(msg);
 
@@ -266,8 +275,11 @@ static bool valid_limits(const json_t *limits)
                 return true;
         if (!json_is_object(limits))
                 return false;
-        json_object_foreach((json_t *)limits, key,
-                            v) if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
+        json_object_foreach((json_t *)limits, key, v)
+        {
+                if (!json_is_integer(v) || json_integer_value(v) < 0)
+                        return false;
+        }
         return true;
 }
 

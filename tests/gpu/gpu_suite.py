@@ -10,6 +10,7 @@ TEST is one of:
   sanity    pinned >= pageable, prefetch >= on-demand, nothing above the link's theoretical
             rate, bidir counts both directions
   limits    managed memory beyond free minus the reserve is refused (-ENOMEM naming the limit)
+  suites    um_vs_explicit, sweep and health give their summaries; health is quick when warm
 Standard library only: it also runs on the GPU machine's python.
 """
 import argparse
@@ -124,7 +125,6 @@ def test_verify(args):
                 bad.append(f"{job}: {m['name']} verified={m['verified']} gbps={m['gbps']}")
         print(f"ok {job}: " + ", ".join(f"{m['name']} {m['gbps']:.2f}"
                                          for m in line["result"]["measurements"]))
-    # the pool: the second copy job of the same size reuses the first one's buffers
     # the pool: bidir uses the buffers the h2d and d2h jobs before it allocated
     if lines[2]["ok"] and not lines[2]["result"]["context"]["buffer_reused"]:
         bad.append("copy bidir after h2d and d2h did not report buffer_reused")

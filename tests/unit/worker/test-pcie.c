@@ -68,7 +68,7 @@ static void test_bus_id(void **state)
 
 static void write_file(const char *dir, const char *name, const char *text)
 {
-        char path[512];
+        char path[1024];
         FILE *f;
 
         snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -78,19 +78,34 @@ static void write_file(const char *dir, const char *name, const char *text)
         fclose(f);
 }
 
+/* Lays out root/bus_id/ as sysfs does, with the four link attributes given (NULL: no such
+ * file). */
+static void fixture_device(const char *root, const char *bus_id, const char *current_speed,
+                           const char *current_width, const char *max_speed, const char *max_width)
+{
+        const char *files[][2] = {
+            {"current_link_speed", current_speed},
+            {"current_link_width", current_width},
+            {"max_link_speed", max_speed},
+            {"max_link_width", max_width},
+        };
+        char dev[512];
+
+        snprintf(dev, sizeof(dev), "%s/%s", root, bus_id);
+        assert_int_equal(mkdir(dev, 0755), 0);
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+                if (files[i][1])
+                        write_file(dev, files[i][0], files[i][1]);
+}
+
 static void test_link_json_from_fixture(void **state)
 {
-        char *root = scratch_dir_new(), dev[512];
+        char *root = scratch_dir_new();
         json_t *o;
 
         assert_non_null(root);
-        snprintf(dev, sizeof(dev), "%s/0000:1a:00.0", root);
-        assert_int_equal(mkdir(dev, 0755), 0);
         /* An H200 idling at a lower speed (links train down when idle) */
-        write_file(dev, "current_link_speed", "2.5 GT/s PCIe\n");
-        write_file(dev, "current_link_width", "16\n");
-        write_file(dev, "max_link_speed", "32.0 GT/s PCIe\n");
-        write_file(dev, "max_link_width", "16\n");
+        fixture_device(root, "0000:1a:00.0", "2.5 GT/s PCIe\n", "16\n", "32.0 GT/s PCIe\n", "16\n");
 
         /* CUDA spells the bus id with an 8-digit domain and capitals */
         o = pcie_link_json(root, "00000000:1A:00.0");
@@ -105,16 +120,12 @@ static void test_link_json_from_fixture(void **state)
 
 static void test_link_json_null_where_unreadable(void **state)
 {
-        char *root = scratch_dir_new(), dev[512];
+        char *root = scratch_dir_new();
         json_t *o;
 
         assert_non_null(root);
-        snprintf(dev, sizeof(dev), "%s/0000:3b:00.0", root);
-        assert_int_equal(mkdir(dev, 0755), 0);
-        write_file(dev, "current_link_speed", "Unknown speed\n");
-        write_file(dev, "current_link_width", "0\n");
-        write_file(dev, "max_link_speed", "16.0 GT/s PCIe\n");
         /* max_link_width missing */
+        fixture_device(root, "0000:3b:00.0", "Unknown speed\n", "0\n", "16.0 GT/s PCIe\n", NULL);
 
         o = pcie_link_json(root, "0000:3b:00.0");
         assert_non_null(o);

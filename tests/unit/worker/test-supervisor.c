@@ -195,6 +195,24 @@ static struct supervisor *start(size_t n)
         return s;
 }
 
+/* Device 0's worker came back (idle a second time) after `restarts` restarts, never faulted. */
+static void assert_respawned(struct supervisor *s, unsigned restarts)
+{
+        wait_entered(0, WORKER_IDLE, 2);
+        assert_int_equal(supervisor_restarts(s, 0), restarts);
+        assert_int_equal(entered(0, WORKER_FAULTED), 0);
+}
+
+/* A short job on device 0 succeeds: the worker there works. */
+static void assert_job_succeeds(struct supervisor *s, const char *job_id)
+{
+        json_t *ok = json_pack("{s:i}", "iterations", 2);
+
+        assert_int_equal(supervisor_dispatch(s, 0, job_id, "copy", ok, 5000), 0);
+        assert_int_equal(wait_part(job_id).outcome, PART_SUCCEEDED);
+        json_decref(ok);
+}
+
 static void test_job_succeeds_on_each_device(void **state)
 {
         struct supervisor *s = start(2);
@@ -242,7 +260,6 @@ static void test_crash_fails_part_and_respawns(void **state)
 {
         struct supervisor *s = start(1);
         json_t *crash = json_pack("{s:b}", "fake_crash", 1);
-        json_t *ok = json_pack("{s:i}", "iterations", 2);
         struct part p;
 
         assert_int_equal(supervisor_dispatch(s, 0, "job-crash", "copy", crash, 5000), 0);
@@ -250,16 +267,11 @@ static void test_crash_fails_part_and_respawns(void **state)
         assert_int_equal(p.outcome, PART_FAILED);
         assert_string_equal(p.error, "worker killed by signal SIGABRT");
         wait_entered(0, WORKER_BACKOFF, 1);
-        wait_entered(0, WORKER_IDLE, 2);
-        assert_int_equal(supervisor_restarts(s, 0), 1);
-        assert_int_equal(entered(0, WORKER_FAULTED), 0);
+        assert_respawned(s, 1);
 
         /* the respawned worker runs jobs */
-        assert_int_equal(supervisor_dispatch(s, 0, "job-after", "copy", ok, 5000), 0);
-        p = wait_part("job-after");
-        assert_int_equal(p.outcome, PART_SUCCEEDED);
+        assert_job_succeeds(s, "job-after");
         json_decref(crash);
-        json_decref(ok);
         supervisor_stop(s, 2000);
 }
 
@@ -267,7 +279,6 @@ static void test_hang_times_out_and_next_part_runs(void **state)
 {
         struct supervisor *s;
         json_t *hang = json_pack("{s:b}", "fake_hang", 1);
-        json_t *ok = json_pack("{s:i}", "iterations", 2);
         uint64_t t0;
         struct part p;
 
@@ -281,15 +292,10 @@ static void test_hang_times_out_and_next_part_runs(void **state)
         assert_true(now_ms() - t0 >= 300);
         assert_true(now_ms() - t0 < 3000);
         assert_non_null(strstr(p.error, "timed out"));
-        wait_entered(0, WORKER_IDLE, 2);
-        assert_int_equal(supervisor_restarts(s, 0), 1);
-        assert_int_equal(entered(0, WORKER_FAULTED), 0);
+        assert_respawned(s, 1);
 
-        assert_int_equal(supervisor_dispatch(s, 0, "job-next", "copy", ok, 5000), 0);
-        p = wait_part("job-next");
-        assert_int_equal(p.outcome, PART_SUCCEEDED);
+        assert_job_succeeds(s, "job-next");
         json_decref(hang);
-        json_decref(ok);
         supervisor_stop(s, 2000);
 }
 
@@ -331,10 +337,8 @@ static void test_cancel_of_a_hung_worker_kills_it(void **state)
         p = wait_part("job-stuck");
         assert_int_equal(p.outcome, PART_CANCELLED);
         assert_true(now_ms() - t0 >= cfg.cancel_grace_ms);
-        wait_entered(0, WORKER_IDLE, 2);
-        assert_int_equal(supervisor_restarts(s, 0), 1);
-        /* a cancel is not a crash */
-        assert_int_equal(entered(0, WORKER_FAULTED), 0);
+        /* killed and respawned, but a cancel is not a crash: never faulted */
+        assert_respawned(s, 1);
         json_decref(hang);
         supervisor_stop(s, 2000);
 }
@@ -365,9 +369,7 @@ static void test_repeated_crashes_fault_then_recover(void **state)
 
         /* respawning goes on at the max backoff: the worker comes back and works */
         wait_entered(0, WORKER_IDLE, 3);
-        assert_int_equal(supervisor_dispatch(s, 0, "job-recovered", "copy", ok, 5000), 0);
-        p = wait_part("job-recovered");
-        assert_int_equal(p.outcome, PART_SUCCEEDED);
+        assert_job_succeeds(s, "job-recovered");
         json_decref(crash);
         json_decref(ok);
         supervisor_stop(s, 2000);
