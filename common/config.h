@@ -62,12 +62,24 @@ struct umd_config {
         uint64_t pool_bytes;            /* pinned+device buffers a worker keeps between jobs */
         uint64_t managed_reserve_bytes; /* never take the GPU's free memory below this */
 
+        /* sharing the GPU with its owners */
+        unsigned pool_idle_s;   /* give back the buffer pool after this long idle */
+        unsigned worker_idle_s; /* exit the worker (and its context) after this long idle */
+        unsigned busy_policy;   /* enum busy_policy */
+        unsigned busy_poll_ms;
+        unsigned busy_wait_max_s;
+        bool placement;
+        char *fake_gpu_state; /* tests: stands in for NVML on fake devices */
+
         /* health verdicts */
         double health_warn_fraction;  /* of the link's theoretical rate */
         double health_fail_fraction;
         unsigned health_baseline_runs;
         unsigned health_baseline_min_runs;
         double health_baseline_tolerance;
+        uint64_t health_size; /* the canonical check's parameters */
+        unsigned health_iterations;
+        unsigned health_interval_s; /* built-in schedule, 0 = off */
 
         /* logging */
         int log_level;
@@ -75,6 +87,11 @@ struct umd_config {
         /* set by parsing, not keys */
         char *config_file;
 };
+
+/* What to do with a part whose GPU has compute processes that are not umd's. */
+enum busy_policy { BUSY_WAIT, BUSY_RUN, BUSY_FAIL };
+int busy_policy_from_string(const char *s); /* enum busy_policy or -EINVAL */
+const char *busy_policy_to_string(unsigned p);
 
 /* Fill defaults. */
 void config_init(struct umd_config *c);
