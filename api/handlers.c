@@ -159,7 +159,8 @@ void handle_device_pause(const struct api_request *req, struct api_reply *rep)
         struct problem p = {0};
         json_t *body = NULL, *dev = NULL;
 
-        if (req->body_len > 0 && request_parse_json_object(req->body, req->body_len, &body, &p) < 0) {
+        if (req->body_len > 0 &&
+            request_parse_json_object(req->body, req->body_len, &body, &p) < 0) {
                 reply_problem(rep, &p);
                 return;
         }

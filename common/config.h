@@ -14,7 +14,7 @@ struct umd_config {
         /* where and how to serve */
         char *listen[CONFIG_MAX_LISTEN]; /* "127.0.0.1:8470", "[::1]:8470" */
         size_t n_listen;
-        char *unix_socket;      /* path or NULL */
+        char *unix_socket; /* path or NULL */
         unsigned unix_socket_mode;
         char *unix_socket_group;
         char *tls_cert, *tls_key;
@@ -30,8 +30,8 @@ struct umd_config {
 
         /* state */
         char *state_dir;
-        unsigned max_jobs;        /* finished jobs kept */
-        unsigned retention_days;  /* finished jobs older than this are removed; 0 = never */
+        unsigned max_jobs;       /* finished jobs kept */
+        unsigned retention_days; /* finished jobs older than this are removed; 0 = never */
         uint64_t max_result_bytes;
 
         /* queue and jobs */
@@ -48,12 +48,12 @@ struct umd_config {
 
         /* workers */
         char *worker_path;
-        char *devices;     /* "all" or comma-separated indexes/uuids */
+        char *devices; /* "all" or comma-separated indexes/uuids */
         unsigned fake_devices;
         unsigned heartbeat_interval_ms;
         unsigned heartbeat_timeout_ms;
-        unsigned max_crashes;         /* crashes in a row before a device is faulted */
-        unsigned respawn_backoff_ms;  /* first delay, doubled per crash */
+        unsigned max_crashes;        /* crashes in a row before a device is faulted */
+        unsigned respawn_backoff_ms; /* first delay, doubled per crash */
         unsigned respawn_backoff_max_ms;
         unsigned discovery_timeout_ms;
 
@@ -72,7 +72,7 @@ struct umd_config {
         char *fake_gpu_state; /* tests: stands in for NVML on fake devices */
 
         /* health verdicts */
-        double health_warn_fraction;  /* of the link's theoretical rate */
+        double health_warn_fraction; /* of the link's theoretical rate */
         double health_fail_fraction;
         unsigned health_baseline_runs;
         unsigned health_baseline_min_runs;

@@ -52,9 +52,9 @@ static void schedule(void)
         for (size_t k = 0; k < n; k++) {
                 struct problem p = {0};
                 json_t *job = NULL;
-                json_t *body = json_pack("{s:s, s:I, s:{s:s}}", "benchmark", "health", "device",
-                                         (json_int_t)devs[k], "labels", "scheduled",
-                                         "health_interval");
+                json_t *body =
+                    json_pack("{s:s, s:I, s:{s:s}}", "benchmark", "health", "device",
+                              (json_int_t)devs[k], "labels", "scheduled", "health_interval");
 
                 if (body && core_job_submit(body, NULL, NULL, &job, &p) < 0)
                         log_warning("device %zu: scheduled health check not queued: %s", devs[k],

@@ -98,8 +98,7 @@ int devctl_load(const struct umd_config *cfg)
                 d->paused = true;
                 snprintf(d->pause_reason, sizeof(d->pause_reason), "%s", reason ? reason : "");
                 snprintf(d->paused_at, sizeof(d->paused_at), "%s", since ? since : "");
-                log_notice("device %zu (%s) stays paused: %s", d->index, d->uuid,
-                           d->pause_reason);
+                log_notice("device %zu (%s) stays paused: %s", d->index, d->uuid, d->pause_reason);
         }
         core_unlock();
         return 0;

@@ -314,11 +314,12 @@ json_t *device_to_json(const struct device *d)
                             d->paused ? json_string(d->pause_reason) : json_null());
         json_object_set_new(j, "paused_at",
                             d->paused && d->paused_at[0] ? json_string(d->paused_at) : json_null());
-        json_object_set_new(j, "other_processes", d->gpu.known && d->gpu.other_processes >= 0
-                                                      ? json_integer(d->gpu.other_processes)
-                                                      : json_null());
-        json_object_set_new(j, "compute_mode", d->gpu.compute_mode[0]
-                                                   ? json_string(d->gpu.compute_mode)
+        json_object_set_new(j, "other_processes",
+                            d->gpu.known && d->gpu.other_processes >= 0
+                                ? json_integer(d->gpu.other_processes)
+                                : json_null());
+        json_object_set_new(j, "compute_mode",
+                            d->gpu.compute_mode[0] ? json_string(d->gpu.compute_mode)
                                                    : json_null());
         json_object_set_new(j, "gpu_state",
                             json_pack("{s:s, s:s?}", "source", gpustate_backend(), "unknown",

@@ -24,13 +24,13 @@ struct device {
         unsigned running_jobs; /* 0 or 1 */
 
         /* Sharing the GPU with its owners (jobs.c and devctl.c keep these). */
-        int fake_index;          /* for gpustate: -1 for a real GPU */
-        struct gpu_state gpu;    /* the last look (gpustate_query) */
-        int contended_by;        /* most other processes seen during the running part */
-        bool paused;             /* admin: run nothing, hold nothing */
+        int fake_index;       /* for gpustate: -1 for a real GPU */
+        struct gpu_state gpu; /* the last look (gpustate_query) */
+        int contended_by;     /* most other processes seen during the running part */
+        bool paused;          /* admin: run nothing, hold nothing */
         char pause_reason[256];
         char paused_at[40];
-        uint64_t last_check_ms;  /* last canonical health check (realtime), for the schedule */
+        uint64_t last_check_ms; /* last canonical health check (realtime), for the schedule */
 };
 
 /* Resolve the worker program: cfg->worker_path, else the installed one, else the one in the

@@ -23,10 +23,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#define NVML_SUCCESS               0
+#define NVML_SUCCESS                 0
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
-#define NVML_PROCESSES_MAX         256
-#define FAKE_STATE_MAX_BYTES       (64u * 1024u)
+#define NVML_PROCESSES_MAX           256
+#define FAKE_STATE_MAX_BYTES         (64u * 1024u)
 
 /* The few NVML types used: its ABI is stable (nvml.h is not in every toolkit install). */
 typedef int nvml_return;
@@ -223,11 +223,11 @@ static void fake_query(int index, struct gpu_state *st)
         json_t *all, *o;
         int r;
 
+        /* The link stays unknown unless the file sets it: the fake worker's own link
+         * (UMD_FAKE_LINK) is then what a check is judged against. */
         st->known = true;
         st->other_processes = 0;
         snprintf(st->compute_mode, sizeof(st->compute_mode), "default");
-        st->current_gen = st->max_gen = 5;
-        st->current_width = st->max_width = 16;
         st->replay_counter = 0;
         if (!fake_path)
                 return;
@@ -244,10 +244,12 @@ static void fake_query(int index, struct gpu_state *st)
                 st->other_processes = int_or(o, "other_processes", 0);
                 if (mode)
                         snprintf(st->compute_mode, sizeof(st->compute_mode), "%s", mode);
-                st->current_gen = int_or(pcie, "current_gen", st->current_gen);
-                st->current_width = int_or(pcie, "current_width", st->current_width);
-                st->max_gen = int_or(pcie, "max_gen", st->max_gen);
-                st->max_width = int_or(pcie, "max_width", st->max_width);
+                if (json_is_object(pcie)) {
+                        st->current_gen = int_or(pcie, "current_gen", 5);
+                        st->current_width = int_or(pcie, "current_width", 16);
+                        st->max_gen = int_or(pcie, "max_gen", 5);
+                        st->max_width = int_or(pcie, "max_width", 16);
+                }
                 st->replay_counter = int_or(o, "replay_counter", 0);
         }
         json_decref(all);

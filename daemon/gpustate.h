@@ -15,12 +15,12 @@
 struct umd_config;
 
 struct gpu_state {
-        bool known;          /* false: nothing could be read; why says so */
-        int other_processes; /* compute processes not umd's; -1 unknown */
+        bool known;            /* false: nothing could be read; why says so */
+        int other_processes;   /* compute processes not umd's; -1 unknown */
         char compute_mode[24]; /* "default", "exclusive_process", "prohibited", "" unknown */
         int current_gen, current_width, max_gen, max_width; /* -1 unknown */
-        long long replay_counter;                          /* -1 unknown */
-        char why[160];                                     /* what is unknown, and why */
+        long long replay_counter;                           /* -1 unknown */
+        char why[160];                                      /* what is unknown, and why */
 };
 
 /* Load NVML where there are real devices (a failure is logged once and kept as the reason).

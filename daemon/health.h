@@ -19,7 +19,8 @@ struct health_replays {
 
 /* result: the health part's result; pcie: the device's "pcie" object (may be NULL);
  * baseline: {"pinned_h2d": median GB/s, ...} from past passing runs (may be empty, NULL);
- * baseline_runs: how many runs that median came from; replays may be NULL. Returns a new verdict object:
+ * baseline_runs: how many runs that median came from; replays may be NULL. Returns a new verdict
+ * object:
  * {"verdict": "pass"|"warn"|"fail", "checks": [{"name","verdict","reason",...}], "reasons": [..]}
  */
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,

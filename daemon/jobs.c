@@ -262,8 +262,7 @@ static void part_set_waiting(struct job *j, size_t i, const char *why)
 
 static unsigned job_busy_policy(const struct job *j)
 {
-        int r = busy_policy_from_string(
-            json_string_value(json_object_get(j->doc, "busy_policy")));
+        int r = busy_policy_from_string(json_string_value(json_object_get(j->doc, "busy_policy")));
         return r >= 0 ? (unsigned)r : cfg->busy_policy;
 }
 
@@ -293,8 +292,8 @@ static const struct queue_entry *dispatchable(struct device *d, size_t dev, int 
                 uint64_t since = j->parts[i].waiting_since_ms, now = now_realtime_ms();
 
                 if (d->paused) {
-                        snprintf(why, sizeof(why), "device paused%s%s", d->pause_reason[0] ? ": " : "",
-                                 d->pause_reason);
+                        snprintf(why, sizeof(why), "device paused%s%s",
+                                 d->pause_reason[0] ? ": " : "", d->pause_reason);
                         part_set_waiting(j, i, why);
                         return NULL;
                 }
@@ -464,11 +463,11 @@ static json_t *health_link(const struct device *d, const json_t *result)
 {
         const json_t *pcie = json_object_get(json_object_get(result, "link"), "pcie");
 
-        if ((d->fake || !json_is_integer(json_object_get(pcie, "current_gen"))) &&
-            d->gpu.known && d->gpu.current_gen > 0)
+        if ((d->fake || !json_is_integer(json_object_get(pcie, "current_gen"))) && d->gpu.known &&
+            d->gpu.current_gen > 0)
                 return json_pack("{s:i, s:i, s:i, s:i}", "current_gen", d->gpu.current_gen,
-                                 "current_width", d->gpu.current_width, "max_gen",
-                                 d->gpu.max_gen, "max_width", d->gpu.max_width);
+                                 "current_width", d->gpu.current_width, "max_gen", d->gpu.max_gen,
+                                 "max_width", d->gpu.max_width);
         if (json_is_integer(json_object_get(pcie, "current_gen")))
                 return json_deep_copy(pcie);
         return json_deep_copy(json_object_get(d->info, "pcie"));
@@ -560,8 +559,7 @@ static void part_note_conditions(struct job *j, size_t i, const struct device *d
 
         json_object_set_new(p, "cold_start",
                             json_pack("{s:b, s:o}", "cold", cold_start_ms >= 0, "ms",
-                                      cold_start_ms >= 0 ? json_real(cold_start_ms)
-                                                         : json_null()));
+                                      cold_start_ms >= 0 ? json_real(cold_start_ms) : json_null()));
         if (d->contended_by > 0)
                 json_object_set_new(p, "contended",
                                     json_pack("{s:i, s:s}", "other_processes", d->contended_by,

@@ -566,8 +566,10 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64
                         w->pending_run = NULL;
                         w->cold_start_ms = (double)(now - w->spawned_at);
                         if (r < 0) {
-                                kill_worker(w, KILL_SILENT, "cannot send job %s after a cold "
-                                            "start", w->job);
+                                kill_worker(w, KILL_SILENT,
+                                            "cannot send job %s after a cold "
+                                            "start",
+                                            w->job);
                                 return;
                         }
                         set_state(s, w, WORKER_BUSY, "job %s (cold start %.0f ms)", w->job,
@@ -705,8 +707,8 @@ static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
                 else if (retire_due(s, w, now))
                         retire_now(s, w, now);
         }
-        if (w->pid == 0 && !s->stopping && w->state != WORKER_STOPPED &&
-            w->state != WORKER_COLD && now >= w->respawn_at) {
+        if (w->pid == 0 && !s->stopping && w->state != WORKER_STOPPED && w->state != WORKER_COLD &&
+            now >= w->respawn_at) {
                 if (spawn(s, w, now) < 0)
                         schedule_crash_respawn(s, w, now, "could not start the worker");
         }
@@ -744,8 +746,7 @@ static uint64_t next_wakeup(struct supervisor *s, uint64_t now)
                         else if (w->hello && !w->has_part && w->state == WORKER_IDLE)
                                 EARLIER(w->retire_requested ? now
                                                             : w->idle_since + s->worker_idle_ms);
-                } else if (!s->stopping && w->state != WORKER_STOPPED &&
-                           w->state != WORKER_COLD) {
+                } else if (!s->stopping && w->state != WORKER_STOPPED && w->state != WORKER_COLD) {
                         EARLIER(w->respawn_at);
                 }
         }
@@ -937,12 +938,11 @@ fail:
 static json_t *run_message(const struct supervisor *s, const char *job_id, const char *benchmark,
                            const json_t *params)
 {
-        return json_pack("{s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I}}", "type", "run", "job", job_id,
-                         "benchmark", benchmark, "params",
-                         params ? (json_t *)params : json_object(), "limits", "max_buffer_bytes",
-                         (json_int_t)s->max_buffer_bytes, "managed_reserve_bytes",
-                         (json_int_t)s->managed_reserve_bytes, "pool_bytes",
-                         (json_int_t)s->pool_bytes);
+        return json_pack(
+            "{s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I}}", "type", "run", "job", job_id, "benchmark",
+            benchmark, "params", params ? (json_t *)params : json_object(), "limits",
+            "max_buffer_bytes", (json_int_t)s->max_buffer_bytes, "managed_reserve_bytes",
+            (json_int_t)s->managed_reserve_bytes, "pool_bytes", (json_int_t)s->pool_bytes);
 }
 
 static void take_part(struct slot *w, const char *job_id, uint64_t timeout_ms, uint64_t now)
