@@ -76,7 +76,8 @@ struct umd_config {
         double health_fail_fraction;
         unsigned health_baseline_runs;
         unsigned health_baseline_min_runs;
-        double health_baseline_tolerance;
+        double health_baseline_tolerance; /* pinned copies (bound by the link) */
+        double health_host_tolerance;     /* pageable and managed (bound by the host too) */
         uint64_t health_size; /* the canonical check's parameters */
         unsigned health_iterations;
         unsigned health_interval_s; /* built-in schedule, 0 = off */

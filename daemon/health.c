@@ -140,14 +140,14 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                  * tens of percent with the host's state (seen on an H200: pageable H2D 6.9 to
                  * 9.1 GB/s between runs), so a drop there only warns. */
                 double drop = 1.0 - json_number_value(g) / json_number_value(b);
-                enum verdict v = drop <= cfg->health_baseline_tolerance ? V_PASS
-                                 : link_bound                           ? V_FAIL
-                                                                        : V_WARN;
+                double tol =
+                    link_bound ? cfg->health_baseline_tolerance : cfg->health_host_tolerance;
+                enum verdict v = drop <= tol ? V_PASS : link_bound ? V_FAIL : V_WARN;
                 snprintf(why, sizeof(why),
                          "%s %.1f GB/s against this GPU's baseline %.1f GB/s (median of %zu "
                          "passing runs): %+.0f%% (%s beyond -%.0f%%)",
                          *m, json_number_value(g), json_number_value(b), baseline_runs, -drop * 100,
-                         link_bound ? "fail" : "warn", cfg->health_baseline_tolerance * 100);
+                         link_bound ? "fail" : "warn", tol * 100);
                 add_check(checks, reasons, &worst, name, v, why);
         }
 

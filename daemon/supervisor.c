@@ -454,7 +454,7 @@ static void on_exit_status(struct supervisor *s, struct slot *w, int status, uin
         if (w->pidfd >= 0)
                 close(w->pidfd);
         w->pidfd = -1;
-        if (killed == KILL_NONE && !s->stopping)
+        if (killed == KILL_NONE && !s->stopping && !w->retiring)
                 log_warning("Device %s: worker %d: %s", w->dev.id, (int)w->pid, how);
         else
                 log_info("Device %s: worker %d: %s", w->dev.id, (int)w->pid, how);
@@ -709,8 +709,10 @@ static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
         }
         if (w->pid == 0 && !s->stopping && w->state != WORKER_STOPPED && w->state != WORKER_COLD &&
             now >= w->respawn_at) {
-                if (spawn(s, w, now) < 0)
+                if (spawn(s, w, now) < 0) {
+                        finish_part(s, w, PART_FAILED, NULL, "could not start the worker");
                         schedule_crash_respawn(s, w, now, "could not start the worker");
+                }
         }
 }
 
@@ -961,20 +963,16 @@ static int dispatch_cold(struct supervisor *s, struct slot *w, const char *job_i
 {
         uint64_t now = now_monotonic_ms();
         json_t *msg = run_message(s, job_id, benchmark, params);
-        int r;
 
         if (!msg)
                 return log_error_errno(ENOMEM, "Out of memory");
-        r = spawn(s, w, now);
-        if (r < 0) {
-                json_decref(msg);
-                schedule_crash_respawn(s, w, now, "could not start the worker");
-                wake(s);
-                return -ENODEV;
-        }
+        /* The supervisor thread forks it (PR_SET_PDEATHSIG follows the forking thread, and the
+         * caller's thread may end before the worker should). */
         take_part(w, job_id, timeout_ms, now);
         w->pending_run = msg;
         w->retire_requested = false;
+        w->respawn_at = now;
+        set_state(s, w, WORKER_STARTING, "starting a worker for job %s", job_id);
         wake(s);
         return 0;
 }

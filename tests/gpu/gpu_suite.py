@@ -11,6 +11,9 @@ TEST is one of:
             rate, bidir counts both directions
   limits    managed memory beyond free minus the reserve is refused (-ENOMEM naming the limit)
   suites    um_vs_explicit, sweep and health give their summaries; health is quick when warm
+  coexist   the real umd on the GPU: a cold start is reported, the idle worker holds 0 MiB
+            (nvidia-smi) once past worker_idle_s, a health job waits while another process
+            holds a context on the GPU and runs once it exits, placement is recorded
 Standard library only: it also runs on the GPU machine's python.
 """
 import argparse
@@ -257,9 +260,147 @@ def test_suites(args):
     return 0
 
 
+def http(base, method, path, body=None, timeout=60):
+    import urllib.request
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def wait_until(what, timeout, step=0.1):
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = what()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+def gpu_apps():
+    """nvidia-smi's compute processes on the GPUs: [(pid, used MiB)]."""
+    p = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                        "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                       timeout=60)
+    out = []
+    for line in p.stdout.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit():
+            out.append((int(parts[0]), int(parts[1]) if parts[1].isdigit() else 0))
+    return out
+
+
+def test_coexist(args):
+    import socket
+    import tempfile
+    import time
+    if gpu_count(args.reference) == 0:
+        return SKIP
+    if not args.umd or not os.access(args.umd, os.X_OK):
+        fail("coexist needs --umd")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    state = tempfile.mkdtemp()
+    log = open(os.path.join(state, "umd.log"), "w")
+    umd = subprocess.Popen([args.umd, "--listen", f"127.0.0.1:{port}", "--state-dir", state,
+                            "--worker-path", args.worker, "--worker-idle-s", "3",
+                            "--pool-idle-s", "1", "--busy-poll-ms", "100", "--devices", "0"],
+                           stdout=log, stderr=subprocess.STDOUT)
+    try:
+        if not wait_until(lambda: _up(base), 60):
+            fail("umd did not answer")
+        apps0 = gpu_apps()
+        dev = http(base, "GET", "/v1/devices")[0]
+        print(f"devices: warm={dev['warm']} other_processes={dev['other_processes']} "
+              f"source={dev['gpu_state']}; nvidia-smi apps before any job: {apps0}")
+        if dev["warm"]:
+            fail("a worker is warm before any job")
+        if dev["gpu_state"]["source"] != "nvml":
+            fail(f"NVML not used: {dev['gpu_state']}")
+
+        def run(body):
+            t0 = time.monotonic()
+            job = http(base, "POST", "/v1/jobs", body)
+            done = wait_until(lambda: (lambda j: j if j["state"] in (
+                "succeeded", "failed", "cancelled", "timed_out") else None)(
+                    http(base, "GET", "/v1/jobs/" + job["id"])), 120, 0.01)
+            if not done:
+                fail(f"job {job['id']} never ended")
+            return done, time.monotonic() - t0
+
+        copy = {"benchmark": "copy", "device": 0, "params": {"size": "64MiB"}}
+        first, t_cold = run(copy)
+        second, t_warm = run(copy)
+        for j in (first, second):
+            if j["state"] != "succeeded":
+                fail(f"copy: {j['parts'][0]['error']}")
+        c1, c2 = first["parts"][0]["cold_start"], second["parts"][0]["cold_start"]
+        print(f"64 MiB copy: first (cold) {t_cold * 1000:.0f} ms, cold start {c1['ms']:.0f} ms; "
+              f"second (warm) {t_warm * 1000:.1f} ms")
+        if not c1["cold"] or c2["cold"]:
+            fail(f"cold starts: {c1} then {c2}")
+        place = second["parts"][0]["result"]["context"]["placement"]
+        print(f"placement: {place}")
+        if not place.get("cpus") or "gpu_numa_node" not in place:
+            fail(f"placement not recorded: {place}")
+        warm_apps = gpu_apps()
+        print(f"nvidia-smi while warm: {warm_apps}")
+        if not warm_apps:
+            fail("nvidia-smi shows no umd-worker while warm")
+        gone = wait_until(lambda: not gpu_apps() and not http(base, "GET", "/v1/devices")[0][
+            "warm"], 20, 0.25)
+        print(f"nvidia-smi after worker_idle_s: {gpu_apps()}")
+        if not gone:
+            fail(f"umd still holds the GPU after worker_idle_s: {gpu_apps()}")
+
+        holder = subprocess.Popen([args.reference, "--hold", "6"], stdout=subprocess.PIPE,
+                                  text=True)
+        holder.stdout.readline()  # holding
+        if not wait_until(lambda: http(base, "GET", "/v1/devices")[0]["other_processes"] == 1,
+                          10):
+            fail(f"NVML never saw the other process: {http(base, 'GET', '/v1/devices')[0]}")
+        t0 = time.monotonic()
+        job = http(base, "POST", "/v1/jobs", {"benchmark": "health", "device": 0})
+        waiting = wait_until(lambda: http(base, "GET", "/v1/jobs/" + job["id"])["parts"][0].get(
+            "waiting"), 10)
+        print(f"health job while another process holds the GPU: waiting={waiting!r}")
+        if waiting != "GPU in use by 1 other process":
+            fail(f"the health job did not wait: {http(base, 'GET', '/v1/jobs/' + job['id'])}")
+        holder.wait(timeout=30)
+        done = wait_until(lambda: (lambda j: j if j["state"] in (
+            "succeeded", "failed") else None)(http(base, "GET", "/v1/jobs/" + job["id"])), 60)
+        p = done["parts"][0]
+        print(f"after the other process exited: {done['state']} in {time.monotonic() - t0:.1f} s "
+              f"(holder 6 s), verdict {p.get('verdict', {}).get('verdict')}, "
+              f"contended={p.get('contended')}")
+        if done["state"] != "succeeded" or "verdict" not in p or p.get("contended"):
+            fail(f"health after the wait: {done}")
+        return 0
+    finally:
+        umd.terminate()
+        umd.wait(timeout=30)
+        log.close()
+        print(open(os.path.join(state, "umd.log")).read()[-3000:], file=sys.stderr)
+
+
+def _up(base):
+    try:
+        http(base, "GET", "/v1/health", timeout=2)
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "not yet"
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("test", choices=["list", "verify", "fidelity", "sanity", "limits", "suites"])
+    ap.add_argument("test", choices=["list", "verify", "fidelity", "sanity", "limits", "suites",
+                                     "coexist"])
+    ap.add_argument("--umd", help="the umd daemon (coexist)")
     ap.add_argument("--worker", required=True)
     ap.add_argument("--driver", required=True)
     ap.add_argument("--reference", required=True)

@@ -3,12 +3,15 @@
 // non-blocking stream, each copy between two events, warm-up first, median of N.
 //   reference [--size BYTES] [--iterations N] [--warmup N]      prints one JSON line
 //   reference --count                                            prints the GPU count
+//   reference --hold SECONDS                  holds a context and 64 MiB on GPU 0, then exits
+//                                             (another user of the GPU, for umd's busy tests)
 // Exits 77 when there is no GPU.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <unistd.h>
 #include <vector>
 
 #define CK(call)                                                                                   \
@@ -30,7 +33,7 @@ static double median(std::vector<double> v)
 int main(int argc, char **argv)
 {
         size_t size = 1ull << 30;
-        int iterations = 5, warmup = 2, count = 0;
+        int iterations = 5, warmup = 2, count = 0, hold = 0;
         for (int i = 1; i < argc; i++) {
                 if (!strcmp(argv[i], "--count"))
                         count = 1;
@@ -40,9 +43,11 @@ int main(int argc, char **argv)
                         iterations = atoi(argv[++i]);
                 else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
                         warmup = atoi(argv[++i]);
+                else if (!strcmp(argv[i], "--hold") && i + 1 < argc)
+                        hold = atoi(argv[++i]);
                 else {
                         fprintf(stderr, "usage: reference [--count] [--size BYTES] "
-                                        "[--iterations N] [--warmup N]\n");
+                                        "[--iterations N] [--warmup N] [--hold SECONDS]\n");
                         return 2;
                 }
         }
@@ -56,6 +61,17 @@ int main(int argc, char **argv)
         if (n == 0) {
                 fprintf(stderr, "reference: no GPU\n");
                 return 77;
+        }
+        if (hold > 0) {
+                void *p;
+                CK(cudaMalloc(&p, 64u << 20));
+                CK(cudaMemset(p, 0, 64u << 20));
+                CK(cudaDeviceSynchronize());
+                printf("{\"holding\": %d}\n", hold);
+                fflush(stdout);
+                sleep((unsigned)hold);
+                CK(cudaFree(p));
+                return 0;
         }
 
         void *host, *dev;

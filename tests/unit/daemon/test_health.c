@@ -112,6 +112,29 @@ static void test_pageable_drop_below_own_baseline_only_warns(void **state)
         json_decref(v), json_decref(r), json_decref(l), json_decref(b);
 }
 
+static void test_pageable_swing_within_host_tolerance_passes(void **state)
+{
+        /* -20%: beyond the pinned tolerance (15%), within the host one (30%) */
+        json_t *r = result(55.0, 55.0, 7.44, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
+        json_t *v = health_verdict(&cfg, r, l, b, 5, NULL);
+        assert_string_equal(verdict_of(v), "pass");
+        json_decref(v), json_decref(r), json_decref(l), json_decref(b);
+}
+
+static void test_replay_counter_growth_warns(void **state)
+{
+        json_t *r = result(55.0, 55.0, 9.3, 48.0), *l = link(5, 16, 5, 16);
+        struct health_replays grew = {.now = 12, .before = 2}, same = {.now = 2, .before = 2};
+        json_t *v = health_verdict(&cfg, r, l, NULL, 0, &grew);
+        assert_string_equal(verdict_of(v), "warn");
+        assert_non_null(strstr(json_string_value(json_array_get(json_object_get(v, "reasons"), 0)),
+                               "replay counter grew by 10"));
+        json_decref(v);
+        v = health_verdict(&cfg, r, l, NULL, 0, &same);
+        assert_string_equal(verdict_of(v), "pass");
+        json_decref(v), json_decref(r), json_decref(l);
+}
+
 static void test_baseline_of_too_few_runs_is_not_judged(void **state)
 {
         json_t *r = result(46.0, 55.0, 6.0, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
@@ -148,6 +171,8 @@ int main(void)
                 cmocka_unit_test(test_pinned_bandwidth_somewhat_below_link_warns),
                 cmocka_unit_test(test_pinned_drop_below_own_baseline_fails),
                 cmocka_unit_test(test_pageable_drop_below_own_baseline_only_warns),
+                cmocka_unit_test(test_pageable_swing_within_host_tolerance_passes),
+                cmocka_unit_test(test_replay_counter_growth_warns),
                 cmocka_unit_test(test_baseline_of_too_few_runs_is_not_judged),
                 cmocka_unit_test(test_small_wobble_around_baseline_passes),
                 cmocka_unit_test(test_unreadable_link_warns_and_says_so),
