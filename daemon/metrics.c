@@ -151,8 +151,8 @@ char *core_metrics_text(size_t *ret_len)
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        static const char *const states[] = {"idle",       "busy",    "starting",
-                                             "restarting", "faulted", "stopped"};
+        static const char *const states[] = {"idle",    "busy",    "starting", "restarting",
+                                             "faulted", "stopped", "paused"};
         size_t queued, running, total;
 
         if (!f)
@@ -187,6 +187,22 @@ char *core_metrics_text(size_t *ret_len)
                 for (size_t s = 0; s < ELEMENTSOF(states); s++)
                         fprintf(f, "umd_device_state{uuid=\"%s\",state=\"%s\"} %d\n", d->uuid,
                                 states[s], strcmp(cur, states[s]) == 0);
+        }
+        fprintf(f, "# HELP umd_device_warm 1 while a worker holds a CUDA context on the GPU (it "
+                   "exits after worker_idle_s).\n# TYPE umd_device_warm gauge\n");
+        for (size_t i = 0; i < devices_count(); i++) {
+                struct device *d = devices_get(i);
+                fprintf(f, "umd_device_warm{uuid=\"%s\"} %d\n", d->uuid,
+                        d->wstate == WORKER_IDLE || d->wstate == WORKER_BUSY);
+        }
+        fprintf(f, "# HELP umd_device_other_processes Compute processes on the GPU that are not "
+                   "umd's, at the last look (absent when unknown).\n"
+                   "# TYPE umd_device_other_processes gauge\n");
+        for (size_t i = 0; i < devices_count(); i++) {
+                struct device *d = devices_get(i);
+                if (d->gpu.known && d->gpu.other_processes >= 0)
+                        fprintf(f, "umd_device_other_processes{uuid=\"%s\"} %d\n", d->uuid,
+                                d->gpu.other_processes);
         }
         fprintf(f, "# HELP umd_worker_restarts_total Worker processes respawned, per device.\n"
                    "# TYPE umd_worker_restarts_total counter\n");

@@ -342,3 +342,17 @@ def test_health_interval_checks_idle_gpus_and_skips_paused_ones(umd, tmp_path):
     assert all(j["canonical"] and j["parts"][0]["device"] == 0 for j in jobs)
     assert device(d, 0)["last_health"]["verdict"] == "pass"
     assert device(d, 1)["last_health"] is None
+
+
+def test_metrics_say_warm_paused_and_other_processes(umd, tmp_path):
+    d, gpu = start(umd, tmp_path)
+    gpu.set({"1": {"other_processes": 2}})
+    wait_job(d, submit(d, QUICK)["id"])
+    assert d.post("/v1/devices/1/pause").status_code == 200
+    wait_for(lambda: device(d, 1)["other_processes"] == 2)
+    text = d.get("/metrics").text
+    u0, u1 = device(d, 0)["uuid"], device(d, 1)["uuid"]
+    assert f'umd_device_warm{{uuid="{u0}"}} 1' in text
+    assert f'umd_device_warm{{uuid="{u1}"}} 0' in text
+    assert f'umd_device_state{{uuid="{u1}",state="paused"}} 1' in text
+    assert f'umd_device_other_processes{{uuid="{u1}"}} 2' in text
