@@ -32,6 +32,7 @@ struct umd_config {
         char *state_dir;
         unsigned max_jobs;        /* finished jobs kept */
         unsigned retention_days;  /* finished jobs older than this are removed; 0 = never */
+        uint64_t max_store_bytes; /* finished jobs removed while the store is larger; 0 = never */
         uint64_t max_result_bytes;
 
         /* queue and jobs */
@@ -74,6 +75,7 @@ struct umd_config {
 
         /* set by parsing, not keys */
         char *config_file;
+        char *export_dir; /* --export DIR: write the store out as JSON files and exit */
 };
 
 /* Fill defaults. */
