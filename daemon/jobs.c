@@ -1025,8 +1025,11 @@ int core_job_get(const char *id, json_t **ret_job, struct problem *p)
         if (j)
                 *ret_job = job_public(j->doc);
         core_unlock();
-        if (j)
+        if (j) {
+                /* What a client reads is on disk: wait for the commit of what it shows. */
+                store_sync(store);
                 return 0;
+        }
         /* Not in memory: finished, and committed before it left memory. */
         int r = store_get(store, id, ret_job);
         if (r == -ENOENT)

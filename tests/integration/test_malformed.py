@@ -75,8 +75,7 @@ def request(port, raw, timeout=10.0, shut_write=False):
 
 
 def snapshot(state_dir):
-    jobs = pathlib.Path(state_dir) / "jobs"
-    return {p.name: p.read_bytes() for p in sorted(jobs.iterdir())} if jobs.is_dir() else {}
+    return conftest.stored_docs(state_dir)
 
 
 @pytest.fixture(scope="module")
