@@ -307,8 +307,7 @@ static void prune_finished(void)
                 struct job *j = jobs[i];
                 int r;
 
-                if (pstate_final(j->st) && j->final_ticket &&
-                    store_poll(j->final_ticket, &r) > 0) {
+                if (pstate_final(j->st) && j->final_ticket && store_poll(j->final_ticket, &r) > 0) {
                         j->final_ticket = NULL;
                         if (r == 0) {
                                 jobs_remove_at(i);
@@ -663,7 +662,7 @@ static const char *recover_check(const json_t *doc, const struct job *j)
         size_t i;
 
         json_array_foreach(json_object_get(doc, "parts"), i, part)
-                json_array_append(devs, json_object_get(part, "uuid"));
+            json_array_append(devs, json_object_get(part, "uuid"));
         _cleanup_json_ json_t *body = json_pack(
             "{s:O?, s:O?, s:O?, s:O?, s:O?, s:o}", "benchmark", json_object_get(doc, "benchmark"),
             "params", json_object_get(doc, "params"), "timeout_s",
@@ -1035,7 +1034,8 @@ int core_job_get(const char *id, json_t **ret_job, struct problem *p)
         if (r == -ENOENT)
                 return problem_set(p, 404, "id", "no job %s", id);
         if (r < 0)
-                return problem_set(p, 500, "", "the job store cannot be read (see the daemon's log)");
+                return problem_set(p, 500, "",
+                                   "the job store cannot be read (see the daemon's log)");
         return 0;
 }
 
@@ -1174,8 +1174,9 @@ int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret
                 j->cancel_requested = was_requested;
                 if (was_requested)
                         json_object_set_new(j->doc, "cancel_requested", json_true());
-                r = problem_set(p, 507, "", "the cancellation could not be stored (%s); the job "
-                                            "is unchanged",
+                r = problem_set(p, 507, "",
+                                "the cancellation could not be stored (%s); the job "
+                                "is unchanged",
                                 strerror(-w));
                 goto out;
         }
@@ -1223,7 +1224,8 @@ static int parse_time_ms(const char *s, uint64_t *ret)
                 return 0;
         }
         if (sscanf(s, "%4d-%2d-%2d%*[Tt ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
+                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+            n != 19)
                 return -EINVAL;
         s += n;
         if (*s == '.') {
@@ -1322,9 +1324,10 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
         json_t *arr = NULL;
         bool more = false;
         if (store_list(store, &q, &arr, &more) < 0)
-                return problem_set(p, 500, "", "the job store cannot be read (see the daemon's log)");
-        const char *last = json_string_value(
-            json_object_get(json_array_get(arr, json_array_size(arr) - 1), "id"));
+                return problem_set(p, 500, "",
+                                   "the job store cannot be read (see the daemon's log)");
+        const char *last =
+            json_string_value(json_object_get(json_array_get(arr, json_array_size(arr) - 1), "id"));
         char next[1024] = "/v1/jobs";
         if (more) {
                 url_append(next, sizeof(next), "status", f->status);

@@ -198,10 +198,9 @@ static int db_open(const char *path, bool writer, sqlite3 **ret)
         sqlite3 *db = NULL;
         int rc;
 
-        rc = sqlite3_open_v2(path, &db,
-                             SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0) |
-                                 SQLITE_OPEN_NOMUTEX,
-                             NULL);
+        rc = sqlite3_open_v2(
+            path, &db,
+            SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX, NULL);
         if (rc != SQLITE_OK)
                 goto fail;
         sqlite3_extended_result_codes(db, 1);
@@ -301,8 +300,7 @@ static json_t *parse_text(sqlite3_stmt *st, int col)
 
         if (!t)
                 return NULL;
-        return json_parse_strict(t, (size_t)sqlite3_column_bytes(st, col), STORE_JSON_DEPTH,
-                                 &err);
+        return json_parse_strict(t, (size_t)sqlite3_column_bytes(st, col), STORE_JSON_DEPTH, &err);
 }
 
 /* ---- the public form of a job ---- */
@@ -387,7 +385,8 @@ static int write_job(struct store *s, const json_t *snap)
                 sqlite3_bind_int64(st, 7, json_integer_value(fin));
         else
                 sqlite3_bind_null(st, 7);
-        sqlite3_bind_int64(st, 8, (sqlite3_int64)(doc_len + sum_len + (request ? strlen(request) : 0)));
+        sqlite3_bind_int64(st, 8,
+                           (sqlite3_int64)(doc_len + sum_len + (request ? strlen(request) : 0)));
         bind_text_or_null(st, 9, request);
         sqlite3_bind_text(st, 10, summary, (int)sum_len, SQLITE_STATIC);
         sqlite3_bind_text(st, 11, doc, (int)doc_len, SQLITE_STATIC);
@@ -409,9 +408,9 @@ static int write_job(struct store *s, const json_t *snap)
                                   SQLITE_STATIC);
                 sqlite3_bind_text(st, 4, json_string_value(json_object_get(p, "state")) ?: "", -1,
                                   SQLITE_STATIC);
-                bind_text_or_null(st, 5,
-                                  json_string_value(
-                                      json_object_get(json_object_get(p, "verdict"), "verdict")));
+                bind_text_or_null(
+                    st, 5,
+                    json_string_value(json_object_get(json_object_get(p, "verdict"), "verdict")));
                 r = wstep_done(s, st);
                 sqlite3_clear_bindings(st);
                 if (r < 0)
@@ -486,8 +485,8 @@ static bool retention_step(struct store *s)
 
         if (days > 0) {
                 sel = s->w[W_OLD_BY_AGE];
-                sqlite3_bind_int64(sel, 1,
-                                   (sqlite3_int64)(now_realtime_ms() - (uint64_t)days * 86400000ull));
+                sqlite3_bind_int64(
+                    sel, 1, (sqlite3_int64)(now_realtime_ms() - (uint64_t)days * 86400000ull));
                 sqlite3_bind_int64(sel, 2, RETENTION_BATCH);
                 while (n < RETENTION_BATCH && sqlite3_step(sel) == SQLITE_ROW)
                         snprintf(ids[n++], UUID_STRING_MAX, "%s", sqlite3_column_text(sel, 0));
@@ -790,8 +789,8 @@ int store_recover(struct store *s, store_job_fn fn, void *userdata)
         return 0;
 }
 
-int store_health_parts(struct store *s, const char *uuid, const char *exclude_id,
-                       bool passing_only, size_t max, json_t **ret_parts)
+int store_health_parts(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
+                       size_t max, json_t **ret_parts)
 {
         struct reader *rd;
         sqlite3_stmt *st;
@@ -882,8 +881,9 @@ static bool label_matches(const json_t *job, const struct store_query *q)
 
         json_object_foreach(json_object_get(job, "labels"), k, v)
         {
-                if (strlen(k) == q->label_key_len && strncmp(k, q->label_key, q->label_key_len) == 0 &&
-                    json_is_string(v) && strcmp(json_string_value(v), q->label_value) == 0)
+                if (strlen(k) == q->label_key_len &&
+                    strncmp(k, q->label_key, q->label_key_len) == 0 && json_is_string(v) &&
+                    strcmp(json_string_value(v), q->label_value) == 0)
                         return true;
         }
         return false;
@@ -1049,8 +1049,8 @@ static int writer_open(struct store *s)
                         return r;
         }
         /* A cheap look at the page structure where umd will read first: the open jobs. */
-        rc = sqlite3_exec(s->wdb, "SELECT count(*) FROM jobs WHERE finished_ms IS NULL", NULL,
-                          NULL, NULL);
+        rc = sqlite3_exec(s->wdb, "SELECT count(*) FROM jobs WHERE finished_ms IS NULL", NULL, NULL,
+                          NULL);
         if (rc != SQLITE_OK) {
                 log_error("SQLite: cannot read %s: %s", s->db_path, sqlite3_errmsg(s->wdb));
                 return is_corrupt(rc) ? -EBADMSG : errno_from_sqlite(rc);
@@ -1082,8 +1082,9 @@ static int import_one(json_t *job, void *userdata)
             !streq_ptr(json_string_value(json_object_get(copy, "state")), "running")) {
                 json_t *c = json_object_get(copy, "created_ms");
                 json_object_set_new(copy, "finished_ms",
-                                    json_is_integer(c) ? json_incref(c)
-                                                       : json_integer((json_int_t)now_realtime_ms()));
+                                    json_is_integer(c)
+                                        ? json_incref(c)
+                                        : json_integer((json_int_t)now_realtime_ms()));
         }
         if (im->in_tx == 0 && (r = wstep_done(s, s->w[W_BEGIN])) < 0)
                 goto out;

@@ -59,9 +59,9 @@ struct store_query {
         const char *label_key; /* with label_key_len and label_value; NULL: any */
         size_t label_key_len;
         const char *label_value;
-        const char *before;    /* id cursor, exclusive; NULL: none */
-        uint64_t since_ms;     /* created at or after; 0: none */
-        uint64_t until_ms;     /* created before; 0: none */
+        const char *before; /* id cursor, exclusive; NULL: none */
+        uint64_t since_ms;  /* created at or after; 0: none */
+        uint64_t until_ms;  /* created before; 0: none */
         size_t limit;
 };
 /* Summaries (public documents without results), newest first; *ret_more when more match. */
@@ -69,8 +69,8 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
 
 /* The part objects of finished health jobs on device uuid that carry a verdict, newest first,
  * at most max, skipping job exclude_id; passing_only: verdict "pass" and state succeeded. */
-int store_health_parts(struct store *s, const char *uuid, const char *exclude_id,
-                       bool passing_only, size_t max, json_t **ret_parts);
+int store_health_parts(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
+                       size_t max, json_t **ret_parts);
 
 /* Ask the writer to delete finished jobs beyond max_jobs, older than retention_days (0: no age
  * limit), or beyond max_bytes in total (0: no limit), oldest first, in small transactions when

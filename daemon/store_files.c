@@ -96,8 +96,8 @@ static int set_aside(struct dir *s, const char *name, const char *why)
                 if (errno != EEXIST)
                         break;
         }
-        log_warning("Job file %s/%s is unusable (%s) and cannot be renamed: skipped", s->path,
-                    name, why);
+        log_warning("Job file %s/%s is unusable (%s) and cannot be renamed: skipped", s->path, name,
+                    why);
         return 0;
 }
 

@@ -51,16 +51,15 @@ static int teardown(void **state)
 }
 
 /* A job in umd's internal form, created at ms, with one part per uuid. */
-static json_t *job_at(char id[UUID_STRING_MAX], uint64_t ms, const char *state,
-                      const char *bench, const char *const *uuids, size_t n)
+static json_t *job_at(char id[UUID_STRING_MAX], uint64_t ms, const char *state, const char *bench,
+                      const char *const *uuids, size_t n)
 {
         json_t *parts = json_array();
 
         assert_int_equal(uuid7_generate_at(ms, id), 0);
         for (size_t i = 0; i < n; i++)
-                json_array_append_new(parts,
-                                      json_pack("{s:s, s:s, s:{s:i}}", "uuid", uuids[i], "state",
-                                                state, "result", "gbps", 1));
+                json_array_append_new(parts, json_pack("{s:s, s:s, s:{s:i}}", "uuid", uuids[i],
+                                                       "state", state, "result", "gbps", 1));
         json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:o, s:{s:s}}", "id", id, "state", state,
                               "benchmark", bench, "request", "{}", "created_ms", (json_int_t)ms,
                               "parts", parts, "labels", "team", "a");
@@ -89,7 +88,8 @@ static void test_put_get_public_form(void **state)
         assert_string_equal(json_string_value(json_object_get(got, "id")), id);
         assert_null(json_object_get(got, "request")); /* bookkeeping is not public */
         assert_null(json_object_get(got, "created_ms"));
-        assert_non_null(json_object_get(json_array_get(json_object_get(got, "parts"), 0), "result"));
+        assert_non_null(
+            json_object_get(json_array_get(json_object_get(got, "parts"), 0), "result"));
         assert_int_equal(store_count(f->s), 1);
         json_decref(got);
 
@@ -148,9 +148,11 @@ static void test_list_filters_and_paging(void **state)
 
         json_decref((put_sync(f->s, arr = job_at(ids[0], 10000, "succeeded", "copy", ua, 1)), arr));
         json_decref((put_sync(f->s, arr = job_at(ids[1], 20000, "failed", "copy", ub, 1)), arr));
-        json_decref((put_sync(f->s, arr = job_at(ids[2], 30000, "succeeded", "health", uab, 2)), arr));
+        json_decref(
+            (put_sync(f->s, arr = job_at(ids[2], 30000, "succeeded", "health", uab, 2)), arr));
         json_decref((put_sync(f->s, arr = job_at(ids[3], 40000, "queued", "copy", ua, 1)), arr));
-        json_decref((put_sync(f->s, arr = job_at(ids[4], 50000, "succeeded", "health", ua, 1)), arr));
+        json_decref(
+            (put_sync(f->s, arr = job_at(ids[4], 50000, "succeeded", "health", ua, 1)), arr));
         json_decref((put_sync(f->s, arr = job_at(ids[5], 60000, "succeeded", "copy", ub, 1)), arr));
 
         struct store_query q = {.limit = 100};
@@ -159,18 +161,20 @@ static void test_list_filters_and_paging(void **state)
         assert_false(more);
         assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")),
                             ids[5]); /* newest first */
-        assert_null(json_object_get(json_array_get(json_object_get(json_array_get(arr, 0), "parts"), 0),
-                                    "result")); /* summaries */
+        assert_null(
+            json_object_get(json_array_get(json_object_get(json_array_get(arr, 0), "parts"), 0),
+                            "result")); /* summaries */
         json_decref(arr);
 
         q = (struct store_query){.limit = 100, .uuid = DEV_A, .benchmark = "health"};
         assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 2);
-        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 1), "id")), ids[2]);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 1), "id")),
+                            ids[2]);
         json_decref(arr);
 
-        q = (struct store_query){.limit = 100, .state = "succeeded", .since_ms = 20000,
-                                 .until_ms = 60000};
+        q = (struct store_query){
+            .limit = 100, .state = "succeeded", .since_ms = 20000, .until_ms = 60000};
         assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 2); /* ids[4], ids[2] */
         json_decref(arr);
@@ -184,11 +188,12 @@ static void test_list_filters_and_paging(void **state)
         assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 1);
         assert_false(more);
-        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")), ids[1]);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")),
+                            ids[1]);
         json_decref(arr);
 
-        q = (struct store_query){.limit = 100, .label_key = "team", .label_key_len = 4,
-                                 .label_value = "a"};
+        q = (struct store_query){
+            .limit = 100, .label_key = "team", .label_key_len = 4, .label_value = "a"};
         assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 6);
         json_decref(arr);
