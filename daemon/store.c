@@ -31,6 +31,8 @@
 #define IMPORT_BATCH     1000
 #define READERS_MAX      16
 #define STORE_JSON_DEPTH 64
+/* WAL pages after which the checkpointer copies them into umd.db (SQLite's default). */
+#define CHECKPOINT_PAGES 1000
 
 /* Bumping this needs a migration; a database from a newer umd is refused. */
 #define SCHEMA_VERSION 1
@@ -162,6 +164,13 @@ struct store {
         uint64_t max_bytes;
         size_t count;
         pthread_t thread;
+
+        /* Checkpoints run on their own thread and connection (PASSIVE: never blocking the
+         * writer), not inside a commit, so no submit waits for umd.db's fsync. */
+        sqlite3 *cdb;
+        pthread_t ckpt_thread;
+        bool ckpt_started, ckpt_pending;
+        pthread_cond_t ckpt;
 
         pthread_mutex_t readers_mu;
         struct reader *readers;
@@ -521,6 +530,42 @@ static bool retention_step(struct store *s)
         log_debug("retention: deleted %zu finished jobs", n);
         read_stats(s);
         return true;
+}
+
+static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
+{
+        struct store *s = userdata;
+
+        if (pages >= CHECKPOINT_PAGES) {
+                pthread_mutex_lock(&s->mu);
+                s->ckpt_pending = true;
+                pthread_cond_signal(&s->ckpt);
+                pthread_mutex_unlock(&s->mu);
+        }
+        return SQLITE_OK;
+}
+
+static void *checkpoint_main(void *userdata)
+{
+        struct store *s = userdata;
+
+        pthread_mutex_lock(&s->mu);
+        for (;;) {
+                while (!s->ckpt_pending && !s->stopping)
+                        pthread_cond_wait(&s->ckpt, &s->mu);
+                if (s->stopping)
+                        break;
+                s->ckpt_pending = false;
+                pthread_mutex_unlock(&s->mu);
+                int rc =
+                    sqlite3_wal_checkpoint_v2(s->cdb, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+                if (rc != SQLITE_OK)
+                        log_warning("SQLite: checkpoint of %s: %s", s->db_path,
+                                    sqlite3_errmsg(s->cdb));
+                pthread_mutex_lock(&s->mu);
+        }
+        pthread_mutex_unlock(&s->mu);
+        return NULL;
 }
 
 static void *writer_main(void *userdata)
@@ -1156,8 +1201,18 @@ static int import_files(struct store *s)
 
 static int start_writer(struct store *s)
 {
-        int r = pthread_create(&s->thread, NULL, writer_main, s);
+        int r = db_open(s->db_path, false, &s->cdb);
 
+        if (r < 0)
+                return r;
+        sqlite3_exec(s->cdb, "PRAGMA query_only=0", NULL, NULL, NULL);
+        r = pthread_create(&s->ckpt_thread, NULL, checkpoint_main, s);
+        if (r != 0)
+                return log_error_errno(r, "Cannot start the store's checkpoint thread: %m");
+        s->ckpt_started = true;
+        if (sqlite3_exec(s->wdb, "PRAGMA wal_autocheckpoint=0", NULL, NULL, NULL) == SQLITE_OK)
+                sqlite3_wal_hook(s->wdb, wal_hook, s);
+        r = pthread_create(&s->thread, NULL, writer_main, s);
         if (r != 0)
                 return log_error_errno(r, "Cannot start the store's writer thread: %m");
         s->thread_started = true;
@@ -1179,6 +1234,7 @@ int store_open(const char *state_dir, struct store **ret)
         pthread_mutex_init(&s->readers_mu, NULL);
         pthread_cond_init(&s->work, NULL);
         pthread_cond_init(&s->done, NULL);
+        pthread_cond_init(&s->ckpt, NULL);
         s->max_jobs = UINT_MAX;
         s->dir = strdup(state_dir);
         if (!s->dir || asprintf(&s->db_path, "%s/" DB_NAME, state_dir) < 0) {
@@ -1226,6 +1282,14 @@ void store_close(struct store *s)
                 pthread_mutex_unlock(&s->mu);
                 pthread_join(s->thread, NULL);
         }
+        if (s->ckpt_started) {
+                pthread_mutex_lock(&s->mu);
+                s->stopping = true;
+                pthread_cond_signal(&s->ckpt);
+                pthread_mutex_unlock(&s->mu);
+                pthread_join(s->ckpt_thread, NULL);
+        }
+        sqlite3_close(s->cdb);
         while (s->readers) {
                 struct reader *r = s->readers;
                 s->readers = r->next;
@@ -1238,6 +1302,7 @@ void store_close(struct store *s)
                 the_store = NULL;
         pthread_cond_destroy(&s->work);
         pthread_cond_destroy(&s->done);
+        pthread_cond_destroy(&s->ckpt);
         pthread_mutex_destroy(&s->mu);
         pthread_mutex_destroy(&s->readers_mu);
         free(s->dir);
