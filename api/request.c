@@ -79,6 +79,8 @@ int job_filter_set(struct job_filter *f, const char *key, const char *value, str
             {"device", offsetof(struct job_filter, device)},
             {"label", offsetof(struct job_filter, label)},
             {"before", offsetof(struct job_filter, before)},
+            {"since", offsetof(struct job_filter, since)},
+            {"until", offsetof(struct job_filter, until)},
             {"limit", offsetof(struct job_filter, limit)},
         };
 

@@ -71,6 +71,9 @@ static const struct key keys[] = {
          "Finished jobs kept; the oldest beyond this are deleted."},
         {"retention_days", K_UINT, F(retention_days), "90", 0, 36500,
          "Finished jobs older than this are deleted (0: kept by count only)."},
+        {"max_store_bytes", K_SIZE, F(max_store_bytes), "4GiB", 0, 1024 * GiB,
+         "Finished jobs are deleted, oldest first, while the stored documents take more than "
+         "this (0: no limit)."},
         {"max_result_bytes", K_SIZE, F(max_result_bytes), "4MiB", 4096, 16 * 1024 * 1024,
          "Largest result a worker may return for one device."},
 
@@ -398,6 +401,8 @@ void config_free(struct umd_config *c)
         listen_clear(c);
         free(c->config_file);
         c->config_file = NULL;
+        free(c->export_dir);
+        c->export_dir = NULL;
 }
 
 struct ini_state {
@@ -491,6 +496,7 @@ void config_print_help(FILE *f, const char *prog)
                 ", if present)\n"
                 "      --check-config     parse the configuration, print nothing, exit 0 if valid\n"
                 "      --print-config     print the documented sample config and exit\n"
+                "      --export DIR       write every stored job to DIR/<id>.json and exit\n"
                 "      --worker PATH      the same as --worker-path\n"
                 "  -h, --help             this text\n"
                 "  -V, --version          version and build\n\n",
@@ -604,6 +610,15 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                         config_file = a + 9;
                         continue;
                 }
+                if (!strcmp(a, "--export")) {
+                        if (i + 1 >= argc)
+                                return usage_error("%s needs a directory", a);
+                        free(c->export_dir);
+                        c->export_dir = strdup(argv[++i]);
+                        if (!c->export_dir)
+                                return -ENOMEM;
+                        continue;
+                }
                 if (strncmp(a, "--", 2) != 0 || !flag_lookup(a + 2, &inl))
                         return usage_error("unknown option '%s'", a);
                 const struct key *k = flag_lookup(a + 2, &inl);
@@ -641,7 +656,7 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
         bool listen_seen = false;
         for (int i = 1; i < argc; i++) {
                 const char *a = argv[i], *inl, *v;
-                if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
+                if (!strcmp(a, "-c") || !strcmp(a, "--config") || !strcmp(a, "--export")) {
                         i++;
                         continue;
                 }

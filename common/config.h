@@ -30,8 +30,9 @@ struct umd_config {
 
         /* state */
         char *state_dir;
-        unsigned max_jobs;       /* finished jobs kept */
-        unsigned retention_days; /* finished jobs older than this are removed; 0 = never */
+        unsigned max_jobs;        /* finished jobs kept */
+        unsigned retention_days;  /* finished jobs older than this are removed; 0 = never */
+        uint64_t max_store_bytes; /* finished jobs removed while the store is larger; 0 = never */
         uint64_t max_result_bytes;
 
         /* queue and jobs */
@@ -87,6 +88,7 @@ struct umd_config {
 
         /* set by parsing, not keys */
         char *config_file;
+        char *export_dir; /* --export DIR: write the store out as JSON files and exit */
 };
 
 /* What to do with a part whose GPU has compute processes that are not umd's. */

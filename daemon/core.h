@@ -31,6 +31,8 @@ struct job_filter {
         const char *device; /* index or uuid */
         const char *label;  /* "k:v" */
         const char *before; /* job id cursor */
+        const char *since;  /* created at or after: RFC 3339 or Unix ms */
+        const char *until;  /* created before */
         const char *limit;  /* as given, validated by core */
 };
 

@@ -1,9 +1,11 @@
-/* Jobs: the in-memory index (sorted by id, which is submission order), per-device queues
- * (priority, then FIFO), state transitions and their persistence, cancellation, recovery at
- * start, retention and health baselines. Submissions are validated by spec.c. The document each job
- * is stored as is the truth; struct job caches what the queue and filters need. Every change
- * happens under core_lock and is written to the store before the lock is released, so what a client
- * reads is always what is on disk. */
+/* Jobs: the in-memory index of the jobs scheduling needs (queued and running ones, and finished
+ * ones until their final write is committed; sorted by id, which is submission order), per-device
+ * queues (priority, then FIFO), state transitions and their persistence, cancellation, recovery
+ * at start, retention and health baselines. Submissions are validated by spec.c. The document
+ * each job is stored as is the truth; struct job caches what the queue needs. History (finished
+ * jobs) lives only in the store and is read from it. Every change happens under core_lock and is
+ * queued to the store's writer before the lock is released (so writes keep their order); a
+ * client's submit or cancel is answered only after its commit, waited for without the lock. */
 #include "jobs.h"
 
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "catalog.h"
 #include "config.h"
@@ -48,6 +51,9 @@ struct job {
         struct part *parts;
         bool cancel_requested;
         uint64_t finished_ms;
+        bool committed;                    /* its submission is durable: it may run */
+        struct store_ticket *final_ticket; /* its final write; pruned from memory once done */
+        bool final_unsaved;                /* that write failed: written again at the next tick */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -88,6 +94,8 @@ static void job_free(struct job *j)
 {
         if (!j)
                 return;
+        if (j->final_ticket)
+                (void)store_wait(j->final_ticket);
         json_decref(j->doc);
         free(j->parts);
         free(j);
@@ -182,11 +190,14 @@ static void job_finished(struct job *j)
         metrics_job_finished(job_benchmark(j), pstate_names[j->st], dur);
 }
 
-/* store_put logs its own failure; the job then lives on in memory only until the next
- * successful write. */
+/* Queue the job's current document for the writer. A finished job keeps a ticket, so that it
+ * leaves memory (prune_finished) only once the store has it; other changes are fire and forget
+ * (the writer logs a failure). */
 static int job_persist(struct job *j)
 {
-        return store_put(store, j->doc);
+        if (pstate_final(j->st) && !j->final_ticket)
+                return store_put(store, j->doc, &j->final_ticket);
+        return store_put(store, j->doc, NULL);
 }
 
 static ssize_t job_index(const char *id)
@@ -340,6 +351,9 @@ static void try_dispatch(size_t dev)
         struct job *best = e->job;
         size_t best_part = e->part;
 
+        if (!best->committed) /* dispatched once its submission commits */
+                return;
+
         json_int_t timeout_s = json_integer_value(json_object_get(best->doc, "timeout_s"));
         int r =
             supervisor_dispatch(sup, dev, best->id, job_benchmark(best),
@@ -367,30 +381,27 @@ static void dispatch_all(void)
 
 /* ---- retention ---- */
 
+/* Retention runs on the store's writer, in small transactions, between writes. */
 static void retention_apply(void)
 {
-        size_t finished = 0;
-        uint64_t now = now_realtime_ms();
-        uint64_t max_age = (uint64_t)cfg->retention_days * 86400000ull;
+        store_retention(store, cfg->max_jobs, cfg->retention_days, cfg->max_store_bytes);
+}
 
-        for (size_t i = 0; i < n_jobs; i++)
-                if (pstate_final(jobs[i]->st))
-                        finished++;
+/* Finished jobs leave memory once their final write is committed: from then on the store
+ * answers for them. A failed write keeps the job here and is retried by jobs_tick. */
+static void prune_finished(void)
+{
         for (size_t i = 0; i < n_jobs;) {
                 struct job *j = jobs[i];
-                bool old = cfg->retention_days > 0 && j->finished_ms > 0 && now > j->finished_ms &&
-                           now - j->finished_ms > max_age;
-                if (pstate_final(j->st) && (finished > cfg->max_jobs || old)) {
-                        int r = store_delete(store, j->id);
-                        if (r < 0 && r != -ENOENT) {
-                                log_warning("retention: cannot delete job %s: %s", j->id,
-                                            strerror(-r));
-                                i++;
+                int r;
+
+                if (pstate_final(j->st) && j->final_ticket && store_poll(j->final_ticket, &r) > 0) {
+                        j->final_ticket = NULL;
+                        if (r == 0) {
+                                jobs_remove_at(i);
                                 continue;
                         }
-                        jobs_remove_at(i);
-                        finished--;
-                        continue;
+                        j->final_unsaved = true;
                 }
                 i++;
         }
@@ -418,20 +429,19 @@ static json_t *health_baseline(const char *uuid, const struct job *self, size_t 
         double *vals = calloc(max, sizeof(double));
         json_t *baseline = json_object();
 
-        for (size_t k = n_jobs; past && vals && k-- > 0 && runs < max;) {
-                struct job *o = jobs[k];
-                if (o == self || strcmp(job_benchmark(o), "health") != 0)
-                        continue;
-                for (size_t i = 0; i < o->n_parts && runs < max; i++) {
-                        json_t *p = part_doc(o, i);
-                        const char *v =
-                            json_string_value(json_object_get(part_verdict(p), "verdict"));
-                        if (o->parts[i].st == P_SUCCEEDED && v && strcmp(v, "pass") == 0 &&
-                            strcasecmp(json_string_value(json_object_get(p, "uuid")), uuid) == 0)
+        _cleanup_json_ json_t *parts = NULL;
+        size_t k;
+        json_t *p;
+
+        /* Read-your-writes: parts that finished a moment ago are still being committed. */
+        store_sync(store);
+        if (past && vals && store_health_parts(store, uuid, self->id, true, max, &parts) == 0)
+                json_array_foreach(parts, k, p)
+                {
+                        if (runs < max)
                                 past[runs++] =
                                     json_object_get(json_object_get(p, "result"), "measurements");
                 }
-        }
         for (const char *const *m = health_bandwidth_modes; vals && *m; m++) {
                 size_t n = 0;
                 for (size_t r = 0; r < runs; r++) {
@@ -532,16 +542,15 @@ static bool health_judge(struct job *j, size_t i, struct device *d, const json_t
 /* After recovery: each device's newest verdict in the store. */
 static void health_restore_last(void)
 {
-        for (size_t k = n_jobs; k-- > 0;)
-                for (size_t i = 0; i < jobs[k]->n_parts; i++) {
-                        json_t *v = part_verdict(part_doc(jobs[k], i));
-                        struct device *d = devices_get((size_t)jobs[k]->parts[i].device);
-                        if (v && jobs[k]->parts[i].device >= 0 && d && !d->last_verdict) {
-                                d->last_verdict = json_incref(v);
-                                d->last_check_ms = (uint64_t)json_integer_value(
-                                    json_object_get(jobs[k]->doc, "finished_ms"));
-                        }
-                }
+        for (size_t i = 0; i < devices_count(); i++) {
+                struct device *d = devices_get(i);
+                _cleanup_json_ json_t *parts = NULL;
+
+                if (d && !d->last_verdict &&
+                    store_health_parts(store, d->uuid, NULL, false, 1, &parts) == 0 &&
+                    json_array_size(parts) > 0)
+                        d->last_verdict = json_incref(part_verdict(json_array_get(parts, 0)));
+        }
 }
 
 /* ---- supervisor callbacks (supervisor thread) ---- */
@@ -639,6 +648,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         job_persist(j);
         if (pstate_final(j->st))
                 retention_apply();
+        prune_finished();
 out:
         if (d) {
                 d->running_jobs = 0;
@@ -771,6 +781,12 @@ void jobs_attach_supervisor(struct supervisor *s)
 void jobs_tick(void)
 {
         core_lock();
+        prune_finished();
+        for (size_t k = 0; k < n_jobs; k++)
+                if (jobs[k]->final_unsaved && !jobs[k]->final_ticket) {
+                        jobs[k]->final_unsaved = false;
+                        job_persist(jobs[k]);
+                }
         retention_apply();
         core_unlock();
 }
@@ -822,7 +838,7 @@ void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total)
                 running += devices_get(i)->running_jobs;
         *ret_queued = queued_total();
         *ret_running = running;
-        *ret_total = n_jobs;
+        *ret_total = store ? store_count(store) : 0;
         core_unlock();
 }
 
@@ -869,17 +885,60 @@ static struct job *job_from_doc(json_t *doc)
         return j;
 }
 
+/* A stored unfinished job is checked as strictly as a submission (spec.c), from what dispatch
+ * will use: its benchmark, params, timeout and priority, on the devices of its parts. NULL when
+ * it passes, else why not (static). */
+static const char *recover_check(const json_t *doc, const struct job *j)
+{
+        static char why[800];
+        struct problem p = {0};
+        struct job_spec spec = {0};
+        const struct bench_def *b;
+        json_t *devs = json_array(), *part;
+        size_t i;
+
+        json_array_foreach(json_object_get(doc, "parts"), i, part)
+            json_array_append(devs, json_object_get(part, "uuid"));
+        _cleanup_json_ json_t *body = json_pack(
+            "{s:O?, s:O?, s:O?, s:O?, s:O?, s:o}", "benchmark", json_object_get(doc, "benchmark"),
+            "params", json_object_get(doc, "params"), "timeout_s",
+            json_object_get(doc, "timeout_s"), "priority", json_object_get(doc, "priority"),
+            "labels", json_object_get(doc, "labels"), "devices", devs);
+        if (!body)
+                return "its document cannot be checked (out of memory or malformed)";
+        if (!json_is_integer(json_object_get(doc, "timeout_s")))
+                return "its stored timeout_s is not a whole number";
+        if (spec_check_body(body, &b, &p) < 0 || spec_parse(cfg, body, b, &spec, &p) < 0) {
+                snprintf(why, sizeof(why), "it is no longer a valid job: %s%s%s", p.field,
+                         p.field[0] ? ": " : "", p.detail);
+                spec_done(&spec);
+                return why;
+        }
+        spec_done(&spec);
+        (void)j;
+        return NULL;
+}
+
 static int recover_one(json_t *doc, void *userdata)
 {
         unsigned *changed = userdata;
         struct job *j = job_from_doc(doc);
         bool dirty = false;
+        const char *bad;
 
         if (!j) {
                 log_warning("store: job %s has an unexpected shape; ignored",
                             json_string_value(json_object_get(doc, "id")) ?: "?");
                 return 0;
         }
+        j->committed = true;
+        if (pstate_final(j->st)) { /* finished, but its finished_ms was lost: nothing to do */
+                job_free(j);
+                return 0;
+        }
+        bad = j->st == P_QUEUED ? recover_check(doc, j) : NULL;
+        if (bad)
+                log_warning("store: queued job %s is failed: %s", j->id, bad);
         for (size_t i = 0; i < j->n_parts; i++) {
                 struct part *p = &j->parts[i];
                 if (p->st == P_RUNNING || (p->st == P_QUEUED && j->st == P_RUNNING)) {
@@ -889,6 +948,9 @@ static int recover_one(json_t *doc, void *userdata)
                 } else if (p->st == P_QUEUED && p->device < 0) {
                         job_set_part(j, i, P_FAILED, NULL,
                                      "the device this part was queued for is no longer present");
+                        dirty = true;
+                } else if (p->st == P_QUEUED && bad) {
+                        job_set_part(j, i, P_FAILED, NULL, bad);
                         dirty = true;
                 }
         }
@@ -911,7 +973,7 @@ static int recover_one(json_t *doc, void *userdata)
 
 int jobs_init(const struct umd_config *c, struct store *s)
 {
-        unsigned corrupt = 0, changed = 0;
+        unsigned changed = 0;
         int r;
 
         cfg = c;
@@ -919,14 +981,16 @@ int jobs_init(const struct umd_config *c, struct store *s)
         queues = calloc(devices_count() + 1, sizeof(*queues));
         if (!queues)
                 return log_error_errno(ENOMEM, "out of memory");
-        r = store_recover(s, recover_one, &changed, &corrupt);
+        r = store_recover(s, recover_one, &changed);
         if (r < 0)
                 return log_error_errno(r, "cannot recover jobs from the store: %m");
+        /* Before READY: what recovery changed is durable. */
+        store_sync(s);
+        prune_finished();
         retention_apply();
         health_restore_last();
-        log_info("store: %zu jobs (%zu parts queued), %u interrupted or failed at recovery, %u "
-                 "corrupt files set aside",
-                 n_jobs, queued_total(), changed, corrupt);
+        log_info("store: %zu jobs (%zu parts queued), %u interrupted or failed at recovery",
+                 store_count(s), queued_total(), changed);
         return 0;
 }
 
@@ -977,6 +1041,18 @@ static struct job *idempotent_find(const char *key, const char *client)
                         return jobs[k];
         }
         return NULL;
+}
+
+/* Remove a job whose submission could not be committed: it never existed. */
+static void job_unsubmit(struct job *j)
+{
+        ssize_t k = job_index(j->id);
+
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].st == P_QUEUED && j->parts[i].device >= 0)
+                        queue_remove(&queues[j->parts[i].device], j, i);
+        if (k >= 0)
+                jobs_remove_at((size_t)k);
 }
 
 static size_t active_jobs_of(const char *client)
@@ -1087,18 +1163,29 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
                 return problem_set(p, 500, "", "out of memory");
 
         core_lock();
+        prune_finished();
         if (idem) {
                 struct job *prev = idempotent_find(idem, client);
+                _cleanup_json_ json_t *stored = NULL;
+                _cleanup_free_ char *stored_req = NULL;
+                const char *req = NULL, *prev_id = NULL;
+
                 if (prev) {
-                        const char *req = json_string_value(json_object_get(prev->doc, "request"));
+                        req = json_string_value(json_object_get(prev->doc, "request"));
+                        prev_id = prev->id;
+                } else if (store_find_idempotent(store, idem, client, &stored, &stored_req) == 0) {
+                        req = stored_req;
+                        prev_id = json_string_value(json_object_get(stored, "id"));
+                }
+                if (prev_id) {
                         if (!req || strcmp(req, request) != 0) {
                                 r = problem_set(p, 409, "Idempotency-Key",
                                                 "this Idempotency-Key was used for job %s with a "
                                                 "different body",
-                                                prev->id);
+                                                prev_id);
                                 goto out;
                         }
-                        *ret_job = job_public(prev->doc);
+                        *ret_job = prev ? job_public(prev->doc) : json_incref(stored);
                         r = 1;
                         goto out;
                 }
@@ -1111,28 +1198,53 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
                 goto out;
 
         struct job *j = job_new(body, request, &spec, idem, client);
+        struct store_ticket *ticket = NULL;
         if (!j) {
                 r = problem_set(p, 500, "", "out of memory");
                 goto out;
         }
-        if (store_put(store, j->doc) < 0) {
-                job_free(j);
-                r = problem_set(p, 507, "", "the job could not be stored (see the daemon's log)");
-                goto out;
-        }
         if (jobs_append(j) < 0) {
-                store_delete(store, j->id);
                 job_free(j);
                 r = problem_set(p, 500, "", "out of memory");
                 goto out;
         }
+        if (store_put(store, j->doc, &ticket) < 0) {
+                job_unsubmit(j);
+                r = problem_set(p, 500, "", "out of memory");
+                goto out;
+        }
+        /* Queued now, so capacity counts it, but not dispatched until committed. */
         for (size_t i = 0; i < j->n_parts; i++)
                 if (enqueue(j, i) < 0) /* stored but not queued: fail it rather than lose it */
                         job_set_part(j, i, P_FAILED, NULL, "out of memory while queueing");
+        char id[UUID_STRING_MAX];
+        snprintf(id, sizeof(id), "%s", j->id);
+        core_unlock();
+
+        /* The commit is waited for without the lock: concurrent submits share one commit. */
+        int w = store_wait(ticket);
+
+        core_lock();
+        j = job_find(id);
+        if (!j) { /* cannot happen: only prune_finished removes committed jobs */
+                r = problem_set(p, 500, "", "job %s vanished", id);
+                goto out;
+        }
+        if (w < 0) {
+                job_unsubmit(j);
+                r = problem_set(p, 507, "", "the job could not be stored (%s); nothing was queued",
+                                strerror(-w));
+                goto out;
+        }
+        j->committed = true;
+        if (job_update_state(j)) { /* a part failed while queueing */
+                job_finished(j);
+                job_persist(j);
+        }
         log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, j->n_parts);
+        *ret_job = job_public(j->doc);
         for (size_t i = 0; i < spec.n_devs; i++)
                 try_dispatch(spec.devs[i]);
-        *ret_job = job_public(j->doc);
         r = 0;
 out:
         core_unlock();
@@ -1142,23 +1254,58 @@ out:
 
 /* ---- reads and cancel ---- */
 
-static json_t *job_summary(const json_t *doc)
-{
-        return job_copy(doc, false);
-}
-
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)
 {
         if (!uuid_is_valid(id))
                 return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
         core_lock();
+        prune_finished();
         struct job *j = job_find(id);
         if (j)
                 *ret_job = job_public(j->doc);
         core_unlock();
-        if (!j)
+        if (j) {
+                /* What a client reads is on disk: wait for the commit of what it shows. */
+                store_sync(store);
+                return 0;
+        }
+        /* Not in memory: finished, and committed before it left memory. */
+        int r = store_get(store, id, ret_job);
+        if (r == -ENOENT)
                 return problem_set(p, 404, "id", "no job %s", id);
+        if (r < 0)
+                return problem_set(p, 500, "",
+                                   "the job store cannot be read (see the daemon's log)");
         return 0;
+}
+
+/* Undo what core_job_cancel did to j's queued parts when its write was not committed. */
+static void cancel_undo(struct job *j, const bool *was_queued)
+{
+        j->cancel_requested = false;
+        json_object_del(j->doc, "cancel_requested");
+        for (size_t i = 0; i < j->n_parts; i++) {
+                json_t *pd = part_doc(j, i);
+                if (i >= SPEC_MAX_DEVICES || !was_queued[i] || j->parts[i].st != P_CANCELLED)
+                        continue;
+                j->parts[i].st = P_QUEUED;
+                json_object_set_new(pd, "state", json_string(pstate_names[P_QUEUED]));
+                json_object_set_new(pd, "finished", json_null());
+                json_object_set_new(pd, "error", json_null());
+                if (j->parts[i].device >= 0 && enqueue(j, i) < 0)
+                        job_set_part(j, i, P_FAILED, NULL, "out of memory while queueing");
+        }
+        if (pstate_final(j->st)) {
+                j->finished_ms = 0;
+                json_object_set_new(j->doc, "finished", json_null());
+                json_object_del(j->doc, "finished_ms");
+        }
+        j->st = job_derive_state(j);
+        json_object_set_new(j->doc, "state", json_string(pstate_names[j->st]));
+        if (j->final_ticket) { /* the failed final write: nothing to wait for any more */
+                (void)store_wait(j->final_ticket);
+                j->final_ticket = NULL;
+        }
 }
 
 int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
@@ -1169,10 +1316,26 @@ int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret
         if (!uuid_is_valid(id))
                 return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
         core_lock();
+        prune_finished();
         struct job *j = job_find(id);
         if (!j) {
-                r = problem_set(p, 404, "id", "no job %s", id);
-                goto out;
+                core_unlock();
+                /* Not in memory: finished (or unknown). */
+                _cleanup_json_ json_t *doc = NULL;
+                r = store_get(store, id, &doc);
+                if (r == -ENOENT)
+                        return problem_set(p, 404, "id", "no job %s", id);
+                if (r < 0)
+                        return problem_set(p, 500, "",
+                                           "the job store cannot be read (see the daemon's log)");
+                const char *owner = json_string_value(json_object_get(doc, "client"));
+                if (client && !admin && !streq_ptr(owner, client))
+                        return problem_set(p, 403, "",
+                                           "job %s was submitted by another client; cancelling "
+                                           "it needs the admin role",
+                                           id);
+                return problem_set(p, 409, "id", "job %s already finished (%s)", id,
+                                   json_string_value(json_object_get(doc, "state")) ?: "?");
         }
         const char *owner = json_string_value(json_object_get(j->doc, "client"));
         if (client && !admin && !streq_ptr(owner, client)) {
@@ -1187,53 +1350,85 @@ int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret
                                 pstate_names[j->st]);
                 goto out;
         }
+        bool was_queued[SPEC_MAX_DEVICES] = {false};
+        bool was_requested = j->cancel_requested;
+        struct store_ticket *ticket = NULL;
+        char jid[UUID_STRING_MAX];
+
         j->cancel_requested = true;
         json_object_set_new(j->doc, "cancel_requested", json_true());
         for (size_t i = 0; i < j->n_parts; i++) {
-                if (j->parts[i].st == P_QUEUED)
+                if (j->parts[i].st == P_QUEUED && i < SPEC_MAX_DEVICES) {
+                        was_queued[i] = true;
                         job_set_part(j, i, P_CANCELLED, NULL, "cancelled before it ran");
-                else if (j->parts[i].st == P_RUNNING && sup)
-                        supervisor_cancel(sup, (size_t)j->parts[i].device, j->id);
+                }
         }
         if (job_update_state(j))
                 job_finished(j);
-        job_persist(j);
+        /* A finished job's ticket is the one prune_finished polls; ours is for an open one. */
+        if (pstate_final(j->st))
+                r = job_persist(j);
+        else
+                r = store_put(store, j->doc, &ticket);
+        if (r < 0) {
+                cancel_undo(j, was_queued);
+                j->cancel_requested = was_requested;
+                r = problem_set(p, 500, "", "out of memory");
+                goto out;
+        }
+        snprintf(jid, sizeof(jid), "%s", j->id);
+        bool final = pstate_final(j->st);
+        core_unlock();
+
+        /* Answered only once committed; the lock is not held meanwhile. */
+        int w;
+        if (final) {
+                store_sync(store);
+                core_lock();
+                j = job_find(jid);
+                w = 0;
+                if (j && !j->final_ticket && j->final_unsaved)
+                        w = -EIO;
+                if (j && j->final_ticket && store_poll(j->final_ticket, &w) > 0) {
+                        j->final_ticket = NULL;
+                        if (w < 0)
+                                j->final_unsaved = true;
+                }
+        } else {
+                w = store_wait(ticket);
+                core_lock();
+                j = job_find(jid);
+        }
+        if (!j) { /* finished and committed meanwhile: the cancel took effect */
+                _cleanup_json_ json_t *doc = NULL;
+                core_unlock();
+                if (store_get(store, jid, &doc) == 0) {
+                        *ret_job = json_incref(doc);
+                        return 0;
+                }
+                return problem_set(p, 500, "", "job %s vanished", jid);
+        }
+        if (w < 0) {
+                j->final_unsaved = false;
+                cancel_undo(j, was_queued);
+                j->cancel_requested = was_requested;
+                if (was_requested)
+                        json_object_set_new(j->doc, "cancel_requested", json_true());
+                r = problem_set(p, 507, "",
+                                "the cancellation could not be stored (%s); the job "
+                                "is unchanged",
+                                strerror(-w));
+                goto out;
+        }
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].st == P_RUNNING && sup)
+                        supervisor_cancel(sup, (size_t)j->parts[i].device, j->id);
         log_info("job %s: cancel requested (%s)", id, pstate_names[j->st]);
         *ret_job = job_public(j->doc);
+        r = 0;
 out:
         core_unlock();
         return r;
-}
-
-static bool job_matches(const struct job *j, int status, const char *benchmark, ssize_t dev,
-                        const char *lk, size_t lklen, const char *lv)
-{
-        if (status >= 0 && (int)j->st != status)
-                return false;
-        if (benchmark && strcmp(job_benchmark(j), benchmark) != 0)
-                return false;
-        if (dev >= 0) {
-                bool on = false;
-                for (size_t i = 0; i < j->n_parts; i++)
-                        on = on || j->parts[i].device == dev;
-                if (!on)
-                        return false;
-        }
-        if (lk) {
-                json_t *labels = json_object_get(j->doc, "labels");
-                const char *k;
-                json_t *v;
-                bool hit = false;
-                json_object_foreach(labels, k, v)
-                {
-                        if (strlen(k) == lklen && strncmp(k, lk, lklen) == 0 &&
-                            strcmp(json_string_value(v), lv) == 0)
-                                hit = true;
-                }
-                if (!hit)
-                        return false;
-        }
-        return true;
 }
 
 static void url_append(char *buf, size_t len, const char *name, const char *v)
@@ -1256,6 +1451,53 @@ static void url_append(char *buf, size_t len, const char *name, const char *v)
         buf[at < len ? at : len - 1] = 0;
 }
 
+/* A list's since/until: Unix milliseconds, or RFC 3339 with a Z or numeric offset. */
+static int parse_time_ms(const char *s, uint64_t *ret)
+{
+        struct tm tm = {0};
+        unsigned frac_ms = 0, digits = 0;
+        int off = 0, oh, om, n = 0;
+        uint64_t v;
+
+        if (parse_uint64(s, 1, UINT64_C(253402300799999), &v) == 0) {
+                *ret = v;
+                return 0;
+        }
+        if (sscanf(s, "%4d-%2d-%2d%*[Tt ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+            n != 19)
+                return -EINVAL;
+        s += n;
+        if (*s == '.') {
+                for (s++; *s >= '0' && *s <= '9'; s++, digits++)
+                        if (digits < 3)
+                                frac_ms = frac_ms * 10 + (unsigned)(*s - '0');
+                if (digits == 0)
+                        return -EINVAL;
+                for (; digits < 3; digits++)
+                        frac_ms *= 10;
+        }
+        if (*s == 'Z' || *s == 'z') {
+                s++;
+        } else if ((*s == '+' || *s == '-') && sscanf(s + 1, "%2d:%2d%n", &oh, &om, &n) == 2 &&
+                   n == 5 && oh < 24 && om < 60) {
+                off = (*s == '-' ? -1 : 1) * (oh * 60 + om) * 60;
+                s += 6;
+        } else {
+                return -EINVAL;
+        }
+        if (*s || tm.tm_year < 1970 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
+            tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
+                return -EINVAL;
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        time_t t = timegm(&tm);
+        if (t == (time_t)-1 || (int64_t)t - off < 0)
+                return -EINVAL;
+        *ret = (uint64_t)((int64_t)t - off) * 1000u + frac_ms;
+        return 0;
+}
+
 int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem *p)
 {
         int status = -1;
@@ -1263,6 +1505,7 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
         uint64_t limit = 50;
         const char *lk = NULL, *lv = NULL;
         size_t lklen = 0;
+        struct store_query q = {0};
 
         if (f->status && (status = pstate_from_string(f->status)) < 0)
                 return problem_set(p, 400, "status",
@@ -1289,37 +1532,53 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
                 lv = colon + 1;
         }
 
+        if (f->since && parse_time_ms(f->since, &q.since_ms) < 0)
+                return problem_set(p, 400, "since",
+                                   "must be a time in RFC 3339 (2026-01-31T12:00:00Z) or Unix "
+                                   "milliseconds");
+        if (f->until && parse_time_ms(f->until, &q.until_ms) < 0)
+                return problem_set(p, 400, "until",
+                                   "must be a time in RFC 3339 (2026-01-31T12:00:00Z) or Unix "
+                                   "milliseconds");
+
+        char uuid[UUID_STRING_MAX + 64] = "";
         core_lock();
         if (f->device && (dev = devices_lookup(f->device)) < 0) {
                 core_unlock();
                 return problem_set(p, 400, "device", "unknown device '%.64s'", f->device);
         }
-        json_t *arr = json_array();
-        const char *last = NULL;
+        if (dev >= 0)
+                snprintf(uuid, sizeof(uuid), "%s", devices_get((size_t)dev)->uuid);
+        core_unlock();
+
+        q.state = status >= 0 ? pstate_names[status] : NULL;
+        q.benchmark = f->benchmark;
+        q.uuid = dev >= 0 ? uuid : NULL;
+        q.label_key = lk;
+        q.label_key_len = lklen;
+        q.label_value = lv;
+        q.before = f->before;
+        q.limit = (size_t)limit;
+        /* Read-your-writes: changes queued before this request are committed first. */
+        store_sync(store);
+        json_t *arr = NULL;
         bool more = false;
-        for (size_t k = n_jobs; k-- > 0;) {
-                struct job *j = jobs[k];
-                if (f->before && strcasecmp(j->id, f->before) >= 0)
-                        continue;
-                if (!job_matches(j, status, f->benchmark, dev, lk, lklen, lv))
-                        continue;
-                if (json_array_size(arr) == limit) {
-                        more = true;
-                        break;
-                }
-                json_array_append_new(arr, job_summary(j->doc));
-                last = j->id;
-        }
+        if (store_list(store, &q, &arr, &more) < 0)
+                return problem_set(p, 500, "",
+                                   "the job store cannot be read (see the daemon's log)");
+        const char *last =
+            json_string_value(json_object_get(json_array_get(arr, json_array_size(arr) - 1), "id"));
         char next[1024] = "/v1/jobs";
         if (more) {
                 url_append(next, sizeof(next), "status", f->status);
                 url_append(next, sizeof(next), "benchmark", f->benchmark);
                 url_append(next, sizeof(next), "device", f->device);
                 url_append(next, sizeof(next), "label", f->label);
+                url_append(next, sizeof(next), "since", f->since);
+                url_append(next, sizeof(next), "until", f->until);
                 url_append(next, sizeof(next), "limit", f->limit);
                 url_append(next, sizeof(next), "before", last);
         }
-        core_unlock();
         *ret_page =
             json_pack("{s:o, s:o}", "jobs", arr, "next", more ? json_string(next) : json_null());
         return 0;

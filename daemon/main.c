@@ -110,6 +110,17 @@ static int run(struct umd_config *cfg)
          * marks them close-on-exec (api_start takes them over later). */
         (void)sd_listen_fds(0);
 
+        /* The store first: its lock keeps a second umd on this state directory from going any
+         * further (not even discovery). */
+        r = mkdir_p(cfg->state_dir, 0750);
+        if (r < 0) {
+                log_error_errno(r, "cannot create state directory %s: %m", cfg->state_dir);
+                goto out;
+        }
+        r = store_open(cfg->state_dir, &store);
+        if (r < 0)
+                goto out;
+
         r = devices_find_worker(cfg, &worker);
         if (r < 0)
                 goto out;
@@ -119,14 +130,6 @@ static int run(struct umd_config *cfg)
         free(cfg->worker_path);
         cfg->worker_path = strdup(worker);
 
-        r = mkdir_p(cfg->state_dir, 0750);
-        if (r < 0) {
-                log_error_errno(r, "cannot create state directory %s: %m", cfg->state_dir);
-                goto out;
-        }
-        r = store_open(cfg->state_dir, &store);
-        if (r < 0)
-                goto out;
         r = jobs_init(cfg, store);
         if (r < 0)
                 goto out;
@@ -230,6 +233,11 @@ int main(int argc, char **argv)
         }
         log_set_level(cfg.log_level);
         core_config = &cfg;
+        if (cfg.export_dir) {
+                r = store_export(cfg.state_dir, cfg.export_dir);
+                config_free(&cfg);
+                return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        }
         metrics_init();
 
         r = run(&cfg);

@@ -1,27 +1,85 @@
-/* The durable job store: STATE_DIR/jobs/<id>.json, one file a job, each state change written
- * atomically (temp, fsync, rename, fsync dir). Owns nothing in memory but the directory fd:
- * the in-memory index lives in jobs.c, built from what store_recover() hands back. */
+/* The durable job store: STATE_DIR/umd.db, SQLite in WAL mode with synchronous commits. Owns
+ * the database, its writer thread (which groups concurrent writes into one transaction), the
+ * pool of reader connections, the lock that keeps a second umd off the state directory, the
+ * one-time import of the old jobs/<id>.json files and background retention. Keeps no job in
+ * memory and never decides about a job's state: jobs.c does both.
+ *
+ * A job is handed over in umd's internal form (the document the API serves plus "request",
+ * "created_ms" and "finished_ms"); the store keeps the public document, byte for byte as the API
+ * serves it (json_dump_compact), beside indexed columns and those three. */
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "uuid.h"
 
 struct store;
+struct store_ticket;
 
-/* Open (creating STATE_DIR/jobs with 0750 if needed). 0 or -errno, logged. */
+/* Lock STATE_DIR/umd.lock (refusing a second instance), open or create STATE_DIR/umd.db (a
+ * corrupt one is renamed to umd.db.corrupt-<time> and replaced), import STATE_DIR/jobs once,
+ * start the writer. 0 or -errno, logged (-EBUSY: another umd holds the state directory). */
 int store_open(const char *state_dir, struct store **ret);
+/* Commit what is queued, stop the writer, close everything. */
 void store_close(struct store *s);
 
-/* Write the job document (must have a valid "id"). 0 or -errno, logged. */
-int store_put(struct store *s, const json_t *job);
-/* Remove jobs/<id>.json. 0, -ENOENT or -errno. */
-int store_delete(struct store *s, const char *id);
+/* Queue a write of job (internal form, valid "id"). A shallow snapshot is taken now, so the
+ * caller may change the document's top level and its part objects afterwards (nothing below
+ * them may change: results, params and labels are shared). Serialising and committing happen on
+ * the writer thread. With ret_ticket, the caller must store_wait() or store_poll() it; without,
+ * a failure is only logged. 0 or -ENOMEM. */
+int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+/* Wait for the ticket's commit and free it: 0, or -errno when it was not committed (-ENOSPC:
+ * disk full, -EIO: anything else). */
+int store_wait(struct store_ticket *t);
+/* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. */
+int store_poll(struct store_ticket *t, int *ret_r);
+/* Wait until everything queued so far is committed (read-your-writes for queries). */
+void store_sync(struct store *s);
 
-/* Called once per job found by store_recover, in ascending id order (UUIDv7 = submission
- * order). The callback takes a reference if it keeps job. Return <0 to abort. */
-typedef int (*store_recover_fn)(json_t *job, void *userdata);
-/* Recovery at start: delete stale temp files, rename unreadable or invalid files to
- * <name>.corrupt (logging each), then call fn for every good job in id order.
- * Does not change any job: the caller decides about running/queued ones and store_put()s them.
- * 0 or -errno. ret_corrupt (optional) counts files set aside. */
-int store_recover(struct store *s, store_recover_fn fn, void *userdata, unsigned *ret_corrupt);
+/* Unfinished jobs (no finished_ms), in id order, internal form. The callback takes a reference
+ * if it keeps job; <0 aborts. 0 or -errno. */
+typedef int (*store_job_fn)(json_t *job, void *userdata);
+int store_recover(struct store *s, store_job_fn fn, void *userdata);
+
+/* The public document of job id (any case). 0, -ENOENT or -errno. */
+int store_get(struct store *s, const char *id, json_t **ret);
+/* The newest job with this idempotency key and client (NULL matches NULL): its public document
+ * and the request body it was submitted with. 0, -ENOENT or -errno. */
+int store_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,
+                          char **ret_request);
+
+struct store_query {
+        const char *state;     /* NULL: any */
+        const char *benchmark; /* NULL: any */
+        const char *uuid;      /* a part on this device; NULL: any */
+        const char *label_key; /* with label_key_len and label_value; NULL: any */
+        size_t label_key_len;
+        const char *label_value;
+        const char *before; /* id cursor, exclusive; NULL: none */
+        uint64_t since_ms;  /* created at or after; 0: none */
+        uint64_t until_ms;  /* created before; 0: none */
+        size_t limit;
+};
+/* Summaries (public documents without results), newest first; *ret_more when more match. */
+int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more);
+
+/* The part objects of finished health jobs on device uuid that carry a verdict, newest first,
+ * at most max, skipping job exclude_id; passing_only: verdict "pass" and state succeeded. */
+int store_health_parts(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
+                       size_t max, json_t **ret_parts);
+
+/* Ask the writer to delete finished jobs beyond max_jobs, older than retention_days (0: no age
+ * limit), or beyond max_bytes in total (0: no limit), oldest first, in small transactions when
+ * it has nothing else to do. Returns at once. */
+void store_retention(struct store *s, unsigned max_jobs, unsigned retention_days,
+                     uint64_t max_bytes);
+/* Jobs stored (committed). */
+size_t store_count(struct store *s);
+
+/* `umd --export DIR`: write every job in STATE_DIR/umd.db to DIR/<id>.json (internal form, the
+ * old store's format). Reads a live database safely. 0 or -errno, logged. */
+int store_export(const char *state_dir, const char *dir);

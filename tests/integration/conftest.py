@@ -10,6 +10,7 @@ Environment (set by tests/integration/meson.build): UMD_BIN, UMD_WORKER.
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 import uuid
@@ -37,6 +38,36 @@ def clean_env():
               "WATCHDOG_PID", "JOURNAL_STREAM", "STATE_DIRECTORY"):
         env.pop(k, None)
     return env
+
+
+def stored_docs(state_dir):
+    """{id: the stored public document's bytes} from STATE_DIR/umd.db (read-only; safe while
+    umd runs: WAL readers see the last commit)."""
+    path = Path(state_dir) / "umd.db"
+    if not path.exists():
+        return {}
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        return {i: d.encode() for i, d in con.execute("SELECT id, doc FROM jobs ORDER BY id")}
+    finally:
+        con.close()
+
+
+def stored_job(state_dir, job_id):
+    """The stored public document of job_id, parsed, or None."""
+    import json
+    doc = stored_docs(state_dir).get(job_id)
+    return json.loads(doc) if doc is not None else None
+
+
+def db_execute(state_dir, sql, params=()):
+    """Run one statement on a stopped umd's database (tests that fake age or damage)."""
+    con = sqlite3.connect(Path(state_dir) / "umd.db", timeout=10)
+    try:
+        with con:
+            return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
 
 
 class Daemon:

@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from conftest import free_port, is_problem
+from conftest import free_port, is_problem, stored_docs
 
 READ = "read-token-0123456789abcdef"
 SUBMIT = "submit-token-0123456789abcdef"
@@ -113,7 +113,7 @@ def test_submit_token_records_its_name_and_never_the_token(umd, tmp_path):
         time.sleep(0.05)
     done = d.get("/v1/jobs/" + job["id"]).json()
     assert done["state"] == "succeeded" and done["client"] == "alice"
-    stored = (d.state_dir / "jobs" / (job["id"] + ".json")).read_text()
+    stored = stored_docs(d.state_dir)[job["id"]].decode()
     assert '"alice"' in stored
     # An admin token submits too, under its own name.
     r = d.post("/v1/jobs", json=QUICK, headers=bearer(ADMIN))

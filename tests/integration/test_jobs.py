@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from conftest import db_execute, stored_docs, stored_job
+
 FINAL = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 COPY = {"benchmark": "copy", "device": 0, "params": {"size": "4MiB"}}
 
@@ -50,9 +52,8 @@ def problem(r, status, field=None):
 
 
 def job_files(d):
-    jobs = d.state_dir / "jobs"
-    # Temp files come and go while a job's state is written; only whole files count.
-    return {p.name: p.read_bytes() for p in sorted(jobs.iterdir()) if not p.name.startswith(".")}
+    """What the store holds, as the old store's file names: {"<id>.json": document bytes}."""
+    return {i + ".json": doc for i, doc in stored_docs(d.state_dir).items()}
 
 
 # -- submit and result --
@@ -104,7 +105,7 @@ def test_result_is_on_disk_when_the_job_reads_finished(umd):
     d = umd()
     job = submit(d, COPY)
     done = wait_job(d, job["id"])
-    on_disk = json.loads((d.state_dir / "jobs" / (job["id"] + ".json")).read_text())
+    on_disk = stored_job(d.state_dir, job["id"])
     assert on_disk["state"] == "succeeded"
     assert on_disk["parts"][0]["result"] == done["parts"][0]["result"]
 
@@ -293,8 +294,7 @@ def test_cancel_queued_job_is_immediate(umd):
     r = d.delete("/v1/jobs/" + queued["id"])
     assert r.status_code == 200, r.text
     assert r.json()["state"] == "cancelled"
-    assert json.loads((d.state_dir / "jobs" / (queued["id"] + ".json")).read_text())[
-        "state"] == "cancelled"
+    assert stored_job(d.state_dir, queued["id"])["state"] == "cancelled"
 
 
 def test_cancel_running_job_stops_it_and_the_device_takes_the_next(umd):
@@ -384,11 +384,13 @@ def test_kill_9_keeps_finished_results_interrupts_running_and_requeues_queued(um
     running = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 30000}})
     wait_job(d, running["id"], ("running",))
     queued = [submit(d, COPY)["id"] for _ in range(3)]
-    finished_bytes = (state / "jobs" / (done["id"] + ".json")).read_bytes()
+    finished_bytes = stored_docs(state)[done["id"]]
     d.kill()
 
     d2 = umd(fake_devices=1, state_dir=state)
-    assert (state / "jobs" / (done["id"] + ".json")).read_bytes() == finished_bytes
+    assert stored_docs(state)[done["id"]] == finished_bytes
+    # the stored document is what GET serves, byte for byte
+    assert d2.get("/v1/jobs/" + done["id"]).content == finished_bytes
     assert d2.get("/v1/jobs/" + done["id"]).json()["state"] == "succeeded"
     r = d2.get("/v1/jobs/" + running["id"]).json()
     assert r["state"] == "interrupted" and r["parts"][0]["state"] == "interrupted"
@@ -411,21 +413,52 @@ def test_sigterm_with_queued_jobs_keeps_them_for_the_next_start(umd, tmp_path):
     assert wait_job(d2, queued["id"])["state"] == "succeeded"
 
 
-def test_corrupt_job_file_is_set_aside_and_the_daemon_starts(umd, tmp_path):
+def test_old_job_files_are_imported_once_and_corrupt_ones_set_aside(umd, umd_run, tmp_path):
     state = tmp_path / "state"
     d = umd(state_dir=state)
     good = submit(d, COPY)
     wait_job(d, good["id"])
     d.stop()
-    bad = state / "jobs" / "01a229a5-0fd2-7786-989d-83b526c57196.json"
+    # The old store's layout, made by --export, beside a damaged file, a temp file, a directory
+    # named like a temp file and a name too long to be a job.
+    r = umd_run(["--state-dir", str(state), "--export", str(state / "jobs")])
+    assert r.returncode == 0, r.stderr
+    for f in state.glob("umd.db*"):
+        f.unlink()
+    jobs = state / "jobs"
+    bad = jobs / "01a229a5-0fd2-7786-989d-83b526c57196.json"
     bad.write_text('{"id": "01a229a5-0fd2-7786-989d-83b526c57196", "state": ')
-    (state / "jobs" / ".x.json.tmp.abc123").write_text("half")
+    (jobs / ".x.json.tmp.abc123").write_text("half")
+    (jobs / ".y.json.tmp.abc123").mkdir()
+    (jobs / ("x" * 250 + ".json")).write_text("{}")
     d2 = umd(state_dir=state)
-    assert not bad.exists()
-    assert list((state / "jobs").glob("*.corrupt*"))
-    assert not list((state / "jobs").glob(".*tmp*"))
+    assert not jobs.exists()
+    imported = state / "jobs.imported"
+    assert list(imported.glob("*.corrupt*"))
+    assert not list(imported.glob(".x*tmp*"))
     assert d2.get("/v1/jobs/" + good["id"]).json()["state"] == "succeeded"
-    assert "corrupt" in d2.log()
+    assert "imported 1 jobs" in d2.log()
+    d2.stop()
+    d3 = umd(state_dir=state)  # imported once only
+    assert "imported" not in d3.log()
+    assert [j["id"] for j in d3.get("/v1/jobs").json()["jobs"]] == [good["id"]]
+
+
+def test_corrupt_database_is_set_aside_and_the_daemon_starts_empty(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(state_dir=state)
+    wait_job(d, submit(d, COPY)["id"])
+    d.stop()
+    for f in state.glob("umd.db-*"):
+        f.unlink()
+    (state / "umd.db").write_bytes(b"\0garbage" * 4096)
+    d2 = umd(state_dir=state)
+    assert list(state.glob("umd.db.corrupt-*"))
+    assert "is unusable" in d2.log()
+    assert d2.get("/v1/jobs").json()["jobs"] == []
+    assert wait_job(d2, submit(d2, COPY)["id"])["state"] == "succeeded"
+    d2.stop()
+    umd(state_dir=state)  # and it stays up: no restart loop
 
 
 def test_retention_keeps_at_most_max_jobs_finished(umd):
@@ -433,7 +466,10 @@ def test_retention_keeps_at_most_max_jobs_finished(umd):
     ids = [submit(d, COPY)["id"] for _ in range(6)]
     for jid in ids[-1:]:
         wait_job(d, jid)
-    time.sleep(0.2)
+    # Retention runs in the background, on the store's writer, between writes.
+    deadline = time.monotonic() + 10
+    while len(d.get("/v1/jobs").json()["jobs"]) > 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
     listed = [j["id"] for j in d.get("/v1/jobs").json()["jobs"]]
     assert listed == list(reversed(ids[-3:]))
     assert sorted(job_files(d)) == sorted(i + ".json" for i in ids[-3:])
@@ -466,11 +502,12 @@ def test_retention_deletes_finished_jobs_older_than_retention_days(umd, tmp_path
     d = umd(fake_devices=1, state_dir=state)
     old, recent = (wait_job(d, submit(d, COPY)["id"]) for _ in range(2))
     d.stop()
-    path = state / "jobs" / (old["id"] + ".json")
-    doc = json.loads(path.read_text())
-    doc["finished_ms"] -= 91 * 86400 * 1000  # finished 91 days earlier
-    path.write_text(json.dumps(doc))
+    db_execute(state, "UPDATE jobs SET finished_ms = finished_ms - ? WHERE id = ?",
+               (91 * 86400 * 1000, old["id"]))  # finished 91 days earlier
     d2 = umd(fake_devices=1, state_dir=state, args=["--retention-days", "90"])
+    deadline = time.monotonic() + 10
+    while d2.get("/v1/jobs/" + old["id"]).status_code != 404 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert d2.get("/v1/jobs/" + old["id"]).status_code == 404
-    assert not path.exists()
+    assert old["id"] not in stored_docs(state)
     assert d2.get("/v1/jobs/" + recent["id"]).json()["state"] == "succeeded"

@@ -75,8 +75,8 @@ def request(port, raw, timeout=10.0, shut_write=False):
 
 
 def snapshot(state_dir):
-    jobs = pathlib.Path(state_dir) / "jobs"
-    return {p.name: p.read_bytes() for p in sorted(jobs.iterdir())} if jobs.is_dir() else {}
+    """The store's documents, named as the old store's files were."""
+    return {i + ".json": doc for i, doc in conftest.stored_docs(state_dir).items()}
 
 
 @pytest.fixture(scope="module")

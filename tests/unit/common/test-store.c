@@ -1,11 +1,15 @@
-/* The durable job store: writes, recovery order, and what recovery sets aside. */
+/* The SQLite job store: writes and reads, recovery of unfinished jobs, the one-time import of
+ * jobs/ (and what it sets aside), the state directory lock, a corrupt database, list filters,
+ * health history, retention and export. */
 #include "testutil.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 
@@ -14,10 +18,11 @@
 #include "store.h"
 #include "uuid.h"
 
+#define DEV_A "GPU-aaaa"
+#define DEV_B "GPU-bbbb"
+
 struct fx {
         char *path;
-        char *jobs_path;
-        int jobs_fd;
         struct store *s;
 };
 
@@ -27,14 +32,9 @@ static int setup(void **state)
 
         if (!f)
                 return -1;
-        log_set_level(LOG_WARNING);
+        log_set_level(LOG_ERR);
         f->path = scratch_dir_new();
         if (!f->path || store_open(f->path, &f->s) < 0)
-                return -1;
-        if (asprintf(&f->jobs_path, "%s/jobs", f->path) < 0)
-                return -1;
-        f->jobs_fd = open(f->jobs_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (f->jobs_fd < 0)
                 return -1;
         *state = f;
         return 0;
@@ -45,326 +45,349 @@ static int teardown(void **state)
         struct fx *f = *state;
 
         store_close(f->s);
-        close(f->jobs_fd);
-        free(f->jobs_path);
         scratch_dir_free(f->path);
         free(f);
         return 0;
 }
 
-struct seen {
-        json_t *ids; /* array of id strings in callback order */
-        int fail_after;
-};
+/* A job in umd's internal form, created at ms, with one part per uuid. */
+static json_t *job_at(char id[UUID_STRING_MAX], uint64_t ms, const char *state, const char *bench,
+                      const char *const *uuids, size_t n)
+{
+        json_t *parts = json_array();
+
+        assert_int_equal(uuid7_generate_at(ms, id), 0);
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(parts, json_pack("{s:s, s:s, s:{s:i}}", "uuid", uuids[i],
+                                                       "state", state, "result", "gbps", 1));
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:o, s:{s:s}}", "id", id, "state", state,
+                              "benchmark", bench, "request", "{}", "created_ms", (json_int_t)ms,
+                              "parts", parts, "labels", "team", "a");
+        if (strcmp(state, "queued") != 0 && strcmp(state, "running") != 0)
+                json_object_set_new(j, "finished_ms", json_integer((json_int_t)ms + 1));
+        return j;
+}
+
+static void put_sync(struct store *s, json_t *j)
+{
+        struct store_ticket *t = NULL;
+
+        assert_int_equal(store_put(s, j, &t), 0);
+        assert_int_equal(store_wait(t), 0);
+}
+
+static void test_put_get_public_form(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX];
+        json_t *j = job_at(id, 1000000, "succeeded", "copy", u, 1), *got = NULL;
+
+        put_sync(f->s, j);
+        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_string_equal(json_string_value(json_object_get(got, "id")), id);
+        assert_null(json_object_get(got, "request")); /* bookkeeping is not public */
+        assert_null(json_object_get(got, "created_ms"));
+        assert_non_null(
+            json_object_get(json_array_get(json_object_get(got, "parts"), 0), "result"));
+        assert_int_equal(store_count(f->s), 1);
+        json_decref(got);
+
+        /* any case finds it; a change replaces it */
+        char upper[UUID_STRING_MAX];
+        for (size_t i = 0; i < sizeof(upper); i++)
+                upper[i] = (char)toupper((unsigned char)id[i]);
+        json_object_set_new(j, "state", json_string("failed"));
+        put_sync(f->s, j);
+        assert_int_equal(store_get(f->s, upper, &got), 0);
+        assert_string_equal(json_string_value(json_object_get(got, "state")), "failed");
+        assert_int_equal(store_count(f->s), 1);
+        json_decref(got);
+        assert_int_equal(store_get(f->s, "01a22ea6-c294-7427-ba85-54940c685e37", &got), -ENOENT);
+        json_decref(j);
+}
 
 static int collect(json_t *job, void *userdata)
 {
-        struct seen *seen = userdata;
-
-        if (seen->fail_after >= 0 && json_array_size(seen->ids) == (size_t)seen->fail_after)
-                return -ECANCELED;
-        json_array_append(seen->ids, json_object_get(job, "id"));
+        json_array_append(userdata, json_object_get(job, "id"));
+        assert_non_null(json_object_get(job, "created_ms")); /* internal form */
         return 0;
 }
 
-static json_t *recover_ids(struct store *s, unsigned *corrupt)
-{
-        struct seen seen = {.ids = json_array(), .fail_after = -1};
-
-        assert_int_equal(store_recover(s, collect, &seen, corrupt), 0);
-        return seen.ids;
-}
-
-static json_t *job(const char *id, const char *state)
-{
-        return json_pack("{s:s, s:s, s:s}", "id", id, "state", state, "benchmark", "copy");
-}
-
-static bool exists(int dirfd, const char *name)
-{
-        struct stat st;
-
-        return fstatat(dirfd, name, &st, 0) == 0;
-}
-
-static void test_open_creates_jobs_dir(void **state)
+static void test_recover_only_unfinished_in_id_order(void **state)
 {
         struct fx *f = *state;
-        struct stat st;
+        const char *u[] = {DEV_A};
+        char a[UUID_STRING_MAX], b[UUID_STRING_MAX], c[UUID_STRING_MAX];
+        json_t *ja = job_at(a, 3000, "queued", "copy", u, 1);
+        json_t *jb = job_at(b, 1000, "running", "copy", u, 1);
+        json_t *jc = job_at(c, 2000, "succeeded", "copy", u, 1);
+        json_t *ids = json_array();
 
-        assert_int_equal(stat(f->jobs_path, &st), 0);
-        assert_true(S_ISDIR(st.st_mode));
-        assert_int_equal(st.st_mode & 07777, 0750);
-}
-
-static void test_put_writes_job_file(void **state)
-{
-        struct fx *f = *state;
-        char id[UUID_STRING_MAX], name[64];
-        json_t *j, *back;
-        json_error_t err;
-        char *data = NULL;
-        size_t len = 0;
-
-        assert_int_equal(uuid7_generate(id), 0);
-        j = job(id, "queued");
-        assert_int_equal(store_put(f->s, j), 0);
-        snprintf(name, sizeof(name), "%s.json", id);
-        assert_int_equal(read_file_at(f->jobs_fd, name, 1 << 20, &data, &len), 0);
-        back = json_loads(data, 0, &err);
-        free(data);
-        assert_true(json_equal(j, back));
-        assert_int_equal(count_entries(f->jobs_fd), 1);
-        json_decref(back);
-        json_decref(j);
-}
-
-static void test_put_rejects_missing_or_bad_id(void **state)
-{
-        struct fx *f = *state;
-        json_t *j = json_pack("{s:s}", "state", "queued");
-
-        assert_int_equal(store_put(f->s, j), -EINVAL);
-        json_object_set_new(j, "id", json_string("../../etc/passwd"));
-        assert_int_equal(store_put(f->s, j), -EINVAL);
-        json_object_set_new(j, "id", json_integer(7));
-        assert_int_equal(store_put(f->s, j), -EINVAL);
-        assert_int_equal(count_entries(f->jobs_fd), 0);
-        json_decref(j);
-}
-
-static void test_put_twice_keeps_latest(void **state)
-{
-        struct fx *f = *state;
-        char id[UUID_STRING_MAX];
-        json_t *a, *b, *ids;
-
-        assert_int_equal(uuid7_generate(id), 0);
-        a = job(id, "queued");
-        b = job(id, "succeeded");
-        assert_int_equal(store_put(f->s, a), 0);
-        assert_int_equal(store_put(f->s, b), 0);
-        assert_int_equal(count_entries(f->jobs_fd), 1);
-        ids = recover_ids(f->s, NULL);
-        assert_int_equal(json_array_size(ids), 1);
+        store_put(f->s, ja, NULL);
+        store_put(f->s, jb, NULL);
+        store_put(f->s, jc, NULL);
+        store_sync(f->s);
+        assert_int_equal(store_recover(f->s, collect, ids), 0);
+        assert_int_equal(json_array_size(ids), 2);
+        assert_string_equal(json_string_value(json_array_get(ids, 0)), b);
+        assert_string_equal(json_string_value(json_array_get(ids, 1)), a);
         json_decref(ids);
-        json_decref(a);
-        json_decref(b);
+        json_decref(ja);
+        json_decref(jb);
+        json_decref(jc);
 }
 
-static void test_recover_in_ascending_id_order(void **state)
+static void test_list_filters_and_paging(void **state)
 {
         struct fx *f = *state;
-        enum { N = 50 };
-        char ids[N][UUID_STRING_MAX];
-        json_t *got;
+        const char *ua[] = {DEV_A}, *ub[] = {DEV_B}, *uab[] = {DEV_A, DEV_B};
+        char ids[6][UUID_STRING_MAX];
+        json_t *arr;
+        bool more;
 
-        for (int i = 0; i < N; i++)
-                assert_int_equal(uuid7_generate(ids[i]), 0);
-        /* written out of order: newest first, then odd, then even */
-        for (int i = N - 1; i >= 0; i -= 2) {
-                json_t *j = job(ids[i], "queued");
+        json_decref((put_sync(f->s, arr = job_at(ids[0], 10000, "succeeded", "copy", ua, 1)), arr));
+        json_decref((put_sync(f->s, arr = job_at(ids[1], 20000, "failed", "copy", ub, 1)), arr));
+        json_decref(
+            (put_sync(f->s, arr = job_at(ids[2], 30000, "succeeded", "health", uab, 2)), arr));
+        json_decref((put_sync(f->s, arr = job_at(ids[3], 40000, "queued", "copy", ua, 1)), arr));
+        json_decref(
+            (put_sync(f->s, arr = job_at(ids[4], 50000, "succeeded", "health", ua, 1)), arr));
+        json_decref((put_sync(f->s, arr = job_at(ids[5], 60000, "succeeded", "copy", ub, 1)), arr));
 
-                assert_int_equal(store_put(f->s, j), 0);
-                json_decref(j);
-        }
-        for (int i = N - 2; i >= 0; i -= 2) {
-                json_t *j = job(ids[i], "running");
+        struct store_query q = {.limit = 100};
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 6);
+        assert_false(more);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")),
+                            ids[5]); /* newest first */
+        assert_null(
+            json_object_get(json_array_get(json_object_get(json_array_get(arr, 0), "parts"), 0),
+                            "result")); /* summaries */
+        json_decref(arr);
 
-                assert_int_equal(store_put(f->s, j), 0);
-                json_decref(j);
-        }
-        got = recover_ids(f->s, NULL);
-        assert_int_equal(json_array_size(got), N);
-        for (int i = 0; i < N; i++)
-                assert_string_equal(json_string_value(json_array_get(got, (size_t)i)), ids[i]);
-        json_decref(got);
+        q = (struct store_query){.limit = 100, .uuid = DEV_A, .benchmark = "health"};
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 2);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 1), "id")),
+                            ids[2]);
+        json_decref(arr);
+
+        q = (struct store_query){
+            .limit = 100, .state = "succeeded", .since_ms = 20000, .until_ms = 60000};
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 2); /* ids[4], ids[2] */
+        json_decref(arr);
+
+        q = (struct store_query){.limit = 2, .uuid = DEV_B};
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 2);
+        assert_true(more);
+        json_decref(arr);
+        q.before = ids[2];
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 1);
+        assert_false(more);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")),
+                            ids[1]);
+        json_decref(arr);
+
+        q = (struct store_query){
+            .limit = 100, .label_key = "team", .label_key_len = 4, .label_value = "a"};
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 6);
+        json_decref(arr);
+        q.label_value = "b";
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 0);
+        json_decref(arr);
 }
 
-static void test_recover_empty_store(void **state)
+static void test_health_parts_newest_first(void **state)
 {
         struct fx *f = *state;
-        unsigned corrupt = 99;
-        json_t *got = recover_ids(f->s, &corrupt);
+        const char *ua[] = {DEV_A};
+        char a[UUID_STRING_MAX], b[UUID_STRING_MAX], c[UUID_STRING_MAX];
+        json_t *ja = job_at(a, 1000, "succeeded", "health", ua, 1);
+        json_t *jb = job_at(b, 2000, "succeeded", "health", ua, 1);
+        json_t *jc = job_at(c, 3000, "succeeded", "health", ua, 1);
+        json_t *parts = NULL;
 
-        assert_int_equal(json_array_size(got), 0);
-        assert_int_equal(corrupt, 0);
-        json_decref(got);
+        json_object_set_new(json_array_get(json_object_get(ja, "parts"), 0), "verdict",
+                            json_pack("{s:s}", "verdict", "pass"));
+        json_object_set_new(json_array_get(json_object_get(jb, "parts"), 0), "verdict",
+                            json_pack("{s:s}", "verdict", "fail"));
+        json_object_set_new(json_array_get(json_object_get(jc, "parts"), 0), "verdict",
+                            json_pack("{s:s}", "verdict", "pass"));
+        put_sync(f->s, ja);
+        put_sync(f->s, jb);
+        put_sync(f->s, jc);
+        assert_int_equal(store_health_parts(f->s, DEV_A, NULL, false, 1, &parts), 0);
+        assert_int_equal(json_array_size(parts), 1);
+        json_decref(parts);
+        assert_int_equal(store_health_parts(f->s, DEV_A, c, true, 10, &parts), 0);
+        assert_int_equal(json_array_size(parts), 1); /* only a: b failed, c excluded */
+        json_decref(parts);
+        assert_int_equal(store_health_parts(f->s, DEV_B, NULL, false, 10, &parts), 0);
+        assert_int_equal(json_array_size(parts), 0);
+        json_decref(parts);
+        json_decref(ja);
+        json_decref(jb);
+        json_decref(jc);
 }
 
-static void test_recover_removes_stale_temp(void **state)
+static void test_retention_by_count(void **state)
 {
         struct fx *f = *state;
-        char id[UUID_STRING_MAX], tmp[128];
-        json_t *j, *got;
-
-        assert_int_equal(uuid7_generate(id), 0);
-        j = job(id, "queued");
-        assert_int_equal(store_put(f->s, j), 0);
-        /* as a crash between open and rename would leave it */
-        snprintf(tmp, sizeof(tmp), ".%s.json.tmp.abc123", id);
-        assert_int_equal(write_file_atomic(f->jobs_fd, tmp, "{\"id\":", 6), 0);
-
-        got = recover_ids(f->s, NULL);
-        assert_false(exists(f->jobs_fd, tmp));
-        assert_int_equal(json_array_size(got), 1);
-        assert_int_equal(count_entries(f->jobs_fd), 1);
-        json_decref(got);
-        json_decref(j);
-}
-
-static void test_recover_sets_aside_corrupt_file(void **state)
-{
-        struct fx *f = *state;
-        char good[UUID_STRING_MAX], bad[UUID_STRING_MAX], name[64], aside[80];
-        unsigned corrupt = 0;
-        json_t *j, *got;
-
-        assert_int_equal(uuid7_generate(good), 0);
-        assert_int_equal(uuid7_generate(bad), 0);
-        j = job(good, "succeeded");
-        assert_int_equal(store_put(f->s, j), 0);
-        snprintf(name, sizeof(name), "%s.json", bad);
-        snprintf(aside, sizeof(aside), "%s.json.corrupt", bad);
-        assert_int_equal(write_file_atomic(f->jobs_fd, name, "{\"id\": \"trunc", 13), 0);
-
-        got = recover_ids(f->s, &corrupt);
-        assert_int_equal(corrupt, 1);
-        assert_int_equal(json_array_size(got), 1);
-        assert_string_equal(json_string_value(json_array_get(got, 0)), good);
-        assert_false(exists(f->jobs_fd, name));
-        assert_true(exists(f->jobs_fd, aside));
-        json_decref(got);
-
-        /* a second recovery leaves the set-aside file alone */
-        got = recover_ids(f->s, &corrupt);
-        assert_int_equal(corrupt, 0);
-        assert_true(exists(f->jobs_fd, aside));
-        json_decref(got);
-        json_decref(j);
-}
-
-static void test_recover_sets_aside_id_mismatch(void **state)
-{
-        struct fx *f = *state;
-        char a[UUID_STRING_MAX], b[UUID_STRING_MAX], name[64], aside[80];
-        unsigned corrupt = 0;
-        json_t *j, *got;
-        char *data;
-        size_t len;
-
-        assert_int_equal(uuid7_generate(a), 0);
-        assert_int_equal(uuid7_generate(b), 0);
-        j = job(b, "queued"); /* b's document under a's name */
-        data = json_dumps(j, 0);
-        len = strlen(data);
-        snprintf(name, sizeof(name), "%s.json", a);
-        snprintf(aside, sizeof(aside), "%s.json.corrupt", a);
-        assert_int_equal(write_file_atomic(f->jobs_fd, name, data, len), 0);
-
-        got = recover_ids(f->s, &corrupt);
-        assert_int_equal(corrupt, 1);
-        assert_int_equal(json_array_size(got), 0);
-        assert_true(exists(f->jobs_fd, aside));
-        json_decref(got);
-        json_decref(j);
-        free(data);
-}
-
-static void test_recover_sets_aside_non_object_and_bad_name(void **state)
-{
-        struct fx *f = *state;
-        char a[UUID_STRING_MAX], name[64];
-        unsigned corrupt = 0;
-        json_t *got;
-
-        assert_int_equal(uuid7_generate(a), 0);
-        snprintf(name, sizeof(name), "%s.json", a);
-        assert_int_equal(write_file_atomic(f->jobs_fd, name, "[1,2]", 5), 0);
-        assert_int_equal(write_file_atomic(f->jobs_fd, "notanid.json", "{\"id\":\"x\"}", 10), 0);
-        assert_int_equal(write_file_atomic(f->jobs_fd, "README", "not a job", 9), 0);
-
-        got = recover_ids(f->s, &corrupt);
-        assert_int_equal(corrupt, 2);
-        assert_int_equal(json_array_size(got), 0);
-        assert_true(exists(f->jobs_fd, "notanid.json.corrupt"));
-        assert_true(exists(f->jobs_fd, "README")); /* not ours: left alone */
-        json_decref(got);
-}
-
-static void test_recover_never_replaces_older_corrupt_copy(void **state)
-{
-        struct fx *f = *state;
-        char a[UUID_STRING_MAX], name[64], aside[80], aside1[80];
-        unsigned corrupt = 0;
-        json_t *got;
-
-        assert_int_equal(uuid7_generate(a), 0);
-        snprintf(name, sizeof(name), "%s.json", a);
-        snprintf(aside, sizeof(aside), "%s.json.corrupt", a);
-        snprintf(aside1, sizeof(aside1), "%s.json.corrupt.1", a);
-        assert_int_equal(write_file_atomic(f->jobs_fd, aside, "first", 5), 0);
-        assert_int_equal(write_file_atomic(f->jobs_fd, name, "second", 6), 0);
-        got = recover_ids(f->s, &corrupt);
-        assert_int_equal(corrupt, 1);
-        assert_true(exists(f->jobs_fd, aside));
-        assert_true(exists(f->jobs_fd, aside1));
-        json_decref(got);
-}
-
-static void test_recover_callback_error_aborts(void **state)
-{
-        struct fx *f = *state;
-        struct seen seen = {.ids = json_array(), .fail_after = 2};
-
-        for (int i = 0; i < 5; i++) {
-                char id[UUID_STRING_MAX];
-                json_t *j;
-
-                assert_int_equal(uuid7_generate(id), 0);
-                j = job(id, "queued");
-                assert_int_equal(store_put(f->s, j), 0);
-                json_decref(j);
-        }
-        assert_int_equal(store_recover(f->s, collect, &seen, NULL), -ECANCELED);
-        assert_int_equal(json_array_size(seen.ids), 2);
-        json_decref(seen.ids);
-}
-
-static void test_delete_removes_file(void **state)
-{
-        struct fx *f = *state;
-        char id[UUID_STRING_MAX];
+        const char *ua[] = {DEV_A};
+        char id[UUID_STRING_MAX], keep[UUID_STRING_MAX];
         json_t *j;
 
-        assert_int_equal(uuid7_generate(id), 0);
-        j = job(id, "succeeded");
-        assert_int_equal(store_put(f->s, j), 0);
-        assert_int_equal(store_delete(f->s, id), 0);
-        assert_int_equal(count_entries(f->jobs_fd), 0);
-        assert_int_equal(store_delete(f->s, id), -ENOENT);
-        assert_int_equal(store_delete(f->s, "../x"), -EINVAL);
+        for (int i = 0; i < 10; i++) {
+                j = job_at(id, 1000 + (uint64_t)i, "succeeded", "copy", ua, 1);
+                store_put(f->s, j, NULL);
+                json_decref(j);
+        }
+        j = job_at(keep, 500, "queued", "copy", ua, 1); /* unfinished: never deleted */
+        put_sync(f->s, j);
         json_decref(j);
+        store_retention(f->s, 3, 0, 0);
+        for (int i = 0; i < 200 && store_count(f->s) != 4; i++)
+                usleep(10000);
+        assert_int_equal(store_count(f->s), 4);
+        assert_int_equal(store_get(f->s, id, &j), 0); /* the newest stays */
+        json_decref(j);
+        assert_int_equal(store_get(f->s, keep, &j), 0);
+        json_decref(j);
+}
+
+static void test_second_open_is_refused(void **state)
+{
+        struct fx *f = *state;
+        struct store *other = NULL;
+
+        assert_int_equal(store_open(f->path, &other), -EBUSY);
+        assert_null(other);
+}
+
+static void write_at(int dfd, const char *name, const char *text)
+{
+        assert_int_equal(write_file_atomic(dfd, name, text, strlen(text)), 0);
+}
+
+static void test_import_once_sets_aside_and_skips_duplicates(void **state)
+{
+        char *dir = scratch_dir_new(), *jobs = NULL, a[UUID_STRING_MAX], name[300], upper[80];
+        const char *ua[] = {DEV_A};
+        struct store *s = NULL;
+        json_t *ja = job_at(a, 1000, "succeeded", "copy", ua, 1), *got;
+        char *text = json_dumps(ja, 0);
+        int dfd;
+
+        assert_true(asprintf(&jobs, "%s/jobs", dir) > 0);
+        assert_int_equal(mkdir(jobs, 0750), 0);
+        dfd = open(jobs, O_RDONLY | O_DIRECTORY);
+        snprintf(name, sizeof(name), "%s.json", a);
+        write_at(dfd, name, text);
+        /* the same id in capitals: a duplicate */
+        for (size_t i = 0; i < strlen(a); i++)
+                upper[i] = (char)toupper((unsigned char)a[i]);
+        upper[strlen(a)] = 0;
+        json_object_set_new(ja, "id", json_string(upper));
+        free(text);
+        text = json_dumps(ja, 0);
+        snprintf(name, sizeof(name), "%s.json", upper);
+        write_at(dfd, name, text);
+        /* odd names: garbage, a name too long to get a suffix, a directory named like a temp */
+        write_at(dfd, "01a22ea6-c294-7427-ba85-54940c685e37.json", "{\"id\": \"tru");
+        memset(name, 'x', 250);
+        strcpy(name + 250, ".json");
+        int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL, 0640);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(mkdirat(dfd, ".x.json.tmp.abc", 0750), 0);
+
+        assert_int_equal(store_open(dir, &s), 0);
+        assert_int_equal(store_count(s), 1);
+        assert_int_equal(store_get(s, a, &got), 0);
+        json_decref(got);
+        store_close(s);
+        /* imported once: the directory is renamed */
+        struct stat st;
+        assert_int_equal(stat(jobs, &st), -1);
+        free(jobs);
+        assert_true(asprintf(&jobs, "%s/jobs.imported", dir) > 0);
+        assert_int_equal(stat(jobs, &st), 0);
+        assert_int_equal(store_open(dir, &s), 0);
+        assert_int_equal(store_count(s), 1);
+        store_close(s);
+
+        close(dfd);
+        free(text);
+        free(jobs);
+        json_decref(ja);
+        scratch_dir_free(dir);
+}
+
+static void test_corrupt_database_is_set_aside(void **state)
+{
+        char *dir = scratch_dir_new(), *db = NULL;
+        struct store *s = NULL;
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+        char junk[8192];
+
+        memset(junk, 'z', sizeof(junk));
+        assert_int_equal(write_file_atomic(dfd, "umd.db", junk, sizeof(junk)), 0);
+        assert_int_equal(store_open(dir, &s), 0);
+        assert_int_equal(store_count(s), 0);
+        store_close(s);
+        /* the damaged file is kept, renamed */
+        DIR *d = fdopendir(dup(dfd));
+        struct dirent *de;
+        bool aside = false;
+        while ((de = readdir(d)))
+                aside = aside || strncmp(de->d_name, "umd.db.corrupt-", 15) == 0;
+        closedir(d);
+        assert_true(aside);
+        close(dfd);
+        free(db);
+        scratch_dir_free(dir);
+}
+
+static void test_export_writes_every_job(void **state)
+{
+        struct fx *f = *state;
+        const char *ua[] = {DEV_A};
+        char a[UUID_STRING_MAX], b[UUID_STRING_MAX], *out = NULL;
+        json_t *ja = job_at(a, 1000, "succeeded", "copy", ua, 1);
+        json_t *jb = job_at(b, 2000, "queued", "copy", ua, 1);
+
+        put_sync(f->s, ja);
+        put_sync(f->s, jb);
+        assert_true(asprintf(&out, "%s/export", f->path) > 0);
+        assert_int_equal(store_export(f->path, out), 0);
+        int dfd = open(out, O_RDONLY | O_DIRECTORY);
+        assert_true(dfd >= 0);
+        assert_int_equal(count_entries(dfd), 2);
+        close(dfd);
+        free(out);
+        json_decref(ja);
+        json_decref(jb);
 }
 
 int main(void)
 {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         const struct CMUnitTest tests[] = {
-            T(test_open_creates_jobs_dir),
-            T(test_put_writes_job_file),
-            T(test_put_rejects_missing_or_bad_id),
-            T(test_put_twice_keeps_latest),
-            T(test_recover_in_ascending_id_order),
-            T(test_recover_empty_store),
-            T(test_recover_removes_stale_temp),
-            T(test_recover_sets_aside_corrupt_file),
-            T(test_recover_sets_aside_id_mismatch),
-            T(test_recover_sets_aside_non_object_and_bad_name),
-            T(test_recover_never_replaces_older_corrupt_copy),
-            T(test_recover_callback_error_aborts),
-            T(test_delete_removes_file),
+            cmocka_unit_test_setup_teardown(test_put_get_public_form, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_recover_only_unfinished_in_id_order, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_list_filters_and_paging, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_health_parts_newest_first, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_retention_by_count, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_export_writes_every_job, setup, teardown),
+            cmocka_unit_test(test_import_once_sets_aside_and_skips_duplicates),
+            cmocka_unit_test(test_corrupt_database_is_set_aside),
         };
-
-        return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+        return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,17 @@
+/* The job store's file format from before SQLite (STATE_DIR/jobs/<id>.json, one file a job):
+ * read once to import it into umd.db, and written by `umd --export DIR`. Used only by store.c. */
+#pragma once
+
+#include <jansson.h>
+
+/* Called once per good job file, in ascending id order (UUIDv7 = submission order); the
+ * callback takes a reference if it keeps job. Return <0 to abort. */
+typedef int (*store_files_fn)(json_t *job, void *userdata);
+
+/* Read every job file in dir: stale temp files are removed, unreadable, invalid or oddly named
+ * entries are renamed to <name>.corrupt (logged) or, when even that fails, skipped with a
+ * warning; none of them is fatal. 0 or -errno (only for the directory itself or OOM). */
+int store_files_load(const char *dir, store_files_fn fn, void *userdata, unsigned *ret_corrupt);
+
+/* Write job (pretty, sorted keys) to dirfd/<id>.json atomically. 0 or -errno, logged. */
+int store_files_write(int dirfd, const json_t *job);

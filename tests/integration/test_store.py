@@ -1,0 +1,194 @@
+"""The SQLite job store under failure: SIGKILL at random points while clients submit, a full
+disk, a second instance on one state directory, a tampered queued job, history queries."""
+import os
+import random
+import sqlite3
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+
+from conftest import db_execute, stored_docs
+from test_jobs import COPY, submit, wait_job
+
+STATES = {"queued", "running", "succeeded", "failed", "cancelled", "timed_out", "interrupted"}
+QUICK = {"benchmark": "copy", "params": {"size": "64KiB", "iterations": 1}}
+
+
+def integrity(state_dir):
+    con = sqlite3.connect(f"file:{state_dir / 'umd.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return con.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        con.close()
+
+
+def stored_states(state_dir):
+    con = sqlite3.connect(f"file:{state_dir / 'umd.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return dict(con.execute("SELECT id, state FROM jobs"))
+    finally:
+        con.close()
+
+
+def submitter(d, acked, stop):
+    """POST until the daemon dies or stop is set; every 2xx id goes into acked."""
+    s = requests.Session()
+    while not stop.is_set():
+        try:
+            r = s.post(d.url("/v1/jobs"), json=QUICK, timeout=5)
+        except requests.RequestException:
+            return
+        if r.status_code in (200, 202):
+            acked.append(r.json()["id"])
+        elif r.status_code == 429:
+            time.sleep(0.01)
+
+
+def test_sigkill_at_random_points_loses_no_acknowledged_job(umd, tmp_path):
+    state = tmp_path / "state"
+    rng = random.Random(1313)
+    acked = []
+    cycles = 20
+    for cycle in range(cycles):
+        d = umd(state_dir=state)
+        # Everything acknowledged before is there, in a legal state, after every restart.
+        have = stored_states(state)
+        missing = [j for j in acked if j not in have]
+        assert not missing, f"cycle {cycle}: {len(missing)} acknowledged jobs lost"
+        assert all(have[j] in STATES for j in acked)
+        assert integrity(state) == "ok"
+        if acked:
+            sample = rng.choice(acked)
+            assert d.get("/v1/jobs/" + sample).json()["state"] in STATES
+        stop = threading.Event()
+        threads = [threading.Thread(target=submitter, args=(d, acked, stop)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.05, 0.8))
+        d.kill()
+        stop.set()
+        for t in threads:
+            t.join(10)
+    d = umd(state_dir=state)
+    have = stored_states(state)
+    assert len(acked) > cycles  # the clients did get answers
+    assert all(j in have for j in acked)
+    assert integrity(state) == "ok"
+    # nothing is left running after recovery but what runs now
+    time.sleep(0.5)
+    assert "interrupted" in d.log() or all(have[j] != "running" for j in acked)
+
+
+def test_a_second_instance_on_the_same_state_directory_is_refused(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(state_dir=state)
+    job = submit(d, COPY)
+    d2 = umd(state_dir=state, wait=False)
+    rc = d2.process.wait(30)
+    assert rc != 0
+    assert "refusing to start a second one" in d2.log()
+    # the first one is untouched and still serves
+    assert wait_job(d, job["id"])["state"] == "succeeded"
+
+
+def test_a_tampered_queued_job_is_failed_with_a_reason_and_the_gpu_keeps_working(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    blocker = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 30000}})
+    wait_job(d, blocker["id"], ("running",))
+    queued = submit(d, COPY)
+    assert d.stop() == 0
+    db_execute(state, "UPDATE jobs SET doc = json_set(doc, '$.timeout_s', 'abc') WHERE id = ?",
+               (queued["id"],))
+    d2 = umd(fake_devices=1, state_dir=state)
+    bad = d2.get("/v1/jobs/" + queued["id"]).json()
+    assert bad["state"] == "failed"
+    assert "timeout_s" in bad["parts"][0]["error"]
+    assert wait_job(d2, submit(d2, COPY)["id"])["state"] == "succeeded"
+
+
+def test_history_queries_by_device_time_and_state(umd):
+    d = umd()
+    devs = d.get("/v1/devices").json()
+    first = [submit(d, {**QUICK, "device": 0})["id"] for _ in range(3)]
+    t = int(time.time() * 1000) + 5
+    time.sleep(0.02)
+    health = submit(d, {"benchmark": "health", "device": 1})
+    later = [submit(d, {**QUICK, "device": 1})["id"] for _ in range(2)]
+    for j in first + later + [health["id"]]:
+        wait_job(d, j)
+    uuid1 = devs[1]["uuid"]
+    r = d.get("/v1/jobs", params={"device": uuid1, "since": str(t)}).json()
+    assert [j["id"] for j in r["jobs"]] == list(reversed(later)) + [health["id"]]
+    r = d.get("/v1/jobs", params={"benchmark": "health", "device": uuid1}).json()
+    assert [j["id"] for j in r["jobs"]] == [health["id"]]
+    r = d.get("/v1/jobs", params={"until": str(t), "limit": "2"}).json()
+    assert [j["id"] for j in r["jobs"]] == list(reversed(first))[:2]
+    nxt = d.get(r["next"]).json()
+    assert [j["id"] for j in nxt["jobs"]] == [first[0]]
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t // 1000)) + ".%03dZ" % (t % 1000)
+    r = d.get("/v1/jobs", params={"since": iso, "status": "succeeded"}).json()
+    assert {j["id"] for j in r["jobs"]} >= set(later)
+    bad = d.get("/v1/jobs", params={"since": "yesterday"})
+    assert bad.status_code == 400 and bad.json()["field"] == "since"
+
+
+def can_mount_tmpfs(path):
+    if os.geteuid() != 0:
+        return False
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(path)],
+                       capture_output=True)
+    return r.returncode == 0
+
+
+def test_full_disk_gives_507_and_loses_nothing_stored(umd, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not can_mount_tmpfs(mnt):
+        pytest.skip("needs root and permission to mount a small tmpfs for a full disk")
+    try:
+        state = mnt / "state"
+        d = umd(fake_devices=1, state_dir=state)
+        done = [wait_job(d, submit(d, QUICK)["id"])["id"] for _ in range(5)]
+        blocker = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 60000}})
+        wait_job(d, blocker["id"], ("running",))
+        queued = submit(d, QUICK)
+        # Fill the disk.
+        with open(mnt / "filler", "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        codes = set()
+        acked = []
+        for _ in range(300):
+            r = d.post("/v1/jobs", json=QUICK)
+            codes.add(r.status_code)
+            if r.status_code == 507:
+                assert r.headers["Content-Type"].startswith("application/problem+json")
+                break
+            if r.status_code in (200, 202):
+                acked.append(r.json()["id"])
+        assert 507 in codes, codes
+        # A cancel that cannot be stored is not made.
+        r = d.delete("/v1/jobs/" + queued["id"])
+        if r.status_code == 507:
+            assert d.get("/v1/jobs/" + queued["id"]).json()["state"] == "queued"
+        # Nothing stored was lost, and umd still serves.
+        for j in done:
+            assert d.get("/v1/jobs/" + j).json()["state"] == "succeeded"
+        (mnt / "filler").unlink()
+        acked.append(submit(d, QUICK)["id"])
+        d.kill()
+        d2 = umd(fake_devices=1, state_dir=state)
+        have = stored_states(state)
+        assert all(j in have for j in done + acked)
+        assert integrity(state) == "ok"
+        d2.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
