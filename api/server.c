@@ -152,7 +152,8 @@ static int request_authorize(struct MHD_Connection *c, struct request_ctx *r,
 {
         const struct api_server *s = r->srv;
         enum api_role need = m->role, role = ROLE_NONE;
-        const char *name = NULL;
+        const char *name = NULL, *hv = NULL;
+        size_t hv_len = 0;
         int k;
 
         r->client = NULL;
@@ -163,10 +164,12 @@ static int request_authorize(struct MHD_Connection *c, struct request_ctx *r,
                 need = ROLE_NONE;
         if (need == ROLE_NONE)
                 return 0;
-        k = auth_tokens_check(
-            s->tokens,
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION), &name,
-            &role);
+        /* By length, not as a C string: a NUL in the header must not hide what follows it. */
+        if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                          strlen(MHD_HTTP_HEADER_AUTHORIZATION), &hv,
+                                          &hv_len) != MHD_YES)
+                hv = NULL;
+        k = auth_tokens_check_n(s->tokens, hv, hv ? hv_len : 0, &name, &role);
         if (k == -ENOKEY) {
                 r->www_authenticate = "Bearer realm=\"umd\"";
                 return problem_set(p, 401, NULL,

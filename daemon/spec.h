@@ -1,4 +1,4 @@
-/* Validation of a submitted job (POST /v1/jobs): see spec.c. */
+/* Validation of a submitted job (POST /v1/jobs) and of a stored one: see spec.c. */
 #pragma once
 
 #include <jansson.h>
@@ -28,6 +28,12 @@ int spec_check_body(const json_t *body, const struct bench_def **ret_bench, stru
 int spec_parse(const struct umd_config *cfg, const json_t *body, const struct bench_def *b,
                struct job_spec *ret, struct problem *p);
 void spec_done(struct job_spec *s);
+
+/* A job document read back from storage, checked by the rules a submission and jobs.c's own
+ * writes follow (types of every field the daemon reads, label keys and values), so nothing
+ * read from disk or a database reaches code that trusts its shape. 0, or -EINVAL with why set
+ * (never quoting more than a bounded key). Needs no lock and no configuration. */
+int spec_validate_stored(const json_t *doc, char *why, size_t whylen);
 
 int spec_priority_from_string(const char *s); /* -1 when unknown */
 const char *spec_priority_name(int prio);

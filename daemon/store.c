@@ -185,7 +185,8 @@ static int load_one(struct store *s, const char *name, json_t **ret)
         if (!uuid_is_valid(id))
                 return set_aside(s, name, "name is not a job id");
 
-        r = read_file_at(s->dirfd, name, STORE_FILE_MAX, &data, &len);
+        /* Not followed: a link here points outside what umd owns. */
+        r = read_file_at_flags(s->dirfd, name, O_NOFOLLOW, STORE_FILE_MAX, &data, &len);
         if (r == -ENOMEM)
                 return log_error_errno(r, "Cannot read %s/%s: %m", s->path, name);
         if (r < 0) {
@@ -301,6 +302,14 @@ int store_recover(struct store *s, store_recover_fn fn, void *userdata, unsigned
                 for (; i < n_found; i++) {
                         r = fn(found[i].job, userdata);
                         json_decref(found[i].job);
+                        if (r > 0) {
+                                char name[UUID_STRING_MAX + sizeof(JOB_SUFFIX)];
+
+                                snprintf(name, sizeof(name), "%s" JOB_SUFFIX, found[i].id);
+                                r = set_aside(s, name, "not a valid job document");
+                                if (r == 0)
+                                        corrupt++;
+                        }
                         if (r < 0) {
                                 i++;
                                 break;

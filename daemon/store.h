@@ -18,7 +18,8 @@ int store_put(struct store *s, const json_t *job);
 int store_delete(struct store *s, const char *id);
 
 /* Called once per job found by store_recover, in ascending id order (UUIDv7 = submission
- * order). The callback takes a reference if it keeps job. Return <0 to abort. */
+ * order). The callback takes a reference if it keeps job. Return <0 to abort, >0 to have the
+ * job's file set aside as corrupt (a document that is valid JSON but not a valid job). */
 typedef int (*store_recover_fn)(json_t *job, void *userdata);
 /* Recovery at start: delete stale temp files, rename unreadable or invalid files to
  * <name>.corrupt (logging each), then call fn for every good job in id order.
