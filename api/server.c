@@ -165,6 +165,59 @@ static enum MHD_Result queue_problem(struct MHD_Connection *c, struct request_ct
 
 /* ---- the access handler ---- */
 
+struct header_walk {
+        const char *value;      /* the header whose line we want the end of */
+        const char *prev_value; /* the value of the header before it, if any */
+        const char *next_key;   /* the key of the header after it, if any */
+        const char *last_value;
+        bool found, done;
+};
+
+static enum MHD_Result walk_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+        struct header_walk *w = cls;
+
+        if (w->found) {
+                w->next_key = key;
+                w->done = true;
+                return MHD_NO;
+        }
+        w->found = value == w->value;
+        if (w->found)
+                w->prev_value = w->last_value;
+        w->last_value = value;
+        return MHD_YES;
+}
+
+/* Whether the client sent more of a header's line than its value. libmicrohttpd 0.9.75
+ * measures header values with strlen(), so "Bearer TOKEN\0junk" arrives as "Bearer TOKEN"
+ * whatever API reads it. It keeps the headers in its read buffer in the order they came, each
+ * line end (CR LF or LF) overwritten with NULs: a header's line ends exactly where the next
+ * header's key starts, 1 or 2 bytes after its value; the last header's value is followed by
+ * its line end and the blank line's, 4 NULs with CR LF. Anything else means bytes the string
+ * hid. (The last header with 4 or more NULs and then junk cannot be told from one followed by
+ * a body; every other form is caught.) */
+static bool header_hides_bytes(struct MHD_Connection *c, const char *value, size_t len)
+{
+        struct header_walk w = {.value = value};
+        bool crlf = true;
+
+        MHD_get_connection_values(c, MHD_HEADER_KIND, walk_header, &w);
+        if (!w.found)
+                return true;
+        if (w.done)
+                return w.next_key != value + len + 1 && w.next_key != value + len + 2;
+        /* The client's line ends, from the header before: "value\0\0Key" is CR LF. */
+        if (w.prev_value) {
+                const char *p = w.prev_value + strlen(w.prev_value);
+                crlf = p[1] == '\0';
+        }
+        if (value[len + 1] != '\0')
+                return true;
+        return crlf && (value[len + 2] != '\0' || value[len + 3] != '\0');
+}
+
 /* Resolve the caller from its bearer token and check the route's role. Without a tokens file
  * there is no one to refuse, so every caller is an anonymous administrator. Reads need a token
  * only with auth_reads. Who owns a job is the core's question: cancelling is let through here
@@ -192,6 +245,8 @@ static int request_authorize(struct MHD_Connection *c, struct request_ctx *r,
                                           &hv_len) != MHD_YES)
                 hv = NULL;
         k = auth_tokens_check_n(s->tokens, hv, hv ? hv_len : 0, &name, &role);
+        if (k == 0 && header_hides_bytes(c, hv, hv_len))
+                k = -EACCES;
         if (k == -ENOKEY) {
                 r->www_authenticate = "Bearer realm=\"umd\"";
                 return problem_set(p, 401, NULL,

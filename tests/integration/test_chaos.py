@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -172,7 +173,10 @@ def test_odd_files_in_the_state_dir_are_set_aside_and_start_up_never_hangs(umd, 
              ("fifo", "socket", "dir", "symlink", "huge", "badjson", "badshape")}
     os.mkfifo(jobs / names["fifo"])
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(jobs / names["socket"]))
+    short = tempfile.mkdtemp(dir="/tmp")  # a pytest path can pass sun_path's 108 bytes
+    sock.bind(short + "/s")
+    os.rename(short + "/s", jobs / names["socket"])
+    os.rmdir(short)
     (jobs / names["dir"]).mkdir()
     target = tmp_path / "elsewhere.json"
     target.write_text(json.dumps(dict(doc, id=names["symlink"][:-5])))
@@ -375,14 +379,21 @@ def test_a_bearer_token_with_a_nul_and_junk_is_refused(umd, tmp_path):
     tokens.chmod(0o600)
     d = umd(args=["--tokens-file", str(tokens), "--auth-reads", "true"])
 
-    def status(value):
+    def status(value, after=b"", eol=b"\r\n"):
         with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
-            s.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                      b"Authorization: " + value + b"\r\n\r\n")
+            s.sendall(b"GET /v1/jobs HTTP/1.1" + eol + b"Host: x" + eol + b"Connection: close" +
+                      eol + b"Authorization: " + value + eol + after + eol)
             return s.recv(64).split(b" ")[1]
 
-    assert status(b"Bearer " + TOKEN.encode()) == b"200"
-    assert status(b"Bearer " + TOKEN.encode() + b"\0junk") == b"401"
+    good = b"Bearer " + TOKEN.encode()
+    for eol in (b"\r\n", b"\n"):
+        for after in (b"", b"Accept: */*" + eol):
+            assert status(good, after, eol) == b"200", (after, eol)
+            # (Behind the last header, LF line ends and two or more NULs cannot be told from
+            # a body: see header_hides_bytes in api/server.c.)
+            nuls = (b"\0junk", b"\0\0junk") if after or eol == b"\r\n" else (b"\0junk",)
+            for junk in nuls:
+                assert status(good + junk, after, eol) == b"401", (junk, after, eol)
 
 
 def test_the_next_link_is_whole_however_long_the_query(umd):
