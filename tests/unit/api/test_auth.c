@@ -289,19 +289,18 @@ static void test_load_checks_owner(void **state)
 /* A FIFO must be refused at once, not block start-up until a writer comes. */
 static void test_load_refuses_fifo_without_blocking(void **state)
 {
-        char path[] = "/tmp/umd-test-tokens-fifo-XXXXXX";
+        char dir[] = "/tmp/umd-test-tokens-fifo-XXXXXX", path[sizeof(dir) + 2];
         struct auth_tokens *t = NULL;
 
-        assert_non_null(mkdtemp(path));
-        strcat(path, "/f");
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/f", dir);
         assert_int_equal(mkfifo(path, 0600), 0);
         alarm(5); /* before the fix this open blocked forever */
         assert_int_equal(auth_tokens_load(path, &t), -EINVAL);
         alarm(0);
         assert_null(t);
         unlink(path);
-        path[strlen(path) - 2] = '\0';
-        rmdir(path);
+        rmdir(dir);
 }
 
 /* A header is its whole value: "Bearer TOKEN\0junk" is not TOKEN. */
