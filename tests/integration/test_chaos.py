@@ -229,6 +229,14 @@ def test_a_fifo_as_a_configured_file_is_refused_at_once(umd_run, tmp_path, key):
     assert key in r.stderr and "regular file" in r.stderr, r.stderr
 
 
+def test_a_fifo_as_the_config_file_is_refused_at_once(umd_run, tmp_path):
+    fifo = tmp_path / "umd.conf"
+    os.mkfifo(fifo)
+    r = umd_run(["--config", str(fifo), "--check-config"], timeout=10)
+    assert r.returncode == 2, r
+    assert "not a regular file" in r.stderr, r.stderr
+
+
 def test_a_tokens_file_owned_by_another_user_is_refused(umd_run, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("only root can give a file to another user")
