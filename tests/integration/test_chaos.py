@@ -99,7 +99,8 @@ def test_sigkill_during_concurrent_submits_loses_no_acknowledged_job(umd, tmp_pa
     state = tmp_path / "state-kill"
     acked = set()
     rnd = random.Random(14)
-    for cycle in range(20):
+    # bench/chaos runs this with many more cycles.
+    for cycle in range(int(os.environ.get("UMD_CHAOS_KILL_CYCLES", "20"))):
         d = umd(state_dir=state)
         stop = threading.Event()
         lock = threading.Lock()
