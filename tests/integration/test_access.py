@@ -56,7 +56,7 @@ def assert_no_token_anywhere(d):
             try:
                 data = open(os.path.join(root, name), "rb").read()
             except FileNotFoundError:
-                continue  # a temp file renamed into place while we walked: read as its job
+                continue  # a temp file renamed into place while we walked
             for t in ALL_TOKENS:
                 assert t.encode() not in data, (name, t)
 
