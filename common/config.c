@@ -35,111 +35,112 @@ struct key {
 #define GiB      (1024.0 * 1024.0 * 1024.0)
 
 static const struct key keys[] = {
-    {"listen", K_LISTEN, F(listen), UMD_DEFAULT_LISTEN, 0, 0,
-     "TCP address to serve HTTP on, ADDR:PORT or [V6ADDR]:PORT. Repeat the flag for several; "
-     "in the file separate with spaces. Empty: none (unix socket or systemd sockets only)."},
-    {"unix_socket", K_STR, F(unix_socket), "", 0, 0,
-     "Also serve HTTP on this unix socket path (empty: none)."},
-    {"unix_socket_mode", K_MODE, F(unix_socket_mode), "0660", 0, 0777,
-     "Permissions of the unix socket (octal)."},
-    {"unix_socket_group", K_STR, F(unix_socket_group), "", 0, 0,
-     "Group owning the unix socket (empty: the daemon's)."},
-    {"tls_cert", K_STR, F(tls_cert), "", 0, 0, "PEM certificate for HTTPS (with tls_key)."},
-    {"tls_key", K_STR, F(tls_key), "", 0, 0, "PEM private key for HTTPS."},
-    {"tokens_file", K_STR, F(tokens_file), "", 0, 0,
-     "File of bearer tokens, one 'NAME ROLE TOKEN' per line (roles read, submit, admin); must "
-     "not be readable or writable by group or others. Empty: no authentication."},
-    {"auth_reads", K_BOOL, F(auth_reads), "false", 0, 0,
-     "With tokens configured, require the read role for GET requests too."},
-    {"require_auth_off_loopback", K_BOOL, F(require_auth_off_loopback), "false", 0, 0,
-     "Refuse to start when listening beyond loopback without tokens (else warn)."},
-    {"max_body_bytes", K_SIZE, F(max_body_bytes), "64KiB", 256, 16 * 1024 * 1024,
-     "Largest request body accepted (413 beyond)."},
-    {"max_connections", K_UINT, F(max_connections), "256", 1, 65536,
-     "Open HTTP connections at once, all clients together."},
-    {"http_threads", K_UINT, F(http_threads), "2", 1, 64,
-     "Threads serving HTTP on each listener (one request is never slowed by another's)."},
-    {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
-     "Open HTTP connections at once from one address."},
-    {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
-     "Seconds an idle or slow connection is kept."},
-    {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
-     "Seconds a request may take to arrive whole (headers and body), however steadily it "
-     "trickles; the connection is closed after that."},
-    {"shutdown_timeout_s", K_UINT, F(shutdown_timeout_s), "10", 0, 600,
-     "Seconds in-flight requests and workers get to finish at shutdown."},
+        {"listen", K_LISTEN, F(listen), UMD_DEFAULT_LISTEN, 0, 0,
+         "TCP address to serve HTTP on, ADDR:PORT or [V6ADDR]:PORT. Repeat the flag for several; "
+         "in the file separate with spaces. Empty: none (unix socket or systemd sockets only)."},
+        {"unix_socket", K_STR, F(unix_socket), "", 0, 0,
+         "Also serve HTTP on this unix socket path (empty: none)."},
+        {"unix_socket_mode", K_MODE, F(unix_socket_mode), "0660", 0, 0777,
+         "Permissions of the unix socket (octal)."},
+        {"unix_socket_group", K_STR, F(unix_socket_group), "",
+         0, 0, "Group owning the unix socket (empty: the daemon's)."},
+        {"tls_cert", K_STR, F(tls_cert), "", 0, 0, "PEM certificate for HTTPS (with tls_key)."},
+        {"tls_key", K_STR, F(tls_key), "", 0, 0, "PEM private key for HTTPS."},
+        {"tokens_file", K_STR, F(tokens_file), "", 0, 0,
+         "File of bearer tokens, one 'NAME ROLE TOKEN' per line (roles read, submit, admin); must "
+         "not be readable or writable by group or others. Empty: no authentication."},
+        {"auth_reads", K_BOOL, F(auth_reads), "false", 0, 0,
+         "With tokens configured, require the read role for GET requests too."},
+        {"require_auth_off_loopback", K_BOOL, F(require_auth_off_loopback), "false", 0, 0,
+         "Refuse to start when listening beyond loopback without tokens (else warn)."},
+        {"max_body_bytes", K_SIZE, F(max_body_bytes), "64KiB", 256, 16 * 1024 * 1024,
+         "Largest request body accepted (413 beyond)."},
+        {"max_connections", K_UINT, F(max_connections), "256", 1, 65536,
+         "Open HTTP connections at once, all clients together."},
+        {"http_threads", K_UINT, F(http_threads), "2", 1, 64,
+         "Threads serving HTTP on each listener (one request is never slowed by another's)."},
+        {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
+         "Open HTTP connections at once from one address."},
+        {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
+         "Seconds an idle or slow connection is kept."},
+        {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
+         "Seconds a request may take to arrive whole (headers and body), however steadily it "
+         "trickles; the connection is closed after that."},
+        {"shutdown_timeout_s", K_UINT, F(shutdown_timeout_s), "10", 0, 600,
+         "Seconds in-flight requests and workers get to finish at shutdown."},
 
-    {"state_dir", K_STR, F(state_dir), UMD_DEFAULT_STATE_DIR, 0, 0,
-     "Where job results are kept ($STATE_DIRECTORY wins over the default, not over this key "
-     "when set)."},
-    {"max_jobs", K_UINT, F(max_jobs), "10000", 1, 10000000,
-     "Finished jobs kept; the oldest beyond this are deleted."},
-    {"retention_days", K_UINT, F(retention_days), "90", 0, 36500,
-     "Finished jobs older than this are deleted (0: kept by count only)."},
-    {"max_result_bytes", K_SIZE, F(max_result_bytes), "4MiB", 4096, 16 * 1024 * 1024,
-     "Largest result a worker may return for one device."},
+        {"state_dir", K_STR, F(state_dir), UMD_DEFAULT_STATE_DIR, 0, 0,
+         "Where job results are kept ($STATE_DIRECTORY wins over the default, not over this key "
+         "when set)."},
+        {"max_jobs", K_UINT, F(max_jobs), "10000", 1, 10000000,
+         "Finished jobs kept; the oldest beyond this are deleted."},
+        {"retention_days", K_UINT, F(retention_days), "90", 0, 36500,
+         "Finished jobs older than this are deleted (0: kept by count only)."},
+        {"max_result_bytes", K_SIZE, F(max_result_bytes), "4MiB", 4096, 16 * 1024 * 1024,
+         "Largest result a worker may return for one device."},
 
-    {"queue_capacity", K_UINT, F(queue_capacity), "1000", 1, 1000000,
-     "Job parts waiting, all devices together (429 beyond)."},
-    {"queue_capacity_per_device", K_UINT, F(queue_capacity_per_device), "256", 1, 1000000,
-     "Job parts waiting for one device (429 beyond)."},
-    {"jobs_per_token", K_UINT, F(jobs_per_token), "100", 1, 1000000,
-     "Queued or running jobs one client token may have."},
-    {"job_timeout_default_s", K_UINT, F(job_timeout_default_s), "600", 1, 86400,
-     "Deadline of a job that gives no timeout_s."},
-    {"job_timeout_max_s", K_UINT, F(job_timeout_max_s), "3600", 1, 86400,
-     "Largest timeout_s a job may ask for."},
-    {"cancel_grace_ms", K_UINT, F(cancel_grace_ms), "2000", 0, 600000,
-     "After asking a worker to stop a cancelled job, kill it after this long."},
-    {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
-     "Largest page GET /v1/jobs returns."},
-    {"max_labels", K_UINT, F(max_labels), "16", 0, 1024, "Labels one job may carry."},
-    {"max_label_key_len", K_UINT, F(max_label_key_len), "64", 1, 4096,
-     "Longest label key, in bytes."},
-    {"max_label_value_len", K_UINT, F(max_label_value_len), "256", 0, 65536,
-     "Longest label value, in bytes."},
+        {"queue_capacity", K_UINT, F(queue_capacity), "1000", 1, 1000000,
+         "Job parts waiting, all devices together (429 beyond)."},
+        {"queue_capacity_per_device", K_UINT, F(queue_capacity_per_device), "256", 1, 1000000,
+         "Job parts waiting for one device (429 beyond)."},
+        {"jobs_per_token", K_UINT, F(jobs_per_token), "100", 1, 1000000,
+         "Queued or running jobs one client token may have."},
+        {"job_timeout_default_s", K_UINT, F(job_timeout_default_s), "600", 1, 86400,
+         "Deadline of a job that gives no timeout_s."},
+        {"job_timeout_max_s", K_UINT, F(job_timeout_max_s), "3600", 1, 86400,
+         "Largest timeout_s a job may ask for."},
+        {"cancel_grace_ms", K_UINT, F(cancel_grace_ms), "2000", 0, 600000,
+         "After asking a worker to stop a cancelled job, kill it after this long."},
+        {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
+         "Largest page GET /v1/jobs returns."},
+        {"max_labels", K_UINT, F(max_labels), "16", 0, 1024, "Labels one job may carry."},
+        {"max_label_key_len", K_UINT, F(max_label_key_len), "64", 1, 4096,
+         "Longest label key, in bytes."},
+        {"max_label_value_len", K_UINT, F(max_label_value_len), "256", 0, 65536,
+         "Longest label value, in bytes."},
 
-    {"worker_path", K_STR, F(worker_path), "", 0, 0,
-     "The umd-worker program (empty: the installed one, else the one beside umd)."},
-    {"devices", K_STR, F(devices), "all", 0, 0,
-     "GPUs to own: 'all' or a comma-separated list of indexes and UUIDs."},
-    {"fake_devices", K_UINT, F(fake_devices), "0", 0, 64,
-     "Emulate this many GPUs instead of using real ones (tests only; results say fake)."},
-    {"heartbeat_interval_ms", K_UINT, F(heartbeat_interval_ms), "1000", 50, 60000,
-     "How often workers report they are alive."},
-    {"heartbeat_timeout_ms", K_UINT, F(heartbeat_timeout_ms), "10000", 100, 600000,
-     "A worker silent this long is killed and respawned."},
-    {"max_crashes", K_UINT, F(max_crashes), "3", 1, 1000,
-     "Worker crashes in a row before its device is marked faulted."},
-    {"respawn_backoff_ms", K_UINT, F(respawn_backoff_ms), "200", 0, 600000,
-     "Delay before respawning a dead worker, doubled per crash in a row."},
-    {"respawn_backoff_max_ms", K_UINT, F(respawn_backoff_max_ms), "30000", 0, 3600000,
-     "Longest delay between respawns."},
-    {"discovery_timeout_ms", K_UINT, F(discovery_timeout_ms), "30000", 100, 600000,
-     "How long 'umd-worker --list' may take at start."},
+        {"worker_path", K_STR, F(worker_path), "", 0, 0,
+         "The umd-worker program (empty: the installed one, else the one beside umd)."},
+        {"devices", K_STR, F(devices), "all", 0, 0,
+         "GPUs to own: 'all' or a comma-separated list of indexes and UUIDs."},
+        {"fake_devices", K_UINT, F(fake_devices), "0", 0, 64,
+         "Emulate this many GPUs instead of using real ones (tests only; results say fake)."},
+        {"heartbeat_interval_ms", K_UINT, F(heartbeat_interval_ms), "1000", 50, 60000,
+         "How often workers report they are alive."},
+        {"heartbeat_timeout_ms", K_UINT, F(heartbeat_timeout_ms), "10000", 100, 600000,
+         "A worker silent this long is killed and respawned."},
+        {"max_crashes", K_UINT, F(max_crashes), "3", 1, 1000,
+         "Worker crashes in a row before its device is marked faulted."},
+        {"respawn_backoff_ms", K_UINT, F(respawn_backoff_ms), "200", 0, 600000,
+         "Delay before respawning a dead worker, doubled per crash in a row."},
+        {"respawn_backoff_max_ms", K_UINT, F(respawn_backoff_max_ms), "30000", 0, 3600000,
+         "Longest delay between respawns."},
+        {"discovery_timeout_ms", K_UINT, F(discovery_timeout_ms), "30000", 100, 600000,
+         "How long 'umd-worker --list' may take at start."},
 
-    {"max_buffer_bytes", K_SIZE, F(max_buffer_bytes), "4GiB", 4096, 1024 * GiB,
-     "Largest buffer a benchmark may ask for (400 beyond)."},
-    {"pool_bytes", K_SIZE, F(pool_bytes), "8GiB", 0, 1024 * GiB,
-     "Pinned host plus device buffers a worker keeps between jobs."},
-    {"managed_reserve_bytes", K_SIZE, F(managed_reserve_bytes), "2GiB", 0, 1024 * GiB,
-     "Free GPU memory never taken by managed allocations (too much can hang a GPU)."},
+        {"max_buffer_bytes", K_SIZE, F(max_buffer_bytes), "4GiB", 4096, 1024 * GiB,
+         "Largest buffer a benchmark may ask for (400 beyond)."},
+        {"pool_bytes", K_SIZE, F(pool_bytes), "8GiB", 0, 1024 * GiB,
+         "Pinned host plus device buffers a worker keeps between jobs."},
+        {"managed_reserve_bytes", K_SIZE, F(managed_reserve_bytes), "2GiB", 0, 1024 * GiB,
+         "Free GPU memory never taken by managed allocations (too much can hang a GPU)."},
 
-    {"health_warn_fraction", K_DOUBLE, F(health_warn_fraction), "0.70", 0, 1,
-     "Health: pinned copy bandwidth below this fraction of the link's rate warns."},
-    {"health_fail_fraction", K_DOUBLE, F(health_fail_fraction), "0.40", 0, 1,
-     "Health: below this fraction of the link's rate fails."},
-    {"health_baseline_runs", K_UINT, F(health_baseline_runs), "5", 1, 1000,
-     "Health: the baseline is the median of this many past passing results of the GPU."},
-    {"health_baseline_min_runs", K_UINT, F(health_baseline_min_runs), "3", 1, 1000,
-     "Health: the baseline is judged against only once this many passing runs exist (one "
-     "run is too noisy a baseline)."},
-    {"health_baseline_tolerance", K_DOUBLE, F(health_baseline_tolerance), "0.15", 0, 1,
-     "Health: a drop below the baseline by more than this fraction fails for pinned copies "
-     "(bound by the link) and warns for pageable and managed paths (which also depend on the "
-     "host's memory and CPU, and vary more from run to run)."},
+        {"health_warn_fraction", K_DOUBLE, F(health_warn_fraction), "0.70", 0, 1,
+         "Health: pinned copy bandwidth below this fraction of the link's rate warns."},
+        {"health_fail_fraction", K_DOUBLE, F(health_fail_fraction), "0.40", 0, 1,
+         "Health: below this fraction of the link's rate fails."},
+        {"health_baseline_runs", K_UINT, F(health_baseline_runs), "5", 1, 1000,
+         "Health: the baseline is the median of this many past passing results of the GPU."},
+        {"health_baseline_min_runs", K_UINT, F(health_baseline_min_runs), "3", 1, 1000,
+         "Health: the baseline is judged against only once this many passing runs exist (one "
+         "run is too noisy a baseline)."},
+        {"health_baseline_tolerance", K_DOUBLE, F(health_baseline_tolerance), "0.15", 0, 1,
+         "Health: a drop below the baseline by more than this fraction fails for pinned copies "
+         "(bound by the link) and warns for pageable and managed paths (which also depend on the "
+         "host's memory and CPU, and vary more from run to run)."},
 
-    {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0, "error, warning, notice, info or debug."},
+        {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0,
+         "error, warning, notice, info or debug."},
 };
 
 static void *field(struct umd_config *c, const struct key *k)
@@ -215,8 +216,8 @@ static int listen_add(struct umd_config *c, const char *s, char *err, size_t err
 }
 
 /* Set one key from its text form. append: a repeated --listen adds rather than replaces. */
-static int key_set(struct umd_config *c, const struct key *k, const char *v, bool append, char *err,
-                   size_t errlen)
+static int key_set(struct umd_config *c, const struct key *k, const char *v, bool append,
+                   char *err, size_t errlen)
 {
         void *p = field(c, k);
         uint64_t u;
@@ -239,8 +240,7 @@ static int key_set(struct umd_config *c, const struct key *k, const char *v, boo
                 if (!copy)
                         return -ENOMEM;
                 char *save = NULL;
-                for (char *w = strtok_r(copy, " \t,", &save); w;
-                     w = strtok_r(NULL, " \t,", &save)) {
+                for (char *w = strtok_r(copy, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
                         r = listen_add(c, w, err, errlen);
                         if (r < 0)
                                 return r;
@@ -460,8 +460,9 @@ void config_print_help(FILE *f, const char *prog)
                 prog);
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 flag_name(&keys[i], flag, sizeof(flag));
-                fprintf(f, "      --%s %s\n          %s (default: %s)\n", flag, type_hint(&keys[i]),
-                        keys[i].help, keys[i].def[0] ? keys[i].def : "none");
+                fprintf(f, "      --%s %s\n          %s (default: %s)\n", flag,
+                        type_hint(&keys[i]), keys[i].help,
+                        keys[i].def[0] ? keys[i].def : "none");
         }
 }
 
@@ -614,10 +615,10 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                 if (inl)
                         v = inl;
                 else if (k->type == K_BOOL)
-                        v = (i + 1 < argc &&
-                             (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false")))
-                                ? argv[++i]
-                                : "true";
+                        v = (i + 1 < argc && (!strcmp(argv[i + 1], "true") ||
+                                              !strcmp(argv[i + 1], "false")))
+                                    ? argv[++i]
+                                    : "true";
                 else
                         v = argv[++i];
                 bool append = k->type == K_LISTEN && listen_seen;
