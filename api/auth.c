@@ -283,7 +283,9 @@ int auth_tokens_load(const char *path, struct auth_tokens **ret)
         char err[512];
         int r;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: a FIFO at the path must fail the type check below, not block start-up
+         * in open() until a writer appears. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return log_error_errno(errno, "tokens_file %s: %m", path);
         if (fstat(fd, &st) < 0)
@@ -298,6 +300,14 @@ int auth_tokens_load(const char *path, struct auth_tokens **ret)
                 log_error("tokens_file %s: mode %04o lets its group or others read or write it; "
                           "refusing to start (chmod 600 it)",
                           path, (unsigned)(st.st_mode & 07777));
+                return -EPERM;
+        }
+        /* Whoever owns the file can chmod it and write themselves an admin token: only root
+         * and the user umd runs as may. */
+        if (st.st_uid != 0 && st.st_uid != geteuid()) {
+                log_error("tokens_file %s: owned by uid %u, neither root nor umd's own user "
+                          "(uid %u); refusing to start (chown it)",
+                          path, (unsigned)st.st_uid, (unsigned)geteuid());
                 return -EPERM;
         }
         if (st.st_size > AUTH_FILE_MAX) {
@@ -342,27 +352,32 @@ size_t auth_tokens_count(const struct auth_tokens *t)
         return t ? t->n : 0;
 }
 
-int auth_tokens_check(const struct auth_tokens *t, const char *authorization, const char **ret_name,
-                      enum api_role *ret_role)
+int auth_tokens_check_n(const struct auth_tokens *t, const char *authorization, size_t alen,
+                        const char **ret_name, enum api_role *ret_role)
 {
         unsigned char given[AUTH_TOKEN_MAX];
-        const char *v = authorization;
+        const char *v = authorization, *end;
         size_t len, given_len, found = 0, idx = 0;
 
         if (!v)
                 return -ENOKEY;
-        while (is_blank(*v))
+        end = v + alen;
+        while (v < end && is_blank(*v))
                 v++;
         /* The scheme is case-insensitive (RFC 9110 11.1). */
-        if (strncasecmp(v, "Bearer", 6) != 0 || !is_blank(v[6]))
+        if (end - v < 7 || strncasecmp(v, "Bearer", 6) != 0 || !is_blank(v[6]))
                 return -ENOKEY;
         v += 6;
-        while (is_blank(*v))
+        while (v < end && is_blank(*v))
                 v++;
-        len = strlen(v);
+        len = (size_t)(end - v);
         while (len > 0 && is_blank(v[len - 1]))
                 len--;
         if (len == 0)
+                return -EACCES;
+        /* The whole value is the token: a NUL inside it must not end the comparison early
+         * ("Bearer TOKEN\0junk" is not TOKEN). */
+        if (memchr(v, '\0', len))
                 return -EACCES;
 
         given_len = pad(given, v, len);
@@ -380,6 +395,13 @@ int auth_tokens_check(const struct auth_tokens *t, const char *authorization, co
         *ret_name = t->tokens[idx].name;
         *ret_role = t->tokens[idx].role;
         return 0;
+}
+
+int auth_tokens_check(const struct auth_tokens *t, const char *authorization, const char **ret_name,
+                      enum api_role *ret_role)
+{
+        return auth_tokens_check_n(t, authorization, authorization ? strlen(authorization) : 0,
+                                   ret_name, ret_role);
 }
 
 struct auth_tokens *auth_tokens_free(struct auth_tokens *t)

@@ -33,8 +33,9 @@ bool auth_equal_ct(const char *a, size_t alen, const char *b, size_t blen);
 int auth_tokens_parse(const char *text, size_t len, const char *origin, struct auth_tokens **ret,
                       char *err, size_t errlen);
 
-/* Read and parse path. Refuses (-EPERM) a file that group or others may read or write, and
- * anything but a regular file. Logs one error line naming the file and returns -errno. */
+/* Read and parse path. Refuses (-EPERM) a file that group or others may read or write or that
+ * someone but root or umd's own user owns, and anything but a regular file (a FIFO too,
+ * without blocking). Logs one error line naming the file and returns -errno. */
 int auth_tokens_load(const char *path, struct auth_tokens **ret);
 
 size_t auth_tokens_count(const struct auth_tokens *t);
@@ -44,6 +45,10 @@ size_t auth_tokens_count(const struct auth_tokens *t);
  * Every token is compared in full, whichever matches. */
 int auth_tokens_check(const struct auth_tokens *t, const char *authorization, const char **ret_name,
                       enum api_role *ret_role);
+/* The same for a value of alen bytes, which may hold NUL bytes (a header as sent): the whole
+ * value counts, so anything after a NUL makes it an unknown token. */
+int auth_tokens_check_n(const struct auth_tokens *t, const char *authorization, size_t alen,
+                        const char **ret_name, enum api_role *ret_role);
 
 /* Accepts NULL; returns NULL. Overwrites the secrets before freeing them. */
 struct auth_tokens *auth_tokens_free(struct auth_tokens *t);

@@ -13,6 +13,7 @@
 #include <grp.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +45,29 @@ struct listener {
         char name[LISTEN_NAME_MAX];
 };
 
+/* One open connection, for the request deadline and the local reserve. libmicrohttpd's
+ * connection_timeout is an idle timeout: a client sending a header line every few seconds
+ * keeps a slot forever. The reaper thread shuts down the socket of a connection whose request
+ * has not arrived whole by its deadline; libmicrohttpd then reads EOF and closes it. The fd
+ * stays valid while the entry is listed: libmicrohttpd calls the CLOSED notification, which
+ * unlists it under conns_lock, before it closes the socket. */
+struct conn {
+        struct conn *prev, *next;
+        int fd;
+        bool remote;
+        bool cut;
+        uint64_t deadline_ms; /* 0: none (the request is whole and being answered) */
+};
+
 struct api_server {
         const struct umd_config *cfg;
+        pthread_mutex_t conns_lock;
+        pthread_cond_t reaper_cond;
+        struct conn *conns;
+        unsigned remote_conns; /* connections from beyond loopback, all listeners */
+        unsigned remote_max;   /* max_connections less the slots kept for local clients */
+        bool reaper_started, reaper_stop;
+        pthread_t reaper;
         struct listener *listeners;
         size_t n_listeners;
         char *unix_path;            /* the socket file we created, removed at stop */
@@ -143,6 +165,59 @@ static enum MHD_Result queue_problem(struct MHD_Connection *c, struct request_ct
 
 /* ---- the access handler ---- */
 
+struct header_walk {
+        const char *value;      /* the header whose line we want the end of */
+        const char *prev_value; /* the value of the header before it, if any */
+        const char *next_key;   /* the key of the header after it, if any */
+        const char *last_value;
+        bool found, done;
+};
+
+static enum MHD_Result walk_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+        struct header_walk *w = cls;
+
+        if (w->found) {
+                w->next_key = key;
+                w->done = true;
+                return MHD_NO;
+        }
+        w->found = value == w->value;
+        if (w->found)
+                w->prev_value = w->last_value;
+        w->last_value = value;
+        return MHD_YES;
+}
+
+/* Whether the client sent more of a header's line than its value. libmicrohttpd 0.9.75
+ * measures header values with strlen(), so "Bearer TOKEN\0junk" arrives as "Bearer TOKEN"
+ * whatever API reads it. It keeps the headers in its read buffer in the order they came, each
+ * line end (CR LF or LF) overwritten with NULs: a header's line ends exactly where the next
+ * header's key starts, 1 or 2 bytes after its value; the last header's value is followed by
+ * its line end and the blank line's, 4 NULs with CR LF. Anything else means bytes the string
+ * hid. (The last header with 4 or more NULs and then junk cannot be told from one followed by
+ * a body; every other form is caught.) */
+static bool header_hides_bytes(struct MHD_Connection *c, const char *value, size_t len)
+{
+        struct header_walk w = {.value = value};
+        bool crlf = true;
+
+        MHD_get_connection_values(c, MHD_HEADER_KIND, walk_header, &w);
+        if (!w.found)
+                return true;
+        if (w.done)
+                return w.next_key != value + len + 1 && w.next_key != value + len + 2;
+        /* The client's line ends, from the header before: "value\0\0Key" is CR LF. */
+        if (w.prev_value) {
+                const char *p = w.prev_value + strlen(w.prev_value);
+                crlf = p[1] == '\0';
+        }
+        if (value[len + 1] != '\0')
+                return true;
+        return crlf && (value[len + 2] != '\0' || value[len + 3] != '\0');
+}
+
 /* Resolve the caller from its bearer token and check the route's role. Without a tokens file
  * there is no one to refuse, so every caller is an anonymous administrator. Reads need a token
  * only with auth_reads. Who owns a job is the core's question: cancelling is let through here
@@ -152,7 +227,8 @@ static int request_authorize(struct MHD_Connection *c, struct request_ctx *r,
 {
         const struct api_server *s = r->srv;
         enum api_role need = m->role, role = ROLE_NONE;
-        const char *name = NULL;
+        const char *name = NULL, *hv = NULL;
+        size_t hv_len = 0;
         int k;
 
         r->client = NULL;
@@ -163,10 +239,14 @@ static int request_authorize(struct MHD_Connection *c, struct request_ctx *r,
                 need = ROLE_NONE;
         if (need == ROLE_NONE)
                 return 0;
-        k = auth_tokens_check(
-            s->tokens,
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION), &name,
-            &role);
+        /* By length, not as a C string: a NUL in the header must not hide what follows it. */
+        if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                          strlen(MHD_HTTP_HEADER_AUTHORIZATION), &hv,
+                                          &hv_len) != MHD_YES)
+                hv = NULL;
+        k = auth_tokens_check_n(s->tokens, hv, hv ? hv_len : 0, &name, &role);
+        if (k == 0 && header_hides_bytes(c, hv, hv_len))
+                k = -EACCES;
         if (k == -ENOKEY) {
                 r->www_authenticate = "Bearer realm=\"umd\"";
                 return problem_set(p, 401, NULL,
@@ -276,6 +356,26 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
         return MHD_YES;
 }
 
+/* The connection's entry (set by on_connection), or NULL. */
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return ci ? ci->socket_context : NULL;
+}
+
+static void conn_set_deadline(struct api_server *s, struct MHD_Connection *c, uint64_t deadline)
+{
+        struct conn *k = conn_of(c);
+
+        if (!k)
+                return;
+        pthread_mutex_lock(&s->conns_lock);
+        k->deadline_ms = deadline;
+        pthread_mutex_unlock(&s->conns_lock);
+}
+
 static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx *r, const char *url)
 {
         struct api_request req = {
@@ -290,6 +390,8 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
         struct args_state st = {0};
         struct problem p = {0};
 
+        /* The request is whole: answering it (a ?wait= long poll too) has no deadline. */
+        conn_set_deadline(r->srv, c, 0);
         if (r->too_large) {
                 problem_set(&p, 413, NULL,
                             "body is over the limit of %" PRIu64 " bytes (max_body_bytes)",
@@ -347,10 +449,152 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                 return;
         /* status 0: the client went away or timed out before any response was queued. */
         core_http_observe(r->pattern, http_method_name(r->method), r->status);
+        /* Kept alive, the next request may start at any moment the idle timeout allows, and
+         * must then arrive within request_timeout_s. */
+        conn_set_deadline(s, c,
+                          now_monotonic_ms() +
+                              1000ull * (s->cfg->connection_timeout_s + s->cfg->request_timeout_s));
         free(r->body);
         free(r);
         *con_cls = NULL;
         atomic_fetch_sub(&s->inflight, 1);
+}
+
+/* ---- connections: request deadline, slots kept for local clients ---- */
+
+/* Loopback and unix-socket peers: the node's own health checks and tools. */
+static bool addr_is_local(const struct sockaddr *sa, socklen_t len)
+{
+        if (!sa || len < (socklen_t)sizeof(sa_family_t))
+                return true;
+        if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in))
+                return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+        if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+                const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+                return IN6_IS_ADDR_LOOPBACK(a) ||
+                       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+        }
+        return sa->sa_family == AF_UNIX;
+}
+
+/* Remote clients get max_connections less a reserve; the reserve is for loopback and the unix
+ * socket, so remote clients filling every slot cannot lock out the node's own health checks. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+        struct api_server *s = cls;
+        bool ok;
+
+        if (addr_is_local(addr, addrlen))
+                return MHD_YES;
+        pthread_mutex_lock(&s->conns_lock);
+        ok = s->remote_conns < s->remote_max;
+        pthread_mutex_unlock(&s->conns_lock);
+        return ok ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+        struct api_server *s = cls;
+        struct conn *k = *socket_context;
+
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *fd_info =
+                    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+                const union MHD_ConnectionInfo *addr_info =
+                    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+                k = calloc(1, sizeof(*k));
+                if (!k || !fd_info) {
+                        /* Untracked, the idle timeout still bounds it. */
+                        free(k);
+                        return;
+                }
+                k->fd = fd_info->connect_fd;
+                k->remote = addr_info && addr_info->client_addr &&
+                            !addr_is_local(addr_info->client_addr, sizeof(struct sockaddr_in6));
+                k->deadline_ms = now_monotonic_ms() + 1000ull * s->cfg->request_timeout_s;
+                pthread_mutex_lock(&s->conns_lock);
+                k->next = s->conns;
+                if (s->conns)
+                        s->conns->prev = k;
+                s->conns = k;
+                if (k->remote)
+                        s->remote_conns++;
+                pthread_mutex_unlock(&s->conns_lock);
+                *socket_context = k;
+                return;
+        }
+        if (!k)
+                return;
+        pthread_mutex_lock(&s->conns_lock);
+        if (k->prev)
+                k->prev->next = k->next;
+        else
+                s->conns = k->next;
+        if (k->next)
+                k->next->prev = k->prev;
+        if (k->remote)
+                s->remote_conns--;
+        pthread_mutex_unlock(&s->conns_lock);
+        free(k);
+        *socket_context = NULL;
+}
+
+static void *reaper_main(void *arg)
+{
+        struct api_server *s = arg;
+
+        pthread_mutex_lock(&s->conns_lock);
+        while (!s->reaper_stop) {
+                uint64_t now = now_monotonic_ms();
+                struct timespec until;
+                unsigned cut = 0;
+
+                for (struct conn *k = s->conns; k; k = k->next)
+                        if (!k->cut && k->deadline_ms && now >= k->deadline_ms) {
+                                /* shutdown, not close: the fd is libmicrohttpd's to close. */
+                                (void)shutdown(k->fd, SHUT_RDWR);
+                                k->cut = true;
+                                cut++;
+                        }
+                if (cut)
+                        log_debug("http: closed %u connection(s) whose request did not arrive "
+                                  "within request_timeout_s (%us)",
+                                  cut, s->cfg->request_timeout_s);
+                clock_gettime(CLOCK_MONOTONIC, &until);
+                until.tv_nsec += 250 * 1000 * 1000;
+                if (until.tv_nsec >= 1000 * 1000 * 1000) {
+                        until.tv_sec++;
+                        until.tv_nsec -= 1000 * 1000 * 1000;
+                }
+                pthread_cond_timedwait(&s->reaper_cond, &s->conns_lock, &until);
+        }
+        pthread_mutex_unlock(&s->conns_lock);
+        return NULL;
+}
+
+static int reaper_start(struct api_server *s)
+{
+        int r = pthread_create(&s->reaper, NULL, reaper_main, s);
+
+        if (r != 0)
+                return log_error_errno(r, "cannot start the HTTP request reaper: %m");
+        s->reaper_started = true;
+        return 0;
+}
+
+/* After every daemon is stopped: no connection is left to cut. */
+static void reaper_stop(struct api_server *s)
+{
+        if (!s->reaper_started)
+                return;
+        pthread_mutex_lock(&s->conns_lock);
+        s->reaper_stop = true;
+        pthread_cond_signal(&s->reaper_cond);
+        pthread_mutex_unlock(&s->conns_lock);
+        pthread_join(s->reaper, NULL);
+        s->reaper_started = false;
 }
 
 /* ---- listeners ---- */
@@ -565,13 +809,14 @@ static int start_daemon(struct api_server *s, struct listener *l)
         /* libmicrohttpd's defaults are no timeout and no connection limits: set all three.
          * Per-IP limits mean nothing on a unix socket, where every peer has no address. */
         l->daemon = MHD_start_daemon(
-            flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+            flags, 0, on_accept, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
             MHD_OPTION_LISTEN_SOCKET, l->fd, MHD_OPTION_CONNECTION_LIMIT,
             (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)(l->is_unix ? 0 : cfg->max_connections_per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)cfg->connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-            MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_THREAD_POOL_SIZE,
-            (unsigned)cfg->http_threads, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+            MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, s, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+            MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
         if (!l->daemon) {
                 if (tls)
                         log_error("cannot start HTTPS on %s: tls_cert %s and tls_key %s are not a "
@@ -594,6 +839,9 @@ static void server_free(struct api_server *s)
                 else if (l->fd >= 0)
                         close(l->fd);
         }
+        reaper_stop(s);
+        pthread_cond_destroy(&s->reaper_cond);
+        pthread_mutex_destroy(&s->conns_lock);
         if (s->unix_path)
                 (void)unlink(s->unix_path);
         free(s->unix_path);
@@ -720,6 +968,11 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
                 return -ENOMEM;
         s->cfg = cfg;
         atomic_init(&s->inflight, 0);
+        pthread_mutex_init(&s->conns_lock, NULL);
+        pthread_cond_init(&s->reaper_cond, NULL);
+        /* An eighth of the slots (at least one) are kept for loopback and the unix socket. */
+        s->remote_max = cfg->max_connections -
+                        (cfg->max_connections >= 2 ? (cfg->max_connections / 8 ?: 1) : 0);
         s->listeners = calloc((size_t)n_fds + cfg->n_listen + 1, sizeof(*s->listeners));
         if (!s->listeners) {
                 free(s);
@@ -789,6 +1042,9 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
         if (r < 0)
                 goto fail;
 
+        r = reaper_start(s);
+        if (r < 0)
+                goto fail;
         atomic_store(&mhd_log_level, LOG_WARNING);
         for (size_t i = 0; i < s->n_listeners; i++) {
                 r = start_daemon(s, &s->listeners[i]);

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -61,6 +63,9 @@ static const struct key keys[] = {
          "Open HTTP connections at once from one address."},
         {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
          "Seconds an idle or slow connection is kept."},
+        {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
+         "Seconds a request may take to arrive whole (headers and body), however steadily it "
+         "trickles; the connection is closed after that."},
         {"shutdown_timeout_s", K_UINT, F(shutdown_timeout_s), "10", 0, 600,
          "Seconds in-flight requests and workers get to finish at shutdown."},
 
@@ -434,11 +439,28 @@ static int config_ini_line(void *user, const char *section, const char *name, co
 int config_load_file(struct umd_config *c, const char *path)
 {
         struct ini_state st = {.c = c};
-        FILE *f = fopen(path, "re");
+        struct stat sb;
+        FILE *f = NULL;
+        /* O_NONBLOCK: a FIFO at the path must be refused, not block start-up in open(). */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
+        if (fd < 0 || fstat(fd, &sb) < 0) {
+                int r = -errno;
+                fprintf(stderr, "umd: cannot read config file %s: %s\n", path, strerror(-r));
+                if (fd >= 0)
+                        close(fd);
+                return r;
+        }
+        if (!S_ISREG(sb.st_mode)) {
+                fprintf(stderr, "umd: config file %s: not a regular file\n", path);
+                close(fd);
+                return -EINVAL;
+        }
+        f = fdopen(fd, "re");
         if (!f) {
                 int r = -errno;
-                fprintf(stderr, "umd: cannot read config file %s: %s\n", path, strerror(errno));
+                fprintf(stderr, "umd: cannot read config file %s: %s\n", path, strerror(-r));
+                close(fd);
                 return r;
         }
         int line = ini_parse_file(f, config_ini_line, &st);

@@ -26,6 +26,7 @@ struct umd_config {
         unsigned http_threads;
         unsigned max_connections_per_ip;
         unsigned connection_timeout_s;
+        unsigned request_timeout_s;
         unsigned shutdown_timeout_s;
 
         /* state */

@@ -107,6 +107,12 @@ fail:
 
 int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)
 {
+        return read_file_at_flags(dirfd, name, 0, max, ret, ret_len);
+}
+
+int read_file_at_flags(int dirfd, const char *name, int flags, size_t max, char **ret,
+                       size_t *ret_len)
+{
         _cleanup_close_ int fd = -1;
         char *buf = NULL;
         size_t len = 0, cap;
@@ -117,7 +123,9 @@ int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *re
                 return -EINVAL;
         if (max > SIZE_MAX - 2)
                 max = SIZE_MAX - 2; /* room for the one-byte probe and the NUL */
-        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: opening a FIFO blocks until a writer comes; with it the open returns at
+         * once and the type check below refuses it. Reads of a regular file ignore it. */
+        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
         if (fd < 0)
                 return -errno;
         if (fstat(fd, &st) < 0)

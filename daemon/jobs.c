@@ -922,13 +922,18 @@ static const char *recover_check(const json_t *doc, const struct job *j)
 static int recover_one(json_t *doc, void *userdata)
 {
         unsigned *changed = userdata;
-        struct job *j = job_from_doc(doc);
+        struct job *j = NULL;
         bool dirty = false;
         const char *bad;
+        char why[160] = "";
 
-        if (!j) {
-                log_warning("store: job %s has an unexpected shape; ignored",
-                            json_string_value(json_object_get(doc, "id")) ?: "?");
+        /* What comes back from disk is trusted no more than a submission: the filters and
+         * handlers below assume the shapes jobs.c writes. */
+        if (spec_validate_stored(doc, why, sizeof(why)) < 0 || !(j = job_from_doc(doc))) {
+                if (!j && why[0] == '\0')
+                        snprintf(why, sizeof(why), "unexpected shape");
+                log_warning("store: job %.40s: %s; set aside",
+                            json_string_value(json_object_get(doc, "id")) ?: "?", why);
                 return 0;
         }
         j->committed = true;
@@ -1431,24 +1436,24 @@ out:
         return r;
 }
 
-static void url_append(char *buf, size_t len, const char *name, const char *v)
+/* Append "?name=v" or "&name=v" to f, percent-encoding v. A stream rather than a fixed
+ * buffer: the filter values are bounded only by the request's length, and a cut link would
+ * send the client a query that no longer parses. */
+static void url_append(FILE *f, bool *first, const char *name, const char *v)
 {
-        size_t at = strlen(buf);
         static const char hex[] = "0123456789ABCDEF";
-        if (!v || at + 1 >= len)
+
+        if (!v)
                 return;
-        at += (size_t)snprintf(buf + at, len - at, "%s%s=", strchr(buf, '?') ? "&" : "?", name);
-        for (const unsigned char *c = (const unsigned char *)v; *c && at + 4 < len; c++) {
+        fprintf(f, "%s%s=", *first ? "?" : "&", name);
+        *first = false;
+        for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
                 if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
                     (*c >= '0' && *c <= '9') || strchr("-_.~", *c))
-                        buf[at++] = (char)*c;
-                else {
-                        buf[at++] = '%';
-                        buf[at++] = hex[*c >> 4];
-                        buf[at++] = hex[*c & 15];
-                }
+                        fputc(*c, f);
+                else
+                        fprintf(f, "%%%c%c", hex[*c >> 4], hex[*c & 15]);
         }
-        buf[at < len ? at : len - 1] = 0;
 }
 
 /* A list's since/until: Unix milliseconds, or RFC 3339 with a Z or numeric offset. */
@@ -1568,19 +1573,35 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
                                    "the job store cannot be read (see the daemon's log)");
         const char *last =
             json_string_value(json_object_get(json_array_get(arr, json_array_size(arr) - 1), "id"));
-        char next[1024] = "/v1/jobs";
+        char *next = NULL;
+        size_t next_len = 0;
         if (more) {
-                url_append(next, sizeof(next), "status", f->status);
-                url_append(next, sizeof(next), "benchmark", f->benchmark);
-                url_append(next, sizeof(next), "device", f->device);
-                url_append(next, sizeof(next), "label", f->label);
-                url_append(next, sizeof(next), "since", f->since);
-                url_append(next, sizeof(next), "until", f->until);
-                url_append(next, sizeof(next), "limit", f->limit);
-                url_append(next, sizeof(next), "before", last);
+                FILE *nf = open_memstream(&next, &next_len);
+                bool first = true;
+
+                if (nf) {
+                        fputs("/v1/jobs", nf);
+                        url_append(nf, &first, "status", f->status);
+                        url_append(nf, &first, "benchmark", f->benchmark);
+                        url_append(nf, &first, "device", f->device);
+                        url_append(nf, &first, "label", f->label);
+                        url_append(nf, &first, "since", f->since);
+                        url_append(nf, &first, "until", f->until);
+                        url_append(nf, &first, "limit", f->limit);
+                        url_append(nf, &first, "before", last);
+                        if (fclose(nf) != 0) {
+                                free(next);
+                                next = NULL;
+                        }
+                }
+        }
+        if (more && !next) {
+                json_decref(arr);
+                return problem_set(p, 500, NULL, "out of memory building the next link");
         }
         *ret_page =
             json_pack("{s:o, s:o}", "jobs", arr, "next", more ? json_string(next) : json_null());
+        free(next);
         return 0;
 }
 

@@ -283,3 +283,119 @@ void spec_done(struct job_spec *s)
         json_decref(s->params);
         s->params = NULL;
 }
+
+/* ---- a job document read back from storage ---- */
+
+static bool opt_string(const json_t *doc, const char *key)
+{
+        const json_t *v = json_object_get(doc, key);
+        return !v || json_is_null(v) || json_is_string(v);
+}
+
+static int stored_labels(const json_t *labels, char *why, size_t whylen)
+{
+        const char *k;
+        json_t *v;
+
+        if (!labels)
+                return 0;
+        if (!json_is_object(labels)) {
+                snprintf(why, whylen, "\"labels\" is not an object");
+                return -EINVAL;
+        }
+        /* The submission rules for keys and values; not the configured counts and lengths,
+         * which may have been lowered since: that makes a job old, not damaged. */
+        json_object_foreach((json_t *)labels, k, v)
+        {
+                if (!label_key_ok(k)) {
+                        snprintf(why, whylen, "label key '%.64s' is not A-Z a-z 0-9 _ - . /", k);
+                        return -EINVAL;
+                }
+                if (!json_is_string(v)) {
+                        snprintf(why, whylen, "label '%.64s' is not a string", k);
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+static int stored_part(const json_t *part, size_t i, char *why, size_t whylen)
+{
+        const json_t *dev = json_object_get(part, "device"), *res = json_object_get(part, "result");
+
+        if (!json_is_object(part) || !json_is_integer(dev) || json_integer_value(dev) < 0 ||
+            !json_is_string(json_object_get(part, "uuid")) ||
+            !json_is_string(json_object_get(part, "state")) || !opt_string(part, "started") ||
+            !opt_string(part, "finished") || !opt_string(part, "error") ||
+            (res && !json_is_null(res) && !json_is_object(res))) {
+                snprintf(why, whylen,
+                         "part %zu is not an object with an integer device, string uuid and "
+                         "state, string or null times and error, and an object or null result",
+                         i);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int spec_validate_stored(const json_t *doc, char *why, size_t whylen)
+{
+        const json_t *parts = json_object_get(doc, "parts"), *prio, *timeout, *part;
+        const char *bench;
+        size_t i;
+        int r;
+
+        if (!json_is_object(doc)) {
+                snprintf(why, whylen, "not a JSON object");
+                return -EINVAL;
+        }
+        bench = json_string_value(json_object_get(doc, "benchmark"));
+        if (!bench || !bench[0]) {
+                snprintf(why, whylen, "\"benchmark\" is not a name");
+                return -EINVAL;
+        }
+        if (!json_is_string(json_object_get(doc, "state")) ||
+            !json_is_string(json_object_get(doc, "id"))) {
+                snprintf(why, whylen, "\"id\" or \"state\" is not a string");
+                return -EINVAL;
+        }
+        if (json_object_get(doc, "params") && !json_is_object(json_object_get(doc, "params"))) {
+                snprintf(why, whylen, "\"params\" is not an object");
+                return -EINVAL;
+        }
+        prio = json_object_get(doc, "priority");
+        if (prio &&
+            !(json_is_string(prio) && spec_priority_from_string(json_string_value(prio)) >= 0)) {
+                snprintf(why, whylen, "\"priority\" is not high, normal or low");
+                return -EINVAL;
+        }
+        timeout = json_object_get(doc, "timeout_s");
+        if (timeout && !(json_is_integer(timeout) && json_integer_value(timeout) >= 0)) {
+                snprintf(why, whylen, "\"timeout_s\" is not a whole number");
+                return -EINVAL;
+        }
+        if (!opt_string(doc, "client") || !opt_string(doc, "idempotency_key") ||
+            !opt_string(doc, "kind") || !opt_string(doc, "created") ||
+            !opt_string(doc, "started") || !opt_string(doc, "finished") ||
+            !opt_string(doc, "request")) {
+                snprintf(why, whylen,
+                         "one of client, idempotency_key, kind, created, started, finished, "
+                         "request is neither a string nor null");
+                return -EINVAL;
+        }
+        r = stored_labels(json_object_get(doc, "labels"), why, whylen);
+        if (r < 0)
+                return r;
+        if (!json_is_array(parts) || json_array_size(parts) == 0 ||
+            json_array_size(parts) > SPEC_MAX_DEVICES) {
+                snprintf(why, whylen, "\"parts\" is not an array of 1 to %d parts",
+                         SPEC_MAX_DEVICES);
+                return -EINVAL;
+        }
+        json_array_foreach(parts, i, part)
+        {
+                r = stored_part(part, i, why, whylen);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}

@@ -671,6 +671,12 @@ int main(int argc, char **argv)
         log_set_ident(ident);
         /* A dead umd is noticed as a write error, not a signal. */
         signal(SIGPIPE, SIG_IGN);
+        /* umd stops its workers itself (shutdown message, then SIGKILL at its deadline): a
+         * SIGTERM or SIGINT sent to the whole group (systemctl stop without KillMode=mixed,
+         * Ctrl-C) must not kill a worker before umd knows it is stopping, or its part is
+         * recorded as failed and counted as a crash instead of interrupted. */
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
 
         w.fake = fake;
         if (fake) {

@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (c.n_listen > CONFIG_MAX_LISTEN)
                         abort();
                 if (c.max_connections < 1 || c.max_connections_per_ip < 1 ||
-                    c.connection_timeout_s < 1)
+                    c.connection_timeout_s < 1 || c.request_timeout_s < 1)
                         abort();
                 if (c.max_body_bytes < 256 || c.max_body_bytes > 16u * 1024 * 1024)
                         abort();

@@ -53,7 +53,10 @@ def assert_no_token_anywhere(d):
         assert t not in log
     for root, _, files in os.walk(d.state_dir):
         for name in files:
-            data = open(os.path.join(root, name), "rb").read()
+            try:
+                data = open(os.path.join(root, name), "rb").read()
+            except FileNotFoundError:
+                continue  # a temp file renamed into place while we walked
             for t in ALL_TOKENS:
                 assert t.encode() not in data, (name, t)
 

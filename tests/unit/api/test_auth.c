@@ -266,6 +266,59 @@ static void test_load_refuses_bad_and_empty_files(void **state)
         assert_null(t);
 }
 
+/* Whoever owns the file can chmod it and make themselves admin: only root or umd's user. */
+static void test_load_checks_owner(void **state)
+{
+        static const char text[] = "alice read " TOK_A "\n";
+        struct auth_tokens *t = NULL;
+        char *path = write_temp(text, 0600);
+
+        if (geteuid() != 0) {
+                remove_temp(path);
+                skip(); /* only root can give a file away */
+        }
+        assert_int_equal(chown(path, 65534, 65534), 0);
+        assert_int_equal(auth_tokens_load(path, &t), -EPERM);
+        assert_null(t);
+        assert_int_equal(chown(path, 0, 0), 0);
+        assert_int_equal(auth_tokens_load(path, &t), 0);
+        t = auth_tokens_free(t);
+        remove_temp(path);
+}
+
+/* A FIFO must be refused at once, not block start-up until a writer comes. */
+static void test_load_refuses_fifo_without_blocking(void **state)
+{
+        char dir[] = "/tmp/umd-test-tokens-fifo-XXXXXX", path[sizeof(dir) + 2];
+        struct auth_tokens *t = NULL;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/f", dir);
+        assert_int_equal(mkfifo(path, 0600), 0);
+        alarm(5); /* before the fix this open blocked forever */
+        assert_int_equal(auth_tokens_load(path, &t), -EINVAL);
+        alarm(0);
+        assert_null(t);
+        unlink(path);
+        rmdir(dir);
+}
+
+/* A header is its whole value: "Bearer TOKEN\0junk" is not TOKEN. */
+static void test_check_n_counts_bytes_after_nul(void **state)
+{
+        static const char hdr[] = "Bearer " TOK_A "\0junk";
+        struct auth_tokens *t = parse_ok("alice read " TOK_A "\n");
+        const char *name = NULL;
+        enum api_role role = ROLE_NONE;
+
+        assert_int_equal(auth_tokens_check_n(t, hdr, sizeof(hdr) - 1, &name, &role), -EACCES);
+        assert_int_equal(auth_tokens_check_n(t, hdr, strlen(hdr), &name, &role), 0);
+        assert_string_equal(name, "alice");
+        assert_int_equal(auth_tokens_check_n(t, "Bearer", 6, &name, &role), -ENOKEY);
+        assert_int_equal(auth_tokens_check_n(t, NULL, 0, &name, &role), -ENOKEY);
+        auth_tokens_free(t);
+}
+
 static void test_roles(void **state)
 {
         assert_int_equal(auth_role_from_string("read"), ROLE_READ);
@@ -293,6 +346,9 @@ int main(void)
             cmocka_unit_test(test_check_finds_every_position),
             cmocka_unit_test(test_load_checks_mode),
             cmocka_unit_test(test_load_refuses_bad_and_empty_files),
+            cmocka_unit_test(test_load_checks_owner),
+            cmocka_unit_test(test_load_refuses_fifo_without_blocking),
+            cmocka_unit_test(test_check_n_counts_bytes_after_nul),
             cmocka_unit_test(test_roles),
         };
 

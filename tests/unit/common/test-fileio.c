@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "fileio.h"
@@ -190,6 +192,35 @@ static void test_read_file_at_limit_holds_without_size(void **state)
         close(proc);
 }
 
+/* A FIFO must be refused at once: a blocking open waits for a writer forever (issue 14). */
+static void test_read_file_at_refuses_fifo_without_blocking(void **state)
+{
+        struct fx *f = *state;
+        char *data = NULL;
+
+        assert_int_equal(mkfifoat(f->dirfd, "fifo", 0600), 0);
+        alarm(5);
+        assert_int_equal(read_file_at(f->dirfd, "fifo", 100, &data, NULL), -EBADFD);
+        alarm(0);
+        assert_null(data);
+        assert_int_equal(unlinkat(f->dirfd, "fifo", 0), 0);
+}
+
+static void test_read_file_at_flags_nofollow(void **state)
+{
+        struct fx *f = *state;
+        char *data = NULL;
+
+        assert_int_equal(write_file_atomic(f->dirfd, "a", "x", 1), 0);
+        assert_int_equal(symlinkat("a", f->dirfd, "link"), 0);
+        assert_int_equal(read_file_at_flags(f->dirfd, "link", O_NOFOLLOW, 100, &data, NULL),
+                         -ELOOP);
+        assert_null(data);
+        assert_int_equal(read_file_at(f->dirfd, "link", 100, &data, NULL), 0);
+        free(data);
+        assert_int_equal(unlinkat(f->dirfd, "link", 0), 0);
+}
+
 static void test_read_file_at_missing_and_directory(void **state)
 {
         struct fx *f = *state;
@@ -242,6 +273,8 @@ int main(void)
             T(test_read_file_at_over_limit_is_efbig),
             T(test_read_file_at_limit_holds_without_size),
             T(test_read_file_at_missing_and_directory),
+            T(test_read_file_at_refuses_fifo_without_blocking),
+            T(test_read_file_at_flags_nofollow),
             T(test_mkdir_p_creates_nested_and_accepts_existing),
             T(test_mkdir_p_file_in_the_way_is_enotdir),
         };
