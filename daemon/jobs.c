@@ -928,12 +928,13 @@ static int recover_one(json_t *doc, void *userdata)
         char why[160] = "";
 
         /* What comes back from disk is trusted no more than a submission: the filters and
-         * handlers below assume the shapes jobs.c writes. */
-        if (spec_validate_stored(doc, why, sizeof(why)) < 0 || !(j = job_from_doc(doc))) {
-                if (!j && why[0] == '\0')
-                        snprintf(why, sizeof(why), "unexpected shape");
-                log_warning("store: job %.40s: %s; set aside",
-                            json_string_value(json_object_get(doc, "id")) ?: "?", why);
+         * handlers below assume the shapes jobs.c writes. A job that cannot even be read as
+         * one is left alone; one that can is failed below with the reason. */
+        bool malformed = spec_validate_stored(doc, why, sizeof(why)) < 0;
+        if (!(j = job_from_doc(doc))) {
+                log_warning("store: job %.40s: %s; ignored",
+                            json_string_value(json_object_get(doc, "id")) ?: "?",
+                            why[0] ? why : "unexpected shape");
                 return 0;
         }
         j->committed = true;
@@ -941,7 +942,10 @@ static int recover_one(json_t *doc, void *userdata)
                 job_free(j);
                 return 0;
         }
-        bad = j->st == P_QUEUED ? recover_check(doc, j) : NULL;
+        static char malformed_why[200];
+        snprintf(malformed_why, sizeof(malformed_why), "its stored document is malformed: %s",
+                 why);
+        bad = malformed ? malformed_why : j->st == P_QUEUED ? recover_check(doc, j) : NULL;
         if (bad)
                 log_warning("store: queued job %s is failed: %s", j->id, bad);
         for (size_t i = 0; i < j->n_parts; i++) {

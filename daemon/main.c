@@ -24,7 +24,9 @@
 #include "log.h"
 #include "metrics.h"
 #include "placement.h"
+#include "spec.h"
 #include "store.h"
+#include "store_files.h"
 #include "supervisor.h"
 #include "umd-build.h"
 #include "util.h"
@@ -117,6 +119,7 @@ static int run(struct umd_config *cfg)
                 log_error_errno(r, "cannot create state directory %s: %m", cfg->state_dir);
                 goto out;
         }
+        store_files_set_validator(spec_validate_stored);
         r = store_open(cfg->state_dir, &store);
         if (r < 0)
                 goto out;

@@ -111,6 +111,13 @@ static int found_cmp(const void *a, const void *b)
         return strcasecmp(((const struct found *)a)->id, ((const struct found *)b)->id);
 }
 
+static store_files_validate_fn validator;
+
+void store_files_set_validator(store_files_validate_fn fn)
+{
+        validator = fn;
+}
+
 /* Reads and checks one job file. 1 and *ret when good, 0 when set aside, <0 on a hard error. */
 static int load_one(struct dir *s, const char *name, json_t **ret)
 {
@@ -130,7 +137,8 @@ static int load_one(struct dir *s, const char *name, json_t **ret)
         if (!uuid_is_valid(id))
                 return set_aside(s, name, "name is not a job id");
 
-        r = read_file_at(s->dirfd, name, STORE_FILE_MAX, &data, &len);
+        /* A symlink here points somewhere umd does not own: set aside, never followed. */
+        r = read_file_at_flags(s->dirfd, name, O_NOFOLLOW, STORE_FILE_MAX, &data, &len);
         if (r == -ENOMEM)
                 return log_error_errno(r, "Cannot read %s/%s: %m", s->path, name);
         if (r < 0) {
@@ -153,6 +161,11 @@ static int load_one(struct dir *s, const char *name, json_t **ret)
         if (!file_id || strcasecmp(file_id, id) != 0) {
                 json_decref(j);
                 return set_aside(s, name, "its \"id\" does not match its name");
+        }
+        /* Read back as strictly as a submission: nothing downstream trusts a stored shape. */
+        if (validator && validator(j, why, sizeof(why)) < 0) {
+                json_decref(j);
+                return set_aside(s, name, why);
         }
         *ret = j;
         return 1;

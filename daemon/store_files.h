@@ -15,3 +15,8 @@ int store_files_load(const char *dir, store_files_fn fn, void *userdata, unsigne
 
 /* Write job (pretty, sorted keys) to dirfd/<id>.json atomically. 0 or -errno, logged. */
 int store_files_write(int dirfd, const json_t *job);
+
+/* Checks a job read from a file (spec_validate_stored in umd): 0, or <0 with why filled, and
+ * the file is set aside. Without one (unit tests), only the file's shape is checked. */
+typedef int (*store_files_validate_fn)(const json_t *job, char *why, size_t whylen);
+void store_files_set_validator(store_files_validate_fn fn);
