@@ -138,12 +138,12 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms)
                 double v = strtod(p, &end);
                 if (errno || end == p)
                         return -EINVAL;
+                bool end_is_all = p == s && *end == 0; /* "30" alone: seconds */
                 p = end;
                 /* longest unit first: "ms" before "m" */
                 for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
                         size_t n = strlen(units[i].unit);
-                        if (strncmp(p, units[i].unit, n) == 0 &&
-                            (n > 0 || *p == 0)) /* a bare number only at the end */
+                        if (strncmp(p, units[i].unit, n) == 0 && (n > 0 || (*p == 0 && end_is_all)))
                                 break;
                 }
                 if (i == sizeof(units) / sizeof(units[0]))
