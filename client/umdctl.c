@@ -366,9 +366,11 @@ static int cmd_ls(struct http *h, const struct umdctl_args *a)
                                 shown++;
                         }
                 }
+                /* "next" is the next page's URL; its before= is the cursor to show and use */
                 const char *next = json_string_value(json_object_get(page, "next"));
+                const char *b = next ? strstr(next, "before=") : NULL;
                 free(cursor);
-                cursor = next && !older ? strdup(next) : NULL;
+                cursor = b && !older ? strndup(b + 7, strcspn(b + 7, "&")) : NULL;
                 json_decref(page);
                 if (!cursor)
                         break;
@@ -601,7 +603,7 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                 }
                 if (a->max_age_ms) {
                         double t = rfc3339_seconds(json_string_value(json_object_get(lh, "time")));
-                        double age = (double)ts.tv_sec - t;
+                        double age = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - t;
                         if (t < 0 || age * 1000 > (double)a->max_age_ms) {
                                 if (t < 0)
                                         snprintf(why, sizeof(why), "the last verdict has no time");
