@@ -322,3 +322,12 @@ def test_print_config_prints_the_effective_configuration(tmp_path):
     for line in ("max_jobs = 7", "listen = 127.0.0.1:9999", "queue_capacity = 5",
                  "#max_body_bytes = 64KiB"):
         assert "\n" + line + "\n" in p.stdout
+
+
+def test_bash_completion_offers_commands_and_each_commands_options():
+    script = (f". {REPO}/client/umdctl.bash-completion\n"
+              "COMP_WORDS=(umdctl he); COMP_CWORD=1; _umdctl; echo \"${COMPREPLY[*]}\"\n"
+              "COMP_WORDS=(umdctl health --c); COMP_CWORD=2; _umdctl; echo \"${COMPREPLY[*]}\"\n"
+              "COMP_WORDS=(umdctl ls --status f); COMP_CWORD=3; _umdctl; echo \"${COMPREPLY[*]}\"\n")
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=20)
+    assert p.stdout.splitlines() == ["health", "--cached", "failed"], p.stdout + p.stderr
