@@ -526,11 +526,17 @@ void config_print_effective(FILE *f, const struct umd_config *c)
         fprintf(f, "# /etc/umd/umd.conf: configuration of umd(8); see umd.conf(5).\n"
                    "# Every key is shown with its default, commented out. Each is also a\n"
                    "# command-line flag (--key-name); flags win over this file.\n");
-        if (c->config_file)
+        size_t changed = 0;
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                key_format(c, &keys[i], now, sizeof(now));
+                key_format(&def, &keys[i], was, sizeof(was));
+                changed += strcmp(now, was) != 0;
+        }
+        if (changed)
                 fprintf(f,
-                        "# Effective configuration: defaults, %s, then flags; keys that differ\n"
+                        "# Effective configuration: defaults, %s%sthen flags; keys that differ\n"
                         "# from their default are not commented out.\n",
-                        c->config_file);
+                        c->config_file ? c->config_file : "", c->config_file ? ", " : "");
         fprintf(f, "\n[umd]\n");
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 key_format(c, &keys[i], now, sizeof(now));
