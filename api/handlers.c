@@ -153,3 +153,34 @@ void handle_job_cancel(const struct api_request *req, struct api_reply *rep)
         }
         reply_json(rep, 200, job);
 }
+
+void handle_device_pause(const struct api_request *req, struct api_reply *rep)
+{
+        struct problem p = {0};
+        json_t *body = NULL, *dev = NULL;
+
+        if (req->body_len > 0 &&
+            request_parse_json_object(req->body, req->body_len, &body, &p) < 0) {
+                reply_problem(rep, &p);
+                return;
+        }
+        if (core_device_pause(req->id, body, &dev, &p) < 0) {
+                json_decref(body);
+                reply_problem(rep, &p);
+                return;
+        }
+        json_decref(body);
+        reply_json(rep, 200, dev);
+}
+
+void handle_device_resume(const struct api_request *req, struct api_reply *rep)
+{
+        struct problem p = {0};
+        json_t *dev = NULL;
+
+        if (core_device_resume(req->id, &dev, &p) < 0) {
+                reply_problem(rep, &p);
+                return;
+        }
+        reply_json(rep, 200, dev);
+}

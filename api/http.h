@@ -131,6 +131,8 @@ void handle_job_submit(const struct api_request *req, struct api_reply *rep);
 void handle_job_list(const struct api_request *req, struct api_reply *rep);
 void handle_job_get(const struct api_request *req, struct api_reply *rep);
 void handle_job_cancel(const struct api_request *req, struct api_reply *rep);
+void handle_device_pause(const struct api_request *req, struct api_reply *rep);
+void handle_device_resume(const struct api_request *req, struct api_reply *rep);
 
 /* Generated at build time from api/openapi.json and api/dashboard.html (embed.py). */
 extern const char api_openapi_json[];

@@ -17,6 +17,10 @@ static const struct route routes[] = {
      * an operator who wants them open leaves auth_reads off. */
     {"/v1/health", {{HTTP_GET, handle_health, ROLE_READ, false}}, 1},
     {"/v1/devices", {{HTTP_GET, handle_devices, ROLE_READ, false}}, 1},
+    /* The scheduler's prolog and epilog: keep umd off a GPU while a job owns it. The body
+     * ({"reason": "..."}) is optional, so a bare curl -X POST works. */
+    {"/v1/devices/{id}/pause", {{HTTP_POST, handle_device_pause, ROLE_ADMIN, false}}, 1},
+    {"/v1/devices/{id}/resume", {{HTTP_POST, handle_device_resume, ROLE_ADMIN, false}}, 1},
     {"/v1/version", {{HTTP_GET, handle_version, ROLE_READ, false}}, 1},
     {"/v1/benchmarks", {{HTTP_GET, handle_benchmarks, ROLE_READ, false}}, 1},
     {"/v1/openapi.json", {{HTTP_GET, handle_openapi, ROLE_NONE, false}}, 1},

@@ -18,7 +18,7 @@
 #include "umd-build.h"
 #include "util.h"
 
-enum key_type { K_STR, K_LISTEN, K_UINT, K_SIZE, K_BOOL, K_DOUBLE, K_MODE, K_LOGLEVEL };
+enum key_type { K_STR, K_LISTEN, K_UINT, K_SIZE, K_BOOL, K_DOUBLE, K_MODE, K_LOGLEVEL, K_BUSY };
 
 struct key {
         const char *name;
@@ -115,8 +115,29 @@ static const struct key keys[] = {
 
         {"max_buffer_bytes", K_SIZE, F(max_buffer_bytes), "4GiB", 4096, 1024 * GiB,
          "Largest buffer a benchmark may ask for (400 beyond)."},
-        {"pool_bytes", K_SIZE, F(pool_bytes), "8GiB", 0, 1024 * GiB,
-         "Pinned host plus device buffers a worker keeps between jobs."},
+        {"pool_bytes", K_SIZE, F(pool_bytes), "2GiB", 0, 1024 * GiB,
+         "Pinned host plus device buffers a worker keeps between jobs, at most (pinned host memory "
+         "is taken from the node's users: keep it to what a node can spare)."},
+        {"pool_idle_s", K_UINT, F(pool_idle_s), "10", 0, 86400,
+         "A worker idle this long gives back its buffer pool (pinned host and device memory); the "
+         "next job allocates again. 0: right after each job."},
+        {"worker_idle_s", K_UINT, F(worker_idle_s), "30", 0, 86400,
+         "A worker idle this long exits, and its CUDA context with it: the GPU holds nothing of "
+         "umd's. The next job starts it again (a cold start, recorded in the result). 0: right "
+         "after each job. On a GPU in EXCLUSIVE_PROCESS mode it always exits after each job."},
+        {"busy_policy", K_BUSY, F(busy_policy), "wait", 0, 0,
+         "A GPU with compute processes that are not umd's: 'wait' queues the part until they are "
+         "gone, 'run' runs it anyway (marked contended, never judged), 'fail' fails the part. A "
+         "job may ask for another policy with its own busy_policy."},
+        {"busy_poll_ms", K_UINT, F(busy_poll_ms), "500", 50, 60000,
+         "How often the GPUs are looked at for other processes (NVML), also while a part runs."},
+        {"busy_wait_max_s", K_UINT, F(busy_wait_max_s), "3600", 1, 604800,
+         "A part waiting this long for a GPU in use by others fails."},
+        {"placement", K_BOOL, F(placement), "true", 0, 0,
+         "Run each worker on its GPU's local CPUs and prefer its NUMA node for host buffers."},
+        {"fake_gpu_state", K_STR, F(fake_gpu_state), "", 0, 0,
+         "Tests only: a JSON file that stands in for NVML on fake devices (other processes, "
+         "compute mode, PCIe link, replay counter, bandwidth); re-read at every look."},
         {"managed_reserve_bytes", K_SIZE, F(managed_reserve_bytes), "2GiB", 0, 1024 * GiB,
          "Free GPU memory never taken by managed allocations (too much can hang a GPU)."},
 
@@ -134,9 +155,33 @@ static const struct key keys[] = {
          "(bound by the link) and warns for pageable and managed paths (which also depend on the "
          "host's memory and CPU, and vary more from run to run)."},
 
+        {"health_size", K_SIZE, F(health_size), "64MiB", 4096, 1024 * GiB,
+         "The canonical health check's buffer size. Only the canonical check (a health job "
+         "submitted without params) gives verdicts and feeds baselines."},
+        {"health_iterations", K_UINT, F(health_iterations), "10", 1, 1000,
+         "The canonical health check's timed samples per mode."},
+        {"health_interval_s", K_UINT, F(health_interval_s), "0", 0, 31536000,
+         "Run the canonical health check on every idle GPU this often (skipping busy and paused "
+         "ones). 0: never (a systemd timer running umd-healthcheck is the alternative)."},
+
         {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0,
          "error, warning, notice, info or debug."},
 };
+
+static const char *const busy_policy_names[] = {"wait", "run", "fail"};
+
+int busy_policy_from_string(const char *s)
+{
+        for (size_t i = 0; s && i < ELEMENTSOF(busy_policy_names); i++)
+                if (strcmp(s, busy_policy_names[i]) == 0)
+                        return (int)i;
+        return -EINVAL;
+}
+
+const char *busy_policy_to_string(unsigned p)
+{
+        return p < ELEMENTSOF(busy_policy_names) ? busy_policy_names[p] : "wait";
+}
 
 static void *field(struct umd_config *c, const struct key *k)
 {
@@ -297,6 +342,14 @@ static int key_set(struct umd_config *c, const struct key *k, const char *v, boo
                 *(double *)p = d;
                 return 0;
         }
+        case K_BUSY:
+                r = busy_policy_from_string(v);
+                if (r < 0) {
+                        snprintf(err, errlen, "'%s' is not one of wait, run, fail", v);
+                        return -EINVAL;
+                }
+                *(unsigned *)p = (unsigned)r;
+                return 0;
         case K_LOGLEVEL:
                 r = log_level_from_string(v);
                 if (r < 0) {
@@ -406,6 +459,8 @@ static const char *type_hint(const struct key *k)
                 return "ADDR:PORT";
         case K_LOGLEVEL:
                 return "LEVEL";
+        case K_BUSY:
+                return "POLICY";
         default:
                 return "VALUE";
         }
@@ -511,6 +566,9 @@ static void key_format(const struct umd_config *c, const struct key *k, char *bu
                 break;
         case K_LOGLEVEL:
                 snprintf(buf, len, "%s", log_level_to_string(*(const int *)p));
+                break;
+        case K_BUSY:
+                snprintf(buf, len, "%s", busy_policy_to_string(*(const unsigned *)p));
                 break;
         }
 }

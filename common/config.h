@@ -14,7 +14,7 @@ struct umd_config {
         /* where and how to serve */
         char *listen[CONFIG_MAX_LISTEN]; /* "127.0.0.1:8470", "[::1]:8470" */
         size_t n_listen;
-        char *unix_socket;      /* path or NULL */
+        char *unix_socket; /* path or NULL */
         unsigned unix_socket_mode;
         char *unix_socket_group;
         char *tls_cert, *tls_key;
@@ -30,8 +30,8 @@ struct umd_config {
 
         /* state */
         char *state_dir;
-        unsigned max_jobs;        /* finished jobs kept */
-        unsigned retention_days;  /* finished jobs older than this are removed; 0 = never */
+        unsigned max_jobs;       /* finished jobs kept */
+        unsigned retention_days; /* finished jobs older than this are removed; 0 = never */
         uint64_t max_result_bytes;
 
         /* queue and jobs */
@@ -48,12 +48,12 @@ struct umd_config {
 
         /* workers */
         char *worker_path;
-        char *devices;     /* "all" or comma-separated indexes/uuids */
+        char *devices; /* "all" or comma-separated indexes/uuids */
         unsigned fake_devices;
         unsigned heartbeat_interval_ms;
         unsigned heartbeat_timeout_ms;
-        unsigned max_crashes;         /* crashes in a row before a device is faulted */
-        unsigned respawn_backoff_ms;  /* first delay, doubled per crash */
+        unsigned max_crashes;        /* crashes in a row before a device is faulted */
+        unsigned respawn_backoff_ms; /* first delay, doubled per crash */
         unsigned respawn_backoff_max_ms;
         unsigned discovery_timeout_ms;
 
@@ -62,12 +62,24 @@ struct umd_config {
         uint64_t pool_bytes;            /* pinned+device buffers a worker keeps between jobs */
         uint64_t managed_reserve_bytes; /* never take the GPU's free memory below this */
 
+        /* sharing the GPU with its owners */
+        unsigned pool_idle_s;   /* give back the buffer pool after this long idle */
+        unsigned worker_idle_s; /* exit the worker (and its context) after this long idle */
+        unsigned busy_policy;   /* enum busy_policy */
+        unsigned busy_poll_ms;
+        unsigned busy_wait_max_s;
+        bool placement;
+        char *fake_gpu_state; /* tests: stands in for NVML on fake devices */
+
         /* health verdicts */
-        double health_warn_fraction;  /* of the link's theoretical rate */
+        double health_warn_fraction; /* of the link's theoretical rate */
         double health_fail_fraction;
         unsigned health_baseline_runs;
         unsigned health_baseline_min_runs;
         double health_baseline_tolerance;
+        uint64_t health_size; /* the canonical check's parameters */
+        unsigned health_iterations;
+        unsigned health_interval_s; /* built-in schedule, 0 = off */
 
         /* logging */
         int log_level;
@@ -75,6 +87,11 @@ struct umd_config {
         /* set by parsing, not keys */
         char *config_file;
 };
+
+/* What to do with a part whose GPU has compute processes that are not umd's. */
+enum busy_policy { BUSY_WAIT, BUSY_RUN, BUSY_FAIL };
+int busy_policy_from_string(const char *s); /* enum busy_policy or -EINVAL */
+const char *busy_policy_to_string(unsigned p);
 
 /* Fill defaults. */
 void config_init(struct umd_config *c);

@@ -55,6 +55,11 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
 int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
                     struct problem *p);
 
+/* POST /v1/devices/{id}/pause (body: NULL or {"reason": "..."}) and /resume, admin: 0 with
+ * the device as it now is; 400 bad body, 404 unknown device, 507 not recorded. */
+int core_device_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p);
+int core_device_resume(const char *id, json_t **ret_device, struct problem *p);
+
 /* GET /metrics: Prometheus text; caller frees. */
 char *core_metrics_text(size_t *ret_len);
 /* Called by the HTTP layer once per finished request, for metrics. route is the route

@@ -217,7 +217,16 @@ int devices_discover(const struct umd_config *cfg, const char *worker_path)
                 snprintf(dev->uuid, sizeof(dev->uuid), "%s", uuid);
                 dev->fake = json_is_true(json_object_get(d, "fake"));
                 dev->info = json_incref(d);
-                dev->wstate = WORKER_STARTING;
+                /* Nothing runs on a GPU until a part needs it (supervisor.h). */
+                dev->wstate = WORKER_COLD;
+                dev->fake_index =
+                    dev->fake ? (int)json_integer_value(json_object_get(d, "index")) : -1;
+                dev->gpu = (struct gpu_state){.other_processes = -1,
+                                              .current_gen = -1,
+                                              .current_width = -1,
+                                              .max_gen = -1,
+                                              .max_width = -1,
+                                              .replay_counter = -1};
                 n_devices++;
                 log_info("device %zu: %s %s%s", dev->index,
                          json_string_value(json_object_get(d, "name")) ?: "?", dev->uuid,
@@ -266,8 +275,11 @@ const char *devices_empty_reason(void)
 
 const char *device_state_string(const struct device *d)
 {
+        if (d->paused && d->wstate != WORKER_FAULTED)
+                return "paused";
         switch (d->wstate) {
         case WORKER_IDLE:
+        case WORKER_COLD: /* idle without a worker: see "warm" */
                 return "idle";
         case WORKER_BUSY:
                 return "busy";
@@ -294,6 +306,24 @@ json_t *device_to_json(const struct device *d)
         json_object_set_new(j, "state", json_string(device_state_string(d)));
         json_object_set_new(j, "state_reason", d->reason[0] ? json_string(d->reason) : json_null());
         json_object_set(j, "last_health", d->last_verdict ? d->last_verdict : json_null());
+        /* A worker that said hello holds a CUDA context (and maybe its pool) on the GPU. */
+        json_object_set_new(j, "warm",
+                            json_boolean(d->wstate == WORKER_IDLE || d->wstate == WORKER_BUSY));
+        json_object_set_new(j, "paused", json_boolean(d->paused));
+        json_object_set_new(j, "pause_reason",
+                            d->paused ? json_string(d->pause_reason) : json_null());
+        json_object_set_new(j, "paused_at",
+                            d->paused && d->paused_at[0] ? json_string(d->paused_at) : json_null());
+        json_object_set_new(j, "other_processes",
+                            d->gpu.known && d->gpu.other_processes >= 0
+                                ? json_integer(d->gpu.other_processes)
+                                : json_null());
+        json_object_set_new(j, "compute_mode",
+                            d->gpu.compute_mode[0] ? json_string(d->gpu.compute_mode)
+                                                   : json_null());
+        json_object_set_new(j, "gpu_state",
+                            json_pack("{s:s, s:s?}", "source", gpustate_backend(), "unknown",
+                                      d->gpu.why[0] ? d->gpu.why : NULL));
         return j;
 }
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "gpustate.h"
 #include "supervisor.h"
 
 struct umd_config;
@@ -21,6 +22,15 @@ struct device {
         char reason[256];      /* why faulted / restarting */
         json_t *last_verdict;  /* last health verdict or NULL */
         unsigned running_jobs; /* 0 or 1 */
+
+        /* Sharing the GPU with its owners (jobs.c and devctl.c keep these). */
+        int fake_index;       /* for gpustate: -1 for a real GPU */
+        struct gpu_state gpu; /* the last look (gpustate_query) */
+        int contended_by;     /* most other processes seen during the running part */
+        bool paused;          /* admin: run nothing, hold nothing */
+        char pause_reason[256];
+        char paused_at[40];
+        uint64_t last_check_ms; /* last canonical health check (realtime), for the schedule */
 };
 
 /* Resolve the worker program: cfg->worker_path, else the installed one, else the one in the
@@ -36,7 +46,7 @@ ssize_t devices_lookup(const char *spec);
 ssize_t devices_lookup_uuid(const char *uuid);
 /* Why the list is empty, or NULL. */
 const char *devices_empty_reason(void);
-/* "idle" | "busy" | "starting" | "restarting" | "faulted" | "stopped" */
+/* "idle" | "busy" | "starting" | "restarting" | "faulted" | "stopped" | "paused" */
 const char *device_state_string(const struct device *d);
 json_t *device_to_json(const struct device *d);
 void devices_free(void);

@@ -59,7 +59,8 @@ static int int_or(const json_t *o, const char *k)
 }
 
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
-                       const json_t *baseline, size_t baseline_runs)
+                       const json_t *baseline, size_t baseline_runs,
+                       const struct health_replays *replays)
 {
         json_t *checks = json_array(), *reasons = json_array();
         enum verdict worst = V_PASS;
@@ -80,6 +81,19 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
         } else {
                 snprintf(why, sizeof(why), "the PCIe link runs at its maximum, Gen%d x%d", cg, cw);
                 add_check(checks, reasons, &worst, "link", V_PASS, why);
+        }
+
+        if (replays && replays->now >= 0 && replays->before >= 0 &&
+            replays->now > replays->before) {
+                snprintf(why, sizeof(why),
+                         "the PCIe replay counter grew by %lld since the last check (%lld to "
+                         "%lld): the link is retrying transfers",
+                         replays->now - replays->before, replays->before, replays->now);
+                add_check(checks, reasons, &worst, "pcie_replays", V_WARN, why);
+        } else if (replays && replays->now >= 0) {
+                snprintf(why, sizeof(why), "the PCIe replay counter is %lld%s", replays->now,
+                         replays->before >= 0 ? ", unchanged since the last check" : "");
+                add_check(checks, reasons, &worst, "pcie_replays", V_PASS, why);
         }
 
         for (const char *const *m = link_bound_modes; *m && link > 0; m++) {

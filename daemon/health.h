@@ -11,13 +11,21 @@ struct umd_config;
  * when gen/width are unknown. */
 double pcie_link_gbps(int gen, int width);
 
+/* PCIe replay counter (link-level retries) now and at the last check; -1 where unknown. Growth
+ * between checks warns: the link is retrying transfers. */
+struct health_replays {
+        long long now, before;
+};
+
 /* result: the health part's result; pcie: the device's "pcie" object (may be NULL);
  * baseline: {"pinned_h2d": median GB/s, ...} from past passing runs (may be empty, NULL);
- * baseline_runs: how many runs that median came from. Returns a new verdict object:
+ * baseline_runs: how many runs that median came from; replays may be NULL. Returns a new verdict
+ * object:
  * {"verdict": "pass"|"warn"|"fail", "checks": [{"name","verdict","reason",...}], "reasons": [..]}
  */
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
-                       const json_t *baseline, size_t baseline_runs);
+                       const json_t *baseline, size_t baseline_runs,
+                       const struct health_replays *replays);
 
 /* The measurements whose GB/s health judges (NULL-terminated). */
 extern const char *const health_bandwidth_modes[];

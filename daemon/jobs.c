@@ -35,6 +35,8 @@ static const char *const pstate_names[] = {"queued",    "running",   "succeeded"
 struct part {
         ssize_t device; /* -1: device gone */
         enum pstate st;
+        uint64_t waiting_since_ms; /* first refused for a busy GPU, 0 when not waiting */
+        unsigned attempts;         /* runs started (a failing canonical check runs twice) */
 };
 
 struct job {
@@ -244,13 +246,95 @@ static int enqueue(struct job *j, size_t i)
         return queue_push(&queues[j->parts[i].device], &e);
 }
 
+/* Says in the part why it is not running yet; persisted only when the reason changes. */
+static void part_set_waiting(struct job *j, size_t i, const char *why)
+{
+        json_t *p = part_doc(j, i);
+        const char *old = json_string_value(json_object_get(p, "waiting"));
+
+        if (!j->parts[i].waiting_since_ms)
+                j->parts[i].waiting_since_ms = now_realtime_ms();
+        if (streq_ptr(old, why))
+                return;
+        json_object_set_new(p, "waiting", json_string(why));
+        job_persist(j);
+}
+
+static unsigned job_busy_policy(const struct job *j)
+{
+        int r = busy_policy_from_string(json_string_value(json_object_get(j->doc, "busy_policy")));
+        return r >= 0 ? (unsigned)r : cfg->busy_policy;
+}
+
+static void part_fail_queued(struct job *j, size_t i, const char *why)
+{
+        job_set_part(j, i, P_FAILED, NULL, why);
+        if (job_update_state(j))
+                job_finished(j);
+        job_persist(j);
+}
+
+/* The head of dev's queue, if the GPU is free for it: not paused, and no other process on it
+ * unless busy_policy says to run anyway. Returns the entry to run or NULL; *ret_contended is
+ * set when it runs beside others. Parts that may never run (busy_policy fail, waited too long)
+ * are failed here. */
+static const struct queue_entry *dispatchable(struct device *d, size_t dev, int *ret_contended)
+{
+        const struct queue_entry *e;
+        char why[320];
+
+        *ret_contended = 0;
+        while ((e = queue_peek(&queues[dev]))) {
+                struct job *j = e->job;
+                size_t i = e->part;
+                int others = d->gpu.other_processes;
+                unsigned policy = job_busy_policy(j);
+                uint64_t since = j->parts[i].waiting_since_ms, now = now_realtime_ms();
+
+                if (d->paused) {
+                        snprintf(why, sizeof(why), "device paused%s%s",
+                                 d->pause_reason[0] ? ": " : "", d->pause_reason);
+                        part_set_waiting(j, i, why);
+                        return NULL;
+                }
+                if (others <= 0)
+                        return e;
+                if (policy == BUSY_RUN) {
+                        *ret_contended = others;
+                        return e;
+                }
+                if (policy == BUSY_FAIL) {
+                        snprintf(why, sizeof(why),
+                                 "GPU in use by %d other process%s (busy_policy fail)", others,
+                                 others == 1 ? "" : "es");
+                        part_fail_queued(j, i, why);
+                        continue;
+                }
+                if (since && now > since && now - since >= (uint64_t)cfg->busy_wait_max_s * 1000) {
+                        snprintf(why, sizeof(why),
+                                 "GPU in use by %d other process%s for longer than "
+                                 "busy_wait_max_s (%u s)",
+                                 others, others == 1 ? "" : "es", cfg->busy_wait_max_s);
+                        part_fail_queued(j, i, why);
+                        continue;
+                }
+                snprintf(why, sizeof(why), "GPU in use by %d other process%s", others,
+                         others == 1 ? "" : "es");
+                part_set_waiting(j, i, why);
+                return NULL;
+        }
+        return NULL;
+}
+
 static void try_dispatch(size_t dev)
 {
         struct device *d = devices_get(dev);
+        int contended;
 
-        if (!sup || quiescing || !d || d->wstate != WORKER_IDLE || d->running_jobs > 0)
+        if (!sup || quiescing || !d || d->running_jobs > 0 ||
+            (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
                 return;
-        const struct queue_entry *e = queue_peek(&queues[dev]);
+        const struct queue_entry *e = dispatchable(d, dev, &contended);
         if (!e)
                 return;
         struct job *best = e->job;
@@ -265,7 +349,11 @@ static void try_dispatch(size_t dev)
                 return;
         }
         d->running_jobs = 1;
+        d->contended_by = contended;
         d->wstate = WORKER_BUSY;
+        best->parts[best_part].waiting_since_ms = 0;
+        best->parts[best_part].attempts++;
+        json_object_del(part_doc(best, best_part), "waiting");
         job_set_part(best, best_part, P_RUNNING, NULL, NULL);
         job_update_state(best);
         job_persist(best);
@@ -369,25 +457,76 @@ static json_t *health_baseline(const char *uuid, const struct job *self, size_t 
         return baseline;
 }
 
-static void health_attach(struct job *j, size_t i, struct device *d, const json_t *result)
+/* The link to judge against: a fake device's test state, else what the worker read during the
+ * check (live), else what NVML says now, else what discovery saw. */
+static json_t *health_link(const struct device *d, const json_t *result)
+{
+        const json_t *pcie = json_object_get(json_object_get(result, "link"), "pcie");
+
+        if ((d->fake || !json_is_integer(json_object_get(pcie, "current_gen"))) && d->gpu.known &&
+            d->gpu.current_gen > 0)
+                return json_pack("{s:i, s:i, s:i, s:i}", "current_gen", d->gpu.current_gen,
+                                 "current_width", d->gpu.current_width, "max_gen", d->gpu.max_gen,
+                                 "max_width", d->gpu.max_width);
+        if (json_is_integer(json_object_get(pcie, "current_gen")))
+                return json_deep_copy(pcie);
+        return json_deep_copy(json_object_get(d->info, "pcie"));
+}
+
+static long long verdict_replays(const json_t *v)
+{
+        json_t *r = json_object_get(v, "pcie_replay_counter");
+        return json_is_integer(r) ? (long long)json_integer_value(r) : -1;
+}
+
+/* Judges a canonical health part. A first "fail" is not trusted alone: the part goes back to
+ * the queue to run once more, and only the second run's verdict counts (returns true then). */
+static bool health_judge(struct job *j, size_t i, struct device *d, const json_t *result)
 {
         size_t runs = 0;
         char ts[40];
         _cleanup_json_ json_t *baseline = health_baseline(d->uuid, j, &runs);
-        json_t *v = health_verdict(cfg, result, json_object_get(d->info, "pcie"), baseline, runs);
+        _cleanup_json_ json_t *pcie = health_link(d, result);
+        struct health_replays rp = {.now = d->gpu.known ? d->gpu.replay_counter : -1,
+                                    .before = verdict_replays(d->last_verdict)};
+        json_t *v = health_verdict(cfg, result, pcie, baseline, runs, &rp);
 
         if (!v)
-                return;
+                return false;
         json_object_set(v, "baseline", baseline);
+        json_object_set(v, "pcie", pcie);
         json_object_set_new(v, "job", json_string(j->id));
         json_object_set_new(v, "uuid", json_string(d->uuid));
         json_object_set_new(v, "time",
                             json_string(format_rfc3339_ms(now_realtime_ms(), ts, sizeof(ts))));
+        if (rp.now >= 0)
+                json_object_set_new(v, "pcie_replay_counter", json_integer(rp.now));
+        if (streq_ptr(json_string_value(json_object_get(v, "verdict")), "fail") &&
+            j->parts[i].attempts < 2) {
+                json_t *p = part_doc(j, i);
+
+                json_object_set_new(p, "first_attempt",
+                                    json_pack("{s:o, s:O}", "verdict", v, "result", result));
+                j->parts[i].st = P_QUEUED;
+                json_object_set_new(p, "state", json_string("queued"));
+                json_object_set_new(p, "waiting",
+                                    json_string("re-running a failed health check once before "
+                                                "the GPU is marked fail"));
+                if (enqueue(j, i) < 0) {
+                        job_set_part(j, i, P_FAILED, NULL, "out of memory while re-queueing");
+                        return false;
+                }
+                log_info("device %zu (%s): health check failed; running it once more", d->index,
+                         d->uuid);
+                return true;
+        }
         json_object_set(part_doc(j, i), "verdict", v);
         json_decref(d->last_verdict);
         d->last_verdict = v;
+        d->last_check_ms = now_realtime_ms();
         log_info("device %zu (%s): health %s", d->index, d->uuid,
                  json_string_value(json_object_get(v, "verdict")));
+        return false;
 }
 
 /* After recovery: each device's newest verdict in the store. */
@@ -397,15 +536,40 @@ static void health_restore_last(void)
                 for (size_t i = 0; i < jobs[k]->n_parts; i++) {
                         json_t *v = part_verdict(part_doc(jobs[k], i));
                         struct device *d = devices_get((size_t)jobs[k]->parts[i].device);
-                        if (v && jobs[k]->parts[i].device >= 0 && d && !d->last_verdict)
+                        if (v && jobs[k]->parts[i].device >= 0 && d && !d->last_verdict) {
                                 d->last_verdict = json_incref(v);
+                                d->last_check_ms = (uint64_t)json_integer_value(
+                                    json_object_get(jobs[k]->doc, "finished_ms"));
+                        }
                 }
 }
 
 /* ---- supervisor callbacks (supervisor thread) ---- */
 
+static bool job_canonical(const struct job *j)
+{
+        return json_is_true(json_object_get(j->doc, "canonical"));
+}
+
+/* What the part records of how it ran: a cold start, and other processes beside it. */
+static void part_note_conditions(struct job *j, size_t i, const struct device *d,
+                                 double cold_start_ms)
+{
+        json_t *p = part_doc(j, i);
+
+        json_object_set_new(p, "cold_start",
+                            json_pack("{s:b, s:o}", "cold", cold_start_ms >= 0, "ms",
+                                      cold_start_ms >= 0 ? json_real(cold_start_ms) : json_null()));
+        if (d->contended_by > 0)
+                json_object_set_new(p, "contended",
+                                    json_pack("{s:i, s:s}", "other_processes", d->contended_by,
+                                              "note",
+                                              "measured while other processes used the GPU: "
+                                              "never judged, never part of a baseline"));
+}
+
 static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
-                         json_t *result, const char *error)
+                         json_t *result, const char *error, double cold_start_ms)
 {
         static const enum pstate map[] = {
             [PART_SUCCEEDED] = P_SUCCEEDED,
@@ -413,12 +577,10 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
             [PART_TIMED_OUT] = P_TIMED_OUT,
             [PART_CANCELLED] = P_CANCELLED,
         };
-        char why[256];
+        char why[400];
 
         core_lock();
         struct device *d = devices_get(dev);
-        if (d)
-                d->running_jobs = 0;
         struct job *j = job_find(job_id);
         if (!j) {
                 log_warning("device %zu: result for unknown job %s dropped", dev, job_id);
@@ -428,6 +590,13 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 if (j->parts[i].device != (ssize_t)dev || j->parts[i].st != P_RUNNING)
                         continue;
                 enum pstate st = map[outcome];
+                if (d)
+                        part_note_conditions(j, i, d, cold_start_ms);
+                if (st == P_CANCELLED && d && d->paused && !j->cancel_requested) {
+                        snprintf(why, sizeof(why), "cancelled: device paused%s%s",
+                                 d->pause_reason[0] ? ": " : "", d->pause_reason);
+                        error = why;
+                }
                 if (st == P_SUCCEEDED && result) {
                         _cleanup_free_ char *dump = json_dump_compact(result, NULL);
                         if (!dump || strlen(dump) > cfg->max_result_bytes) {
@@ -449,14 +618,15 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                         json_object_set_new(result, "summary", summary);
                 else
                         json_decref(summary);
-                job_set_part(j, i, st, result, error);
+                bool contended = d && d->contended_by > 0, again = false;
+                if (st == P_SUCCEEDED && d && !contended && job_canonical(j))
+                        again = health_judge(j, i, d, result);
+                if (!again)
+                        job_set_part(j, i, st, result, error);
+                if (st == P_SUCCEEDED && d && !contended && !again)
+                        metrics_part_result(d->uuid, result);
                 if (summary && result)
                         json_decref(result);
-                if (st == P_SUCCEEDED && d) {
-                        metrics_part_result(d->uuid, result);
-                        if (strcmp(job_benchmark(j), "health") == 0)
-                                health_attach(j, i, d, result);
-                }
                 if (st != P_SUCCEEDED)
                         log_info("job %s on device %zu: %s%s%s", j->id, dev, pstate_names[st],
                                  error ? ": " : "", error ? error : "");
@@ -470,6 +640,10 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         if (pstate_final(j->st))
                 retention_apply();
 out:
+        if (d) {
+                d->running_jobs = 0;
+                d->contended_by = 0;
+        }
         try_dispatch(dev);
         core_unlock();
 }
@@ -506,11 +680,76 @@ static void on_worker_state(void *userdata, size_t dev, enum worker_state st, co
                          reason ? reason : "its worker keeps crashing");
                 fail_queued_on(dev, why);
         }
-        if (st == WORKER_IDLE)
+        if (st == WORKER_IDLE || st == WORKER_COLD)
                 d->reason[0] = 0;
         try_dispatch(dev);
 out:
         core_unlock();
+}
+
+/* ---- sharing the GPU (coexist.c looks, devctl.c pauses) ---- */
+
+void jobs_gpu_observed(size_t dev, const struct gpu_state *st)
+{
+        core_lock();
+        struct device *d = devices_get(dev);
+        if (!d)
+                goto out;
+        if (d->gpu.other_processes != st->other_processes)
+                log_info("device %zu (%s): %d other process(es) on the GPU", dev, d->uuid,
+                         st->other_processes);
+        d->gpu = *st;
+        if (d->running_jobs > 0 && st->other_processes > d->contended_by)
+                d->contended_by = st->other_processes;
+        /* On an EXCLUSIVE_PROCESS GPU a context umd keeps would make its owners' programs fail. */
+        if (sup)
+                supervisor_exit_after_each_part(sup, dev,
+                                                strcmp(st->compute_mode, "exclusive_process") == 0);
+        try_dispatch(dev);
+out:
+        core_unlock();
+}
+
+void jobs_dispatch_locked(size_t dev)
+{
+        try_dispatch(dev);
+}
+
+void jobs_device_paused_locked(size_t dev)
+{
+        for (size_t k = 0; k < n_jobs; k++) {
+                struct job *j = jobs[k];
+
+                for (size_t i = 0; i < j->n_parts; i++)
+                        if (j->parts[i].device == (ssize_t)dev && j->parts[i].st == P_RUNNING &&
+                            sup)
+                                supervisor_cancel(sup, dev, j->id);
+        }
+        if (sup)
+                supervisor_retire(sup, dev);
+        try_dispatch(dev); /* marks the queued head as waiting */
+}
+
+size_t jobs_health_due_locked(size_t *ret_devs, size_t max)
+{
+        uint64_t now = now_realtime_ms(), every = (uint64_t)cfg->health_interval_s * 1000;
+        size_t n = 0;
+
+        if (every == 0 || !sup || quiescing)
+                return 0;
+        for (size_t i = 0; i < devices_count() && n < max; i++) {
+                struct device *d = devices_get(i);
+
+                if (d->last_check_ms == 0)
+                        d->last_check_ms = now; /* the first check comes one interval in */
+                if (d->paused || d->gpu.other_processes > 0 || d->running_jobs > 0 ||
+                    queue_len(&queues[i]) > 0 || now - d->last_check_ms < every ||
+                    (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
+                        continue;
+                d->last_check_ms = now;
+                ret_devs[n++] = i;
+        }
+        return n;
 }
 
 void jobs_supervisor_callbacks(struct supervisor_callbacks *ret)
@@ -826,6 +1065,10 @@ static struct job *job_new(const json_t *body, const char *request, const struct
                 job_free(j);
                 return NULL;
         }
+        if (strcmp(b->name, "health") == 0)
+                json_object_set_new(j->doc, "canonical", json_boolean(spec->canonical));
+        if (json_is_string(json_object_get(body, "busy_policy")))
+                json_object_set(j->doc, "busy_policy", json_object_get(body, "busy_policy"));
         return j;
 }
 

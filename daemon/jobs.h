@@ -31,5 +31,18 @@ void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total);
 void core_lock(void);
 void core_unlock(void);
 
+struct gpu_state;
+/* What the last look at device dev's GPU found (coexist.c): other processes hold its queue
+ * (busy_policy), mark a running part contended, and an EXCLUSIVE_PROCESS GPU gets no context
+ * kept between parts. Takes core_lock. */
+void jobs_gpu_observed(size_t dev, const struct gpu_state *st);
+/* With core_lock held: start the next part of dev if it may run now (after a resume). */
+void jobs_dispatch_locked(size_t dev);
+/* With core_lock held, after dev was paused: cancel its running part, let its worker go. */
+void jobs_device_paused_locked(size_t dev);
+/* With core_lock held: the devices whose canonical health check is due by health_interval_s
+ * (idle, not paused, not in use by others); their clocks restart. Returns how many. */
+size_t jobs_health_due_locked(size_t *ret_devs, size_t max);
+
 /* Parts queued for device dev. Call with core_lock held. */
 size_t jobs_queued_on_locked(size_t dev);

@@ -14,12 +14,16 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "coexist.h"
 #include "config.h"
+#include "devctl.h"
 #include "devices.h"
 #include "fileio.h"
+#include "gpustate.h"
 #include "jobs.h"
 #include "log.h"
 #include "metrics.h"
+#include "placement.h"
 #include "store.h"
 #include "supervisor.h"
 #include "umd-build.h"
@@ -51,9 +55,22 @@ static int start_supervisor(const struct umd_config *cfg, struct supervisor **re
 
         if (!devs)
                 return -ENOMEM;
+        int nodes = placement_numa_nodes(PLACEMENT_SYSFS_NODES);
         for (size_t i = 0; i < n; i++) {
                 struct device *d = devices_get(i);
                 devs[i].fake = d->fake;
+                devs[i].numa_node = -1;
+                /* Beside its GPU, as nvbandwidth runs: host buffers on the far socket cost
+                 * bandwidth and make verdicts flap. A host with one node needs no policy. */
+                if (cfg->placement && !d->fake) {
+                        int node;
+
+                        placement_gpu(PLACEMENT_SYSFS_DEVICES,
+                                      json_string_value(json_object_get(d->info, "pci_bus_id")),
+                                      &node, &devs[i].cpus, &devs[i].has_cpus);
+                        if (nodes > 1)
+                                devs[i].numa_node = node;
+                }
                 /* Real workers are told the uuid (stable); fake ones their fake index. */
                 if (d->fake)
                         snprintf(devs[i].id, sizeof(devs[i].id), "%lld",
@@ -113,6 +130,10 @@ static int run(struct umd_config *cfg)
         r = jobs_init(cfg, store);
         if (r < 0)
                 goto out;
+        r = devctl_load(cfg);
+        if (r < 0)
+                goto out;
+        gpustate_init(cfg);
 
         /* api_start takes systemd's sockets (sd_listen_fds) before any thread exists. */
         r = api_start(cfg, &api);
@@ -123,6 +144,9 @@ static int run(struct umd_config *cfg)
                 goto out;
         jobs_attach_supervisor(sup);
         metrics_attach_supervisor(sup);
+        r = coexist_start(cfg, sup);
+        if (r < 0)
+                goto out;
 
         if (sd_watchdog_enabled(0, &watchdog_usec) <= 0)
                 watchdog_usec = 0;
@@ -172,6 +196,7 @@ static int run(struct umd_config *cfg)
         sd_notify(0, "STOPPING=1");
         notify_status("stopping");
 out:
+        coexist_stop();
         jobs_quiesce();
         if (api)
                 api_stop(api, cfg->shutdown_timeout_s * 1000);
@@ -180,6 +205,7 @@ out:
         jobs_shutdown();
         if (store)
                 store_close(store);
+        gpustate_shutdown();
         devices_free();
         if (sfd >= 0)
                 close(sfd);

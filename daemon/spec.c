@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "devices.h"
+#include "jsonutil.h"
 #include "util.h"
 
 static const char *const priority_names[] = {"high", "normal", "low"};
@@ -28,7 +29,7 @@ const char *spec_priority_name(int prio)
 }
 
 static const char *const submit_keys[] = {"benchmark", "device",    "devices", "params",
-                                          "priority",  "timeout_s", "labels"};
+                                          "priority",  "timeout_s", "labels",  "busy_policy"};
 
 static int parse_device_value(const json_t *v, const char *field, size_t *devs, size_t *n,
                               struct problem *p)
@@ -202,7 +203,8 @@ int spec_check_body(const json_t *body, const struct bench_def **ret_bench, stru
                 if (!known)
                         return problem_set(p, 400, key,
                                            "unknown field '%.64s' (known: benchmark, device, "
-                                           "devices, params, priority, timeout_s, labels)",
+                                           "devices, params, priority, timeout_s, labels, "
+                                           "busy_policy)",
                                            key);
         }
         json_t *bn = json_object_get(body, "benchmark");
@@ -218,12 +220,36 @@ int spec_check_body(const json_t *body, const struct bench_def **ret_bench, stru
         return 0;
 }
 
+static int parse_busy_policy(const json_t *v, struct problem *p)
+{
+        if (!v || (json_is_string(v) && busy_policy_from_string(json_string_value(v)) >= 0))
+                return 0;
+        return problem_set(p, 400, "busy_policy", "must be \"wait\", \"run\" or \"fail\"");
+}
+
+bool spec_is_canonical_health(const json_t *body)
+{
+        const json_t *params = json_object_get(body, "params");
+
+        return streq_ptr(json_string_value(json_object_get(body, "benchmark")), "health") &&
+               (!params || (json_is_object(params) && json_object_size(params) == 0));
+}
+
+/* The canonical health check's parameters come from the configuration only, so no client can
+ * change what a verdict is made of. NULL on OOM. */
+static json_t *canonical_health_params(const struct umd_config *cfg)
+{
+        return json_pack("{s:I, s:I}", "size", (json_int_t)cfg->health_size, "iterations",
+                         (json_int_t)cfg->health_iterations);
+}
+
 int spec_parse(const struct umd_config *cfg, const json_t *body, const struct bench_def *b,
                struct job_spec *ret, struct problem *p)
 {
         struct job_spec s = {.bench = b, .prio = 1};
         struct catalog_limits lim = {.max_buffer_bytes = cfg->max_buffer_bytes};
         struct catalog_error cerr = {0};
+        _cleanup_json_ json_t *canonical = NULL;
         bool all_fake = true;
         int r;
 
@@ -232,12 +258,19 @@ int spec_parse(const struct umd_config *cfg, const json_t *body, const struct be
                 return r;
         for (size_t i = 0; i < s.n_devs; i++)
                 all_fake = all_fake && devices_get(s.devs[i])->fake;
-        r = catalog_validate(b, json_object_get(body, "params"), &lim, all_fake, &s.params, &cerr);
+        s.canonical = spec_is_canonical_health(body);
+        if (s.canonical && !(canonical = canonical_health_params(cfg)))
+                return problem_set(p, 500, "", "out of memory");
+        r = catalog_validate(b, s.canonical ? canonical : json_object_get(body, "params"), &lim,
+                             all_fake, &s.params, &cerr);
         if (r < 0)
-                return problem_set(p, 400, cerr.field, "%s", cerr.detail);
+                return problem_set(p, 400, s.canonical ? "health_size" : cerr.field, "%s%s",
+                                   s.canonical ? "the configured canonical health check: " : "",
+                                   cerr.detail);
         if ((r = parse_priority(json_object_get(body, "priority"), &s.prio, p)) < 0 ||
             (r = parse_timeout(cfg, json_object_get(body, "timeout_s"), &s.timeout_s, p)) < 0 ||
-            (r = parse_labels(cfg, json_object_get(body, "labels"), p)) < 0) {
+            (r = parse_labels(cfg, json_object_get(body, "labels"), p)) < 0 ||
+            (r = parse_busy_policy(json_object_get(body, "busy_policy"), p)) < 0) {
                 json_decref(s.params);
                 return r;
         }

@@ -19,6 +19,7 @@ struct job_spec {
         size_t n_devs;
         int prio; /* 0 high, 1 normal, 2 low */
         unsigned timeout_s;
+        bool canonical; /* the canonical health check: params from the configuration */
 };
 
 /* What needs nothing but the body: an object of known fields naming a known benchmark. */
@@ -28,6 +29,10 @@ int spec_check_body(const json_t *body, const struct bench_def **ret_bench, stru
 int spec_parse(const struct umd_config *cfg, const json_t *body, const struct bench_def *b,
                struct job_spec *ret, struct problem *p);
 void spec_done(struct job_spec *s);
+
+/* A health job submitted without params is the canonical check: the only one that makes a
+ * verdict or feeds a baseline. */
+bool spec_is_canonical_health(const json_t *body);
 
 int spec_priority_from_string(const char *s); /* -1 when unknown */
 const char *spec_priority_name(int prio);

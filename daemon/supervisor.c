@@ -13,6 +13,11 @@
  * the protocol has crashed. Deadlines and cancels kill workers too, but are not crashes: those
  * respawn at once. A part the worker answered, either way, resets the crash count.
  *
+ * Idle release: workers start cold and are spawned by the first part dispatched to them. An idle
+ * worker is asked to shut down after worker_idle_s (or at once when retired: a paused device,
+ * an EXCLUSIVE_PROCESS GPU); its exit is not a crash and its device goes WORKER_COLD. A worker
+ * that does not exit within the cancel grace period is killed, still not a crash.
+ *
  * Stopping: once supervisor_stop() starts, only PART_SUCCEEDED parts are still reported (a
  * result that arrived is real); parts cut short by the stop are not reported at all, so the
  * caller can leave them to be marked interrupted rather than cancelled or failed. */
@@ -25,6 +30,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/mempolicy.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -36,6 +42,7 @@
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +60,7 @@ enum kill_reason {
         KILL_SILENT,   /* no hello or heartbeat in time: a crash */
         KILL_PROTOCOL, /* broke the protocol: a crash */
         KILL_STOP,     /* supervisor_stop timeout */
+        KILL_RETIRE,   /* did not exit when retired: not a crash */
 };
 
 struct slot {
@@ -77,6 +85,13 @@ struct slot {
         uint64_t timeout_ms, deadline; /* deadline 0: none */
         bool cancelling;
         uint64_t cancel_kill_at;
+
+        json_t *pending_run;  /* the run message a cold start sends after hello */
+        double cold_start_ms; /* of the part in hand; < 0 when it found the worker warm */
+        uint64_t idle_since;
+        bool retire_requested, exit_after_each_part;
+        bool retiring; /* shutdown sent: exits on its own, then WORKER_COLD */
+        uint64_t retire_kill_at;
 };
 
 struct event {
@@ -87,6 +102,7 @@ struct event {
         enum part_outcome outcome;
         json_t *result;
         char *error;
+        double cold_start_ms;
         enum worker_state state;
         char *reason;
 };
@@ -103,6 +119,8 @@ struct supervisor {
         unsigned heartbeat_interval_ms, heartbeat_timeout_ms, start_timeout_ms;
         unsigned max_crashes, backoff_ms, backoff_max_ms, cancel_grace_ms;
         uint64_t max_buffer_bytes, pool_bytes, managed_reserve_bytes;
+        uint64_t pool_idle_ms, worker_idle_ms;
+        char *fake_gpu_state;
         int log_level;
 
         struct supervisor_callbacks cb;
@@ -130,6 +148,8 @@ const char *worker_state_to_string(enum worker_state s)
                 return "faulted";
         case WORKER_STOPPED:
                 return "stopped";
+        case WORKER_COLD:
+                return "cold";
         }
         return "unknown";
 }
@@ -207,6 +227,7 @@ static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome 
                         e->outcome = outcome;
                         e->result = result ? json_incref(result) : NULL;
                         e->error = error ? strdup(error) : NULL;
+                        e->cold_start_ms = w->cold_start_ms;
                         event_push(s, e);
                 } else {
                         log_error("Out of memory: the end of job %s on device %zu not reported",
@@ -217,14 +238,27 @@ static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome 
         w->job[0] = '\0';
         w->deadline = 0;
         w->cancelling = false;
+        w->cold_start_ms = -1;
+        json_decref(w->pending_run);
+        w->pending_run = NULL;
 }
 
 /* --- processes --- */
 
-/* Between fork and exec: async-signal-safe calls only. */
-static _Noreturn void child_exec(int fd, pid_t parent, char **argv)
+/* Between fork and exec: async-signal-safe calls only. Placement is best effort: a host that
+ * refuses it (a cgroup without those CPUs) still runs the worker, which reports where it ran. */
+static _Noreturn void child_exec(int fd, pid_t parent, char **argv,
+                                 const struct supervised_device *place)
 {
         sigset_t none;
+
+        if (place && place->has_cpus)
+                (void)sched_setaffinity(0, sizeof(place->cpus), &place->cpus);
+        if (place && place->numa_node >= 0 && place->numa_node < 64) {
+                unsigned long mask = 1ul << place->numa_node;
+
+                (void)syscall(SYS_set_mempolicy, MPOL_PREFERRED, &mask, 64ul);
+        }
 
         /* Ignored signals stay ignored across exec (SIGPIPE in umd): start the worker clean. */
         for (int sig = 1; sig < NSIG; sig++)
@@ -254,7 +288,7 @@ static void kill_worker(struct slot *w, enum kill_reason why, const char *fmt, .
         va_start(ap, fmt);
         vsnprintf(w->kill_detail, sizeof(w->kill_detail), fmt, ap);
         va_end(ap);
-        if (why == KILL_TIMEOUT || why == KILL_CANCEL || why == KILL_STOP)
+        if (why == KILL_TIMEOUT || why == KILL_CANCEL || why == KILL_STOP || why == KILL_RETIRE)
                 log_notice("Device %s: killing worker %d: %s", w->dev.id, (int)w->pid,
                            w->kill_detail);
         else
@@ -278,8 +312,8 @@ static void schedule_crash_respawn(struct supervisor *s, struct slot *w, uint64_
 
 static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
 {
-        char fd_s[16], fake_s[16], hb_s[16], maxb_s[24], pool_s[24], res_s[24];
-        char *argv[24];
+        char fd_s[16], fake_s[16], hb_s[16], maxb_s[24], pool_s[24], res_s[24], idle_s[24];
+        char *argv[28];
         size_t a = 0;
         struct timeval tv = {SEND_TIMEOUT_MS / 1000, (SEND_TIMEOUT_MS % 1000) * 1000};
         int sv[2];
@@ -293,6 +327,7 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
         snprintf(maxb_s, sizeof(maxb_s), "%llu", (unsigned long long)s->max_buffer_bytes);
         snprintf(pool_s, sizeof(pool_s), "%llu", (unsigned long long)s->pool_bytes);
         snprintf(res_s, sizeof(res_s), "%llu", (unsigned long long)s->managed_reserve_bytes);
+        snprintf(idle_s, sizeof(idle_s), "%llu", (unsigned long long)s->pool_idle_ms);
         argv[a++] = s->worker_path;
         if (w->dev.fake) {
                 unsigned long idx = strtoul(w->dev.id, NULL, 10);
@@ -301,6 +336,10 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
                 snprintf(fake_s, sizeof(fake_s), "%u", n);
                 argv[a++] = (char *)"--fake";
                 argv[a++] = fake_s;
+                if (s->fake_gpu_state) {
+                        argv[a++] = (char *)"--fake-state";
+                        argv[a++] = s->fake_gpu_state;
+                }
         }
         argv[a++] = (char *)"--device";
         argv[a++] = w->dev.id;
@@ -314,6 +353,8 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
         argv[a++] = pool_s;
         argv[a++] = (char *)"--managed-reserve-bytes";
         argv[a++] = res_s;
+        argv[a++] = (char *)"--pool-idle-ms";
+        argv[a++] = idle_s;
         argv[a++] = (char *)"--log-level";
         argv[a++] = (char *)log_level_to_string(s->log_level);
         argv[a] = NULL;
@@ -321,7 +362,7 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
         pid_t parent = getpid();
         pid = fork();
         if (pid == 0)
-                child_exec(sv[1], parent, argv);
+                child_exec(sv[1], parent, argv, &w->dev);
         if (pid < 0) {
                 int r = log_error_errno(errno, "Device %s: fork: %m", w->dev.id);
 
@@ -342,6 +383,7 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
         w->hello = false;
         w->killed = KILL_NONE;
         w->kill_detail[0] = '\0';
+        w->retiring = false;
         w->spawned_at = w->last_heard = now;
         if (w->spawned_once)
                 w->restarts++;
@@ -444,6 +486,15 @@ static void on_exit_status(struct supervisor *s, struct slot *w, int status, uin
                 set_state(s, w, WORKER_STOPPED, NULL);
                 return;
         }
+        if (w->retiring && (killed == KILL_NONE || killed == KILL_RETIRE)) {
+                /* Asked to go: the GPU is free of umd until the next part. */
+                w->retiring = false;
+                w->retire_requested = false;
+                w->crashes = 0;
+                set_state(s, w, WORKER_COLD, "worker exited idle; nothing held on the GPU");
+                return;
+        }
+        w->retiring = false;
         crash = killed == KILL_NONE || killed == KILL_SILENT || killed == KILL_PROTOCOL;
         if (crash) {
                 schedule_crash_respawn(s, w, now, how);
@@ -508,6 +559,24 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64
                 }
                 w->hello = true;
                 log_info("Device %s: worker %d ready", w->dev.id, (int)w->pid);
+                if (w->pending_run && w->has_part) {
+                        int r = ipc_send(w->fd, w->pending_run);
+
+                        json_decref(w->pending_run);
+                        w->pending_run = NULL;
+                        w->cold_start_ms = (double)(now - w->spawned_at);
+                        if (r < 0) {
+                                kill_worker(w, KILL_SILENT,
+                                            "cannot send job %s after a cold "
+                                            "start",
+                                            w->job);
+                                return;
+                        }
+                        set_state(s, w, WORKER_BUSY, "job %s (cold start %.0f ms)", w->job,
+                                  w->cold_start_ms);
+                        return;
+                }
+                w->idle_since = now;
                 set_state(s, w, WORKER_IDLE, "worker %d ready", (int)w->pid);
                 return;
         }
@@ -537,6 +606,9 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64
                         finish_part(s, w, PART_SUCCEEDED, result, NULL);
                 else
                         finish_part(s, w, PART_FAILED, NULL, error);
+                w->idle_since = now;
+                if (w->exit_after_each_part)
+                        w->retire_requested = true;
                 set_state(s, w, WORKER_IDLE, NULL);
                 return;
         }
@@ -587,6 +659,29 @@ static void read_worker(struct supervisor *s, struct slot *w, uint64_t now)
                 close_channel(w); /* out of step: nothing more from it can be trusted */
 }
 
+/* --- idle release (lock held) --- */
+
+static bool retire_due(const struct supervisor *s, const struct slot *w, uint64_t now)
+{
+        if (w->pid <= 0 || !w->hello || w->has_part || w->retiring || s->stopping ||
+            w->state != WORKER_IDLE)
+                return false;
+        return w->retire_requested || now - w->idle_since >= s->worker_idle_ms;
+}
+
+static void retire_now(struct supervisor *s, struct slot *w, uint64_t now)
+{
+        json_t *msg = json_pack("{s:s}", "type", "shutdown");
+
+        w->retiring = true;
+        w->retire_kill_at = now + (s->cancel_grace_ms > 1000 ? s->cancel_grace_ms : 1000);
+        log_info("Device %s: letting worker %d go (%s)", w->dev.id, (int)w->pid,
+                 w->retire_requested ? "released" : "idle");
+        if (!msg || w->fd < 0 || ipc_send(w->fd, msg) < 0)
+                w->retire_kill_at = now; /* cannot ask: kill it (still not a crash) */
+        json_decref(msg);
+}
+
 /* --- the thread --- */
 
 static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
@@ -606,8 +701,14 @@ static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
                          now - w->last_heard >= s->heartbeat_timeout_ms)
                         kill_worker(w, KILL_SILENT, "no heartbeat for %llu ms",
                                     (unsigned long long)(now - w->last_heard));
+                else if (w->retiring && now >= w->retire_kill_at)
+                        kill_worker(w, KILL_RETIRE, "did not exit %u ms after being let go",
+                                    s->cancel_grace_ms);
+                else if (retire_due(s, w, now))
+                        retire_now(s, w, now);
         }
-        if (w->pid == 0 && !s->stopping && w->state != WORKER_STOPPED && now >= w->respawn_at) {
+        if (w->pid == 0 && !s->stopping && w->state != WORKER_STOPPED && w->state != WORKER_COLD &&
+            now >= w->respawn_at) {
                 if (spawn(s, w, now) < 0)
                         schedule_crash_respawn(s, w, now, "could not start the worker");
         }
@@ -640,7 +741,12 @@ static uint64_t next_wakeup(struct supervisor *s, uint64_t now)
                                 EARLIER(w->spawned_at + s->start_timeout_ms);
                         else if (s->heartbeat_timeout_ms)
                                 EARLIER(w->last_heard + s->heartbeat_timeout_ms);
-                } else if (!s->stopping && w->state != WORKER_STOPPED) {
+                        if (w->retiring)
+                                EARLIER(w->retire_kill_at);
+                        else if (w->hello && !w->has_part && w->state == WORKER_IDLE)
+                                EARLIER(w->retire_requested ? now
+                                                            : w->idle_since + s->worker_idle_ms);
+                } else if (!s->stopping && w->state != WORKER_STOPPED && w->state != WORKER_COLD) {
                         EARLIER(w->respawn_at);
                 }
         }
@@ -656,7 +762,7 @@ static void deliver(struct supervisor *s, struct event *list)
                 list = e->next;
                 if (e->is_part && s->cb.part_done)
                         s->cb.part_done(s->cb.userdata, e->device, e->job, e->outcome, e->result,
-                                        e->error);
+                                        e->error, e->cold_start_ms);
                 else if (!e->is_part && s->cb.worker_state)
                         s->cb.worker_state(s->cb.userdata, e->device, e->state, e->reason);
                 event_free(e);
@@ -762,6 +868,8 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
         pthread_mutex_init(&s->lock, NULL);
         s->events_tail = &s->events;
         s->worker_path = strdup(cfg->worker_path);
+        if (cfg->fake_gpu_state && *cfg->fake_gpu_state)
+                s->fake_gpu_state = strdup(cfg->fake_gpu_state);
         s->w = calloc(n ? n : 1, sizeof(*s->w));
         if (!s->worker_path || !s->w) {
                 r = log_error_errno(ENOMEM, "Out of memory");
@@ -785,6 +893,8 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
         s->max_buffer_bytes = cfg->max_buffer_bytes;
         s->pool_bytes = cfg->pool_bytes;
         s->managed_reserve_bytes = cfg->managed_reserve_bytes;
+        s->pool_idle_ms = (uint64_t)cfg->pool_idle_s * 1000;
+        s->worker_idle_ms = (uint64_t)cfg->worker_idle_s * 1000;
         s->log_level = cfg->log_level;
         if (cb)
                 s->cb = *cb;
@@ -792,11 +902,12 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
         for (size_t i = 0; i < n; i++) {
                 s->w[i].dev = devs[i];
                 s->w[i].dev.id[sizeof(s->w[i].dev.id) - 1] = '\0';
-                s->w[i].state = WORKER_STARTING;
+                /* Nothing runs on a GPU until there is work for it. */
+                s->w[i].state = WORKER_COLD;
                 s->w[i].pid = 0;
                 s->w[i].fd = -1;
                 s->w[i].pidfd = -1;
-                s->w[i].respawn_at = 0; /* the thread spawns it on its first round */
+                s->w[i].cold_start_ms = -1;
         }
 
         s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -818,9 +929,54 @@ fail:
                 close(s->efd);
         free(s->w);
         free(s->worker_path);
+        free(s->fake_gpu_state);
         pthread_mutex_destroy(&s->lock);
         free(s);
         return r;
+}
+
+static json_t *run_message(const struct supervisor *s, const char *job_id, const char *benchmark,
+                           const json_t *params)
+{
+        return json_pack(
+            "{s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I}}", "type", "run", "job", job_id, "benchmark",
+            benchmark, "params", params ? (json_t *)params : json_object(), "limits",
+            "max_buffer_bytes", (json_int_t)s->max_buffer_bytes, "managed_reserve_bytes",
+            (json_int_t)s->managed_reserve_bytes, "pool_bytes", (json_int_t)s->pool_bytes);
+}
+
+static void take_part(struct slot *w, const char *job_id, uint64_t timeout_ms, uint64_t now)
+{
+        w->has_part = true;
+        snprintf(w->job, sizeof(w->job), "%s", job_id);
+        w->timeout_ms = timeout_ms;
+        w->deadline = timeout_ms ? now + timeout_ms : 0;
+        w->cancelling = false;
+        w->cold_start_ms = -1;
+}
+
+/* A cold device: start its worker; the part goes out with hello (handle_msg). Lock held. */
+static int dispatch_cold(struct supervisor *s, struct slot *w, const char *job_id,
+                         const char *benchmark, const json_t *params, uint64_t timeout_ms)
+{
+        uint64_t now = now_monotonic_ms();
+        json_t *msg = run_message(s, job_id, benchmark, params);
+        int r;
+
+        if (!msg)
+                return log_error_errno(ENOMEM, "Out of memory");
+        r = spawn(s, w, now);
+        if (r < 0) {
+                json_decref(msg);
+                schedule_crash_respawn(s, w, now, "could not start the worker");
+                wake(s);
+                return -ENODEV;
+        }
+        take_part(w, job_id, timeout_ms, now);
+        w->pending_run = msg;
+        w->retire_requested = false;
+        wake(s);
+        return 0;
 }
 
 int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
@@ -841,15 +997,19 @@ int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
                 goto out;
         }
         w = &s->w[device];
-        if (w->state != WORKER_IDLE || w->fd < 0 || w->killed != KILL_NONE) {
-                r = w->state == WORKER_BUSY || w->state == WORKER_STARTING ? -EBUSY : -ENODEV;
+        if (w->state == WORKER_COLD && w->pid <= 0) {
+                r = dispatch_cold(s, w, job_id, benchmark, params, timeout_ms);
                 goto out;
         }
-        msg = json_pack("{s:s, s:s, s:s, s:O, s:{s:I, s:I, s:I}}", "type", "run", "job", job_id,
-                        "benchmark", benchmark, "params", params ? (json_t *)params : json_object(),
-                        "limits", "max_buffer_bytes", (json_int_t)s->max_buffer_bytes,
-                        "managed_reserve_bytes", (json_int_t)s->managed_reserve_bytes, "pool_bytes",
-                        (json_int_t)s->pool_bytes);
+        if (w->state != WORKER_IDLE || w->fd < 0 || w->killed != KILL_NONE || w->retiring ||
+            w->retire_requested) {
+                r = w->state == WORKER_BUSY || w->state == WORKER_STARTING || w->retiring ||
+                            w->retire_requested
+                        ? -EBUSY
+                        : -ENODEV;
+                goto out;
+        }
+        msg = run_message(s, job_id, benchmark, params);
         if (!msg) {
                 r = log_error_errno(ENOMEM, "Out of memory");
                 goto out;
@@ -866,11 +1026,7 @@ int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
                 r = -ENODEV;
                 goto out;
         }
-        w->has_part = true;
-        snprintf(w->job, sizeof(w->job), "%s", job_id);
-        w->timeout_ms = timeout_ms;
-        w->deadline = timeout_ms ? now + timeout_ms : 0;
-        w->cancelling = false;
+        take_part(w, job_id, timeout_ms, now);
         set_state(s, w, WORKER_BUSY, "job %s", job_id);
         wake(s);
         r = 0;
@@ -905,6 +1061,58 @@ int supervisor_cancel(struct supervisor *s, size_t device, const char *job_id)
 out:
         pthread_mutex_unlock(&s->lock);
         return r;
+}
+
+void supervisor_retire(struct supervisor *s, size_t device)
+{
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->lock);
+        if (device < s->n && s->w[device].pid > 0) {
+                s->w[device].retire_requested = true;
+                wake(s);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+void supervisor_exit_after_each_part(struct supervisor *s, size_t device, bool on)
+{
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->lock);
+        if (device < s->n && s->w[device].exit_after_each_part != on) {
+                s->w[device].exit_after_each_part = on;
+                if (on && s->w[device].pid > 0 && !s->w[device].has_part)
+                        s->w[device].retire_requested = true;
+                wake(s);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+pid_t supervisor_worker_pid(struct supervisor *s, size_t device)
+{
+        pid_t pid = 0;
+
+        if (!s)
+                return 0;
+        pthread_mutex_lock(&s->lock);
+        if (device < s->n && s->w[device].pid > 0)
+                pid = s->w[device].pid;
+        pthread_mutex_unlock(&s->lock);
+        return pid;
+}
+
+bool supervisor_warm(struct supervisor *s, size_t device)
+{
+        bool warm = false;
+
+        if (!s)
+                return false;
+        pthread_mutex_lock(&s->lock);
+        if (device < s->n)
+                warm = s->w[device].pid > 0 && s->w[device].hello && !s->w[device].retiring;
+        pthread_mutex_unlock(&s->lock);
+        return warm;
 }
 
 enum worker_state supervisor_state(struct supervisor *s, size_t device)
@@ -987,6 +1195,7 @@ void supervisor_stop(struct supervisor *s, unsigned timeout_ms)
                 close_channel(&s->w[i]);
                 if (s->w[i].pidfd >= 0)
                         close(s->w[i].pidfd);
+                json_decref(s->w[i].pending_run);
         }
         while (s->events) {
                 struct event *e = s->events;
@@ -997,6 +1206,7 @@ void supervisor_stop(struct supervisor *s, unsigned timeout_ms)
         close(s->efd);
         free(s->w);
         free(s->worker_path);
+        free(s->fake_gpu_state);
         pthread_mutex_destroy(&s->lock);
         free(s);
 }

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <jansson.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct umd_config;
 struct supervisor;
@@ -21,6 +23,7 @@ enum worker_state {
         WORKER_BACKOFF, /* died; waiting to respawn */
         WORKER_FAULTED, /* max_crashes in a row; respawn attempts continue at the max backoff */
         WORKER_STOPPED,
+        WORKER_COLD, /* no process, by design: started when a part is dispatched */
 };
 const char *worker_state_to_string(enum worker_state s);
 
@@ -34,8 +37,11 @@ enum part_outcome {
 
 struct supervisor_callbacks {
         /* result: the worker's result object (borrowed; json_incref to keep) or NULL. */
+        /* cold_start_ms: how long the worker took from spawn to ready when this part had to
+         * start it, or a negative number when the part found it warm. */
         void (*part_done)(void *userdata, size_t device, const char *job_id,
-                          enum part_outcome outcome, json_t *result, const char *error);
+                          enum part_outcome outcome, json_t *result, const char *error,
+                          double cold_start_ms);
         /* The worker of `device` changed state (reason: "crashed: signal 11", ...). Called on
          * every change, including becoming idle, which is when jobs.c dispatches the next part. */
         void (*worker_state)(void *userdata, size_t device, enum worker_state state,
@@ -44,23 +50,44 @@ struct supervisor_callbacks {
 };
 
 /* One entry per device to supervise: the id passed as --device (uuid, or the fake index),
- * and whether it is fake (the worker is then run as --fake N --device ID). */
+ * and whether it is fake (the worker is then run as --fake N --device ID). Placement: when
+ * has_cpus the worker runs on cpus; when numa_node >= 0 its memory comes preferably from that
+ * node (set before exec, so the CUDA runtime's pinned host buffers follow it). */
 struct supervised_device {
         char id[64];
         bool fake;
+        bool has_cpus;
+        cpu_set_t cpus;
+        int numa_node;
 };
 
 /* Spawn all workers and start the thread. 0 or -errno (logged). */
 int supervisor_start(const struct umd_config *cfg, const struct supervised_device *devs, size_t n,
                      const struct supervisor_callbacks *cb, struct supervisor **ret);
 
-/* Send a job part to an idle worker. timeout_ms from now (0 = none). 0, -EBUSY (not idle),
- * -ENODEV (not running). params: normalized params (borrowed). */
+/* Workers start cold: none runs until a part is dispatched to its device. An idle worker gives
+ * back its pool after cfg->pool_idle_s (the worker's own timer) and exits after
+ * cfg->worker_idle_s (this supervisor's), its device going back to WORKER_COLD.
+ *
+ * Send a job part to an idle or cold worker (a cold one is started and gets the part once it
+ * says hello; the deadline counts from now). timeout_ms from now (0 = none). 0, -EBUSY (not
+ * idle, or exiting), -ENODEV (not running). params: normalized params (borrowed). */
 int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
                         const char *benchmark, const json_t *params, uint64_t timeout_ms);
 /* Ask the worker to stop the part; kill it after cfg->cancel_grace_ms. part_done follows
  * with PART_CANCELLED. 0 or -ESRCH when that job is not running there. */
 int supervisor_cancel(struct supervisor *s, size_t device, const char *job_id);
+
+/* Let the worker of device exit (and its CUDA context go) as soon as it has no part: for a
+ * paused device, or a GPU in EXCLUSIVE_PROCESS mode after each part (after_each_part). Its
+ * device becomes WORKER_COLD, which is not a crash. after_each_part stays until cleared with
+ * supervisor_exit_after_each_part(s, dev, false). */
+void supervisor_retire(struct supervisor *s, size_t device);
+void supervisor_exit_after_each_part(struct supervisor *s, size_t device, bool on);
+/* The worker's pid (0 when none runs), for telling umd's own processes on the GPU apart. */
+pid_t supervisor_worker_pid(struct supervisor *s, size_t device);
+/* True while the worker runs and has said hello (its context exists). */
+bool supervisor_warm(struct supervisor *s, size_t device);
 
 enum worker_state supervisor_state(struct supervisor *s, size_t device);
 /* True when every worker that should be running has been heard from within the heartbeat

@@ -462,6 +462,17 @@ int pool_dev(struct bench_job *j, int slot, size_t size, void **ret)
         return pool_get(j, &j->ctx->dev[slot], false, size, ret);
 }
 
+uint64_t bench_pool_release(struct bench_ctx *c)
+{
+        uint64_t freed = pool_total(c);
+
+        for (int i = 0; i < BENCH_POOL_SLOTS; i++) {
+                pool_free(&c->host[i], true);
+                pool_free(&c->dev[i], false);
+        }
+        return freed;
+}
+
 /* Keep the pool within pool_bytes: drop the largest buffers first. */
 static void pool_trim(struct bench_ctx *c)
 {

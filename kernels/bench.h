@@ -38,6 +38,9 @@ struct bench_limits {
 int bench_ctx_create(int ordinal, const json_t *device_info, const struct bench_limits *lim,
                      struct bench_ctx **ret, char **ret_error);
 void bench_ctx_destroy(struct bench_ctx *ctx);
+/* Give back the buffer pool (pinned host and device buffers); the context and its streams stay.
+ * Returns the bytes freed. The next job allocates again. */
+uint64_t bench_pool_release(struct bench_ctx *ctx);
 
 /* Run one benchmark with normalized params (catalog_validate's output). cancel is polled
  * between samples. 0 with *ret_result, or negative with *ret_error: -ENOTSUP (unsupported on

@@ -10,6 +10,10 @@
 
 #include "bench_internal.h"
 
+extern "C" {
+#include "pcie.h"
+}
+
 /* One sub-benchmark with the suite's params, overridden by `overrides` (JSON text). */
 static int sub_run(struct bench_job *j, const char *bench, const char *overrides, json_t **ret)
 {
@@ -309,7 +313,11 @@ int bench_health(struct bench_job *j)
         json_decref(runs);
         if (r < 0)
                 return r;
-        json_t *pcie = json_object_get(j->ctx->device_info, "pcie");
+        /* Read live, right after the copies: a link that trained down since discovery shows. */
+        json_t *pcie = pcie_link_json(
+            PCIE_SYSFS_DEVICES, json_string_value(json_object_get(j->ctx->device_info, "pci_bus_id")));
+        if (!pcie)
+                pcie = json_incref(json_object_get(j->ctx->device_info, "pcie"));
         json_object_set_new(j->extra_top, "link",
                             json_pack("{s:O?, s:f, s:f}", "pcie", pcie, "theoretical_gbps_current",
                                       link_gbps(json_object_get(pcie, "current_gen"),
@@ -317,5 +325,6 @@ int bench_health(struct bench_job *j)
                                       "theoretical_gbps_max",
                                       link_gbps(json_object_get(pcie, "max_gen"),
                                                 json_object_get(pcie, "max_width"))));
+        json_decref(pcie);
         return 0;
 }

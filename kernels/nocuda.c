@@ -26,6 +26,11 @@ void bench_ctx_destroy(struct bench_ctx *ctx)
 {
 }
 
+uint64_t bench_pool_release(struct bench_ctx *ctx)
+{
+        return 0;
+}
+
 int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params,
               volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
 {

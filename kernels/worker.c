@@ -9,17 +9,26 @@
  * Limits: --max-buffer-bytes, --pool-bytes and --managed-reserve-bytes (umd passes its
  * configuration) are fixed for the process, because the CUDA context and its buffer pool are
  * created once with them. A run message's "limits" may only tighten max_buffer_bytes for that
- * job; the other two are taken from the flags. */
+ * job; the other two are taken from the flags.
+ *
+ * Idle release: the runner gives back the buffer pool once idle for --pool-idle-ms (pinned host
+ * memory belongs to the node's users). Exiting when idle is umd's decision (it sends shutdown),
+ * so a job is never sent to a worker that is leaving. Every result says where the worker ran
+ * (CPUs, NUMA policy, the GPU's node) and whether the pool had been given back. */
 #include "bench.h"
 #include "catalog.h"
 #include "discover.h"
 #include "fake.h"
+#include "fileio.h"
 #include "ipc.h"
+#include "jsonutil.h"
 #include "log.h"
+#include "placement.h"
 #include "size.h"
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -44,6 +53,10 @@ struct worker {
         struct bench_ctx *bench; /* real devices only */
         struct bench_limits lim;
         unsigned heartbeat_ms;
+        uint64_t pool_idle_ms;
+        const char *fake_state; /* tests: the fake_gpu_state file */
+        bool pool_held;         /* a job may have left buffers in the pool */
+        bool pool_released;     /* given back since the last job */
 
         pthread_mutex_t send_lock;
 
@@ -163,6 +176,29 @@ static int refuse(char **ret_error, int r, const char *fmt, ...)
         return r;
 }
 
+/* Tests: the fake_gpu_state file may slow this fake GPU down ("bandwidth_pct"), standing for a
+ * GPU that turned slow, so that the canonical health check (which takes no params) can fail. */
+static json_t *fake_params(const struct worker *w, const json_t *params)
+{
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *all = NULL;
+        char key[24];
+        json_error_t err;
+        json_t *pct, *copy;
+        size_t len = 0;
+
+        if (!w->fake_state || read_file_at(AT_FDCWD, w->fake_state, 65536, &buf, &len) < 0)
+                return json_incref((json_t *)params);
+        all = json_parse_strict(buf, len, 8, &err);
+        snprintf(key, sizeof(key), "%lld",
+                 (long long)json_integer_value(json_object_get(w->device, "index")));
+        pct = json_object_get(json_object_get(all, key), "bandwidth_pct");
+        if (!json_is_integer(pct) || !(copy = json_deep_copy(params)))
+                return json_incref((json_t *)params);
+        json_object_set(copy, "fake_bandwidth_pct", pct);
+        return copy;
+}
+
 static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, char **ret_error)
 {
         const char *benchmark = json_string_value(json_object_get(msg, "benchmark"));
@@ -181,7 +217,10 @@ static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, cha
                 params = empty = json_object();
 
         if (w->fake) {
-                r = fake_run(w->device, benchmark, params, max, &w->cancel, ret_result, ret_error);
+                _cleanup_json_ json_t *fp = fake_params(w, params);
+
+                r = fake_run(w->device, benchmark, fp ? fp : params, max, &w->cancel, ret_result,
+                             ret_error);
         } else if ((fault = injected_fault(benchmark, params))) {
                 r = refuse(ret_error, -EINVAL, "%s: fake_* parameters apply only to fake devices",
                            fault);
@@ -196,6 +235,31 @@ static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, cha
         return r;
 }
 
+/* Lock held. The CUDA calls are quick (frees), and no job runs meanwhile. */
+static void release_pool(struct worker *w)
+{
+        uint64_t freed = w->bench ? bench_pool_release(w->bench) : 0;
+
+        w->pool_held = false;
+        w->pool_released = true;
+        log_info("Idle for %llu ms: gave back the buffer pool (%llu bytes)",
+                 (unsigned long long)w->pool_idle_ms, (unsigned long long)freed);
+}
+
+/* What every result says of the conditions it ran in, beside the benchmark's own context. */
+static void stamp_result(struct worker *w, json_t *result)
+{
+        json_t *ctx = json_object_get(result, "context");
+        const char *bus = json_string_value(json_object_get(w->device, "pci_bus_id"));
+
+        if (!json_is_object(ctx)) {
+                ctx = json_object();
+                json_object_set_new(result, "context", ctx);
+        }
+        json_object_set_new(ctx, "placement", placement_self_json(w->fake ? NULL : bus));
+        json_object_set_new(ctx, "pool_given_back_before", json_boolean(w->pool_released));
+}
+
 static void *runner_main(void *arg)
 {
         struct worker *w = arg;
@@ -206,8 +270,18 @@ static void *runner_main(void *arg)
                 json_t *msg, *result = NULL, *reply;
                 int r;
 
-                while (!w->pending && !w->stopping)
-                        pthread_cond_wait(&w->cond, &w->lock);
+                while (!w->pending && !w->stopping) {
+                        struct timespec ts;
+
+                        if (!w->pool_held) {
+                                pthread_cond_wait(&w->cond, &w->lock);
+                                continue;
+                        }
+                        deadline_after(&ts, (unsigned)w->pool_idle_ms);
+                        if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT &&
+                            !w->pending && !w->stopping)
+                                release_pool(w);
+                }
                 if (w->stopping)
                         break;
                 msg = w->pending;
@@ -225,6 +299,10 @@ static void *runner_main(void *arg)
                 }
                 if (r >= 0 && !result)
                         r = -ENOMEM;
+                if (r >= 0)
+                        stamp_result(w, result);
+                w->pool_held = true;
+                w->pool_released = false;
                 if (r >= 0) {
                         reply = json_pack("{s:s, s:s, s:b, s:o}", "type", "result", "job", job,
                                           "ok", 1, "result", result);
@@ -422,6 +500,8 @@ static void usage(FILE *f)
                 "  --max-buffer-bytes SIZE    largest buffer a job may ask for (0: no limit)\n"
                 "  --pool-bytes SIZE          pinned+device buffers kept between jobs\n"
                 "  --managed-reserve-bytes SIZE  GPU memory never taken below this\n"
+                "  --pool-idle-ms MS          give back the buffer pool after this long idle\n"
+                "  --fake-state FILE          tests: fake GPU state (bandwidth_pct)\n"
                 "  --log-level LEVEL          error, warning, notice, info, debug\n"
                 "  --help, --version\n",
                 HEARTBEAT_MS_DEFAULT);
@@ -447,6 +527,8 @@ int main(int argc, char **argv)
                 OPT_MAX_BUFFER,
                 OPT_POOL,
                 OPT_RESERVE,
+                OPT_POOL_IDLE,
+                OPT_FAKE_STATE,
                 OPT_LOG_LEVEL,
                 OPT_HELP,
                 OPT_VERSION,
@@ -460,6 +542,8 @@ int main(int argc, char **argv)
             {"max-buffer-bytes", required_argument, NULL, OPT_MAX_BUFFER},
             {"pool-bytes", required_argument, NULL, OPT_POOL},
             {"managed-reserve-bytes", required_argument, NULL, OPT_RESERVE},
+            {"pool-idle-ms", required_argument, NULL, OPT_POOL_IDLE},
+            {"fake-state", required_argument, NULL, OPT_FAKE_STATE},
             {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
             {"help", no_argument, NULL, OPT_HELP},
             {"version", no_argument, NULL, OPT_VERSION},
@@ -469,6 +553,7 @@ int main(int argc, char **argv)
         struct worker w = {
             .fd = -1,
             .heartbeat_ms = HEARTBEAT_MS_DEFAULT,
+            .pool_idle_ms = 10000,
         };
         const char *device_id = NULL;
         bool list = false, fake = false;
@@ -524,6 +609,17 @@ int main(int argc, char **argv)
                         if (parse_size_arg("--managed-reserve-bytes", optarg,
                                            &w.lim.managed_reserve_bytes) < 0)
                                 return 2;
+                        break;
+                case OPT_POOL_IDLE:
+                        if (parse_uint64(optarg, 0, 86400000, &w.pool_idle_ms) < 0) {
+                                fprintf(stderr,
+                                        "umd-worker: --pool-idle-ms: '%s' is not 0..86400000\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case OPT_FAKE_STATE:
+                        w.fake_state = optarg;
                         break;
                 case OPT_LOG_LEVEL:
                         r = log_level_from_string(optarg);

@@ -82,6 +82,7 @@ def test_openapi_is_the_committed_file_and_lists_every_route(d):
         "/": {"get"}, "/metrics": {"get"}, "/v1/health": {"get"}, "/v1/devices": {"get"},
         "/v1/version": {"get"}, "/v1/benchmarks": {"get"}, "/v1/openapi.json": {"get"},
         "/v1/jobs": {"get", "post"}, "/v1/jobs/{id}": {"get", "delete"},
+        "/v1/devices/{id}/pause": {"post"}, "/v1/devices/{id}/resume": {"post"},
     }
     got = {p: {m for m in ops if m in ("get", "post", "delete", "put", "patch")}
            for p, ops in doc["paths"].items()}

@@ -131,11 +131,16 @@ def test_health_passes_a_nominal_device_and_says_why_per_check(umd):
     assert dev["last_health"]["verdict"] == "pass"
 
 
-def test_device_dropping_below_its_own_history_fails(umd):
-    d = umd(fake_devices=1, args=["--health-baseline-runs", "3"])
+def test_device_dropping_below_its_own_history_fails(umd, tmp_path):
+    # Only the canonical check judges, so the GPU itself must turn slow: the fake_gpu_state
+    # file (tests only) tells the fake worker to run at 60% of its bandwidth.
+    state = tmp_path / "gpu-state.json"
+    state.write_text("{}")
+    d = umd(fake_devices=1, args=["--health-baseline-runs", "3", "--fake-gpu-state", str(state)])
     for _ in range(3):
         assert health(d)["verdict"] == "pass"
-    v = health(d, fake_bandwidth_pct=60)
+    state.write_text('{"0": {"bandwidth_pct": 60}}')
+    v = health(d)
     assert v["verdict"] == "fail"
     assert any("baseline" in r for r in v["reasons"])
     assert v["baseline"]["pinned_h2d"] > 50
@@ -144,6 +149,7 @@ def test_device_dropping_below_its_own_history_fails(umd):
     assert r.json()["devices"]["failing_health"] == 1
     assert d.get("/v1/devices").json()[0]["last_health"]["verdict"] == "fail"
     # a failed run does not become part of the baseline: the next nominal run passes again
+    state.write_text("{}")
     assert health(d)["verdict"] == "pass"
 
 

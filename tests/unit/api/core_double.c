@@ -107,6 +107,28 @@ int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret
         return r;
 }
 
+int core_device_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
+{
+        int r;
+
+        record(&core_double.last_id, id);
+        r = answer(p);
+        if (r >= 0)
+                *ret_device = json_pack("{s:s, s:b}", "uuid", id, "paused", 1);
+        return r;
+}
+
+int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
+{
+        int r;
+
+        record(&core_double.last_id, id);
+        r = answer(p);
+        if (r >= 0)
+                *ret_device = json_pack("{s:s, s:b}", "uuid", id, "paused", 0);
+        return r;
+}
+
 char *core_metrics_text(size_t *ret_len)
 {
         char *s = strdup("umd_up 1\n");

@@ -53,7 +53,7 @@ static void test_gen5_x16_rate_is_63_gbps(void **state)
 static void test_h200_figures_pass(void **state)
 {
         json_t *r = result(55.5, 55.3, 9.3, 48.0), *l = link(5, 16, 5, 16);
-        json_t *v = health_verdict(&cfg, r, l, NULL, 0);
+        json_t *v = health_verdict(&cfg, r, l, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "pass");
         assert_int_equal(json_array_size(json_object_get(v, "reasons")), 0);
         json_decref(v), json_decref(r), json_decref(l);
@@ -62,7 +62,7 @@ static void test_h200_figures_pass(void **state)
 static void test_link_below_its_maximum_warns(void **state)
 {
         json_t *r = result(27.0, 27.0, 9.3, 25.0), *l = link(4, 16, 5, 16);
-        json_t *v = health_verdict(&cfg, r, l, NULL, 0);
+        json_t *v = health_verdict(&cfg, r, l, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "warn");
         const char *why = json_string_value(json_array_get(json_object_get(v, "reasons"), 0));
         assert_non_null(strstr(why, "Gen4 x16, below its maximum Gen5 x16"));
@@ -72,7 +72,7 @@ static void test_link_below_its_maximum_warns(void **state)
 static void test_pinned_bandwidth_far_below_link_fails(void **state)
 {
         json_t *r = result(20.0, 55.0, 9.3, 48.0), *l = link(5, 16, 5, 16);
-        json_t *v = health_verdict(&cfg, r, l, NULL, 0);
+        json_t *v = health_verdict(&cfg, r, l, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "fail");
         json_decref(v), json_decref(r), json_decref(l);
 }
@@ -80,7 +80,7 @@ static void test_pinned_bandwidth_far_below_link_fails(void **state)
 static void test_pinned_bandwidth_somewhat_below_link_warns(void **state)
 {
         json_t *r = result(38.0, 55.0, 9.3, 48.0), *l = link(5, 16, 5, 16);
-        json_t *v = health_verdict(&cfg, r, l, NULL, 0);
+        json_t *v = health_verdict(&cfg, r, l, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "warn");
         json_decref(v), json_decref(r), json_decref(l);
 }
@@ -94,7 +94,7 @@ static json_t *h200_baseline(void)
 static void test_pinned_drop_below_own_baseline_fails(void **state)
 {
         json_t *r = result(45.0, 55.0, 9.3, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
-        json_t *v = health_verdict(&cfg, r, l, b, 5);
+        json_t *v = health_verdict(&cfg, r, l, b, 5, NULL);
         assert_string_equal(verdict_of(v), "fail");
         const char *why = json_string_value(json_array_get(json_object_get(v, "reasons"), 0));
         assert_non_null(strstr(why, "pinned_h2d"));
@@ -105,7 +105,7 @@ static void test_pinned_drop_below_own_baseline_fails(void **state)
 static void test_pageable_drop_below_own_baseline_only_warns(void **state)
 {
         json_t *r = result(55.0, 55.0, 6.0, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
-        json_t *v = health_verdict(&cfg, r, l, b, 5);
+        json_t *v = health_verdict(&cfg, r, l, b, 5, NULL);
         assert_string_equal(verdict_of(v), "warn");
         const char *why = json_string_value(json_array_get(json_object_get(v, "reasons"), 0));
         assert_non_null(strstr(why, "pageable_h2d"));
@@ -115,7 +115,7 @@ static void test_pageable_drop_below_own_baseline_only_warns(void **state)
 static void test_baseline_of_too_few_runs_is_not_judged(void **state)
 {
         json_t *r = result(46.0, 55.0, 6.0, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
-        json_t *v = health_verdict(&cfg, r, l, b, cfg.health_baseline_min_runs - 1);
+        json_t *v = health_verdict(&cfg, r, l, b, cfg.health_baseline_min_runs - 1, NULL);
         assert_string_equal(verdict_of(v), "pass");
         json_decref(v), json_decref(r), json_decref(l), json_decref(b);
 }
@@ -125,7 +125,7 @@ static void test_small_wobble_around_baseline_passes(void **state)
         json_t *r = result(54.0, 54.5, 9.0, 47.0), *l = link(5, 16, 5, 16);
         json_t *b = json_pack("{s:f, s:f, s:f, s:f}", "pinned_h2d", 55.4, "pinned_d2h", 55.2,
                               "pageable_h2d", 9.3, "managed_prefetch", 48.1);
-        json_t *v = health_verdict(&cfg, r, l, b, 5);
+        json_t *v = health_verdict(&cfg, r, l, b, 5, NULL);
         assert_string_equal(verdict_of(v), "pass");
         json_decref(v), json_decref(r), json_decref(l), json_decref(b);
 }
@@ -133,7 +133,7 @@ static void test_small_wobble_around_baseline_passes(void **state)
 static void test_unreadable_link_warns_and_says_so(void **state)
 {
         json_t *r = result(55.0, 55.0, 9.0, 47.0);
-        json_t *v = health_verdict(&cfg, r, NULL, NULL, 0);
+        json_t *v = health_verdict(&cfg, r, NULL, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "warn");
         json_decref(v), json_decref(r);
 }

@@ -1,7 +1,9 @@
 /* The supervisor against the real `umd-worker --fake` (path in $UMD_WORKER): a job succeeds, a
  * crash fails the part with its signal and the worker comes back, a hang is killed at its
  * deadline and the next part runs, a cancel is honoured by the worker or forced by SIGKILL,
- * and repeated crashes fault the device until a worker comes back. */
+ * and repeated crashes fault the device until a worker comes back. Workers start cold: the
+ * first part starts one (and says how long that took), and an idle one exits after
+ * worker_idle_s, or at once when retired, without counting as a crash. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -28,6 +30,7 @@ struct part {
         enum part_outcome outcome;
         json_t *result;
         char error[256];
+        double cold_start_ms;
 };
 
 struct rec {
@@ -36,7 +39,7 @@ struct rec {
         struct part parts[64];
         size_t n_parts;
         enum worker_state state[4];
-        unsigned entered[4][WORKER_STOPPED + 1]; /* times each device entered each state */
+        unsigned entered[4][WORKER_COLD + 1]; /* times each device entered each state */
         char reason[4][256];
 };
 
@@ -44,7 +47,7 @@ static struct rec rec;
 static struct umd_config cfg;
 
 static void on_part(void *userdata, size_t device, const char *job_id, enum part_outcome outcome,
-                    json_t *result, const char *error)
+                    json_t *result, const char *error, double cold_start_ms)
 {
         struct rec *r = userdata;
 
@@ -57,6 +60,7 @@ static void on_part(void *userdata, size_t device, const char *job_id, enum part
                 p->outcome = outcome;
                 p->result = result ? json_incref(result) : NULL;
                 snprintf(p->error, sizeof(p->error), "%s", error ? error : "");
+                p->cold_start_ms = cold_start_ms;
         }
         pthread_cond_broadcast(&r->cond);
         pthread_mutex_unlock(&r->lock);
@@ -178,7 +182,7 @@ static int teardown(void **state)
         return 0;
 }
 
-static struct supervisor *start(size_t n)
+static struct supervisor *start_cold(size_t n)
 {
         struct supervised_device devs[2] = {{.id = "0", .fake = true}, {.id = "1", .fake = true}};
         struct supervisor_callbacks cb = {
@@ -191,7 +195,25 @@ static struct supervisor *start(size_t n)
         assert_int_equal(supervisor_start(&cfg, devs, n, &cb, &s), 0);
         assert_non_null(s);
         for (size_t i = 0; i < n; i++)
+                assert_int_equal(supervisor_state(s, i), WORKER_COLD);
+        return s;
+}
+
+/* Started and warmed: one short part on each device, so each is idle once with a worker. */
+static struct supervisor *start(size_t n)
+{
+        struct supervisor *s = start_cold(n);
+        json_t *ok = json_pack("{s:i}", "iterations", 1);
+
+        for (size_t i = 0; i < n; i++) {
+                char job[32];
+
+                snprintf(job, sizeof(job), "warm-%zu", i);
+                assert_int_equal(supervisor_dispatch(s, i, job, "copy", ok, 5000), 0);
+                assert_int_equal(wait_part(job).outcome, PART_SUCCEEDED);
                 wait_entered(i, WORKER_IDLE, 1);
+        }
+        json_decref(ok);
         return s;
 }
 
@@ -383,7 +405,8 @@ static void test_silent_worker_is_killed_as_a_crash(void **state)
         cfg.heartbeat_interval_ms = 2000;
         cfg.heartbeat_timeout_ms = 250;
         cfg.max_crashes = 2;
-        s = start(1);
+        s = start_cold(1);
+        assert_int_equal(supervisor_dispatch(s, 0, "job-slow", "copy", NULL, 0), 0);
         wait_entered(0, WORKER_FAULTED, 1);
         pthread_mutex_lock(&rec.lock);
         assert_non_null(strstr(rec.reason[0], "no heartbeat for"));
@@ -407,6 +430,59 @@ static void test_stop_ends_a_busy_worker(void **state)
         json_decref(hang);
 }
 
+static void test_cold_start_is_reported_then_warm(void **state)
+{
+        struct supervisor *s = start_cold(1);
+        json_t *ok = json_pack("{s:i}", "iterations", 1);
+        struct part p;
+
+        assert_false(supervisor_warm(s, 0));
+        assert_int_equal(supervisor_worker_pid(s, 0), 0);
+        assert_int_equal(supervisor_dispatch(s, 0, "job-cold", "copy", ok, 5000), 0);
+        p = wait_part("job-cold");
+        assert_int_equal(p.outcome, PART_SUCCEEDED);
+        assert_true(p.cold_start_ms >= 0);
+        wait_entered(0, WORKER_IDLE, 1);
+        assert_true(supervisor_warm(s, 0));
+        assert_true(supervisor_worker_pid(s, 0) > 0);
+        assert_int_equal(supervisor_dispatch(s, 0, "job-warm", "copy", ok, 5000), 0);
+        p = wait_part("job-warm");
+        assert_int_equal(p.outcome, PART_SUCCEEDED);
+        assert_true(p.cold_start_ms < 0);
+        json_decref(ok);
+        supervisor_stop(s, 2000);
+}
+
+static void test_idle_worker_exits_and_is_not_a_crash(void **state)
+{
+        struct supervisor *s;
+
+        cfg.worker_idle_s = 1;
+        s = start(1);
+        wait_entered(0, WORKER_COLD, 1);
+        assert_int_equal(supervisor_worker_pid(s, 0), 0);
+        assert_int_equal(entered(0, WORKER_BACKOFF), 0);
+        assert_int_equal(supervisor_restarts(s, 0), 0);
+        /* and the next part starts it again */
+        assert_job_succeeds(s, "job-after-idle");
+        supervisor_stop(s, 2000);
+}
+
+static void test_retired_worker_exits_at_once(void **state)
+{
+        struct supervisor *s = start(1);
+        uint64_t t0 = now_ms();
+
+        supervisor_retire(s, 0);
+        wait_entered(0, WORKER_COLD, 1);
+        assert_true(now_ms() - t0 < 5000); /* not the 30 s idle timeout */
+        assert_int_equal(entered(0, WORKER_BACKOFF), 0);
+        supervisor_exit_after_each_part(s, 0, true);
+        assert_job_succeeds(s, "job-exclusive");
+        wait_entered(0, WORKER_COLD, 2);
+        supervisor_stop(s, 2000);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -421,6 +497,10 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_silent_worker_is_killed_as_a_crash, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_stop_ends_a_busy_worker, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_cold_start_is_reported_then_warm, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_idle_worker_exits_and_is_not_a_crash, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_retired_worker_exits_at_once, setup, teardown),
         };
 
         /* fake_crash's abort() in the workers (who inherit this) must not leave core files */

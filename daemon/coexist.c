@@ -1,0 +1,122 @@
+/* The look at the GPUs (see coexist.h). Owns one thread; never holds core_lock while asking the
+ * driver, because NVML may take long on a GPU in trouble and the API must stay up. */
+#include "coexist.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "config.h"
+#include "core.h"
+#include "devices.h"
+#include "gpustate.h"
+#include "jobs.h"
+#include "log.h"
+#include "supervisor.h"
+#include "util.h"
+
+static pthread_t thread;
+static bool started, stopping;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond;
+static const struct umd_config *cfg;
+static struct supervisor *sup;
+
+static void look(void)
+{
+        for (size_t i = 0; i < devices_count(); i++) {
+                char uuid[64];
+                int fake_index;
+                struct gpu_state st;
+
+                core_lock();
+                struct device *d = devices_get(i);
+                snprintf(uuid, sizeof(uuid), "%s", d->uuid);
+                fake_index = d->fake_index;
+                core_unlock();
+                gpustate_query(uuid, fake_index, supervisor_worker_pid(sup, i), &st);
+                jobs_gpu_observed(i, &st);
+        }
+}
+
+/* The built-in schedule: one canonical check per due device, submitted like a client's. */
+static void schedule(void)
+{
+        size_t devs[64], n;
+
+        core_lock();
+        n = jobs_health_due_locked(devs, ELEMENTSOF(devs));
+        core_unlock();
+        for (size_t k = 0; k < n; k++) {
+                struct problem p = {0};
+                json_t *job = NULL;
+                json_t *body =
+                    json_pack("{s:s, s:I, s:{s:s}}", "benchmark", "health", "device",
+                              (json_int_t)devs[k], "labels", "scheduled", "health_interval");
+
+                if (body && core_job_submit(body, NULL, NULL, &job, &p) < 0)
+                        log_warning("device %zu: scheduled health check not queued: %s", devs[k],
+                                    p.detail);
+                json_decref(job);
+                json_decref(body);
+        }
+}
+
+static void *coexist_main(void *arg)
+{
+        (void)arg;
+        pthread_mutex_lock(&lock);
+        while (!stopping) {
+                struct timespec ts;
+
+                pthread_mutex_unlock(&lock);
+                look();
+                schedule();
+                pthread_mutex_lock(&lock);
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_sec += cfg->busy_poll_ms / 1000;
+                ts.tv_nsec += (long)(cfg->busy_poll_ms % 1000) * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000L;
+                }
+                while (!stopping && pthread_cond_timedwait(&cond, &lock, &ts) == 0)
+                        ;
+        }
+        pthread_mutex_unlock(&lock);
+        return NULL;
+}
+
+int coexist_start(const struct umd_config *c, struct supervisor *s)
+{
+        pthread_condattr_t ca;
+        int r;
+
+        cfg = c;
+        sup = s;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&cond, &ca);
+        pthread_condattr_destroy(&ca);
+        /* One look before the first dispatch would be ideal, but READY must not wait on NVML:
+         * parts dispatched before it run on a GPU whose state is still "unknown". */
+        r = -pthread_create(&thread, NULL, coexist_main, NULL);
+        if (r < 0)
+                return log_error_errno(r, "cannot start the GPU watch thread: %m");
+        started = true;
+        return 0;
+}
+
+void coexist_stop(void)
+{
+        if (!started)
+                return;
+        pthread_mutex_lock(&lock);
+        stopping = true;
+        pthread_cond_broadcast(&cond);
+        pthread_mutex_unlock(&lock);
+        pthread_join(thread, NULL);
+        started = false;
+}

@@ -1,0 +1,273 @@
+/* GPU state from NVML or, for fake devices, from a test file (see gpustate.h).
+ *
+ * Telling umd's worker apart from other processes: NVML lists the pids of every compute process
+ * on the GPU. The worker's pid is excluded. In a container NVML may report pids of another pid
+ * namespace, which match nothing here; then, while umd's worker runs, one unmatched process is
+ * taken to be the worker (the count is never below what is certain). */
+#include "gpustate.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "fileio.h"
+#include "jsonutil.h"
+#include "log.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#define NVML_SUCCESS                 0
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_PROCESSES_MAX           256
+#define FAKE_STATE_MAX_BYTES         (64u * 1024u)
+
+/* The few NVML types used: its ABI is stable (nvml.h is not in every toolkit install). */
+typedef int nvml_return;
+typedef struct nvml_device *nvml_device;
+struct nvml_process_info { /* nvmlProcessInfo_t as the _v2 and _v3 calls fill it */
+        unsigned int pid;
+        unsigned long long used_gpu_memory;
+        unsigned int gpu_instance_id, compute_instance_id;
+};
+
+static struct {
+        nvml_return (*init)(void);
+        nvml_return (*shutdown)(void);
+        const char *(*error_string)(nvml_return);
+        nvml_return (*by_uuid)(const char *, nvml_device *);
+        nvml_return (*processes)(nvml_device, unsigned *, struct nvml_process_info *);
+        nvml_return (*compute_mode)(nvml_device, int *);
+        nvml_return (*cur_gen)(nvml_device, unsigned *);
+        nvml_return (*cur_width)(nvml_device, unsigned *);
+        nvml_return (*max_gen)(nvml_device, unsigned *);
+        nvml_return (*max_width)(nvml_device, unsigned *);
+        nvml_return (*replay)(nvml_device, unsigned *);
+} nvml;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void *nvml_handle;
+static bool nvml_ready;
+static char nvml_why[128] = "NVML not loaded";
+static char *fake_path;
+
+static void *sym(const char *name, const char *fallback)
+{
+        void *p = dlsym(nvml_handle, name);
+        return p || !fallback ? p : dlsym(nvml_handle, fallback);
+}
+
+static void nvml_load(void)
+{
+        nvml_handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!nvml_handle) {
+                snprintf(nvml_why, sizeof(nvml_why), "NVML unavailable (libnvidia-ml.so.1: %s)",
+                         dlerror());
+                log_warning("%s: other processes on the GPUs, compute mode and PCIe replays are "
+                            "unknown",
+                            nvml_why);
+                return;
+        }
+        nvml.init = sym("nvmlInit_v2", "nvmlInit");
+        nvml.shutdown = sym("nvmlShutdown", NULL);
+        nvml.error_string = sym("nvmlErrorString", NULL);
+        nvml.by_uuid = sym("nvmlDeviceGetHandleByUUID", NULL);
+        nvml.processes = sym("nvmlDeviceGetComputeRunningProcesses_v3",
+                             "nvmlDeviceGetComputeRunningProcesses_v2");
+        nvml.compute_mode = sym("nvmlDeviceGetComputeMode", NULL);
+        nvml.cur_gen = sym("nvmlDeviceGetCurrPcieLinkGeneration", NULL);
+        nvml.cur_width = sym("nvmlDeviceGetCurrPcieLinkWidth", NULL);
+        nvml.max_gen = sym("nvmlDeviceGetMaxPcieLinkGeneration", NULL);
+        nvml.max_width = sym("nvmlDeviceGetMaxPcieLinkWidth", NULL);
+        nvml.replay = sym("nvmlDeviceGetPcieReplayCounter", NULL);
+        if (!nvml.init || !nvml.by_uuid || !nvml.processes) {
+                snprintf(nvml_why, sizeof(nvml_why), "NVML too old (missing entry points)");
+                log_warning("%s", nvml_why);
+                return;
+        }
+        nvml_return r = nvml.init();
+        if (r != NVML_SUCCESS) {
+                snprintf(nvml_why, sizeof(nvml_why), "NVML init failed: %s",
+                         nvml.error_string ? nvml.error_string(r) : "error");
+                log_warning("%s", nvml_why);
+                return;
+        }
+        nvml_ready = true;
+        log_info("NVML loaded: umd keeps off GPUs that other processes use");
+}
+
+void gpustate_init(const struct umd_config *cfg)
+{
+        pthread_mutex_lock(&lock);
+        if (cfg->fake_gpu_state && *cfg->fake_gpu_state)
+                fake_path = strdup(cfg->fake_gpu_state);
+        if (cfg->fake_devices == 0)
+                nvml_load();
+        pthread_mutex_unlock(&lock);
+}
+
+void gpustate_shutdown(void)
+{
+        pthread_mutex_lock(&lock);
+        if (nvml_ready && nvml.shutdown)
+                nvml.shutdown();
+        nvml_ready = false;
+        /* NVML's threads may outlive a dlclose: keep the library mapped until exit. */
+        free(fake_path);
+        fake_path = NULL;
+        pthread_mutex_unlock(&lock);
+}
+
+const char *gpustate_backend(void)
+{
+        return fake_path ? "fake" : nvml_ready ? "nvml" : "unavailable";
+}
+
+static void state_unknown(struct gpu_state *st, const char *why)
+{
+        *st = (struct gpu_state){.other_processes = -1,
+                                 .current_gen = -1,
+                                 .current_width = -1,
+                                 .max_gen = -1,
+                                 .max_width = -1,
+                                 .replay_counter = -1};
+        snprintf(st->why, sizeof(st->why), "%s", why);
+}
+
+static bool pid_here(unsigned pid)
+{
+        return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+/* Others among n processes, umd's worker (own_pid) excluded; see the top of the file. */
+static int count_others(const struct nvml_process_info *p, unsigned n, pid_t own_pid)
+{
+        unsigned others = 0, unmatched = 0;
+        bool own_seen = false;
+
+        for (unsigned i = 0; i < n; i++) {
+                if (own_pid > 0 && p[i].pid == (unsigned)own_pid) {
+                        own_seen = true;
+                        continue;
+                }
+                others++;
+                if (!pid_here(p[i].pid))
+                        unmatched++;
+        }
+        if (own_pid > 0 && !own_seen && unmatched > 0)
+                others--;
+        return (int)others;
+}
+
+static void nvml_query(const char *uuid, pid_t own_pid, struct gpu_state *st)
+{
+        struct nvml_process_info procs[NVML_PROCESSES_MAX];
+        unsigned n = NVML_PROCESSES_MAX, v;
+        nvml_device dev;
+        int mode;
+        nvml_return r;
+
+        r = nvml.by_uuid(uuid, &dev);
+        if (r != NVML_SUCCESS) {
+                snprintf(st->why, sizeof(st->why), "NVML does not know %s: %s", uuid,
+                         nvml.error_string ? nvml.error_string(r) : "error");
+                return;
+        }
+        st->known = true;
+        r = nvml.processes(dev, &n, procs);
+        if (r == NVML_SUCCESS)
+                st->other_processes = count_others(procs, n, own_pid);
+        else if (r == NVML_ERROR_INSUFFICIENT_SIZE)
+                st->other_processes = NVML_PROCESSES_MAX; /* more than we list: surely busy */
+        else
+                snprintf(st->why, sizeof(st->why), "NVML process list: %s",
+                         nvml.error_string ? nvml.error_string(r) : "error");
+        if (nvml.compute_mode && nvml.compute_mode(dev, &mode) == NVML_SUCCESS)
+                snprintf(st->compute_mode, sizeof(st->compute_mode), "%s",
+                         mode == 3   ? "exclusive_process"
+                         : mode == 2 ? "prohibited"
+                         : mode == 1 ? "exclusive_thread"
+                                     : "default");
+        if (nvml.cur_gen && nvml.cur_gen(dev, &v) == NVML_SUCCESS)
+                st->current_gen = (int)v;
+        if (nvml.cur_width && nvml.cur_width(dev, &v) == NVML_SUCCESS)
+                st->current_width = (int)v;
+        if (nvml.max_gen && nvml.max_gen(dev, &v) == NVML_SUCCESS)
+                st->max_gen = (int)v;
+        if (nvml.max_width && nvml.max_width(dev, &v) == NVML_SUCCESS)
+                st->max_width = (int)v;
+        if (nvml.replay && nvml.replay(dev, &v) == NVML_SUCCESS)
+                st->replay_counter = v;
+}
+
+static int int_or(const json_t *o, const char *k, int def)
+{
+        json_t *v = json_object_get(o, k);
+        return json_is_integer(v) ? (int)json_integer_value(v) : def;
+}
+
+/* {"0": {"other_processes": 1, "compute_mode": "exclusive_process", "pcie": {...},
+ *        "replay_counter": 3}, ...}: a missing file or entry is an idle, healthy GPU. */
+static void fake_query(int index, struct gpu_state *st)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        char key[16];
+        json_error_t err;
+        json_t *all, *o;
+        int r;
+
+        /* The link stays unknown unless the file sets it: the fake worker's own link
+         * (UMD_FAKE_LINK) is then what a check is judged against. */
+        st->known = true;
+        st->other_processes = 0;
+        snprintf(st->compute_mode, sizeof(st->compute_mode), "default");
+        st->replay_counter = 0;
+        if (!fake_path)
+                return;
+        r = read_file_at(AT_FDCWD, fake_path, FAKE_STATE_MAX_BYTES, &buf, &len);
+        if (r < 0)
+                return;
+        all = json_parse_strict(buf, len, 8, &err);
+        snprintf(key, sizeof(key), "%d", index);
+        o = json_object_get(all, key);
+        if (json_is_object(o)) {
+                json_t *pcie = json_object_get(o, "pcie");
+                const char *mode = json_string_value(json_object_get(o, "compute_mode"));
+
+                st->other_processes = int_or(o, "other_processes", 0);
+                if (mode)
+                        snprintf(st->compute_mode, sizeof(st->compute_mode), "%s", mode);
+                if (json_is_object(pcie)) {
+                        st->current_gen = int_or(pcie, "current_gen", 5);
+                        st->current_width = int_or(pcie, "current_width", 16);
+                        st->max_gen = int_or(pcie, "max_gen", 5);
+                        st->max_width = int_or(pcie, "max_width", 16);
+                }
+                st->replay_counter = int_or(o, "replay_counter", 0);
+        }
+        json_decref(all);
+}
+
+void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, struct gpu_state *ret)
+{
+        struct gpu_state st;
+
+        pthread_mutex_lock(&lock);
+        state_unknown(&st, nvml_why);
+        if (fake_index >= 0) {
+                st.why[0] = '\0';
+                fake_query(fake_index, &st);
+        } else if (nvml_ready && uuid) {
+                st.why[0] = '\0';
+                nvml_query(uuid, own_pid, &st);
+        }
+        pthread_mutex_unlock(&lock);
+        *ret = st;
+}

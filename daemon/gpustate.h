@@ -1,0 +1,36 @@
+/* What the GPU's driver says about a GPU right now, apart from umd's own use of it: compute
+ * processes that are not umd's, the compute mode, the PCIe link and its replay counter.
+ * Two backends behind one call: NVML (libnvidia-ml.so.1, loaded at run time from the driver,
+ * so umd builds and runs where it is absent) for real GPUs, and a JSON file (fake_gpu_state)
+ * standing in for NVML on fake devices in tests. Never CUDA: NVML makes no context.
+ *
+ * Thread-safe; may block for as long as the driver takes (milliseconds; longer on a GPU in
+ * trouble), so callers keep it out of the core lock. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct umd_config;
+
+struct gpu_state {
+        bool known;            /* false: nothing could be read; why says so */
+        int other_processes;   /* compute processes not umd's; -1 unknown */
+        char compute_mode[24]; /* "default", "exclusive_process", "prohibited", "" unknown */
+        int current_gen, current_width, max_gen, max_width; /* -1 unknown */
+        long long replay_counter;                           /* -1 unknown */
+        char why[160];                                      /* what is unknown, and why */
+};
+
+/* Load NVML where there are real devices (a failure is logged once and kept as the reason).
+ * Always succeeds: what cannot be known is reported as unknown. */
+void gpustate_init(const struct umd_config *cfg);
+void gpustate_shutdown(void);
+/* "nvml", "fake", or "unavailable". */
+const char *gpustate_backend(void);
+
+/* Read the state of one GPU. uuid: the GPU's "GPU-..." uuid; fake_index >= 0 for a fake device
+ * (read from the fake_gpu_state file); own_pid: umd's worker on that GPU, 0 when none. Never
+ * fails: *ret is filled with what is known. */
+void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, struct gpu_state *ret);
