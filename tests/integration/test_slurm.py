@@ -3,11 +3,12 @@ slurm-wlm and munge) run here as root without systemd: munged on its own socket,
 slurmd on their own ports with state under a temporary folder, HealthCheckInterval=5.
   - a fake GPU with a degraded link: sinfo shows the node drained with umd's reason
   - healthy fake GPUs: the node stays idle
-  - a busy GPU (a long job holds it; the canonical check cannot finish): not drained
+  - a busy GPU (a long job holds it, or another process uses it): not drained
 Skips, saying why, only when Slurm cannot be started here.
 
 The busy GPU is made by occupy() below; when fake devices can simulate other processes on the
 GPU (a test-only param), switch occupy() to that."""
+import json
 import os
 import shutil
 import signal
@@ -197,6 +198,16 @@ def occupy(d, device=0):
     """Hold the GPU with a long job so the canonical check cannot run within its timeout."""
     return submit(d, {"benchmark": "copy", "device": device,
                       "params": {"fake_delay_ms": 120000}})["id"]
+
+
+def test_a_gpu_used_by_another_process_does_not_drain_the_node(slurm, umd, tmp_path):
+    state = tmp_path / "gpu-state.json"
+    state.write_text(json.dumps({"0": {"other_processes": 1}}))
+    d = umd(fake_devices=1, args=["--fake-gpu-state", str(state), "--busy-poll-ms", "100"])
+    slurm.check_against(d)
+    slurm.wait_runs(2)
+    state, reason = slurm.node()
+    assert state == "idle", (state, reason, slurm.logs())
 
 
 def test_degraded_link_drains_the_node_with_umds_reason(slurm, umd):

@@ -207,6 +207,25 @@ def test_health_of_a_busy_gpu_is_unknown_not_failed(umd):
     assert wait_job(d, health["id"])["state"] == "cancelled"
 
 
+def other_process_on_gpu0(umd, tmp_path, **kw):
+    """umd whose fake GPU 0 is used by another (non-umd) process, as NVML would report it."""
+    state = tmp_path / "gpu-state.json"
+    state.write_text(json.dumps({"0": {"other_processes": 1}}))
+    return umd(args=["--fake-gpu-state", str(state), "--busy-poll-ms", "100"], **kw)
+
+
+def test_health_of_a_gpu_used_by_another_process_is_unknown(umd, tmp_path):
+    d = other_process_on_gpu0(umd, tmp_path, fake_devices=2)
+    p = ctl(d, "health", "--timeout", "2s")
+    assert p.returncode == 4, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("GPU 0 ") and " UNKNOWN: " in lines[0], p.stdout
+    assert "GPU in use" in lines[0] or "still" in lines[0], p.stdout
+    assert " PASS: " in lines[1]
+    p = hc(d, "--mode", "nagios", "--timeout", "2s")
+    assert p.returncode == 3 and p.stdout.startswith("UMD UNKNOWN - "), p.stdout
+
+
 def test_cached_health_reads_the_last_verdict_within_max_age(umd):
     d = umd(fake_devices=1)
     p = ctl(d, "health", "--cached")
