@@ -6,8 +6,8 @@ slurmd on their own ports with state under a temporary folder, HealthCheckInterv
   - a busy GPU (a long job holds it, or another process uses it): not drained
 Skips, saying why, only when Slurm cannot be started here.
 
-The busy GPU is made by occupy() below; when fake devices can simulate other processes on the
-GPU (a test-only param), switch occupy() to that."""
+A busy GPU is made two ways: occupy() holds it with a long umd job, and fake_gpu_state makes
+the (faked) NVML report another process on it."""
 import json
 import os
 import shutil
