@@ -1,7 +1,8 @@
 #!/bin/bash
 # Packaging checks (issue 7), run by .ci/run as root on a fresh Debian 12 machine after the
 # main build and tests: builds the .deb with dpkg-buildpackage, installs it, checks every file
-# is where it belongs, verifies and scores the systemd units, checks the Prometheus rules,
+# is where it belongs (umdctl, the health-check pieces, NHC file, Prometheus rules, man pages),
+# runs lintian (no errors or warnings), verifies and scores the systemd units, checks the Prometheus rules,
 # runs the installed daemon (plainly and socket-activated), then removes and purges it.
 # Prints "N passed, N failed" last; exits non-zero when anything failed.
 # No systemd runs on the CI machine: debhelper's maintainer scripts skip systemctl there, and
@@ -49,7 +50,7 @@ export DEBIAN_FRONTEND=noninteractive
 step "installing build and check tools"
 pkgs=(build-essential debhelper dpkg-dev fakeroot meson ninja-build pkgconf git
 	libmicrohttpd-dev libjansson-dev libsystemd-dev libinih-dev libcmocka-dev
-	scdoc systemd man-db prometheus python3)
+	libcurl4-openssl-dev scdoc systemd man-db prometheus python3 lintian)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -113,7 +114,20 @@ files=(
 	/etc/umd/umd.conf
 	/usr/share/man/man8/umd.8.gz
 	/usr/share/man/man5/umd.conf.5.gz
+	/usr/share/man/man8/umd-worker.8.gz
+	/usr/share/man/man8/umd-healthcheck.8.gz
+	/usr/share/man/man1/umdctl.1.gz
 	/usr/share/doc/umd/copyright
+	/usr/bin/umdctl
+	/usr/share/bash-completion/completions/umdctl
+	/usr/sbin/umd-healthcheck
+	/usr/libexec/umd/slurm-healthcheck
+	/usr/libexec/umd/slurm-prolog
+	/usr/libexec/umd/slurm-epilog
+	/etc/nhc/scripts/umd.nhc
+	/usr/share/umd/prometheus/alerts.yml
+	/usr/share/umd/prometheus/scrape.yml
+	/usr/share/umd/prometheus/alerts_test.yml
 )
 listing=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
 for f in "${files[@]}"; do
@@ -124,12 +138,24 @@ check "/etc/umd/umd.conf is a conffile" \
 check "shipped umd.conf is the tree's etc/umd.conf" \
 	sh -c "dpkg-deb --fsys-tarfile '$deb' | tar -xOf - ./etc/umd/umd.conf | cmp - '$root/etc/umd.conf'"
 
+step "lintian"
+# Errors and warnings fail; info and pedantic tags are shown but do not.
+if out=$(lintian --fail-on error,warning --display-info "$deb" 2>&1); then
+	ok "lintian: no errors or warnings"
+else
+	fail "lintian: no errors or warnings"
+fi
+[ -n "$out" ] && printf '%s\n' "$out" | head -30 | sed 's/^/     /'
+
 step "apt-get install ./$(basename "$deb")"
 check "apt-get install the package" apt-get install -y "$deb"
 for f in "${files[@]}"; do
 	check "installed $f" test -e "$f"
 done
-check "executables are executable" test -x /usr/sbin/umd -a -x /usr/libexec/umd-worker
+check "executables are executable" test -x /usr/sbin/umd -a -x /usr/libexec/umd-worker \
+	-a -x /usr/bin/umdctl -a -x /usr/sbin/umd-healthcheck -a -x /usr/libexec/umd/slurm-healthcheck
+check "/etc/nhc/scripts/umd.nhc is a conffile" \
+	sh -c "dpkg-deb --ctrl-tarfile '$deb' | tar -xOf - ./conffiles | grep -qx /etc/nhc/scripts/umd.nhc"
 check "system user umd made by sysusers" sh -c 'getent passwd umd | grep -q ":/var/lib/umd:"'
 check "/var/lib/umd made by tmpfiles, owned by umd, mode 0750" \
 	sh -c '[ "$(stat -c "%U %a" /var/lib/umd)" = "umd 750" ]'
@@ -139,6 +165,8 @@ check "umd accepts the installed /etc/umd/umd.conf" /usr/sbin/umd --check-config
 check "umd-worker runs (--fake 2 --list)" \
 	sh -c '/usr/libexec/umd-worker --fake 2 --list | grep -q "\"fake\": *true"'
 check "man umd and man umd.conf render" sh -c 'man -P cat umd >/dev/null && man -P cat umd.conf >/dev/null'
+check "man umdctl, umd-worker and umd-healthcheck render" \
+	sh -c 'man -P cat umdctl >/dev/null && man -P cat umd-worker >/dev/null && man -P cat umd-healthcheck >/dev/null'
 
 # The installed daemon, as the umd user, finds its installed worker by default and serves.
 port=$((20000 + RANDOM % 20000))
@@ -172,6 +200,10 @@ if wait_http "http://127.0.0.1:$port/v1/health" 20; then
 	ok "installed umd serves HTTP, finding its worker in /usr/libexec"
 	check "installed umd answers /v1/health 200" health_is_200 "$port"
 	check "installed umd lists 2 fake devices" fake_devices_are "$port" 2
+	check "installed umdctl runs a job and prints its table" \
+		sh -c "/usr/bin/umdctl --url http://127.0.0.1:$port submit copy --wait | grep -q '^job .* succeeded'"
+	check "installed umd-healthcheck passes both fake GPUs" \
+		sh -c "/usr/sbin/umd-healthcheck --url http://127.0.0.1:$port | grep -c PASS | grep -qx 2"
 else
 	fail "installed umd serves HTTP, finding its worker in /usr/libexec"
 	sed 's/^/     /' "$work/umd.log" | tail -20

@@ -509,20 +509,22 @@ void config_print_help(FILE *f, const char *prog)
 {
         char flag[64];
 
-        fprintf(f,
-                "Usage: %s [OPTIONS]\n\n"
-                "umd serves GPU data-movement benchmarks (Unified Memory against explicit copies)\n"
-                "over HTTP/JSON. Every option is also a key of the config file (section [umd],\n"
-                "dashes as underscores); options given here win.\n\n"
-                "  -c, --config FILE      config file (default " UMD_DEFAULT_CONFIG_FILE
-                ", if present)\n"
-                "      --check-config     parse the configuration, print nothing, exit 0 if valid\n"
-                "      --print-config     print the documented sample config and exit\n"
-                "      --export DIR       write every stored job to DIR/<id>.json and exit\n"
-                "      --worker PATH      the same as --worker-path\n"
-                "  -h, --help             this text\n"
-                "  -V, --version          version and build\n\n",
-                prog);
+        fprintf(
+            f,
+            "Usage: %s [OPTIONS]\n\n"
+            "umd serves GPU data-movement benchmarks (Unified Memory against explicit copies)\n"
+            "over HTTP/JSON. Every option is also a key of the config file (section [umd],\n"
+            "dashes as underscores); options given here win.\n\n"
+            "  -c, --config FILE      config file (default " UMD_DEFAULT_CONFIG_FILE
+            ", if present)\n"
+            "      --check-config     parse the configuration, print nothing, exit 0 if valid\n"
+            "      --print-config     print the effective configuration (defaults, file, flags)\n"
+            "                         as a config file, and exit\n"
+            "      --export DIR       write every stored job to DIR/<id>.json and exit\n"
+            "      --worker PATH      the same as --worker-path\n"
+            "  -h, --help             this text\n"
+            "  -V, --version          version and build\n\n",
+            prog);
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 flag_name(&keys[i], flag, sizeof(flag));
                 fprintf(f, "      --%s %s\n          %s (default: %s)\n", flag,
@@ -561,6 +563,82 @@ void config_print_sample(FILE *f)
                 print_wrapped(f, keys[i].help);
                 fprintf(f, "#%s = %s\n", keys[i].name, keys[i].def);
         }
+}
+
+/* One key's value as the config file would spell it. */
+static void key_format(const struct umd_config *c, const struct key *k, char *buf, size_t len)
+{
+        const void *p = (const char *)c + k->off;
+        size_t used = 0;
+
+        buf[0] = 0;
+        switch (k->type) {
+        case K_STR:
+                snprintf(buf, len, "%s", *(char *const *)p ? *(char *const *)p : "");
+                break;
+        case K_LISTEN:
+                for (size_t i = 0; i < c->n_listen && used < len; i++)
+                        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " " : "",
+                                                 c->listen[i]);
+                break;
+        case K_UINT:
+                snprintf(buf, len, "%u", *(const unsigned *)p);
+                break;
+        case K_MODE:
+                snprintf(buf, len, "%04o", *(const unsigned *)p);
+                break;
+        case K_SIZE:
+                size_format(*(const uint64_t *)p, buf, len);
+                break;
+        case K_BOOL:
+                snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
+                break;
+        case K_DOUBLE:
+                snprintf(buf, len, "%g", *(const double *)p);
+                break;
+        case K_LOGLEVEL:
+                snprintf(buf, len, "%s", log_level_to_string(*(const int *)p));
+                break;
+        case K_BUSY:
+                snprintf(buf, len, "%s", busy_policy_to_string(*(const unsigned *)p));
+                break;
+        }
+}
+
+void config_print_effective(FILE *f, const struct umd_config *c)
+{
+        struct umd_config def;
+        char now[1024], was[1024];
+
+        /* A key still at its default is printed commented out with the documented default, so
+         * with no file and no flags this is exactly the sample (etc/umd.conf). */
+        config_init(&def);
+        fprintf(f, "# /etc/umd/umd.conf: configuration of umd(8); see umd.conf(5).\n"
+                   "# Every key is shown with its default, commented out. Each is also a\n"
+                   "# command-line flag (--key-name); flags win over this file.\n");
+        size_t changed = 0;
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                key_format(c, &keys[i], now, sizeof(now));
+                key_format(&def, &keys[i], was, sizeof(was));
+                changed += strcmp(now, was) != 0;
+        }
+        if (changed)
+                fprintf(f,
+                        "# Effective configuration: defaults, %s%sthen flags; keys that differ\n"
+                        "# from their default are not commented out.\n",
+                        c->config_file ? c->config_file : "", c->config_file ? ", " : "");
+        fprintf(f, "\n[umd]\n");
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                key_format(c, &keys[i], now, sizeof(now));
+                key_format(&def, &keys[i], was, sizeof(was));
+                fputc('\n', f);
+                print_wrapped(f, keys[i].help);
+                if (strcmp(now, was) == 0)
+                        fprintf(f, "#%s = %s\n", keys[i].name, keys[i].def);
+                else
+                        fprintf(f, "%s = %s\n", keys[i].name, now);
+        }
+        config_free(&def);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -653,11 +731,6 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                         i++;
                 }
         }
-        if (print_sample) {
-                config_print_sample(stdout);
-                return 1;
-        }
-
         /* Pass 2: the file. The default one is optional; a named one must be readable. */
         if (config_file) {
                 r = config_load_file(c, config_file);
@@ -716,6 +789,10 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                 return usage_error("tls_cert and tls_key go together");
         if (!c->state_dir)
                 return usage_error("state_dir must not be empty");
+        if (print_sample) {
+                config_print_effective(stdout, c);
+                return 1;
+        }
         if (check_only)
                 return 1;
         return 0;

@@ -112,6 +112,9 @@ int config_load_file(struct umd_config *c, const char *path);
 
 /* The documented sample config (every key, its default, what it does). */
 void config_print_sample(FILE *f);
+/* The configuration c as a config file: keys at their default commented out, as in the sample;
+ * keys the file or flags changed set. */
+void config_print_effective(FILE *f, const struct umd_config *c);
 void config_print_help(FILE *f, const char *prog);
 
 #define UMD_DEFAULT_CONFIG_FILE "/etc/umd/umd.conf"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Tests for the shipped etc/umd.conf, run by meson (suite unit).
-#   check-config.sh sample UMD CONF: the file is exactly `umd --print-config`, so the sample
+#   check-config.sh sample UMD CONF: the file is exactly `umd --print-config` of the defaults, so the sample
 #     documents every key with the default the parser really uses.
 #   check-config.sh parse UMD CONF: umd accepts the file as shipped, and with every key
 #     uncommented (each documented default parses through the file reader); a file with an
@@ -12,7 +12,9 @@ trap 'rm -rf "$tmp"' EXIT
 
 case $mode in
 sample)
-	"$umd" --print-config >"$tmp/printed"
+	# --print-config prints the effective configuration: read no installed file and no
+	# $STATE_DIRECTORY, so what is printed is the defaults alone.
+	env -u STATE_DIRECTORY "$umd" --config /dev/null --print-config >"$tmp/printed"
 	if ! diff -u "$conf" "$tmp/printed"; then
 		echo "etc/umd.conf differs from 'umd --print-config' (above): regenerate it with" >&2
 		echo "  umd --print-config > etc/umd.conf" >&2

@@ -1,18 +1,16 @@
 """Issue 5 against the real daemon with fake devices: the um_vs_explicit comparison and its
 sentence, sweeps, text rendering, health verdicts (link, baseline), metrics checked by
-promtool, and the umd-healthcheck script's exit codes."""
+promtool (umd-healthcheck is tested in test_umdctl.py)."""
 import re
 import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from test_jobs import problem, submit, wait_job
 
-HEALTHCHECK = Path(__file__).resolve().parents[2] / "packaging" / "umd-healthcheck"
 
 
 def run_job(d, body):
@@ -191,38 +189,3 @@ def test_metrics_pass_promtool_and_carry_bounded_labels(umd):
     for line in text.splitlines():
         assert "job" not in line.split("{")[1] if "{" in line and "id=" in line else True
     assert not re.search(r'[0-9a-f]{8}-[0-9a-f]{4}-7', text), "no job ids in labels"
-
-
-# -- umd-healthcheck --
-
-def healthcheck(*args, timeout=60):
-    return subprocess.run(["/usr/bin/python3", str(HEALTHCHECK), *args], capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def test_healthcheck_exits_0_when_every_gpu_passes(umd):
-    d = umd(fake_devices=2)
-    p = healthcheck("--url", d.base_url)
-    assert p.returncode == 0, p.stdout + p.stderr
-    lines = p.stdout.strip().splitlines()
-    assert len(lines) == 2 and all("PASS" in l for l in lines)
-
-
-def test_healthcheck_exits_1_on_warn_unless_allowed(umd):
-    d = umd(fake_devices=2, env={"UMD_FAKE_LINK": "0=5x8"})
-    p = healthcheck("--url", d.base_url)
-    assert p.returncode == 1, p.stdout
-    assert "WARN" in p.stdout and "below its maximum" in p.stdout
-    assert healthcheck("--url", d.base_url, "--allow-warn").returncode == 0
-
-
-def test_healthcheck_exits_1_when_umd_has_no_gpu(umd):
-    d = umd(fake_devices=0)
-    p = healthcheck("--url", d.base_url)
-    assert p.returncode == 1, p.stdout
-
-
-def test_healthcheck_exits_2_when_umd_is_unreachable():
-    p = healthcheck("--url", "http://127.0.0.1:9")
-    assert p.returncode == 2
-    assert "cannot reach umd" in p.stdout

@@ -173,23 +173,87 @@ static void test_sample_config_parses_back(void **state)
         free(buf);
 }
 
+static char *effective(const struct umd_config *c)
+{
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        config_print_effective(f, c);
+        fclose(f);
+        return buf;
+}
+
+static void test_effective_config_of_defaults_is_the_sample(void **state)
+{
+        struct umd_config c;
+        char *sample = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&sample, &len);
+        config_print_sample(f);
+        fclose(f);
+        config_init(&c);
+        char *eff = effective(&c);
+        assert_string_equal(eff, sample);
+        config_free(&c);
+        free(eff);
+        free(sample);
+}
+
+static void test_effective_config_shows_file_and_flags(void **state)
+{
+        struct umd_config c;
+        char *path = write_tmp("[umd]\nmax_jobs = 7\nlog_level = debug\n");
+        const char *argv[] = {"umd",
+                              "--config",
+                              path,
+                              "--listen",
+                              "127.0.0.1:9001",
+                              "--max-jobs",
+                              "9",
+                              "--health-warn-fraction",
+                              "0.5"};
+        assert_int_equal(parse(&c, 9, argv), 0);
+        char *eff = effective(&c);
+        assert_non_null(strstr(eff, "\nlisten = 127.0.0.1:9001\n"));
+        assert_non_null(strstr(eff, "\nmax_jobs = 9\n"));
+        assert_non_null(strstr(eff, "\nlog_level = debug\n"));
+        assert_non_null(strstr(eff, "\nhealth_warn_fraction = 0.5\n"));
+        assert_non_null(strstr(eff, "\n#max_body_bytes = 64KiB\n"));
+        /* and it parses back to the same configuration */
+        char *again = write_tmp(eff);
+        struct umd_config d;
+        const char *argv2[] = {"umd", "--config", again};
+        assert_int_equal(parse(&d, 3, argv2), 0);
+        assert_int_equal(d.max_jobs, 9);
+        assert_string_equal(d.listen[0], "127.0.0.1:9001");
+        config_free(&d);
+        config_free(&c);
+        unlink(path);
+        unlink(again);
+        free(path);
+        free(again);
+        free(eff);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_defaults_listen_on_loopback_only),
-                cmocka_unit_test(test_flag_sets_key_with_dashes),
-                cmocka_unit_test(test_repeated_listen_accumulates_and_accepts_ipv6),
-                cmocka_unit_test(test_flags_win_over_file),
-                cmocka_unit_test(test_worker_is_short_for_worker_path),
-                cmocka_unit_test(test_unknown_flag_is_rejected),
-                cmocka_unit_test(test_out_of_range_number_is_rejected),
-                cmocka_unit_test(test_bad_listen_address_is_rejected),
-                cmocka_unit_test(test_missing_value_is_rejected),
-                cmocka_unit_test(test_unreadable_config_file_is_rejected),
-                cmocka_unit_test(test_unknown_key_in_file_is_rejected),
-                cmocka_unit_test(test_wrong_section_is_rejected),
-                cmocka_unit_test(test_inconsistent_timeouts_are_rejected),
-                cmocka_unit_test(test_sample_config_parses_back),
+            cmocka_unit_test(test_defaults_listen_on_loopback_only),
+            cmocka_unit_test(test_flag_sets_key_with_dashes),
+            cmocka_unit_test(test_repeated_listen_accumulates_and_accepts_ipv6),
+            cmocka_unit_test(test_flags_win_over_file),
+            cmocka_unit_test(test_worker_is_short_for_worker_path),
+            cmocka_unit_test(test_unknown_flag_is_rejected),
+            cmocka_unit_test(test_out_of_range_number_is_rejected),
+            cmocka_unit_test(test_bad_listen_address_is_rejected),
+            cmocka_unit_test(test_missing_value_is_rejected),
+            cmocka_unit_test(test_unreadable_config_file_is_rejected),
+            cmocka_unit_test(test_unknown_key_in_file_is_rejected),
+            cmocka_unit_test(test_wrong_section_is_rejected),
+            cmocka_unit_test(test_inconsistent_timeouts_are_rejected),
+            cmocka_unit_test(test_sample_config_parses_back),
+            cmocka_unit_test(test_effective_config_of_defaults_is_the_sample),
+            cmocka_unit_test(test_effective_config_shows_file_and_flags),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

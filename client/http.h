@@ -1,0 +1,40 @@
+/* umdctl's one way to talk to umd: an HTTP request over TCP (http/https) or a unix socket, with
+ * the bearer token, through libcurl. Owns the curl handle; knows nothing of umd's documents
+ * except how to turn a problem+json answer into one line. */
+#pragma once
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct http {
+        void *curl;
+        char *base; /* URL without the trailing slash */
+        const char *unix_socket;
+        char *auth_header; /* "Authorization: Bearer …", or NULL */
+};
+
+struct http_answer {
+        long status; /* 0 when nothing answered */
+        char *body;  /* NUL-terminated, owned */
+        size_t len;
+        char *content_type; /* owned, or NULL */
+        char error[256];    /* why nothing answered (status 0) */
+};
+
+/* 0, or -errno after printing one line (a token file that cannot be read, no curl). */
+int http_open(struct http *h, const char *url, const char *unix_socket, const char *token_file);
+void http_close(struct http *h);
+
+/* Send METHOD path (path starts with '/'; query included) with an optional JSON body, and
+ * collect the answer within timeout_ms. Returns 0 when umd answered (whatever the status), or
+ * -EIO with ret->error saying why nothing did. ret is always filled and must be freed. */
+int http_request(struct http *h, const char *method, const char *path, const json_t *body,
+                 long timeout_ms, struct http_answer *ret);
+void http_answer_free(struct http_answer *a);
+
+/* One line for an answer that is not what was asked: "HTTP 404 Not Found: no job …" from a
+ * problem+json document, else the status and the start of the body. */
+void http_answer_describe(const struct http_answer *a, char *buf, size_t len);
+
+/* The body as JSON (NULL when it is not JSON). */
+json_t *http_answer_json(const struct http_answer *a);

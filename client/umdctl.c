@@ -1,0 +1,795 @@
+/* umdctl: the command-line client of umd. Owns the commands (submit, show, ls, cancel, devices,
+ * health, pause, resume): what each asks umd, how it waits, what it prints and which exit code
+ * it ends with (cli.h). Parsing lives in cli.c, HTTP in http.c. Never keeps state between runs. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "http.h"
+
+#define REQUEST_TIMEOUT_MS 15000L
+#define WAIT_SLICE_S       30  /* longest single ?wait= asked for */
+#define POLL_PAUSE_MS      250 /* between polls when umd answers ?wait= at once */
+#define SUBMIT_TIMEOUT_MS  (3600ull * 1000)
+#define HEALTH_TIMEOUT_MS  (50ull * 1000) /* inside Slurm's 60 s for a health-check program */
+#define LS_DEFAULT_LIMIT   50u
+#define LS_PAGE_MAX        500u
+
+static const char *const final_states[] = {"succeeded", "failed",      "cancelled",
+                                           "timed_out", "interrupted", NULL};
+
+static bool is_final(const char *state)
+{
+        for (const char *const *s = final_states; state && *s; s++)
+                if (!strcmp(*s, state))
+                        return true;
+        return false;
+}
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+        struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                              .tv_nsec = (long)(ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+}
+
+/* Seconds since the epoch of an RFC 3339 UTC time ("2026-11-30T22:46:59.610Z"), or -1. */
+static double rfc3339_seconds(const char *s)
+{
+        struct tm tm = {0};
+        const char *rest = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+        double frac = 0;
+
+        if (!rest)
+                return -1;
+        if (*rest == '.')
+                frac = strtod(rest, NULL);
+        return (double)timegm(&tm) + frac;
+}
+
+static void print_json(const json_t *j)
+{
+        json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', stdout);
+}
+
+/* The exit code for a request that did not get a 2xx, after saying why in one line. */
+static int request_failed(const struct http *h, const struct http_answer *a, int rc)
+{
+        char why[512];
+
+        if (rc < 0) {
+                fprintf(stderr, "umdctl: cannot reach umd at %s%s%s: %s\n",
+                        h->unix_socket ? "unix socket " : "",
+                        h->unix_socket ? h->unix_socket : h->base, "", a->error);
+                return UMDCTL_UNREACHABLE;
+        }
+        http_answer_describe(a, why, sizeof(why));
+        fprintf(stderr, "umdctl: %s\n", why);
+        return UMDCTL_UNREACHABLE;
+}
+
+static bool ok_status(long s)
+{
+        return s >= 200 && s < 300;
+}
+
+/* Request and parse a JSON answer. Returns 0 with *ret set, or an exit code after printing. */
+static int request_json(struct http *h, const char *method, const char *path, const json_t *body,
+                        long timeout_ms, json_t **ret)
+{
+        struct http_answer a;
+        int rc = http_request(h, method, path, body, timeout_ms, &a);
+
+        if (rc < 0 || !ok_status(a.status)) {
+                rc = request_failed(h, &a, rc);
+                http_answer_free(&a);
+                return rc;
+        }
+        *ret = http_answer_json(&a);
+        if (!*ret) {
+                fprintf(stderr, "umdctl: %s %s answered HTTP %ld without JSON\n", method, path,
+                        a.status);
+                http_answer_free(&a);
+                return UMDCTL_UNREACHABLE;
+        }
+        http_answer_free(&a);
+        return 0;
+}
+
+/* Percent-encode s for a query string. */
+static void query_add(char **q, const char *key, const char *value)
+{
+        char enc[1024];
+        size_t n = 0;
+
+        for (const unsigned char *p = (const unsigned char *)value; *p && n + 4 < sizeof(enc);
+             p++) {
+                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || strchr("-._~", *p))
+                        enc[n++] = (char)*p;
+                else
+                        n += (size_t)snprintf(enc + n, sizeof(enc) - n, "%%%02X", *p);
+        }
+        enc[n] = 0;
+        char *grown = NULL;
+        if (asprintf(&grown, "%s%s%s=%s", *q ? *q : "", *q ? "&" : "?", key, enc) < 0)
+                return;
+        free(*q);
+        *q = grown;
+}
+
+/* Wait until job id is final or timeout_ms passes. Returns 0 with the final job in *ret,
+ * UMDCTL_UNKNOWN with the last job seen in *ret when time ran out, or an exit code. umd's
+ * ?wait= long-polls; an older umd answers at once, so a quick non-final answer is followed by
+ * a short pause rather than an immediate retry. */
+static int wait_final(struct http *h, const char *id, uint64_t timeout_ms, json_t **ret)
+{
+        uint64_t deadline = now_ms() + timeout_ms;
+        char path[256];
+        json_t *job = NULL;
+        int rc;
+
+        for (;;) {
+                uint64_t start = now_ms();
+                uint64_t left = deadline > start ? deadline - start : 0;
+                unsigned slice = (unsigned)((left + 999) / 1000);
+                if (slice > WAIT_SLICE_S)
+                        slice = WAIT_SLICE_S;
+                snprintf(path, sizeof(path), "/v1/jobs/%s?wait=%us", id, slice ? slice : 1);
+                json_t *next = NULL;
+                rc = request_json(h, "GET", path, NULL, (long)slice * 1000 + REQUEST_TIMEOUT_MS,
+                                  &next);
+                if (rc) {
+                        json_decref(job);
+                        return rc;
+                }
+                json_decref(job);
+                job = next;
+                if (is_final(json_string_value(json_object_get(job, "state")))) {
+                        *ret = job;
+                        return 0;
+                }
+                uint64_t now = now_ms();
+                if (now >= deadline) {
+                        *ret = job;
+                        return UMDCTL_UNKNOWN;
+                }
+                if (now - start < 1000) {
+                        uint64_t pause =
+                            deadline - now < POLL_PAUSE_MS ? deadline - now : POLL_PAUSE_MS;
+                        sleep_ms(pause);
+                }
+        }
+}
+
+static int print_job_text(struct http *h, const char *id)
+{
+        char path[256];
+        struct http_answer a;
+
+        snprintf(path, sizeof(path), "/v1/jobs/%s?format=text", id);
+        int rc = http_request(h, "GET", path, NULL, REQUEST_TIMEOUT_MS, &a);
+        if (rc < 0 || !ok_status(a.status)) {
+                rc = request_failed(h, &a, rc);
+                http_answer_free(&a);
+                return rc;
+        }
+        fputs(a.body, stdout);
+        if (a.len && a.body[a.len - 1] != '\n')
+                fputc('\n', stdout);
+        http_answer_free(&a);
+        return 0;
+}
+
+static int job_exit(const json_t *job)
+{
+        const char *state = json_string_value(json_object_get(job, "state"));
+        return state && !strcmp(state, "succeeded") ? UMDCTL_OK : UMDCTL_FAILED;
+}
+
+static int cmd_submit(struct http *h, const struct umdctl_args *a)
+{
+        json_t *body = json_pack("{s:s}", "benchmark", a->target), *job = NULL, *done = NULL;
+        int rc;
+
+        if (a->devices)
+                json_object_set(body, a->devices_plural ? "devices" : "device", a->devices);
+        if (a->params)
+                json_object_set(body, "params", a->params);
+        if (a->labels)
+                json_object_set(body, "labels", a->labels);
+        if (a->priority)
+                json_object_set_new(body, "priority", json_string(a->priority));
+        rc = request_json(h, "POST", "/v1/jobs", body, REQUEST_TIMEOUT_MS, &job);
+        json_decref(body);
+        if (rc)
+                return rc;
+        const char *id = json_string_value(json_object_get(job, "id"));
+        if (!id) {
+                fprintf(stderr, "umdctl: umd accepted the job but gave no id\n");
+                json_decref(job);
+                return UMDCTL_UNREACHABLE;
+        }
+        if (!a->wait) {
+                if (a->json)
+                        print_json(job);
+                else
+                        printf("%s\n", id);
+                json_decref(job);
+                return UMDCTL_OK;
+        }
+        rc = wait_final(h, id, a->timeout_set ? a->timeout_ms : SUBMIT_TIMEOUT_MS, &done);
+        if (rc == UMDCTL_UNKNOWN) {
+                fprintf(stderr, "umdctl: job %s is still %s; see 'umdctl show %s'\n", id,
+                        json_string_value(json_object_get(done, "state")), id);
+                if (a->json)
+                        print_json(done);
+                else
+                        printf("%s\n", id);
+        } else if (rc == 0) {
+                rc = a->json ? (print_json(done), 0) : print_job_text(h, id);
+                if (rc == 0)
+                        rc = job_exit(done);
+        }
+        json_decref(done);
+        json_decref(job);
+        return rc;
+}
+
+static int cmd_show(struct http *h, const struct umdctl_args *a)
+{
+        char path[256];
+        json_t *job = NULL;
+
+        if (!a->json)
+                return print_job_text(h, a->target);
+        snprintf(path, sizeof(path), "/v1/jobs/%s", a->target);
+        int rc = request_json(h, "GET", path, NULL, REQUEST_TIMEOUT_MS, &job);
+        if (rc)
+                return rc;
+        print_json(job);
+        json_decref(job);
+        return UMDCTL_OK;
+}
+
+/* --since/--until: an RFC 3339 time, or a duration meaning that long ago. -1 when neither. */
+static double time_arg(const char *s)
+{
+        uint64_t ms;
+        struct timespec ts;
+
+        if (parse_duration_ms(s, &ms) == 0) {
+                clock_gettime(CLOCK_REALTIME, &ts);
+                return (double)ts.tv_sec - (double)ms / 1000.0;
+        }
+        return rfc3339_seconds(s);
+}
+
+static void job_devices(const json_t *job, char *buf, size_t len)
+{
+        size_t i, used = 0;
+        json_t *p;
+
+        buf[0] = 0;
+        json_array_foreach(json_object_get(job, "parts"), i, p)
+        {
+                if (used + 1 >= len)
+                        break;
+                used +=
+                    (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "",
+                                     (long long)json_integer_value(json_object_get(p, "device")));
+        }
+        if (!buf[0])
+                snprintf(buf, len, "-");
+}
+
+static int cmd_ls(struct http *h, const struct umdctl_args *a)
+{
+        unsigned want = a->limit ? a->limit : LS_DEFAULT_LIMIT, shown = 0;
+        double since = -1, until = -1;
+        char *cursor = a->cursor ? strdup(a->cursor) : NULL;
+        json_t *out = json_array();
+        bool more = false;
+        int rc = 0;
+
+        if (a->since && (since = time_arg(a->since)) < 0) {
+                fprintf(stderr, "umdctl: --since: '%s' is not a time (RFC 3339) or a duration\n",
+                        a->since);
+                return UMDCTL_USAGE;
+        }
+        if (a->until && (until = time_arg(a->until)) < 0) {
+                fprintf(stderr, "umdctl: --until: '%s' is not a time (RFC 3339) or a duration\n",
+                        a->until);
+                return UMDCTL_USAGE;
+        }
+        /* umd filters by status, benchmark, device and label; times are filtered here, walking
+         * the newest-first pages until a job is older than --since. */
+        while (shown < want) {
+                char *q = NULL, lim[16], label[512];
+                json_t *page = NULL;
+                snprintf(lim, sizeof(lim), "%u",
+                         since >= 0 || until >= 0
+                             ? LS_PAGE_MAX
+                             : (want - shown > LS_PAGE_MAX ? LS_PAGE_MAX : want - shown));
+                if (a->status)
+                        query_add(&q, "status", a->status);
+                if (a->benchmark)
+                        query_add(&q, "benchmark", a->benchmark);
+                if (a->device)
+                        query_add(&q, "device", a->device);
+                if (a->label) {
+                        snprintf(label, sizeof(label), "%s", a->label);
+                        char *eq = strchr(label, '=');
+                        if (eq)
+                                *eq = ':';
+                        query_add(&q, "label", label);
+                }
+                if (cursor)
+                        query_add(&q, "before", cursor);
+                query_add(&q, "limit", lim);
+                char *path = NULL;
+                if (asprintf(&path, "/v1/jobs%s", q ? q : "") < 0)
+                        path = NULL;
+                free(q);
+                rc = path ? request_json(h, "GET", path, NULL, REQUEST_TIMEOUT_MS, &page)
+                          : UMDCTL_UNREACHABLE;
+                free(path);
+                if (rc)
+                        break;
+                size_t i;
+                json_t *job;
+                bool older = false;
+                json_array_foreach(json_object_get(page, "jobs"), i, job)
+                {
+                        double t =
+                            rfc3339_seconds(json_string_value(json_object_get(job, "created")));
+                        if (since >= 0 && t >= 0 && t < since) {
+                                older = true;
+                                break;
+                        }
+                        if (until >= 0 && t > until)
+                                continue;
+                        if (shown < want) {
+                                json_array_append(out, job);
+                                shown++;
+                        }
+                }
+                /* "next" is the next page's URL; its before= is the cursor to show and use */
+                const char *next = json_string_value(json_object_get(page, "next"));
+                const char *b = next ? strstr(next, "before=") : NULL;
+                free(cursor);
+                cursor = b && !older ? strndup(b + 7, strcspn(b + 7, "&")) : NULL;
+                json_decref(page);
+                if (!cursor)
+                        break;
+                more = shown >= want;
+        }
+        if (rc == 0) {
+                if (a->json) {
+                        json_t *doc =
+                            json_pack("{s:O, s:s?}", "jobs", out, "next", more ? cursor : NULL);
+                        print_json(doc);
+                        json_decref(doc);
+                } else {
+                        size_t i;
+                        json_t *job;
+                        printf("%-36s  %-11s  %-16s  %-8s  %s\n", "ID", "STATE", "BENCHMARK",
+                               "DEVICES", "CREATED");
+                        json_array_foreach(out, i, job)
+                        {
+                                char devs[128];
+                                job_devices(job, devs, sizeof(devs));
+                                printf("%-36s  %-11s  %-16s  %-8s  %s\n",
+                                       json_string_value(json_object_get(job, "id")),
+                                       json_string_value(json_object_get(job, "state")),
+                                       json_string_value(json_object_get(job, "benchmark")), devs,
+                                       json_string_value(json_object_get(job, "created")));
+                        }
+                        if (more && cursor)
+                                fprintf(stderr, "umdctl: more with --cursor %s\n", cursor);
+                }
+        }
+        free(cursor);
+        json_decref(out);
+        return rc;
+}
+
+static int cmd_cancel(struct http *h, const struct umdctl_args *a)
+{
+        char path[256];
+        json_t *job = NULL;
+
+        snprintf(path, sizeof(path), "/v1/jobs/%s", a->target);
+        int rc = request_json(h, "DELETE", path, NULL, REQUEST_TIMEOUT_MS, &job);
+        if (rc)
+                return rc;
+        if (a->json)
+                print_json(job);
+        else
+                printf("%s %s\n", a->target,
+                       json_string_value(json_object_get(job, "state"))
+                           ? json_string_value(json_object_get(job, "state"))
+                           : "cancelled");
+        json_decref(job);
+        return UMDCTL_OK;
+}
+
+static json_t *device_list(json_t *doc)
+{
+        return json_is_array(doc) ? doc : json_object_get(doc, "devices");
+}
+
+static int cmd_devices(struct http *h, const struct umdctl_args *a)
+{
+        json_t *doc = NULL, *d;
+        size_t i;
+        int rc = request_json(h, "GET", "/v1/devices", NULL, REQUEST_TIMEOUT_MS, &doc);
+
+        if (rc)
+                return rc;
+        if (a->json) {
+                print_json(doc);
+                json_decref(doc);
+                return UMDCTL_OK;
+        }
+        printf("%-5s  %-40s  %-24s  %-10s  %-15s  %s\n", "INDEX", "UUID", "NAME", "STATE", "LINK",
+               "HEALTH");
+        json_array_foreach(device_list(doc), i, d)
+        {
+                json_t *pcie = json_object_get(d, "pcie"), *lh = json_object_get(d, "last_health");
+                char link[32] = "-";
+                if (json_is_object(pcie))
+                        snprintf(
+                            link, sizeof(link), "Gen%lld x%lld",
+                            (long long)json_integer_value(json_object_get(pcie, "current_gen")),
+                            (long long)json_integer_value(json_object_get(pcie, "current_width")));
+                const char *verdict = json_string_value(json_object_get(lh, "verdict"));
+                const char *state = json_string_value(json_object_get(d, "state"));
+                const char *why = json_string_value(json_object_get(d, "pause_reason"));
+                if (!why)
+                        why = json_string_value(json_object_get(d, "state_reason"));
+                printf("%-5lld  %-40s  %-24s  %-10s  %-15s  %s%s%s\n",
+                       (long long)json_integer_value(json_object_get(d, "index")),
+                       json_string_value(json_object_get(d, "uuid")),
+                       json_string_value(json_object_get(d, "name")), state ? state : "?", link,
+                       verdict ? verdict : "-", why ? "  " : "", why ? why : "");
+        }
+        json_decref(doc);
+        return UMDCTL_OK;
+}
+
+/* -- health -- */
+
+enum verdict { V_PASS, V_UNKNOWN, V_WARN, V_FAIL };
+static const char *const verdict_upper[] = {"PASS", "UNKNOWN", "WARN", "FAIL"};
+static const char *const verdict_lower[] = {"pass", "unknown", "warn", "fail"};
+
+static enum verdict verdict_from(const char *s)
+{
+        if (s && !strcmp(s, "pass"))
+                return V_PASS;
+        if (s && !strcmp(s, "warn"))
+                return V_WARN;
+        return V_FAIL;
+}
+
+/* Errors that say the check could not run on this GPU now, not that the GPU is bad. */
+static bool error_means_unknown(const char *error)
+{
+        static const char *const words[] = {"in use", "paused", "busy", "other process", NULL};
+        for (const char *const *w = words; error && *w; w++)
+                if (strstr(error, *w))
+                        return true;
+        return false;
+}
+
+static json_t *reasons_of(const json_t *verdict)
+{
+        json_t *r = json_object_get(verdict, "reasons");
+        return json_is_array(r) ? json_incref(r) : json_array();
+}
+
+static void report_add(json_t *list, const json_t *index, const char *uuid, enum verdict v,
+                       json_t *reasons)
+{
+        json_array_append_new(list,
+                              json_pack("{s:O?, s:s?, s:s, s:o}", "index", index, "uuid", uuid,
+                                        "verdict", verdict_lower[v], "reasons", reasons));
+}
+
+static int report_finish(json_t *list, const struct umdctl_args *a)
+{
+        bool any[4] = {false};
+        size_t i;
+        json_t *d;
+
+        if (json_array_size(list) == 0) {
+                fprintf(a->json ? stderr : stdout, "umd owns no GPU: nothing to check\n");
+                any[V_FAIL] = true;
+        }
+        json_array_foreach(list, i, d)
+        {
+                enum verdict v = V_FAIL;
+                const char *s = json_string_value(json_object_get(d, "verdict"));
+                for (int k = 0; k < 4; k++)
+                        if (!strcmp(s, verdict_lower[k]))
+                                v = (enum verdict)k;
+                any[v] = true;
+                if (a->json || (a->quiet && v == V_PASS))
+                        continue;
+                printf(
+                    "GPU %lld %s %s: ", (long long)json_integer_value(json_object_get(d, "index")),
+                    json_string_value(json_object_get(d, "uuid")), verdict_upper[v]);
+                json_t *reasons = json_object_get(d, "reasons"), *r;
+                size_t k;
+                if (json_array_size(reasons) == 0)
+                        fputs(v == V_PASS ? "every check passed" : "no reason given", stdout);
+                json_array_foreach(reasons, k, r)
+                    printf("%s%s", k ? "; " : "", json_string_value(r));
+                fputc('\n', stdout);
+        }
+        const char *overall = any[V_FAIL]      ? "fail"
+                              : any[V_WARN]    ? "warn"
+                              : any[V_UNKNOWN] ? "unknown"
+                                               : "pass";
+        if (a->json) {
+                json_t *doc = json_pack("{s:s, s:O}", "verdict", overall, "devices", list);
+                print_json(doc);
+                json_decref(doc);
+        }
+        if (any[V_FAIL] || (any[V_WARN] && !a->allow_warn))
+                return UMDCTL_FAILED;
+        if (any[V_UNKNOWN])
+                return UMDCTL_UNKNOWN;
+        return UMDCTL_OK;
+}
+
+static bool device_paused(const json_t *d)
+{
+        const char *state = json_string_value(json_object_get(d, "state"));
+        return json_is_true(json_object_get(d, "paused")) || (state && !strcmp(state, "paused"));
+}
+
+static int health_cached(struct http *h, const struct umdctl_args *a)
+{
+        json_t *doc = NULL, *d, *list = json_array();
+        struct timespec ts;
+        size_t i;
+        int rc = request_json(h, "GET", "/v1/devices", NULL, REQUEST_TIMEOUT_MS, &doc);
+
+        if (rc) {
+                json_decref(list);
+                return rc;
+        }
+        clock_gettime(CLOCK_REALTIME, &ts);
+        json_array_foreach(device_list(doc), i, d)
+        {
+                json_t *lh = json_object_get(d, "last_health");
+                json_t *index = json_object_get(d, "index");
+                const char *uuid = json_string_value(json_object_get(d, "uuid"));
+                const char *state = json_string_value(json_object_get(d, "state"));
+                char why[512];
+
+                if (device_paused(d)) {
+                        const char *pr = json_string_value(json_object_get(d, "pause_reason"));
+                        snprintf(why, sizeof(why), "device paused%s%s", pr ? ": " : "",
+                                 pr ? pr : "");
+                        report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
+                        continue;
+                }
+                if (state && !strcmp(state, "faulted")) {
+                        const char *sr = json_string_value(json_object_get(d, "state_reason"));
+                        snprintf(why, sizeof(why), "device faulted%s%s", sr ? ": " : "",
+                                 sr ? sr : "");
+                        report_add(list, index, uuid, V_FAIL, json_pack("[s]", why));
+                        continue;
+                }
+                if (!json_is_object(lh)) {
+                        report_add(list, index, uuid, V_UNKNOWN,
+                                   json_pack("[s]", "no health verdict yet"));
+                        continue;
+                }
+                if (a->max_age_ms) {
+                        double t = rfc3339_seconds(json_string_value(json_object_get(lh, "time")));
+                        double age = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - t;
+                        if (t < 0 || age * 1000 > (double)a->max_age_ms) {
+                                if (t < 0)
+                                        snprintf(why, sizeof(why), "the last verdict has no time");
+                                else
+                                        snprintf(why, sizeof(why),
+                                                 "the last verdict is %.0f s old (max age %.0f s)",
+                                                 age, (double)a->max_age_ms / 1000);
+                                report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
+                                continue;
+                        }
+                }
+                report_add(list, index, uuid,
+                           verdict_from(json_string_value(json_object_get(lh, "verdict"))),
+                           reasons_of(lh));
+        }
+        json_decref(doc);
+        rc = report_finish(list, a);
+        json_decref(list);
+        return rc;
+}
+
+static void health_part(json_t *list, const json_t *part, bool timed_out, double timeout_s)
+{
+        const char *state = json_string_value(json_object_get(part, "state"));
+        const char *error = json_string_value(json_object_get(part, "error"));
+        const char *waiting = json_string_value(json_object_get(part, "waiting"));
+        json_t *index = json_object_get(part, "device"),
+               *verdict = json_object_get(part, "verdict");
+        const char *uuid = json_string_value(json_object_get(part, "uuid"));
+        char why[512];
+
+        if (state && !strcmp(state, "succeeded") && json_is_object(verdict)) {
+                report_add(list, index, uuid,
+                           verdict_from(json_string_value(json_object_get(verdict, "verdict"))),
+                           reasons_of(verdict));
+                return;
+        }
+        if (!is_final(state) || (timed_out && state && !strcmp(state, "cancelled"))) {
+                snprintf(why, sizeof(why), "no verdict within %.0f s (%s%s%s)", timeout_s,
+                         waiting ? "waiting: " : "still ",
+                         waiting ? waiting
+                         : state ? state
+                                 : "?",
+                         "");
+                report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
+                return;
+        }
+        if (error_means_unknown(error) || (state && !strcmp(state, "interrupted"))) {
+                snprintf(why, sizeof(why), "the check could not run: %s",
+                         error ? error : "umd restarted during the check");
+                report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
+                return;
+        }
+        snprintf(why, sizeof(why), "health check %s: %s", state ? state : "ended",
+                 error ? error : "no verdict");
+        report_add(list, index, uuid, V_FAIL, json_pack("[s]", why));
+}
+
+static int cmd_health(struct http *h, const struct umdctl_args *a)
+{
+        uint64_t timeout = a->timeout_set ? a->timeout_ms : HEALTH_TIMEOUT_MS;
+        json_t *body, *job = NULL, *done = NULL, *part, *list;
+        struct http_answer ans;
+        char path[256];
+        size_t i;
+        int rc;
+
+        if (a->cached)
+                return health_cached(h, a);
+
+        /* The canonical check: a health job without params, the only kind that gives verdicts. */
+        body = json_pack("{s:s, s:s, s:{s:s}}", "benchmark", "health", "priority", "high", "labels",
+                         "source", "umdctl-health");
+        if (a->devices)
+                json_object_set(body, a->devices_plural ? "devices" : "device", a->devices);
+        else
+                json_object_set_new(body, "devices", json_string("all"));
+        rc = http_request(h, "POST", "/v1/jobs", body, REQUEST_TIMEOUT_MS, &ans);
+        json_decref(body);
+        if (rc < 0 || !ok_status(ans.status)) {
+                /* 503: umd has no usable GPU, which is the node's fault, not umd's */
+                bool no_gpu = rc == 0 && ans.status == 503;
+                rc = request_failed(h, &ans, rc);
+                http_answer_free(&ans);
+                return no_gpu ? UMDCTL_FAILED : rc;
+        }
+        job = http_answer_json(&ans);
+        http_answer_free(&ans);
+        const char *id = json_string_value(json_object_get(job, "id"));
+        if (!id) {
+                fprintf(stderr, "umdctl: umd accepted the health job but gave no id\n");
+                json_decref(job);
+                return UMDCTL_UNREACHABLE;
+        }
+        rc = wait_final(h, id, timeout, &done);
+        bool timed_out = rc == UMDCTL_UNKNOWN;
+        if (timed_out) {
+                /* Leave nothing queued behind a busy GPU. The parts are reported as last seen
+                 * (queued, running, waiting for another process), which says why. */
+                snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+                if (http_request(h, "DELETE", path, NULL, REQUEST_TIMEOUT_MS, &ans) < 0 ||
+                    !ok_status(ans.status))
+                        fprintf(stderr, "umdctl: could not cancel health job %s\n", id);
+                http_answer_free(&ans);
+        } else if (rc) {
+                json_decref(job);
+                return rc;
+        }
+        list = json_array();
+        json_array_foreach(json_object_get(done, "parts"), i, part)
+            health_part(list, part, timed_out, (double)timeout / 1000);
+        rc = report_finish(list, a);
+        json_decref(list);
+        json_decref(done);
+        json_decref(job);
+        return rc;
+}
+
+static int cmd_pause(struct http *h, const struct umdctl_args *a, bool pause)
+{
+        char path[512];
+        json_t *body = NULL, *dev = NULL;
+
+        snprintf(path, sizeof(path), "/v1/devices/%s/%s", a->target, pause ? "pause" : "resume");
+        if (pause && a->reason)
+                body = json_pack("{s:s}", "reason", a->reason);
+        int rc = request_json(h, "POST", path, body, REQUEST_TIMEOUT_MS, &dev);
+        json_decref(body);
+        if (rc)
+                return rc;
+        if (a->json) {
+                print_json(dev);
+        } else {
+                const char *state = json_string_value(json_object_get(dev, "state"));
+                printf("device %s %s%s%s\n", a->target, pause ? "paused" : "resumed",
+                       state ? ", now " : "", state ? state : "");
+        }
+        json_decref(dev);
+        return UMDCTL_OK;
+}
+
+int main(int argc, char **argv)
+{
+        struct umdctl_args a = {0};
+        struct http h;
+        int rc;
+
+        rc = umdctl_parse_args(&a, argc, argv, getenv("UMD_URL"), getenv("UMD_TOKEN_FILE"));
+        if (rc != 0) {
+                umdctl_args_free(&a);
+                return rc > 0 ? UMDCTL_OK : UMDCTL_USAGE;
+        }
+        rc = http_open(&h, a.url, a.unix_socket, a.token_file);
+        if (rc < 0) {
+                http_close(&h);
+                umdctl_args_free(&a);
+                return rc == -ENOMEM || rc == -EIO ? UMDCTL_UNREACHABLE : UMDCTL_USAGE;
+        }
+        switch (a.command) {
+        case CMD_SUBMIT:
+                rc = cmd_submit(&h, &a);
+                break;
+        case CMD_SHOW:
+                rc = cmd_show(&h, &a);
+                break;
+        case CMD_LS:
+                rc = cmd_ls(&h, &a);
+                break;
+        case CMD_CANCEL:
+                rc = cmd_cancel(&h, &a);
+                break;
+        case CMD_DEVICES:
+                rc = cmd_devices(&h, &a);
+                break;
+        case CMD_HEALTH:
+                rc = cmd_health(&h, &a);
+                break;
+        case CMD_PAUSE:
+        case CMD_RESUME:
+                rc = cmd_pause(&h, &a, a.command == CMD_PAUSE);
+                break;
+        default:
+                rc = UMDCTL_USAGE;
+        }
+        fflush(stdout);
+        http_close(&h);
+        umdctl_args_free(&a);
+        return rc;
+}
