@@ -12,9 +12,11 @@ trap 'rm -rf "$tmp"' EXIT
 
 case $mode in
 sample)
-	# --print-config prints the effective configuration: read no installed file and no
-	# $STATE_DIRECTORY, so what is printed is the defaults alone.
-	env -u STATE_DIRECTORY "$umd" --config /dev/null --print-config >"$tmp/printed"
+	# --print-config prints the effective configuration: read no installed file (an empty
+	# one: config files must be regular files) and no $STATE_DIRECTORY, so what is printed is
+	# the defaults alone.
+	: >"$tmp/empty.conf"
+	env -u STATE_DIRECTORY "$umd" --config "$tmp/empty.conf" --print-config >"$tmp/printed"
 	if ! diff -u "$conf" "$tmp/printed"; then
 		echo "etc/umd.conf differs from 'umd --print-config' (above): regenerate it with" >&2
 		echo "  umd --print-config > etc/umd.conf" >&2
