@@ -2,6 +2,7 @@
  * the output lines up in an 80-column terminal for every benchmark. */
 #include "text.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,59 @@ static void render_sweep_summary(FILE *f, const json_t *s)
         }
 }
 
+/* nvbandwidth's layout: one matrix per method and direction, rows the source GPU, columns the
+ * destination, N/A on the diagonal. */
+static void render_matrix(FILE *f, const char *title, const json_t *rows, bool numbers)
+{
+        size_t n = json_array_size(rows), r, c;
+        json_t *row, *v;
+
+        fprintf(f, "\n  %s\n  %-8s", title, "src\\dst");
+        for (c = 0; c < n; c++)
+                fprintf(f, " %9zu", c);
+        fputc('\n', f);
+        json_array_foreach(rows, r, row)
+        {
+                fprintf(f, "  %-8zu", r);
+                json_array_foreach(row, c, v)
+                {
+                        if (numbers && json_is_number(v))
+                                fprintf(f, " %9.2f", json_number_value(v));
+                        else if (json_is_string(v))
+                                fprintf(f, " %9s", json_string_value(v));
+                        else
+                                fprintf(f, " %9s", "N/A");
+                }
+                fputc('\n', f);
+        }
+}
+
+static void render_topology_summary(FILE *f, const json_t *s)
+{
+        size_t i;
+        json_t *m, *g;
+
+        render_matrix(f, "link (as the driver reports it)", json_object_get(s, "links"), false);
+        json_array_foreach(json_object_get(s, "matrices"), i, m)
+            render_matrix(f, str(m, "title", "GB/s"), json_object_get(m, "gbps"), true);
+        render_matrix(f, "expected one direction, GB/s (by link type)",
+                      json_object_get(s, "expected_gbps"), true);
+        if (json_array_size(json_object_get(s, "d2d_gbps")) > 0) {
+                bool any = false;
+                json_array_foreach(json_object_get(s, "d2d_gbps"), i, g) any |= json_is_number(g);
+                if (any) {
+                        fprintf(f, "\n  within each GPU (d2d copy engine, read+write GB/s):");
+                        json_array_foreach(json_object_get(s, "d2d_gbps"), i, g)
+                        {
+                                if (json_is_number(g))
+                                        fprintf(f, "  %zu: %.1f", i, json_number_value(g));
+                        }
+                        fputc('\n', f);
+                }
+        }
+        fprintf(f, "\n  %s\n", str(s, "conclusion", ""));
+}
+
 static void render_verdict(FILE *f, const json_t *v)
 {
         size_t i;
@@ -121,9 +175,15 @@ char *text_render_job(const json_t *job)
         json_array_foreach(json_object_get(job, "parts"), i, p)
         {
                 const json_t *res = json_object_get(p, "result");
-                fprintf(f, "\ndevice %lld  %s  %s%s\n",
-                        (long long)json_integer_value(json_object_get(p, "device")),
-                        str(p, "uuid", "?"), str(p, "state", "?"),
+                const json_t *dev = json_object_get(p, "device");
+                char devname[32];
+                if (json_is_string(dev)) /* the node worker: every GPU */
+                        snprintf(devname, sizeof(devname), "%s", json_string_value(dev));
+                else
+                        snprintf(devname, sizeof(devname), "%lld",
+                                 (long long)json_integer_value(dev));
+                fprintf(f, "\ndevice %s  %s  %s%s\n", devname, str(p, "uuid", "?"),
+                        str(p, "state", "?"),
                         json_is_true(json_object_get(p, "fake")) ? "  (fake)" : "");
                 if (json_is_string(json_object_get(p, "error")))
                         fprintf(f, "  error: %s\n", str(p, "error", ""));
@@ -131,7 +191,11 @@ char *text_render_job(const json_t *job)
                         continue;
                 render_measurements(f, res);
                 const json_t *s = json_object_get(res, "summary");
-                if (json_object_get(s, "conclusion"))
+                if (json_object_get(s, "matrices"))
+                        render_topology_summary(f, s);
+                else if (json_object_get(s, "pairs") || json_object_get(s, "alone_gbps"))
+                        fprintf(f, "\n  %s\n", str(s, "conclusion", ""));
+                else if (json_object_get(s, "conclusion"))
                         render_um_summary(f, s);
                 else if (json_object_get(s, "curves"))
                         render_sweep_summary(f, s);

@@ -208,6 +208,53 @@ static const struct param_def sweep_params[] = {
     P_FAKE,
 };
 
+static const char *const peer_method_values[] = {"ce", "sm", NULL};
+static const char *const peer_direction_values[] = {"uni", "bidir", NULL};
+static const char *const host_all_direction_values[] = {"h2d", "d2h", NULL};
+
+static const struct param_def d2d_params[] = {
+    P_SIZE(256 * MiB), P_ITER(20), P_WARMUP, P_SEED, P_FAKE,
+};
+
+#define P_PEER_METHODS                                                                             \
+        {                                                                                          \
+                .name = "methods", .type = PARAM_ENUM_LIST,                                        \
+                .description = "ce: copy engine (cudaMemcpyPeerAsync); sm: a kernel on the "       \
+                               "source GPU writing peer memory",                                   \
+                .def_str = "ce,sm", .values = peer_method_values                                   \
+        }
+#define P_PEER_DIRECTIONS                                                                          \
+        {                                                                                          \
+                .name = "directions", .type = PARAM_ENUM_LIST,                                     \
+                .description = "uni: one pair direction at a time; bidir: both at once",           \
+                .def_str = "uni,bidir", .values = peer_direction_values                            \
+        }
+
+static const struct param_def peer_params[] = {
+    P_SIZE(256 * MiB), P_ITER(20), P_WARMUP, P_PEER_METHODS, P_PEER_DIRECTIONS, P_SEED, P_FAKE,
+};
+
+static const struct param_def managed_peer_params[] = {
+    P_SIZE(256 * MiB), P_ITER(10), P_WARMUP, P_SEED, P_FAKE,
+};
+
+static const struct param_def host_all_params[] = {
+    P_SIZE(256 * MiB),
+    P_ITER(20),
+    P_WARMUP,
+    {.name = "direction",
+     .type = PARAM_ENUM,
+     .description = "h2d or d2h, from pinned host memory on each GPU's NUMA node",
+     .def_str = "h2d",
+     .values = host_all_direction_values},
+    P_SEED,
+    P_FAKE,
+};
+
+static const struct param_def topology_params[] = {
+    P_SIZE(256 * MiB), P_ITER(10), P_WARMUP, P_PEER_METHODS, P_SEED, P_FAKE,
+};
+
 static const struct param_def health_params[] = {
     P_SIZE(64 * MiB), P_ITER(10), P_WARMUP, P_SEED, P_FAKE,
 };
@@ -216,6 +263,11 @@ static const struct param_def health_params[] = {
         {                                                                                          \
                 .name = name_, .kind = kind_, .description = desc_, .params = params_,             \
                 .n_params = ELEMENTSOF(params_)                                                    \
+        }
+#define BENCH_MULTI(name_, kind_, desc_, params_)                                                  \
+        {                                                                                          \
+                .name = name_, .kind = kind_, .description = desc_, .params = params_,             \
+                .n_params = ELEMENTSOF(params_), .multi_gpu = true                                 \
         }
 
 static const struct bench_def catalog[] = {
@@ -253,6 +305,26 @@ static const struct bench_def catalog[] = {
           "quick per-GPU verdict: copy bandwidth, prefetch, latency and PCIe link against "
           "limits and this GPU's history",
           health_params),
+    BENCH("d2d", "benchmark",
+          "device-to-device copies within one GPU (copy engine and a copy kernel), read+write "
+          "bytes: the memory ceiling",
+          d2d_params),
+    BENCH_MULTI("peer", "benchmark",
+                "copies between every ordered pair of GPUs, copy engine and SM, one direction "
+                "and both, with the link type between each pair (needs two GPUs)",
+                peer_params),
+    BENCH_MULTI("managed_peer", "benchmark",
+                "managed memory first touched on one GPU then read by another, on demand and "
+                "with prefetch, against a peer copy of the same bytes (needs two GPUs)",
+                managed_peer_params),
+    BENCH_MULTI("host_all", "benchmark",
+                "every GPU copying to or from the host at once, against the sum of each GPU "
+                "alone (needs two GPUs)",
+                host_all_params),
+    BENCH_MULTI("topology", "suite",
+                "the node's matrices (source x destination GB/s) as nvbandwidth prints them, and "
+                "the slowest pair against its link's expected rate (needs two GPUs)",
+                topology_params),
 };
 
 const struct bench_def *catalog_find(const char *name)
@@ -386,8 +458,9 @@ json_t *catalog_to_json(const struct catalog_limits *lim)
                 json_t *params = json_array();
                 for (size_t j = 0; params && j < b->n_params; j++)
                         json_array_append_new(params, param_to_json(&b->params[j], lim));
-                json_t *o = json_pack("{s:s, s:s, s:s, s:o*}", "name", b->name, "kind", b->kind,
-                                      "description", b->description, "params", params);
+                json_t *o = json_pack("{s:s, s:s, s:s, s:o*, s:i}", "name", b->name, "kind",
+                                      b->kind, "description", b->description, "params", params,
+                                      "min_gpus", b->multi_gpu ? 2 : 1);
                 if (!o || json_array_append_new(arr, o) < 0) {
                         json_decref(arr);
                         return NULL;

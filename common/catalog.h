@@ -36,6 +36,9 @@ struct bench_def {
         const char *description; /* one line */
         const struct param_def *params;
         size_t n_params;
+        /* Spans GPUs: runs on the node worker (every GPU of the host, none running anything
+         * else meanwhile), never on one GPU's worker; needs at least two GPUs. */
+        bool multi_gpu;
 };
 
 /* Limits the validator enforces that come from configuration. */

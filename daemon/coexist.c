@@ -36,7 +36,10 @@ static void look(void)
                 snprintf(uuid, sizeof(uuid), "%s", d->uuid);
                 fake_index = d->fake_index;
                 core_unlock();
-                gpustate_query(uuid, fake_index, supervisor_worker_pid(sup, i), &st);
+                /* The node worker, when there is one, is the slot after the GPUs. */
+                gpustate_query(
+                    uuid, fake_index, supervisor_worker_pid(sup, i),
+                    devices_count() >= 2 ? supervisor_worker_pid(sup, devices_count()) : 0, &st);
                 jobs_gpu_observed(i, &st);
         }
 }

@@ -145,27 +145,37 @@ static bool pid_here(unsigned pid)
         return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
-/* Others among n processes, umd's worker (own_pid) excluded; see the top of the file. */
-static int count_others(const struct nvml_process_info *p, unsigned n, pid_t own_pid)
+/* Others among n processes, umd's workers (own_pid, the GPU's, and node_pid, the node
+ * worker that spans GPUs) excluded; see the top of the file. */
+static int count_others(const struct nvml_process_info *p, unsigned n, pid_t own_pid,
+                        pid_t node_pid)
 {
         unsigned others = 0, unmatched = 0;
-        bool own_seen = false;
+        bool own_seen = false, node_seen = false;
 
         for (unsigned i = 0; i < n; i++) {
                 if (own_pid > 0 && p[i].pid == (unsigned)own_pid) {
                         own_seen = true;
                         continue;
                 }
+                if (node_pid > 0 && p[i].pid == (unsigned)node_pid) {
+                        node_seen = true;
+                        continue;
+                }
                 others++;
                 if (!pid_here(p[i].pid))
                         unmatched++;
         }
-        if (own_pid > 0 && !own_seen && unmatched > 0)
+        if (own_pid > 0 && !own_seen && unmatched > 0) {
+                others--;
+                unmatched--;
+        }
+        if (node_pid > 0 && !node_seen && unmatched > 0)
                 others--;
         return (int)others;
 }
 
-static void nvml_query(const char *uuid, pid_t own_pid, struct gpu_state *st)
+static void nvml_query(const char *uuid, pid_t own_pid, pid_t node_pid, struct gpu_state *st)
 {
         struct nvml_process_info procs[NVML_PROCESSES_MAX];
         unsigned n = NVML_PROCESSES_MAX, v;
@@ -182,7 +192,7 @@ static void nvml_query(const char *uuid, pid_t own_pid, struct gpu_state *st)
         st->known = true;
         r = nvml.processes(dev, &n, procs);
         if (r == NVML_SUCCESS)
-                st->other_processes = count_others(procs, n, own_pid);
+                st->other_processes = count_others(procs, n, own_pid, node_pid);
         else if (r == NVML_ERROR_INSUFFICIENT_SIZE)
                 st->other_processes = NVML_PROCESSES_MAX; /* more than we list: surely busy */
         else
@@ -255,7 +265,8 @@ static void fake_query(int index, struct gpu_state *st)
         json_decref(all);
 }
 
-void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, struct gpu_state *ret)
+void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, pid_t node_pid,
+                    struct gpu_state *ret)
 {
         struct gpu_state st;
 
@@ -266,7 +277,7 @@ void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, struct gpu_
                 fake_query(fake_index, &st);
         } else if (nvml_ready && uuid) {
                 st.why[0] = '\0';
-                nvml_query(uuid, own_pid, &st);
+                nvml_query(uuid, own_pid, node_pid, &st);
         }
         pthread_mutex_unlock(&lock);
         *ret = st;

@@ -31,6 +31,8 @@ void gpustate_shutdown(void);
 const char *gpustate_backend(void);
 
 /* Read the state of one GPU. uuid: the GPU's "GPU-..." uuid; fake_index >= 0 for a fake device
- * (read from the fake_gpu_state file); own_pid: umd's worker on that GPU, 0 when none. Never
+ * (read from the fake_gpu_state file); own_pid: umd's worker on that GPU, node_pid: umd's node
+ * worker (benchmarks spanning GPUs), 0 when none. Never
  * fails: *ret is filled with what is known. */
-void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, struct gpu_state *ret);
+void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, pid_t node_pid,
+                    struct gpu_state *ret);

@@ -5,7 +5,12 @@
  * each job is stored as is the truth; struct job caches what the queue needs. History (finished
  * jobs) lives only in the store and is read from it. Every change happens under core_lock and is
  * queued to the store's writer before the lock is released (so writes keep their order); a
- * client's submit or cancel is answered only after its commit, waited for without the lock. */
+ * client's submit or cancel is answered only after its commit, waited for without the lock.
+ *
+ * Benchmarks spanning GPUs (catalog multi_gpu) have one part, on the node: the supervisor's slot
+ * after the GPUs (index devices_count(), on hosts with two GPUs or more), whose worker opens
+ * every GPU. It runs only while no GPU runs a part, and GPUs start none while it runs or waits
+ * at the head of its queue (so it is not starved and nothing disturbs its measurement). */
 #include "jobs.h"
 
 #include <errno.h>
@@ -63,7 +68,25 @@ static struct supervisor *sup;
 static bool quiescing;
 static struct job **jobs; /* ascending id */
 static size_t n_jobs, cap_jobs;
-static struct queue *queues; /* one per device */
+static struct queue *queues; /* one per device, then the node's */
+static enum worker_state node_wstate = WORKER_COLD;
+static bool node_running; /* a part runs on the node worker: every GPU is taken */
+
+static bool have_node(void)
+{
+        return devices_count() >= 2;
+}
+
+/* The node's index among parts, queues and supervisor slots. */
+static size_t node_index(void)
+{
+        return devices_count();
+}
+
+static bool is_node(size_t dev)
+{
+        return have_node() && dev == node_index();
+}
 
 static size_t queued_total(void);
 
@@ -337,14 +360,104 @@ static const struct queue_entry *dispatchable(struct device *d, size_t dev, int 
         return NULL;
 }
 
+/* The node's queued head, when it may take the GPUs as soon as they are free: committed, and no
+ * GPU paused (a paused GPU would make it wait, and hold every other GPU meanwhile). */
+static const struct queue_entry *node_head(void)
+{
+        const struct queue_entry *e = have_node() ? queue_peek(&queues[node_index()]) : NULL;
+
+        if (!e || !((const struct job *)e->job)->committed)
+                return NULL;
+        for (size_t i = 0; i < devices_count(); i++)
+                if (devices_get(i)->paused)
+                        return NULL;
+        return e;
+}
+
+/* Starts the node's head once every GPU is free: no part running, its worker idle or cold
+ * (a GPU's own worker may stay warm beside the node worker), no other process on it unless
+ * the job says to run anyway. A faulted GPU fails the part: it would never run. */
+static void try_dispatch_node(void)
+{
+        const struct queue_entry *e;
+        char why[400];
+
+        if (!sup || quiescing || node_running ||
+            (node_wstate != WORKER_IDLE && node_wstate != WORKER_COLD))
+                return;
+        while ((e = queue_peek(&queues[node_index()]))) {
+                struct job *j = e->job;
+                size_t i = e->part;
+                bool ok = true;
+
+                if (!j->committed)
+                        return;
+                for (size_t g = 0; ok && g < devices_count(); g++) {
+                        struct device *d = devices_get(g);
+
+                        if (d->paused) {
+                                snprintf(why, sizeof(why), "device %zu paused%s%s", g,
+                                         d->pause_reason[0] ? ": " : "", d->pause_reason);
+                                part_set_waiting(j, i, why);
+                                return;
+                        }
+                        if (d->wstate == WORKER_FAULTED) {
+                                snprintf(why, sizeof(why), "device %zu (%.64s) is faulted: %.255s",
+                                         g, d->uuid, d->reason);
+                                part_fail_queued(j, i, why);
+                                ok = false;
+                                break;
+                        }
+                        if (d->running_jobs > 0 ||
+                            (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
+                                return;
+                        if (d->gpu.other_processes > 0 && job_busy_policy(j) != BUSY_RUN) {
+                                snprintf(why, sizeof(why),
+                                         "device %zu in use by %d other process%s", g,
+                                         d->gpu.other_processes,
+                                         d->gpu.other_processes == 1 ? "" : "es");
+                                part_set_waiting(j, i, why);
+                                return;
+                        }
+                }
+                if (!ok)
+                        continue;
+                json_int_t timeout_s = json_integer_value(json_object_get(j->doc, "timeout_s"));
+                int r = supervisor_dispatch(sup, node_index(), j->id, job_benchmark(j),
+                                            json_object_get(j->doc, "params"),
+                                            (uint64_t)timeout_s * 1000);
+                if (r < 0) {
+                        log_debug("node: dispatch of %s deferred: %s", j->id, strerror(-r));
+                        return;
+                }
+                node_running = true;
+                node_wstate = WORKER_BUSY;
+                j->parts[i].waiting_since_ms = 0;
+                j->parts[i].attempts++;
+                json_object_del(part_doc(j, i), "waiting");
+                job_set_part(j, i, P_RUNNING, NULL, NULL);
+                job_update_state(j);
+                job_persist(j);
+                return;
+        }
+}
+
 static void try_dispatch(size_t dev)
 {
         struct device *d = devices_get(dev);
         int contended;
 
-        if (!sup || quiescing || !d || d->running_jobs > 0 ||
+        if (is_node(dev)) {
+                try_dispatch_node();
+                return;
+        }
+        if (!sup || quiescing || !d || d->running_jobs > 0 || node_running ||
             (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
                 return;
+        if (node_head()) { /* the GPUs go to the node's job first */
+                try_dispatch_node();
+                return;
+        }
         const struct queue_entry *e = dispatchable(d, dev, &contended);
         if (!e)
                 return;
@@ -377,6 +490,8 @@ static void dispatch_all(void)
 {
         for (size_t i = 0; i < devices_count(); i++)
                 try_dispatch(i);
+        if (have_node())
+                try_dispatch_node();
 }
 
 /* ---- retention ---- */
@@ -654,7 +769,12 @@ out:
                 d->running_jobs = 0;
                 d->contended_by = 0;
         }
-        try_dispatch(dev);
+        if (is_node(dev)) {
+                node_running = false;
+                dispatch_all(); /* the GPUs it held are free */
+        } else {
+                try_dispatch(dev);
+        }
         core_unlock();
 }
 
@@ -677,6 +797,19 @@ static void on_worker_state(void *userdata, size_t dev, enum worker_state st, co
 
         core_lock();
         struct device *d = devices_get(dev);
+        if (is_node(dev)) {
+                if (st != node_wstate)
+                        log_info("node worker %s%s%s", worker_state_to_string(st),
+                                 reason ? ": " : "", reason ? reason : "");
+                node_wstate = st;
+                if (st == WORKER_FAULTED) {
+                        snprintf(why, sizeof(why), "the node worker is faulted: %s",
+                                 reason ? reason : "it keeps crashing");
+                        fail_queued_on(dev, why);
+                }
+                try_dispatch_node();
+                goto out;
+        }
         if (!d)
                 goto out;
         enum worker_state old = d->wstate;
@@ -731,9 +864,10 @@ void jobs_device_paused_locked(size_t dev)
                 struct job *j = jobs[k];
 
                 for (size_t i = 0; i < j->n_parts; i++)
-                        if (j->parts[i].device == (ssize_t)dev && j->parts[i].st == P_RUNNING &&
-                            sup)
-                                supervisor_cancel(sup, dev, j->id);
+                        if ((j->parts[i].device == (ssize_t)dev ||
+                             (have_node() && j->parts[i].device == (ssize_t)node_index())) &&
+                            j->parts[i].st == P_RUNNING && sup)
+                                supervisor_cancel(sup, (size_t)j->parts[i].device, j->id);
         }
         if (sup)
                 supervisor_retire(sup, dev);
@@ -745,7 +879,7 @@ size_t jobs_health_due_locked(size_t *ret_devs, size_t max)
         uint64_t now = now_realtime_ms(), every = (uint64_t)cfg->health_interval_s * 1000;
         size_t n = 0;
 
-        if (every == 0 || !sup || quiescing)
+        if (every == 0 || !sup || quiescing || node_running)
                 return 0;
         for (size_t i = 0; i < devices_count() && n < max; i++) {
                 struct device *d = devices_get(i);
@@ -836,6 +970,7 @@ void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total)
         core_lock();
         for (size_t i = 0; i < devices_count(); i++)
                 running += devices_get(i)->running_jobs;
+        running += node_running;
         *ret_queued = queued_total();
         *ret_running = running;
         *ret_total = store ? store_count(store) : 0;
@@ -879,7 +1014,9 @@ static struct job *job_from_doc(json_t *doc)
                         job_free(j);
                         return NULL;
                 }
-                j->parts[i].device = devices_lookup_uuid(uuid);
+                j->parts[i].device = strcmp(uuid, "node") == 0
+                                         ? (have_node() ? (ssize_t)node_index() : -1)
+                                         : devices_lookup_uuid(uuid);
                 j->parts[i].st = (enum pstate)ps;
         }
         return j;
@@ -897,8 +1034,16 @@ static const char *recover_check(const json_t *doc, const struct job *j)
         json_t *devs = json_array(), *part;
         size_t i;
 
+        /* A part on the node (a benchmark spanning GPUs) names every GPU: "all". */
         json_array_foreach(json_object_get(doc, "parts"), i, part)
-            json_array_append(devs, json_object_get(part, "uuid"));
+        {
+                if (streq_ptr(json_string_value(json_object_get(part, "uuid")), "node")) {
+                        json_decref(devs);
+                        devs = json_string("all");
+                        break;
+                }
+                json_array_append(devs, json_object_get(part, "uuid"));
+        }
         _cleanup_json_ json_t *body = json_pack(
             "{s:O?, s:O?, s:O?, s:O?, s:O?, s:o}", "benchmark", json_object_get(doc, "benchmark"),
             "params", json_object_get(doc, "params"), "timeout_s",
@@ -1114,7 +1259,8 @@ static struct job *job_new(const json_t *body, const char *request, const struct
                            const char *idem, const char *client)
 {
         const struct bench_def *b = spec->bench;
-        const size_t *devs = spec->devs, n = spec->n_devs;
+        const size_t *devs = spec->devs;
+        size_t n = spec->n_devs;
         json_t *params = spec->params;
         int prio = spec->prio;
         unsigned timeout_s = spec->timeout_s;
@@ -1128,6 +1274,21 @@ static struct job *job_new(const json_t *body, const char *request, const struct
         j->prio = prio;
         j->n_parts = n;
         json_t *parts = json_array();
+        if (b->multi_gpu) { /* one part, on the node worker, taking every GPU (spec.c) */
+                json_t *uuids = json_array();
+                for (size_t i = 0; i < n; i++) {
+                        struct device *d = devices_get(devs[i]);
+                        fake = fake || d->fake;
+                        json_array_append_new(uuids, json_string(d->uuid));
+                }
+                j->n_parts = 1;
+                j->parts[0] = (struct part){.device = (ssize_t)node_index(), .st = P_QUEUED};
+                json_array_append_new(
+                    parts, json_pack("{s:s, s:s, s:o, s:b, s:s, s:n, s:n, s:n, s:n}", "device",
+                                     "all", "uuid", "node", "devices", uuids, "fake", fake, "state",
+                                     "queued", "started", "finished", "result", "error"));
+                n = 0;
+        }
         for (size_t i = 0; i < n; i++) {
                 struct device *d = devices_get(devs[i]);
                 j->parts[i] = (struct part){.device = (ssize_t)devs[i], .st = P_QUEUED};
@@ -1254,6 +1415,8 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
         *ret_job = job_public(j->doc);
         for (size_t i = 0; i < spec.n_devs; i++)
                 try_dispatch(spec.devs[i]);
+        if (b->multi_gpu)
+                try_dispatch_node();
         r = 0;
 out:
         core_unlock();
@@ -1611,13 +1774,14 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
 
 size_t jobs_queued_on_locked(size_t dev)
 {
-        return queues && dev < devices_count() ? queue_len(&queues[dev]) : 0;
+        return queues && (dev < devices_count() || is_node(dev)) ? queue_len(&queues[dev]) : 0;
 }
 
-/* Parts queued on every device: the queues are the only record, so nothing can drift. */
+/* Parts queued on every device and the node: the queues are the only record, so nothing can
+ * drift. */
 static size_t queued_total(void)
 {
-        size_t n = 0;
+        size_t n = have_node() ? jobs_queued_on_locked(node_index()) : 0;
         for (size_t i = 0; i < devices_count(); i++)
                 n += jobs_queued_on_locked(i);
         return n;

@@ -256,6 +256,20 @@ int spec_parse(const struct umd_config *cfg, const json_t *body, const struct be
         r = parse_devices(body, s.devs, &s.n_devs, p);
         if (r < 0)
                 return r;
+        if (b->multi_gpu) {
+                /* It runs on the node worker and takes every GPU, so naming fewer is a mistake
+                 * best said now; so is a host with one GPU. */
+                const char *field = json_object_get(body, "device") ? "device" : "devices";
+                if (devices_count() < 2)
+                        return problem_set(p, 400, "benchmark",
+                                           "%s needs two GPUs: this node has %zu", b->name,
+                                           devices_count());
+                if (s.n_devs != devices_count())
+                        return problem_set(p, 400, field,
+                                           "%s spans every GPU of the node: give no device, or "
+                                           "\"all\"",
+                                           b->name);
+        }
         for (size_t i = 0; i < s.n_devs; i++)
                 all_fake = all_fake && devices_get(s.devs[i])->fake;
         s.canonical = spec_is_canonical_health(body);

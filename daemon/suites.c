@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "topology.h"
 #include "util.h"
 
 static const struct {
@@ -202,5 +203,5 @@ json_t *suite_summary(const char *benchmark, const json_t *result)
                 return um_summary(result);
         if (strcmp(benchmark, "sweep") == 0)
                 return sweep_summary(result);
-        return NULL;
+        return topology_summary(benchmark, result);
 }

@@ -4,6 +4,7 @@
  *                   mode; one sentence built from the numbers.
  *   sweep           per mode: the curve (size, GB/s, median time), its peak, and the smallest
  *                   size reaching 90% of the peak.
+ *   peer, topology, managed_peer, host_all   topology.h's matrices and sentences.
  * Pure functions: no I/O, no locks. */
 #pragma once
 

@@ -51,3 +51,18 @@ int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params
 
 /* The device list for `umd-worker --list` (array; empty with *ret_why when no driver/GPU). */
 json_t *bench_list_devices(char **ret_why);
+
+/* The node worker (umd-worker --device all): one bench_ctx per GPU of the host, for the
+ * benchmarks that span GPUs (catalog multi_gpu: peer, managed_peer, host_all, topology). Their
+ * results add "devices" (index, uuid, name, pcie of each GPU) and "links" (one per ordered pair:
+ * src, dst, type "nvlink" | "pcie" | "host", nvlink_links, peer_access, performance_rank,
+ * source) to the shape above, and each measurement names its "src" and "dst" GPU indexes.
+ * devices: the --list array. 0, or negative with *ret_error. */
+struct bench_multi;
+int bench_multi_create(const json_t *devices, const struct bench_limits *lim,
+                       struct bench_multi **ret, char **ret_error);
+void bench_multi_destroy(struct bench_multi *m);
+uint64_t bench_multi_pool_release(struct bench_multi *m);
+/* Like bench_run; -ENOTSUP with "needs two GPUs" on a host with fewer. */
+int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *params,
+                    volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error);

@@ -63,6 +63,18 @@ static const struct fake_mode {
     {"managed_fault_single", 1e-4, 25, 1, "one word touched per page"},
     {"managed_fault_bulk", 1e-3, 4, 1, "one word touched per page"},
     {"managed_resident", 1e-2, 2, 1, "one word touched per page"},
+    /* Between GPUs and within one (H200 pairs joined by NV18: 18 links x 25 GB/s a direction). */
+    {"d2d_ce", 3900.0, 2, 2, "read+write"},
+    {"d2d_sm", 4100.0, 2, 2, "read+write"},
+    {"peer_ce_uni", 389.0, 2, 1, "one direction"},
+    {"peer_ce_bidir", 770.0, 2, 2, "both directions"},
+    {"peer_sm_uni", 395.0, 2, 1, "one direction"},
+    {"peer_sm_bidir", 720.0, 2, 2, "both directions"},
+    {"managed_peer_on_demand", 30.0, 40, 1, "one direction"},
+    {"managed_peer_prefetch", 280.0, 20, 1, "one direction"},
+    {"managed_peer_copy", 389.0, 2, 1, "one direction"},
+    {"host_all_h2d", 110.0, 10, 1, "one direction"},
+    {"host_all_d2h", 109.0, 10, 1, "one direction"},
 };
 
 static const struct fake_mode fallback_mode = {"kernel", 50.0, 10, 1, "one direction"};
@@ -167,6 +179,10 @@ struct fake_meas {
         char name[64];
         uint64_t size; /* buffer bytes */
         bool latency;  /* also report "latency_us" */
+        /* Multi-GPU measurements: the pair (or one GPU: src) and how, else src = -1. */
+        int src, dst;
+        const char *method, *direction;
+        double scale; /* the pair's link against the model's NV18 (1 when not a pair) */
 };
 
 struct fake_job {
@@ -188,7 +204,8 @@ static int add(struct fake_job *j, const char *name, const char *key, uint64_t s
                 j->m = nm;
                 j->cap = ncap;
         }
-        j->m[j->n] = (struct fake_meas){.mode = mode ? mode : &fallback_mode, .size = size};
+        j->m[j->n] = (struct fake_meas){
+            .mode = mode ? mode : &fallback_mode, .size = size, .src = -1, .dst = -1, .scale = 1};
         snprintf(j->m[j->n].name, sizeof(j->m[j->n].name), "%s", name);
         j->n++;
         return 0;
@@ -306,6 +323,10 @@ static int plan(const json_t *device, const char *benchmark, const json_t *param
                         r = add(j, "latency_pinned_h2d", "latency.pinned", 4);
                 if (r == 0)
                         j->m[j->n - 1].latency = true;
+        } else if (strcmp(benchmark, "d2d") == 0) {
+                r = add(j, "copy_engine", "d2d_ce", size);
+                if (r == 0)
+                        r = add(j, "sm_copy", "d2d_sm", size);
         } else if (strcmp(benchmark, "sweep") == 0) {
                 /* One measurement per mode and size, named "mode@size" like the real sweep's,
                  * in mode order. */
@@ -390,8 +411,9 @@ static json_t *measure(const struct fake_meas *m, uint64_t seed, uint64_t salt, 
         json_t *o = NULL;
 
         /* Rate scaled as a whole, overhead included, so gbps scales exactly with pct. */
-        base_ms = ((double)bytes / (m->mode->gbps * 1e9) * 1e3 + m->mode->overhead_us / 1e3) *
-                  100.0 / pct;
+        base_ms =
+            ((double)bytes / (m->mode->gbps * m->scale * 1e9) * 1e3 + m->mode->overhead_us / 1e3) *
+            100.0 / pct;
         samples = calloc(iterations, sizeof(*samples));
         if (!samples)
                 return NULL;
@@ -407,6 +429,14 @@ static json_t *measure(const struct fake_meas *m, uint64_t seed, uint64_t salt, 
                                            &st, true);
         if (o && m->latency)
                 json_object_set_new(o, "latency_us", json_real(st.median * 1e3));
+        if (o && m->src >= 0)
+                json_object_set_new(o, "src", json_integer(m->src));
+        if (o && m->dst >= 0)
+                json_object_set_new(o, "dst", json_integer(m->dst));
+        if (o && m->method)
+                json_object_set_new(o, "method", json_string(m->method));
+        if (o && m->direction)
+                json_object_set_new(o, "direction", json_string(m->direction));
         free(samples);
         *ret_sim_ms = sim;
         return o;
@@ -414,6 +444,38 @@ static json_t *measure(const struct fake_meas *m, uint64_t seed, uint64_t salt, 
 
 static int fail(char **ret_error, int r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Measures every planned measurement into a new array *ret_list, then spends a little real
+ * time, proportional to the simulated time, so a job is observable as running, and stays
+ * cancellable while doing it. 0, -ENOMEM, or -ECANCELED (*ret_list untouched on failure). */
+static int measure_all(const struct fake_job *job, const char *benchmark, uint64_t seed,
+                       unsigned iterations, unsigned warmup, double pct,
+                       volatile sig_atomic_t *cancel, json_t **ret_list)
+{
+        double sim_total = 0, sim_ms, real_ms;
+        json_t *list = json_array();
+
+        if (!list)
+                return -ENOMEM;
+        for (size_t i = 0; i < job->n; i++) {
+                json_t *m = measure(&job->m[i], seed, hash_str(benchmark) ^ splitmix64(i),
+                                    iterations, pct, &sim_ms);
+
+                if (!m || json_array_append_new(list, m) < 0) {
+                        json_decref(list);
+                        return -ENOMEM;
+                }
+                /* Warm-up samples are simulated too, only never reported. */
+                sim_total += sim_ms * (iterations + warmup) / iterations;
+        }
+        real_ms = sim_total < FAKE_MAX_SLEEP_MS ? sim_total : FAKE_MAX_SLEEP_MS;
+        if (nap((uint64_t)(real_ms * 1000), cancel) < 0) {
+                json_decref(list);
+                return -ECANCELED;
+        }
+        *ret_list = list;
+        return 0;
+}
+
 static int fail(char **ret_error, int r, const char *fmt, ...)
 {
         va_list ap;
@@ -438,7 +500,6 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
         const char *why = NULL;
         unsigned iterations, warmup;
         uint64_t seed, pct, delay, biggest = 0;
-        double sim_total = 0, sim_ms, real_ms;
         json_t *result = NULL, *list = NULL, *ctx;
         int r;
 
@@ -447,6 +508,10 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
                             benchmark ? benchmark : "(null)");
         if (params && !json_is_object(params))
                 return fail(ret_error, -EINVAL, "params must be an object");
+        if (catalog_find(benchmark)->multi_gpu)
+                return fail(ret_error, -ENOTSUP,
+                            "%s spans GPUs: it runs on the node worker, not on one GPU's",
+                            benchmark);
 
         /* Fault injection first: these stand for a GPU that misbehaves whatever it was asked. */
         if (param_u64(params, "fake_crash", 0))
@@ -484,25 +549,13 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
                 goto out;
         }
 
-        list = json_array();
-        if (!list)
-                goto oom;
-        for (size_t i = 0; i < job.n; i++) {
-                json_t *m = measure(&job.m[i], seed, hash_str(benchmark) ^ splitmix64(i),
-                                    iterations, (double)pct, &sim_ms);
-
-                if (!m || json_array_append_new(list, m) < 0)
-                        goto oom;
-                /* Warm-up samples are simulated too, only never reported. */
-                sim_total += sim_ms * (iterations + warmup) / iterations;
-        }
-        /* Spend a little real time, proportional to the simulated time, so a job is observable
-         * as running, and stay cancellable while doing it. */
-        real_ms = sim_total < FAKE_MAX_SLEEP_MS ? sim_total : FAKE_MAX_SLEEP_MS;
-        if (nap((uint64_t)(real_ms * 1000), cancel) < 0) {
+        r = measure_all(&job, benchmark, seed, iterations, warmup, (double)pct, cancel, &list);
+        if (r == -ECANCELED) {
                 r = fail(ret_error, -ECANCELED, "cancelled");
                 goto out;
         }
+        if (r < 0)
+                goto oom;
 
         ctx = json_pack("{s:O?, s:O?, s:O?, s:O?, s:I, s:s, s:s, s:I, s:I, s:b, s:i, s:i, s:I}",
                         "device_uuid", json_object_get(device, "uuid"), "driver_version",
@@ -529,4 +582,241 @@ out:
         free(job.m);
         json_decref(list);
         return r;
+}
+
+/* --- several GPUs: the node worker's benchmarks --- */
+
+#define FAKE_NVLINKS 18 /* an H200 pair as nvidia-smi topo -m shows it: NV18 */
+
+/* The link between fake devices a and b. Tests degrade one with
+ * UMD_FAKE_P2P="A-B=host,C-D=nvlink:12,E-F=pcie" (unordered pairs): "host" stands for a pair
+ * whose peer access is gone, so its copies go through host memory. */
+static void fake_pair_link(unsigned a, unsigned b, const char **ret_type, unsigned *ret_links)
+{
+        const char *env = getenv("UMD_FAKE_P2P");
+        unsigned x, y, links;
+        char type[16];
+        int n;
+
+        *ret_type = "nvlink";
+        *ret_links = FAKE_NVLINKS;
+        for (const char *p = env; p && *p;) {
+                if (sscanf(p, "%u-%u=%15[a-z]%n", &x, &y, type, &n) == 3 &&
+                    ((x == a && y == b) || (x == b && y == a))) {
+                        if (strcmp(type, "host") == 0) {
+                                *ret_type = "host";
+                                *ret_links = 0;
+                        } else if (strcmp(type, "pcie") == 0) {
+                                *ret_type = "pcie";
+                                *ret_links = 0;
+                        } else if (strcmp(type, "nvlink") == 0 &&
+                                   sscanf(p + n, ":%u", &links) == 1 && links >= 1 && links <= 64) {
+                                *ret_links = links;
+                        }
+                }
+                p = strchr(p, ',');
+                if (p)
+                        p++;
+        }
+}
+
+/* What a pair's copies reach against the model's NV18 rates. */
+static double fake_pair_scale(unsigned a, unsigned b)
+{
+        const char *type;
+        unsigned links;
+
+        fake_pair_link(a, b, &type, &links);
+        if (strcmp(type, "host") == 0)
+                return 24.0 / 389.0; /* staged through host memory: two PCIe hops */
+        if (strcmp(type, "pcie") == 0)
+                return 50.0 / 389.0;
+        return (double)links / FAKE_NVLINKS;
+}
+
+json_t *fake_links_json(unsigned n)
+{
+        json_t *links = json_array();
+
+        for (unsigned a = 0; links && a < n; a++)
+                for (unsigned b = 0; b < n; b++) {
+                        const char *type;
+                        unsigned count;
+
+                        if (a == b)
+                                continue;
+                        fake_pair_link(a, b, &type, &count);
+                        json_array_append_new(
+                            links, json_pack("{s:i, s:i, s:s, s:i, s:b, s:s}", "src", (int)a, "dst",
+                                             (int)b, "type", type, "nvlink_links", (int)count,
+                                             "peer_access", strcmp(type, "host") != 0, "source",
+                                             "fake: UMD_FAKE_P2P, else NV18"));
+                }
+        return links;
+}
+
+static bool list_has(const json_t *params, const char *key, const char *value, const char *def)
+{
+        const json_t *l = json_object_get(params, key);
+        size_t i;
+        json_t *v;
+
+        if (!json_is_array(l))
+                return def && strstr(def, value) != NULL;
+        json_array_foreach(l, i, v) if (streq_ptr(json_string_value(v), value)) return true;
+        return false;
+}
+
+static int add_pair(struct fake_job *j, const char *prefix, const char *key, uint64_t size, int src,
+                    int dst, const char *method, const char *direction)
+{
+        char name[64];
+        int r;
+
+        if (dst < 0 || dst == src)
+                snprintf(name, sizeof(name), "%s@%d", prefix, src);
+        else
+                snprintf(name, sizeof(name), "%s@%d>%d", prefix, src, dst);
+        r = add(j, name, key, size);
+        if (r < 0)
+                return r;
+        j->m[j->n - 1].src = src;
+        j->m[j->n - 1].dst = dst;
+        j->m[j->n - 1].method = method;
+        j->m[j->n - 1].direction = direction;
+        if (dst >= 0 && dst != src)
+                j->m[j->n - 1].scale = fake_pair_scale((unsigned)src, (unsigned)dst);
+        return 0;
+}
+
+/* peer's measurements (also topology's): every ordered pair one way, every pair both ways. */
+static int plan_peer(struct fake_job *j, const json_t *params, unsigned n, uint64_t size)
+{
+        static const char *const methods[] = {"ce", "sm"};
+        int r = 0;
+
+        for (size_t m = 0; m < ELEMENTSOF(methods); m++) {
+                char key[32], prefix[32];
+
+                if (!list_has(params, "methods", methods[m], "ce,sm"))
+                        continue;
+                if (list_has(params, "directions", "uni", "uni,bidir")) {
+                        snprintf(key, sizeof(key), "peer_%s_uni", methods[m]);
+                        snprintf(prefix, sizeof(prefix), "%s_uni", methods[m]);
+                        for (unsigned a = 0; r == 0 && a < n; a++)
+                                for (unsigned b = 0; r == 0 && b < n; b++)
+                                        if (a != b)
+                                                r = add_pair(j, prefix, key, size, (int)a, (int)b,
+                                                             methods[m], "uni");
+                }
+                if (list_has(params, "directions", "bidir", "uni,bidir")) {
+                        snprintf(key, sizeof(key), "peer_%s_bidir", methods[m]);
+                        snprintf(prefix, sizeof(prefix), "%s_bidir", methods[m]);
+                        for (unsigned a = 0; r == 0 && a < n; a++)
+                                for (unsigned b = a + 1; r == 0 && b < n; b++)
+                                        r = add_pair(j, prefix, key, size, (int)a, (int)b,
+                                                     methods[m], "bidir");
+                }
+        }
+        return r;
+}
+
+static int plan_multi(const char *benchmark, const json_t *params, unsigned n, struct fake_job *j)
+{
+        uint64_t size = param_u64(params, "size", 256ull << 20);
+        int r = 0;
+
+        if (strcmp(benchmark, "peer") == 0) {
+                r = plan_peer(j, params, n, size);
+        } else if (strcmp(benchmark, "topology") == 0) {
+                for (unsigned g = 0; r == 0 && g < n; g++)
+                        r = add_pair(j, "d2d", "d2d_ce", size, (int)g, (int)g, "ce", "d2d");
+                if (r == 0)
+                        r = plan_peer(j, params, n, size);
+        } else if (strcmp(benchmark, "managed_peer") == 0) {
+                for (unsigned a = 0; r == 0 && a < n; a++)
+                        for (unsigned b = 0; r == 0 && b < n; b++) {
+                                if (a == b)
+                                        continue;
+                                r = add_pair(j, "on_demand", "managed_peer_on_demand", size, (int)a,
+                                             (int)b, "on_demand", "uni");
+                                if (r == 0)
+                                        r = add_pair(j, "prefetch", "managed_peer_prefetch", size,
+                                                     (int)a, (int)b, "prefetch", "uni");
+                                if (r == 0)
+                                        r = add_pair(j, "peer_copy", "managed_peer_copy", size,
+                                                     (int)a, (int)b, "ce", "uni");
+                        }
+        } else if (strcmp(benchmark, "host_all") == 0) {
+                bool d2h = strcmp(param_str(params, "direction", "h2d"), "d2h") == 0;
+
+                for (unsigned g = 0; r == 0 && g < n; g++)
+                        r = add_pair(j, "alone", d2h ? "pinned_d2h" : "pinned_h2d", size, (int)g,
+                                     -1, NULL, d2h ? "d2h" : "h2d");
+                /* Two H200s behind separate PCIe Gen5 switches: each keeps its own rate. */
+                if (r == 0)
+                        r = add(j, "all", d2h ? "host_all_d2h" : "host_all_h2d", size * n);
+        } else {
+                return -EINVAL;
+        }
+        return r;
+}
+
+int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *params,
+                   uint64_t max_buffer_bytes, volatile sig_atomic_t *cancel, json_t **ret_result,
+                   char **ret_error)
+{
+        const struct bench_def *b = benchmark ? catalog_find(benchmark) : NULL;
+        unsigned n = (unsigned)json_array_size(devices), iterations, warmup;
+        struct fake_job job = {0};
+        uint64_t seed, pct, delay, size;
+        json_t *list = NULL, *result;
+        int r;
+
+        if (!b || !b->multi_gpu)
+                return fail(ret_error, -EINVAL,
+                            "%s does not span GPUs: it runs on one GPU's worker",
+                            benchmark ? benchmark : "(null)");
+        if (n < 2)
+                return fail(ret_error, -ENOTSUP, "%s needs two GPUs: this node has %u", benchmark,
+                            n);
+        if (param_u64(params, "fake_crash", 0))
+                abort();
+        if (param_u64(params, "fake_hang", 0))
+                for (;;)
+                        pause();
+        delay = param_u64(params, "fake_delay_ms", 0);
+        if (delay > 0 && nap(delay * 1000, cancel) < 0)
+                return fail(ret_error, -ECANCELED, "cancelled");
+        pct = param_u64(params, "fake_bandwidth_pct", 100);
+        iterations = (unsigned)param_u64(params, "iterations", 5);
+        warmup = (unsigned)param_u64(params, "warmup", 1);
+        seed = param_u64(params, "seed", 1);
+        size = param_u64(params, "size", 256ull << 20);
+        if (pct == 0 || pct > 10000 || iterations == 0 || iterations > 100000)
+                return fail(ret_error, -EINVAL, "fake_bandwidth_pct or iterations out of range");
+        if (max_buffer_bytes > 0 && size > max_buffer_bytes)
+                return fail(ret_error, -ENOMEM,
+                            "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
+                            (unsigned long long)size, (unsigned long long)max_buffer_bytes);
+
+        r = plan_multi(benchmark, params, n, &job);
+        if (r == 0)
+                r = measure_all(&job, benchmark, seed, iterations, warmup, (double)pct, cancel,
+                                &list);
+        free(job.m);
+        if (r == -ECANCELED)
+                return fail(ret_error, r, "cancelled");
+        if (r < 0)
+                return fail(ret_error, r, "out of memory");
+        result = json_pack("{s:s, s:b, s:o, s:O, s:o, s:{s:I, s:I, s:i, s:i, s:I}, s:[s]}",
+                           "benchmark", benchmark, "fake", 1, "measurements", list, "devices",
+                           devices, "links", fake_links_json(n), "context", "buffer_bytes",
+                           (json_int_t)size, "seed", (json_int_t)seed, "warmup", (int)warmup,
+                           "iterations", (int)iterations, "fake_bandwidth_pct", (json_int_t)pct,
+                           "notes", "fake devices: numbers come from a bandwidth model, not a GPU");
+        if (!result)
+                return fail(ret_error, -ENOMEM, "out of memory");
+        *ret_result = result;
+        return 0;
 }

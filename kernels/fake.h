@@ -28,3 +28,13 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
 /* The model's rate for a measurement name at 100%, in GB/s (0 when it has none): tests use it
  * to check scaling without copying the table. */
 double fake_model_gbps(const char *measurement);
+
+/* A benchmark spanning GPUs (catalog multi_gpu) on the node worker's fake devices (the --list
+ * entries). The result has bench.h's shape plus "devices" and "links" (one per ordered pair:
+ * src, dst, type "nvlink" | "pcie" | "host", nvlink_links, peer_access), and each measurement
+ * names its src/dst GPU indexes. -ENOTSUP ("needs two GPUs") with fewer than two devices. */
+int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *params,
+                   uint64_t max_buffer_bytes, volatile sig_atomic_t *cancel, json_t **ret_result,
+                   char **ret_error);
+/* The fake links between n devices (see fake_run_multi). */
+json_t *fake_links_json(unsigned n);

@@ -37,6 +37,27 @@ int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params
         return fail(ret_error);
 }
 
+int bench_multi_create(const json_t *devices, const struct bench_limits *lim,
+                       struct bench_multi **ret, char **ret_error)
+{
+        return fail(ret_error);
+}
+
+void bench_multi_destroy(struct bench_multi *m)
+{
+}
+
+uint64_t bench_multi_pool_release(struct bench_multi *m)
+{
+        return 0;
+}
+
+int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *params,
+                    volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
+{
+        return fail(ret_error);
+}
+
 json_t *bench_list_devices(char **ret_why)
 {
         if (ret_why)

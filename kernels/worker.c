@@ -2,6 +2,11 @@
  * umd's protocol (common/ipc.h) on an inherited socket. Never HTTP, never a queue: one job at a
  * time, as umd sends them.
  *
+ * The node worker (--device all) opens every GPU and runs only the benchmarks that span GPUs
+ * (catalog multi_gpu); a per-GPU worker refuses those. Keeping them in their own process means
+ * a cross-GPU job that crashes or hangs takes down only this process, never a GPU's own worker
+ * (docs/design.md, "Work across GPUs").
+ *
  * Threads: the main thread reads umd's messages; a runner thread runs jobs; a heartbeat thread
  * says "alive" every --heartbeat-ms, also while a job runs (so a hung GPU is found by its job's
  * deadline, not mistaken for a hung worker). Every write to the socket holds send_lock.
@@ -49,8 +54,11 @@
 struct worker {
         int fd;
         bool fake;
-        json_t *device;          /* the --list entry, sent in hello */
+        json_t *device;          /* the --list entry, sent in hello (node: {"index":"all",...}) */
         struct bench_ctx *bench; /* real devices only */
+        bool multi;              /* the node worker: --device all */
+        json_t *devices;         /* node worker: every device's --list entry */
+        struct bench_multi *mbench; /* node worker, real devices */
         struct bench_limits lim;
         unsigned heartbeat_ms;
         uint64_t pool_idle_ms;
@@ -190,8 +198,11 @@ static json_t *fake_params(const struct worker *w, const json_t *params)
         if (!w->fake_state || read_file_at(AT_FDCWD, w->fake_state, 65536, &buf, &len) < 0)
                 return json_incref((json_t *)params);
         all = json_parse_strict(buf, len, 8, &err);
-        snprintf(key, sizeof(key), "%lld",
-                 (long long)json_integer_value(json_object_get(w->device, "index")));
+        if (w->multi)
+                snprintf(key, sizeof(key), "node");
+        else
+                snprintf(key, sizeof(key), "%lld",
+                         (long long)json_integer_value(json_object_get(w->device, "index")));
         pct = json_object_get(json_object_get(all, key), "bandwidth_pct");
         if (!json_is_integer(pct) || !(copy = json_deep_copy(params)))
                 return json_incref((json_t *)params);
@@ -216,11 +227,20 @@ static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, cha
         if (!params)
                 params = empty = json_object();
 
-        if (w->fake) {
+        if (w->multi != (catalog_find(benchmark) && catalog_find(benchmark)->multi_gpu)) {
+                r = refuse(ret_error, -ENOTSUP,
+                           w->multi ? "%s runs on one GPU's worker, not on the node worker"
+                                    : "%s spans GPUs: it runs on the node worker, not on one GPU's",
+                           benchmark);
+        } else if (w->fake) {
                 _cleanup_json_ json_t *fp = fake_params(w, params);
 
-                r = fake_run(w->device, benchmark, fp ? fp : params, max, &w->cancel, ret_result,
-                             ret_error);
+                if (w->multi)
+                        r = fake_run_multi(w->devices, benchmark, fp ? fp : params, max, &w->cancel,
+                                           ret_result, ret_error);
+                else
+                        r = fake_run(w->device, benchmark, fp ? fp : params, max, &w->cancel,
+                                     ret_result, ret_error);
         } else if ((fault = injected_fault(benchmark, params))) {
                 r = refuse(ret_error, -EINVAL, "%s: fake_* parameters apply only to fake devices",
                            fault);
@@ -228,6 +248,9 @@ static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, cha
                 r = refuse(ret_error, -ENOMEM,
                            "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
                            (unsigned long long)largest, (unsigned long long)max);
+        } else if (w->multi) {
+                r = bench_multi_run(w->mbench, benchmark, params, &w->cancel, ret_result,
+                                    ret_error);
         } else {
                 r = bench_run(w->bench, benchmark, params, &w->cancel, ret_result, ret_error);
         }
@@ -238,7 +261,9 @@ static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, cha
 /* Lock held. The CUDA calls are quick (frees), and no job runs meanwhile. */
 static void release_pool(struct worker *w)
 {
-        uint64_t freed = w->bench ? bench_pool_release(w->bench) : 0;
+        uint64_t freed = w->bench    ? bench_pool_release(w->bench)
+                         : w->mbench ? bench_multi_pool_release(w->mbench)
+                                     : 0;
 
         w->pool_held = false;
         w->pool_released = true;
@@ -256,7 +281,8 @@ static void stamp_result(struct worker *w, json_t *result)
                 ctx = json_object();
                 json_object_set_new(result, "context", ctx);
         }
-        json_object_set_new(ctx, "placement", placement_self_json(w->fake ? NULL : bus));
+        json_object_set_new(ctx, "placement",
+                            placement_self_json(w->fake || w->multi ? NULL : bus));
         json_object_set_new(ctx, "pool_given_back_before", json_boolean(w->pool_released));
 }
 
@@ -494,7 +520,8 @@ static void usage(FILE *f)
                 "\n"
                 "  --list                     print the GPUs as JSON and exit\n"
                 "  --fake N                   emulate N fake devices (tests)\n"
-                "  --device ID                GPU uuid or index (fake: index)\n"
+                "  --device ID                GPU uuid or index (fake: index); \"all\": the node\n"
+                "                             worker, for benchmarks spanning GPUs\n"
                 "  --ipc-fd FD                socket to umd (inherited)\n"
                 "  --heartbeat-ms MS          heartbeat interval (default %u)\n"
                 "  --max-buffer-bytes SIZE    largest buffer a job may ask for (0: no limit)\n"
@@ -679,7 +706,31 @@ int main(int argc, char **argv)
         signal(SIGINT, SIG_IGN);
 
         w.fake = fake;
-        if (fake) {
+        if (strcmp(device_id, "all") == 0) {
+                /* The node worker: with fewer than two GPUs it still starts, so that a job
+                 * sent to it is answered "needs two GPUs" rather than lost. */
+                w.multi = true;
+                w.devices = fake ? fake_list_devices((unsigned)fake_n) : bench_list_devices(&why);
+                free(why);
+                why = NULL;
+                if (!w.devices) {
+                        log_error("Out of memory");
+                        return 1;
+                }
+                if (!fake) {
+                        r = bench_multi_create(w.devices, &w.lim, &w.mbench, &why);
+                        if (r < 0) {
+                                log_error("Node worker: cannot open the GPUs: %s",
+                                          why ? why : strerror(-r));
+                                free(why);
+                                json_decref(w.devices);
+                                return 1;
+                        }
+                }
+                w.device =
+                    json_pack("{s:s, s:s, s:s, s:O, s:b}", "index", "all", "uuid", "node", "name",
+                              "node worker (every GPU)", "devices", w.devices, "fake", fake);
+        } else if (fake) {
                 if (parse_uint64(device_id, 0, fake_n - 1, &v) < 0) {
                         fprintf(stderr, "umd-worker: --device: '%s' is not a fake index < %llu\n",
                                 device_id, (unsigned long long)fake_n);
@@ -720,6 +771,9 @@ int main(int argc, char **argv)
 
         if (w.bench)
                 bench_ctx_destroy(w.bench);
+        if (w.mbench)
+                bench_multi_destroy(w.mbench);
+        json_decref(w.devices);
         json_decref(w.pending);
         json_decref(w.device);
         pthread_cond_destroy(&w.cond);
