@@ -22,6 +22,9 @@
  *                     per kernel), "managed_fault_bulk" (all pages in one kernel, per page),
  *                     "managed_resident" (the same single kernel on resident pages: the floor)
  *                     + "latency_us" (median, microseconds)
+ *   d2d               "copy_engine" (cudaMemcpyAsync device to device), "sm_copy" (a copy
+ *                     kernel)                                     (read+write: 2 x size)
+ *   peer, managed_peer, host_all, topology: on the node worker, bench_multi.cu
  * Every measurement has name, bytes, bytes_counted, samples_ms, stats, gbps, verified. */
 #include <errno.h>
 #include <stdarg.h>
@@ -195,6 +198,17 @@ __global__ void k_process_paged(uint8_t *base, size_t size, const uint32_t *orde
                 *sink = acc;
 }
 
+__global__ void k_copy(uint4 *dst, const uint4 *src, size_t n16, uint8_t *dst_b,
+                       const uint8_t *src_b, size_t tail)
+{
+        size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+        size_t nthreads = (size_t)gridDim.x * blockDim.x;
+        for (size_t i = tid; i < n16; i += nthreads)
+                dst[i] = src[i];
+        if (tid < tail)
+                dst_b[tid] = src_b[tid];
+}
+
 __global__ void k_touch(uint32_t *p, uint64_t first, uint64_t count, uint64_t spacing_words)
 {
         uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
@@ -318,6 +332,16 @@ int launch_process(struct bench_job *j, void *p, size_t size, enum process_op op
                 launch_process_as<false>(j, (uint8_t *)p, size, paged, s);
         else
                 launch_process_as<true>(j, (uint8_t *)p, size, paged, s);
+        CK(j, cudaGetLastError());
+        return 0;
+}
+
+int launch_copy(struct bench_job *j, void *dst, const void *src, size_t size, cudaStream_t s)
+{
+        size_t n16 = size / 16;
+        k_copy<<<grid_for(j->ctx, size), 256, 0, s>>>(
+            (uint4 *)dst, (const uint4 *)src, n16, (uint8_t *)dst + n16 * 16,
+            (const uint8_t *)src + n16 * 16, size - n16 * 16);
         CK(j, cudaGetLastError());
         return 0;
 }
@@ -474,7 +498,7 @@ uint64_t bench_pool_release(struct bench_ctx *c)
 }
 
 /* Keep the pool within pool_bytes: drop the largest buffers first. */
-static void pool_trim(struct bench_ctx *c)
+void bench_pool_trim(struct bench_ctx *c)
 {
         while (pool_total(c) > c->lim.pool_bytes) {
                 struct bench_buf *big = NULL;
@@ -656,6 +680,7 @@ static const struct {
     {"um_vs_explicit", bench_um_vs_explicit},
     {"sweep", bench_sweep},
     {"health", bench_health},
+    {"d2d", bench_d2d},
 };
 
 int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params,
@@ -732,7 +757,7 @@ out:
          * the streams and buffers. */
         for (int i = 0; i < BENCH_STREAMS; i++)
                 cudaStreamSynchronize(ctx->streams[i]);
-        pool_trim(ctx);
+        bench_pool_trim(ctx);
         json_decref(j->measurements);
         json_decref(j->notes);
         json_decref(j->context_extra);

@@ -1,6 +1,7 @@
 /* Explicit copies: copy (h2d, d2h, bidir; pinned or pageable), copy_overlap (chunks on streams
- * overlapped with a kernel, against copy-then-kernel) and latency (small copies, managed page
- * faults). Owns how these are timed and verified; buffers come from bench.cu's pool. */
+ * overlapped with a kernel, against copy-then-kernel), latency (small copies, managed page
+ * faults) and d2d (device to device within one GPU, copy engine and a copy kernel). Owns how these
+ * are timed and verified; buffers come from bench.cu's pool. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ static int verify_host(struct bench_job *j, struct host_buf *b, size_t size, uin
 
 /* Copies per sample: enough that a small copy's sample is not one event tick, few enough that
  * the stream's queue never fills while the gate holds it. */
-static int copies_per_sample(uint64_t size)
+int copies_per_sample(uint64_t size)
 {
         uint64_t n = BENCH_GATE_BELOW / size;
         return n < 1 ? 1 : n > 256 ? 256 : (int)n;
@@ -421,4 +422,85 @@ int bench_latency(struct bench_job *j)
         }
         cudaFree(managed);
         return r;
+}
+
+/* One way of copying within the GPU, timed like copy's pinned copies (small ones repeated behind
+ * the gate), then checked against the pattern outside the samples. */
+static int d2d_one(struct bench_job *j, bool sm, void *dst, void *src, const char *name,
+                   const json_t *extra)
+{
+        struct bench_ctx *c = j->ctx;
+        size_t size = j->size;
+        int reps = copies_per_sample(size);
+        bool gated = size < BENCH_GATE_BELOW, gate_timeouts = false;
+        cudaStream_t s0 = c->streams[0];
+        std::vector<double> samples;
+        int r;
+
+        CK(j, cudaMemsetAsync(dst, 0, size, s0));
+        CK(j, cudaStreamSynchronize(s0));
+        r = sample_events(
+            j, samples,
+            [&]() -> int {
+                    if (!gated)
+                            return 0;
+                    gate_timeouts |= gate_timed_out(j);
+                    return gate_hold(j, s0);
+            },
+            [&]() -> int {
+                    for (int k = 0; k < reps; k++) {
+                            if (sm) {
+                                    int rr = launch_copy(j, dst, src, size, s0);
+                                    if (rr < 0)
+                                            return rr;
+                            } else {
+                                    CK(j, cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice,
+                                                          s0));
+                            }
+                    }
+                    if (gated) {
+                            CK(j, cudaEventRecord(c->ev_stop, s0));
+                            gate_release(j);
+                            return 1;
+                    }
+                    return 0;
+            });
+        if (r < 0)
+                return r;
+        gate_timeouts |= gated && gate_timed_out(j);
+        for (double &s : samples)
+                s /= reps;
+        r = dev_verify(j, dst, size, j->seed, 0,
+                       sm ? "destination after the copy kernel"
+                          : "destination after device copies");
+        if (r < 0)
+                return r;
+        if (gate_timeouts)
+                add_note(j, "the spin kernel timed out before the copies were queued: samples "
+                            "may include launch cost");
+        json_t *x = json_pack("{s:i, s:b}", "copies_per_sample", reps, "gated", gated);
+        if (x && extra)
+                json_object_update(x, (json_t *)extra);
+        return add_measurement(j, name, 2.0 * (double)size, "read+write", samples, false, x);
+}
+
+int d2d_measure(struct bench_job *j, const char *ce_name, const char *sm_name, const json_t *extra)
+{
+        void *src = NULL, *dst = NULL;
+        int r = pool_dev(j, 0, j->size, &src);
+
+        if (r >= 0)
+                r = pool_dev(j, 1, j->size, &dst);
+        if (r >= 0)
+                r = dev_fill(j, src, j->size, j->seed, 0, j->ctx->streams[0]);
+        if (r >= 0 && ce_name)
+                r = d2d_one(j, false, dst, src, ce_name, extra);
+        if (r >= 0 && sm_name)
+                r = d2d_one(j, true, dst, src, sm_name, extra);
+        return r;
+}
+
+int bench_d2d(struct bench_job *j)
+{
+        return d2d_measure(j, "copy_engine", "sm_copy", NULL);
 }

@@ -119,6 +119,9 @@ enum process_op { OP_READ, OP_READ_WRITE };
  * when p spans the job's whole buffer (order != NULL), else sequentially. */
 int launch_process(struct bench_job *j, void *p, size_t size, enum process_op op, bool use_order,
                    cudaStream_t s);
+/* Copies size bytes from src to dst with a kernel on stream s (either may be a peer GPU's
+ * memory when peer access is enabled): the SM-driven copy. */
+int launch_copy(struct bench_job *j, void *dst, const void *src, size_t size, cudaStream_t s);
 /* One thread per page touches (XORs) the first word of pages [first, first+count) spaced by
  * spacing bytes. */
 int launch_touch(struct bench_job *j, void *p, uint64_t first, uint64_t count, uint64_t spacing,
@@ -129,6 +132,9 @@ void gate_release(struct bench_job *j);
 bool gate_timed_out(struct bench_job *j);
 /* Sets up the job's page order on the device (access strided/random). */
 int job_prepare_order(struct bench_job *j);
+
+/* Keeps the context's pool within pool_bytes (bench_run does it after each job). */
+void bench_pool_trim(struct bench_ctx *c);
 
 /* ---- timing ---- */
 bool job_cancelled(struct bench_job *j);
@@ -202,3 +208,9 @@ int bench_system_memory(struct bench_job *j);
 int bench_um_vs_explicit(struct bench_job *j);
 int bench_sweep(struct bench_job *j);
 int bench_health(struct bench_job *j);
+int bench_d2d(struct bench_job *j);
+/* d2d's measurements under other names (topology's "d2d@G"); sm_name NULL: copy engine only.
+ * extra (may be NULL, borrowed) is added to each measurement. */
+int d2d_measure(struct bench_job *j, const char *ce_name, const char *sm_name, const json_t *extra);
+/* Copies per sample of a size (small copies are repeated behind the gate). */
+int copies_per_sample(uint64_t size);
