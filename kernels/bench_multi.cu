@@ -542,7 +542,8 @@ static int multi_topology(struct bench_job *j, struct bench_multi *m)
 
         for (int g = 0; r >= 0 && g < m->n; g++) {
                 use(j, m, g);
-                json_t *x = pair_extra(g, g, "ce", "d2d", 1, false);
+                json_t *x = json_pack("{s:i, s:i, s:s, s:s}", "src", g, "dst", g, "method", "ce",
+                                      "direction", "d2d");
                 snprintf(name, sizeof(name), "d2d@%d", g);
                 r = d2d_measure(j, name, NULL, x);
                 json_decref(x);
