@@ -529,9 +529,12 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
                 any[v] = true;
                 if (a->json || (a->quiet && v == V_PASS))
                         continue;
-                printf(
-                    "GPU %lld %s %s: ", (long long)json_integer_value(json_object_get(d, "index")),
-                    json_string_value(json_object_get(d, "uuid")), verdict_upper[v]);
+                if (json_is_string(json_object_get(d, "index"))) /* the node's part */
+                        printf("GPU pairs (every GPU) %s: ", verdict_upper[v]);
+                else
+                        printf("GPU %lld %s %s: ",
+                               (long long)json_integer_value(json_object_get(d, "index")),
+                               json_string_value(json_object_get(d, "uuid")), verdict_upper[v]);
                 json_t *reasons = json_object_get(d, "reasons"), *r;
                 size_t k;
                 if (json_array_size(reasons) == 0)

@@ -1,4 +1,5 @@
-/* Health verdicts from a health suite result (see health.h). The thresholds come from the
+/* Health verdicts from a health suite result, and for pairs of GPUs from the node worker's part
+ * of the canonical check (see health.h). The thresholds come from the
  * configuration; every check says in words what it compared, so an operator reading a failed
  * verdict knows what to look at. */
 #include "health.h"
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "topology.h"
 
 const char *const health_bandwidth_modes[] = {"pinned_h2d", "pinned_d2h", "pageable_h2d",
                                               "managed_prefetch", NULL};
@@ -153,4 +155,90 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
 
         return json_pack("{s:s, s:o, s:o, s:f}", "verdict", verdict_names[worst], "checks", checks,
                          "reasons", reasons, "link_gbps", link);
+}
+
+/* ---- pairs of GPUs (the canonical check's part on the node worker) ---- */
+
+json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
+                            const json_t *baseline, size_t baseline_runs)
+{
+        const json_t *devices = json_object_get(result, "devices");
+        json_t *checks = json_array(), *reasons = json_array(), *m;
+        enum verdict worst = V_PASS;
+        size_t i, pairs = 0;
+        char why[400], label[32], name[64];
+
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
+                const char *method = json_string_value(json_object_get(m, "method"));
+                const char *dir = json_string_value(json_object_get(m, "direction"));
+                const char *mname = json_string_value(json_object_get(m, "name"));
+                long long s = int_or(m, "src"), d = int_or(m, "dst");
+                json_t *g = json_object_get(m, "gbps");
+
+                if (!method || !dir || !mname || strcmp(method, "ce") || strcmp(dir, "uni") ||
+                    s < 0 || d < 0 || !json_is_number(g))
+                        continue;
+                pairs++;
+                double gbps = json_number_value(g);
+                const json_t *link = topology_link(result, s, d);
+                const char *type = json_string_value(json_object_get(link, "type"));
+                double expected = topology_link_expected_gbps(link, devices);
+                topology_link_label(link, label, sizeof(label));
+                snprintf(name, sizeof(name), "peer %lld->%lld", s, d);
+
+                if (!type || strcmp(type, "host") == 0) {
+                        snprintf(why, sizeof(why),
+                                 "GPU %lld -> GPU %lld has no peer access: its copies go through "
+                                 "host memory (%.1f GB/s)",
+                                 s, d, gbps);
+                        add_check(checks, reasons, &worst, name, V_FAIL, why);
+                        continue;
+                }
+                if (expected <= 0) {
+                        snprintf(why, sizeof(why),
+                                 "GPU %lld -> GPU %lld %.1f GB/s: the link (%s) has no known "
+                                 "expected rate",
+                                 s, d, gbps, label);
+                        add_check(checks, reasons, &worst, name, V_WARN, why);
+                } else {
+                        double frac = gbps / expected;
+                        enum verdict v = frac < cfg->health_fail_fraction   ? V_FAIL
+                                         : frac < cfg->health_warn_fraction ? V_WARN
+                                                                            : V_PASS;
+                        snprintf(why, sizeof(why),
+                                 "GPU %lld -> GPU %lld %.1f GB/s is %.0f%% of the %.0f GB/s its "
+                                 "link (%s) should carry (warn below %.0f%%, fail below %.0f%%)",
+                                 s, d, gbps, frac * 100, expected, label,
+                                 cfg->health_warn_fraction * 100, cfg->health_fail_fraction * 100);
+                        add_check(checks, reasons, &worst, name, v, why);
+                }
+
+                /* Its own history: the link that the past passing checks saw, and their rate. */
+                const char *was =
+                    json_string_value(json_object_get(json_object_get(baseline, "links"), mname));
+                json_t *b = json_object_get(json_object_get(baseline, "gbps"), mname);
+                if (was && strcmp(was, label) != 0) {
+                        snprintf(why, sizeof(why),
+                                 "GPU %lld -> GPU %lld: the link is %s now, %s in past passing "
+                                 "checks",
+                                 s, d, label, was);
+                        add_check(checks, reasons, &worst, name, V_FAIL, why);
+                }
+                if (json_is_number(b) && json_number_value(b) > 0) {
+                        double base = json_number_value(b);
+                        double tol = cfg->health_baseline_tolerance;
+                        bool low = gbps < base * (1 - tol);
+                        snprintf(why, sizeof(why),
+                                 "GPU %lld -> GPU %lld %.1f GB/s against its baseline %.1f GB/s "
+                                 "(median of %zu passing checks; fail below -%.0f%%)",
+                                 s, d, gbps, base, baseline_runs, tol * 100);
+                        add_check(checks, reasons, &worst, name, low ? V_FAIL : V_PASS, why);
+                }
+        }
+        if (pairs == 0)
+                add_check(checks, reasons, &worst, "peer", V_FAIL,
+                          "no copy between GPUs was measured");
+        return json_pack("{s:s, s:o, s:o, s:I}", "verdict", verdict_names[worst], "checks", checks,
+                         "reasons", reasons, "pairs", (json_int_t)pairs);
 }

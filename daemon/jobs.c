@@ -33,6 +33,7 @@
 #include "store.h"
 #include "suites.h"
 #include "supervisor.h"
+#include "topology.h"
 #include "util.h"
 #include "uuid.h"
 
@@ -70,7 +71,8 @@ static struct job **jobs; /* ascending id */
 static size_t n_jobs, cap_jobs;
 static struct queue *queues; /* one per device, then the node's */
 static enum worker_state node_wstate = WORKER_COLD;
-static bool node_running; /* a part runs on the node worker: every GPU is taken */
+static bool node_running;         /* a part runs on the node worker: every GPU is taken */
+static json_t *node_last_verdict; /* the canonical check's last verdict on the GPU pairs */
 
 static bool have_node(void)
 {
@@ -654,6 +656,103 @@ static bool health_judge(struct job *j, size_t i, struct device *d, const json_t
         return false;
 }
 
+/* The pairs' baseline: per copy-engine peer measurement, the median GB/s of the node's last
+ * passing canonical checks (excluding job self), and the link each pair had in the newest. */
+static json_t *node_baseline(const struct job *self, size_t *ret_runs)
+{
+        size_t max = cfg->health_baseline_runs, runs = 0, k, x;
+        json_t *gbps = json_object(), *links = json_object(), *p, *m;
+        _cleanup_json_ json_t *parts = NULL, *seen = json_object();
+        char label[32];
+
+        store_sync(store);
+        if (store_health_parts(store, "node", self->id, true, max, &parts) == 0)
+                json_array_foreach(parts, k, p)
+                {
+                        const json_t *res = json_object_get(p, "result");
+                        runs++;
+                        json_array_foreach(json_object_get(res, "measurements"), x, m)
+                        {
+                                const char *name = json_string_value(json_object_get(m, "name"));
+                                json_t *g = json_object_get(m, "gbps");
+                                if (!name || !json_is_number(g))
+                                        continue;
+                                json_t *l = json_object_get(seen, name);
+                                if (!l) {
+                                        l = json_array();
+                                        json_object_set_new(seen, name, l);
+                                        /* newest first: the first part's link is the latest */
+                                        const json_t *link = topology_link(
+                                            res, json_integer_value(json_object_get(m, "src")),
+                                            json_integer_value(json_object_get(m, "dst")));
+                                        if (link)
+                                                json_object_set_new(
+                                                    links, name,
+                                                    json_string(topology_link_label(
+                                                        link, label, sizeof(label))));
+                                }
+                                json_array_append(l, g);
+                        }
+                }
+        const char *name;
+        json_t *l;
+        json_object_foreach(seen, name, l)
+        {
+                size_t n = json_array_size(l);
+                double *v = calloc(n, sizeof(double));
+                if (!v)
+                        continue;
+                for (size_t i = 0; i < n; i++)
+                        v[i] = json_number_value(json_array_get(l, i));
+                qsort(v, n, sizeof(double), cmp_double);
+                json_object_set_new(gbps, name,
+                                    json_real(n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2));
+                free(v);
+        }
+        *ret_runs = runs;
+        return json_pack("{s:o, s:o}", "gbps", gbps, "links", links);
+}
+
+/* health_judge for the node's part: every pair of GPUs. Same retry of a first fail. */
+static bool health_judge_node(struct job *j, size_t i, const json_t *result)
+{
+        size_t runs = 0;
+        char ts[40];
+        _cleanup_json_ json_t *baseline = node_baseline(j, &runs);
+        json_t *v = health_pair_verdict(cfg, result, baseline, runs);
+
+        if (!v)
+                return false;
+        json_object_set(v, "baseline", baseline);
+        json_object_set_new(v, "job", json_string(j->id));
+        json_object_set_new(v, "uuid", json_string("node"));
+        json_object_set_new(v, "time",
+                            json_string(format_rfc3339_ms(now_realtime_ms(), ts, sizeof(ts))));
+        if (streq_ptr(json_string_value(json_object_get(v, "verdict")), "fail") &&
+            j->parts[i].attempts < 2) {
+                json_t *p = part_doc(j, i);
+
+                json_object_set_new(p, "first_attempt",
+                                    json_pack("{s:o, s:O}", "verdict", v, "result", result));
+                j->parts[i].st = P_QUEUED;
+                json_object_set_new(p, "state", json_string("queued"));
+                json_object_set_new(p, "waiting",
+                                    json_string("re-running a failed check of the GPU pairs once "
+                                                "before the node is marked fail"));
+                if (enqueue(j, i) < 0) {
+                        job_set_part(j, i, P_FAILED, NULL, "out of memory while re-queueing");
+                        return false;
+                }
+                log_info("node: the check of the GPU pairs failed; running it once more");
+                return true;
+        }
+        json_object_set(part_doc(j, i), "verdict", v);
+        json_decref(node_last_verdict);
+        node_last_verdict = v;
+        log_info("node: GPU pairs health %s", json_string_value(json_object_get(v, "verdict")));
+        return false;
+}
+
 /* After recovery: each device's newest verdict in the store. */
 static void health_restore_last(void)
 {
@@ -745,6 +844,8 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 bool contended = d && d->contended_by > 0, again = false;
                 if (st == P_SUCCEEDED && d && !contended && job_canonical(j))
                         again = health_judge(j, i, d, result);
+                else if (st == P_SUCCEEDED && is_node(dev) && job_canonical(j))
+                        again = health_judge_node(j, i, result);
                 if (!again)
                         job_set_part(j, i, st, result, error);
                 if (st == P_SUCCEEDED && d && !contended && !again)
@@ -1267,7 +1368,8 @@ static struct job *job_new(const json_t *body, const char *request, const struct
         struct job *j = calloc(1, sizeof(*j));
         bool fake = false;
 
-        if (!j || !(j->parts = calloc(n, sizeof(*j->parts))) || uuid7_generate(j->id) < 0) {
+        /* One part more than devices: the canonical check's part on the node. */
+        if (!j || !(j->parts = calloc(n + 1, sizeof(*j->parts))) || uuid7_generate(j->id) < 0) {
                 job_free(j);
                 return NULL;
         }
@@ -1297,6 +1399,21 @@ static struct job *job_new(const json_t *body, const char *request, const struct
                                                        "device", (json_int_t)devs[i], "uuid",
                                                        d->uuid, "fake", d->fake, "state", "queued",
                                                        "started", "finished", "result", "error"));
+        }
+        /* The canonical check over every GPU of a node with several also checks each pair of
+         * GPUs, on the node worker (health.h's health_pair_verdict). */
+        if (strcmp(b->name, "health") == 0 && spec->canonical && have_node() &&
+            n == devices_count()) {
+                json_t *uuids = json_array();
+                for (size_t i = 0; i < n; i++)
+                        json_array_append_new(uuids, json_string(devices_get(devs[i])->uuid));
+                j->parts[n] = (struct part){.device = (ssize_t)node_index(), .st = P_QUEUED};
+                j->n_parts = n + 1;
+                json_array_append_new(
+                    parts, json_pack("{s:s, s:s, s:o, s:b, s:s, s:s, s:n, s:n, s:n, s:n}", "device",
+                                     "all", "uuid", "node", "devices", uuids, "fake", fake, "check",
+                                     "GPU pairs: peer copies against each link", "state", "queued",
+                                     "started", "finished", "result", "error"));
         }
         json_t *labels = json_object_get(body, "labels");
         j->doc = json_pack("{s:s, s:s, s:s, s:O, s:s, s:I, s:o, s:s?, s:s?, s:s, s:o, s:I, s:n, "
@@ -1415,7 +1532,7 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
         *ret_job = job_public(j->doc);
         for (size_t i = 0; i < spec.n_devs; i++)
                 try_dispatch(spec.devs[i]);
-        if (b->multi_gpu)
+        if (have_node())
                 try_dispatch_node();
         r = 0;
 out:

@@ -2,10 +2,11 @@
  * one direction and both), managed_peer (managed memory first touched on one GPU, read by
  * another, on demand and with prefetch, against the peer copy of the same bytes), host_all
  * (every GPU copying with the host at once, against each alone) and the topology suite (d2d on
- * each GPU, then peer). Owns the node's contexts (one bench_ctx per GPU, each with its own
- * streams, gate and pool), peer access between them and the link each pair reports. Timing and
- * verification follow bench.cu's rules: CUDA events on the issuing GPU's stream, small copies
- * behind the spin-kernel gate, warm-up, verification after the samples.
+ * each GPU, then peer), and the canonical health check's pairs. Owns the node's contexts (one
+ * bench_ctx per GPU, each with its own streams, gate and pool), peer access between them and the
+ * link each pair reports. Timing and verification follow bench.cu's rules: CUDA events on the
+ * issuing GPU's stream, small copies behind the spin-kernel gate, warm-up, verification after the
+ * samples.
  *
  * Measurement names: "<method>_<uni|bidir>@S>D" (peer: method ce | sm; bidir only for S < D,
  * both directions' bytes), "on_demand@S>D", "prefetch@S>D", "peer_copy@S>D" (managed_peer),
@@ -553,6 +554,26 @@ static int multi_topology(struct bench_job *j, struct bench_multi *m)
         return r;
 }
 
+/* ---------------------------------------------------------------- health */
+
+/* The canonical health check's part on the node: every pair's copy-engine copy, one direction
+ * (daemon/health.c judges them against their links and their past). */
+static int multi_health(struct bench_job *j, struct bench_multi *m)
+{
+        json_t *p = json_pack("{s:[s], s:[s]}", "methods", "ce", "directions", "uni");
+        const json_t *keep = j->params;
+        int r;
+
+        if (!p)
+                return job_fail(j, -ENOMEM, "out of memory");
+        json_object_update_missing(p, (json_t *)keep);
+        j->params = p;
+        r = multi_peer(j, m);
+        j->params = keep;
+        json_decref(p);
+        return r;
+}
+
 /* ---------------------------------------------------------------- the run */
 
 int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *params,
@@ -571,6 +592,8 @@ int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *
                 run = multi_host_all;
         else if (strcmp(benchmark, "topology") == 0)
                 run = multi_topology;
+        else if (strcmp(benchmark, "health") == 0)
+                run = multi_health;
         if (!run) {
                 if (asprintf(ret_error, "benchmark %s is not run by the node worker", benchmark) <
                     0)

@@ -227,7 +227,11 @@ static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, cha
         if (!params)
                 params = empty = json_object();
 
-        if (w->multi != (catalog_find(benchmark) && catalog_find(benchmark)->multi_gpu)) {
+        /* The canonical health check also sends "health" to the node worker: the GPU pairs. */
+        bool for_node = (catalog_find(benchmark) && catalog_find(benchmark)->multi_gpu) ||
+                        (w->multi && strcmp(benchmark, "health") == 0);
+
+        if (w->multi != for_node) {
                 r = refuse(ret_error, -ENOTSUP,
                            w->multi ? "%s runs on one GPU's worker, not on the node worker"
                                     : "%s spans GPUs: it runs on the node worker, not on one GPU's",

@@ -4,10 +4,13 @@ the plain refusal on a one-GPU host, and that no GPU's worker shares a fate with
 with the node worker's."""
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
+
+from conftest import clean_env
 
 FINAL = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 MULTI = ("peer", "managed_peer", "host_all", "topology")
@@ -253,3 +256,69 @@ def test_cancel_stops_a_node_job(umd):
     wait_job(d, peer, states=("running",))
     assert d.delete("/v1/jobs/" + peer).status_code in (200, 202)
     assert wait_job(d, peer)["state"] == "cancelled"
+
+
+# -- the canonical health check on a node with several GPUs --
+
+def node_part(job):
+    parts = [p for p in job["parts"] if p["uuid"] == "node"]
+    assert len(parts) == 1, job["parts"]
+    return parts[0]
+
+
+def test_canonical_health_also_checks_every_pair_against_its_link(umd):
+    d = umd()
+    j = wait_job(d, submit(d, {"benchmark": "health"})["id"])
+    assert j["state"] == "succeeded", j
+    assert [p["device"] for p in j["parts"]] == [0, 1, "all"]
+    p = node_part(j)
+    names = sorted(m["name"] for m in p["result"]["measurements"])
+    assert names == ["ce_uni@0>1", "ce_uni@1>0"]
+    v = p["verdict"]
+    assert v["verdict"] == "pass" and v["pairs"] == 2, v
+    assert any("of the 450 GB/s its link (NV18) should carry" in c["reason"] for c in v["checks"])
+    for gpu in j["parts"][:2]:
+        assert gpu["verdict"]["verdict"] in ("pass", "warn")
+
+
+def test_health_with_params_or_on_one_device_has_no_pair_part(umd):
+    d = umd()
+    one = wait_job(d, submit(d, {"benchmark": "health", "device": 0})["id"])
+    assert [p["device"] for p in one["parts"]] == [0]
+    custom = wait_job(d, submit(d, {"benchmark": "health", "params": {"size": "4MiB"}})["id"])
+    assert [p["device"] for p in custom["parts"]] == [0, 1]
+
+
+def test_a_pair_going_through_the_host_fails_the_health_check(umd):
+    d = umd(env={"UMD_FAKE_P2P": "0-1=host"})
+    j = wait_job(d, submit(d, {"benchmark": "health"})["id"])
+    p = node_part(j)
+    assert p["verdict"]["verdict"] == "fail", p["verdict"]
+    assert any("no peer access: its copies go through host memory" in r
+               for r in p["verdict"]["reasons"])
+    assert p["first_attempt"]["verdict"]["verdict"] == "fail"  # run twice before failing
+
+
+def test_a_pair_that_lost_links_fails_against_its_own_past(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(state_dir=state)
+    for _ in range(2):
+        j = wait_job(d, submit(d, {"benchmark": "health"})["id"])
+        assert node_part(j)["verdict"]["verdict"] == "pass"
+    d.stop()
+    # 12 links still carry 259 GB/s, 86% of what 12 links should: against its link the pair
+    # passes, so only the change of link and the drop against its baseline say what happened.
+    d = umd(state_dir=state, env={"UMD_FAKE_P2P": "0-1=nvlink:12"})
+    j = wait_job(d, submit(d, {"benchmark": "health"})["id"])
+    v = node_part(j)["verdict"]
+    assert v["verdict"] == "fail", v
+    assert any("the link is NV12 now, NV18 in past passing checks" in r for r in v["reasons"])
+    assert any("against its baseline" in r for r in v["reasons"])
+
+
+def test_umdctl_health_reports_the_pairs_and_fails_on_a_pair_through_the_host(umd):
+    d = umd(env={"UMD_FAKE_P2P": "0-1=host"})
+    r = subprocess.run([os.environ["UMDCTL"], "--url", d.base_url, "health"],
+                       capture_output=True, text=True, timeout=60, env=clean_env())
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "GPU pairs (every GPU) FAIL: GPU 0 -> GPU 1 has no peer access" in r.stdout, r.stdout
