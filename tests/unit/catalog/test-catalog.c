@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -56,12 +57,17 @@ static void test_every_benchmark_listed(void **state)
         static const char *const names[] = {
             "copy",           "copy_overlap",  "zero_copy", "managed_on_demand", "managed_prefetch",
             "managed_advise", "system_memory", "latency",   "um_vs_explicit",    "sweep",
-            "health"};
-        assert_int_equal(catalog_count(), 11);
+            "health",         "d2d",           "peer",      "managed_peer",      "host_all",
+            "topology"};
+        static const bool suite[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1};
+        static const bool multi[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+        assert_int_equal(catalog_count(), 16);
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
                 const struct bench_def *b = catalog_find(names[i]);
                 assert_non_null(b);
-                assert_string_equal(b->kind, i < 8 ? "benchmark" : "suite");
+                assert_string_equal(b->kind, suite[i] ? "suite" : "benchmark");
+                /* spanning GPUs: the node worker runs it (daemon/jobs.c, kernels/worker.c) */
+                assert_int_equal(b->multi_gpu, multi[i]);
                 /* every benchmark carries the fake-only fault injection params */
                 bool has_fake = false;
                 for (size_t j = 0; j < b->n_params; j++)

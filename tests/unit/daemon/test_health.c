@@ -1,4 +1,5 @@
-/* health.c: verdicts against the link's rate, the link's maximum, and the GPU's own baseline. */
+/* health.c: verdicts against the link's rate, the link's maximum, and the GPU's own baseline;
+ * the GPU pairs' verdicts and topology.c's expected link rates and matrices. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 
 #include "config.h"
 #include "health.h"
+#include "topology.h"
 
 static struct umd_config cfg;
 
@@ -161,21 +163,125 @@ static void test_unreadable_link_warns_and_says_so(void **state)
         json_decref(v), json_decref(r);
 }
 
+/* Two H200s joined by NV18 (what the nvidia-h200-x2 machine reports), one pair's link given. */
+static json_t *pair_result(const char *type, int links, double g01, double g10)
+{
+        return json_pack("{s:[{s:i, s:s, s:{s:i, s:i}}, {s:i, s:s, s:{s:i, s:i}}],"
+                         " s:[{s:i, s:i, s:s, s:i}, {s:i, s:i, s:s, s:i}],"
+                         " s:[{s:s, s:i, s:i, s:s, s:s, s:f}, {s:s, s:i, s:i, s:s, s:s, s:f}]}",
+                         "devices", "index", 0, "compute_capability", "9.0", "pcie", "current_gen",
+                         5, "current_width", 16, "index", 1, "compute_capability", "9.0", "pcie",
+                         "current_gen", 5, "current_width", 16, "links", "src", 0, "dst", 1, "type",
+                         type, "nvlink_links", links, "src", 1, "dst", 0, "type", type,
+                         "nvlink_links", links, "measurements", "name", "ce_uni@0>1", "src", 0,
+                         "dst", 1, "method", "ce", "direction", "uni", "gbps", g01, "name",
+                         "ce_uni@1>0", "src", 1, "dst", 0, "method", "ce", "direction", "uni",
+                         "gbps", g10);
+}
+
+static void test_link_expected_rates(void **state)
+{
+        json_t *r = pair_result("nvlink", 18, 393, 393);
+        const json_t *devs = json_object_get(r, "devices");
+        json_t *pcie = json_pack("{s:i, s:i, s:s}", "src", 0, "dst", 1, "type", "pcie");
+        json_t *b200 = json_pack("[{s:i, s:s}]", "index", 0, "compute_capability", "10.0");
+        json_t *nv18 = json_pack("{s:i, s:i, s:s, s:i}", "src", 0, "dst", 1, "type", "nvlink",
+                                 "nvlink_links", 18);
+        char buf[32];
+
+        assert_true(fabs(topology_link_expected_gbps(topology_link(r, 0, 1), devs) - 450) < 1e-9);
+        assert_true(fabs(topology_link_expected_gbps(pcie, devs) - pcie_link_gbps(5, 16)) < 1e-9);
+        assert_true(fabs(topology_link_expected_gbps(nv18, b200) - 900) < 1e-9);
+        assert_string_equal(topology_link_label(nv18, buf, sizeof(buf)), "NV18");
+        json_decref(r);
+        json_decref(pcie);
+        json_decref(b200);
+        json_decref(nv18);
+}
+
+static void test_peer_matrices_and_the_slowest_pair(void **state)
+{
+        json_t *r = pair_result("nvlink", 18, 393.5, 380.0);
+        json_t *s = topology_summary("peer", r);
+        const json_t *m = json_array_get(json_object_get(s, "matrices"), 0);
+        const json_t *g = json_object_get(m, "gbps");
+
+        assert_string_equal(json_string_value(json_object_get(m, "name")), "ce_uni");
+        assert_true(json_is_null(json_array_get(json_array_get(g, 0), 0)));
+        assert_true(fabs(json_real_value(json_array_get(json_array_get(g, 1), 0)) - 380) < 1e-9);
+        assert_string_equal(
+            json_string_value(json_array_get(json_array_get(json_object_get(s, "links"), 0), 1)),
+            "NV18");
+        assert_string_equal(json_string_value(json_object_get(s, "conclusion")),
+                            "The slowest pair is GPU 1 -> GPU 0 at 380.0 GB/s (copy engine, one "
+                            "direction): 84% of the 450 GB/s its link (NV18) should carry.");
+        json_decref(s);
+        json_decref(r);
+}
+
+static void test_pairs_on_nvlink_pass(void **state)
+{
+        json_t *r = pair_result("nvlink", 18, 393, 393);
+        json_t *v = health_pair_verdict(&cfg, r, NULL, 0);
+
+        assert_string_equal(json_string_value(json_object_get(v, "verdict")), "pass");
+        assert_int_equal(json_integer_value(json_object_get(v, "pairs")), 2);
+        json_decref(v);
+        json_decref(r);
+}
+
+static void test_a_pair_through_the_host_fails(void **state)
+{
+        json_t *r = pair_result("host", 0, 24, 24);
+        json_t *v = health_pair_verdict(&cfg, r, NULL, 0);
+
+        assert_string_equal(json_string_value(json_object_get(v, "verdict")), "fail");
+        assert_non_null(strstr(json_string_value(json_array_get(json_object_get(v, "reasons"), 0)),
+                               "no peer access: its copies go through host memory"));
+        json_decref(v);
+        json_decref(r);
+}
+
+static void test_a_pair_below_its_baseline_or_on_another_link_fails(void **state)
+{
+        json_t *r = pair_result("nvlink", 18, 300, 393);
+        json_t *b =
+            json_pack("{s:{s:f, s:f}, s:{s:s, s:s}}", "gbps", "ce_uni@0>1", 393.0, "ce_uni@1>0",
+                      393.0, "links", "ce_uni@0>1", "NV18", "ce_uni@1>0", "NV12");
+        json_t *v = health_pair_verdict(&cfg, r, b, 5);
+        const json_t *reasons = json_object_get(v, "reasons");
+
+        /* 300 GB/s is 67% of NV18: a warning against the link, a failure against its past. */
+        assert_string_equal(json_string_value(json_object_get(v, "verdict")), "fail");
+        assert_int_equal(json_array_size(reasons), 3);
+        assert_non_null(strstr(json_string_value(json_array_get(reasons, 1)), "baseline"));
+        assert_non_null(strstr(json_string_value(json_array_get(reasons, 2)),
+                               "the link is NV18 now, NV12 in past passing checks"));
+        json_decref(v);
+        json_decref(b);
+        json_decref(r);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_gen5_x16_rate_is_63_gbps),
-                cmocka_unit_test(test_h200_figures_pass),
-                cmocka_unit_test(test_link_below_its_maximum_warns),
-                cmocka_unit_test(test_pinned_bandwidth_far_below_link_fails),
-                cmocka_unit_test(test_pinned_bandwidth_somewhat_below_link_warns),
-                cmocka_unit_test(test_pinned_drop_below_own_baseline_fails),
-                cmocka_unit_test(test_pageable_drop_below_own_baseline_only_warns),
-                cmocka_unit_test(test_pageable_swing_within_host_tolerance_passes),
-                cmocka_unit_test(test_replay_counter_growth_warns),
-                cmocka_unit_test(test_baseline_of_too_few_runs_is_not_judged),
-                cmocka_unit_test(test_small_wobble_around_baseline_passes),
-                cmocka_unit_test(test_unreadable_link_warns_and_says_so),
+            cmocka_unit_test(test_gen5_x16_rate_is_63_gbps),
+            cmocka_unit_test(test_link_expected_rates),
+            cmocka_unit_test(test_peer_matrices_and_the_slowest_pair),
+            cmocka_unit_test(test_pairs_on_nvlink_pass),
+            cmocka_unit_test(test_a_pair_through_the_host_fails),
+            cmocka_unit_test(test_a_pair_below_its_baseline_or_on_another_link_fails),
+            cmocka_unit_test(test_h200_figures_pass),
+            cmocka_unit_test(test_link_below_its_maximum_warns),
+            cmocka_unit_test(test_pinned_bandwidth_far_below_link_fails),
+            cmocka_unit_test(test_pinned_bandwidth_somewhat_below_link_warns),
+            cmocka_unit_test(test_pinned_drop_below_own_baseline_fails),
+            cmocka_unit_test(test_pageable_drop_below_own_baseline_only_warns),
+            cmocka_unit_test(test_pageable_swing_within_host_tolerance_passes),
+            cmocka_unit_test(test_replay_counter_growth_warns),
+            cmocka_unit_test(test_baseline_of_too_few_runs_is_not_judged),
+            cmocka_unit_test(test_small_wobble_around_baseline_passes),
+            cmocka_unit_test(test_unreadable_link_warns_and_says_so),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -117,6 +117,62 @@ static void check_measurement(const json_t *m, int64_t iterations)
         assert_true(json_is_true(json_object_get(m, "verified")));
 }
 
+/* Every benchmark spanning GPUs, on two fake GPUs: bench.h's shape plus devices and links, each
+ * measurement naming its GPUs; a GPU's worker (fake_run) refuses them. */
+static void test_multi_gpu_benchmarks_have_the_result_shape(void **state)
+{
+        for (size_t i = 0; i < catalog_count(); i++) {
+                const char *name = catalog_get(i)->name;
+                json_t *devs = fake_list_devices(2), *res = NULL, *m, *one = fake_device_info(0);
+                json_t *params =
+                    json_pack("{s:i, s:I}", "iterations", 3, "size", (json_int_t)(4 << 20));
+                char *error = NULL;
+                size_t k;
+                int r;
+
+                if (!catalog_get(i)->multi_gpu) {
+                        json_decref(devs);
+                        json_decref(one);
+                        json_decref(params);
+                        continue;
+                }
+                assert_int_equal(fake_run(one, name, params, 0, NULL, &res, &error), -ENOTSUP);
+                assert_non_null(strstr(error, "runs on the node worker"));
+                free(error);
+                error = NULL;
+                r = fake_run_multi(devs, name, params, 0, NULL, &res, &error);
+                if (r < 0)
+                        fail_msg("%s: %s", name, error);
+                assert_true(json_is_true(json_object_get(res, "fake")));
+                assert_int_equal(json_array_size(json_object_get(res, "devices")), 2);
+                assert_int_equal(json_array_size(json_object_get(res, "links")), 2);
+                assert_true(json_array_size(json_object_get(res, "measurements")) > 0);
+                json_array_foreach(json_object_get(res, "measurements"), k, m)
+                {
+                        check_measurement(m, 3);
+                        assert_true(json_is_integer(json_object_get(m, "src")) ||
+                                    strcmp(json_string_value(json_object_get(m, "name")), "all") ==
+                                        0);
+                }
+                json_decref(res);
+                json_decref(devs);
+                json_decref(one);
+                json_decref(params);
+        }
+}
+
+static void test_multi_gpu_needs_two_gpus(void **state)
+{
+        json_t *devs = fake_list_devices(1), *res = NULL;
+        char *error = NULL;
+
+        assert_int_equal(fake_run_multi(devs, "peer", NULL, 0, NULL, &res, &error), -ENOTSUP);
+        assert_string_equal(error, "peer needs two GPUs: this node has 1");
+        assert_null(res);
+        free(error);
+        json_decref(devs);
+}
+
 static void test_every_catalog_benchmark_has_the_result_shape(void **state)
 {
         static const char *const ctx_keys[] = {"device_uuid", "driver_version", "runtime_version",
@@ -126,6 +182,8 @@ static void test_every_catalog_benchmark_has_the_result_shape(void **state)
 
         for (size_t i = 0; i < catalog_count(); i++) {
                 const char *name = catalog_get(i)->name;
+                if (catalog_get(i)->multi_gpu)
+                        continue; /* the node worker's: test_multi_gpu_* */
                 json_t *params = params_for(name, json_pack("{s:i}", "iterations", 3));
                 json_t *dev = fake_device_info(0), *res = NULL, *m, *ctx;
                 char *error = NULL;
@@ -302,6 +360,8 @@ int main(void)
             cmocka_unit_test(test_copy_names_and_model),
             cmocka_unit_test(test_bandwidth_pct_scales_every_rate),
             cmocka_unit_test(test_deterministic_jitter),
+            cmocka_unit_test(test_multi_gpu_benchmarks_have_the_result_shape),
+            cmocka_unit_test(test_multi_gpu_needs_two_gpus),
             cmocka_unit_test(test_errors),
             cmocka_unit_test(test_real_sleep_is_capped),
         };
