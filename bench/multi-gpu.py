@@ -181,6 +181,23 @@ def main():
     print(table)
     (out / "fidelity.txt").write_text(table + "\n")
 
+    # The canonical health check (no params): each GPU, and every pair on the node worker.
+    t0 = time.monotonic()
+    hj = wait(base, submit(base, {"benchmark": "health"}))
+    jobs["health"] = hj
+    print(f"\ncanonical health: {hj['state']} in {time.monotonic() - t0:.1f} s, parts "
+          f"{[p['device'] for p in hj['parts']]}")
+    for p in hj["parts"]:
+        v = p.get("verdict") or {}
+        print(f"  {p['device']}: {v.get('verdict')}")
+        for c in v.get("checks", []):
+            print(f"    {c['verdict']:<5} {c['reason']}")
+    node = [p for p in hj["parts"] if p["uuid"] == "node"]
+    if not node or (node[0].get("verdict") or {}).get("verdict") != "pass":
+        failures.append("the canonical health check's GPU pairs did not pass")
+    else:
+        print("  links: " + json.dumps(node[0]["result"]["links"]))
+
     # Isolation: kill GPU 1's worker while GPU 0 and GPU 1 both run a long copy.
     print("\nisolation: a job on GPU 0 while GPU 1's worker is killed")
     long0 = submit(base, {"benchmark": "copy", "device": 0,
@@ -228,6 +245,7 @@ def main():
         failures.append("the node worker's job did not survive GPU 1's worker being killed")
     (out / "multi-gpu-jobs.json").write_text(json.dumps(
         {"jobs": jobs, "isolation": {"gpu0": j0, "gpu1": j1, "node": nj}}, indent=1))
+    (out / "health.txt").write_text(http(base, "GET", f"/v1/jobs/{hj['id']}?format=text")[1])
 
     print("\nFAILURES:\n  " + "\n  ".join(failures) if failures else "\nall checks passed")
     return 1 if failures else 0

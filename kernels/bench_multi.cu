@@ -41,8 +41,9 @@ static json_t *link_json(struct bench_multi *m, int a, int b)
             json_string_value(json_object_get(m->ctx[a]->device_info, "pci_bus_id"));
         const char *bus_b =
             json_string_value(json_object_get(m->ctx[b]->device_info, "pci_bus_id"));
-        int can = 0, rank = -1, atomics = 0, links = 0, switch_links = 0;
+        int can = 0, rank = -1, atomics = 0, links = 0, other = 0;
         const char *why = NULL, *type;
+        char remote[48] = "";
         int r;
 
         cudaDeviceCanAccessPeer(&can, m->ctx[a]->ordinal, m->ctx[b]->ordinal);
@@ -53,25 +54,24 @@ static json_t *link_json(struct bench_multi *m, int a, int b)
                                           m->ctx[a]->ordinal, m->ctx[b]->ordinal);
         }
         (void)cudaGetLastError();
-        r = nvlink_between(bus_a, bus_b, &links, &switch_links, &why);
-        /* Without peer access the driver stages peer copies through host memory. */
+        r = nvlink_between(bus_a, bus_b, &links, &other, remote, sizeof(remote), &why);
+        /* Without peer access the driver stages peer copies through host memory. With it, the
+         * pair is on NVLink when GPU a has active links: those whose far end is GPU b, else
+         * (an NVSwitch, or a far end NVML names by another PCI id) every active one. */
         if (!can)
                 type = "host";
-        else if (r == 0 && links > 0)
+        else if (r == 0 && links + other > 0)
                 type = "nvlink";
-        else if (r == 0 && switch_links > 0)
-                type = "nvlink"; /* through an NVSwitch: every active link serves the pair */
         else if (r == 0)
                 type = "pcie";
         else
                 type = "unknown";
-        return json_pack("{s:i, s:i, s:s, s:i, s:i, s:b, s:i, s:b, s:s, s:s?}", "src", a, "dst", b,
-                         "type", type, "nvlink_links",
-                         links > 0                     ? links
-                         : strcmp(type, "nvlink") == 0 ? switch_links
-                                                       : 0,
-                         "nvswitch_links", switch_links, "peer_access", can != 0,
-                         "performance_rank", rank, "native_atomics", atomics != 0, "source",
+        return json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:s, s:b, s:i, s:b, s:s, s:s?}", "src", a,
+                         "dst", b, "type", type, "nvlink_links",
+                         strcmp(type, "nvlink") == 0 ? (links > 0 ? links : other) : 0,
+                         "nvlink_links_to_peer", links, "nvlink_links_elsewhere", other,
+                         "nvlink_far_end", remote, "peer_access", can != 0, "performance_rank",
+                         rank, "native_atomics", atomics != 0, "source",
                          r == 0 ? "NVML NVLink state and remote PCI info; cudaDeviceCanAccessPeer"
                                 : "cudaDeviceCanAccessPeer (NVML could not say)",
                          "nvml_unavailable", r == 0 ? NULL : why);

@@ -63,13 +63,15 @@ static int parse_bus(const char *s, unsigned *dom, unsigned *bus, unsigned *dev)
         return s && sscanf(s, "%x:%x:%x.%x", dom, bus, dev, &fn) == 4 ? 0 : -EINVAL;
 }
 
-int nvlink_between(const char *bus_a, const char *bus_b, int *ret_links, int *ret_switch_links,
-                   const char **ret_why)
+int nvlink_between(const char *bus_a, const char *bus_b, int *ret_links, int *ret_other_links,
+                   char *remote, size_t len, const char **ret_why)
 {
         unsigned bd, bb, bv, ad, ab, av;
         nvml_device a;
         int links = 0, other = 0;
 
+        if (len > 0)
+                remote[0] = '\0';
         pthread_once(&once, load);
         if (!nvml.init) {
                 *ret_why = nvml_why;
@@ -93,12 +95,14 @@ int nvlink_between(const char *bus_a, const char *bus_b, int *ret_links, int *re
                 memset(&pci, 0, sizeof(pci));
                 if (nvml.remote_pci(a, l, &pci) != NVML_SUCCESS)
                         continue;
-                if (pci.domain == bd && pci.bus == bb && pci.device == bv)
+                if (pci.domain == bd && pci.bus == bb && pci.device == bv) {
                         links++;
-                else
-                        other++;
+                } else {
+                        if (other++ == 0 && len > 0)
+                                snprintf(remote, len, "%.*s", (int)sizeof(pci.bus_id), pci.bus_id);
+                }
         }
         *ret_links = links;
-        *ret_switch_links = other;
+        *ret_other_links = other;
         return 0;
 }
