@@ -225,7 +225,9 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                  s, d, label, was);
                         add_check(checks, reasons, &worst, name, V_FAIL, why);
                 }
-                if (json_is_number(b) && json_number_value(b) > 0) {
+                /* The rate's history counts once there is enough of it, as for each GPU. */
+                if (json_is_number(b) && json_number_value(b) > 0 &&
+                    baseline_runs >= cfg->health_baseline_min_runs) {
                         double base = json_number_value(b);
                         double tol = cfg->health_baseline_tolerance;
                         bool low = gbps < base * (1 - tol);

@@ -33,7 +33,8 @@ extern const char *const health_bandwidth_modes[];
 /* The canonical check's part on the node worker (hosts with two GPUs or more): every ordered
  * pair's copy-engine peer copy (topology.h's shape) against its link's expected rate (warn and
  * fail fractions as above) and against its own baseline: baseline {"gbps": {measurement: median
- * GB/s}, "links": {measurement: "NV18"}} from past passing checks (may be NULL or empty). A pair
+ * GB/s}, "links": {measurement: "NV18"}} from past passing checks (may be NULL or empty; the rate
+ * counts from health_baseline_min_runs runs, the link from one). A pair
  * without peer access (copies through host memory) fails, and so does a link that changed
  * from what the past passing checks saw. Returns a new verdict object (as health_verdict's). */
 json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,

@@ -362,17 +362,21 @@ static const struct queue_entry *dispatchable(struct device *d, size_t dev, int 
         return NULL;
 }
 
-/* The node's queued head, when it may take the GPUs as soon as they are free: committed, and no
- * GPU paused (a paused GPU would make it wait, and hold every other GPU meanwhile). */
+/* The node's queued head, when it may take the GPUs as soon as their parts end: committed, and
+ * no GPU paused or used by another process (either would make it wait, and it must not hold
+ * every other GPU meanwhile). */
 static const struct queue_entry *node_head(void)
 {
         const struct queue_entry *e = have_node() ? queue_peek(&queues[node_index()]) : NULL;
 
         if (!e || !((const struct job *)e->job)->committed)
                 return NULL;
-        for (size_t i = 0; i < devices_count(); i++)
-                if (devices_get(i)->paused)
+        for (size_t i = 0; i < devices_count(); i++) {
+                const struct device *d = devices_get(i);
+                if (d->paused ||
+                    (d->gpu.other_processes > 0 && job_busy_policy(e->job) != BUSY_RUN))
                         return NULL;
+        }
         return e;
 }
 

@@ -11,6 +11,11 @@ TEST is one of:
             rate, bidir counts both directions
   limits    managed memory beyond free minus the reserve is refused (-ENOMEM naming the limit)
   suites    um_vs_explicit, sweep and health give their summaries; health is quick when warm
+  multi     two GPUs or more (skips with fewer): the real umd runs d2d, peer, managed_peer,
+            host_all, topology and the canonical health check through its API, each copy within
+            2% of tests/gpu/reference_multi's plain loop in the same run, a job on GPU 0
+            survives GPU 1's worker being killed, and so does the node worker's
+            (bench/multi-gpu.py does the work)
   coexist   the real umd on the GPU: a cold start is reported, the idle worker holds 0 MiB
             (nvidia-smi) once past worker_idle_s, a health job waits while another process
             holds a context on the GPU and runs once it exits, placement is recorded
@@ -388,6 +393,41 @@ def test_coexist(args):
         print(open(os.path.join(state, "umd.log")).read()[-3000:], file=sys.stderr)
 
 
+def test_multi(args):
+    import socket
+    import tempfile
+    ref_multi = os.path.join(os.path.dirname(args.reference), "reference_multi")
+    n = subprocess.run([ref_multi, "--count"], capture_output=True, text=True, timeout=120)
+    if n.returncode != 0 or int(n.stdout.strip() or 0) < 2:
+        print("needs two GPUs: skipping")
+        return SKIP
+    if not args.umd or not os.access(args.umd, os.X_OK):
+        fail("multi needs --umd")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    state = tempfile.mkdtemp()
+    log = open(os.path.join(state, "umd.log"), "w")
+    umd = subprocess.Popen([args.umd, "--listen", f"127.0.0.1:{port}", "--state-dir", state,
+                            "--worker-path", args.worker], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        if not wait_until(lambda: _up(base), 60):
+            fail("umd did not answer")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                              "multi-gpu.py")
+        r = subprocess.run([sys.executable, script, "--url", base, "--umd-pid", str(umd.pid),
+                            "--reference-multi", ref_multi, "--out", os.path.join(state, "out")],
+                           timeout=540)
+        if r.returncode != 0:
+            fail("bench/multi-gpu.py found failures (above)")
+        return 0
+    finally:
+        umd.terminate()
+        umd.wait(timeout=30)
+        log.close()
+
+
 def _up(base):
     try:
         http(base, "GET", "/v1/health", timeout=2)
@@ -399,7 +439,7 @@ def _up(base):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("test", choices=["list", "verify", "fidelity", "sanity", "limits", "suites",
-                                     "coexist"])
+                                     "coexist", "multi"])
     ap.add_argument("--umd", help="the umd daemon (coexist)")
     ap.add_argument("--worker", required=True)
     ap.add_argument("--driver", required=True)

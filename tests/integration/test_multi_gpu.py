@@ -302,7 +302,7 @@ def test_a_pair_going_through_the_host_fails_the_health_check(umd):
 def test_a_pair_that_lost_links_fails_against_its_own_past(umd, tmp_path):
     state = tmp_path / "state"
     d = umd(state_dir=state)
-    for _ in range(2):
+    for _ in range(3):  # health_baseline_min_runs
         j = wait_job(d, submit(d, {"benchmark": "health"})["id"])
         assert node_part(j)["verdict"]["verdict"] == "pass"
     d.stop()

@@ -182,7 +182,9 @@ def test_health_runs_the_canonical_check(umd):
     d = umd(fake_devices=2)
     p = ctl(d, "health")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert len([l for l in p.stdout.splitlines() if " PASS: " in l]) == 2
+    # each GPU, and (two GPUs) every pair of them on the node worker
+    assert len([l for l in p.stdout.splitlines() if " PASS: " in l]) == 3
+    assert "GPU pairs (every GPU) PASS: " in p.stdout
     job = d.get("/v1/jobs?benchmark=health").json()["jobs"][0]
     assert job["labels"] == {"source": "umdctl-health"} and job["priority"] == "high"
     assert json.loads(ctl(d, "health", "--json").stdout)["verdict"] == "pass"
@@ -243,7 +245,7 @@ def test_healthcheck_plain_mode(umd):
     d = umd(fake_devices=2)
     p = hc(d)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert len([l for l in p.stdout.splitlines() if "PASS" in l]) == 2
+    assert len([l for l in p.stdout.splitlines() if "PASS" in l]) == 3  # 2 GPUs and the pairs
     assert hc(None, "--url", "http://127.0.0.1:9").returncode == 3
 
 
