@@ -287,9 +287,13 @@ static void job_devices(const json_t *job, char *buf, size_t len)
         {
                 if (used + 1 >= len)
                         break;
-                used +=
-                    (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "",
-                                     (long long)json_integer_value(json_object_get(p, "device")));
+                const json_t *dev = json_object_get(p, "device");
+                if (json_is_string(dev)) /* the node worker's part: every GPU */
+                        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "",
+                                                 json_string_value(dev));
+                else
+                        used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "",
+                                                 (long long)json_integer_value(dev));
         }
         if (!buf[0])
                 snprintf(buf, len, "-");
