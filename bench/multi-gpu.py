@@ -129,6 +129,14 @@ def main():
         ("host_all_d2h", {"benchmark": "host_all", "params": dict(params, direction="d2h")}),
         ("topology", {"benchmark": "topology", "params": dict(params, iterations=10)}),
     ]
+    # Small copies go behind the spin-kernel gate, several per sample: checked, not compared.
+    bodies += [
+        ("peer_1MiB", {"benchmark": "peer", "params": {"size": "1MiB", "iterations": 5}}),
+        ("d2d_64KiB", {"benchmark": "d2d", "devices": "all",
+                       "params": {"size": "64KiB", "iterations": 5}}),
+        ("host_all_1MiB", {"benchmark": "host_all", "params": {"size": "1MiB",
+                                                                "iterations": 5}}),
+    ]
     jobs = {}
     for name, body in bodies:
         t0 = time.monotonic()
@@ -157,6 +165,8 @@ def main():
                     if key != "copy_engine":
                         continue
                     key = f"d2d@{p['device']}"
+                if name.endswith(("_1MiB", "_64KiB")):
+                    continue
                 if name in ("host_all_d2h", "topology") and not key.startswith("d2d@"):
                     continue  # the reference times h2d and has one peer table (peer's)
                 if name == "topology":

@@ -91,6 +91,7 @@ EVERY = [
     "managed_advise advice=preferred_location_device", "managed_advise advice=accessed_by",
     "system_memory",
     "latency",
+    "d2d", "d2d size=64KiB",
 ]
 
 
