@@ -145,24 +145,33 @@ static bool pid_here(unsigned pid)
         return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
-/* Others among n processes, umd's worker (own_pid) excluded; see the top of the file. */
-static int count_others(const struct nvml_process_info *p, unsigned n, pid_t own_pid)
+int gpustate_count_others(const unsigned *pids, unsigned n, pid_t own_pid)
 {
         unsigned others = 0, unmatched = 0;
         bool own_seen = false;
 
         for (unsigned i = 0; i < n; i++) {
-                if (own_pid > 0 && p[i].pid == (unsigned)own_pid) {
+                if (own_pid > 0 && pids[i] == (unsigned)own_pid) {
                         own_seen = true;
                         continue;
                 }
                 others++;
-                if (!pid_here(p[i].pid))
+                if (!pid_here(pids[i]))
                         unmatched++;
         }
         if (own_pid > 0 && !own_seen && unmatched > 0)
                 others--;
         return (int)others;
+}
+
+static int count_others(const struct nvml_process_info *p, unsigned n, pid_t own_pid)
+{
+        unsigned pids[NVML_PROCESSES_MAX];
+
+        for (unsigned i = 0; i < n && i < NVML_PROCESSES_MAX; i++)
+                pids[i] = p[i].pid;
+        return gpustate_count_others(pids, n < NVML_PROCESSES_MAX ? n : NVML_PROCESSES_MAX,
+                                     own_pid);
 }
 
 static void nvml_query(const char *uuid, pid_t own_pid, struct gpu_state *st)
