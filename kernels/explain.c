@@ -16,8 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define EXPLAIN_BUFFER_BYTES (8u << 20)
+#define EXPLAIN_BUFFER_BYTES  (8u << 20)
+#define EXPLAIN_POLL_MS       20
+#define EXPLAIN_QUIET_MS      500.0  /* no new event this long: CUPTI has handed everything back */
+#define EXPLAIN_SETTLE_MAX_MS 5000.0 /* give up waiting (reported as "settled": false) */
 
 static struct {
         CUptiResult (*configure)(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t);
@@ -206,19 +210,57 @@ static double mean(uint64_t sum, uint64_t n)
         return n ? (double)sum / (double)n : 0;
 }
 
+/* Events counted so far: what the settle loop watches. */
+static uint64_t events(void)
+{
+        pthread_mutex_lock(&lock);
+        uint64_t n = totals.migrations[0] + totals.migrations[1] + totals.gpu_fault_records +
+                     totals.cpu_faults + totals.thrashing + totals.throttling + totals.remote_map;
+        pthread_mutex_unlock(&lock);
+        return n;
+}
+
+static double mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 json_t *explain_end(void)
 {
         struct totals t;
+        double t0 = mono_ms(), quiet_since = t0;
+        uint64_t last = events();
+        bool settled = false;
 
         if (!loaded)
                 return NULL;
+        /* CUPTI reads the driver's Unified Memory events on its own thread, late: on the H200 a
+         * 180 ms pass had delivered nothing when the work was done, and disabling the counters
+         * then dropped the rest. So the counters stay on (the work is done: nothing else runs)
+         * and the buffers are flushed until no new event came for EXPLAIN_QUIET_MS. */
+        while (mono_ms() - t0 < EXPLAIN_SETTLE_MAX_MS) {
+                struct timespec nap = {0, EXPLAIN_POLL_MS * 1000000L};
+                cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+                uint64_t now = events();
+                if (now != last) {
+                        last = now;
+                        quiet_since = mono_ms();
+                } else if (mono_ms() - quiet_since >= EXPLAIN_QUIET_MS) {
+                        settled = true;
+                        break;
+                }
+                nanosleep(&nap, NULL);
+        }
+        double settle_ms = mono_ms() - t0;
         cupti.disable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
         /* Forced: hands back the buffers still being filled, through buffer_completed. */
         cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         pthread_mutex_lock(&lock);
         t = totals;
         pthread_mutex_unlock(&lock);
-        return json_pack(
+        json_t *o = json_pack(
             "{s:b, s:I, s:I, s:I, s:I, s:f, s:f, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:I,"
             " s:{s:I, s:I, s:I, s:I, s:I}, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
             "available", 1, "bytes_htod", (json_int_t)t.bytes[0], "bytes_dtoh",
@@ -238,6 +280,11 @@ json_t *explain_end(void)
             (json_int_t)t.thrashing_bytes, "throttling_events", (json_int_t)t.throttling,
             "remote_map_events", (json_int_t)t.remote_map, "remote_map_bytes",
             (json_int_t)t.remote_map_bytes, "dropped_records", (json_int_t)t.dropped);
+        if (o) {
+                json_object_set_new(o, "settle_ms", json_real(settle_ms));
+                json_object_set_new(o, "settled", json_boolean(settled));
+        }
+        return o;
 }
 
 json_t *explain_unavailable(const char *reason)
