@@ -120,8 +120,7 @@ static void render_explain(FILE *f, const char *name, const json_t *x)
                 size_words(bytes, b, sizeof(b));
                 size_words((json_int_t)num(x, dirs[i][2]), c, sizeof(c));
                 thousands(n, d, sizeof(d));
-                fprintf(f, ", migrating %s %s in %s pieces of %s on average", b, dirs[i][1], d,
-                        c);
+                fprintf(f, ", migrating %s %s in %s pieces of %s on average", b, dirs[i][1], d, c);
         }
         if (integer(x, "bytes_htod") <= 0 && integer(x, "bytes_dtoh") <= 0)
                 fprintf(f, ", migrating nothing");
@@ -137,8 +136,18 @@ static void render_explain(FILE *f, const char *name, const json_t *x)
                 thousands(rm, a, sizeof(a));
                 fprintf(f, "; %s regions mapped remotely instead of migrated", a);
         }
-        fprintf(f, "%s.\n", json_is_true(json_object_get(x, "fake")) ? " (fake device: modelled)"
-                                                                       : "");
+        /* Counts short of the bytes the pass had to move are a lower bound: say so. */
+        if (json_is_false(json_object_get(x, "complete"))) {
+                size_words(integer(x, "bytes_htod") + integer(x, "bytes_dtoh"), a, sizeof(a));
+                size_words(integer(x, "expected_bytes_htod") + integer(x, "expected_bytes_dtoh"), b,
+                           sizeof(b));
+                fprintf(f,
+                        " (incomplete: CUPTI reported %s of the %s that moved, so these are "
+                        "lower bounds)",
+                        a, b);
+        }
+        fprintf(f, "%s.\n",
+                json_is_true(json_object_get(x, "fake")) ? " (fake device: modelled)" : "");
 }
 
 static void render_explains(FILE *f, const json_t *result)

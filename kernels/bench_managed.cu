@@ -226,12 +226,12 @@ int bench_managed_on_demand(struct bench_job *j)
         auto cpu_work = [&]() { return cpu_touch_pages(m.p, m.size); };
         r = sample_events(j, gpu, gpu_prep, gpu_work);
         if (r >= 0)
-                r = explain_pass(j, gpu_prep, gpu_work, &xg);
+                r = explain_pass(j, gpu_prep, gpu_work, m.size, 0, &xg);
         /* The way back: pages resident on the GPU, read by the CPU one word per page. */
         if (r >= 0)
                 r = sample_host(j, cpu, cpu_prep, cpu_work);
         if (r >= 0)
-                r = explain_pass(j, cpu_prep, cpu_work, &xc);
+                r = explain_pass(j, cpu_prep, cpu_work, 0, m.size, &xc);
         if (r >= 0)
                 r = m.verify("managed memory after on-demand migrations");
         if (r >= 0) {
@@ -276,15 +276,15 @@ int bench_managed_prefetch(struct bench_job *j)
         };
         r = sample_events(j, pk, host_prep, pk_work);
         if (r >= 0)
-                r = explain_pass(j, host_prep, pk_work, &x[0]);
+                r = explain_pass(j, host_prep, pk_work, m.size, 0, &x[0]);
         if (r >= 0)
                 r = sample_events(j, pf, host_prep, pf_work);
         if (r >= 0)
-                r = explain_pass(j, host_prep, pf_work, &x[1]);
+                r = explain_pass(j, host_prep, pf_work, m.size, 0, &x[1]);
         if (r >= 0)
                 r = sample_events(j, back, dev_prep, back_work);
         if (r >= 0)
-                r = explain_pass(j, dev_prep, back_work, &x[2]);
+                r = explain_pass(j, dev_prep, back_work, 0, m.size, &x[2]);
         if (r >= 0)
                 r = m.verify("managed memory after prefetches");
         if (r >= 0)
@@ -344,15 +344,19 @@ int bench_managed_advise(struct bench_job *j)
         };
 
         json_t *xr = NULL, *xw = NULL;
+        /* Host-preferred and accessed-by pages may be mapped remotely instead of migrated:
+         * only read-mostly and device-preferred pages must all come to the GPU. */
+        uint64_t must_move =
+            read_mostly || strcmp(advice, "preferred_location_device") == 0 ? (uint64_t)m.size : 0;
         auto rd_work = [&]() { return m.kernel(OP_READ); };
         auto wr_work = [&]() { return m.kernel(OP_READ_WRITE); };
         r = sample_events(j, rd, reset, rd_work);
         if (r >= 0)
-                r = explain_pass(j, reset, rd_work, &xr);
+                r = explain_pass(j, reset, rd_work, must_move, 0, &xr);
         if (r >= 0)
                 r = sample_events(j, wr, reset, wr_work);
         if (r >= 0)
-                r = explain_pass(j, reset, wr_work, &xw);
+                r = explain_pass(j, reset, wr_work, must_move, 0, &xw);
         if (r >= 0)
                 r = m.verify("managed memory after advised kernels");
         if (r >= 0)
@@ -367,7 +371,10 @@ int bench_managed_advise(struct bench_job *j)
         json_decref(xw);
         if (r >= 0 && read_mostly && !wr.empty() && !rd.empty())
                 add_note(j, "read_mostly then GPU writes: every write collapses the read "
-                            "duplicates; compare write with read");
+                            "duplicates; compare write with read. The figure depends on the "
+                            "kernel's access pattern (context.kernel_pattern): each write fault "
+                            "revokes the CPU's copy of its block, and how many such faults a "
+                            "pattern makes at once decides the rate");
         cudaFree(m.p);
         return r;
 }

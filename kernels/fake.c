@@ -112,19 +112,19 @@ static json_t *fake_explain_json(const struct fake_explain *x, uint64_t size)
         json_int_t faults = (json_int_t)(mib * x->gpu_faults_per_mib);
 
         return json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I,"
-                         " s:I, s:I, s:f}",
+                         " s:I, s:I, s:f, s:b}",
                          "available", 1, "fake", 1, "bytes_htod", htod, "bytes_dtoh", dtoh,
                          "migrations_htod", n_htod, "migrations_dtoh", n_dtoh,
                          "mean_migration_htod_bytes", n_htod ? (double)htod / n_htod : 0.0,
                          "mean_migration_dtoh_bytes", n_dtoh ? (double)dtoh / n_dtoh : 0.0,
-                         "gpu_page_faults", faults, "gpu_fault_records", faults,
-                         "cpu_page_faults", (json_int_t)(mib * x->cpu_faults_per_mib),
-                         "thrashing_events", (json_int_t)(mib * x->thrashing_per_mib),
-                         "thrashing_bytes", (json_int_t)(mib * x->thrashing_per_mib) * 4096,
-                         "throttling_events", (json_int_t)(mib * x->throttling_per_mib),
-                         "remote_map_events", (json_int_t)(mib * x->remote_map_per_mib),
-                         "remote_map_bytes", (json_int_t)(mib * x->remote_map_per_mib) * 65536,
-                         "dropped_records", (json_int_t)0, "pass_ms", 0.0);
+                         "gpu_page_faults", faults, "gpu_fault_records", faults, "cpu_page_faults",
+                         (json_int_t)(mib * x->cpu_faults_per_mib), "thrashing_events",
+                         (json_int_t)(mib * x->thrashing_per_mib), "thrashing_bytes",
+                         (json_int_t)(mib * x->thrashing_per_mib) * 4096, "throttling_events",
+                         (json_int_t)(mib * x->throttling_per_mib), "remote_map_events",
+                         (json_int_t)(mib * x->remote_map_per_mib), "remote_map_bytes",
+                         (json_int_t)(mib * x->remote_map_per_mib) * 65536, "dropped_records",
+                         (json_int_t)0, "pass_ms", 0.0, "complete", 1);
 }
 
 static const struct fake_mode fallback_mode = {"kernel", 50.0, 10, 1, "one direction"};
