@@ -111,8 +111,10 @@ static json_t *fake_explain_json(const struct fake_explain *x, uint64_t size)
         json_int_t n_dtoh = dtoh && mig ? (dtoh + mig - 1) / mig : 0;
         json_int_t faults = (json_int_t)(mib * x->gpu_faults_per_mib);
 
+        /* 19 keys: 2 flags, 4 byte and migration counts, 2 means, 9 event counts, the pass time,
+         * completeness. */
         return json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I,"
-                         " s:I, s:I, s:f, s:b}",
+                         " s:I, s:I, s:I, s:f, s:b}",
                          "available", 1, "fake", 1, "bytes_htod", htod, "bytes_dtoh", dtoh,
                          "migrations_htod", n_htod, "migrations_dtoh", n_dtoh,
                          "mean_migration_htod_bytes", n_htod ? (double)htod / n_htod : 0.0,

@@ -34,6 +34,7 @@ def test_explain_adds_modelled_counters_to_every_managed_measurement(umd):
         for n in names:
             x = ms[n]["explain"]
             assert x["available"] is True and x["fake"] is True, (bench, n, x)
+            assert x["complete"] is True, (bench, n, x)
             for k in ("bytes_htod", "bytes_dtoh", "migrations_htod", "migrations_dtoh",
                       "gpu_page_faults", "cpu_page_faults", "thrashing_events",
                       "throttling_events", "remote_map_events"):
