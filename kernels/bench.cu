@@ -520,31 +520,6 @@ int add_measurement(struct bench_job *j, const char *name, double bytes, const c
         return 0;
 }
 
-void explain_check(json_t *x, uint64_t expect_htod, uint64_t expect_dtoh)
-{
-        uint64_t h = (uint64_t)json_integer_value(json_object_get(x, "bytes_htod"));
-        uint64_t d = (uint64_t)json_integer_value(json_object_get(x, "bytes_dtoh"));
-        char why[320];
-
-        json_object_set_new(x, "expected_bytes_htod", json_integer((json_int_t)expect_htod));
-        json_object_set_new(x, "expected_bytes_dtoh", json_integer((json_int_t)expect_dtoh));
-        if (!expect_htod && !expect_dtoh) {
-                json_object_set_new(x, "complete", json_null()); /* nothing to check against */
-                return;
-        }
-        bool complete = h >= expect_htod && d >= expect_dtoh;
-        json_object_set_new(x, "complete", json_boolean(complete));
-        if (complete)
-                return;
-        snprintf(why, sizeof(why),
-                 "CUPTI reported %llu of the %llu bytes this pass had to move to the GPU and %llu "
-                 "of %llu to the host: the driver dropped the other events, so every count is a "
-                 "lower bound",
-                 (unsigned long long)h, (unsigned long long)expect_htod, (unsigned long long)d,
-                 (unsigned long long)expect_dtoh);
-        json_object_set_new(x, "why_incomplete", json_string(why));
-}
-
 /* Marks every measurement verified once the data checked out after all of them ran. */
 static void mark_verified(struct bench_job *j)
 {

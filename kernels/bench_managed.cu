@@ -4,6 +4,7 @@
  * back before each sample (outside the timed window) and how it is verified afterwards, the
  * managed kernels' second shape (a warp per 64 KiB chunk) and the explain passes (issue 17). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +147,31 @@ static void describe_kernel(struct bench_job *j)
         json_object_set_new(j->context_extra, "kernel",
                             json_string(j->warp_per_chunk ? "warp_per_chunk" : "grid_stride"));
         json_object_set_new(j->context_extra, "kernel_pattern", json_string(words));
+}
+
+void explain_check(json_t *x, uint64_t expect_htod, uint64_t expect_dtoh)
+{
+        uint64_t h = (uint64_t)json_integer_value(json_object_get(x, "bytes_htod"));
+        uint64_t d = (uint64_t)json_integer_value(json_object_get(x, "bytes_dtoh"));
+        char why[320];
+
+        json_object_set_new(x, "expected_bytes_htod", json_integer((json_int_t)expect_htod));
+        json_object_set_new(x, "expected_bytes_dtoh", json_integer((json_int_t)expect_dtoh));
+        if (!expect_htod && !expect_dtoh) {
+                json_object_set_new(x, "complete", json_null()); /* nothing to check against */
+                return;
+        }
+        bool complete = h >= expect_htod && d >= expect_dtoh;
+        json_object_set_new(x, "complete", json_boolean(complete));
+        if (complete)
+                return;
+        snprintf(why, sizeof(why),
+                 "CUPTI reported %llu of the %llu bytes this pass had to move to the GPU and %llu "
+                 "of %llu to the host: the driver dropped the other events, so every count is a "
+                 "lower bound",
+                 (unsigned long long)h, (unsigned long long)expect_htod, (unsigned long long)d,
+                 (unsigned long long)expect_dtoh);
+        json_object_set_new(x, "why_incomplete", json_string(why));
 }
 
 struct managed {
