@@ -109,6 +109,8 @@ files=(
 	/usr/libexec/umd-worker
 	/lib/systemd/system/umd.service
 	/lib/systemd/system/umd.socket
+	/lib/systemd/system/umd-healthcheck.service
+	/lib/systemd/system/umd-healthcheck.timer
 	/usr/lib/sysusers.d/umd.conf
 	/usr/lib/tmpfiles.d/umd.conf
 	/etc/umd/umd.conf
@@ -236,8 +238,9 @@ kill -TERM "$sa_pid" 2>/dev/null
 wait "$sa_pid" 2>/dev/null
 
 step "systemd-analyze on the installed units"
-check "systemd-analyze verify umd.service umd.socket" \
-	systemd-analyze verify /lib/systemd/system/umd.service /lib/systemd/system/umd.socket
+check "systemd-analyze verify umd.service umd.socket and the health-check timer" \
+	systemd-analyze verify /lib/systemd/system/umd.service /lib/systemd/system/umd.socket \
+	/lib/systemd/system/umd-healthcheck.service /lib/systemd/system/umd-healthcheck.timer
 score_line=$(systemd-analyze security --offline=yes umd.service 2>&1 | grep 'Overall exposure level')
 echo "$score_line"
 score=$(sed -n 's/.*: \([0-9.]*\) .*/\1/p' <<<"$score_line")

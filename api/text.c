@@ -59,6 +59,110 @@ static void render_measurements(FILE *f, const json_t *result)
         }
 }
 
+/* 262144 -> "262,144" */
+static void thousands(json_int_t v, char *buf, size_t len)
+{
+        char digits[32];
+        size_t n = (size_t)snprintf(digits, sizeof(digits), "%lld", (long long)(v < 0 ? -v : v));
+        size_t at = 0;
+        if (v < 0 && at + 1 < len)
+                buf[at++] = '-';
+        for (size_t i = 0; i < n && at + 1 < len; i++) {
+                if (i > 0 && (n - i) % 3 == 0 && at + 2 < len)
+                        buf[at++] = ',';
+                buf[at++] = digits[i];
+        }
+        buf[at] = '\0';
+}
+
+static json_int_t integer(const json_t *o, const char *k)
+{
+        json_t *v = json_object_get(o, k);
+        return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
+/* The explain pass (issue 17) in one sentence per measurement: who faulted how often, what
+ * moved in what pieces, and whether the driver thrashed or throttled. */
+static void render_explain(FILE *f, const char *name, const json_t *x)
+{
+        char a[32], b[32], c[32], d[32];
+
+        if (!json_is_true(json_object_get(x, "available"))) {
+                fprintf(f, "  explain %s: %s\n", name,
+                        str(x, "why", "explanation unavailable: unknown"));
+                return;
+        }
+        fprintf(f, "  explain %s:", name);
+        json_int_t faults = integer(x, "gpu_page_faults"), cpu = integer(x, "cpu_page_faults");
+        const char *sep = " ";
+        if (faults > 0) {
+                thousands(faults, a, sizeof(a));
+                fprintf(f, "%sthe kernel faulted %s times", sep, a);
+                sep = "; ";
+        } else {
+                fprintf(f, "%sno GPU page faults", sep);
+                sep = "; ";
+        }
+        if (cpu > 0) {
+                thousands(cpu, a, sizeof(a));
+                fprintf(f, "%sthe CPU faulted %s times", sep, a);
+        }
+        static const char *const dirs[][3] = {
+            {"htod", "to the GPU", "mean_migration_htod_bytes"},
+            {"dtoh", "to the host", "mean_migration_dtoh_bytes"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                char kb[32], kn[32];
+                snprintf(kb, sizeof(kb), "bytes_%s", dirs[i][0]);
+                snprintf(kn, sizeof(kn), "migrations_%s", dirs[i][0]);
+                json_int_t bytes = integer(x, kb), n = integer(x, kn);
+                if (bytes <= 0)
+                        continue;
+                size_words(bytes, b, sizeof(b));
+                size_words((json_int_t)num(x, dirs[i][2]), c, sizeof(c));
+                thousands(n, d, sizeof(d));
+                fprintf(f, ", migrating %s %s in %s pieces of %s on average", b, dirs[i][1], d, c);
+        }
+        if (integer(x, "bytes_htod") <= 0 && integer(x, "bytes_dtoh") <= 0)
+                fprintf(f, ", migrating nothing");
+        json_int_t thr = integer(x, "thrashing_events"), thl = integer(x, "throttling_events");
+        json_int_t rm = integer(x, "remote_map_events");
+        if (thr || thl) {
+                thousands(thr, a, sizeof(a));
+                thousands(thl, b, sizeof(b));
+                fprintf(f, "; the driver saw %s thrashing events and throttled %s times", a, b);
+        } else
+                fprintf(f, "; no thrashing or throttling");
+        if (rm) {
+                thousands(rm, a, sizeof(a));
+                fprintf(f, "; %s regions mapped remotely instead of migrated", a);
+        }
+        /* Counts short of the bytes the pass had to move are a lower bound: say so. */
+        if (json_is_false(json_object_get(x, "complete"))) {
+                size_words(integer(x, "bytes_htod") + integer(x, "bytes_dtoh"), a, sizeof(a));
+                size_words(integer(x, "expected_bytes_htod") + integer(x, "expected_bytes_dtoh"), b,
+                           sizeof(b));
+                fprintf(f,
+                        " (incomplete: CUPTI reported %s of the %s that moved, so these are "
+                        "lower bounds)",
+                        a, b);
+        }
+        fprintf(f, "%s.\n",
+                json_is_true(json_object_get(x, "fake")) ? " (fake device: modelled)" : "");
+}
+
+static void render_explains(FILE *f, const json_t *result)
+{
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
+                const json_t *x = json_object_get(m, "explain");
+                if (json_is_object(x))
+                        render_explain(f, str(m, "name", "?"), x);
+        }
+}
+
 static void render_um_summary(FILE *f, const json_t *s)
 {
         size_t i;
@@ -190,6 +294,7 @@ char *text_render_job(const json_t *job)
                 if (!json_is_object(res))
                         continue;
                 render_measurements(f, res);
+                render_explains(f, res);
                 const json_t *s = json_object_get(res, "summary");
                 if (json_object_get(s, "matrices"))
                         render_topology_summary(f, s);

@@ -18,6 +18,9 @@
 static const char *const access_values[] = {"sequential", "strided", "random", NULL};
 static const char *const direction_values[] = {"h2d", "d2h", "bidir", NULL};
 static const char *const host_memory_values[] = {"pinned", "pageable", NULL};
+/* managed kernels' access shape (issue 17): today's grid-stride loop, or one warp per 64 KiB
+ * chunk walking it in order, as a fault-friendly program would. */
+static const char *const kernel_values[] = {"grid_stride", "warp_per_chunk", NULL};
 static const char *const advice_values[] = {"read_mostly", "preferred_location_host",
                                             "preferred_location_device", "accessed_by", NULL};
 /* Modes a sweep can chart; each maps to one measurement of one benchmark. */
@@ -70,6 +73,21 @@ static const char *const sweep_mode_values[] = {
                 .name = "host_memory", .type = PARAM_ENUM,                                         \
                 .description = "host buffer: pinned (cudaMallocHost) or pageable (malloc)",        \
                 .def_str = "pinned", .values = host_memory_values                                  \
+        }
+/* Issue 17: one untimed pass after the timed samples with CUPTI's Unified Memory counters on. */
+#define P_EXPLAIN                                                                                  \
+        {                                                                                          \
+                .name = "explain", .type = PARAM_BOOL,                                             \
+                .description = "after the timed samples, one untimed pass with CUPTI's Unified "   \
+                               "Memory counters on (bytes migrated, page faults, thrashing)",      \
+                .def = 0                                                                           \
+        }
+#define P_KERNEL                                                                                   \
+        {                                                                                          \
+                .name = "kernel", .type = PARAM_ENUM,                                              \
+                .description = "GPU kernel shape: grid_stride (every thread strides over the "     \
+                               "buffer) or warp_per_chunk (one warp walks each 64 KiB in order)",  \
+                .def_str = "grid_stride", .values = kernel_values                                  \
         }
 /* Test-only fault injection, honoured by fake devices and refused for real ones. */
 #define P_FAKE                                                                                     \
@@ -138,6 +156,14 @@ static const struct param_def kernel_params[] = {
     P_SIZE(64 * MiB), P_ITER(20), P_WARMUP, P_ACCESS, P_FAKE,
 };
 
+static const struct param_def managed_params[] = {
+    P_SIZE(64 * MiB), P_ITER(20), P_WARMUP, P_ACCESS, P_EXPLAIN, P_FAKE,
+};
+
+static const struct param_def managed_on_demand_params[] = {
+    P_SIZE(64 * MiB), P_ITER(20), P_WARMUP, P_ACCESS, P_KERNEL, P_EXPLAIN, P_FAKE,
+};
+
 static const struct param_def managed_advise_params[] = {
     P_SIZE(64 * MiB),
     P_ITER(20),
@@ -148,6 +174,8 @@ static const struct param_def managed_advise_params[] = {
      .description = "cudaMemAdvise applied before the kernel",
      .def_str = "read_mostly",
      .values = advice_values},
+    P_KERNEL,
+    P_EXPLAIN,
     P_FAKE,
 };
 
@@ -180,7 +208,7 @@ static const struct param_def latency_params[] = {
 };
 
 static const struct param_def um_vs_explicit_params[] = {
-    P_SIZE(1 * GiB), P_ITER(5), P_WARMUP, P_SEED, P_FAKE,
+    P_SIZE(1 * GiB), P_ITER(5), P_WARMUP, P_SEED, P_EXPLAIN, P_FAKE,
 };
 
 static const struct param_def sweep_params[] = {
@@ -282,10 +310,10 @@ static const struct bench_def catalog[] = {
     BENCH("managed_on_demand", "benchmark",
           "CPU-initialised managed memory faulted in by a GPU kernel, and GPU-resident pages "
           "touched by the CPU",
-          kernel_params),
+          managed_on_demand_params),
     BENCH("managed_prefetch", "benchmark",
           "cudaMemPrefetchAsync to the GPU then a kernel, prefetch alone, and prefetch back",
-          kernel_params),
+          managed_params),
     BENCH("managed_advise", "benchmark",
           "cudaMemAdvise (read_mostly, preferred location, accessed_by), then kernels that "
           "read and write",

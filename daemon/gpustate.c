@@ -145,34 +145,50 @@ static bool pid_here(unsigned pid)
         return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
-/* Others among n processes, umd's workers (own_pid, the GPU's, and node_pid, the node
- * worker that spans GPUs) excluded; see the top of the file. */
-static int count_others(const struct nvml_process_info *p, unsigned n, pid_t own_pid,
-                        pid_t node_pid)
+int gpustate_count_others(const unsigned *pids, unsigned n, pid_t own_pid)
 {
         unsigned others = 0, unmatched = 0;
-        bool own_seen = false, node_seen = false;
+        bool own_seen = false;
 
         for (unsigned i = 0; i < n; i++) {
-                if (own_pid > 0 && p[i].pid == (unsigned)own_pid) {
+                if (own_pid > 0 && pids[i] == (unsigned)own_pid) {
                         own_seen = true;
                         continue;
                 }
+                others++;
+                if (!pid_here(pids[i]))
+                        unmatched++;
+        }
+        if (own_pid > 0 && !own_seen && unmatched > 0)
+                others--;
+        return (int)others;
+}
+
+/* Others among n processes, umd's workers excluded: the GPU's own (own_pid) and the node worker
+ * that spans GPUs (node_pid), each matched by pid or, from another pid namespace, taken to be
+ * one unmatched process (see the top of the file). */
+static int count_others(const struct nvml_process_info *p, unsigned n, pid_t own_pid,
+                        pid_t node_pid)
+{
+        unsigned pids[NVML_PROCESSES_MAX] = {0}, m = 0;
+        bool node_seen = false;
+        int others;
+
+        for (unsigned i = 0; i < n && i < NVML_PROCESSES_MAX; i++) {
                 if (node_pid > 0 && p[i].pid == (unsigned)node_pid) {
                         node_seen = true;
                         continue;
                 }
-                others++;
-                if (!pid_here(p[i].pid))
-                        unmatched++;
+                pids[m++] = p[i].pid;
         }
-        if (own_pid > 0 && !own_seen && unmatched > 0) {
-                others--;
-                unmatched--;
-        }
-        if (node_pid > 0 && !node_seen && unmatched > 0)
-                others--;
-        return (int)others;
+        others = gpustate_count_others(pids, m, own_pid);
+        if (node_pid > 0 && !node_seen && others > 0)
+                for (unsigned k = 0; k < m; k++)
+                        if (pids[k] != (unsigned)own_pid && !pid_here(pids[k])) {
+                                others--;
+                                break;
+                        }
+        return others;
 }
 
 static void nvml_query(const char *uuid, pid_t own_pid, pid_t node_pid, struct gpu_state *st)

@@ -36,3 +36,9 @@ const char *gpustate_backend(void);
  * fails: *ret is filled with what is known. */
 void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, pid_t node_pid,
                     struct gpu_state *ret);
+
+/* Of the compute processes pids[n] NVML lists on a GPU, those that are not umd's worker
+ * own_pid (0: none runs). A pid that is not in this pid namespace may be the worker seen from
+ * another one: while the worker runs and is not seen by its pid, one such process is taken to
+ * be it. (Exposed for tests.) */
+int gpustate_count_others(const unsigned *pids, unsigned n, pid_t own_pid);

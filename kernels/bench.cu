@@ -716,6 +716,8 @@ int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params
         j->stride = (uint64_t)param_int(j, "stride", 64 * 1024);
         r = bench_access_from_string(param_str(j, "access", "sequential"));
         j->access = r < 0 ? BENCH_ACCESS_SEQUENTIAL : (enum bench_access)r;
+        j->explain = json_is_true(json_object_get(params, "explain"));
+        j->warp_per_chunk = strcmp(param_str(j, "kernel", "grid_stride"), "warp_per_chunk") == 0;
 
         if (j->size > ctx->lim.max_buffer_bytes) {
                 r = job_fail(j, -ENOMEM, "size %llu is above max_buffer_bytes (%llu)",

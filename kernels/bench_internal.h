@@ -11,6 +11,7 @@ extern "C" {
 #include "bench.h"
 #include "bench_access.h"
 #include "discover.h"
+#include "explain.h"
 #include "stats.h"
 }
 
@@ -64,6 +65,8 @@ struct bench_job {
         uint64_t stride;
         uint32_t *d_order; /* page order on the device (strided/random), NULL for sequential */
         uint64_t npages;
+        bool explain;        /* issue 17: one untimed pass with the UM counters after the samples */
+        bool warp_per_chunk; /* managed kernels: one warp per 64 KiB chunk, not a grid stride */
 };
 
 /* ---- errors ---- */
@@ -187,6 +190,63 @@ int sample_host(struct bench_job *j, std::vector<double> &out, Prep prep, Work w
                         out.push_back(ms);
         }
         return 0;
+}
+
+/* ---- the explain pass (issue 17) ---- */
+/* Says whether CUPTI counted at least the bytes the pass had to move (expect_*: 0 when the mode
+ * need not migrate anything, e.g. remote mapping). The driver's event queue can drop events in
+ * a burst of faults, and nothing else says so: counts short of what had to move are marked a
+ * lower bound instead of passing for the truth. */
+void explain_check(json_t *x, uint64_t expect_htod, uint64_t expect_dtoh);
+
+/* When the job asked for it (explain: true): one more prep + work after the timed samples, with
+ * CUPTI's Unified Memory counters on only around work, so no timed sample ever runs with them.
+ * expect_htod/dtoh: bytes the pass must move each way (explain_check). 0 with *ret the
+ * explanation (NULL when not asked; {"available": false, "why"} when CUPTI cannot count here),
+ * or negative when the pass itself failed (a CUDA error). */
+template <class Prep, class Work>
+int explain_pass(struct bench_job *j, Prep prep, Work work, uint64_t expect_htod,
+                 uint64_t expect_dtoh, json_t **ret)
+{
+        const char *why = NULL;
+        *ret = NULL;
+        if (!j->explain)
+                return 0;
+        int r = prep();
+        if (r < 0)
+                return r;
+        CK(j, cudaDeviceSynchronize());
+        if (explain_begin(&why) < 0) {
+                *ret = explain_unavailable(why);
+                return 0;
+        }
+        double t0 = now_ms();
+        r = work();
+        cudaError_t e = cudaDeviceSynchronize();
+        double ms = now_ms() - t0;
+        json_t *x = explain_end();
+        if (r < 0 || e != cudaSuccess) {
+                json_decref(x);
+                return r < 0 ? r : job_cuda_fail(j, e, "explain pass");
+        }
+        if (!x)
+                return job_fail(j, -ENOMEM, "out of memory");
+        /* The pass ran with the counters on: its time says what they cost, never a result. */
+        json_object_set_new(x, "pass_ms", json_real(ms));
+        json_object_set_new(x, "fake", json_false());
+        explain_check(x, expect_htod, expect_dtoh);
+        *ret = x;
+        return 0;
+}
+/* {"explain": x} to merge into a measurement (NULL when x is NULL); steals x. */
+static inline json_t *explain_extra(json_t *x, json_t *more)
+{
+        if (!x)
+                return more;
+        if (!more)
+                more = json_object();
+        json_object_set_new(more, "explain", x);
+        return more;
 }
 
 /* ---- results ---- */

@@ -1,8 +1,10 @@
 /* Kernels on memory the GPU reaches without explicit copies: zero_copy (mapped pinned host
  * memory), managed_on_demand, managed_prefetch, managed_advise (cudaMallocManaged) and
  * system_memory (plain malloc, where pageableMemoryAccess allows it). Owns where the data is put
- * back before each sample (outside the timed window) and how it is verified afterwards. */
+ * back before each sample (outside the timed window) and how it is verified afterwards, the
+ * managed kernels' second shape (a warp per 64 KiB chunk) and the explain passes (issue 17). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +66,114 @@ int bench_zero_copy(struct bench_job *j)
         return r;
 }
 
+#define CHUNK_BYTES (64u << 10)
+
+/* One warp per 64 KiB chunk, walked in order 512 bytes (32 lanes x 16) at a time: a chunk's
+ * first touch faults it in whole, and no other warp touches it meanwhile. The grid-stride loop
+ * instead spreads every chunk over 16 warps of different blocks. Same work: each 16 bytes read
+ * (and XORed with BENCH_XOR_WORD when WRITE), the ragged tail byte by byte. */
+template <bool WRITE>
+__global__ void k_warp_per_chunk(uint8_t *base, size_t size, unsigned long long *sink)
+{
+        size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+        size_t nwarps = (size_t)gridDim.x * blockDim.x / 32;
+        unsigned lane = threadIdx.x % 32;
+        uint32_t acc = 0;
+        for (size_t c = warp * CHUNK_BYTES; c < size; c += nwarps * CHUNK_BYTES) {
+                size_t end = c + CHUNK_BYTES < size ? c + CHUNK_BYTES : size;
+                for (size_t off = c + lane * 16; off < end; off += 32 * 16) {
+                        if (off + 16 <= end) {
+                                uint4 *v = (uint4 *)(base + off);
+                                uint4 x = *v;
+                                if (WRITE) {
+                                        x.x ^= BENCH_XOR_WORD;
+                                        x.y ^= BENCH_XOR_WORD;
+                                        x.z ^= BENCH_XOR_WORD;
+                                        x.w ^= BENCH_XOR_WORD;
+                                        *v = x;
+                                } else
+                                        acc ^= x.x ^ x.y ^ x.z ^ x.w;
+                        } else {
+                                for (size_t b = off; b < end; b++) {
+                                        if (WRITE)
+                                                base[b] ^= BENCH_XOR_BYTE;
+                                        else
+                                                acc ^= base[b];
+                                }
+                        }
+                }
+        }
+        if (!WRITE && acc == 0x12345678u && threadIdx.x == 0xffff)
+                *sink = acc;
+}
+
+/* Blocks of 256 threads (8 warps), one warp per chunk, at most 8 blocks per SM. */
+static unsigned chunk_grid(const struct bench_ctx *c, size_t size)
+{
+        uint64_t chunks = (size + CHUNK_BYTES - 1) / CHUNK_BYTES;
+        uint64_t blocks = (chunks + 7) / 8, max = (uint64_t)c->sm_count * 8;
+        return (unsigned)(blocks < 1 ? 1 : blocks < max ? blocks : max);
+}
+
+/* The kernel a managed benchmark runs, in words, for the result's context: what the fault
+ * handler sees depends on it (issue 17's ReadMostly figure came from this shape). */
+static void describe_kernel(struct bench_job *j)
+{
+        struct bench_ctx *c = j->ctx;
+        char words[400];
+        if (j->warp_per_chunk) {
+                unsigned blocks = chunk_grid(c, j->size);
+                snprintf(words, sizeof(words),
+                         "warp_per_chunk: %u blocks x 256 threads; each warp reads (and, for "
+                         "writes, XORs) one 64 KiB chunk in order, 512 bytes a step, then the "
+                         "chunk %u warps further on",
+                         blocks, blocks * 8);
+        } else if (j->d_order) {
+                snprintf(words, sizeof(words),
+                         "grid_stride over pages in the access order: block b reads (and, for "
+                         "writes, XORs back) page order[b], then order[b + grid], 16 bytes a "
+                         "thread");
+        } else {
+                uint64_t blocks = (uint64_t)c->sm_count * 8, pages = (j->size + 4095) / 4096;
+                if (pages < blocks)
+                        blocks = pages;
+                snprintf(words, sizeof(words),
+                         "grid_stride: %llu blocks x 256 threads; each thread reads (and, for "
+                         "writes, XORs back) 16 bytes, then the 16 bytes %llu KiB further on; a "
+                         "block covers 4 KiB per step, so each 64 KiB chunk is worked by 16 "
+                         "blocks at once",
+                         (unsigned long long)blocks, (unsigned long long)(blocks * 4));
+        }
+        json_object_set_new(j->context_extra, "kernel",
+                            json_string(j->warp_per_chunk ? "warp_per_chunk" : "grid_stride"));
+        json_object_set_new(j->context_extra, "kernel_pattern", json_string(words));
+}
+
+void explain_check(json_t *x, uint64_t expect_htod, uint64_t expect_dtoh)
+{
+        uint64_t h = (uint64_t)json_integer_value(json_object_get(x, "bytes_htod"));
+        uint64_t d = (uint64_t)json_integer_value(json_object_get(x, "bytes_dtoh"));
+        char why[320];
+
+        json_object_set_new(x, "expected_bytes_htod", json_integer((json_int_t)expect_htod));
+        json_object_set_new(x, "expected_bytes_dtoh", json_integer((json_int_t)expect_dtoh));
+        if (!expect_htod && !expect_dtoh) {
+                json_object_set_new(x, "complete", json_null()); /* nothing to check against */
+                return;
+        }
+        bool complete = h >= expect_htod && d >= expect_dtoh;
+        json_object_set_new(x, "complete", json_boolean(complete));
+        if (complete)
+                return;
+        snprintf(why, sizeof(why),
+                 "CUPTI reported %llu of the %llu bytes this pass had to move to the GPU and %llu "
+                 "of %llu to the host: the driver dropped the other events, so every count is a "
+                 "lower bound",
+                 (unsigned long long)h, (unsigned long long)expect_htod, (unsigned long long)d,
+                 (unsigned long long)expect_dtoh);
+        json_object_set_new(x, "why_incomplete", json_string(why));
+}
+
 struct managed {
         struct bench_job *j;
         void *p;
@@ -86,7 +196,17 @@ struct managed {
         {
                 if (op == OP_READ_WRITE)
                         rw_runs++;
-                return launch_process(j, p, size, op, true, j->ctx->streams[0]);
+                if (!j->warp_per_chunk)
+                        return launch_process(j, p, size, op, true, j->ctx->streams[0]);
+                unsigned g = chunk_grid(j->ctx, size);
+                cudaStream_t s = j->ctx->streams[0];
+                unsigned long long *sink = j->ctx->d_scratch + 1;
+                if (op == OP_READ_WRITE)
+                        k_warp_per_chunk<true><<<g, 256, 0, s>>>((uint8_t *)p, size, sink);
+                else
+                        k_warp_per_chunk<false><<<g, 256, 0, s>>>((uint8_t *)p, size, sink);
+                CK(j, cudaGetLastError());
+                return 0;
         }
         int verify(const char *what)
         {
@@ -101,6 +221,10 @@ static int managed_open(struct bench_job *j, struct managed *m)
         if (!j->ctx->concurrent_managed)
                 return job_fail(j, -ENOTSUP,
                                 "unsupported on this device: no concurrentManagedAccess");
+        if (j->warp_per_chunk && j->access != BENCH_ACCESS_SEQUENTIAL)
+                return job_fail(j, -EINVAL,
+                                "kernel warp_per_chunk walks the buffer in order: it takes "
+                                "access sequential only");
         m->j = j;
         m->size = j->size;
         m->rw_runs = 0;
@@ -109,6 +233,7 @@ static int managed_open(struct bench_job *j, struct managed *m)
                 return r;
         host_fill(m->p, m->size, j->seed);
         json_object_set_new(j->context_extra, "host_memory", json_string("managed"));
+        describe_kernel(j);
         return 0;
 }
 
@@ -116,24 +241,37 @@ int bench_managed_on_demand(struct bench_job *j)
 {
         struct managed m = {};
         std::vector<double> gpu, cpu;
+        json_t *xg = NULL, *xc = NULL;
         int r = managed_open(j, &m);
         if (r < 0)
                 return r;
 
-        r = sample_events(
-            j, gpu, [&]() { return m.to_host(); }, [&]() { return m.kernel(OP_READ_WRITE); });
+        auto gpu_prep = [&]() { return m.to_host(); };
+        auto gpu_work = [&]() { return m.kernel(OP_READ_WRITE); };
+        auto cpu_prep = [&]() { return m.to_dev(); };
+        auto cpu_work = [&]() { return cpu_touch_pages(m.p, m.size); };
+        r = sample_events(j, gpu, gpu_prep, gpu_work);
+        if (r >= 0)
+                r = explain_pass(j, gpu_prep, gpu_work, m.size, 0, &xg);
         /* The way back: pages resident on the GPU, read by the CPU one word per page. */
         if (r >= 0)
-                r = sample_host(
-                    j, cpu, [&]() { return m.to_dev(); },
-                    [&]() { return cpu_touch_pages(m.p, m.size); });
+                r = sample_host(j, cpu, cpu_prep, cpu_work);
+        if (r >= 0)
+                r = explain_pass(j, cpu_prep, cpu_work, 0, m.size, &xc);
         if (r >= 0)
                 r = m.verify("managed memory after on-demand migrations");
-        if (r >= 0)
-                r = add_measurement(j, "gpu_on_demand", (double)j->size, ONE_DIR, gpu, false, NULL);
-        if (r >= 0)
+        if (r >= 0) {
+                r = add_measurement(j, "gpu_on_demand", (double)j->size, ONE_DIR, gpu, false,
+                                    explain_extra(xg, NULL));
+                xg = NULL;
+        }
+        if (r >= 0) {
                 r = add_measurement(j, "cpu_on_demand", (double)j->size, ONE_DIR, cpu, false,
-                                    json_pack("{s:s}", "timer", "host clock"));
+                                    explain_extra(xc, json_pack("{s:s}", "timer", "host clock")));
+                xc = NULL;
+        }
+        json_decref(xg);
+        json_decref(xc);
         cudaFree(m.p);
         return r;
 }
@@ -143,40 +281,52 @@ int bench_managed_prefetch(struct bench_job *j)
         struct bench_ctx *c = j->ctx;
         struct managed m = {};
         std::vector<double> pk, pf, back;
+        json_t *x[3] = {NULL, NULL, NULL};
         int r = managed_open(j, &m);
         if (r < 0)
                 return r;
 
-        r = sample_events(
-            j, pk, [&]() { return m.to_host(); },
-            [&]() -> int {
-                    CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_dev(c), 0, c->streams[0]));
-                    return m.kernel(OP_READ_WRITE);
-            });
+        auto host_prep = [&]() { return m.to_host(); };
+        auto dev_prep = [&]() { return m.to_dev(); };
+        auto pk_work = [&]() -> int {
+                CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_dev(c), 0, c->streams[0]));
+                return m.kernel(OP_READ_WRITE);
+        };
+        auto pf_work = [&]() -> int {
+                CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_dev(c), 0, c->streams[0]));
+                return 0;
+        };
+        auto back_work = [&]() -> int {
+                CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_host(), 0, c->streams[0]));
+                return 0;
+        };
+        r = sample_events(j, pk, host_prep, pk_work);
         if (r >= 0)
-                r = sample_events(
-                    j, pf, [&]() { return m.to_host(); },
-                    [&]() -> int {
-                            CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_dev(c), 0, c->streams[0]));
-                            return 0;
-                    });
+                r = explain_pass(j, host_prep, pk_work, m.size, 0, &x[0]);
         if (r >= 0)
-                r = sample_events(
-                    j, back, [&]() { return m.to_dev(); },
-                    [&]() -> int {
-                            CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_host(), 0, c->streams[0]));
-                            return 0;
-                    });
+                r = sample_events(j, pf, host_prep, pf_work);
+        if (r >= 0)
+                r = explain_pass(j, host_prep, pf_work, m.size, 0, &x[1]);
+        if (r >= 0)
+                r = sample_events(j, back, dev_prep, back_work);
+        if (r >= 0)
+                r = explain_pass(j, dev_prep, back_work, 0, m.size, &x[2]);
         if (r >= 0)
                 r = m.verify("managed memory after prefetches");
         if (r >= 0)
                 r = add_measurement(j, "prefetch_kernel", (double)j->size, ONE_DIR, pk, false,
-                                    NULL);
+                                    explain_extra(x[0], NULL));
+        x[0] = NULL;
         if (r >= 0)
-                r = add_measurement(j, "prefetch", (double)j->size, ONE_DIR, pf, false, NULL);
+                r = add_measurement(j, "prefetch", (double)j->size, ONE_DIR, pf, false,
+                                    explain_extra(x[1], NULL));
+        x[1] = NULL;
         if (r >= 0)
                 r = add_measurement(j, "prefetch_to_host", (double)j->size, ONE_DIR, back, false,
-                                    NULL);
+                                    explain_extra(x[2], NULL));
+        x[2] = NULL;
+        for (int i = 0; i < 3; i++)
+                json_decref(x[i]);
         cudaFree(m.p);
         return r;
 }
@@ -219,18 +369,38 @@ int bench_managed_advise(struct bench_job *j)
                 return 0;
         };
 
-        r = sample_events(j, rd, reset, [&]() { return m.kernel(OP_READ); });
+        json_t *xr = NULL, *xw = NULL;
+        /* Host-preferred and accessed-by pages may be mapped remotely instead of migrated:
+         * only read-mostly and device-preferred pages must all come to the GPU. */
+        uint64_t must_move =
+            read_mostly || strcmp(advice, "preferred_location_device") == 0 ? (uint64_t)m.size : 0;
+        auto rd_work = [&]() { return m.kernel(OP_READ); };
+        auto wr_work = [&]() { return m.kernel(OP_READ_WRITE); };
+        r = sample_events(j, rd, reset, rd_work);
         if (r >= 0)
-                r = sample_events(j, wr, reset, [&]() { return m.kernel(OP_READ_WRITE); });
+                r = explain_pass(j, reset, rd_work, must_move, 0, &xr);
+        if (r >= 0)
+                r = sample_events(j, wr, reset, wr_work);
+        if (r >= 0)
+                r = explain_pass(j, reset, wr_work, must_move, 0, &xw);
         if (r >= 0)
                 r = m.verify("managed memory after advised kernels");
         if (r >= 0)
-                r = add_measurement(j, "read", (double)j->size, ONE_DIR, rd, false, NULL);
+                r = add_measurement(j, "read", (double)j->size, ONE_DIR, rd, false,
+                                    explain_extra(xr, NULL));
+        xr = NULL;
         if (r >= 0)
-                r = add_measurement(j, "write", (double)j->size, ONE_DIR, wr, false, NULL);
+                r = add_measurement(j, "write", (double)j->size, ONE_DIR, wr, false,
+                                    explain_extra(xw, NULL));
+        xw = NULL;
+        json_decref(xr);
+        json_decref(xw);
         if (r >= 0 && read_mostly && !wr.empty() && !rd.empty())
                 add_note(j, "read_mostly then GPU writes: every write collapses the read "
-                            "duplicates; compare write with read");
+                            "duplicates; compare write with read. The figure depends on the "
+                            "kernel's access pattern (context.kernel_pattern): each write fault "
+                            "revokes the CPU's copy of its block, and how many such faults a "
+                            "pattern makes at once decides the rate");
         cudaFree(m.p);
         return r;
 }

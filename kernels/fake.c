@@ -77,6 +77,70 @@ static const struct fake_mode {
     {"host_all_d2h", 109.0, 10, 1, "one direction"},
 };
 
+/* Issue 17's explain pass, modelled per managed measurement (model key): what CUPTI's Unified
+ * Memory counters would say for a buffer of `size` bytes. Shapes, not measurements: on-demand
+ * faults migrate 64 KiB on average and fault every 4 KiB page; prefetches move 2 MiB blocks
+ * without faults; ReadMostly writes fault twice a page (read, then write) and thrash. */
+static const struct fake_explain {
+        const char *key;
+        unsigned htod_per_mib, dtoh_per_mib; /* migrated MiB per buffer MiB (x100) */
+        unsigned migration_kib;              /* mean migration size */
+        unsigned gpu_faults_per_mib, cpu_faults_per_mib, thrashing_per_mib, throttling_per_mib;
+        unsigned remote_map_per_mib;
+} explains[] = {
+    {"managed_on_demand", 100, 0, 64, 256, 0, 0, 0, 0},
+    {"managed_on_demand.warp_per_chunk", 100, 0, 512, 16, 0, 0, 0, 0},
+    {"cpu_on_demand", 0, 100, 4, 0, 256, 0, 0, 0},
+    {"managed_prefetch", 100, 0, 2048, 0, 0, 0, 0, 0},
+    {"prefetch", 100, 0, 2048, 0, 0, 0, 0, 0},
+    {"prefetch_to_host", 0, 100, 2048, 0, 0, 0, 0, 0},
+    {"read_mostly.read", 100, 0, 64, 256, 0, 0, 0, 0},
+    {"read_mostly.write", 100, 0, 4, 512, 0, 16, 16, 0},
+    {"preferred_location_host.read", 0, 0, 0, 16, 0, 0, 0, 1},
+    {"preferred_location_host.write", 0, 0, 0, 16, 0, 0, 0, 1},
+    {"preferred_location_device.read", 100, 0, 64, 256, 0, 0, 0, 0},
+    {"preferred_location_device.write", 100, 0, 64, 256, 0, 0, 0, 0},
+    {"accessed_by.read", 0, 0, 0, 16, 0, 0, 0, 1},
+    {"accessed_by.write", 0, 0, 0, 16, 0, 0, 0, 1},
+};
+
+static const struct fake_explain *explain_find(const char *key)
+{
+        for (size_t i = 0; i < ELEMENTSOF(explains); i++)
+                if (strcmp(explains[i].key, key) == 0)
+                        return &explains[i];
+        return NULL;
+}
+
+/* The explain object of bench.h's real one (kernels/explain.h), marked fake. */
+static json_t *fake_explain_json(const struct fake_explain *x, uint64_t size)
+{
+        double mib = (double)size / (1 << 20);
+        json_int_t htod = (json_int_t)((double)size * x->htod_per_mib / 100);
+        json_int_t dtoh = (json_int_t)((double)size * x->dtoh_per_mib / 100);
+        json_int_t mig = (json_int_t)x->migration_kib << 10;
+        json_int_t n_htod = htod && mig ? (htod + mig - 1) / mig : 0;
+        json_int_t n_dtoh = dtoh && mig ? (dtoh + mig - 1) / mig : 0;
+        json_int_t faults = (json_int_t)(mib * x->gpu_faults_per_mib);
+
+        /* 19 keys: 2 flags, 4 byte and migration counts, 2 means, 9 event counts, the pass time,
+         * completeness. */
+        return json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I,"
+                         " s:I, s:I, s:I, s:f, s:b}",
+                         "available", 1, "fake", 1, "bytes_htod", htod, "bytes_dtoh", dtoh,
+                         "migrations_htod", n_htod, "migrations_dtoh", n_dtoh,
+                         "mean_migration_htod_bytes", n_htod ? (double)htod / n_htod : 0.0,
+                         "mean_migration_dtoh_bytes", n_dtoh ? (double)dtoh / n_dtoh : 0.0,
+                         "gpu_page_faults", faults, "gpu_fault_records", faults, "cpu_page_faults",
+                         (json_int_t)(mib * x->cpu_faults_per_mib), "thrashing_events",
+                         (json_int_t)(mib * x->thrashing_per_mib), "thrashing_bytes",
+                         (json_int_t)(mib * x->thrashing_per_mib) * 4096, "throttling_events",
+                         (json_int_t)(mib * x->throttling_per_mib), "remote_map_events",
+                         (json_int_t)(mib * x->remote_map_per_mib), "remote_map_bytes",
+                         (json_int_t)(mib * x->remote_map_per_mib) * 65536, "dropped_records",
+                         (json_int_t)0, "pass_ms", 0.0, "complete", 1);
+}
+
 static const struct fake_mode fallback_mode = {"kernel", 50.0, 10, 1, "one direction"};
 
 static const struct fake_mode *mode_find(const char *key)
@@ -183,6 +247,7 @@ struct fake_meas {
         int src, dst;
         const char *method, *direction;
         double scale; /* the pair's link against the model's NV18 (1 when not a pair) */
+        const struct fake_explain *explain; /* explain: true on a managed measurement */
 };
 
 struct fake_job {
@@ -365,6 +430,15 @@ static int plan(const json_t *device, const char *benchmark, const json_t *param
         }
         if (r < 0)
                 *why = "out of memory";
+        /* explain: true adds the modelled counters to every managed measurement. */
+        bool chunks = strcmp(param_str(params, "kernel", "grid_stride"), "warp_per_chunk") == 0;
+        for (size_t i = 0; r == 0 && param_u64(params, "explain", 0) && i < j->n; i++) {
+                snprintf(key, sizeof(key), "%s%s", j->m[i].mode->key,
+                         chunks ? ".warp_per_chunk" : "");
+                j->m[i].explain = explain_find(key);
+                if (!j->m[i].explain)
+                        j->m[i].explain = explain_find(j->m[i].mode->key);
+        }
         return r;
 }
 
@@ -437,6 +511,8 @@ static json_t *measure(const struct fake_meas *m, uint64_t seed, uint64_t salt, 
                 json_object_set_new(o, "method", json_string(m->method));
         if (o && m->direction)
                 json_object_set_new(o, "direction", json_string(m->direction));
+        if (o && m->explain)
+                json_object_set_new(o, "explain", fake_explain_json(m->explain, m->size));
         free(samples);
         *ret_sim_ms = sim;
         return o;

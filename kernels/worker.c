@@ -22,6 +22,7 @@
  * (CPUs, NUMA policy, the GPU's node) and whether the pool had been given back. */
 #include "bench.h"
 #include "catalog.h"
+#include "conditions.h"
 #include "discover.h"
 #include "fake.h"
 #include "fileio.h"
@@ -319,6 +320,8 @@ static void *runner_main(void *arg)
                 snprintf(job, sizeof(job), "%s", w->job);
                 pthread_mutex_unlock(&w->lock);
 
+                /* The GPU's clocks and throttle reasons before and after (issue 17). */
+                json_t *before = conditions_before(w->device, w->fake);
                 if (w->cancel)
                         r = -ECANCELED;
                 else
@@ -329,8 +332,11 @@ static void *runner_main(void *arg)
                 }
                 if (r >= 0 && !result)
                         r = -ENOMEM;
-                if (r >= 0)
+                if (r >= 0) {
                         stamp_result(w, result);
+                        conditions_stamp(result, w->device, before, w->fake);
+                } else
+                        json_decref(before);
                 w->pool_held = true;
                 w->pool_released = false;
                 if (r >= 0) {

@@ -14,6 +14,7 @@
 
 #include "bench.h"
 #include "catalog.h"
+#include "conditions.h"
 #include "discover.h"
 #include "size.h"
 
@@ -125,7 +126,13 @@ int main(int argc, char **argv)
                         if (asprintf(&err, "%s: %s", cerr.field, cerr.detail) < 0)
                                 err = NULL;
                 } else {
+                        /* The run's conditions, as umd-worker records them (issue 17). */
+                        json_t *before = conditions_before(info, false);
                         r = bench_run(ctx, name, params, NULL, &result, &err);
+                        if (r == 0)
+                                conditions_stamp(result, info, before, false);
+                        else
+                                json_decref(before);
                 }
                 json_t *line = json_pack("{s:s, s:O, s:b, s:i, s:s?, s:o?, s:f}", "benchmark", name,
                                          "params", params ? params : raw, "ok", r == 0, "errno", r,

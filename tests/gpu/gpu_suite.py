@@ -11,6 +11,9 @@ TEST is one of:
             rate, bidir counts both directions
   limits    managed memory beyond free minus the reserve is refused (-ENOMEM naming the limit)
   suites    um_vs_explicit, sweep and health give their summaries; health is quick when warm
+  explain   um_vs_explicit with explain: every managed mode carries CUPTI's counters, prefetches
+            count every byte, the other modes none; both kernel shapes verify; every result
+            records its conditions (nvidia_uvm parameters, clocks before and after)
   multi     two GPUs or more (skips with fewer): the real umd runs d2d, peer, managed_peer,
             host_all, topology and the canonical health check through its API, each copy within
             2% of tests/gpu/reference_multi's plain loop in the same run, a job on GPU 0
@@ -437,10 +440,58 @@ def _up(base):
         return False
 
 
+MANAGED_MODES = ("managed_on_demand", "managed_prefetch", "managed_read_mostly",
+                 "managed_preferred_host", "managed_preferred_device", "managed_accessed_by",
+                 "managed_prefetch_to_host", "managed_cpu_on_demand")
+
+
+def test_explain(args):
+    size = 64 << 20
+    L = drive(args, ["um_vs_explicit size=64MiB iterations=3 warmup=1 explain=true",
+                     "managed_on_demand size=64MiB iterations=3 warmup=1 kernel=warp_per_chunk"
+                     " explain=true"])
+    for line in L:
+        if not line["ok"]:
+            fail(f"{line['benchmark']}: {line['error']}")
+    ms = {m["name"]: m for m in L[0]["result"]["measurements"]}
+    for name, m in ms.items():
+        x = m.get("explain")
+        if name not in MANAGED_MODES:
+            if x is not None:
+                fail(f"{name} is not managed memory, yet explained: {x}")
+            continue
+        if x is None:
+            fail(f"{name}: no explanation")
+        if not x["available"]:
+            print(f"SKIP: {x['why']}")
+            return SKIP
+        print(f"  {name:26} htod {x['bytes_htod']:>10} in {x['migrations_htod']:>5}, dtoh "
+              f"{x['bytes_dtoh']:>10} in {x['migrations_dtoh']:>5}, gpu faults "
+              f"{x['gpu_page_faults']:>6}, cpu faults {x['cpu_page_faults']:>6}, thrashing "
+              f"{x['thrashing_events']}, complete {x['complete']}")
+    for name, key in (("managed_prefetch", "bytes_htod"), ("managed_prefetch_to_host",
+                                                           "bytes_dtoh")):
+        x = ms[name]["explain"]
+        if x[key] < size or x["complete"] is not True:
+            fail(f"{name}: counted {x[key]} of {size} bytes: {x}")
+    ctx = L[1]["result"]["context"]
+    if ctx.get("kernel") != "warp_per_chunk" or "warp" not in ctx.get("kernel_pattern", ""):
+        fail(f"kernel shape not recorded: {ctx.get('kernel')} {ctx.get('kernel_pattern')}")
+    c = ctx.get("conditions") or fail("no conditions in the context")
+    if not isinstance(c.get("nvidia_uvm"), dict) and not c.get("nvidia_uvm_why"):
+        fail(f"nvidia_uvm neither read nor explained: {c}")
+    for k in ("gpu_before", "gpu_after"):
+        g = c.get(k) or {}
+        if "sm_clock_mhz" not in g and "unavailable" not in g:
+            fail(f"{k}: {g}")
+    print(f"conditions: hmm {c['hmm']}, before {c['gpu_before']}, after {c['gpu_after']}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("test", choices=["list", "verify", "fidelity", "sanity", "limits", "suites",
-                                     "coexist", "multi"])
+                                     "explain", "coexist", "multi"])
     ap.add_argument("--umd", help="the umd daemon (coexist)")
     ap.add_argument("--worker", required=True)
     ap.add_argument("--driver", required=True)

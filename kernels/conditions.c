@@ -1,0 +1,259 @@
+/* Conditions of a run (see conditions.h). NVML is dlopen'ed, with the few types it needs
+ * declared here (nvml.h is not in every toolkit install; daemon/gpustate.c does the same): a
+ * worker on a machine without it still runs and says what it could not read. */
+#include "conditions.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "util.h"
+
+#include <fcntl.h>
+
+#define NVML_SUCCESS     0
+#define NVML_CLOCK_GRAPH 0
+#define NVML_CLOCK_SM    1
+#define NVML_CLOCK_MEM   2
+#define UVM_PARAMS_MAX   64
+#define UVM_VALUE_MAX    256
+
+typedef int nvml_return;
+typedef struct nvml_device *nvml_device;
+
+static struct {
+        nvml_return (*init)(void);
+        const char *(*error_string)(nvml_return);
+        nvml_return (*by_uuid)(const char *, nvml_device *);
+        nvml_return (*clock)(nvml_device, int, unsigned *);
+        nvml_return (*max_clock)(nvml_device, int, unsigned *);
+        nvml_return (*reasons)(nvml_device, unsigned long long *);
+        nvml_return (*temperature)(nvml_device, int, unsigned *);
+        nvml_return (*power)(nvml_device, unsigned *);
+} nvml;
+
+static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
+static char nvml_why[160];
+static bool nvml_ready;
+
+static void nvml_load(void)
+{
+        void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+                snprintf(nvml_why, sizeof(nvml_why), "NVML unavailable (libnvidia-ml.so.1: %s)",
+                         dlerror());
+                return;
+        }
+        nvml.init = dlsym(h, "nvmlInit_v2");
+        nvml.error_string = dlsym(h, "nvmlErrorString");
+        nvml.by_uuid = dlsym(h, "nvmlDeviceGetHandleByUUID");
+        nvml.clock = dlsym(h, "nvmlDeviceGetClockInfo");
+        nvml.max_clock = dlsym(h, "nvmlDeviceGetMaxClockInfo");
+        /* Renamed "clocks event reasons" in newer drivers; the old name stays as an alias. */
+        nvml.reasons = dlsym(h, "nvmlDeviceGetCurrentClocksEventReasons");
+        if (!nvml.reasons)
+                nvml.reasons = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+        nvml.temperature = dlsym(h, "nvmlDeviceGetTemperature");
+        nvml.power = dlsym(h, "nvmlDeviceGetPowerUsage");
+        if (!nvml.init || !nvml.by_uuid) {
+                snprintf(nvml_why, sizeof(nvml_why), "NVML too old (missing entry points)");
+                return;
+        }
+        nvml_return r = nvml.init();
+        if (r != NVML_SUCCESS) {
+                snprintf(nvml_why, sizeof(nvml_why), "NVML init failed: %s",
+                         nvml.error_string ? nvml.error_string(r) : "error");
+                return;
+        }
+        nvml_ready = true;
+}
+
+json_t *conditions_throttle_words(unsigned long long mask)
+{
+        static const struct {
+                unsigned long long bit;
+                const char *name;
+        } bits[] = {
+            {0x1ull, "gpu_idle"},
+            {0x2ull, "applications_clocks_setting"},
+            {0x4ull, "sw_power_cap"},
+            {0x8ull, "hw_slowdown"},
+            {0x10ull, "sync_boost"},
+            {0x20ull, "sw_thermal_slowdown"},
+            {0x40ull, "hw_thermal_slowdown"},
+            {0x80ull, "hw_power_brake_slowdown"},
+            {0x100ull, "display_clock_setting"},
+        };
+        json_t *a = json_array();
+        unsigned long long known = 0;
+        for (size_t i = 0; a && i < ELEMENTSOF(bits); i++) {
+                known |= bits[i].bit;
+                if (mask & bits[i].bit)
+                        json_array_append_new(a, json_string(bits[i].name));
+        }
+        if (a && (mask & ~known))
+                json_array_append_new(a, json_string("other"));
+        return a;
+}
+
+/* value, or null when NVML did not answer */
+static json_t *uint_or_null(nvml_return r, unsigned v)
+{
+        return r == NVML_SUCCESS ? json_integer(v) : json_null();
+}
+
+json_t *conditions_gpu(const char *uuid)
+{
+        nvml_device d;
+        unsigned v = 0;
+        unsigned long long mask = 0;
+        nvml_return r;
+
+        pthread_once(&nvml_once, nvml_load);
+        if (!nvml_ready)
+                return json_pack("{s:s}", "unavailable", nvml_why);
+        if (!uuid || nvml.by_uuid(uuid, &d) != NVML_SUCCESS)
+                return json_pack("{s:s}", "unavailable", "NVML does not know this GPU's UUID");
+        json_t *o = json_object();
+        if (!o)
+                return NULL;
+#define FIELD(key, fn, ...)                                                                        \
+        do {                                                                                       \
+                r = nvml.fn ? nvml.fn(d, __VA_ARGS__) : -1;                                        \
+                json_object_set_new(o, key, uint_or_null(r, v));                                   \
+        } while (0)
+        FIELD("sm_clock_mhz", clock, NVML_CLOCK_SM, &v);
+        FIELD("memory_clock_mhz", clock, NVML_CLOCK_MEM, &v);
+        FIELD("graphics_clock_mhz", clock, NVML_CLOCK_GRAPH, &v);
+        FIELD("max_sm_clock_mhz", max_clock, NVML_CLOCK_SM, &v);
+        FIELD("temperature_c", temperature, 0, &v);
+        r = nvml.power ? nvml.power(d, &v) : -1;
+        json_object_set_new(o, "power_w", r == NVML_SUCCESS ? json_real(v / 1000.0) : json_null());
+#undef FIELD
+        r = nvml.reasons ? nvml.reasons(d, &mask) : -1;
+        if (r == NVML_SUCCESS) {
+                json_object_set_new(o, "throttle_reasons", conditions_throttle_words(mask));
+                json_object_set_new(o, "throttle_mask", json_integer((json_int_t)mask));
+        } else {
+                json_object_set_new(o, "throttle_reasons", json_null());
+                json_object_set_new(o, "throttle_mask", json_null());
+        }
+        return o;
+}
+
+/* "1\n" -> 1, "Y\n" -> "Y": integers stay integers. */
+static json_t *param_value(const char *text)
+{
+        char buf[UVM_VALUE_MAX], *end;
+        snprintf(buf, sizeof(buf), "%s", text);
+        buf[strcspn(buf, "\n")] = '\0';
+        errno = 0;
+        long long v = strtoll(buf, &end, 0);
+        if (*buf && !*end && errno == 0)
+                return json_integer(v);
+        return json_string(buf);
+}
+
+json_t *conditions_uvm_params(const char *dir, const char **ret_why)
+{
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        json_t *o;
+        size_t n = 0;
+
+        if (!d) {
+                *ret_why = errno == ENOENT ? "nvidia_uvm is not loaded (no module parameters)"
+                                           : "cannot read nvidia_uvm's module parameters";
+                return NULL;
+        }
+        o = json_object();
+        while (o && (e = readdir(d)) && n < UVM_PARAMS_MAX) {
+                char path[512], *buf = NULL;
+                size_t len = 0;
+                if (e->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+                /* Some parameters are write-only or root-only: null says so. */
+                /* sysfs says 4096 bytes for every attribute, whatever it holds. */
+                if (read_file_at(AT_FDCWD, path, 4096, &buf, &len) < 0)
+                        json_object_set_new(o, e->d_name, json_null());
+                else
+                        json_object_set_new(o, e->d_name, param_value(buf));
+                free(buf);
+                n++;
+        }
+        closedir(d);
+        return o;
+}
+
+/* A module parameter as a flag: 1 or "Y" is set; 0, "N" or anything unread is not. */
+static bool flag_set(const json_t *v)
+{
+        const char *s = json_string_value(v);
+        if (json_is_integer(v))
+                return json_integer_value(v) != 0;
+        return s && (s[0] == 'Y' || s[0] == 'y');
+}
+
+json_t *conditions_host(const char *uvm_dir, const json_t *device)
+{
+        const char *why = NULL;
+        json_t *uvm = conditions_uvm_params(uvm_dir, &why);
+        json_t *pma = json_object_get(device, "pageableMemoryAccess");
+        json_t *hpt = json_object_get(device, "pageableMemoryAccessUsesHostPageTables");
+        json_t *dis = uvm ? json_object_get(uvm, "uvm_disable_hmm") : NULL;
+        bool pageable = json_is_true(pma) || (json_is_integer(pma) && json_integer_value(pma));
+        bool disabled = dis && flag_set(dis);
+        const char *hmm_why;
+
+        if (!pageable)
+                hmm_why = "the device reports no pageableMemoryAccess: kernels cannot use malloc "
+                          "memory";
+        else if (disabled)
+                hmm_why = "nvidia_uvm's uvm_disable_hmm is set";
+        else
+                hmm_why = "the device reports pageableMemoryAccess";
+        json_t *hmm = json_pack("{s:b, s:O?, s:O?, s:b, s:s}", "pageableMemoryAccess", pageable,
+                                "pageableMemoryAccessUsesHostPageTables", hpt, "uvm_disable_hmm",
+                                dis, "could_use_hmm", pageable && !disabled, "why", hmm_why);
+        json_t *o = json_pack("{s:o, s:o}", "nvidia_uvm", uvm ? uvm : json_null(), "hmm", hmm);
+        if (o && !uvm)
+                json_object_set_new(o, "nvidia_uvm_why", json_string(why));
+        return o;
+}
+
+static json_t *fake_gpu(void)
+{
+        return json_pack("{s:s}", "unavailable", "fake device: no NVML");
+}
+
+json_t *conditions_before(const json_t *device, bool fake)
+{
+        return fake ? fake_gpu()
+                    : conditions_gpu(json_string_value(json_object_get(device, "uuid")));
+}
+
+void conditions_stamp(json_t *result, const json_t *device, json_t *gpu_before, bool fake)
+{
+        json_t *ctx = json_object_get(result, "context");
+        json_t *c =
+            fake ? json_pack("{s:n, s:s, s:o}", "nvidia_uvm", "nvidia_uvm_why",
+                             "fake device: no driver", "hmm",
+                             json_pack("{s:b, s:n, s:b, s:s}", "pageableMemoryAccess", 0,
+                                       "uvm_disable_hmm", "could_use_hmm", 0, "why", "fake device"))
+                 : conditions_host(CONDITIONS_UVM_PARAMS, device);
+
+        if (!c || !json_is_object(ctx)) {
+                json_decref(c);
+                json_decref(gpu_before);
+                return;
+        }
+        json_object_set_new(c, "gpu_before", gpu_before ? gpu_before : json_null());
+        json_object_set_new(c, "gpu_after", conditions_before(device, fake));
+        json_object_set_new(ctx, "conditions", c);
+}

@@ -1,0 +1,35 @@
+/* The conditions a result was measured in (issue 17), beside what the benchmark itself records:
+ * the nvidia_uvm driver's module parameters, whether the system could use HMM, and the GPU's
+ * clocks and throttle reasons (NVML, loaded at run time). Anything that cannot be read is null
+ * with a reason, never a guess. Plain C: no CUDA, no HTTP. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#define CONDITIONS_UVM_PARAMS "/sys/module/nvidia_uvm/parameters"
+
+/* Every file under dir as {"name": value} (integers as integers, else the trimmed text), or NULL
+ * with *ret_why (static) when the directory cannot be read (module not loaded). */
+json_t *conditions_uvm_params(const char *dir, const char **ret_why);
+
+/* {"nvidia_uvm": {...} | null, "nvidia_uvm_why"?, "hmm": {"pageableMemoryAccess",
+ *  "pageableMemoryAccessUsesHostPageTables", "uvm_disable_hmm" (null when absent),
+ *  "could_use_hmm", "why"}} from the uvm parameter directory and the device's --list entry. */
+json_t *conditions_host(const char *uvm_dir, const json_t *device);
+
+/* The GPU with this UUID now, through NVML: {"sm_clock_mhz", "memory_clock_mhz",
+ * "graphics_clock_mhz", "max_sm_clock_mhz", "temperature_c", "power_w", "throttle_reasons":
+ * [names], "throttle_mask"}; fields NVML does not answer are null. When NVML is absent:
+ * {"unavailable": "why"}. Thread-safe; NVML is loaded once. */
+json_t *conditions_gpu(const char *uuid);
+
+/* NVML's clocks-event (throttle) reason bits in words, as an array. */
+json_t *conditions_throttle_words(unsigned long long mask);
+
+/* Sets result.context.conditions: conditions_host's keys plus "gpu_before" (stolen; taken with
+ * conditions_gpu before the run) and "gpu_after" (taken now). Fake devices (fake true) read
+ * neither sysfs nor NVML: each says "fake device". Leaves result as it was on out of memory. */
+void conditions_stamp(json_t *result, const json_t *device, json_t *gpu_before, bool fake);
+/* What to pass as gpu_before: conditions_gpu for a real device, a "fake device" note else. */
+json_t *conditions_before(const json_t *device, bool fake);
