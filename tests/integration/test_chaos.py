@@ -158,7 +158,13 @@ def test_sigstop_of_a_worker_fails_its_part_and_keeps_the_api_up(umd):
     d = umd(args=["--heartbeat-interval-ms", "100", "--heartbeat-timeout-ms", "1000"])
     jid = submit(d, {"benchmark": "copy", "device": 0, "params": {"fake_delay_ms": 60000}})["id"]
     wait_job(d, jid, states=("running",))
-    workers = wait_workers(d, 1)  # workers start cold: only device 0's runs
+    # Workers start cold: wait for device 0's to have said hello (one stopped before hello is
+    # judged by the start timeout, which allows for creating a CUDA context).
+    deadline = time.monotonic() + 10
+    while not d.get("/v1/devices").json()[0]["warm"]:
+        assert time.monotonic() < deadline, d.log()
+        time.sleep(0.05)
+    workers = wait_workers(d, 1)
     stopped = []
     for w in workers:
         os.kill(w, signal.SIGSTOP)
