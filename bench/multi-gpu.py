@@ -10,8 +10,8 @@ the node worker survives a GPU worker being killed.
 Writes DIR/multi-gpu-jobs.json (every job as umd answered it), DIR/topology.txt and
 DIR/peer.txt (the text view), and prints the fidelity table and the checks. Python 3 stdlib
 only. Exit 0 when every job succeeded with verified data, each isolation check held and every
-copy measurement is within 2% of its reference (managed on-demand, whose migration rate swings
-from run to run, is reported but not held to 2%)."""
+copy measurement is within 2% of its reference (managed on-demand and managed prefetch between
+GPUs, whose rates swing from pass to pass in the plain loop too, are reported but not held)."""
 import argparse
 import json
 import os
@@ -24,7 +24,10 @@ import urllib.request
 from pathlib import Path
 
 TOLERANCE = 0.02
-NOT_HELD = ("on_demand@",)  # page-fault migration: reported, never held to 2%
+# Reported, never held to 2%: page-fault migration, and managed prefetch between GPUs, which
+# the plain loop itself does not repeat (on two H200s it measured 112 against 159 GB/s, and in
+# another run 101 against 135, for the two directions of one symmetric NVLink pair).
+NOT_HELD = ("on_demand@", "prefetch@")
 
 
 def http(base, method, path, body=None, timeout=60):
