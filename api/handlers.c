@@ -1,11 +1,15 @@
 /* One function per route: read the request, ask daemon/core.h, fill the reply. Handlers never
  * touch a socket, a device or the store; whatever the daemon says goes out as JSON, and
- * whatever it refuses goes out as problem+json. */
+ * whatever it refuses goes out as problem+json. A read that may wait (?wait=) says so in the
+ * reply; holding the connection is server.c's business. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "http.h"
 #include "text.h"
+
+unsigned api_wait_max_s = 60;
 
 void handle_health(const struct api_request *req, struct api_reply *rep)
 {
@@ -89,20 +93,67 @@ void handle_job_submit(const struct api_request *req, struct api_reply *rep)
         reply_json(rep, r == 0 ? 202 : 200, job);
 }
 
+static const char *arg_value(const struct api_request *req, const char *key)
+{
+        for (size_t i = 0; i < req->n_args; i++)
+                if (strcmp(req->args[i].key, key) == 0)
+                        return req->args[i].value;
+        return NULL;
+}
+
+/* ?wait= in milliseconds (0: absent), or -1 with the reply filled. */
+static int64_t wait_arg(const struct api_request *req, struct api_reply *rep)
+{
+        const char *v = arg_value(req, "wait");
+        struct problem p = {0};
+        uint64_t ms = 0;
+
+        if (!v)
+                return 0;
+        if (request_parse_wait(v, api_wait_max_s, &ms, &p) < 0) {
+                reply_problem(rep, &p);
+                return -1;
+        }
+        return (int64_t)ms;
+}
+
 void handle_job_list(const struct api_request *req, struct api_reply *rep)
 {
         struct job_filter f = {0};
         struct problem p = {0};
         json_t *page = NULL;
+        uint64_t gen = core_jobs_generation();
+        int64_t wait_ms = wait_arg(req, rep);
+        const char *next;
 
+        if (wait_ms < 0)
+                return;
         for (size_t i = 0; i < req->n_args; i++)
-                if (job_filter_set(&f, req->args[i].key, req->args[i].value, &p) < 0) {
+                if (strcmp(req->args[i].key, "wait") != 0 &&
+                    job_filter_set(&f, req->args[i].key, req->args[i].value, &p) < 0) {
                         reply_problem(rep, &p);
                         return;
                 }
+        /* "Anything newer than" needs a cursor to be newer than. */
+        if (wait_ms > 0 && !f.after) {
+                reply_errorf(rep, 400, "wait",
+                             "a list waits for jobs newer than a cursor: give after=ID with wait");
+                return;
+        }
         if (core_job_list(&f, &page, &p) < 0) {
                 reply_problem(rep, &p);
                 return;
+        }
+        next = json_string_value(json_object_get(page, "next"));
+        if (next) {
+                rep->link = NULL;
+                if (asprintf(&rep->link, "<%s>; rel=\"next\"", next) < 0)
+                        rep->link = NULL;
+        }
+        if (wait_ms > 0 && json_array_size(json_object_get(page, "jobs")) == 0) {
+                rep->wait_ms = (uint64_t)wait_ms;
+                rep->wait_gen = gen;
+                rep->wait_id[0] = '\0';
         }
         reply_json(rep, 200, page);
 }
@@ -110,9 +161,10 @@ void handle_job_list(const struct api_request *req, struct api_reply *rep)
 /* ?format=text, or an Accept that names text/plain before (or without) JSON. */
 static bool wants_text(const struct api_request *req)
 {
-        for (size_t i = 0; i < req->n_args; i++)
-                if (strcmp(req->args[i].key, "format") == 0)
-                        return strcmp(req->args[i].value, "text") == 0;
+        const char *f = arg_value(req, "format");
+
+        if (f)
+                return strcmp(f, "text") == 0;
         if (!req->accept)
                 return false;
         const char *t = strstr(req->accept, "text/plain");
@@ -120,15 +172,59 @@ static bool wants_text(const struct api_request *req)
         return t && (!j || t < j);
 }
 
+/* FNV-1a, 64 bits: an ETag only has to change when the bytes do. */
+static uint64_t fnv1a(const char *s, size_t n)
+{
+        uint64_t h = UINT64_C(14695981039346656037);
+
+        for (size_t i = 0; i < n; i++) {
+                h ^= (unsigned char)s[i];
+                h *= UINT64_C(1099511628211);
+        }
+        return h;
+}
+
+/* Whether an If-None-Match list names etag (weak comparison, RFC 9110 13.1.2) or is "*". */
+static bool etag_matches(const char *if_none_match, const char *etag)
+{
+        const char *s = if_none_match;
+
+        if (!s)
+                return false;
+        for (;;) {
+                size_t n;
+
+                s += strspn(s, " \t,");
+                if (!*s)
+                        return false;
+                if (*s == '*')
+                        return true;
+                if (strncmp(s, "W/", 2) == 0)
+                        s += 2;
+                n = strcspn(s, ",");
+                while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+                        n--;
+                if (n == strlen(etag) && strncmp(s, etag, n) == 0)
+                        return true;
+                s += strcspn(s, ",");
+        }
+}
+
 void handle_job_get(const struct api_request *req, struct api_reply *rep)
 {
         struct problem p = {0};
         json_t *job = NULL;
+        uint64_t gen = core_jobs_generation();
+        int64_t wait_ms = wait_arg(req, rep);
+        bool final;
 
+        if (wait_ms < 0)
+                return;
         if (core_job_get(req->id, &job, &p) < 0) {
                 reply_problem(rep, &p);
                 return;
         }
+        final = core_job_state_final(json_string_value(json_object_get(job, "state")));
         if (wants_text(req)) {
                 char *text = text_render_job(job);
                 json_decref(job);
@@ -137,9 +233,30 @@ void handle_job_get(const struct api_request *req, struct api_reply *rep)
                         return;
                 }
                 reply_text(rep, 200, "text/plain; charset=utf-8", text, strlen(text));
+        } else {
+                reply_json(rep, 200, job);
+        }
+        if (rep->status != 200)
+                return;
+        if (!final) {
+                if (wait_ms > 0) {
+                        rep->wait_ms = (uint64_t)wait_ms;
+                        rep->wait_gen = gen;
+                        snprintf(rep->wait_id, sizeof(rep->wait_id), "%s", req->id);
+                }
                 return;
         }
-        reply_json(rep, 200, job);
+        /* A finished job never changes, so its bytes name it; text and JSON differ in bytes
+         * and so in tag. */
+        snprintf(rep->etag, sizeof(rep->etag), "\"%016" PRIx64 "\"",
+                 fnv1a(rep->body, rep->body_len));
+        if (etag_matches(req->if_none_match, rep->etag)) {
+                char etag[sizeof(rep->etag)];
+
+                memcpy(etag, rep->etag, sizeof(etag));
+                reply_static(rep, 304, NULL, "", 0);
+                memcpy(rep->etag, etag, sizeof(etag));
+        }
 }
 
 void handle_job_cancel(const struct api_request *req, struct api_reply *rep)

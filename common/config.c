@@ -66,6 +66,11 @@ static const struct key keys[] = {
         {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
          "Seconds a request may take to arrive whole (headers and body), however steadily it "
          "trickles; the connection is closed after that."},
+        {"wait_max_s", K_UINT, F(wait_max_s), "60", 0, 3600,
+         "Longest ?wait= a job or list read may hold its connection (longer asks are cut to "
+         "this; 0: ?wait= answers at once)."},
+        {"max_waiters", K_UINT, F(max_waiters), "256", 0, 65536,
+         "Reads waiting with ?wait= at once, all clients together (503 beyond)."},
         {"shutdown_timeout_s", K_UINT, F(shutdown_timeout_s), "10", 0, 600,
          "Seconds in-flight requests and workers get to finish at shutdown."},
 
@@ -96,6 +101,10 @@ static const struct key keys[] = {
          "After asking a worker to stop a cancelled job, kill it after this long."},
         {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
          "Largest page GET /v1/jobs returns."},
+        {"list_results_max_bytes", K_SIZE, F(list_results_max_bytes), "4MiB", 4096,
+         256 * 1024 * 1024,
+         "Stored bytes one GET /v1/jobs?include=results page may carry (the page ends early, "
+         "with a next link, beyond)."},
         {"max_labels", K_UINT, F(max_labels), "16", 0, 1024, "Labels one job may carry."},
         {"max_label_key_len", K_UINT, F(max_label_key_len), "64", 1, 4096,
          "Longest label key, in bytes."},

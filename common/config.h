@@ -44,6 +44,9 @@ struct umd_config {
         unsigned job_timeout_max_s;
         unsigned cancel_grace_ms;
         unsigned list_limit_max;
+        uint64_t list_results_max_bytes;
+        unsigned wait_max_s;
+        unsigned max_waiters;
         unsigned max_labels;
         unsigned max_label_key_len;
         unsigned max_label_value_len;

@@ -30,7 +30,9 @@ struct job_filter {
         const char *benchmark;
         const char *device; /* index or uuid */
         const char *label;  /* "k:v" */
-        const char *before; /* job id cursor */
+        const char *before; /* job id cursor: older than this */
+        const char *after;  /* job id cursor: newer than this */
+        const char *include; /* "results": full documents, bounded by list_results_max_bytes */
         const char *since;  /* created at or after: RFC 3339 or Unix ms */
         const char *until;  /* created before */
         const char *limit;  /* as given, validated by core */
@@ -51,6 +53,15 @@ int core_job_submit(const json_t *body, const char *idempotency_key, const char 
                     json_t **ret_job, struct problem *p);
 /* GET /v1/jobs/{id} */
 int core_job_get(const char *id, json_t **ret_job, struct problem *p);
+/* Whether a job state name is final (succeeded, failed, cancelled, timed_out, interrupted). */
+bool core_job_state_final(const char *state);
+/* A counter that moves whenever a job is submitted or changes state. Read it before reading
+ * a job: if it has moved since, what was read may be stale. */
+uint64_t core_jobs_generation(void);
+/* Called (with the daemon's lock held: it must not call back into core) after the generation
+ * moved, with the job's id. One listener; NULL removes it. */
+typedef void (*core_job_listener)(const char *id, void *userdata);
+void core_set_job_listener(core_job_listener fn, void *userdata);
 /* GET /v1/jobs: {"jobs":[...], "next": "/v1/jobs?...&before=ID" | null} */
 int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem *p);
 /* DELETE /v1/jobs/{id}: 0 with the job as it now is; 409 when already finished. */

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,40 @@ static size_t n_jobs, cap_jobs;
 static struct queue *queues; /* one per device */
 
 static size_t queued_total(void);
+static bool pstate_final(enum pstate s);
+static int pstate_from_string(const char *s);
+
+/* Waiters (GET ?wait=) learn of changes through this: the generation moves first, then the
+ * listener is told, both under the lock (so a reader that saw the old generation is woken). */
+static _Atomic uint64_t generation = 1;
+static core_job_listener listener;
+static void *listener_data;
+
+static void job_changed(const struct job *j)
+{
+        atomic_fetch_add(&generation, 1);
+        if (listener)
+                listener(j->id, listener_data);
+}
+
+uint64_t core_jobs_generation(void)
+{
+        return atomic_load(&generation);
+}
+
+void core_set_job_listener(core_job_listener fn, void *userdata)
+{
+        core_lock();
+        listener = fn;
+        listener_data = userdata;
+        core_unlock();
+}
+
+bool core_job_state_final(const char *state)
+{
+        int s = state ? pstate_from_string(state) : -1;
+        return s >= 0 && pstate_final((enum pstate)s);
+}
 
 void core_lock(void)
 {
@@ -172,6 +207,7 @@ static bool job_update_state(struct job *j)
         if (st == old)
                 return false;
         j->st = st;
+        job_changed(j);
         json_object_set_new(j->doc, "state", json_string(pstate_names[st]));
         if (st == P_RUNNING && json_is_null(json_object_get(j->doc, "started")))
                 json_object_set_new(j->doc, "started", now_json());
@@ -1246,6 +1282,7 @@ int core_job_submit(const json_t *body, const char *idem, const char *client, js
                 goto out;
         }
         j->committed = true;
+        job_changed(j);
         if (job_update_state(j)) { /* a part failed while queueing */
                 job_finished(j);
                 job_persist(j);
@@ -1528,6 +1565,10 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
                                    cfg->list_limit_max);
         if (f->before && !uuid_is_valid(f->before))
                 return problem_set(p, 400, "before", "must be a job id (a UUID)");
+        if (f->after && !uuid_is_valid(f->after))
+                return problem_set(p, 400, "after", "must be a job id (a UUID)");
+        if (f->include && strcmp(f->include, "results") != 0)
+                return problem_set(p, 400, "include", "the one value is 'results'");
         if (f->benchmark && !catalog_find(f->benchmark))
                 return problem_set(p, 400, "benchmark",
                                    "unknown benchmark '%.64s' (see GET /v1/benchmarks)",
@@ -1567,7 +1608,10 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
         q.label_key_len = lklen;
         q.label_value = lv;
         q.before = f->before;
+        q.after = f->after;
         q.limit = (size_t)limit;
+        q.with_results = f->include != NULL;
+        q.max_bytes = cfg->list_results_max_bytes;
         /* Read-your-writes: changes queued before this request are committed first. */
         store_sync(store);
         json_t *arr = NULL;
@@ -1591,7 +1635,9 @@ int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem 
                         url_append(nf, &first, "label", f->label);
                         url_append(nf, &first, "since", f->since);
                         url_append(nf, &first, "until", f->until);
+                        url_append(nf, &first, "after", f->after);
                         url_append(nf, &first, "limit", f->limit);
+                        url_append(nf, &first, "include", f->include);
                         url_append(nf, &first, "before", last);
                         if (fclose(nf) != 0) {
                                 free(next);

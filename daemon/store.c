@@ -130,7 +130,17 @@ static const char *const rsql[R_COUNT] = {
 };
 
 /* List queries are built from which filters are present (6 bits) and kept per connection. */
-enum { Q_STATE = 1, Q_BENCH = 2, Q_UUID = 4, Q_BEFORE = 8, Q_SINCE = 16, Q_UNTIL = 32, Q_N = 64 };
+enum {
+        Q_STATE = 1,
+        Q_BENCH = 2,
+        Q_UUID = 4,
+        Q_BEFORE = 8,
+        Q_SINCE = 16,
+        Q_UNTIL = 32,
+        Q_AFTER = 64,
+        Q_DOC = 128,
+        Q_N = 256
+};
 
 struct reader {
         sqlite3 *db;
@@ -897,11 +907,12 @@ static sqlite3_stmt *list_stmt(struct reader *rd, unsigned mask)
          * history over months never scans other GPUs' jobs. */
         if (mask & Q_UUID)
                 at = (size_t)snprintf(sql, sizeof(sql),
-                                      "SELECT j.summary, j.id FROM parts p CROSS JOIN jobs j ON "
-                                      "j.id = p.job_id WHERE p.uuid = ?3");
+                                      "SELECT j.%s, j.id FROM parts p CROSS JOIN jobs j ON "
+                                      "j.id = p.job_id WHERE p.uuid = ?3",
+                                      (mask & Q_DOC) ? "doc" : "summary");
         else
-                at = (size_t)snprintf(sql, sizeof(sql),
-                                      "SELECT j.summary, j.id FROM jobs j WHERE 1");
+                at = (size_t)snprintf(sql, sizeof(sql), "SELECT j.%s, j.id FROM jobs j WHERE 1",
+                                      (mask & Q_DOC) ? "doc" : "summary");
 #define ADD(bit, cond)                                                                             \
         if ((mask & (bit)) && at < sizeof(sql))                                                    \
                 at += (size_t)snprintf(sql + at, sizeof(sql) - at, " AND %s", cond);
@@ -910,6 +921,7 @@ static sqlite3_stmt *list_stmt(struct reader *rd, unsigned mask)
         ADD(Q_BEFORE, (mask & Q_UUID) ? "p.job_id < ?4" : "j.id < ?4");
         ADD(Q_SINCE, (mask & Q_UUID) ? "p.job_id >= ?5" : "j.id >= ?5");
         ADD(Q_UNTIL, (mask & Q_UUID) ? "p.job_id < ?6" : "j.id < ?6");
+        ADD(Q_AFTER, (mask & Q_UUID) ? "p.job_id > ?8" : "j.id > ?8");
 #undef ADD
         if (at < sizeof(sql))
                 snprintf(sql + at, sizeof(sql) - at, " ORDER BY %s DESC LIMIT ?7",
@@ -939,7 +951,9 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
         char since[UUID_STRING_MAX], until[UUID_STRING_MAX];
         unsigned mask = (q->state ? Q_STATE : 0) | (q->benchmark ? Q_BENCH : 0) |
                         (q->uuid ? Q_UUID : 0) | (q->before ? Q_BEFORE : 0) |
-                        (q->since_ms ? Q_SINCE : 0) | (q->until_ms ? Q_UNTIL : 0);
+                        (q->since_ms ? Q_SINCE : 0) | (q->until_ms ? Q_UNTIL : 0) |
+                        (q->after ? Q_AFTER : 0) | (q->with_results ? Q_DOC : 0);
+        uint64_t bytes = 0;
         struct reader *rd;
         sqlite3_stmt *st;
         json_t *arr;
@@ -961,12 +975,22 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
         bind_text_or_null(st, 2, q->benchmark);
         bind_text_or_null(st, 3, q->uuid);
         bind_text_or_null(st, 4, q->before);
+        bind_text_or_null(st, 8, q->after);
         sqlite3_bind_text(st, 5, since, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 6, until, -1, SQLITE_STATIC);
         /* A label is matched here, not in SQL: then rows are read until the page is full. */
         sqlite3_bind_int64(st, 7, q->label_key ? -1 : (sqlite3_int64)q->limit + 1);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_t *j = parse_text(st, 0);
+                uint64_t size = (uint64_t)sqlite3_column_bytes(st, 0);
+                json_t *j;
+
+                /* With results a page ends at max_bytes (but holds one job at least): the
+                 * next cursor then picks up where it stopped. */
+                if (q->with_results && json_array_size(arr) > 0 && bytes + size > q->max_bytes) {
+                        more = true;
+                        break;
+                }
+                j = parse_text(st, 0);
 
                 if (!j)
                         continue;
@@ -980,6 +1004,7 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
                         break;
                 }
                 json_array_append_new(arr, j);
+                bytes += size;
         }
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);

@@ -60,11 +60,15 @@ struct store_query {
         size_t label_key_len;
         const char *label_value;
         const char *before; /* id cursor, exclusive; NULL: none */
+        const char *after;  /* id cursor, exclusive: newer than this; NULL: none */
         uint64_t since_ms;  /* created at or after; 0: none */
         uint64_t until_ms;  /* created before; 0: none */
         size_t limit;
+        bool with_results; /* whole public documents, up to max_bytes of them (one at least) */
+        uint64_t max_bytes;
 };
-/* Summaries (public documents without results), newest first; *ret_more when more match. */
+/* Summaries (public documents without results), or whole documents with with_results, newest
+ * first; *ret_more when more match. */
 int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more);
 
 /* The part objects of finished health jobs on device uuid that carry a verdict, newest first,

@@ -143,3 +143,19 @@ void core_http_observe(const char *route, const char *method, int status)
 {
         core_double.observed++;
 }
+
+bool core_job_state_final(const char *state)
+{
+        return state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+                         strcmp(state, "cancelled") == 0 || strcmp(state, "timed_out") == 0 ||
+                         strcmp(state, "interrupted") == 0);
+}
+
+uint64_t core_jobs_generation(void)
+{
+        return 1;
+}
+
+void core_set_job_listener(core_job_listener fn, void *userdata)
+{
+}
