@@ -3,10 +3,14 @@
  * whatever it refuses goes out as problem+json. A read that may wait (?wait=) says so in the
  * reply; holding the connection is server.c's business. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "http.h"
+#include "jsonutil.h"
 #include "text.h"
 
 unsigned api_wait_max_s = 60;
@@ -39,9 +43,82 @@ void handle_benchmarks(const struct api_request *req, struct api_reply *rep)
         reply_json(rep, 200, core_catalog_json());
 }
 
+/* The served document: the committed api/openapi.json, plus what the catalog generates (one
+ * params schema a benchmark, and JobSpec's params tied to its benchmark), so the contract has
+ * one source for each part: the file for routes and responses, the catalog for parameters. */
+static char *openapi_doc;
+static size_t openapi_len;
+static pthread_once_t openapi_once = PTHREAD_ONCE_INIT;
+
+static json_t *openapi_build(void)
+{
+        json_error_t err;
+        json_t *doc = json_loadb(api_openapi_json, api_openapi_json_len, 0, &err);
+        json_t *pairs = core_params_schemas(), *schemas, *spec, *names, *all_of, *pair;
+        size_t i;
+
+        schemas = json_object_get(json_object_get(doc, "components"), "schemas");
+        spec = json_object_get(schemas, "JobSpec");
+        names = json_array();
+        all_of = json_array();
+        if (!spec || !pairs || !names || !all_of)
+                goto fail;
+        json_array_foreach(pairs, i, pair)
+        {
+                const char *name = json_string_value(json_array_get(pair, 0));
+                char key[96], ref[128];
+
+                snprintf(key, sizeof(key), "params_%s", name);
+                snprintf(ref, sizeof(ref), "#/components/schemas/%s", key);
+                json_object_set(schemas, key, json_array_get(pair, 1));
+                json_array_append_new(names, json_string(name));
+                json_array_append_new(all_of, json_pack("{s:{s:{s:{s:s}}, s:[s]}, s:{s:{s:{s:s}}}}",
+                                                        "if", "properties", "benchmark", "const",
+                                                        name, "required", "benchmark", "then",
+                                                        "properties", "params", "$ref", ref));
+        }
+        json_object_set_new(json_object_get(json_object_get(spec, "properties"), "benchmark"),
+                            "enum", names);
+        json_object_set_new(spec, "allOf", all_of);
+        json_decref(pairs);
+        return doc;
+fail:
+        json_decref(names);
+        json_decref(all_of);
+        json_decref(pairs);
+        json_decref(doc);
+        return NULL;
+}
+
+static void openapi_init(void)
+{
+        json_t *doc = openapi_build();
+
+        if (doc)
+                openapi_doc = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (openapi_doc)
+                openapi_len = strlen(openapi_doc);
+        json_decref(doc);
+}
+
+const char *api_openapi_document(size_t *ret_len)
+{
+        pthread_once(&openapi_once, openapi_init);
+        if (ret_len)
+                *ret_len = openapi_len;
+        return openapi_doc;
+}
+
 void handle_openapi(const struct api_request *req, struct api_reply *rep)
 {
-        reply_static(rep, 200, "application/json", api_openapi_json, api_openapi_json_len);
+        size_t len = 0;
+        const char *doc = api_openapi_document(&len);
+
+        if (!doc) {
+                reply_errorf(rep, 500, NULL, "the OpenAPI document could not be built");
+                return;
+        }
+        reply_static(rep, 200, "application/json", doc, len);
 }
 
 void handle_metrics(const struct api_request *req, struct api_reply *rep)

@@ -530,6 +530,8 @@ void config_print_help(FILE *f, const char *prog)
             "      --print-config     print the effective configuration (defaults, file, flags)\n"
             "                         as a config file, and exit\n"
             "      --export DIR       write every stored job to DIR/<id>.json and exit\n"
+            "      --print-openapi    print the OpenAPI document umd serves (with each\n"
+            "                         benchmark's params schema from the catalog), and exit\n"
             "      --worker PATH      the same as --worker-path\n"
             "  -h, --help             this text\n"
             "  -V, --version          version and build\n\n",
@@ -709,6 +711,10 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                         check_only = true;
                         continue;
                 }
+                if (!strcmp(a, "--print-openapi")) {
+                        c->print_openapi = true;
+                        continue;
+                }
                 if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
                         if (i + 1 >= argc)
                                 return usage_error("%s needs a file", a);
@@ -765,7 +771,7 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                         continue;
                 }
                 if (!strncmp(a, "--config=", 9) || !strcmp(a, "--print-config") ||
-                    !strcmp(a, "--check-config"))
+                    !strcmp(a, "--check-config") || !strcmp(a, "--print-openapi"))
                         continue;
                 const struct key *k = flag_lookup(a + 2, &inl);
                 if (inl)

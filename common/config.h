@@ -93,6 +93,7 @@ struct umd_config {
         /* set by parsing, not keys */
         char *config_file;
         char *export_dir; /* --export DIR: write the store out as JSON files and exit */
+        bool print_openapi; /* --print-openapi: print the served OpenAPI document and exit */
 };
 
 /* What to do with a part whose GPU has compute processes that are not umd's. */

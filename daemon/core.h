@@ -46,6 +46,9 @@ int core_health(json_t **ret_body);
 json_t *core_version_json(void);
 /* GET /v1/benchmarks */
 json_t *core_catalog_json(void);
+/* {"<benchmark>": JSON Schema of its params, ...} for every catalog entry, in catalog order
+ * (an array of [name, schema] pairs). */
+json_t *core_params_schemas(void);
 
 /* POST /v1/jobs. 0 with *ret_job (new, 202) or 1 with *ret_job (idempotent replay, 200);
  * negative with p filled otherwise (400, 409, 429, 503). client: the token name or NULL. */

@@ -236,6 +236,14 @@ int main(int argc, char **argv)
         }
         log_set_level(cfg.log_level);
         core_config = &cfg;
+        if (cfg.print_openapi) {
+                size_t len = 0;
+                const char *doc = api_openapi_document(&len);
+
+                r = doc && fwrite(doc, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 : -EIO;
+                config_free(&cfg);
+                return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        }
         if (cfg.export_dir) {
                 r = store_export(cfg.state_dir, cfg.export_dir);
                 config_free(&cfg);

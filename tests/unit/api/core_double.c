@@ -159,3 +159,9 @@ uint64_t core_jobs_generation(void)
 void core_set_job_listener(core_job_listener fn, void *userdata)
 {
 }
+
+json_t *core_params_schemas(void)
+{
+        return json_pack("[[s, {s:s, s:{s:{s:s}}, s:b}]]", "copy", "type", "object", "properties",
+                         "size", "type", "integer", "additionalProperties", 0);
+}
