@@ -45,6 +45,7 @@ struct umd_config {
         unsigned cancel_grace_ms;
         unsigned list_limit_max;
         uint64_t list_results_max_bytes;
+        uint64_t job_cache_bytes;
         unsigned wait_max_s;
         unsigned max_waiters;
         unsigned max_labels;

@@ -123,6 +123,11 @@ static int run(struct umd_config *cfg)
         r = store_open(cfg->state_dir, &store);
         if (r < 0)
                 goto out;
+        r = store_set_cache(store, cfg->job_cache_bytes);
+        if (r < 0) {
+                log_error_errno(r, "cannot set up the job cache (job_cache_bytes): %m");
+                goto out;
+        }
 
         r = devices_find_worker(cfg, &worker);
         if (r < 0)

@@ -185,7 +185,62 @@ struct store {
         pthread_mutex_t readers_mu;
         struct reader *readers;
         unsigned n_readers;
+
+        /* Finished jobs' documents as served, by id: they never change, so a read need not
+         * ask SQLite again. Direct-mapped (a new entry takes its slot), bounded in bytes. */
+        pthread_mutex_t cache_mu;
+        struct cache_slot *cache; /* CACHE_SLOTS, NULL: no cache */
+        uint64_t cache_bytes, cache_max;
 };
+
+#define CACHE_SLOTS 4096
+
+struct cache_slot {
+        char id[UUID_STRING_MAX]; /* lower case; "" when empty */
+        char *bytes;
+        size_t len;
+};
+
+static void cache_key(const char *id, char key[UUID_STRING_MAX])
+{
+        size_t i;
+
+        for (i = 0; id[i] && i + 1 < UUID_STRING_MAX; i++)
+                key[i] = (char)((id[i] >= 'A' && id[i] <= 'Z') ? id[i] + 32 : id[i]);
+        key[i] = '\0';
+}
+
+static struct cache_slot *cache_slot_of(struct store *s, const char *key)
+{
+        uint64_t h = UINT64_C(14695981039346656037);
+
+        for (const char *c = key; *c; c++)
+                h = (h ^ (unsigned char)*c) * UINT64_C(1099511628211);
+        return &s->cache[h % CACHE_SLOTS];
+}
+
+/* With cache_mu held. */
+static void cache_drop_slot(struct store *s, struct cache_slot *c)
+{
+        s->cache_bytes -= c->len;
+        free(c->bytes);
+        *c = (struct cache_slot){0};
+}
+
+static void cache_evict(struct store *s, const char *id)
+{
+        char key[UUID_STRING_MAX];
+        struct cache_slot *c;
+
+        if (!s->cache)
+                return;
+        cache_key(id, key);
+        pthread_mutex_lock(&s->cache_mu);
+        c = cache_slot_of(s, key);
+        if (strcmp(c->id, key) == 0)
+                cache_drop_slot(s, c);
+        pthread_mutex_unlock(&s->cache_mu);
+}
 
 static int errno_from_sqlite(int rc)
 {
@@ -537,6 +592,8 @@ static bool retention_step(struct store *s)
                 log_warning("retention: cannot delete %zu jobs: %s", n, strerror(-r));
                 return false;
         }
+        for (size_t i = 0; i < n; i++)
+                cache_evict(s, ids[i]);
         log_debug("retention: deleted %zu finished jobs", n);
         read_stats(s);
         return true;
@@ -636,6 +693,10 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
 
         if (!t || !parts || !(t->snap = json_copy((json_t *)job)))
                 goto oom;
+        /* Only finished jobs are cached, and nothing writes those again; a write says the
+         * cached bytes (if any) are no longer the truth all the same. */
+        if (json_is_string(json_object_get(job, "id")))
+                cache_evict(s, json_string_value(json_object_get(job, "id")));
         json_array_foreach(json_object_get(job, "parts"), i, p)
         {
                 if (json_array_append_new(parts, json_copy(p)) < 0)
@@ -758,6 +819,90 @@ int store_get(struct store *s, const char *id, json_t **ret)
         if (!j)
                 return log_error_errno(EBADMSG, "store: job %s is not valid JSON", id);
         *ret = j;
+        return 0;
+}
+
+int store_set_cache(struct store *s, uint64_t max_bytes)
+{
+        if (max_bytes == 0 || s->cache)
+                return 0;
+        s->cache = calloc(CACHE_SLOTS, sizeof(*s->cache));
+        if (!s->cache)
+                return -ENOMEM;
+        s->cache_max = max_bytes;
+        return 0;
+}
+
+int store_get_finished_raw(struct store *s, const char *id, char **ret, size_t *ret_len)
+{
+        char key[UUID_STRING_MAX];
+        struct cache_slot *c = NULL;
+        struct reader *rd;
+        sqlite3_stmt *st;
+        char *copy = NULL;
+        size_t n = 0;
+        int rc, r;
+
+        cache_key(id, key);
+        if (s->cache) {
+                pthread_mutex_lock(&s->cache_mu);
+                c = cache_slot_of(s, key);
+                if (strcmp(c->id, key) == 0) {
+                        copy = malloc(c->len + 1);
+                        if (copy) {
+                                memcpy(copy, c->bytes, c->len + 1);
+                                n = c->len;
+                        }
+                }
+                pthread_mutex_unlock(&s->cache_mu);
+                if (copy) {
+                        *ret = copy;
+                        *ret_len = n;
+                        return 0;
+                }
+        }
+        r = reader_take(s, &rd);
+        if (r < 0)
+                return r;
+        st = rd->st[R_GET];
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                const char *t = (const char *)sqlite3_column_text(st, 0);
+
+                n = (size_t)sqlite3_column_bytes(st, 0);
+                copy = t ? malloc(n + 1) : NULL;
+                if (copy)
+                        memcpy(copy, t, n + 1);
+        }
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        reader_give(s, rd);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return log_error_errno(EIO, "SQLite: cannot read job %s: %s", id,
+                                       sqlite3_errstr(rc));
+        if (!copy)
+                return -ENOMEM;
+        /* A document over a sixteenth of the cache would push out too much for one job. */
+        if (s->cache && n <= s->cache_max / 16) {
+                pthread_mutex_lock(&s->cache_mu);
+                if (c->id[0])
+                        cache_drop_slot(s, c);
+                if (s->cache_bytes + n <= s->cache_max) {
+                        c->bytes = malloc(n + 1);
+                        if (c->bytes) {
+                                memcpy(c->bytes, copy, n + 1);
+                                c->len = n;
+                                s->cache_bytes += n;
+                                memcpy(c->id, key, sizeof(key));
+                        }
+                }
+                pthread_mutex_unlock(&s->cache_mu);
+        }
+        *ret = copy;
+        *ret_len = n;
         return 0;
 }
 
@@ -1257,6 +1402,7 @@ int store_open(const char *state_dir, struct store **ret)
         s->lock_fd = -1;
         pthread_mutex_init(&s->mu, NULL);
         pthread_mutex_init(&s->readers_mu, NULL);
+        pthread_mutex_init(&s->cache_mu, NULL);
         pthread_cond_init(&s->work, NULL);
         pthread_cond_init(&s->done, NULL);
         pthread_cond_init(&s->ckpt, NULL);
@@ -1330,6 +1476,10 @@ void store_close(struct store *s)
         pthread_cond_destroy(&s->ckpt);
         pthread_mutex_destroy(&s->mu);
         pthread_mutex_destroy(&s->readers_mu);
+        for (size_t i = 0; s->cache && i < CACHE_SLOTS; i++)
+                free(s->cache[i].bytes);
+        free(s->cache);
+        pthread_mutex_destroy(&s->cache_mu);
         free(s->dir);
         free(s->db_path);
         free(s);

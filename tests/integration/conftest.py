@@ -239,9 +239,13 @@ class Daemon:
         return self.base_url + path
 
     def _checked(self, method, path, kw):
+        # contract=False: a test that damaged a stored document on purpose reads it back as
+        # stored, which no contract describes.
+        checked = kw.pop("contract", True)
         kw.setdefault("timeout", 10)
         r = requests.request(method, self.url(path), **kw)
-        contract().check(method, self.url(path), r)
+        if checked:
+            contract().check(method, self.url(path), r)
         return r
 
     def get(self, path, **kw):
