@@ -539,8 +539,11 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
                 if (rep.wait_ms == 0)
                         break;
                 w = wait_suspend(c, r, &rep);
-                if (w == 0)
+                if (w == 0) {
+                        /* Asked again when resumed: this answer is stale by then. */
+                        reply_free(&rep);
                         return MHD_YES;
+                }
                 if (w == -EBUSY) {
                         reply_free(&rep);
                         problem_set(&p, 503, "wait",
