@@ -198,10 +198,9 @@ void handle_job_list(const struct api_request *req, struct api_reply *rep)
 {
         struct job_filter f = {0};
         struct problem p = {0};
-        json_t *page = NULL;
+        struct job_page page = {0};
         uint64_t gen = core_jobs_generation();
         int64_t wait_ms = wait_arg(req, rep);
-        const char *next;
 
         if (wait_ms < 0)
                 return;
@@ -221,18 +220,15 @@ void handle_job_list(const struct api_request *req, struct api_reply *rep)
                 reply_problem(rep, &p);
                 return;
         }
-        next = json_string_value(json_object_get(page, "next"));
-        if (next) {
+        reply_text(rep, 200, "application/json", page.body, page.len);
+        if (page.next && asprintf(&rep->link, "<%s>; rel=\"next\"", page.next) < 0)
                 rep->link = NULL;
-                if (asprintf(&rep->link, "<%s>; rel=\"next\"", next) < 0)
-                        rep->link = NULL;
-        }
-        if (wait_ms > 0 && json_array_size(json_object_get(page, "jobs")) == 0) {
+        free(page.next);
+        if (wait_ms > 0 && page.count == 0) {
                 rep->wait_ms = (uint64_t)wait_ms;
                 rep->wait_gen = gen;
                 rep->wait_id[0] = '\0';
         }
-        reply_json(rep, 200, page);
 }
 
 /* ?format=text, or an Accept that names text/plain before (or without) JSON. */

@@ -69,7 +69,13 @@ uint64_t core_jobs_generation(void);
 typedef void (*core_job_listener)(const char *id, void *userdata);
 void core_set_job_listener(core_job_listener fn, void *userdata);
 /* GET /v1/jobs: {"jobs":[...], "next": "/v1/jobs?...&before=ID" | null} */
-int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem *p);
+struct job_page {
+        char *body; /* the page's JSON text, malloc'd */
+        size_t len;
+        char *next;   /* the next page's path, malloc'd; NULL on the last page */
+        size_t count; /* jobs on this page */
+};
+int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct problem *p);
 /* DELETE /v1/jobs/{id}: 0 with the job as it now is; 409 when already finished. */
 int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
                     struct problem *p);

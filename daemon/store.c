@@ -329,8 +329,13 @@ static int reader_take(struct store *s, struct reader **ret)
 
         pthread_mutex_lock(&s->readers_mu);
         r = s->readers;
-        if (r)
+        if (r) {
                 s->readers = r->next;
+                /* n_readers counts the idle ones: without this, after READERS_MAX reads every
+                 * reader given back was closed and every read opened the database again (a
+                 * list cost 1.4 ms, mostly sqlite3_open and statement preparation). */
+                s->n_readers--;
+        }
         pthread_mutex_unlock(&s->readers_mu);
         if (r) {
                 *ret = r;
@@ -1091,9 +1096,10 @@ static bool label_matches(const json_t *job, const struct store_query *q)
         return false;
 }
 
-int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more)
+int store_list_raw(struct store *s, const struct store_query *q, char **ret_text, size_t *ret_len,
+                   size_t *ret_n, char ret_last[UUID_STRING_MAX], bool *ret_more)
 {
-        char since[UUID_STRING_MAX], until[UUID_STRING_MAX];
+        char since[UUID_STRING_MAX], until[UUID_STRING_MAX], last[UUID_STRING_MAX] = "";
         unsigned mask = (q->state ? Q_STATE : 0) | (q->benchmark ? Q_BENCH : 0) |
                         (q->uuid ? Q_UUID : 0) | (q->before ? Q_BEFORE : 0) |
                         (q->since_ms ? Q_SINCE : 0) | (q->until_ms ? Q_UNTIL : 0) |
@@ -1101,7 +1107,9 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
         uint64_t bytes = 0;
         struct reader *rd;
         sqlite3_stmt *st;
-        json_t *arr;
+        char *buf = NULL;
+        size_t len = 0, n = 0;
+        FILE *f;
         bool more = false;
         int rc, r;
 
@@ -1109,11 +1117,12 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
         if (r < 0)
                 return r;
         st = list_stmt(rd, mask);
-        if (!st) {
+        f = st ? open_memstream(&buf, &len) : NULL;
+        if (!f) {
                 reader_give(s, rd);
-                return -EIO;
+                return st ? -ENOMEM : -EIO;
         }
-        arr = json_array();
+        fputc('[', f);
         id_floor(q->since_ms, since);
         id_floor(q->until_ms, until);
         bind_text_or_null(st, 1, q->state);
@@ -1126,40 +1135,77 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
         /* A label is matched here, not in SQL: then rows are read until the page is full. */
         sqlite3_bind_int64(st, 7, q->label_key ? -1 : (sqlite3_int64)q->limit + 1);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                uint64_t size = (uint64_t)sqlite3_column_bytes(st, 0);
-                json_t *j;
+                const char *text = (const char *)sqlite3_column_text(st, 0);
+                const char *id = (const char *)sqlite3_column_text(st, 1);
+                size_t size = (size_t)sqlite3_column_bytes(st, 0);
 
+                if (!text || !id)
+                        continue;
                 /* With results a page ends at max_bytes (but holds one job at least): the
                  * next cursor then picks up where it stopped. */
-                if (q->with_results && json_array_size(arr) > 0 && bytes + size > q->max_bytes) {
+                if (q->with_results && n > 0 && bytes + size > q->max_bytes) {
                         more = true;
                         break;
                 }
-                j = parse_text(st, 0);
+                if (q->label_key) {
+                        json_t *j = parse_text(st, 0);
+                        bool match = j && label_matches(j, q);
 
-                if (!j)
-                        continue;
-                if (q->label_key && !label_matches(j, q)) {
                         json_decref(j);
-                        continue;
+                        if (!match)
+                                continue;
                 }
-                if (json_array_size(arr) == q->limit) {
-                        json_decref(j);
+                if (n == q->limit) {
                         more = true;
                         break;
                 }
-                json_array_append_new(arr, j);
+                /* The stored text is the document as the API serves it (json_dump_compact):
+                 * a page is those bytes joined, never parsed and dumped again. */
+                if (n > 0)
+                        fputc(',', f);
+                fwrite(text, 1, size, f);
+                snprintf(last, sizeof(last), "%s", id);
+                n++;
                 bytes += size;
         }
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         reader_give(s, rd);
+        fputc(']', f);
+        if (fclose(f) != 0) {
+                free(buf);
+                return -ENOMEM;
+        }
         if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-                json_decref(arr);
+                free(buf);
                 return log_error_errno(EIO, "SQLite: cannot list jobs: %s", sqlite3_errstr(rc));
         }
-        *ret_jobs = arr;
+        *ret_text = buf;
+        *ret_len = len;
+        *ret_n = n;
+        memcpy(ret_last, last, sizeof(last));
         *ret_more = more;
+        return 0;
+}
+
+int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more)
+{
+        char last[UUID_STRING_MAX];
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0, n = 0;
+        json_error_t err;
+        json_t *arr;
+        int r;
+
+        r = store_list_raw(s, q, &text, &len, &n, last, ret_more);
+        if (r < 0)
+                return r;
+        arr = json_loadb(text, len, 0, &err);
+        if (!json_is_array(arr)) {
+                json_decref(arr);
+                return log_error_errno(EBADMSG, "store: a listed job is not valid JSON");
+        }
+        *ret_jobs = arr;
         return 0;
 }
 

@@ -75,7 +75,11 @@ struct store_query {
         uint64_t max_bytes;
 };
 /* Summaries (public documents without results), or whole documents with with_results, newest
- * first; *ret_more when more match. */
+ * first, as a JSON array's text made of the stored bytes: *ret_text (malloc'd), its length, how
+ * many jobs, the last one's id ("" for none); *ret_more when more match. 0 or -errno. */
+int store_list_raw(struct store *s, const struct store_query *q, char **ret_text, size_t *ret_len,
+                   size_t *ret_n, char ret_last[UUID_STRING_MAX], bool *ret_more);
+/* The same, parsed: an array of the documents. */
 int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more);
 
 /* The part objects of finished health jobs on device uuid that carry a verdict, newest first,

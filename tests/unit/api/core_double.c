@@ -84,14 +84,18 @@ int core_job_get(const char *id, json_t **ret_job, struct problem *p)
         return r;
 }
 
-int core_job_list(const struct job_filter *f, json_t **ret_page, struct problem *p)
+int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct problem *p)
 {
         int r;
 
         core_double.last_filter = *f;
         r = answer(p);
-        if (r >= 0)
-                *ret_page = json_pack("{s:[], s:n}", "jobs", "next");
+        if (r >= 0) {
+                ret_page->body = strdup("{\"jobs\":[],\"next\":null}");
+                ret_page->len = strlen(ret_page->body);
+                ret_page->next = NULL;
+                ret_page->count = 0;
+        }
         return r;
 }
 
