@@ -130,6 +130,7 @@ files=(
 	/usr/share/umd/prometheus/alerts.yml
 	/usr/share/umd/prometheus/scrape.yml
 	/usr/share/umd/prometheus/alerts_test.yml
+	/usr/share/umd/grafana/umd.json
 )
 listing=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
 for f in "${files[@]}"; do

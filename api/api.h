@@ -19,5 +19,10 @@ int api_start(const struct umd_config *cfg, struct api_server **ret);
  * closes every connection and listener and frees s. NULL is a no-op. */
 void api_stop(struct api_server *s, unsigned timeout_ms);
 
+/* The OpenAPI document GET /v1/openapi.json serves: api/openapi.json as committed, with one
+ * params schema a catalog entry (components.schemas.params_<name>) and JobSpec tied to them.
+ * Built once; NULL when out of memory. */
+const char *api_openapi_document(size_t *ret_len);
+
 /* How many sockets s listens on (for STATUS=). */
 size_t api_listener_count(const struct api_server *s);

@@ -1,11 +1,19 @@
 /* One function per route: read the request, ask daemon/core.h, fill the reply. Handlers never
  * touch a socket, a device or the store; whatever the daemon says goes out as JSON, and
- * whatever it refuses goes out as problem+json. */
+ * whatever it refuses goes out as problem+json. A read that may wait (?wait=) says so in the
+ * reply; holding the connection is server.c's business. */
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "http.h"
+#include "jsonutil.h"
 #include "text.h"
+
+unsigned api_wait_max_s = 60;
 
 void handle_health(const struct api_request *req, struct api_reply *rep)
 {
@@ -35,9 +43,82 @@ void handle_benchmarks(const struct api_request *req, struct api_reply *rep)
         reply_json(rep, 200, core_catalog_json());
 }
 
+/* The served document: the committed api/openapi.json, plus what the catalog generates (one
+ * params schema a benchmark, and JobSpec's params tied to its benchmark), so the contract has
+ * one source for each part: the file for routes and responses, the catalog for parameters. */
+static char *openapi_doc;
+static size_t openapi_len;
+static pthread_once_t openapi_once = PTHREAD_ONCE_INIT;
+
+static json_t *openapi_build(void)
+{
+        json_error_t err;
+        json_t *doc = json_loadb(api_openapi_json, api_openapi_json_len, 0, &err);
+        json_t *pairs = core_params_schemas(), *schemas, *spec, *names, *all_of, *pair;
+        size_t i;
+
+        schemas = json_object_get(json_object_get(doc, "components"), "schemas");
+        spec = json_object_get(schemas, "JobSpec");
+        names = json_array();
+        all_of = json_array();
+        if (!spec || !pairs || !names || !all_of)
+                goto fail;
+        json_array_foreach(pairs, i, pair)
+        {
+                const char *name = json_string_value(json_array_get(pair, 0));
+                char key[96], ref[128];
+
+                snprintf(key, sizeof(key), "params_%s", name);
+                snprintf(ref, sizeof(ref), "#/components/schemas/%s", key);
+                json_object_set(schemas, key, json_array_get(pair, 1));
+                json_array_append_new(names, json_string(name));
+                json_array_append_new(all_of, json_pack("{s:{s:{s:{s:s}}, s:[s]}, s:{s:{s:{s:s}}}}",
+                                                        "if", "properties", "benchmark", "const",
+                                                        name, "required", "benchmark", "then",
+                                                        "properties", "params", "$ref", ref));
+        }
+        json_object_set_new(json_object_get(json_object_get(spec, "properties"), "benchmark"),
+                            "enum", names);
+        json_object_set_new(spec, "allOf", all_of);
+        json_decref(pairs);
+        return doc;
+fail:
+        json_decref(names);
+        json_decref(all_of);
+        json_decref(pairs);
+        json_decref(doc);
+        return NULL;
+}
+
+static void openapi_init(void)
+{
+        json_t *doc = openapi_build();
+
+        if (doc)
+                openapi_doc = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (openapi_doc)
+                openapi_len = strlen(openapi_doc);
+        json_decref(doc);
+}
+
+const char *api_openapi_document(size_t *ret_len)
+{
+        pthread_once(&openapi_once, openapi_init);
+        if (ret_len)
+                *ret_len = openapi_len;
+        return openapi_doc;
+}
+
 void handle_openapi(const struct api_request *req, struct api_reply *rep)
 {
-        reply_static(rep, 200, "application/json", api_openapi_json, api_openapi_json_len);
+        size_t len = 0;
+        const char *doc = api_openapi_document(&len);
+
+        if (!doc) {
+                reply_errorf(rep, 500, NULL, "the OpenAPI document could not be built");
+                return;
+        }
+        reply_static(rep, 200, "application/json", doc, len);
 }
 
 void handle_metrics(const struct api_request *req, struct api_reply *rep)
@@ -89,30 +170,74 @@ void handle_job_submit(const struct api_request *req, struct api_reply *rep)
         reply_json(rep, r == 0 ? 202 : 200, job);
 }
 
+static const char *arg_value(const struct api_request *req, const char *key)
+{
+        for (size_t i = 0; i < req->n_args; i++)
+                if (strcmp(req->args[i].key, key) == 0)
+                        return req->args[i].value;
+        return NULL;
+}
+
+/* ?wait= in milliseconds (0: absent), or -1 with the reply filled. */
+static int64_t wait_arg(const struct api_request *req, struct api_reply *rep)
+{
+        const char *v = arg_value(req, "wait");
+        struct problem p = {0};
+        uint64_t ms = 0;
+
+        if (!v)
+                return 0;
+        if (request_parse_wait(v, api_wait_max_s, &ms, &p) < 0) {
+                reply_problem(rep, &p);
+                return -1;
+        }
+        return (int64_t)ms;
+}
+
 void handle_job_list(const struct api_request *req, struct api_reply *rep)
 {
         struct job_filter f = {0};
         struct problem p = {0};
-        json_t *page = NULL;
+        struct job_page page = {0};
+        uint64_t gen = core_jobs_generation();
+        int64_t wait_ms = wait_arg(req, rep);
 
+        if (wait_ms < 0)
+                return;
         for (size_t i = 0; i < req->n_args; i++)
-                if (job_filter_set(&f, req->args[i].key, req->args[i].value, &p) < 0) {
+                if (strcmp(req->args[i].key, "wait") != 0 &&
+                    job_filter_set(&f, req->args[i].key, req->args[i].value, &p) < 0) {
                         reply_problem(rep, &p);
                         return;
                 }
+        /* "Anything newer than" needs a cursor to be newer than. */
+        if (wait_ms > 0 && !f.after) {
+                reply_errorf(rep, 400, "wait",
+                             "a list waits for jobs newer than a cursor: give after=ID with wait");
+                return;
+        }
         if (core_job_list(&f, &page, &p) < 0) {
                 reply_problem(rep, &p);
                 return;
         }
-        reply_json(rep, 200, page);
+        reply_text(rep, 200, "application/json", page.body, page.len);
+        if (page.next && asprintf(&rep->link, "<%s>; rel=\"next\"", page.next) < 0)
+                rep->link = NULL;
+        free(page.next);
+        if (wait_ms > 0 && page.count == 0) {
+                rep->wait_ms = (uint64_t)wait_ms;
+                rep->wait_gen = gen;
+                rep->wait_id[0] = '\0';
+        }
 }
 
 /* ?format=text, or an Accept that names text/plain before (or without) JSON. */
 static bool wants_text(const struct api_request *req)
 {
-        for (size_t i = 0; i < req->n_args; i++)
-                if (strcmp(req->args[i].key, "format") == 0)
-                        return strcmp(req->args[i].value, "text") == 0;
+        const char *f = arg_value(req, "format");
+
+        if (f)
+                return strcmp(f, "text") == 0;
         if (!req->accept)
                 return false;
         const char *t = strstr(req->accept, "text/plain");
@@ -120,15 +245,89 @@ static bool wants_text(const struct api_request *req)
         return t && (!j || t < j);
 }
 
+/* FNV-1a, 64 bits: an ETag only has to change when the bytes do. */
+static uint64_t fnv1a(const char *s, size_t n)
+{
+        uint64_t h = UINT64_C(14695981039346656037);
+
+        for (size_t i = 0; i < n; i++) {
+                h ^= (unsigned char)s[i];
+                h *= UINT64_C(1099511628211);
+        }
+        return h;
+}
+
+/* Whether an If-None-Match list names etag (weak comparison, RFC 9110 13.1.2) or is "*". */
+static bool etag_matches(const char *if_none_match, const char *etag)
+{
+        const char *s = if_none_match;
+
+        if (!s)
+                return false;
+        for (;;) {
+                size_t n;
+
+                s += strspn(s, " \t,");
+                if (!*s)
+                        return false;
+                if (*s == '*')
+                        return true;
+                if (strncmp(s, "W/", 2) == 0)
+                        s += 2;
+                n = strcspn(s, ",");
+                while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+                        n--;
+                if (n == strlen(etag) && strncmp(s, etag, n) == 0)
+                        return true;
+                s += strcspn(s, ",");
+        }
+}
+
+/* A final job's reply: its ETag, and 304 when the client holds it already. */
+static void reply_final(const struct api_request *req, struct api_reply *rep)
+{
+        char etag[sizeof(rep->etag)];
+
+        /* A finished job never changes, so its bytes name it; text and JSON differ in bytes
+         * and so in tag. */
+        snprintf(etag, sizeof(etag), "\"%016" PRIx64 "\"", fnv1a(rep->body, rep->body_len));
+        if (etag_matches(req->if_none_match, etag))
+                reply_static(rep, 304, NULL, "", 0);
+        memcpy(rep->etag, etag, sizeof(etag));
+}
+
 void handle_job_get(const struct api_request *req, struct api_reply *rep)
 {
         struct problem p = {0};
         json_t *job = NULL;
+        uint64_t gen = core_jobs_generation();
+        int64_t wait_ms = wait_arg(req, rep);
+        bool final;
+        int r;
 
+        if (wait_ms < 0)
+                return;
+        /* A finished job as stored: the bytes go out as they are, parsed by no one. */
+        if (!wants_text(req)) {
+                char *body = NULL;
+                size_t len = 0;
+
+                r = core_job_get_finished(req->id, &body, &len, &p);
+                if (r < 0) {
+                        reply_problem(rep, &p);
+                        return;
+                }
+                if (r == 0) {
+                        reply_text(rep, 200, "application/json", body, len);
+                        reply_final(req, rep);
+                        return;
+                }
+        }
         if (core_job_get(req->id, &job, &p) < 0) {
                 reply_problem(rep, &p);
                 return;
         }
+        final = core_job_state_final(json_string_value(json_object_get(job, "state")));
         if (wants_text(req)) {
                 char *text = text_render_job(job);
                 json_decref(job);
@@ -137,9 +336,20 @@ void handle_job_get(const struct api_request *req, struct api_reply *rep)
                         return;
                 }
                 reply_text(rep, 200, "text/plain; charset=utf-8", text, strlen(text));
+        } else {
+                reply_json(rep, 200, job);
+        }
+        if (rep->status != 200)
+                return;
+        if (!final) {
+                if (wait_ms > 0) {
+                        rep->wait_ms = (uint64_t)wait_ms;
+                        rep->wait_gen = gen;
+                        snprintf(rep->wait_id, sizeof(rep->wait_id), "%s", req->id);
+                }
                 return;
         }
-        reply_json(rep, 200, job);
+        reply_final(req, rep);
 }
 
 void handle_job_cancel(const struct api_request *req, struct api_reply *rep)

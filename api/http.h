@@ -45,6 +45,7 @@ struct api_request {
         size_t n_args;
         const char *idempotency_key; /* the header, NULL when absent */
         const char *accept;          /* the Accept header, NULL when absent */
+        const char *if_none_match;   /* the If-None-Match header, NULL when absent */
         const char *body;            /* NULL when none was sent */
         size_t body_len;
         const char *client; /* token name, NULL for anonymous (the auth seam) */
@@ -60,6 +61,15 @@ struct api_reply {
         char location[128]; /* "" = no Location header */
         char allow[64];     /* "" = no Allow header */
         unsigned retry_after_s;
+        char etag[64]; /* "" = no ETag header; with the quotes */
+        char *link;    /* malloc'd Link header value, NULL = none */
+        /* A read asked to ?wait= for something not there yet: the server may hold the
+         * connection up to wait_ms and ask again when a job changes (wait_id: only that job;
+         * "" any), unless the jobs' generation moved past wait_gen already. The reply filled
+         * beside it is what to answer when the wait is over. */
+        uint64_t wait_ms;
+        uint64_t wait_gen;
+        char wait_id[48];
 };
 
 typedef void (*api_handler)(const struct api_request *req, struct api_reply *rep);
@@ -68,7 +78,8 @@ struct route_method {
         enum http_method method;
         api_handler handler;
         enum api_role role;
-        bool takes_body; /* application/json body required */
+        bool takes_body;         /* application/json body required */
+        const char *const *args; /* the query arguments it takes, NULL-terminated; NULL: none */
 };
 
 struct route {
@@ -97,6 +108,12 @@ int request_check_content_type(const char *content_type, struct problem *p);
 int request_check_content_length(const char *content_length, uint64_t max_body, struct problem *p);
 int request_check_idempotency_key(const char *key, struct problem *p);
 int job_filter_set(struct job_filter *f, const char *key, const char *value, struct problem *p);
+/* 0 when every argument is one the route method takes, once; else 400 naming the first that
+ * is not. */
+int request_check_args(const struct route_method *m, const struct query_arg *args, size_t n,
+                       struct problem *p);
+/* ?wait=: "30s", "500ms", "2m" or bare seconds, cut to max_s seconds. 0 or 400. */
+int request_parse_wait(const char *v, unsigned max_s, uint64_t *ret_ms, struct problem *p);
 /* Decode %XX in place, except %00, which is kept as the three characters (so nothing after it
  * is silently dropped). Returns the new length. libmicrohttpd calls it for paths and query
  * arguments. */
@@ -113,13 +130,16 @@ void reply_text(struct api_reply *rep, int status, const char *content_type, cha
 void reply_problem(struct api_reply *rep, const struct problem *p);
 void reply_errorf(struct api_reply *rep, int status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void reply_done(struct api_reply *rep);
+void reply_done(struct api_reply *rep); /* the body only */
+void reply_free(struct api_reply *rep); /* the body and the Link header */
 
 /* problem.c */
 json_t *problem_to_json(const struct problem *p);
 #define PROBLEM_TYPE_BASE "https://umd.dev/problems/"
 
-/* handlers.c */
+/* handlers.c. api_wait_max_s: wait_max_s, set by server.c at start (the handlers read no
+ * configuration of their own). */
+extern unsigned api_wait_max_s;
 void handle_health(const struct api_request *req, struct api_reply *rep);
 void handle_devices(const struct api_request *req, struct api_reply *rep);
 void handle_version(const struct api_request *req, struct api_reply *rep);

@@ -109,3 +109,10 @@ void reply_done(struct api_reply *rep)
         rep->body_len = 0;
         rep->body_static = false;
 }
+
+void reply_free(struct api_reply *rep)
+{
+        reply_done(rep);
+        free(rep->link);
+        rep->link = NULL;
+}

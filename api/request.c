@@ -1,6 +1,7 @@
 /* Checks on what a client sends, made before a handler runs: the body's media type and
  * declared length (so an oversized or mistyped body is refused before it is read), the
- * Idempotency-Key header, GET /v1/jobs query arguments, and the JSON body itself. */
+ * Idempotency-Key header, the query arguments each route takes (and ?wait='s duration), and the
+ * JSON body itself. */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
@@ -79,9 +80,11 @@ int job_filter_set(struct job_filter *f, const char *key, const char *value, str
             {"device", offsetof(struct job_filter, device)},
             {"label", offsetof(struct job_filter, label)},
             {"before", offsetof(struct job_filter, before)},
+            {"after", offsetof(struct job_filter, after)},
             {"since", offsetof(struct job_filter, since)},
             {"until", offsetof(struct job_filter, until)},
             {"limit", offsetof(struct job_filter, limit)},
+            {"include", offsetof(struct job_filter, include)},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
@@ -100,6 +103,58 @@ int job_filter_set(struct job_filter *f, const char *key, const char *value, str
                            "unknown query argument '%.64s' (known: status, benchmark, device, "
                            "label, before, limit)",
                            key);
+}
+
+int request_check_args(const struct route_method *m, const struct query_arg *args, size_t n,
+                       struct problem *p)
+{
+        for (size_t i = 0; i < n; i++) {
+                bool known = false;
+
+                for (const char *const *a = m->args; a && *a && !known; a++)
+                        known = strcmp(*a, args[i].key) == 0;
+                if (!known)
+                        return problem_set(p, 400, args[i].key,
+                                           "unknown query argument '%.64s' (see "
+                                           "/v1/openapi.json for what this route takes)",
+                                           args[i].key);
+                /* One value each: silently taking the first or last would hide a typo. */
+                for (size_t k = 0; k < i; k++)
+                        if (strcmp(args[k].key, args[i].key) == 0)
+                                return problem_set(p, 400, args[i].key,
+                                                   "query argument '%.64s' given twice",
+                                                   args[i].key);
+        }
+        return 0;
+}
+
+int request_parse_wait(const char *v, unsigned max_s, uint64_t *ret_ms, struct problem *p)
+{
+        uint64_t n = 0, unit = 1000;
+        const char *s = v;
+
+        if (!v || *v < '0' || *v > '9')
+                goto bad;
+        for (; *s >= '0' && *s <= '9'; s++) {
+                if (n > UINT64_C(1) << 40)
+                        goto bad;
+                n = n * 10 + (uint64_t)(*s - '0');
+        }
+        if (strcmp(s, "ms") == 0)
+                unit = 1;
+        else if (strcmp(s, "m") == 0)
+                unit = 60 * 1000;
+        else if (*s && strcmp(s, "s") != 0)
+                goto bad;
+        n *= unit;
+        /* Longer asks are cut, not refused: the answer says the job's state either way, and
+         * a client waiting longer simply asks again. */
+        *ret_ms = n < (uint64_t)max_s * 1000 ? n : (uint64_t)max_s * 1000;
+        return 0;
+bad:
+        return problem_set(p, 400, "wait",
+                           "must be a duration: seconds (30 or 30s), milliseconds (500ms) or "
+                           "minutes (2m)");
 }
 
 int request_parse_json_object(const char *body, size_t len, json_t **ret, struct problem *p)

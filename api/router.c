@@ -8,6 +8,11 @@
 #include "http.h"
 #include "util.h"
 
+static const char *const job_list_args[] = {"status", "benchmark", "device", "label",
+                                            "before", "after",     "since",  "until",
+                                            "limit",  "include",   "wait",   NULL};
+static const char *const job_get_args[] = {"format", "wait", NULL};
+
 static const struct route routes[] = {
     /* The page is static and holds no data (it fetches the API with the user's token), so a
      * browser can load it even with auth_reads on. */
@@ -25,11 +30,11 @@ static const struct route routes[] = {
     {"/v1/benchmarks", {{HTTP_GET, handle_benchmarks, ROLE_READ, false}}, 1},
     {"/v1/openapi.json", {{HTTP_GET, handle_openapi, ROLE_NONE, false}}, 1},
     {"/v1/jobs",
-     {{HTTP_GET, handle_job_list, ROLE_READ, false},
+     {{HTTP_GET, handle_job_list, ROLE_READ, false, job_list_args},
       {HTTP_POST, handle_job_submit, ROLE_SUBMIT, true}},
      2},
     {"/v1/jobs/{id}",
-     {{HTTP_GET, handle_job_get, ROLE_READ, false},
+     {{HTTP_GET, handle_job_get, ROLE_READ, false, job_get_args},
       {HTTP_DELETE, handle_job_cancel, ROLE_SUBMIT, false}},
      2},
 };
@@ -158,6 +163,7 @@ void api_dispatch(const struct api_request *req, struct api_reply *rep)
         const struct route *r = router_match(req->path, &off, &len);
         const struct route_method *m;
         struct api_request routed;
+        struct problem p = {0};
         _cleanup_free_ char *id = NULL;
 
         if (!r) {
@@ -170,6 +176,10 @@ void api_dispatch(const struct api_request *req, struct api_reply *rep)
                              req->method == HTTP_OTHER ? "this method"
                                                        : http_method_name(req->method));
                 route_allow_header(r, rep->allow, sizeof(rep->allow));
+                return;
+        }
+        if (request_check_args(m, req->args, req->n_args, &p) < 0) {
+                reply_problem(rep, &p);
                 return;
         }
         routed = *req;

@@ -3,8 +3,10 @@
  * one libmicrohttpd daemon per socket, each polling with poll() from a pool of http_threads
  * threads, checks each request's bearer token against the role its route needs (tokens from
  * auth.c, loaded once here), reads request bodies across callbacks up to max_body_bytes, turns
- * handler replies into responses, reports each finished request to the daemon's metrics, and
- * shuts down by quiescing and draining. It never interprets a request itself: that is
+ * handler replies into responses, holds the connections of reads that ?wait= (suspended, no
+ * thread held, max_waiters at most) until a job changes or their deadline, reports each finished
+ * request to the daemon's metrics, and shuts down by quiescing, answering every waiter and
+ * draining. It never interprets a request itself: that is
  * router.c and handlers.c. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -74,6 +77,13 @@ struct api_server {
         struct auth_tokens *tokens; /* NULL: no tokens_file, everyone is an anonymous admin */
         char *tls_cert, *tls_key;   /* PEM text, NULL without TLS */
         atomic_uint inflight;
+        /* Suspended ?wait= reads. wait_lock is taken before libmicrohttpd's own locks (suspend,
+         * resume) and never from its callbacks, so the order is always core_lock, wait_lock,
+         * libmicrohttpd. */
+        pthread_mutex_t wait_lock;
+        struct request_ctx *waiters;
+        unsigned n_waiters;
+        bool stopping; /* answer every wait now */
 };
 
 struct request_ctx {
@@ -89,6 +99,12 @@ struct request_ctx {
         const char *client; /* a token's name, owned by srv->tokens */
         bool admin;
         const char *www_authenticate; /* set with a 401 */
+        /* While suspended in a ?wait=: listed in srv->waiters (under wait_lock). */
+        struct request_ctx *wprev, *wnext;
+        struct MHD_Connection *conn;
+        bool waiting;
+        uint64_t wait_deadline_ms; /* 0: not waited yet */
+        char wait_id[48];          /* the job waited for; "": any job (a list) */
 };
 
 /* libmicrohttpd reports client misbehaviour through this logger too; only start-up problems
@@ -125,7 +141,7 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
                 resp = MHD_create_response_from_buffer_with_free_callback(rep->body_len, rep->body,
                                                                           free);
         if (!resp) {
-                reply_done(rep);
+                reply_free(rep);
                 return MHD_NO;
         }
         /* The response owns the body now. */
@@ -141,10 +157,15 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
             (retry[0] &&
              MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry) == MHD_NO) ||
             (r->www_authenticate && MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                                                            r->www_authenticate) == MHD_NO)) {
+                                                            r->www_authenticate) == MHD_NO) ||
+            (rep->etag[0] &&
+             MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, rep->etag) == MHD_NO) ||
+            (rep->link && MHD_add_response_header(resp, "Link", rep->link) == MHD_NO)) {
+                reply_free(rep);
                 MHD_destroy_response(resp);
                 return MHD_NO;
         }
+        reply_free(rep);
         ok = MHD_queue_response(c, (unsigned)rep->status, resp);
         MHD_destroy_response(resp);
         if (ok == MHD_YES) {
@@ -376,6 +397,105 @@ static void conn_set_deadline(struct api_server *s, struct MHD_Connection *c, ui
         pthread_mutex_unlock(&s->conns_lock);
 }
 
+/* ---- ?wait=: suspended connections ---- */
+
+/* With wait_lock held: unlist r and let libmicrohttpd call on_request for it again. */
+static void waiter_resume_locked(struct api_server *s, struct request_ctx *r)
+{
+        if (!r->waiting)
+                return;
+        if (r->wprev)
+                r->wprev->wnext = r->wnext;
+        else
+                s->waiters = r->wnext;
+        if (r->wnext)
+                r->wnext->wprev = r->wprev;
+        r->wprev = r->wnext = NULL;
+        r->waiting = false;
+        s->n_waiters--;
+        MHD_resume_connection(r->conn);
+}
+
+/* Hold the connection of a read that asked to wait. 0: suspended (libmicrohttpd calls
+ * on_request again when it is resumed); -EAGAIN: a job changed since the handler read it, ask
+ * again now; -ETIME: the deadline passed or umd is stopping, answer now; -EBUSY: max_waiters
+ * are waiting already. */
+static int wait_suspend(struct MHD_Connection *c, struct request_ctx *r,
+                        const struct api_reply *rep)
+{
+        struct api_server *s = r->srv;
+        uint64_t now = now_monotonic_ms();
+        int ret = 0;
+
+        /* The deadline counts from the first ask, not from each wake-up. */
+        if (r->wait_deadline_ms == 0)
+                r->wait_deadline_ms = now + rep->wait_ms;
+        if (now >= r->wait_deadline_ms)
+                return -ETIME;
+        pthread_mutex_lock(&s->wait_lock);
+        if (s->stopping)
+                ret = -ETIME;
+        else if (core_jobs_generation() != rep->wait_gen)
+                ret = -EAGAIN;
+        else if (s->n_waiters >= s->cfg->max_waiters)
+                ret = -EBUSY;
+        if (ret == 0) {
+                snprintf(r->wait_id, sizeof(r->wait_id), "%s", rep->wait_id);
+                r->conn = c;
+                r->waiting = true;
+                r->wprev = NULL;
+                r->wnext = s->waiters;
+                if (s->waiters)
+                        s->waiters->wprev = r;
+                s->waiters = r;
+                s->n_waiters++;
+                /* Under wait_lock: no wake-up can come between listing and suspending. */
+                MHD_suspend_connection(c);
+        }
+        pthread_mutex_unlock(&s->wait_lock);
+        if (ret == 0) {
+                /* The reaper keeps the deadline; it may be sooner than its next round. */
+                pthread_mutex_lock(&s->conns_lock);
+                pthread_cond_signal(&s->reaper_cond);
+                pthread_mutex_unlock(&s->conns_lock);
+        }
+        return ret;
+}
+
+/* The jobs' listener, called with core_lock held: wake who waits for this job, and every list
+ * waiting for something new (each asks again and goes back to waiting if nothing it wants
+ * came). */
+static void wait_job_changed(const char *id, void *userdata)
+{
+        struct api_server *s = userdata;
+
+        pthread_mutex_lock(&s->wait_lock);
+        for (struct request_ctx *r = s->waiters, *next; r; r = next) {
+                next = r->wnext;
+                if (!r->wait_id[0] || strcasecmp(r->wait_id, id) == 0)
+                        waiter_resume_locked(s, r);
+        }
+        pthread_mutex_unlock(&s->wait_lock);
+}
+
+/* Resume waiters whose deadline passed (all of them when stopping); the earliest deadline
+ * left, 0 when none. */
+static uint64_t wait_expire(struct api_server *s, uint64_t now)
+{
+        uint64_t next = 0;
+
+        pthread_mutex_lock(&s->wait_lock);
+        for (struct request_ctx *r = s->waiters, *n; r; r = n) {
+                n = r->wnext;
+                if (s->stopping || now >= r->wait_deadline_ms)
+                        waiter_resume_locked(s, r);
+                else if (!next || r->wait_deadline_ms < next)
+                        next = r->wait_deadline_ms;
+        }
+        pthread_mutex_unlock(&s->wait_lock);
+        return next;
+}
+
 static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx *r, const char *url)
 {
         struct api_request req = {
@@ -407,8 +527,37 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
         req.n_args = st.n;
         req.idempotency_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
         req.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        req.if_none_match =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
 
-        api_dispatch(&req, &rep);
+        /* Asked again after a change that came between the handler's read and the suspend:
+         * a few rounds at most, then the answer is what the handler last saw. */
+        for (int round = 0; round < 4; round++) {
+                int w;
+
+                api_dispatch(&req, &rep);
+                if (rep.wait_ms == 0)
+                        break;
+                w = wait_suspend(c, r, &rep);
+                if (w == 0) {
+                        /* Asked again when resumed: this answer is stale by then. */
+                        reply_free(&rep);
+                        return MHD_YES;
+                }
+                if (w == -EBUSY) {
+                        reply_free(&rep);
+                        problem_set(&p, 503, "wait",
+                                    "%u reads are waiting already (max_waiters); ask again "
+                                    "without wait or later",
+                                    r->srv->cfg->max_waiters);
+                        p.retry_after_s = 1;
+                        return queue_problem(c, r, &p);
+                }
+                if (w != -EAGAIN)
+                        break; /* the deadline passed: answer what there is */
+                reply_free(&rep);
+                memset(&rep, 0, sizeof(rep));
+        }
         return queue_reply(c, r, &rep);
 }
 
@@ -562,8 +711,18 @@ static void *reaper_main(void *arg)
                         log_debug("http: closed %u connection(s) whose request did not arrive "
                                   "within request_timeout_s (%us)",
                                   cut, s->cfg->request_timeout_s);
+                /* Waits end on time to the tick: their deadline, or 250 ms, whichever is
+                 * first. wait_lock is never taken with conns_lock held. */
+                pthread_mutex_unlock(&s->conns_lock);
+                uint64_t next = wait_expire(s, now), step = 250;
+                pthread_mutex_lock(&s->conns_lock);
+                now = now_monotonic_ms();
+                if (next && next <= now)
+                        step = 1;
+                else if (next && next - now < step)
+                        step = next - now;
                 clock_gettime(CLOCK_MONOTONIC, &until);
-                until.tv_nsec += 250 * 1000 * 1000;
+                until.tv_nsec += (long)step * 1000 * 1000;
                 if (until.tv_nsec >= 1000 * 1000 * 1000) {
                         until.tv_sec++;
                         until.tv_nsec -= 1000 * 1000 * 1000;
@@ -793,8 +952,8 @@ static int start_daemon(struct api_server *s, struct listener *l)
         /* poll(), not epoll: libmicrohttpd 0.9.75's epoll loop leaves waiting connections
          * unserved under load until other traffic wakes it (bench/load/mhd_epoll_stall.c
          * reproduces it: 160-1,750 req/s with epoll against 83k-119k with poll). */
-        unsigned flags =
-            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+                         MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
         bool tls = s->tls_cert && !l->is_unix;
         /* libmicrohttpd copies neither string: both stay in s until the daemon stops. */
         struct MHD_OptionItem tls_opts[] = {
@@ -830,8 +989,19 @@ static int start_daemon(struct api_server *s, struct listener *l)
         return 0;
 }
 
+/* Answer every ?wait= now; none may stay suspended when a daemon stops. */
+static void wait_stop(struct api_server *s)
+{
+        pthread_mutex_lock(&s->wait_lock);
+        s->stopping = true;
+        pthread_mutex_unlock(&s->wait_lock);
+        core_set_job_listener(NULL, NULL);
+        (void)wait_expire(s, now_monotonic_ms());
+}
+
 static void server_free(struct api_server *s)
 {
+        wait_stop(s);
         for (size_t i = 0; i < s->n_listeners; i++) {
                 struct listener *l = &s->listeners[i];
                 if (l->daemon)
@@ -842,6 +1012,7 @@ static void server_free(struct api_server *s)
         reaper_stop(s);
         pthread_cond_destroy(&s->reaper_cond);
         pthread_mutex_destroy(&s->conns_lock);
+        pthread_mutex_destroy(&s->wait_lock);
         if (s->unix_path)
                 (void)unlink(s->unix_path);
         free(s->unix_path);
@@ -969,7 +1140,15 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
         s->cfg = cfg;
         atomic_init(&s->inflight, 0);
         pthread_mutex_init(&s->conns_lock, NULL);
-        pthread_cond_init(&s->reaper_cond, NULL);
+        pthread_mutex_init(&s->wait_lock, NULL);
+        /* The reaper's deadlines are CLOCK_MONOTONIC: so must its condition's clock be (the
+         * default, CLOCK_REALTIME, made every timed wait return at once: the reaper spun). */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->reaper_cond, &ca);
+        pthread_condattr_destroy(&ca);
+        api_wait_max_s = cfg->wait_max_s;
         /* An eighth of the slots (at least one) are kept for loopback and the unix socket. */
         s->remote_max = cfg->max_connections -
                         (cfg->max_connections >= 2 ? (cfg->max_connections / 8 ?: 1) : 0);
@@ -1052,6 +1231,7 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
                         goto fail;
         }
         atomic_store(&mhd_log_level, LOG_DEBUG);
+        core_set_job_listener(wait_job_changed, s);
         *ret = s;
         return 0;
 
@@ -1078,6 +1258,8 @@ void api_stop(struct api_server *s, unsigned timeout_ms)
                 if (l->quiesced_fd == MHD_INVALID_SOCKET)
                         log_warning("cannot stop accepting on %s", l->name);
         }
+        /* Waiting reads are answered with what there is, then drain like any request. */
+        wait_stop(s);
         deadline = now_monotonic_ms() + timeout_ms;
         while ((left = atomic_load(&s->inflight)) > 0 && now_monotonic_ms() < deadline)
                 nanosleep(&pause, NULL);

@@ -12,7 +12,7 @@
 #include "http.h"
 
 #define REQUEST_TIMEOUT_MS 15000L
-#define WAIT_SLICE_S       30  /* longest single ?wait= asked for */
+#define WAIT_SLICE_MS      60000 /* longest single ?wait= asked for: umd's default wait_max_s */
 #define POLL_PAUSE_MS      250 /* between polls when umd answers ?wait= at once */
 #define SUBMIT_TIMEOUT_MS  (3600ull * 1000)
 #define HEALTH_TIMEOUT_MS  (50ull * 1000) /* inside Slurm's 60 s for a health-check program */
@@ -132,8 +132,9 @@ static void query_add(char **q, const char *key, const char *value)
 
 /* Wait until job id is final or timeout_ms passes. Returns 0 with the final job in *ret,
  * UMDCTL_UNKNOWN with the last job seen in *ret when time ran out, or an exit code. umd's
- * ?wait= long-polls; an older umd answers at once, so a quick non-final answer is followed by
- * a short pause rather than an immediate retry. */
+ * ?wait= (milliseconds, "NNNms") holds the request until the job is final, so a wait within
+ * umd's wait_max_s is one request; a umd that cuts it shorter, or an older one that answers at
+ * once, is asked again, after a short pause when the answer came back quickly. */
 static int wait_final(struct http *h, const char *id, uint64_t timeout_ms, json_t **ret)
 {
         uint64_t deadline = now_ms() + timeout_ms;
@@ -144,13 +145,11 @@ static int wait_final(struct http *h, const char *id, uint64_t timeout_ms, json_
         for (;;) {
                 uint64_t start = now_ms();
                 uint64_t left = deadline > start ? deadline - start : 0;
-                unsigned slice = (unsigned)((left + 999) / 1000);
-                if (slice > WAIT_SLICE_S)
-                        slice = WAIT_SLICE_S;
-                snprintf(path, sizeof(path), "/v1/jobs/%s?wait=%us", id, slice ? slice : 1);
+                uint64_t slice = left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS;
+                snprintf(path, sizeof(path), "/v1/jobs/%s?wait=%llums", id,
+                         (unsigned long long)(slice ? slice : 1));
                 json_t *next = NULL;
-                rc = request_json(h, "GET", path, NULL, (long)slice * 1000 + REQUEST_TIMEOUT_MS,
-                                  &next);
+                rc = request_json(h, "GET", path, NULL, (long)slice + REQUEST_TIMEOUT_MS, &next);
                 if (rc) {
                         json_decref(job);
                         return rc;

@@ -497,6 +497,89 @@ json_t *catalog_to_json(const struct catalog_limits *lim)
         return arr;
 }
 
+/* ---- JSON Schema (2020-12, as OpenAPI 3.1 takes it) of each benchmark's params ---- */
+
+/* What size_parse() reads: digits, an optional fraction (with a unit), one optional space and a
+ * unit. The byte bounds of a string are the validator's to check; the schema says them in the
+ * integer branch and the description. */
+#define SIZE_STRING_PATTERN                                                                        \
+        "^[0-9]+(\\.[0-9]+ ?(B|KiB|MiB|GiB|TiB|kB|KB|MB|GB|TB)|( "                                 \
+        "?(B|KiB|MiB|GiB|TiB|kB|KB|MB|GB|TB))?)$"
+
+static json_t *size_schema(const struct param_def *p, const struct catalog_limits *lim)
+{
+        return json_pack("{s:[{s:s, s:I, s:I}, {s:s, s:s}]}", "oneOf", "type", "integer", "minimum",
+                         (json_int_t)p->min, "maximum", (json_int_t)size_max(p, lim), "type",
+                         "string", "pattern", SIZE_STRING_PATTERN);
+}
+
+static json_t *param_schema(const struct param_def *p, const struct catalog_limits *lim)
+{
+        json_t *s = NULL;
+
+        switch (p->type) {
+        case PARAM_SIZE:
+                s = size_schema(p, lim);
+                if (s)
+                        json_object_set_new(s, "default", json_integer(p->def));
+                break;
+        case PARAM_SIZE_LIST:
+                s = json_pack("{s:s, s:i, s:i, s:o}", "type", "array", "minItems", 1, "maxItems",
+                              64, "items", size_schema(p, lim));
+                break;
+        case PARAM_INT:
+                s = json_pack("{s:s, s:I, s:I, s:I}", "type", "integer", "minimum",
+                              (json_int_t)p->min, "maximum", (json_int_t)p->max, "default",
+                              (json_int_t)p->def);
+                break;
+        case PARAM_BOOL:
+                s = json_pack("{s:s, s:b}", "type", "boolean", "default", (int)p->def);
+                break;
+        case PARAM_ENUM:
+                s = json_pack("{s:s, s:o, s:s}", "type", "string", "enum", values_json(p->values),
+                              "default", p->def_str);
+                break;
+        case PARAM_ENUM_LIST:
+                s = json_pack("{s:s, s:i, s:b, s:{s:s, s:o}, s:o}", "type", "array", "minItems", 1,
+                              "uniqueItems", 1, "items", "type", "string", "enum",
+                              values_json(p->values), "default", enum_list_from_str(p->def_str));
+                break;
+        }
+        if (!s)
+                return NULL;
+        if (p->description || p->fake_only) {
+                char d[512];
+
+                snprintf(d, sizeof(d), "%s%s%s%s", p->description ? p->description : "",
+                         p->unit ? " (" : "", p->unit ? p->unit : "", p->unit ? ")" : "");
+                if (p->fake_only)
+                        snprintf(d + strlen(d), sizeof(d) - strlen(d),
+                                 "; fake devices only (refused for real ones)");
+                json_object_set_new(s, "description", json_string(d));
+        }
+        return s;
+}
+
+json_t *catalog_params_schema(const struct bench_def *b, const struct catalog_limits *lim)
+{
+        json_t *props = json_object(), *s;
+
+        if (!props)
+                return NULL;
+        for (size_t j = 0; j < b->n_params; j++) {
+                json_t *ps = param_schema(&b->params[j], lim);
+                if (!ps || json_object_set_new(props, b->params[j].name, ps) < 0) {
+                        json_decref(props);
+                        return NULL;
+                }
+        }
+        s = json_pack("{s:s, s:s, s:o, s:b}", "title", b->name, "type", "object", "properties",
+                      props, "additionalProperties", 0);
+        if (s)
+                json_object_set_new(s, "description", json_string(b->description));
+        return s;
+}
+
 static int fail(struct catalog_error *err, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(struct catalog_error *err, const char *field, const char *fmt, ...)

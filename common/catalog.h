@@ -57,6 +57,10 @@ size_t catalog_count(void);
 
 /* The whole catalog as GET /v1/benchmarks shows it. */
 json_t *catalog_to_json(const struct catalog_limits *lim);
+/* A JSON Schema (2020-12) of b's params: every parameter with its type, bounds, default and
+ * allowed values, nothing else. The OpenAPI document is given one per catalog entry, so a new
+ * benchmark is described the day it is added. NULL when out of memory. */
+json_t *catalog_params_schema(const struct bench_def *b, const struct catalog_limits *lim);
 
 /* Validate params (an object or NULL) for benchmark b. On success *ret_params is a new object
  * with every parameter (defaults filled, sizes as integers in bytes) and 0 is returned. On bad

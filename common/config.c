@@ -66,6 +66,11 @@ static const struct key keys[] = {
         {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
          "Seconds a request may take to arrive whole (headers and body), however steadily it "
          "trickles; the connection is closed after that."},
+        {"wait_max_s", K_UINT, F(wait_max_s), "60", 0, 3600,
+         "Longest ?wait= a job or list read may hold its connection (longer asks are cut to "
+         "this; 0: ?wait= answers at once)."},
+        {"max_waiters", K_UINT, F(max_waiters), "256", 0, 65536,
+         "Reads waiting with ?wait= at once, all clients together (503 beyond)."},
         {"shutdown_timeout_s", K_UINT, F(shutdown_timeout_s), "10", 0, 600,
          "Seconds in-flight requests and workers get to finish at shutdown."},
 
@@ -79,6 +84,9 @@ static const struct key keys[] = {
         {"max_store_bytes", K_SIZE, F(max_store_bytes), "4GiB", 0, 1024 * GiB,
          "Finished jobs are deleted, oldest first, while the stored documents take more than "
          "this (0: no limit)."},
+        {"job_cache_bytes", K_SIZE, F(job_cache_bytes), "16MiB", 0, 4 * GiB,
+         "Finished jobs' documents kept in memory for GET /v1/jobs/{id} (they never change; "
+         "0: read each from the database)."},
         {"max_result_bytes", K_SIZE, F(max_result_bytes), "4MiB", 4096, 16 * 1024 * 1024,
          "Largest result a worker may return for one device."},
 
@@ -96,6 +104,10 @@ static const struct key keys[] = {
          "After asking a worker to stop a cancelled job, kill it after this long."},
         {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
          "Largest page GET /v1/jobs returns."},
+        {"list_results_max_bytes", K_SIZE, F(list_results_max_bytes), "4MiB", 4096,
+         256 * 1024 * 1024,
+         "Stored bytes one GET /v1/jobs?include=results page may carry (the page ends early, "
+         "with a next link, beyond)."},
         {"max_labels", K_UINT, F(max_labels), "16", 0, 1024, "Labels one job may carry."},
         {"max_label_key_len", K_UINT, F(max_label_key_len), "64", 1, 4096,
          "Longest label key, in bytes."},
@@ -521,6 +533,8 @@ void config_print_help(FILE *f, const char *prog)
             "      --print-config     print the effective configuration (defaults, file, flags)\n"
             "                         as a config file, and exit\n"
             "      --export DIR       write every stored job to DIR/<id>.json and exit\n"
+            "      --print-openapi    print the OpenAPI document umd serves (with each\n"
+            "                         benchmark's params schema from the catalog), and exit\n"
             "      --worker PATH      the same as --worker-path\n"
             "  -h, --help             this text\n"
             "  -V, --version          version and build\n\n",
@@ -700,6 +714,10 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                         check_only = true;
                         continue;
                 }
+                if (!strcmp(a, "--print-openapi")) {
+                        c->print_openapi = true;
+                        continue;
+                }
                 if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
                         if (i + 1 >= argc)
                                 return usage_error("%s needs a file", a);
@@ -756,7 +774,7 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                         continue;
                 }
                 if (!strncmp(a, "--config=", 9) || !strcmp(a, "--print-config") ||
-                    !strcmp(a, "--check-config"))
+                    !strcmp(a, "--check-config") || !strcmp(a, "--print-openapi"))
                         continue;
                 const struct key *k = flag_lookup(a + 2, &inl);
                 if (inl)

@@ -44,6 +44,10 @@ struct umd_config {
         unsigned job_timeout_max_s;
         unsigned cancel_grace_ms;
         unsigned list_limit_max;
+        uint64_t list_results_max_bytes;
+        uint64_t job_cache_bytes;
+        unsigned wait_max_s;
+        unsigned max_waiters;
         unsigned max_labels;
         unsigned max_label_key_len;
         unsigned max_label_value_len;
@@ -90,6 +94,7 @@ struct umd_config {
         /* set by parsing, not keys */
         char *config_file;
         char *export_dir; /* --export DIR: write the store out as JSON files and exit */
+        bool print_openapi; /* --print-openapi: print the served OpenAPI document and exit */
 };
 
 /* What to do with a part whose GPU has compute processes that are not umd's. */

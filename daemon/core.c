@@ -81,6 +81,23 @@ json_t *core_version_json(void)
                          (int)UMD_HAVE_CUDA);
 }
 
+json_t *core_params_schemas(void)
+{
+        struct catalog_limits lim = {.max_buffer_bytes = core_config->max_buffer_bytes};
+        json_t *arr = json_array();
+
+        for (size_t i = 0; arr && i < catalog_count(); i++) {
+                const struct bench_def *b = catalog_get(i);
+                json_t *pair = json_pack("[s, o]", b->name, catalog_params_schema(b, &lim));
+
+                if (!pair || json_array_append_new(arr, pair) < 0) {
+                        json_decref(arr);
+                        return NULL;
+                }
+        }
+        return arr;
+}
+
 json_t *core_catalog_json(void)
 {
         struct catalog_limits lim = {.max_buffer_bytes = core_config->max_buffer_bytes};

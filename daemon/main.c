@@ -130,6 +130,11 @@ static int run(struct umd_config *cfg)
         r = store_open(cfg->state_dir, &store);
         if (r < 0)
                 goto out;
+        r = store_set_cache(store, cfg->job_cache_bytes);
+        if (r < 0) {
+                log_error_errno(r, "cannot set up the job cache (job_cache_bytes): %m");
+                goto out;
+        }
 
         r = devices_find_worker(cfg, &worker);
         if (r < 0)
@@ -243,6 +248,14 @@ int main(int argc, char **argv)
         }
         log_set_level(cfg.log_level);
         core_config = &cfg;
+        if (cfg.print_openapi) {
+                size_t len = 0;
+                const char *doc = api_openapi_document(&len);
+
+                r = doc && fwrite(doc, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 : -EIO;
+                config_free(&cfg);
+                return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        }
         if (cfg.export_dir) {
                 r = store_export(cfg.state_dir, cfg.export_dir);
                 config_free(&cfg);

@@ -1,7 +1,13 @@
-/* Prometheus text exposition (format 0.0.4). Owns the counters nothing else keeps: HTTP
- * requests, finished jobs, job durations, last measured bandwidths. Device and queue gauges are
- * read from devices.c/jobs.c at scrape time. Every label set is bounded: routes are patterns,
- * states and benchmarks come from fixed tables, uuids from discovery, modes from results. */
+/* Prometheus text exposition (format 0.0.4), named by Prometheus's conventions (base units:
+ * bytes per second, seconds) and joinable with dcgm-exporter (umd_device_info carries its gpu,
+ * UUID, pci_bus_id and modelName labels). Owns the counters nothing else keeps: HTTP requests,
+ * finished jobs, job durations, the last measurement of each mode (bandwidth, or latency for
+ * latency modes, and when it was taken). Device and queue gauges are read from devices.c/jobs.c
+ * at scrape time. Every label set is bounded: routes are patterns, states and benchmarks come
+ * from fixed tables, uuids from discovery, and modes from results, at most
+ * METRICS_MODES_PER_DEVICE per device (beyond, a mode is counted in
+ * umd_metrics_series_dropped_total, never exported); a sweep's per-size points ("mode@size")
+ * are never label values (their curves are in the job's result). */
 #include "metrics.h"
 
 #include <pthread.h>
@@ -18,6 +24,9 @@
 #include "util.h"
 
 #define MAX_SERIES 4096
+/* (benchmark, mode) pairs exported per device. The catalog's benchmarks name about 40 modes
+ * together; anything past this is a bug or a hostile worker, not a reason for new series. */
+#define METRICS_MODES_PER_DEVICE 64
 
 struct series {
         char *labels; /* rendered label set, e.g. route="/v1/jobs",method="GET",status="200" */
@@ -30,7 +39,11 @@ struct family {
 };
 
 static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
-static struct family http_requests, jobs_finished, bandwidth;
+static struct family http_requests, jobs_finished;
+/* Per (uuid, benchmark, mode): bandwidth in bytes/s or latency in seconds, and the Unix time of
+ * the measurement. */
+static struct family bandwidth, latency, measured_at;
+static unsigned long long series_dropped;
 static const double duration_buckets[] = {0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800};
 static unsigned long long duration_counts[ELEMENTSOF(duration_buckets) + 1];
 static double duration_sum;
@@ -116,26 +129,60 @@ void metrics_job_finished(const char *benchmark, const char *state, double durat
         pthread_mutex_unlock(&mlock);
 }
 
+static bool family_has(const struct family *f, const char *labels)
+{
+        for (size_t i = 0; i < f->n; i++)
+                if (strcmp(f->s[i].labels, labels) == 0)
+                        return true;
+        return false;
+}
+
+/* Modes of device u (its rendered uuid="..." prefix) already exported. */
+static size_t modes_of(const char *prefix)
+{
+        size_t n = 0, len = strlen(prefix);
+
+        for (size_t i = 0; i < measured_at.n; i++)
+                n += strncmp(measured_at.s[i].labels, prefix, len) == 0;
+        return n;
+}
+
 void metrics_part_result(const char *uuid, const json_t *result)
 {
         const char *bench = json_string_value(json_object_get(result, "benchmark"));
+        double now = (double)now_realtime_ms() / 1000.0;
         size_t i;
         json_t *m;
-        char u[80], b[64], n[64], labels[256];
+        char u[80], b[64], n[64], prefix[96], labels[256];
 
         escape(u, sizeof(u), uuid);
         escape(b, sizeof(b), bench ? bench : "unknown");
+        snprintf(prefix, sizeof(prefix), "uuid=\"%s\",", u);
         pthread_mutex_lock(&mlock);
         json_array_foreach(json_object_get(result, "measurements"), i, m)
         {
                 json_t *g = json_object_get(m, "gbps");
+                json_t *lat = json_object_get(m, "latency_us");
                 const char *name = json_string_value(json_object_get(m, "name"));
-                if (!json_is_number(g) || !name)
+
+                /* A sweep point names its size: sizes must not become label values. */
+                if (!name || strchr(name, '@') || (!json_is_number(g) && !json_is_number(lat)))
                         continue;
                 escape(n, sizeof(n), name);
                 snprintf(labels, sizeof(labels), "uuid=\"%s\",benchmark=\"%s\",mode=\"%s\"", u, b,
                          n);
-                family_set(&bandwidth, labels, json_number_value(g), false);
+                if (!family_has(&measured_at, labels) &&
+                    modes_of(prefix) >= METRICS_MODES_PER_DEVICE) {
+                        series_dropped++;
+                        continue;
+                }
+                /* A latency mode's figure is its latency; its bytes per second would be a
+                 * bandwidth of nothing worth plotting. */
+                if (json_is_number(lat))
+                        family_set(&latency, labels, json_number_value(lat) / 1e6, false);
+                else
+                        family_set(&bandwidth, labels, json_number_value(g) * 1e9, false);
+                family_set(&measured_at, labels, now, false);
         }
         pthread_mutex_unlock(&mlock);
 }
@@ -173,6 +220,26 @@ char *core_metrics_text(size_t *ret_len)
                 "umd_jobs_running %zu\n",
                 total, running);
 
+        fprintf(f, "# HELP umd_device_info The GPUs umd owns, labelled as dcgm-exporter labels "
+                   "them (gpu, UUID, pci_bus_id, modelName) to join on.\n"
+                   "# TYPE umd_device_info gauge\n");
+        core_lock();
+        for (size_t i = 0; i < devices_count(); i++) {
+                struct device *d = devices_get(i);
+                json_t *idx = json_object_get(d->info, "index");
+                char model[160], bus[64];
+
+                escape(model, sizeof(model), json_string_value(json_object_get(d->info, "name")));
+                escape(bus, sizeof(bus), json_string_value(json_object_get(d->info, "pci_bus_id")));
+                fprintf(f,
+                        "umd_device_info{uuid=\"%s\",gpu=\"%lld\",UUID=\"%s\",pci_bus_id=\"%s\","
+                        "modelName=\"%s\",fake=\"%s\"} 1\n",
+                        d->uuid,
+                        json_is_integer(idx) ? (long long)json_integer_value(idx)
+                                             : (long long)d->index,
+                        d->uuid, bus, model, d->fake ? "true" : "false");
+        }
+        core_unlock();
         fprintf(f, "# HELP umd_queue_depth Job parts waiting, per device.\n"
                    "# TYPE umd_queue_depth gauge\n");
         core_lock();
@@ -242,10 +309,22 @@ char *core_metrics_text(size_t *ret_len)
                 "umd_job_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
                 "umd_job_duration_seconds_sum %.6f\numd_job_duration_seconds_count %llu\n",
                 duration_count, duration_sum, duration_count);
-        fprintf(f, "# HELP umd_bandwidth_gbps Last measured bandwidth (decimal GB/s at the "
-                   "median sample) per device, benchmark and mode.\n"
-                   "# TYPE umd_bandwidth_gbps gauge\n");
-        family_print(f, "umd_bandwidth_gbps", &bandwidth);
+        fprintf(f, "# HELP umd_bandwidth_bytes_per_second Last measured bandwidth (at the median "
+                   "sample) per device, benchmark and mode.\n"
+                   "# TYPE umd_bandwidth_bytes_per_second gauge\n");
+        family_print(f, "umd_bandwidth_bytes_per_second", &bandwidth);
+        fprintf(f, "# HELP umd_latency_seconds Last measured latency (median sample) per device, "
+                   "benchmark and latency mode.\n# TYPE umd_latency_seconds gauge\n");
+        family_print(f, "umd_latency_seconds", &latency);
+        fprintf(f, "# HELP umd_measurement_timestamp_seconds Unix time of the last measurement "
+                   "per device, benchmark and mode.\n"
+                   "# TYPE umd_measurement_timestamp_seconds gauge\n");
+        family_print(f, "umd_measurement_timestamp_seconds", &measured_at);
+        fprintf(f,
+                "# HELP umd_metrics_series_dropped_total Measurements not exported because their "
+                "device already has %d modes.\n# TYPE umd_metrics_series_dropped_total counter\n"
+                "umd_metrics_series_dropped_total %llu\n",
+                METRICS_MODES_PER_DEVICE, series_dropped);
         pthread_mutex_unlock(&mlock);
 
         if (fclose(f) != 0) {

@@ -130,7 +130,17 @@ static const char *const rsql[R_COUNT] = {
 };
 
 /* List queries are built from which filters are present (6 bits) and kept per connection. */
-enum { Q_STATE = 1, Q_BENCH = 2, Q_UUID = 4, Q_BEFORE = 8, Q_SINCE = 16, Q_UNTIL = 32, Q_N = 64 };
+enum {
+        Q_STATE = 1,
+        Q_BENCH = 2,
+        Q_UUID = 4,
+        Q_BEFORE = 8,
+        Q_SINCE = 16,
+        Q_UNTIL = 32,
+        Q_AFTER = 64,
+        Q_DOC = 128,
+        Q_N = 256
+};
 
 struct reader {
         sqlite3 *db;
@@ -175,7 +185,62 @@ struct store {
         pthread_mutex_t readers_mu;
         struct reader *readers;
         unsigned n_readers;
+
+        /* Finished jobs' documents as served, by id: they never change, so a read need not
+         * ask SQLite again. Direct-mapped (a new entry takes its slot), bounded in bytes. */
+        pthread_mutex_t cache_mu;
+        struct cache_slot *cache; /* CACHE_SLOTS, NULL: no cache */
+        uint64_t cache_bytes, cache_max;
 };
+
+#define CACHE_SLOTS 4096
+
+struct cache_slot {
+        char id[UUID_STRING_MAX]; /* lower case; "" when empty */
+        char *bytes;
+        size_t len;
+};
+
+static void cache_key(const char *id, char key[UUID_STRING_MAX])
+{
+        size_t i;
+
+        for (i = 0; id[i] && i + 1 < UUID_STRING_MAX; i++)
+                key[i] = (char)((id[i] >= 'A' && id[i] <= 'Z') ? id[i] + 32 : id[i]);
+        key[i] = '\0';
+}
+
+static struct cache_slot *cache_slot_of(struct store *s, const char *key)
+{
+        uint64_t h = UINT64_C(14695981039346656037);
+
+        for (const char *c = key; *c; c++)
+                h = (h ^ (unsigned char)*c) * UINT64_C(1099511628211);
+        return &s->cache[h % CACHE_SLOTS];
+}
+
+/* With cache_mu held. */
+static void cache_drop_slot(struct store *s, struct cache_slot *c)
+{
+        s->cache_bytes -= c->len;
+        free(c->bytes);
+        *c = (struct cache_slot){0};
+}
+
+static void cache_evict(struct store *s, const char *id)
+{
+        char key[UUID_STRING_MAX];
+        struct cache_slot *c;
+
+        if (!s->cache)
+                return;
+        cache_key(id, key);
+        pthread_mutex_lock(&s->cache_mu);
+        c = cache_slot_of(s, key);
+        if (strcmp(c->id, key) == 0)
+                cache_drop_slot(s, c);
+        pthread_mutex_unlock(&s->cache_mu);
+}
 
 static int errno_from_sqlite(int rc)
 {
@@ -264,8 +329,13 @@ static int reader_take(struct store *s, struct reader **ret)
 
         pthread_mutex_lock(&s->readers_mu);
         r = s->readers;
-        if (r)
+        if (r) {
                 s->readers = r->next;
+                /* n_readers counts the idle ones: without this, after READERS_MAX reads every
+                 * reader given back was closed and every read opened the database again (a
+                 * list cost 1.4 ms, mostly sqlite3_open and statement preparation). */
+                s->n_readers--;
+        }
         pthread_mutex_unlock(&s->readers_mu);
         if (r) {
                 *ret = r;
@@ -527,6 +597,8 @@ static bool retention_step(struct store *s)
                 log_warning("retention: cannot delete %zu jobs: %s", n, strerror(-r));
                 return false;
         }
+        for (size_t i = 0; i < n; i++)
+                cache_evict(s, ids[i]);
         log_debug("retention: deleted %zu finished jobs", n);
         read_stats(s);
         return true;
@@ -626,6 +698,10 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
 
         if (!t || !parts || !(t->snap = json_copy((json_t *)job)))
                 goto oom;
+        /* Only finished jobs are cached, and nothing writes those again; a write says the
+         * cached bytes (if any) are no longer the truth all the same. */
+        if (json_is_string(json_object_get(job, "id")))
+                cache_evict(s, json_string_value(json_object_get(job, "id")));
         json_array_foreach(json_object_get(job, "parts"), i, p)
         {
                 if (json_array_append_new(parts, json_copy(p)) < 0)
@@ -748,6 +824,90 @@ int store_get(struct store *s, const char *id, json_t **ret)
         if (!j)
                 return log_error_errno(EBADMSG, "store: job %s is not valid JSON", id);
         *ret = j;
+        return 0;
+}
+
+int store_set_cache(struct store *s, uint64_t max_bytes)
+{
+        if (max_bytes == 0 || s->cache)
+                return 0;
+        s->cache = calloc(CACHE_SLOTS, sizeof(*s->cache));
+        if (!s->cache)
+                return -ENOMEM;
+        s->cache_max = max_bytes;
+        return 0;
+}
+
+int store_get_finished_raw(struct store *s, const char *id, char **ret, size_t *ret_len)
+{
+        char key[UUID_STRING_MAX];
+        struct cache_slot *c = NULL;
+        struct reader *rd;
+        sqlite3_stmt *st;
+        char *copy = NULL;
+        size_t n = 0;
+        int rc, r;
+
+        cache_key(id, key);
+        if (s->cache) {
+                pthread_mutex_lock(&s->cache_mu);
+                c = cache_slot_of(s, key);
+                if (strcmp(c->id, key) == 0) {
+                        copy = malloc(c->len + 1);
+                        if (copy) {
+                                memcpy(copy, c->bytes, c->len + 1);
+                                n = c->len;
+                        }
+                }
+                pthread_mutex_unlock(&s->cache_mu);
+                if (copy) {
+                        *ret = copy;
+                        *ret_len = n;
+                        return 0;
+                }
+        }
+        r = reader_take(s, &rd);
+        if (r < 0)
+                return r;
+        st = rd->st[R_GET];
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                const char *t = (const char *)sqlite3_column_text(st, 0);
+
+                n = (size_t)sqlite3_column_bytes(st, 0);
+                copy = t ? malloc(n + 1) : NULL;
+                if (copy)
+                        memcpy(copy, t, n + 1);
+        }
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        reader_give(s, rd);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return log_error_errno(EIO, "SQLite: cannot read job %s: %s", id,
+                                       sqlite3_errstr(rc));
+        if (!copy)
+                return -ENOMEM;
+        /* A document over a sixteenth of the cache would push out too much for one job. */
+        if (s->cache && n <= s->cache_max / 16) {
+                pthread_mutex_lock(&s->cache_mu);
+                if (c->id[0])
+                        cache_drop_slot(s, c);
+                if (s->cache_bytes + n <= s->cache_max) {
+                        c->bytes = malloc(n + 1);
+                        if (c->bytes) {
+                                memcpy(c->bytes, copy, n + 1);
+                                c->len = n;
+                                s->cache_bytes += n;
+                                memcpy(c->id, key, sizeof(key));
+                        }
+                }
+                pthread_mutex_unlock(&s->cache_mu);
+        }
+        *ret = copy;
+        *ret_len = n;
         return 0;
 }
 
@@ -897,11 +1057,12 @@ static sqlite3_stmt *list_stmt(struct reader *rd, unsigned mask)
          * history over months never scans other GPUs' jobs. */
         if (mask & Q_UUID)
                 at = (size_t)snprintf(sql, sizeof(sql),
-                                      "SELECT j.summary, j.id FROM parts p CROSS JOIN jobs j ON "
-                                      "j.id = p.job_id WHERE p.uuid = ?3");
+                                      "SELECT j.%s, j.id FROM parts p CROSS JOIN jobs j ON "
+                                      "j.id = p.job_id WHERE p.uuid = ?3",
+                                      (mask & Q_DOC) ? "doc" : "summary");
         else
-                at = (size_t)snprintf(sql, sizeof(sql),
-                                      "SELECT j.summary, j.id FROM jobs j WHERE 1");
+                at = (size_t)snprintf(sql, sizeof(sql), "SELECT j.%s, j.id FROM jobs j WHERE 1",
+                                      (mask & Q_DOC) ? "doc" : "summary");
 #define ADD(bit, cond)                                                                             \
         if ((mask & (bit)) && at < sizeof(sql))                                                    \
                 at += (size_t)snprintf(sql + at, sizeof(sql) - at, " AND %s", cond);
@@ -910,6 +1071,7 @@ static sqlite3_stmt *list_stmt(struct reader *rd, unsigned mask)
         ADD(Q_BEFORE, (mask & Q_UUID) ? "p.job_id < ?4" : "j.id < ?4");
         ADD(Q_SINCE, (mask & Q_UUID) ? "p.job_id >= ?5" : "j.id >= ?5");
         ADD(Q_UNTIL, (mask & Q_UUID) ? "p.job_id < ?6" : "j.id < ?6");
+        ADD(Q_AFTER, (mask & Q_UUID) ? "p.job_id > ?8" : "j.id > ?8");
 #undef ADD
         if (at < sizeof(sql))
                 snprintf(sql + at, sizeof(sql) - at, " ORDER BY %s DESC LIMIT ?7",
@@ -934,15 +1096,20 @@ static bool label_matches(const json_t *job, const struct store_query *q)
         return false;
 }
 
-int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more)
+int store_list_raw(struct store *s, const struct store_query *q, char **ret_text, size_t *ret_len,
+                   size_t *ret_n, char ret_last[UUID_STRING_MAX], bool *ret_more)
 {
-        char since[UUID_STRING_MAX], until[UUID_STRING_MAX];
+        char since[UUID_STRING_MAX], until[UUID_STRING_MAX], last[UUID_STRING_MAX] = "";
         unsigned mask = (q->state ? Q_STATE : 0) | (q->benchmark ? Q_BENCH : 0) |
                         (q->uuid ? Q_UUID : 0) | (q->before ? Q_BEFORE : 0) |
-                        (q->since_ms ? Q_SINCE : 0) | (q->until_ms ? Q_UNTIL : 0);
+                        (q->since_ms ? Q_SINCE : 0) | (q->until_ms ? Q_UNTIL : 0) |
+                        (q->after ? Q_AFTER : 0) | (q->with_results ? Q_DOC : 0);
+        uint64_t bytes = 0;
         struct reader *rd;
         sqlite3_stmt *st;
-        json_t *arr;
+        char *buf = NULL;
+        size_t len = 0, n = 0;
+        FILE *f;
         bool more = false;
         int rc, r;
 
@@ -950,46 +1117,95 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
         if (r < 0)
                 return r;
         st = list_stmt(rd, mask);
-        if (!st) {
+        f = st ? open_memstream(&buf, &len) : NULL;
+        if (!f) {
                 reader_give(s, rd);
-                return -EIO;
+                return st ? -ENOMEM : -EIO;
         }
-        arr = json_array();
+        fputc('[', f);
         id_floor(q->since_ms, since);
         id_floor(q->until_ms, until);
         bind_text_or_null(st, 1, q->state);
         bind_text_or_null(st, 2, q->benchmark);
         bind_text_or_null(st, 3, q->uuid);
         bind_text_or_null(st, 4, q->before);
+        bind_text_or_null(st, 8, q->after);
         sqlite3_bind_text(st, 5, since, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 6, until, -1, SQLITE_STATIC);
         /* A label is matched here, not in SQL: then rows are read until the page is full. */
         sqlite3_bind_int64(st, 7, q->label_key ? -1 : (sqlite3_int64)q->limit + 1);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_t *j = parse_text(st, 0);
+                const char *text = (const char *)sqlite3_column_text(st, 0);
+                const char *id = (const char *)sqlite3_column_text(st, 1);
+                size_t size = (size_t)sqlite3_column_bytes(st, 0);
 
-                if (!j)
+                if (!text || !id)
                         continue;
-                if (q->label_key && !label_matches(j, q)) {
-                        json_decref(j);
-                        continue;
-                }
-                if (json_array_size(arr) == q->limit) {
-                        json_decref(j);
+                /* With results a page ends at max_bytes (but holds one job at least): the
+                 * next cursor then picks up where it stopped. */
+                if (q->with_results && n > 0 && bytes + size > q->max_bytes) {
                         more = true;
                         break;
                 }
-                json_array_append_new(arr, j);
+                if (q->label_key) {
+                        json_t *j = parse_text(st, 0);
+                        bool match = j && label_matches(j, q);
+
+                        json_decref(j);
+                        if (!match)
+                                continue;
+                }
+                if (n == q->limit) {
+                        more = true;
+                        break;
+                }
+                /* The stored text is the document as the API serves it (json_dump_compact):
+                 * a page is those bytes joined, never parsed and dumped again. */
+                if (n > 0)
+                        fputc(',', f);
+                fwrite(text, 1, size, f);
+                snprintf(last, sizeof(last), "%s", id);
+                n++;
+                bytes += size;
         }
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         reader_give(s, rd);
+        fputc(']', f);
+        if (fclose(f) != 0) {
+                free(buf);
+                return -ENOMEM;
+        }
         if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-                json_decref(arr);
+                free(buf);
                 return log_error_errno(EIO, "SQLite: cannot list jobs: %s", sqlite3_errstr(rc));
         }
-        *ret_jobs = arr;
+        *ret_text = buf;
+        *ret_len = len;
+        *ret_n = n;
+        memcpy(ret_last, last, sizeof(last));
         *ret_more = more;
+        return 0;
+}
+
+int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more)
+{
+        char last[UUID_STRING_MAX];
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0, n = 0;
+        json_error_t err;
+        json_t *arr;
+        int r;
+
+        r = store_list_raw(s, q, &text, &len, &n, last, ret_more);
+        if (r < 0)
+                return r;
+        arr = json_loadb(text, len, 0, &err);
+        if (!json_is_array(arr)) {
+                json_decref(arr);
+                return log_error_errno(EBADMSG, "store: a listed job is not valid JSON");
+        }
+        *ret_jobs = arr;
         return 0;
 }
 
@@ -1232,6 +1448,7 @@ int store_open(const char *state_dir, struct store **ret)
         s->lock_fd = -1;
         pthread_mutex_init(&s->mu, NULL);
         pthread_mutex_init(&s->readers_mu, NULL);
+        pthread_mutex_init(&s->cache_mu, NULL);
         pthread_cond_init(&s->work, NULL);
         pthread_cond_init(&s->done, NULL);
         pthread_cond_init(&s->ckpt, NULL);
@@ -1305,6 +1522,10 @@ void store_close(struct store *s)
         pthread_cond_destroy(&s->ckpt);
         pthread_mutex_destroy(&s->mu);
         pthread_mutex_destroy(&s->readers_mu);
+        for (size_t i = 0; s->cache && i < CACHE_SLOTS; i++)
+                free(s->cache[i].bytes);
+        free(s->cache);
+        pthread_mutex_destroy(&s->cache_mu);
         free(s->dir);
         free(s->db_path);
         free(s);

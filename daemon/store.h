@@ -47,6 +47,13 @@ int store_recover(struct store *s, store_job_fn fn, void *userdata);
 
 /* The public document of job id (any case). 0, -ENOENT or -errno. */
 int store_get(struct store *s, const char *id, json_t **ret);
+/* Keep up to max_bytes of finished jobs' documents in memory for store_get_finished_raw (0: no
+ * cache). Once, before reads start. 0 or -ENOMEM. */
+int store_set_cache(struct store *s, uint64_t max_bytes);
+/* The stored bytes of job id (the document the API serves), malloc'd and NUL-terminated. Only
+ * for a job that is finished and out of jobs.c's memory: its bytes never change again, so they
+ * are cached (retention and any later write drop them). 0, -ENOENT or -errno. */
+int store_get_finished_raw(struct store *s, const char *id, char **ret, size_t *ret_len);
 /* The newest job with this idempotency key and client (NULL matches NULL): its public document
  * and the request body it was submitted with. 0, -ENOENT or -errno. */
 int store_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,
@@ -60,11 +67,19 @@ struct store_query {
         size_t label_key_len;
         const char *label_value;
         const char *before; /* id cursor, exclusive; NULL: none */
+        const char *after;  /* id cursor, exclusive: newer than this; NULL: none */
         uint64_t since_ms;  /* created at or after; 0: none */
         uint64_t until_ms;  /* created before; 0: none */
         size_t limit;
+        bool with_results; /* whole public documents, up to max_bytes of them (one at least) */
+        uint64_t max_bytes;
 };
-/* Summaries (public documents without results), newest first; *ret_more when more match. */
+/* Summaries (public documents without results), or whole documents with with_results, newest
+ * first, as a JSON array's text made of the stored bytes: *ret_text (malloc'd), its length, how
+ * many jobs, the last one's id ("" for none); *ret_more when more match. 0 or -errno. */
+int store_list_raw(struct store *s, const struct store_query *q, char **ret_text, size_t *ret_len,
+                   size_t *ret_n, char ret_last[UUID_STRING_MAX], bool *ret_more);
+/* The same, parsed: an array of the documents. */
 int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more);
 
 /* The part objects of finished health jobs on device uuid that carry a verdict, newest first,

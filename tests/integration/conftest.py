@@ -5,9 +5,16 @@ directory, --fake-devices 2 and the built worker, binds a datagram socket for it
 NOTIFY_SOCKET, and returns once READY=1 arrived. Every daemon it started is killed at the end
 of the test. `umd_run(args)` runs umd to completion (for flags that make it exit).
 
+Every answer a Daemon's get/post/delete receives is checked against the OpenAPI document
+(api/openapi.json, the contract): its route, method and status must be documented, and a JSON
+body must validate against the documented schema (python3-jsonschema). A test fails on anything
+umd sends that the document lacks.
+
 Environment (set by tests/integration/meson.build): UMD_BIN, UMD_WORKER.
 """
+import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -23,6 +30,77 @@ UMD_BIN = os.environ.get("UMD_BIN", "")
 UMD_WORKER = os.environ.get("UMD_WORKER", "")
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30
+OPENAPI = REPO / "api" / "openapi.json"
+
+
+class Contract:
+    """The OpenAPI document as a checker of answers."""
+
+    def __init__(self, path=OPENAPI):
+        import jsonschema  # python3-jsonschema (packaging/install-deps --test)
+
+        self.jsonschema = jsonschema
+        self.doc = json.loads(Path(path).read_text())
+        self.routes = [(re.compile("^" + re.sub(r"\\{[^/]+\\}", "[^/]+", re.escape(p)) + "$"), p)
+                       for p in self.doc["paths"]]
+        self.checked = 0
+
+    def _deref(self, obj):
+        while "$ref" in obj and obj["$ref"].startswith("#/"):
+            node = self.doc
+            for part in obj["$ref"][2:].split("/"):
+                node = node[part]
+            obj = node
+        return obj
+
+    def _validate(self, schema, body, where):
+        # The schema inside a copy of the components: "#/components/..." resolves in place.
+        root = dict(schema, components=self.doc["components"])
+        v = self.jsonschema.Draft202012Validator(root)
+        e = self.jsonschema.exceptions.best_match(v.iter_errors(body))
+        if e is not None:
+            path = "/".join(str(x) for x in e.absolute_path)
+            raise AssertionError(f"{where}: the answer does not match openapi.json at "
+                                 f"/{path}: {e.message[:500]}")
+
+    def check(self, method, url, r):
+        path = re.sub(r"^[a-z]+://[^/]+", "", url).split("?")[0]
+        where = f"{method} {path} -> {r.status_code}"
+        ctype = r.headers.get("Content-Type", "").split(";")[0].strip()
+        problem = self.doc["components"]["schemas"]["Problem"]
+        item = next((self.doc["paths"][p] for rx, p in self.routes if rx.match(path)), None)
+        if item is None or method.lower() not in item:
+            # No such path (404) or method (405): a problem, on any URL.
+            assert r.status_code in (404, 405), f"{where}: not in openapi.json"
+            assert ctype == "application/problem+json", where
+            self._validate(problem, r.json(), where)
+            self.checked += 1
+            return
+        op = item[method.lower()]
+        resp = op["responses"].get(str(r.status_code))
+        assert resp is not None, f"{where}: status {r.status_code} is not in openapi.json"
+        resp = self._deref(resp)
+        if method == "HEAD" or r.status_code == 304 or not r.content:
+            assert "content" not in resp or method == "HEAD", f"{where}: documented with a body"
+            self.checked += 1
+            return
+        content = resp.get("content", {})
+        media = next((m for m in content if m.split(";")[0].strip() == ctype), None)
+        assert media is not None, (f"{where}: Content-Type {ctype} is not documented "
+                                   f"({', '.join(content)})")
+        if ctype.endswith("json"):
+            self._validate(content[media].get("schema", {}), r.json(), where)
+        self.checked += 1
+
+
+_contract = None
+
+
+def contract():
+    global _contract
+    if _contract is None:
+        _contract = Contract()
+    return _contract
 
 
 def free_port(host="127.0.0.1", family=socket.AF_INET):
@@ -160,17 +238,27 @@ class Daemon:
     def url(self, path):
         return self.base_url + path
 
-    def get(self, path, **kw):
+    def _checked(self, method, path, kw):
+        # contract=False: a test that damaged a stored document on purpose reads it back as
+        # stored, which no contract describes.
+        checked = kw.pop("contract", True)
         kw.setdefault("timeout", 10)
-        return requests.get(self.url(path), **kw)
+        r = requests.request(method, self.url(path), **kw)
+        if checked:
+            contract().check(method, self.url(path), r)
+        return r
+
+    def get(self, path, **kw):
+        return self._checked("GET", path, kw)
+
+    def head(self, path, **kw):
+        return self._checked("HEAD", path, kw)
 
     def post(self, path, **kw):
-        kw.setdefault("timeout", 10)
-        return requests.post(self.url(path), **kw)
+        return self._checked("POST", path, kw)
 
     def delete(self, path, **kw):
-        kw.setdefault("timeout", 10)
-        return requests.delete(self.url(path), **kw)
+        return self._checked("DELETE", path, kw)
 
     # -- stopping --
     def stop(self, sig=signal.SIGTERM, timeout=20):

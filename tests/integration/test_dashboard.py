@@ -121,7 +121,16 @@ def test_dashboard_shows_devices_plots_health_and_jobs(umd, tmp_path):
     version = d.get("/v1/version").json()["version"]
     devices = d.get("/v1/devices").json()
 
+    def job_gets():
+        m = re.search(r'^umd_http_requests_total\{route="/v1/jobs/\{id\}",method="GET",'
+                      r'status="200"\} (\d+)$', d.get("/metrics").text, re.M)
+        return int(m.group(1)) if m else 0
+
+    gets = job_gets()
     dom = Tree(render(d.base_url + "/", tmp_path)).root
+    # The health history is one list request with results, not a GET a job: only the latest
+    # sweep and um_vs_explicit are fetched by id.
+    assert job_gets() - gets <= 2
     assert banner(dom) == ""
     assert version in dom.by_id("version").text()
     assert dom.by_id("health-status").text() == "ok"

@@ -4,12 +4,13 @@ Idempotency-Key)."""
 import json
 import os
 import socket
+import subprocess
 import uuid
 
 import pytest
 import requests
 
-from conftest import REPO, free_port, is_problem
+from conftest import REPO, UMD_BIN, free_port, is_problem
 
 JSON = {"Content-Type": "application/json"}
 
@@ -70,13 +71,26 @@ def test_benchmarks_catalog(d):
     assert r.json()
 
 
-def test_openapi_is_the_committed_file_and_lists_every_route(d):
+def test_openapi_is_the_committed_file_plus_the_catalog_and_lists_every_route(d):
     r = d.get("/v1/openapi.json")
     assert r.status_code == 200
     assert r.headers["Content-Type"] == "application/json"
-    committed = (REPO / "api" / "openapi.json").read_bytes()
-    assert r.content == committed
+    committed = json.loads((REPO / "api" / "openapi.json").read_bytes())
     doc = r.json()
+    # What the catalog adds: one params schema a benchmark, and JobSpec tied to them.
+    names = [b["name"] for b in d.get("/v1/benchmarks").json()]
+    schemas = dict(doc["components"]["schemas"])
+    spec = json.loads(json.dumps(schemas["JobSpec"]))
+    assert spec["properties"]["benchmark"].pop("enum") == names
+    assert [a["if"]["properties"]["benchmark"]["const"] for a in spec.pop("allOf")] == names
+    generated = {k for k in schemas if k.startswith("params_")}
+    assert generated == {f"params_{n}" for n in names}
+    rest = dict(doc, components=dict(doc["components"], schemas={
+        k: (spec if k == "JobSpec" else v) for k, v in schemas.items() if k not in generated}))
+    assert rest == committed
+    # umd --print-openapi (what CI's linter reads) is the same document.
+    printed = subprocess.run([UMD_BIN, "--print-openapi"], capture_output=True, check=True)
+    assert json.loads(printed.stdout) == doc
     assert doc["openapi"].startswith("3.1")
     expected = {
         "/": {"get"}, "/metrics": {"get"}, "/v1/health": {"get"}, "/v1/devices": {"get"},

@@ -349,10 +349,13 @@ def test_repeated_crashes_fault_the_device_and_fail_its_queue(umd):
     d = umd(fake_devices=2, args=["--max-crashes", "2", "--respawn-backoff-ms", "50",
                                   "--respawn-backoff-max-ms", "60000"])
     crash = {"benchmark": "copy", "device": 0, "params": {"fake_crash": True}}
+    # A slow job ahead holds the queue until all three are in: else a fast worker can crash
+    # twice and fault the device before the last submit, which then gets 503.
+    submit(d, {**COPY, "params": {"fake_delay_ms": 1500}})
     first = submit(d, crash)
-    wait_job(d, first["id"])
     second = submit(d, crash)
-    waiting = submit(d, COPY)  # queued behind the crash on device 0
+    waiting = submit(d, COPY)  # queued behind the crashes on device 0
+    wait_job(d, first["id"])
     assert wait_job(d, second["id"])["state"] == "failed"
     dev = wait_device(d, 0, "faulted")
     assert dev["state_reason"]

@@ -180,9 +180,14 @@ def test_metrics_pass_promtool_and_carry_bounded_labels(umd):
     text = d.get("/metrics").text
     p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                        text=True)
-    assert p.returncode == 0, p.stdout + p.stderr
+    # umd_device_info carries dcgm-exporter's own label names (UUID, modelName) so the two
+    # join; promtool's lint prefers snake_case, and that one finding is the point.
+    problems = [l for l in (p.stdout + p.stderr).splitlines()
+                if l.strip() and l != "umd_device_info label names should be written in "
+                "'snake_case' not 'camelCase'"]
+    assert p.returncode in (0, 3) and not problems, p.stdout + p.stderr
     assert 'umd_jobs_finished_total{benchmark="copy",state="succeeded"} 1' in text
-    assert re.search(r'umd_bandwidth_gbps\{uuid="GPU-[^"]+",benchmark="copy",mode="h2d"\} \d', text)
+    assert re.search(r'umd_bandwidth_bytes_per_second\{uuid="GPU-[^"]+",benchmark="copy",mode="h2d"\} \d', text)
     assert 'umd_device_health_verdict{uuid="GPU-fa4e0000-0000-4000-8000-000000000001",verdict="pass"} 1' in text
     assert 'route="other"' in text  # unknown paths share one label value
     assert "umd_job_duration_seconds_count 2" in text

@@ -66,6 +66,18 @@ def test_submit_wait_prints_the_text_table_and_exits_0(umd):
     assert "GB/s" in p.stdout and "h2d" in p.stdout
 
 
+def test_submit_wait_is_one_request(umd):
+    d = umd(fake_devices=1)
+    p = ctl(d, "submit", "copy", "--param", "size=1MiB", "--param", "fake_delay_ms=2000",
+            "--wait", "--timeout", "30s")
+    assert p.returncode == 0, p.stderr
+    text = d.get("/metrics").text
+    m = re.search(r'^umd_http_requests_total\{route="/v1/jobs/\{id\}",method="GET",'
+                  r'status="200"\} (\d+)$', text, re.M)
+    # One ?wait= for the result (the text table is a second GET, with ?format=text).
+    assert m and int(m.group(1)) <= 2, text
+
+
 def test_submit_without_wait_prints_the_id_then_show_and_ls_find_it(umd):
     d = umd(fake_devices=2)
     p = ctl(d, "submit", "copy", "--devices", "all", "--label", "who=ops", "--param",

@@ -193,6 +193,54 @@ static void test_job_filter(void **state)
         assert_string_equal(f.limit, "");
 }
 
+static void test_wait_durations(void **state)
+{
+        struct problem p;
+        uint64_t ms = 1;
+
+        assert_int_equal(request_parse_wait("30", 60, &ms, &p), 0);
+        assert_int_equal(ms, 30000);
+        assert_int_equal(request_parse_wait("30s", 60, &ms, &p), 0);
+        assert_int_equal(ms, 30000);
+        assert_int_equal(request_parse_wait("500ms", 60, &ms, &p), 0);
+        assert_int_equal(ms, 500);
+        assert_int_equal(request_parse_wait("2m", 600, &ms, &p), 0);
+        assert_int_equal(ms, 120000);
+        assert_int_equal(request_parse_wait("0", 60, &ms, &p), 0);
+        assert_int_equal(ms, 0);
+        /* Cut to the configured bound, not refused. */
+        assert_int_equal(request_parse_wait("3600s", 60, &ms, &p), 0);
+        assert_int_equal(ms, 60000);
+        assert_int_equal(request_parse_wait("99999999999999999999", 60, &ms, &p) < 0, 1);
+        const char *bad[] = {"", "s", "-1", "1.5s", "10h", "1 s", "ms", "1sec", "0x10"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+                memset(&p, 0, sizeof(p));
+                assert_true(request_parse_wait(bad[i], 60, &ms, &p) < 0);
+                assert_int_equal(p.status, 400);
+                assert_string_equal(p.field, "wait");
+        }
+}
+
+static void test_route_arguments(void **state)
+{
+        static const char *const takes[] = {"format", "wait", NULL};
+        const struct route_method m = {HTTP_GET, NULL, ROLE_READ, false, takes};
+        const struct route_method none = {HTTP_GET, NULL, ROLE_READ, false, NULL};
+        const struct query_arg ok[] = {{"wait", "1s"}, {"format", "text"}};
+        const struct query_arg unknown[] = {{"wait", "1s"}, {"colour", "blue"}};
+        const struct query_arg twice[] = {{"wait", "1s"}, {"wait", "2s"}};
+        struct problem p;
+
+        assert_int_equal(request_check_args(&m, ok, 2, &p), 0);
+        assert_int_equal(request_check_args(&none, ok, 0, &p), 0);
+        assert_true(request_check_args(&m, unknown, 2, &p) < 0);
+        assert_string_equal(p.field, "colour");
+        assert_true(request_check_args(&none, ok, 1, &p) < 0);
+        assert_string_equal(p.field, "wait");
+        assert_true(request_check_args(&m, twice, 2, &p) < 0);
+        assert_non_null(strstr(p.detail, "twice"));
+}
+
 static void test_list_passes_filter_and_refuses_unknown(void **state)
 {
         const struct query_arg good[] = {{"status", "succeeded"}, {"limit", "5"}};
@@ -311,6 +359,8 @@ int main(void)
             cmocka_unit_test_setup(test_job_filter, setup),
             cmocka_unit_test_setup(test_list_passes_filter_and_refuses_unknown, setup),
             cmocka_unit_test_setup(test_json_body, setup),
+            cmocka_unit_test(test_wait_durations),
+            cmocka_unit_test(test_route_arguments),
             cmocka_unit_test_setup(test_submit_new_replay_and_full, setup),
             cmocka_unit_test_setup(test_submit_refuses_before_core, setup),
         };

@@ -1,0 +1,228 @@
+"""Metrics by the conventions, checked end to end: the names umd exports (base units, latency
+as latency, umd_device_info with dcgm-exporter's labels, the time of each measurement), the
+bound on label values, the shipped Grafana dashboard and alert rules naming only series umd
+exports, and a real Prometheus (Debian's prometheus) scraping a umd with fake devices every
+second, joining umd_device_info to a bandwidth series and firing the failed-verdict alert."""
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import REPO, free_port
+
+DASHBOARD = REPO / "packaging" / "grafana" / "umd.json"
+ALERTS = REPO / "packaging" / "prometheus" / "alerts.yml"
+FINAL = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
+# PromQL words and functions that look like identifiers in an expression.
+PROMQL_WORDS = {"sum", "max", "min", "avg", "by", "on", "without", "group_left", "group_right",
+                "rate", "increase", "time", "histogram_quantile", "or", "and", "unless",
+                "label_values", "count", "ignoring"}
+
+
+def run(d, body, timeout=40):
+    r = d.post("/v1/jobs", json=body)
+    assert r.status_code == 202, r.text
+    j = d.get(f"/v1/jobs/{r.json()['id']}?wait=30s", timeout=timeout).json()
+    assert j["state"] in FINAL, j
+    return j
+
+
+def families(text):
+    """Metric family names in an exposition, from its TYPE lines."""
+    return {m.group(1) for m in re.finditer(r"^# TYPE (\S+) \S+$", text, re.M)}
+
+
+def series_names(expr):
+    return {n for n in re.findall(r"\b(umd_[a-z_]+)\b", expr)}
+
+
+def exported(name, fams):
+    base = re.sub(r"_(bucket|sum|count)$", "", name)
+    return name in fams or base in fams
+
+
+def dashboard_exprs():
+    dash = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    exprs += [v["query"] for v in dash["templating"]["list"] if v.get("type") == "query"]
+    return exprs
+
+
+def alert_exprs():
+    text = ALERTS.read_text()
+    # Folded (>-) and plain expr values, without a YAML parser.
+    out, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\s*)expr:\s*(.*)$", line)
+        if not m:
+            continue
+        if m.group(2) not in (">-", ">", "|"):
+            out.append(m.group(2))
+            continue
+        body, ind = [], len(m.group(1))
+        for nxt in lines[i + 1:]:
+            if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= ind:
+                break
+            body.append(nxt.strip())
+        out.append(" ".join(body))
+    return out
+
+
+@pytest.fixture
+def measured(umd):
+    """A umd with a copy, a latency and a health job done: every family has its series."""
+    d = umd(fake_devices=2)
+    run(d, {"benchmark": "copy", "device": 0, "params": {"size": "1MiB"}})
+    run(d, {"benchmark": "latency", "device": 0})
+    run(d, {"benchmark": "health", "device": 1})
+    return d
+
+
+def test_metrics_are_in_base_units_and_join_dcgm(measured):
+    text = measured.get("/metrics").text
+    fams = families(text)
+    assert "umd_bandwidth_gbps" not in fams
+    m = re.search(r'^umd_bandwidth_bytes_per_second\{uuid="(GPU-[^"]+)",benchmark="copy",'
+                  r'mode="h2d"\} (\S+)$', text, re.M)
+    assert m and float(m.group(2)) > 1e9  # bytes per second, not GB/s
+    lat = re.findall(r'^umd_latency_seconds\{[^}]*benchmark="latency"[^}]*\} (\S+)$', text, re.M)
+    assert lat and all(0 < float(v) < 1 for v in lat)
+    # Latency modes are not exported as bandwidths.
+    assert not re.search(r'^umd_bandwidth_bytes_per_second\{[^}]*benchmark="latency"', text, re.M)
+    ts = re.findall(r'^umd_measurement_timestamp_seconds\{[^}]*\} (\S+)$', text, re.M)
+    assert ts and all(abs(float(v) - time.time()) < 300 for v in ts)
+    info = re.findall(r'^umd_device_info\{([^}]*)\} 1$', text, re.M)
+    assert len(info) == 2
+    for labels in info:
+        for key in ("uuid", "gpu", "UUID", "pci_bus_id", "modelName"):
+            assert re.search(rf'\b{key}="[^"]+"', labels), labels
+
+
+def test_sweep_sizes_never_become_label_values(umd):
+    d = umd(fake_devices=1)
+    j = run(d, {"benchmark": "sweep", "device": 0,
+                "params": {"sizes": ["4KiB", "64KiB", "1MiB", "2MiB"]}})
+    assert j["state"] == "succeeded", j
+    text = d.get("/metrics").text
+    assert "@" not in "".join(l for l in text.splitlines() if not l.startswith("#"))
+    assert "umd_metrics_series_dropped_total 0" in text
+    # The stated bound: 64 (benchmark, mode) pairs a device.
+    assert "already has 64 modes" in text
+
+
+def test_grafana_dashboard_names_only_exported_series(measured):
+    fams = families(measured.get("/metrics").text)
+    exprs = dashboard_exprs()
+    assert exprs
+    names = set()
+    for e in exprs:
+        names |= series_names(e)
+    assert "umd_device_info" in names and "umd_bandwidth_bytes_per_second" in names
+    missing = sorted(n for n in names if not exported(n, fams))
+    assert not missing, missing
+
+
+def test_alert_rules_name_only_exported_series(measured):
+    fams = families(measured.get("/metrics").text)
+    names = set()
+    for e in alert_exprs():
+        names |= series_names(e)
+    assert "umd_device_health_verdict" in names
+    missing = sorted(n for n in names if not exported(n, fams))
+    assert not missing, missing
+
+
+class Prometheus:
+    def __init__(self, tmp_path, target):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cfg = tmp_path / "prometheus.yml"
+        cfg.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"rule_files:\n  - {ALERTS}\n"
+            "scrape_configs:\n  - job_name: umd\n    scrape_interval: 1s\n"
+            f"    static_configs:\n      - targets: ['{target}']\n")
+        self.log = open(tmp_path / "prometheus.log", "wb")
+        self.proc = subprocess.Popen(
+            [shutil.which("prometheus"), f"--config.file={cfg}",
+             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(self.url + "/-/ready", timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("prometheus not ready")
+
+    def query(self, q):
+        r = requests.get(self.url + "/api/v1/query", params={"query": q}, timeout=5)
+        assert r.status_code == 200, r.text
+        return r.json()["data"]["result"]
+
+    def alerts(self):
+        r = requests.get(self.url + "/api/v1/alerts", timeout=5)
+        return r.json()["data"]["alerts"]
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def until(fn, timeout=30, what=""):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+@pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus (Debian) missing")
+def test_real_prometheus_joins_and_fires_the_failed_verdict_alert(umd, tmp_path):
+    state = tmp_path / "gpu-state.json"
+    state.write_text("{}")
+    d = umd(fake_devices=2, args=["--fake-gpu-state", str(state)])
+    prom = Prometheus(tmp_path, f"127.0.0.1:{d.port}")
+    try:
+        prom.wait_ready()
+        run(d, {"benchmark": "copy", "device": 0, "params": {"size": "1MiB"}})
+        joined = until(lambda: prom.query(
+            'umd_bandwidth_bytes_per_second{benchmark="copy"} * on (instance, uuid) '
+            'group_left (gpu, modelName, pci_bus_id, UUID) umd_device_info'),
+            what="the join of umd_device_info and a bandwidth series")
+        labels = joined[0]["metric"]
+        assert labels["UUID"] == labels["uuid"] and labels["modelName"] and labels["gpu"] == "0"
+        assert float(joined[0]["value"][1]) > 1e9
+
+        # GPU 0 fails its canonical check (a health job without params).
+        state.write_text('{"0": {"bandwidth_pct": 20}}')
+        j = run(d, {"benchmark": "health", "device": 0}, timeout=60)
+        assert j["parts"][0]["verdict"]["verdict"] == "fail"
+        uuid = j["parts"][0]["uuid"]
+
+        def firing():
+            return [a for a in prom.alerts() if a["labels"]["alertname"] == "UmdGpuHealthFailed"
+                    and a["state"] == "firing"]
+
+        fired = until(firing, timeout=30, what="UmdGpuHealthFailed firing")
+        assert fired[0]["labels"]["uuid"] == uuid
+        assert fired[0]["labels"]["severity"] == "critical"
+    finally:
+        prom.close()
