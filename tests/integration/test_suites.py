@@ -177,7 +177,14 @@ def test_metrics_pass_promtool_and_carry_bounded_labels(umd):
     run_job(d, {"benchmark": "copy", "device": 0})
     health(d, device=1)
     d.get("/v1/nope")
-    text = d.get("/metrics").text
+    # A request is counted once it has completed on the server's side, which can come a
+    # moment after the client has read the answer (seen under ASan): look until it shows.
+    deadline = time.monotonic() + 5
+    while True:
+        text = d.get("/metrics").text
+        if 'route="other"' in text or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                        text=True)
     # umd_device_info carries dcgm-exporter's own label names (UUID, modelName) so the two
