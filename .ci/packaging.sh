@@ -205,8 +205,9 @@ if wait_http "http://127.0.0.1:$port/v1/health" 20; then
 	check "installed umd lists 2 fake devices" fake_devices_are "$port" 2
 	check "installed umdctl runs a job and prints its table" \
 		sh -c "/usr/bin/umdctl --url http://127.0.0.1:$port submit copy --wait | grep -q '^job .* succeeded'"
-	check "installed umd-healthcheck passes both fake GPUs" \
-		sh -c "/usr/sbin/umd-healthcheck --url http://127.0.0.1:$port | grep -c PASS | grep -qx 2"
+	# Two fake GPUs give three lines: each GPU, and the GPU pairs (peer copies).
+	check "installed umd-healthcheck passes both fake GPUs and their pair" \
+		sh -c "/usr/sbin/umd-healthcheck --url http://127.0.0.1:$port | grep -c PASS | grep -qx 3"
 else
 	fail "installed umd serves HTTP, finding its worker in /usr/libexec"
 	sed 's/^/     /' "$work/umd.log" | tail -20
