@@ -565,6 +565,9 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64
                         json_decref(w->pending_run);
                         w->pending_run = NULL;
                         w->cold_start_ms = (double)(now - w->spawned_at);
+                        /* It died after its hello: its exit status (reaped next) says how. */
+                        if (r == -EPIPE || r == -ECONNRESET)
+                                return;
                         if (r < 0) {
                                 kill_worker(w, KILL_SILENT,
                                             "cannot send job %s after a cold "
