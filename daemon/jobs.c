@@ -646,12 +646,41 @@ static long long verdict_replays(const json_t *v)
         return json_is_integer(r) ? (long long)json_integer_value(r) : -1;
 }
 
+/* The fields every verdict carries, then the rule every canonical check follows: a first
+ * "fail" is not trusted alone, so the part goes back to the queue (with why) to run once more,
+ * and only that run counts. Returns 1 when re-queued (v is kept in first_attempt), 0 when v is
+ * the verdict to record, -1 when re-queueing failed (the part is failed, v dropped). */
+static int verdict_stamp_or_retry(struct job *j, size_t i, json_t *v, const json_t *baseline,
+                                  const char *uuid, const json_t *result, const char *waiting)
+{
+        char ts[40];
+        json_t *p = part_doc(j, i);
+
+        json_object_set(v, "baseline", (json_t *)baseline);
+        json_object_set_new(v, "job", json_string(j->id));
+        json_object_set_new(v, "uuid", json_string(uuid));
+        json_object_set_new(v, "time",
+                            json_string(format_rfc3339_ms(now_realtime_ms(), ts, sizeof(ts))));
+        if (!streq_ptr(json_string_value(json_object_get(v, "verdict")), "fail") ||
+            j->parts[i].attempts >= 2)
+                return 0;
+        json_object_set_new(p, "first_attempt",
+                            json_pack("{s:o, s:O}", "verdict", v, "result", result));
+        j->parts[i].st = P_QUEUED;
+        json_object_set_new(p, "state", json_string("queued"));
+        json_object_set_new(p, "waiting", json_string(waiting));
+        if (enqueue(j, i) < 0) {
+                job_set_part(j, i, P_FAILED, NULL, "out of memory while re-queueing");
+                return -1;
+        }
+        return 1;
+}
+
 /* Judges a canonical health part. A first "fail" is not trusted alone: the part goes back to
  * the queue to run once more, and only the second run's verdict counts (returns true then). */
 static bool health_judge(struct job *j, size_t i, struct device *d, const json_t *result)
 {
         size_t runs = 0;
-        char ts[40];
         _cleanup_json_ json_t *baseline = health_baseline(d->uuid, j, &runs);
         _cleanup_json_ json_t *pcie = health_link(d, result);
         struct health_replays rp = {.now = d->gpu.known ? d->gpu.replay_counter : -1,
@@ -660,32 +689,17 @@ static bool health_judge(struct job *j, size_t i, struct device *d, const json_t
 
         if (!v)
                 return false;
-        json_object_set(v, "baseline", baseline);
         json_object_set(v, "pcie", pcie);
-        json_object_set_new(v, "job", json_string(j->id));
-        json_object_set_new(v, "uuid", json_string(d->uuid));
-        json_object_set_new(v, "time",
-                            json_string(format_rfc3339_ms(now_realtime_ms(), ts, sizeof(ts))));
         if (rp.now >= 0)
                 json_object_set_new(v, "pcie_replay_counter", json_integer(rp.now));
-        if (streq_ptr(json_string_value(json_object_get(v, "verdict")), "fail") &&
-            j->parts[i].attempts < 2) {
-                json_t *p = part_doc(j, i);
-
-                json_object_set_new(p, "first_attempt",
-                                    json_pack("{s:o, s:O}", "verdict", v, "result", result));
-                j->parts[i].st = P_QUEUED;
-                json_object_set_new(p, "state", json_string("queued"));
-                json_object_set_new(p, "waiting",
-                                    json_string("re-running a failed health check once before "
-                                                "the GPU is marked fail"));
-                if (enqueue(j, i) < 0) {
-                        job_set_part(j, i, P_FAILED, NULL, "out of memory while re-queueing");
-                        return false;
-                }
-                log_info("device %zu (%s): health check failed; running it once more", d->index,
-                         d->uuid);
-                return true;
+        int r = verdict_stamp_or_retry(j, i, v, baseline, d->uuid, result,
+                                       "re-running a failed health check once before the GPU "
+                                       "is marked fail");
+        if (r != 0) {
+                if (r > 0)
+                        log_info("device %zu (%s): health check failed; running it once more",
+                                 d->index, d->uuid);
+                return r > 0;
         }
         json_object_set(part_doc(j, i), "verdict", v);
         json_decref(d->last_verdict);
@@ -757,34 +771,18 @@ static json_t *node_baseline(const struct job *self, size_t *ret_runs)
 static bool health_judge_node(struct job *j, size_t i, const json_t *result)
 {
         size_t runs = 0;
-        char ts[40];
         _cleanup_json_ json_t *baseline = node_baseline(j, &runs);
         json_t *v = health_pair_verdict(cfg, result, baseline, runs);
 
         if (!v)
                 return false;
-        json_object_set(v, "baseline", baseline);
-        json_object_set_new(v, "job", json_string(j->id));
-        json_object_set_new(v, "uuid", json_string("node"));
-        json_object_set_new(v, "time",
-                            json_string(format_rfc3339_ms(now_realtime_ms(), ts, sizeof(ts))));
-        if (streq_ptr(json_string_value(json_object_get(v, "verdict")), "fail") &&
-            j->parts[i].attempts < 2) {
-                json_t *p = part_doc(j, i);
-
-                json_object_set_new(p, "first_attempt",
-                                    json_pack("{s:o, s:O}", "verdict", v, "result", result));
-                j->parts[i].st = P_QUEUED;
-                json_object_set_new(p, "state", json_string("queued"));
-                json_object_set_new(p, "waiting",
-                                    json_string("re-running a failed check of the GPU pairs once "
-                                                "before the node is marked fail"));
-                if (enqueue(j, i) < 0) {
-                        job_set_part(j, i, P_FAILED, NULL, "out of memory while re-queueing");
-                        return false;
-                }
-                log_info("node: the check of the GPU pairs failed; running it once more");
-                return true;
+        int r = verdict_stamp_or_retry(j, i, v, baseline, "node", result,
+                                       "re-running a failed check of the GPU pairs once before "
+                                       "the node is marked fail");
+        if (r != 0) {
+                if (r > 0)
+                        log_info("node: the check of the GPU pairs failed; running it once more");
+                return r > 0;
         }
         json_object_set(part_doc(j, i), "verdict", v);
         json_decref(node_last_verdict);
@@ -1229,8 +1227,7 @@ static int recover_one(json_t *doc, void *userdata)
                 return 0;
         }
         static char malformed_why[200];
-        snprintf(malformed_why, sizeof(malformed_why), "its stored document is malformed: %s",
-                 why);
+        snprintf(malformed_why, sizeof(malformed_why), "its stored document is malformed: %s", why);
         bad = malformed ? malformed_why : j->st == P_QUEUED ? recover_check(doc, j) : NULL;
         if (bad)
                 log_warning("store: queued job %s is failed: %s", j->id, bad);
@@ -1291,39 +1288,12 @@ int jobs_init(const struct umd_config *c, struct store *s)
 
 /* ---- submission ---- */
 
-/* A copy for a handler to serialise after core_lock is released. Only what jobs.c changes in
- * place (the document and its part objects) is copied; everything below them (params, labels,
- * results) is never modified once set, so it is shared (jansson's refcounts are atomic). This
- * keeps GET and list cheap: results can be large. */
-static json_t *job_copy(const json_t *doc, bool with_results)
-{
-        json_t *j = json_copy((json_t *)doc), *parts = json_array();
-        size_t i;
-        json_t *p;
-
-        if (!j || !parts) {
-                json_decref(j);
-                json_decref(parts);
-                return NULL;
-        }
-        json_object_del(j, "request");
-        json_object_del(j, "created_ms");
-        json_object_del(j, "finished_ms");
-        json_array_foreach(json_object_get(doc, "parts"), i, p)
-        {
-                json_t *c = json_copy(p);
-                if (c && !with_results)
-                        json_object_del(c, "result");
-                json_array_append_new(parts, c);
-        }
-        json_object_set_new(j, "parts", parts);
-        return j;
-}
-
 /* What clients see: the stored document less the bookkeeping only umd needs. */
 static json_t *job_public(const json_t *doc)
 {
-        return job_copy(doc, true);
+        /* A copy to serialise after core_lock is released: only what jobs.c changes in place
+         * (the document and its part objects) is copied; results are shared. */
+        return store_public_copy(doc, true);
 }
 
 static struct job *idempotent_find(const char *key, const char *client)

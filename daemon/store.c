@@ -386,7 +386,7 @@ static json_t *parse_text(sqlite3_stmt *st, int col)
 
 /* What clients see: the internal document less the bookkeeping only umd needs; without results
  * for lists. Shallow: what lies below the top level and the part objects is shared. */
-static json_t *public_copy(const json_t *doc, bool with_results)
+json_t *store_public_copy(const json_t *doc, bool with_results)
 {
         json_t *j = json_copy((json_t *)doc), *parts = json_array();
         size_t i;
@@ -439,8 +439,8 @@ static int write_job(struct store *s, const json_t *snap)
         const char *id = json_string_value(json_object_get(snap, "id"));
         const char *request = json_string_value(json_object_get(snap, "request"));
         json_t *fin = json_object_get(snap, "finished_ms"), *parts = json_object_get(snap, "parts");
-        _cleanup_json_ json_t *pub = public_copy(snap, true);
-        _cleanup_json_ json_t *sum = public_copy(snap, false);
+        _cleanup_json_ json_t *pub = store_public_copy(snap, true);
+        _cleanup_json_ json_t *sum = store_public_copy(snap, false);
         _cleanup_free_ char *doc = NULL, *summary = NULL;
         size_t doc_len = 0, sum_len = 0;
         sqlite3_stmt *st = s->w[W_UPSERT];

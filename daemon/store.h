@@ -40,6 +40,11 @@ int store_poll(struct store_ticket *t, int *ret_r);
 /* Wait until everything queued so far is committed (read-your-writes for queries). */
 void store_sync(struct store *s);
 
+/* What clients see of a job: the internal document less the bookkeeping only umd needs
+ * (request, created_ms, finished_ms); without results for lists. Shallow: the top level and the
+ * part objects are copied, what lies below them is shared. NULL on OOM. */
+json_t *store_public_copy(const json_t *doc, bool with_results);
+
 /* Unfinished jobs (no finished_ms), in id order, internal form. The callback takes a reference
  * if it keeps job; <0 aborts. 0 or -errno. */
 typedef int (*store_job_fn)(json_t *job, void *userdata);
