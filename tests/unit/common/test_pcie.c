@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "pcie.h"
-#include "../common/testutil.h"
+#include "testutil.h"
 
 static void test_speed_generations(void **state)
 {

@@ -1,7 +1,7 @@
 /* The SQLite job store: writes and reads, recovery of unfinished jobs, the one-time import of
  * jobs/ (and what it sets aside), the state directory lock, a corrupt database, list filters,
  * health history, retention and export. */
-#include "testutil.h"
+#include "../common/testutil.h"
 
 #include <ctype.h>
 #include <errno.h>
