@@ -34,6 +34,7 @@
 #include "fileio.h"
 #include "http.h"
 #include "log.h"
+#include "netaddr.h"
 #include "util.h"
 
 #define LISTEN_NAME_MAX 128
@@ -763,64 +764,13 @@ static size_t on_unescape(void *cls, struct MHD_Connection *c, char *s)
         return url_unescape(s);
 }
 
-static int parse_listen_address(const char *s, struct sockaddr_storage *ss, socklen_t *ret_len)
-{
-        char host[INET6_ADDRSTRLEN + 1];
-        const char *port_s;
-        uint64_t port;
-        size_t hlen;
-        bool v6 = false;
-
-        if (s[0] == '[') {
-                const char *end = strchr(s, ']');
-                if (!end || end[1] != ':')
-                        return -EINVAL;
-                hlen = (size_t)(end - s - 1);
-                if (hlen >= sizeof(host))
-                        return -EINVAL;
-                memcpy(host, s + 1, hlen);
-                port_s = end + 2;
-                v6 = true;
-        } else {
-                const char *colon = strrchr(s, ':');
-                if (!colon)
-                        return -EINVAL;
-                hlen = (size_t)(colon - s);
-                if (hlen >= sizeof(host))
-                        return -EINVAL;
-                memcpy(host, s, hlen);
-                port_s = colon + 1;
-        }
-        host[hlen] = '\0';
-        if (parse_uint64(port_s, 1, 65535, &port) < 0)
-                return -EINVAL;
-
-        memset(ss, 0, sizeof(*ss));
-        if (v6) {
-                struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-                a->sin6_family = AF_INET6;
-                a->sin6_port = htons((uint16_t)port);
-                if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
-                        return -EINVAL;
-                *ret_len = sizeof(*a);
-        } else {
-                struct sockaddr_in *a = (struct sockaddr_in *)ss;
-                a->sin_family = AF_INET;
-                a->sin_port = htons((uint16_t)port);
-                if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
-                        return -EINVAL;
-                *ret_len = sizeof(*a);
-        }
-        return 0;
-}
-
 static int open_tcp(const char *addr, int *ret_fd)
 {
         struct sockaddr_storage ss;
         socklen_t len;
         int fd, one = 1, r;
 
-        r = parse_listen_address(addr, &ss, &len);
+        r = netaddr_parse(addr, &ss, &len);
         if (r < 0) {
                 log_error("listen address '%s' is not IPV4:PORT or [IPV6]:PORT", addr);
                 return r;

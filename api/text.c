@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "size.h"
 #include "util.h"
 
 static const char *str(const json_t *o, const char *k, const char *def)
@@ -21,18 +22,6 @@ static double num(const json_t *o, const char *k)
         return json_is_number(v) ? json_number_value(v) : 0;
 }
 
-static void size_words(json_int_t b, char *buf, size_t len)
-{
-        static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-        double v = (double)b;
-        size_t u = 0;
-        while (v >= 1024 && u + 1 < ELEMENTSOF(units)) {
-                v /= 1024;
-                u++;
-        }
-        snprintf(buf, len, v == (double)(json_int_t)v ? "%.0f %s" : "%.1f %s", v, units[u]);
-}
-
 static void render_measurements(FILE *f, const json_t *result)
 {
         size_t i;
@@ -44,7 +33,8 @@ static void render_measurements(FILE *f, const json_t *result)
         {
                 const json_t *st = json_object_get(m, "stats");
                 char sz[32];
-                size_words(json_integer_value(json_object_get(m, "bytes")), sz, sizeof(sz));
+                size_format_approx((uint64_t)json_integer_value(json_object_get(m, "bytes")), sz,
+                                   sizeof(sz));
                 json_t *g = json_object_get(m, "gbps");
                 char gb[32] = "-";
                 if (json_is_number(g))
@@ -118,8 +108,8 @@ static void render_explain(FILE *f, const char *name, const json_t *x)
                 json_int_t bytes = integer(x, kb), n = integer(x, kn);
                 if (bytes <= 0)
                         continue;
-                size_words(bytes, b, sizeof(b));
-                size_words((json_int_t)num(x, dirs[i][2]), c, sizeof(c));
+                size_format_approx((uint64_t)bytes, b, sizeof(b));
+                size_format_approx((uint64_t)num(x, dirs[i][2]), c, sizeof(c));
                 thousands(n, d, sizeof(d));
                 fprintf(f, ", migrating %s %s in %s pieces of %s on average", b, dirs[i][1], d, c);
         }
@@ -139,9 +129,11 @@ static void render_explain(FILE *f, const char *name, const json_t *x)
         }
         /* Counts short of the bytes the pass had to move are a lower bound: say so. */
         if (json_is_false(json_object_get(x, "complete"))) {
-                size_words(integer(x, "bytes_htod") + integer(x, "bytes_dtoh"), a, sizeof(a));
-                size_words(integer(x, "expected_bytes_htod") + integer(x, "expected_bytes_dtoh"), b,
-                           sizeof(b));
+                size_format_approx((uint64_t)(integer(x, "bytes_htod") + integer(x, "bytes_dtoh")),
+                                   a, sizeof(a));
+                size_format_approx((uint64_t)(integer(x, "expected_bytes_htod") +
+                                              integer(x, "expected_bytes_dtoh")),
+                                   b, sizeof(b));
                 fprintf(f,
                         " (incomplete: CUPTI reported %s of the %s that moved, so these are "
                         "lower bounds)",
@@ -194,7 +186,7 @@ static void render_sweep_summary(FILE *f, const json_t *s)
                 char sz[32] = "-";
                 json_t *at = json_object_get(c, "size_at_90pct_peak");
                 if (json_is_integer(at))
-                        size_words(json_integer_value(at), sz, sizeof(sz));
+                        size_format_approx((uint64_t)json_integer_value(at), sz, sizeof(sz));
                 fprintf(f, "  %-24s %10.2f %18s\n", str(c, "mode", "?"), num(c, "peak_gbps"), sz);
         }
 }

@@ -594,11 +594,6 @@ static int fail(struct catalog_error *err, const char *field, const char *fmt, .
         return -EINVAL;
 }
 
-static void fmt_size(uint64_t v, char *buf, size_t len)
-{
-        size_format(v, buf, len);
-}
-
 /* One size value (integer or string) checked against the parameter's bounds. */
 static int check_size(const struct param_def *p, const json_t *v, const struct catalog_limits *lim,
                       const char *field, uint64_t *ret, struct catalog_error *err)
@@ -609,7 +604,7 @@ static int check_size(const struct param_def *p, const json_t *v, const struct c
         if (json_is_integer(v)) {
                 json_int_t i = json_integer_value(v);
                 if (i < p->min) {
-                        fmt_size((uint64_t)p->min, a, sizeof(a));
+                        size_format((uint64_t)p->min, a, sizeof(a));
                         return fail(err, field, "must be at least %s", a);
                 }
                 bytes = (uint64_t)i;
@@ -626,13 +621,13 @@ static int check_size(const struct param_def *p, const json_t *v, const struct c
                             "must be an integer number of bytes or a size string like \"64MiB\"");
         }
         if (bytes < (uint64_t)p->min) {
-                fmt_size((uint64_t)p->min, a, sizeof(a));
+                size_format((uint64_t)p->min, a, sizeof(a));
                 return fail(err, field, "must be at least %s", a);
         }
         uint64_t max = size_max(p, lim);
         if (bytes > max) {
-                fmt_size(max, a, sizeof(a));
-                fmt_size(bytes, b, sizeof(b));
+                size_format(max, a, sizeof(a));
+                size_format(bytes, b, sizeof(b));
                 return fail(err, field, "must be at most %s%s (got %s)", a,
                             p->max == 0 ? " (max_buffer_bytes)" : "", b);
         }
@@ -790,7 +785,7 @@ static int check_cross(const json_t *params, json_t *norm, struct catalog_error 
                         continue;
                 }
                 snprintf(field, sizeof(field), "params.%s", le_size[i]);
-                fmt_size((uint64_t)json_integer_value(size), a, sizeof(a));
+                size_format((uint64_t)json_integer_value(size), a, sizeof(a));
                 return fail(err, field, "must be at most size (%s)", a);
         }
         return 0;

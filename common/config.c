@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "netaddr.h"
 #include "size.h"
 #include "umd-build.h"
 #include "util.h"
@@ -222,38 +223,15 @@ static const struct key *key_find(const char *name)
 
 static int listen_validate(const char *s, char *err, size_t errlen)
 {
-        char host[256];
-        const char *colon, *port;
+        struct sockaddr_storage ss;
+        socklen_t len;
 
-        if (s[0] == '[') {
-                const char *close = strchr(s, ']');
-                if (!close || close[1] != ':')
-                        goto bad;
-                if ((size_t)(close - s - 1) >= sizeof(host))
-                        goto bad;
-                memcpy(host, s + 1, close - s - 1);
-                host[close - s - 1] = 0;
-                port = close + 2;
-        } else {
-                colon = strrchr(s, ':');
-                if (!colon || (size_t)(colon - s) >= sizeof(host) || strchr(s, ':') != colon)
-                        goto bad;
-                memcpy(host, s, colon - s);
-                host[colon - s] = 0;
-                port = colon + 1;
+        if (netaddr_parse(s, &ss, &len) < 0) {
+                snprintf(err, errlen,
+                         "'%s' is not ADDR:PORT or [V6ADDR]:PORT with a numeric address", s);
+                return -EINVAL;
         }
-        uint64_t p;
-        if (parse_uint64(port, 0, 65535, &p) < 0)
-                goto bad;
-        struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM};
-        struct addrinfo *ai = NULL;
-        if (getaddrinfo(host, NULL, &hints, &ai) != 0)
-                goto bad;
-        freeaddrinfo(ai);
         return 0;
-bad:
-        snprintf(err, errlen, "'%s' is not ADDR:PORT or [V6ADDR]:PORT with a numeric address", s);
-        return -EINVAL;
 }
 
 static void listen_clear(struct umd_config *c)

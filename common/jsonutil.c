@@ -128,3 +128,25 @@ json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_er
 
         return json_loadb(buf, len, JSON_REJECT_DUPLICATES, err);
 }
+
+json_t *result_measurement(const json_t *result, const char *name)
+{
+        size_t i;
+        json_t *m;
+
+        if (!name)
+                return NULL;
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
+                const char *n = json_string_value(json_object_get(m, "name"));
+                if (n && strcmp(n, name) == 0)
+                        return m;
+        }
+        return NULL;
+}
+
+double json_number_or(const json_t *o, const char *key, double def)
+{
+        const json_t *v = json_object_get(o, key);
+        return json_is_number(v) ? json_number_value(v) : def;
+}

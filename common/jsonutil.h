@@ -13,3 +13,9 @@ char *json_dump_compact(const json_t *j, size_t *ret_len);
 char *json_dump_pretty(const json_t *j, size_t *ret_len);
 /* Parse with JSON_REJECT_DUPLICATES, at most max_depth nesting; NULL with err filled. */
 json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_error_t *err);
+
+/* The measurement named name in a benchmark result ({"measurements": [{"name": ...}, ...]}),
+ * or NULL. Every reader of results finds measurements this one way. */
+json_t *result_measurement(const json_t *result, const char *name);
+/* A number member of o, or def where it is missing or not a number. */
+double json_number_or(const json_t *o, const char *key, double def);

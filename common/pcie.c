@@ -172,3 +172,13 @@ json_t *pcie_link_json(const char *devices_dir, const char *bus_id)
         }
         return o;
 }
+
+double pcie_link_gbps(int gen, int width)
+{
+        static const double gts[] = {0, 2.5, 5, 8, 16, 32, 64};
+        if (gen < 1 || gen > 6 || width < 1)
+                return 0;
+        /* Gen1-2 use 8b/10b, Gen3-5 128b/130b; Gen6 FLIT mode carries 242 of 256 bytes. */
+        double enc = gen <= 2 ? 0.8 : gen <= 5 ? 128.0 / 130.0 : 242.0 / 256.0;
+        return gts[gen] * width * enc / 8.0;
+}

@@ -19,3 +19,7 @@ int pcie_normalize_bus_id(const char *bus_id, char *buf, size_t len);
 /* {"current_gen","current_width","max_gen","max_width"}, each an integer or null where not
  * readable. devices_dir is PCIE_SYSFS_DEVICES except in tests. NULL only on OOM. */
 json_t *pcie_link_json(const char *devices_dir, const char *bus_id);
+
+/* Theoretical one-direction rate of a PCIe link in decimal GB/s after line encoding, or 0 when
+ * gen or width is unknown. The one place link rates are computed. */
+double pcie_link_gbps(int gen, int width);

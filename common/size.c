@@ -118,3 +118,22 @@ char *size_format(uint64_t bytes, char *buf, size_t len)
                 return NULL;
         return buf;
 }
+
+char *size_format_approx(uint64_t bytes, char *buf, size_t len)
+{
+        static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+        double v = (double)bytes;
+        size_t u = 0;
+        int r;
+
+        if (!buf || len == 0)
+                return NULL;
+        while (v >= 1024 && u + 1 < sizeof(names) / sizeof(names[0])) {
+                v /= 1024;
+                u++;
+        }
+        r = snprintf(buf, len, v == (double)(uint64_t)v ? "%.0f %s" : "%.1f %s", v, names[u]);
+        if (r < 0 || (size_t)r >= len)
+                return NULL;
+        return buf;
+}

@@ -10,3 +10,5 @@
 int size_parse(const char *s, uint64_t *ret);
 /* "64 MiB" style when exact, else bytes: "1000 B". */
 char *size_format(uint64_t bytes, char *buf, size_t len);
+/* For reading, not for reading back: "1.5 GiB", "64 MiB", "100 B" (one decimal where inexact). */
+char *size_format_approx(uint64_t bytes, char *buf, size_t len);

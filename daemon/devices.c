@@ -273,26 +273,32 @@ const char *devices_empty_reason(void)
         return n_devices == 0 ? empty_reason : NULL;
 }
 
+const char *const device_state_names[DEVICE_STATE_MAX] = {
+    [DEVICE_IDLE] = "idle",         [DEVICE_BUSY] = "busy",
+    [DEVICE_STARTING] = "starting", [DEVICE_RESTARTING] = "restarting",
+    [DEVICE_FAULTED] = "faulted",   [DEVICE_STOPPED] = "stopped",
+    [DEVICE_PAUSED] = "paused",
+};
+
+enum device_state device_state(const struct device *d)
+{
+        /* A worker state per device state; a pause shows over all but a fault. */
+        static const enum device_state of_worker[] = {
+            [WORKER_STARTING] = DEVICE_STARTING, [WORKER_IDLE] = DEVICE_IDLE,
+            [WORKER_BUSY] = DEVICE_BUSY,         [WORKER_BACKOFF] = DEVICE_RESTARTING,
+            [WORKER_FAULTED] = DEVICE_FAULTED,   [WORKER_STOPPED] = DEVICE_STOPPED,
+            [WORKER_COLD] = DEVICE_IDLE,
+        };
+        if (d->paused && d->wstate != WORKER_FAULTED)
+                return DEVICE_PAUSED;
+        if ((size_t)d->wstate >= ELEMENTSOF(of_worker))
+                return DEVICE_FAULTED;
+        return of_worker[d->wstate];
+}
+
 const char *device_state_string(const struct device *d)
 {
-        if (d->paused && d->wstate != WORKER_FAULTED)
-                return "paused";
-        switch (d->wstate) {
-        case WORKER_IDLE:
-        case WORKER_COLD: /* idle without a worker: see "warm" */
-                return "idle";
-        case WORKER_BUSY:
-                return "busy";
-        case WORKER_STARTING:
-                return "starting";
-        case WORKER_BACKOFF:
-                return "restarting";
-        case WORKER_FAULTED:
-                return "faulted";
-        case WORKER_STOPPED:
-                return "stopped";
-        }
-        return "unknown";
+        return device_state_names[device_state(d)];
 }
 
 json_t *device_to_json(const struct device *d)

@@ -46,7 +46,20 @@ ssize_t devices_lookup(const char *spec);
 ssize_t devices_lookup_uuid(const char *uuid);
 /* Why the list is empty, or NULL. */
 const char *devices_empty_reason(void);
-/* "idle" | "busy" | "starting" | "restarting" | "faulted" | "stopped" | "paused" */
+/* A device's state as the API, the metrics and the logs name it. */
+enum device_state {
+        DEVICE_IDLE, /* also cold: idle without a worker (see "warm") */
+        DEVICE_BUSY,
+        DEVICE_STARTING,
+        DEVICE_RESTARTING, /* its worker died and is about to be started again */
+        DEVICE_FAULTED,
+        DEVICE_STOPPED,
+        DEVICE_PAUSED,
+        DEVICE_STATE_MAX,
+};
+/* The one table of device state names, indexed by enum device_state. */
+extern const char *const device_state_names[DEVICE_STATE_MAX];
+enum device_state device_state(const struct device *d);
 const char *device_state_string(const struct device *d);
 json_t *device_to_json(const struct device *d);
 void devices_free(void);

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "config.h"
+#include "jsonutil.h"
+#include "pcie.h"
 #include "topology.h"
 
 const char *const health_bandwidth_modes[] = {"pinned_h2d", "pinned_d2h", "pageable_h2d",
@@ -19,29 +21,6 @@ static const char *const link_bound_modes[] = {"pinned_h2d", "pinned_d2h", NULL}
 
 enum verdict { V_PASS, V_WARN, V_FAIL };
 static const char *const verdict_names[] = {"pass", "warn", "fail"};
-
-double pcie_link_gbps(int gen, int width)
-{
-        static const double gts[] = {0, 2.5, 5, 8, 16, 32, 64};
-        if (gen < 1 || gen > 6 || width < 1)
-                return 0;
-        /* Gen1-2 use 8b/10b, Gen3-5 128b/130b; Gen6 FLIT mode carries 242 of 256 bytes. */
-        double enc = gen <= 2 ? 0.8 : gen <= 5 ? 128.0 / 130.0 : 242.0 / 256.0;
-        return gts[gen] * width * enc / 8.0;
-}
-
-static json_t *measurement(const json_t *result, const char *name)
-{
-        size_t i;
-        json_t *m;
-        json_array_foreach(json_object_get(result, "measurements"), i, m)
-        {
-                const char *n = json_string_value(json_object_get(m, "name"));
-                if (n && strcmp(n, name) == 0)
-                        return m;
-        }
-        return NULL;
-}
 
 static void add_check(json_t *checks, json_t *reasons, enum verdict *worst, const char *name,
                       enum verdict v, const char *reason)
@@ -99,7 +78,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
         }
 
         for (const char *const *m = link_bound_modes; *m && link > 0; m++) {
-                json_t *g = json_object_get(measurement(result, *m), "gbps");
+                json_t *g = json_object_get(result_measurement(result, *m), "gbps");
                 char name[64];
                 snprintf(name, sizeof(name), "%s_vs_link", *m);
                 if (!json_is_number(g)) {
@@ -128,7 +107,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                 baseline = NULL;
         }
         for (const char *const *m = health_bandwidth_modes; baseline && *m; m++) {
-                json_t *g = json_object_get(measurement(result, *m), "gbps");
+                json_t *g = json_object_get(result_measurement(result, *m), "gbps");
                 json_t *b = json_object_get(baseline, *m);
                 bool link_bound = false;
                 char name[64];

@@ -7,10 +7,6 @@
 
 struct umd_config;
 
-/* Theoretical one-direction rate of a PCIe link in decimal GB/s (after line encoding), or 0
- * when gen/width are unknown. */
-double pcie_link_gbps(int gen, int width);
-
 /* PCIe replay counter (link-level retries) now and at the last check; -1 where unknown. Growth
  * between checks warns: the link is retrying transfers. */
 struct health_replays {

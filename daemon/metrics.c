@@ -198,8 +198,6 @@ char *core_metrics_text(size_t *ret_len)
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        static const char *const states[] = {"idle",    "busy",    "starting", "restarting",
-                                             "faulted", "stopped", "paused"};
         size_t queued, running, total;
 
         if (!f)
@@ -250,10 +248,10 @@ char *core_metrics_text(size_t *ret_len)
                    "in).\n# TYPE umd_device_state gauge\n");
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
-                const char *cur = device_state_string(d);
-                for (size_t s = 0; s < ELEMENTSOF(states); s++)
+                enum device_state cur = device_state(d);
+                for (size_t s = 0; s < DEVICE_STATE_MAX; s++)
                         fprintf(f, "umd_device_state{uuid=\"%s\",state=\"%s\"} %d\n", d->uuid,
-                                states[s], strcmp(cur, states[s]) == 0);
+                                device_state_names[s], cur == s);
         }
         fprintf(f, "# HELP umd_device_warm 1 while a worker holds a CUDA context on the GPU (it "
                    "exits after worker_idle_s).\n# TYPE umd_device_warm gauge\n");

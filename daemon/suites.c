@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "topology.h"
 #include "util.h"
 
@@ -48,19 +49,6 @@ static double median_ms(const json_t *m)
         return json_is_number(v) ? json_number_value(v) : 0;
 }
 
-static const json_t *find(const json_t *ms, const char *name)
-{
-        size_t i;
-        json_t *m;
-        json_array_foreach(ms, i, m)
-        {
-                const char *n = json_string_value(json_object_get(m, "name"));
-                if (n && strcmp(n, name) == 0)
-                        return m;
-        }
-        return NULL;
-}
-
 /* "6.5x slower" / "1.6x faster" / "as fast" relative to the reference. */
 static void relation(double ratio, char *buf, size_t len)
 {
@@ -77,7 +65,7 @@ static void relation(double ratio, char *buf, size_t len)
 static json_t *um_summary(const json_t *result)
 {
         const json_t *ms = json_object_get(result, "measurements");
-        const json_t *ref = find(ms, UM_REFERENCE_MODE);
+        const json_t *ref = result_measurement(result, UM_REFERENCE_MODE);
         double ref_gbps = gbps(ref);
         json_t *modes = json_array();
         const char *best = NULL;
@@ -108,7 +96,8 @@ static json_t *um_summary(const json_t *result)
         }
 
         char sentence[768], rel[64];
-        const json_t *od = find(ms, "managed_on_demand"), *pf = find(ms, "managed_prefetch");
+        const json_t *od = result_measurement(result, "managed_on_demand"),
+                     *pf = result_measurement(result, "managed_prefetch");
         if (ref_gbps <= 0) {
                 snprintf(
                     sentence, sizeof(sentence),

@@ -135,23 +135,14 @@ struct supervisor {
 
 const char *worker_state_to_string(enum worker_state s)
 {
-        switch (s) {
-        case WORKER_STARTING:
-                return "starting";
-        case WORKER_IDLE:
-                return "idle";
-        case WORKER_BUSY:
-                return "busy";
-        case WORKER_BACKOFF:
-                return "backoff";
-        case WORKER_FAULTED:
-                return "faulted";
-        case WORKER_STOPPED:
-                return "stopped";
-        case WORKER_COLD:
-                return "cold";
-        }
-        return "unknown";
+        /* Log words; the API's device states are devices.c's table. */
+        static const char *const names[] = {
+            [WORKER_STARTING] = "starting", [WORKER_IDLE] = "idle",
+            [WORKER_BUSY] = "busy",         [WORKER_BACKOFF] = "restarting",
+            [WORKER_FAULTED] = "faulted",   [WORKER_STOPPED] = "stopped",
+            [WORKER_COLD] = "cold",
+        };
+        return (size_t)s < ELEMENTSOF(names) ? names[s] : "unknown";
 }
 
 static void wake(struct supervisor *s)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "health.h"
+#include "pcie.h"
 #include "util.h"
 
 static double gbps(const json_t *m)

@@ -10,7 +10,7 @@
 /* GB/s one direction that the link between two GPUs should carry: NVLink, its link count times
  * the per-link rate of the GPUs' generation (compute capability 6: 20, 7 to 9: 25, 10 and
  * later: 50 GB/s a direction); PCIe (peer to peer, or through the host), the slower of the two
- * GPUs' PCIe links (health.h's pcie_link_gbps). 0 when unknown. link: one entry of a result's
+ * GPUs' PCIe links (pcie.h's pcie_link_gbps). 0 when unknown. link: one entry of a result's
  * "links"; devices: its "devices". */
 double topology_link_expected_gbps(const json_t *link, const json_t *devices);
 

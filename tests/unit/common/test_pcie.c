@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,22 @@ static void test_bus_id(void **state)
         assert_int_equal(pcie_normalize_bus_id("0000:1a:20.0", buf, sizeof(buf)), -EINVAL);
         assert_int_equal(pcie_normalize_bus_id("0000:1a:00.8", buf, sizeof(buf)), -EINVAL);
         assert_int_equal(pcie_normalize_bus_id("", buf, sizeof(buf)), -EINVAL);
+}
+
+static void test_link_rate_after_encoding(void **state)
+{
+        assert_true(fabs(pcie_link_gbps(5, 16) - 63.015) < 0.01);
+        assert_true(fabs(pcie_link_gbps(4, 16) - 31.5) < 0.01);
+        assert_true(pcie_link_gbps(0, 16) == 0);
+}
+
+static void test_link_rate_gen1_and_gen6_encodings(void **state)
+{
+        /* 8b/10b at Gen1, FLIT (242 of 256 bytes) at Gen6. */
+        assert_true(fabs(pcie_link_gbps(1, 1) - 0.25) < 1e-9);
+        assert_true(fabs(pcie_link_gbps(6, 16) - 64.0 * 16 * 242 / 256 / 8) < 1e-9);
+        assert_true(pcie_link_gbps(7, 16) == 0);
+        assert_true(pcie_link_gbps(5, 0) == 0);
 }
 
 static void write_file(const char *dir, const char *name, const char *text)
@@ -158,6 +175,8 @@ int main(void)
             cmocka_unit_test(test_bus_id),
             cmocka_unit_test(test_link_json_from_fixture),
             cmocka_unit_test(test_link_json_null_where_unreadable),
+            cmocka_unit_test(test_link_rate_after_encoding),
+            cmocka_unit_test(test_link_rate_gen1_and_gen6_encodings),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

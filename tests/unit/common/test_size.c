@@ -125,6 +125,17 @@ static void test_format_buffer_too_small(void **state)
         assert_null(size_format(64ull << 20, buf, sizeof(buf)));
 }
 
+static void test_format_approx_for_reading(void **state)
+{
+        char buf[32];
+
+        assert_string_equal(size_format_approx(100, buf, sizeof(buf)), "100 B");
+        assert_string_equal(size_format_approx(64ull << 20, buf, sizeof(buf)), "64 MiB");
+        assert_string_equal(size_format_approx(3ull << 29, buf, sizeof(buf)), "1.5 GiB");
+        assert_string_equal(size_format_approx(1ull << 50, buf, sizeof(buf)), "1024 TiB");
+        assert_null(size_format_approx(64ull << 20, buf, 4));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -139,6 +150,7 @@ int main(void)
             cmocka_unit_test(test_format_exact_units),
             cmocka_unit_test(test_format_reads_back),
             cmocka_unit_test(test_format_buffer_too_small),
+            cmocka_unit_test(test_format_approx_for_reading),
         };
 
         return cmocka_run_group_tests_name("size", tests, NULL, NULL);
