@@ -64,19 +64,16 @@ def wait(base, jid, states=("succeeded", "failed", "cancelled", "timed_out", "in
 
 def workers(umd_pid):
     """{--device value: pid} of umd's children."""
+    kids = subprocess.run(["pgrep", "-P", str(umd_pid)], capture_output=True,
+                          text=True).stdout.split()
     out = {}
-    for task in Path(f"/proc/{umd_pid}/task").iterdir():
+    for pid in map(int, kids):
         try:
-            kids = [int(c) for c in (task / "children").read_text().split()]
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except FileNotFoundError:
             continue
-        for pid in kids:
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except FileNotFoundError:
-                continue
-            if b"--device" in argv:
-                out[argv[argv.index(b"--device") + 1].decode()] = pid
+        if b"--device" in argv:
+            out[argv[argv.index(b"--device") + 1].decode()] = pid
     return out
 
 

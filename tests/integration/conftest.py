@@ -19,6 +19,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -328,3 +329,76 @@ def is_problem(r, status):
     assert isinstance(body["title"], str) and body["title"]
     assert isinstance(body["detail"], str) and body["detail"]
     return body
+
+
+# -- helpers the test files share --
+
+FINAL = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
+
+
+def submit(d, body, expect=202, **kw):
+    """POST body to /v1/jobs, assert the status, return the job."""
+    r = d.post("/v1/jobs", json=body, **kw)
+    assert r.status_code == expect, r.text
+    return r.json()
+
+
+def wait_job(d, jid, states=FINAL, timeout=30):
+    """Poll the job until its state is one of states; return it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = d.get("/v1/jobs/" + jid)
+        assert r.status_code == 200, r.text
+        j = r.json()
+        if j["state"] in states:
+            return j
+        assert time.monotonic() < deadline, f"job {jid} stuck in {j['state']}:\n{d.log()}"
+        time.sleep(0.05)
+
+
+def wait_for(cond, timeout=15, what="condition", step=0.05):
+    """Call cond until it returns something true; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(step)
+
+
+def worker_argvs(umd_pid):
+    """{pid: argv (list of bytes)} of umd's children, read from /proc."""
+    out = {}
+    for task in Path(f"/proc/{umd_pid}/task").iterdir():
+        try:
+            kids = [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue
+        for pid in kids:
+            try:
+                out[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except FileNotFoundError:
+                continue
+    return out
+
+
+def kill_while(d, client, delay, threads=4):
+    """Run client(stop) on threads, SIGKILL the daemon after delay seconds, then set stop and
+    join them: what a crash looks like to clients in flight."""
+    stop = threading.Event()
+    ts = [threading.Thread(target=client, args=(stop,)) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    time.sleep(delay)
+    d.kill()
+    stop.set()
+    for t in ts:
+        t.join(10)
+
+
+def run_job(d, body):
+    """Submit body, wait for the job, assert it succeeded; return it."""
+    done = wait_job(d, submit(d, body)["id"])
+    assert done["state"] == "succeeded", done
+    return done

@@ -20,28 +20,11 @@ import pytest
 
 from conftest import UMD_BIN
 import requests
-from conftest import free_port
+from conftest import FINAL, free_port, kill_while, submit, wait_job
 
-FINAL = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 LEGAL = ("queued", "running") + FINAL
 SLOW = {"benchmark": "copy", "devices": "all", "params": {"fake_delay_ms": 60000}}
 TOKEN = "chaos-admin-token-0123456789"
-
-
-def submit(d, body, expect=202, **kw):
-    r = d.post("/v1/jobs", json=body, **kw)
-    assert r.status_code == expect, r.text
-    return r.json()
-
-
-def wait_job(d, jid, states=FINAL, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        j = d.get("/v1/jobs/" + jid).json()
-        if j["state"] in states:
-            return j
-        assert time.monotonic() < deadline, f"job {jid} stuck in {j['state']}:\n{d.log()}"
-        time.sleep(0.05)
 
 
 def workers_of(pid):
@@ -119,10 +102,9 @@ def test_sigkill_during_concurrent_submits_loses_no_acknowledged_job(umd, tmp_pa
     # bench/chaos runs this with many more cycles.
     for cycle in range(int(os.environ.get("UMD_CHAOS_KILL_CYCLES", "20"))):
         d = umd(state_dir=state)
-        stop = threading.Event()
         lock = threading.Lock()
 
-        def client():
+        def client(stop):
             s = requests.Session()
             while not stop.is_set():
                 try:
@@ -134,14 +116,7 @@ def test_sigkill_during_concurrent_submits_loses_no_acknowledged_job(umd, tmp_pa
                     with lock:
                         acked.add(r.json()["id"])
 
-        threads = [threading.Thread(target=client) for _ in range(4)]
-        for t in threads:
-            t.start()
-        time.sleep(rnd.uniform(0.02, 0.4))
-        d.kill()
-        stop.set()
-        for t in threads:
-            t.join(10)
+        kill_while(d, client, rnd.uniform(0.02, 0.4))
         d.close()
     assert len(acked) > 20
     d = umd(state_dir=state, args=["--list-limit-max", "500"])

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from test_access import ADMIN, SUBMIT, bearer, tokens_file
-from test_jobs import FINAL, problem, submit, wait_job
+from conftest import wait_for, worker_argvs
+from test_jobs import problem, submit, wait_job
 
 POLL = ["--busy-poll-ms", "50"]
 QUICK = {"benchmark": "copy", "device": 0, "params": {"size": "1MiB", "iterations": 2}}
@@ -47,26 +48,9 @@ def device(d, i=0):
     return d.get("/v1/devices").json()[i]
 
 
-def wait_for(what, timeout=15, step=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = what()
-        if v:
-            return v
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(step)
-
-
 def worker_pids(d):
     """The umd-worker processes umd has now (its children)."""
-    pid = d.process.pid
-    out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except FileNotFoundError:
-            pass
-    return out
+    return list(worker_argvs(d.process.pid))
 
 
 def part(job, i=0):

@@ -3,14 +3,8 @@ marked fake, on every managed measurement and through um_vs_explicit), its sente
 view, the second on-demand kernel shape, and the conditions every result records."""
 import re
 
+from conftest import run_job
 from test_jobs import problem, submit, wait_job
-
-
-def run_job(d, body):
-    job = submit(d, body)
-    done = wait_job(d, job["id"])
-    assert done["state"] == "succeeded", done
-    return done
 
 
 def measurements(done):

@@ -1,34 +1,17 @@
 """The jobs API against the real daemon with fake devices: submit and results, validation,
 capacity, idempotency, listing, cancel, timeouts, crashes, kill -9 recovery, retention."""
-import json
-import os
-import signal
 import time
 
 import pytest
 
-from conftest import db_execute, stored_docs, stored_job
+from conftest import db_execute, stored_docs, stored_job, wait_job
+from conftest import submit as conftest_submit
 
-FINAL = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 COPY = {"benchmark": "copy", "device": 0, "params": {"size": "4MiB"}}
 
 
 def submit(d, body, headers=None, expect=202):
-    r = d.post("/v1/jobs", json=body, headers=headers or {})
-    assert r.status_code == expect, r.text
-    return r.json()
-
-
-def wait_job(d, jid, states=FINAL, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        r = d.get("/v1/jobs/" + jid)
-        assert r.status_code == 200, r.text
-        j = r.json()
-        if j["state"] in states:
-            return j
-        assert time.monotonic() < deadline, f"job {jid} stuck in {j['state']}:\n{d.log()}"
-        time.sleep(0.05)
+    return conftest_submit(d, body, expect=expect, headers=headers or {})
 
 
 def wait_device(d, index, state, timeout=30):
@@ -404,13 +387,19 @@ def test_kill_9_keeps_finished_results_interrupts_running_and_requeues_queued(um
     assert started == sorted(started)
 
 
-def test_sigterm_with_queued_jobs_keeps_them_for_the_next_start(umd, tmp_path):
-    state = tmp_path / "state"
+def stopped_with_one_running_and_one_queued(umd, state):
+    """A one-GPU daemon stopped (SIGTERM) while a slow job runs and another waits."""
     d = umd(fake_devices=1, state_dir=state)
     running = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 30000}})
     wait_job(d, running["id"], ("running",))
     queued = submit(d, COPY)
     assert d.stop() == 0
+    return running, queued
+
+
+def test_sigterm_with_queued_jobs_keeps_them_for_the_next_start(umd, tmp_path):
+    state = tmp_path / "state"
+    running, queued = stopped_with_one_running_and_one_queued(umd, state)
     d2 = umd(fake_devices=1, state_dir=state)
     assert d2.get("/v1/jobs/" + running["id"]).json()["state"] == "interrupted"
     assert wait_job(d2, queued["id"])["state"] == "succeeded"

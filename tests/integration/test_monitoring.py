@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import REPO, free_port
+from conftest import REPO, free_port, wait_for
 
 DASHBOARD = REPO / "packaging" / "grafana" / "umd.json"
 ALERTS = REPO / "packaging" / "prometheus" / "alerts.yml"
@@ -185,13 +185,7 @@ class Prometheus:
 
 
 def until(fn, timeout=30, what=""):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
+    return wait_for(fn, timeout=timeout, what=what, step=0.5)
 
 
 @pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus (Debian) missing")

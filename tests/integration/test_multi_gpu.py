@@ -6,56 +6,19 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
+from conftest import clean_env, submit, wait_for, wait_job, worker_argvs
 
-FINAL = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 MULTI = ("peer", "managed_peer", "host_all", "topology")
 SMALL = {"size": "4MiB", "iterations": 3, "warmup": 1}
 
 
-def submit(d, body, expect=202):
-    r = d.post("/v1/jobs", json=body)
-    assert r.status_code == expect, r.text
-    return r.json()
-
-
-def wait_job(d, jid, states=FINAL, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        j = d.get("/v1/jobs/" + jid).json()
-        if j["state"] in states:
-            return j
-        assert time.monotonic() < deadline, f"job {jid} stuck in {j['state']}:\n{d.log()}"
-        time.sleep(0.05)
-
-
-def wait_for(cond, timeout=15, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def workers(d):
     """{"0": pid, "1": pid, "all": pid}: umd's workers now, by their --device."""
-    out = {}
-    for task in Path(f"/proc/{d.process.pid}/task").iterdir():
-        try:
-            kids = [int(c) for c in (task / "children").read_text().split()]
-        except FileNotFoundError:
-            continue
-        for pid in kids:
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except FileNotFoundError:
-                continue
-            if b"--device" in argv:
-                out[argv[argv.index(b"--device") + 1].decode()] = pid
-    return out
+    return {argv[argv.index(b"--device") + 1].decode(): pid
+            for pid, argv in worker_argvs(d.process.pid).items() if b"--device" in argv}
 
 
 def test_catalog_lists_the_new_benchmarks_and_how_many_gpus_they_need(umd):

@@ -4,14 +4,13 @@ import os
 import random
 import sqlite3
 import subprocess
-import threading
 import time
 
 import pytest
 import requests
 
-from conftest import db_execute, stored_docs
-from test_jobs import COPY, submit, wait_job
+from conftest import db_execute, kill_while
+from test_jobs import COPY, stopped_with_one_running_and_one_queued, submit, wait_job
 
 STATES = {"queued", "running", "succeeded", "failed", "cancelled", "timed_out", "interrupted"}
 QUICK = {"benchmark": "copy", "params": {"size": "64KiB", "iterations": 1}}
@@ -63,15 +62,7 @@ def test_sigkill_at_random_points_loses_no_acknowledged_job(umd, tmp_path):
         if acked:
             sample = rng.choice(acked)
             assert d.get("/v1/jobs/" + sample).json()["state"] in STATES
-        stop = threading.Event()
-        threads = [threading.Thread(target=submitter, args=(d, acked, stop)) for _ in range(4)]
-        for t in threads:
-            t.start()
-        time.sleep(rng.uniform(0.05, 0.8))
-        d.kill()
-        stop.set()
-        for t in threads:
-            t.join(10)
+        kill_while(d, lambda stop: submitter(d, acked, stop), rng.uniform(0.05, 0.8))
     d = umd(state_dir=state)
     have = stored_states(state)
     assert len(acked) > cycles  # the clients did get answers
@@ -96,11 +87,7 @@ def test_a_second_instance_on_the_same_state_directory_is_refused(umd, tmp_path)
 
 def test_a_tampered_queued_job_is_failed_with_a_reason_and_the_gpu_keeps_working(umd, tmp_path):
     state = tmp_path / "state"
-    d = umd(fake_devices=1, state_dir=state)
-    blocker = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 30000}})
-    wait_job(d, blocker["id"], ("running",))
-    queued = submit(d, COPY)
-    assert d.stop() == 0
+    _, queued = stopped_with_one_running_and_one_queued(umd, state)
     db_execute(state, "UPDATE jobs SET doc = json_set(doc, '$.timeout_s', 'abc') WHERE id = ?",
                (queued["id"],))
     d2 = umd(fake_devices=1, state_dir=state)

@@ -4,20 +4,12 @@ promtool (umd-healthcheck is tested in test_umdctl.py)."""
 import re
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
 
-from test_jobs import problem, submit, wait_job
-
-
-
-def run_job(d, body):
-    job = submit(d, body)
-    done = wait_job(d, job["id"])
-    assert done["state"] == "succeeded", done
-    return done
+from conftest import run_job
+from test_jobs import problem
 
 
 # -- um_vs_explicit --

@@ -7,9 +7,9 @@ import time
 import pytest
 import requests
 
-from conftest import is_problem
+from conftest import FINAL, is_problem
+from conftest import submit as conftest_submit
 
-FINAL = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 QUICK = {"benchmark": "copy", "device": 0, "params": {"size": "1MiB"}}
 
 
@@ -18,9 +18,7 @@ def slow(ms, device=0):
 
 
 def submit(d, body):
-    r = d.post("/v1/jobs", json=body)
-    assert r.status_code == 202, r.text
-    return r.json()["id"]
+    return conftest_submit(d, body)["id"]
 
 
 def test_wait_answers_when_the_job_is_final(umd):
@@ -64,18 +62,24 @@ def test_wait_takes_only_durations(umd, bad):
     assert body["field"] == "wait"
 
 
-def test_waiting_holds_no_http_thread(umd):
-    # With one HTTP thread, more waits than threads are held while other reads are served.
-    d = umd(args=["--http-threads", "1"])
-    jid = submit(d, slow(20000))
+def start_waiters(d, jid, n):
+    """n threads each waiting up to 3 s on the job; their statuses go into the list returned."""
     results = []
 
     def waiter():
         results.append(d.get(f"/v1/jobs/{jid}?wait=3s", timeout=20).status_code)
 
-    ts = [threading.Thread(target=waiter) for _ in range(4)]
+    ts = [threading.Thread(target=waiter) for _ in range(n)]
     for t in ts:
         t.start()
+    return ts, results
+
+
+def test_waiting_holds_no_http_thread(umd):
+    # With one HTTP thread, more waits than threads are held while other reads are served.
+    d = umd(args=["--http-threads", "1"])
+    jid = submit(d, slow(20000))
+    ts, results = start_waiters(d, jid, 4)
     time.sleep(0.5)
     t0 = time.monotonic()
     assert d.get("/v1/version").status_code == 200
@@ -88,14 +92,7 @@ def test_waiting_holds_no_http_thread(umd):
 def test_waiters_are_bounded(umd):
     d = umd(args=["--max-waiters", "2"])
     jid = submit(d, slow(20000))
-    results = []
-
-    def waiter():
-        results.append(d.get(f"/v1/jobs/{jid}?wait=3s", timeout=20).status_code)
-
-    ts = [threading.Thread(target=waiter) for _ in range(2)]
-    for t in ts:
-        t.start()
+    ts, results = start_waiters(d, jid, 2)
     time.sleep(0.7)
     r = d.get(f"/v1/jobs/{jid}?wait=3s")
     is_problem(r, 503)
