@@ -66,15 +66,20 @@ bool core_job_state_final(const char *state)
         return s >= 0 && job_state_final((enum job_state)s);
 }
 
-void jobs_publish_locked(void)
+size_t jobs_running_locked(void)
 {
         size_t running = js.node_running;
 
-        for (size_t i = 0; i < devices_count(); i++) {
+        for (size_t i = 0; i < devices_count(); i++)
                 running += devices_get(i)->running_jobs;
+        return running;
+}
+
+void jobs_publish_locked(void)
+{
+        for (size_t i = 0; i < devices_count(); i++)
                 metrics_observe_queue(i, jobs_queued_on_locked(i));
-        }
-        metrics_observe_running(running);
+        metrics_observe_running(jobs_running_locked());
 }
 
 /* Every change to jobs happens under the lock, so telling metrics as it is released keeps what

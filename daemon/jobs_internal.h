@@ -97,6 +97,8 @@ json_t *job_public(const json_t *doc);
 void jobs_prune_finished(void);
 void jobs_retention_apply(void);
 size_t jobs_queued_total(void);
+/* Parts running on every device and the node. */
+size_t jobs_running_locked(void);
 /* Parts queued for device dev (or the node). */
 size_t jobs_queued_on_locked(size_t dev);
 /* Tells metrics what the queues hold now (metrics never asks). */

@@ -23,13 +23,9 @@
 
 void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total)
 {
-        size_t running = 0;
         core_lock();
-        for (size_t i = 0; i < devices_count(); i++)
-                running += devices_get(i)->running_jobs;
-        running += js.node_running;
         *ret_queued = jobs_queued_total();
-        *ret_running = running;
+        *ret_running = jobs_running_locked();
         *ret_total = js.store ? store_count(js.store) : 0;
         jobs_unlock();
 }
