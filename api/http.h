@@ -133,10 +133,6 @@ void reply_errorf(struct api_reply *rep, int status, const char *field, const ch
 void reply_done(struct api_reply *rep); /* the body only */
 void reply_free(struct api_reply *rep); /* the body and the Link header */
 
-/* problem.c */
-json_t *problem_to_json(const struct problem *p);
-#define PROBLEM_TYPE_BASE "https://umd.dev/problems/"
-
 /* handlers.c. api_wait_max_s: wait_max_s, set by server.c at start (the handlers read no
  * configuration of their own). */
 extern unsigned api_wait_max_s;

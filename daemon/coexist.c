@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "daemon.h"
 #include "core.h"
 #include "devices.h"
 #include "gpustate.h"
@@ -92,13 +93,13 @@ static void *coexist_main(void *arg)
         return NULL;
 }
 
-int coexist_start(const struct umd_config *c, struct supervisor *s)
+int coexist_start(const struct umd_daemon *d)
 {
         pthread_condattr_t ca;
         int r;
 
-        cfg = c;
-        sup = s;
+        cfg = d->cfg;
+        sup = d->sup;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&cond, &ca);

@@ -3,10 +3,9 @@
  * are marked, and that runs the canonical health check every health_interval_s on idle GPUs. */
 #pragma once
 
-struct umd_config;
-struct supervisor;
+struct umd_daemon;
 
-/* 0 or -errno (logged). */
-int coexist_start(const struct umd_config *cfg, struct supervisor *sup);
+/* Once d->sup runs. 0 or -errno (logged). */
+int coexist_start(const struct umd_daemon *d);
 /* Joins the thread; safe when never started. */
 void coexist_stop(void);

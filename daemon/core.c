@@ -1,5 +1,5 @@
 /* The read-only side of core.h that is not about jobs: devices, health, version, catalog.
- * (problem_set() and friends live with the HTTP layer, in api/problem.c.) */
+ * (problem_set() and friends are in problem.c.) */
 #include "core.h"
 
 #include <errno.h>
@@ -9,12 +9,18 @@
 
 #include "catalog.h"
 #include "config.h"
+#include "daemon.h"
 #include "devices.h"
 #include "jobs.h"
 #include "umd-build.h"
 #include "util.h"
 
-extern const struct umd_config *core_config; /* set by main.c */
+static const struct umd_config *core_config;
+
+void core_init(const struct umd_daemon *d)
+{
+        core_config = d->cfg;
+}
 
 json_t *core_devices_json(void)
 {

@@ -9,21 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* RFC 9457 problem details. type is "https://umd.dev/problems/<slug>". */
-struct problem {
-        int status;
-        const char *slug;  /* "bad-request", "not-found", "queue-full", ... */
-        const char *title; /* short, fixed per slug */
-        char detail[512];
-        char field[128];        /* "" when no single input is at fault */
-        unsigned retry_after_s; /* for 429/503, 0 = none */
-};
-
-/* Fill p and return -status-ish negative (-EINVAL) for convenient `return problem_set(...)`. */
-int problem_set(struct problem *p, int status, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-const char *problem_title(int status);
-const char *problem_slug(int status);
+#include "problem.h"
 
 struct job_filter {
         const char *status; /* NULL = any */

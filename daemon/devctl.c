@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "daemon.h"
 #include "core.h"
 #include "devices.h"
 #include "fileio.h"
@@ -56,8 +57,9 @@ static int save_locked(void)
         return r;
 }
 
-int devctl_load(const struct umd_config *cfg)
+int devctl_load(const struct umd_daemon *state)
 {
+        const struct umd_config *cfg = state->cfg;
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *all = NULL;
         json_error_t err;

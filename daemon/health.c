@@ -5,6 +5,7 @@
 #include "health.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -222,4 +223,105 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                           "no copy between GPUs was measured");
         return json_pack("{s:s, s:o, s:o, s:I}", "verdict", verdict_names[worst], "checks", checks,
                          "reasons", reasons, "pairs", (json_int_t)pairs);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return (x > y) - (x < y);
+}
+
+/* Sorts v in place. */
+static double median(double *v, size_t n)
+{
+        qsort(v, n, sizeof(double), cmp_double);
+        return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+json_t *health_baseline(const struct umd_config *cfg, const json_t *parts, size_t *ret_runs)
+{
+        size_t max = cfg->health_baseline_runs, runs = 0, k;
+        const json_t **past = calloc(max, sizeof(*past)); /* their measurements, newest first */
+        double *vals = calloc(max, sizeof(double));
+        json_t *baseline = json_object(), *p;
+
+        if (past && vals)
+                json_array_foreach(parts, k, p)
+                {
+                        if (runs < max)
+                                past[runs++] =
+                                    json_object_get(json_object_get(p, "result"), "measurements");
+                }
+        for (const char *const *m = health_bandwidth_modes; past && vals && *m; m++) {
+                size_t n = 0;
+                for (size_t r = 0; r < runs; r++) {
+                        size_t x;
+                        json_t *mm;
+                        json_array_foreach(past[r], x, mm)
+                        {
+                                const char *name = json_string_value(json_object_get(mm, "name"));
+                                json_t *g = json_object_get(mm, "gbps");
+                                if (name && strcmp(name, *m) == 0 && json_is_number(g) && n < max)
+                                        vals[n++] = json_number_value(g);
+                        }
+                }
+                if (n > 0)
+                        json_object_set_new(baseline, *m, json_real(median(vals, n)));
+        }
+        free(past);
+        free(vals);
+        *ret_runs = runs;
+        return baseline;
+}
+
+json_t *health_pair_baseline(const struct umd_config *cfg, const json_t *parts, size_t *ret_runs)
+{
+        size_t max = cfg->health_baseline_runs, runs = 0, k, x;
+        json_t *gbps = json_object(), *links = json_object(), *seen = json_object(), *p, *m;
+        char label[32];
+
+        json_array_foreach(parts, k, p)
+        {
+                const json_t *res = json_object_get(p, "result");
+                if (runs >= max)
+                        break;
+                runs++;
+                json_array_foreach(json_object_get(res, "measurements"), x, m)
+                {
+                        const char *name = json_string_value(json_object_get(m, "name"));
+                        json_t *g = json_object_get(m, "gbps");
+                        if (!name || !json_is_number(g))
+                                continue;
+                        json_t *l = json_object_get(seen, name);
+                        if (!l) {
+                                l = json_array();
+                                json_object_set_new(seen, name, l);
+                                /* newest first: the first part's link is the latest */
+                                const json_t *link = topology_link(
+                                    res, json_integer_value(json_object_get(m, "src")),
+                                    json_integer_value(json_object_get(m, "dst")));
+                                if (link)
+                                        json_object_set_new(links, name,
+                                                            json_string(topology_link_label(
+                                                                link, label, sizeof(label))));
+                        }
+                        json_array_append(l, g);
+                }
+        }
+        const char *name;
+        json_t *l;
+        json_object_foreach(seen, name, l)
+        {
+                size_t n = json_array_size(l);
+                double *v = calloc(n, sizeof(double));
+                if (!v)
+                        continue;
+                for (size_t i = 0; i < n; i++)
+                        v[i] = json_number_value(json_array_get(l, i));
+                json_object_set_new(gbps, name, json_real(median(v, n)));
+                free(v);
+        }
+        json_decref(seen);
+        *ret_runs = runs;
+        return json_pack("{s:o, s:o}", "gbps", gbps, "links", links);
 }

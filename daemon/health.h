@@ -1,6 +1,7 @@
 /* Health verdicts: turn a `health` suite result into pass | warn | fail with a reason per
  * check, against the PCIe link's theoretical rate, the link's own maximum, and this GPU's
- * baseline (the median of its last passing health results). Pure functions: no I/O, no locks. */
+ * baseline (the median of its last passing health results), and those baselines from the past
+ * results. Pure functions: no I/O, no locks, no store. */
 #pragma once
 
 #include <jansson.h>
@@ -22,6 +23,18 @@ struct health_replays {
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
                        const json_t *baseline, size_t baseline_runs,
                        const struct health_replays *replays);
+
+/* A GPU's baseline from its past passing health parts: parts is an array of stored parts
+ * ({"result": {"measurements": [...]}, ...}), newest first, of which the first
+ * cfg->health_baseline_runs count. Returns a new {"pinned_h2d": median GB/s, ...} (a mode no
+ * past part measured is absent; empty without parts or on allocation failure), *ret_runs the
+ * parts it came from. parts may be NULL. */
+json_t *health_baseline(const struct umd_config *cfg, const json_t *parts, size_t *ret_runs);
+
+/* The GPU pairs' baseline from the node's past passing canonical parts (newest first, the first
+ * cfg->health_baseline_runs count): {"gbps": {measurement: median GB/s}, "links": {measurement:
+ * the link label of the newest part that measured it}}, health_pair_verdict's baseline. */
+json_t *health_pair_baseline(const struct umd_config *cfg, const json_t *parts, size_t *ret_runs);
 
 /* The measurements whose GB/s health judges (NULL-terminated). */
 extern const char *const health_bandwidth_modes[];

@@ -1,19 +1,22 @@
-/* Jobs: the in-memory index of every job, the per-device queues, state transitions, and the
- * glue between the store (durability), the supervisor (execution) and the API (core.h).
- * One lock (core_lock) guards all of it and the device table. */
+/* Jobs as the rest of the daemon drives them: start-up and shutdown, the supervisor's
+ * callbacks, and what coexist.c and devctl.c tell dispatch. The API's side is core.h. The job
+ * files behind it: jobs.c (the index, its state machine and persistence), dispatch.c, submit.c,
+ * queries.c and verdicts.c; jobs_internal.h is what they share. One lock (core_lock, lock.h)
+ * guards all of it and the device table. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 
-struct umd_config;
-struct store;
+#include "lock.h"
+
+struct umd_daemon;
 struct supervisor;
 struct supervisor_callbacks;
 
 /* Before READY: load the store, mark running jobs interrupted, re-queue queued ones (in
  * submission order), apply retention. 0 or -errno (logged). */
-int jobs_init(const struct umd_config *cfg, struct store *store);
+int jobs_init(const struct umd_daemon *d);
 /* The callbacks the supervisor should be started with. */
 void jobs_supervisor_callbacks(struct supervisor_callbacks *ret);
 /* Once the supervisor runs: dispatch becomes possible. */
@@ -25,11 +28,8 @@ void jobs_tick(void);
 void jobs_quiesce(void);
 void jobs_shutdown(void);
 
-/* Counts for STATUS= and metrics. */
+/* Counts for STATUS= and /v1/health (metrics gets them pushed: jobs_publish_locked). */
 void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total);
-
-void core_lock(void);
-void core_unlock(void);
 
 struct gpu_state;
 /* What the last look at device dev's GPU found (coexist.c): other processes hold its queue
@@ -43,6 +43,3 @@ void jobs_device_paused_locked(size_t dev);
 /* With core_lock held: the devices whose canonical health check is due by health_interval_s
  * (idle, not paused, not in use by others); their clocks restart. Returns how many. */
 size_t jobs_health_due_locked(size_t *ret_devs, size_t max);
-
-/* Parts queued for device dev. Call with core_lock held. */
-size_t jobs_queued_on_locked(size_t dev);

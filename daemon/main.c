@@ -16,6 +16,7 @@
 #include "api.h"
 #include "coexist.h"
 #include "config.h"
+#include "daemon.h"
 #include "devctl.h"
 #include "devices.h"
 #include "fileio.h"
@@ -30,8 +31,6 @@
 #include "supervisor.h"
 #include "umd-build.h"
 #include "util.h"
-
-const struct umd_config *core_config;
 
 #define TICK_MS 1000
 
@@ -93,15 +92,14 @@ static int start_supervisor(const struct umd_config *cfg, struct supervisor **re
         return r;
 }
 
-static int run(struct umd_config *cfg)
+/* Builds d (main() set d->cfg) in dependency order, serves until a signal, and takes it down in
+ * reverse; d's members are NULL or -1 until created and again once freed. */
+static int run(struct umd_daemon *d)
 {
-        _cleanup_free_ char *worker = NULL;
-        struct store *store = NULL;
-        struct api_server *api = NULL;
-        struct supervisor *sup = NULL;
+        struct umd_config *cfg = d->cfg;
         uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0;
         sigset_t mask;
-        int sfd = -1, r;
+        int r;
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -111,8 +109,8 @@ static int run(struct umd_config *cfg)
          * signalfd below sees them. */
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
-        sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-        if (sfd < 0)
+        d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+        if (d->signal_fd < 0)
                 return log_error_errno(errno, "signalfd: %m");
 
         /* Sockets systemd passed must not leak into the discovery child: sd_listen_fds()
@@ -127,42 +125,45 @@ static int run(struct umd_config *cfg)
                 goto out;
         }
         store_files_set_validator(spec_validate_stored);
-        r = store_open(cfg->state_dir, &store);
+        r = store_open(cfg->state_dir, &d->store);
         if (r < 0)
                 goto out;
-        r = store_set_cache(store, cfg->job_cache_bytes);
+        r = store_set_cache(d->store, cfg->job_cache_bytes);
         if (r < 0) {
                 log_error_errno(r, "cannot set up the job cache (job_cache_bytes): %m");
                 goto out;
         }
 
-        r = devices_find_worker(cfg, &worker);
+        r = devices_find_worker(cfg, &d->worker_path);
         if (r < 0)
                 goto out;
-        r = devices_discover(cfg, worker);
+        r = devices_discover(cfg, d->worker_path);
         if (r < 0)
                 goto out;
         free(cfg->worker_path);
-        cfg->worker_path = strdup(worker);
-
-        r = jobs_init(cfg, store);
+        cfg->worker_path = strdup(d->worker_path);
+        r = metrics_init(d);
         if (r < 0)
                 goto out;
-        r = devctl_load(cfg);
+
+        r = jobs_init(d);
+        if (r < 0)
+                goto out;
+        r = devctl_load(d);
         if (r < 0)
                 goto out;
         gpustate_init(cfg);
 
         /* api_start takes systemd's sockets (sd_listen_fds) before any thread exists. */
-        r = api_start(cfg, &api);
+        r = api_start(cfg, &d->api);
         if (r < 0)
                 goto out;
-        r = start_supervisor(cfg, &sup);
+        r = start_supervisor(cfg, &d->sup);
         if (r < 0)
                 goto out;
-        jobs_attach_supervisor(sup);
-        metrics_attach_supervisor(sup);
-        r = coexist_start(cfg, sup);
+        jobs_attach_supervisor(d->sup);
+        metrics_attach_supervisor(d->sup);
+        r = coexist_start(d);
         if (r < 0)
                 goto out;
 
@@ -174,7 +175,7 @@ static int run(struct umd_config *cfg)
                  cfg->state_dir);
 
         for (;;) {
-                struct pollfd pfd = {.fd = sfd, .events = POLLIN};
+                struct pollfd pfd = {.fd = d->signal_fd, .events = POLLIN};
                 int pr = poll(&pfd, 1, TICK_MS / 4);
                 if (pr < 0 && errno != EINTR) {
                         r = log_error_errno(errno, "poll: %m");
@@ -182,7 +183,7 @@ static int run(struct umd_config *cfg)
                 }
                 if (pr > 0) {
                         struct signalfd_siginfo si;
-                        if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+                        if (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
                                 if (si.ssi_signo == SIGHUP) {
                                         log_info("SIGHUP: configuration is read at start only; "
                                                  "restart umd to apply changes");
@@ -197,7 +198,7 @@ static int run(struct umd_config *cfg)
                 /* Pet the watchdog only while every worker answers: a wedged GPU should get
                  * the unit restarted rather than hide behind a healthy-looking HTTP thread. */
                 if (watchdog_usec && now - last_pet >= watchdog_usec / 2000 &&
-                    supervisor_all_alive(sup)) {
+                    supervisor_all_alive(d->sup)) {
                         sd_notify(0, "WATCHDOG=1");
                         last_pet = now;
                 }
@@ -216,23 +217,31 @@ static int run(struct umd_config *cfg)
 out:
         coexist_stop();
         jobs_quiesce();
-        if (api)
-                api_stop(api, cfg->shutdown_timeout_s * 1000);
-        if (sup)
-                supervisor_stop(sup, cfg->shutdown_timeout_s * 1000);
+        if (d->api)
+                api_stop(d->api, cfg->shutdown_timeout_s * 1000);
+        d->api = NULL;
+        if (d->sup)
+                supervisor_stop(d->sup, cfg->shutdown_timeout_s * 1000);
+        d->sup = NULL;
         jobs_shutdown();
-        if (store)
-                store_close(store);
+        if (d->store)
+                store_close(d->store);
+        d->store = NULL;
+        metrics_free();
         gpustate_shutdown();
         devices_free();
-        if (sfd >= 0)
-                close(sfd);
+        free(d->worker_path);
+        d->worker_path = NULL;
+        if (d->signal_fd >= 0)
+                close(d->signal_fd);
+        d->signal_fd = -1;
         return r;
 }
 
 int main(int argc, char **argv)
 {
         struct umd_config cfg;
+        struct umd_daemon d = {.cfg = &cfg, .signal_fd = -1};
         int r;
 
         /* One malloc arena: with an arena per HTTP thread, resident memory crept up ~20% over
@@ -247,7 +256,7 @@ int main(int argc, char **argv)
                 return r > 0 ? EXIT_SUCCESS : 2;
         }
         log_set_level(cfg.log_level);
-        core_config = &cfg;
+        core_init(&d);
         if (cfg.print_openapi) {
                 size_t len = 0;
                 const char *doc = api_openapi_document(&len);
@@ -261,9 +270,7 @@ int main(int argc, char **argv)
                 config_free(&cfg);
                 return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
         }
-        metrics_init();
-
-        r = run(&cfg);
+        r = run(&d);
         config_free(&cfg);
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -2,22 +2,27 @@
  * bytes per second, seconds) and joinable with dcgm-exporter (umd_device_info carries its gpu,
  * UUID, pci_bus_id and modelName labels). Owns the counters nothing else keeps: HTTP requests,
  * finished jobs, job durations, the last measurement of each mode (bandwidth, or latency for
- * latency modes, and when it was taken). Device and queue gauges are read from devices.c/jobs.c
- * at scrape time. Every label set is bounded: routes are patterns, states and benchmarks come
- * from fixed tables, uuids from discovery, and modes from results, at most
- * METRICS_MODES_PER_DEVICE per device (beyond, a mode is counted in
+ * latency modes, and when it was taken), and the queue and running gauges the job files push
+ * (metrics_observe_*: this file never calls into them). Device gauges are read from devices.c
+ * at scrape time, the job count from the store. Every label set is bounded: routes are patterns,
+ * states and benchmarks come from fixed tables, uuids from discovery, and modes from results, at
+ * most METRICS_MODES_PER_DEVICE per device (beyond, a mode is counted in
  * umd_metrics_series_dropped_total, never exported); a sweep's per-size points ("mode@size")
  * are never label values (their curves are in the job's result). */
 #include "metrics.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 #include "devices.h"
-#include "jobs.h"
+#include "daemon.h"
+#include "lock.h"
+#include "store.h"
 #include "log.h"
 #include "supervisor.h"
 #include "umd-build.h"
@@ -50,10 +55,40 @@ static double duration_sum;
 static unsigned long long duration_count;
 static uint64_t start_ms;
 static struct supervisor *msup;
+static const struct umd_daemon *daemon_state;
+static _Atomic size_t *queue_depth; /* per device, as the job files last pushed it */
+static size_t n_queue_depth;
+static _Atomic size_t running_parts;
 
-void metrics_init(void)
+int metrics_init(const struct umd_daemon *d)
 {
+        size_t n = devices_count();
+
         start_ms = now_monotonic_ms();
+        daemon_state = d;
+        queue_depth = calloc(n ? n : 1, sizeof(*queue_depth));
+        if (!queue_depth)
+                return log_error_errno(ENOMEM, "out of memory");
+        n_queue_depth = n;
+        return 0;
+}
+
+void metrics_free(void)
+{
+        free((void *)queue_depth);
+        queue_depth = NULL;
+        n_queue_depth = 0;
+}
+
+void metrics_observe_queue(size_t dev, size_t queued)
+{
+        if (dev < n_queue_depth)
+                atomic_store(&queue_depth[dev], queued);
+}
+
+void metrics_observe_running(size_t running)
+{
+        atomic_store(&running_parts, running);
 }
 
 void metrics_attach_supervisor(struct supervisor *s)
@@ -198,11 +233,11 @@ char *core_metrics_text(size_t *ret_len)
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        size_t queued, running, total;
+        size_t running = atomic_load(&running_parts);
+        size_t total = daemon_state && daemon_state->store ? store_count(daemon_state->store) : 0;
 
         if (!f)
                 return NULL;
-        jobs_counts(&queued, &running, &total);
         fprintf(f, "# HELP umd_up 1 while umd serves.\n# TYPE umd_up gauge\numd_up 1\n");
         fprintf(f,
                 "# HELP umd_build_info Version and build of umd.\n# TYPE umd_build_info gauge\n"
@@ -243,7 +278,7 @@ char *core_metrics_text(size_t *ret_len)
         core_lock();
         for (size_t i = 0; i < devices_count(); i++)
                 fprintf(f, "umd_queue_depth{uuid=\"%s\"} %zu\n", devices_get(i)->uuid,
-                        jobs_queued_on_locked(i));
+                        i < n_queue_depth ? atomic_load(&queue_depth[i]) : 0);
         fprintf(f, "# HELP umd_device_state Current state of each device (1 for the state it is "
                    "in).\n# TYPE umd_device_state gauge\n");
         for (size_t i = 0; i < devices_count(); i++) {

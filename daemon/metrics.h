@@ -1,12 +1,23 @@
-/* Prometheus metrics: counters fed by jobs.c and the HTTP layer, rendered by
- * core_metrics_text(). Label sets are bounded (routes, states, benchmarks, uuids, modes). */
+/* Prometheus metrics: counters and gauges fed by the job files and the HTTP layer, rendered by
+ * core_metrics_text(). Label sets are bounded (routes, states, benchmarks, uuids, modes).
+ * Metrics depends on nothing of jobs: they push what it shows (no call back, no include). */
 #pragma once
 
 #include <jansson.h>
+#include <stddef.h>
 
 struct supervisor;
 
-void metrics_init(void);
+struct umd_daemon;
+
+/* After discovery: the uptime clock starts, a queue gauge per device. d (its store: the job
+ * count) must outlive metrics. 0 or -ENOMEM (logged). */
+int metrics_init(const struct umd_daemon *d);
+void metrics_free(void);
+/* Pushed by the job files whenever core_lock is released (metrics never asks them): parts
+ * queued on device dev, and parts running on every device and the node. */
+void metrics_observe_queue(size_t dev, size_t queued);
+void metrics_observe_running(size_t running);
 /* A job reached a final state. duration_s: from start (or creation when never started). */
 void metrics_job_finished(const char *benchmark, const char *state, double duration_s);
 /* A part succeeded on device uuid: remember its measurements' GB/s. */

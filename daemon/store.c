@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "jobstate.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "store_files.h"
@@ -1338,9 +1339,9 @@ static int import_one(json_t *job, void *userdata)
                 return -ENOMEM;
         /* The old store kept finished_ms only once final; a final job without it would look
          * unfinished here. */
-        if (!json_is_integer(json_object_get(copy, "finished_ms")) &&
-            !streq_ptr(json_string_value(json_object_get(copy, "state")), "queued") &&
-            !streq_ptr(json_string_value(json_object_get(copy, "state")), "running")) {
+        int st = job_state_from_string(json_string_value(json_object_get(copy, "state")));
+        if (!json_is_integer(json_object_get(copy, "finished_ms")) && st != JOB_QUEUED &&
+            st != JOB_RUNNING) {
                 json_t *c = json_object_get(copy, "created_ms");
                 json_object_set_new(copy, "finished_ms",
                                     json_is_integer(c)

@@ -1,4 +1,5 @@
-/* health.c: verdicts against the link's rate, the link's maximum, and the GPU's own baseline;
+/* health.c: verdicts against the link's rate, the link's maximum, and the GPU's own baseline,
+ * that baseline (and the GPU pairs') from past parts;
  * the GPU pairs' verdicts and topology.c's expected link rates and matrices. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,8 +38,8 @@ static json_t *result(double h2d, double d2h, double pageable, double prefetch)
 
 static json_t *link(int cg, int cw, int mg, int mw)
 {
-        return json_pack("{s:i, s:i, s:i, s:i}", "current_gen", cg, "current_width", cw,
-                         "max_gen", mg, "max_width", mw);
+        return json_pack("{s:i, s:i, s:i, s:i}", "current_gen", cg, "current_width", cw, "max_gen",
+                         mg, "max_width", mw);
 }
 
 static const char *verdict_of(json_t *v)
@@ -256,9 +257,118 @@ static void test_a_pair_below_its_baseline_or_on_another_link_fails(void **state
         json_decref(r);
 }
 
+/* ---- baselines from past parts (health_baseline, health_pair_baseline) ---- */
+
+/* A stored part as store_health_parts returns it: {"result": {measurements}}. */
+static json_t *past_part(double h2d, double d2h)
+{
+        return json_pack("{s:o}", "result", result(h2d, d2h, 9.3, 48.0));
+}
+
+static double baseline_of(const json_t *b, const char *mode)
+{
+        return json_number_value(json_object_get(b, mode));
+}
+
+static void test_baseline_without_past_parts_is_empty(void **state)
+{
+        size_t runs = 99;
+        json_t *b = health_baseline(&cfg, NULL, &runs);
+
+        assert_int_equal(json_object_size(b), 0);
+        assert_int_equal(runs, 0);
+        json_decref(b);
+}
+
+static void test_baseline_is_the_median_of_an_odd_count(void **state)
+{
+        json_t *parts =
+            json_pack("[o, o, o]", past_part(50, 40), past_part(56, 41), past_part(53, 42));
+        size_t runs = 0;
+        json_t *b = health_baseline(&cfg, parts, &runs);
+
+        assert_int_equal(runs, 3);
+        assert_true(fabs(baseline_of(b, "pinned_h2d") - 53) < 1e-9);
+        assert_true(fabs(baseline_of(b, "pinned_d2h") - 41) < 1e-9);
+        json_decref(b), json_decref(parts);
+}
+
+static void test_baseline_of_an_even_count_averages_the_middle_two(void **state)
+{
+        json_t *parts = json_pack("[o, o]", past_part(50, 40), past_part(54, 40));
+        size_t runs = 0;
+        json_t *b = health_baseline(&cfg, parts, &runs);
+
+        assert_true(fabs(baseline_of(b, "pinned_h2d") - 52) < 1e-9);
+        json_decref(b), json_decref(parts);
+}
+
+static void test_baseline_counts_only_the_newest_baseline_runs(void **state)
+{
+        unsigned keep = cfg.health_baseline_runs;
+        json_t *parts =
+            json_pack("[o, o, o]", past_part(10, 10), past_part(20, 20), past_part(90, 90));
+        size_t runs = 0;
+
+        cfg.health_baseline_runs = 2; /* the oldest part (90) falls out */
+        json_t *b = health_baseline(&cfg, parts, &runs);
+        assert_int_equal(runs, 2);
+        assert_true(fabs(baseline_of(b, "pinned_h2d") - 15) < 1e-9);
+        cfg.health_baseline_runs = keep;
+        json_decref(b), json_decref(parts);
+}
+
+static void test_baseline_leaves_out_modes_health_does_not_judge(void **state)
+{
+        json_t *parts =
+            json_pack("[{s:{s:[{s:s, s:f}, {s:s, s:f}]}}]", "result", "measurements", "name",
+                      "pinned_h2d", "gbps", 50.0, "name", "zero_copy_kernel", "gbps", 80.0);
+        size_t runs = 0;
+        json_t *b = health_baseline(&cfg, parts, &runs);
+
+        assert_int_equal(json_object_size(b), 1);
+        assert_null(json_object_get(b, "zero_copy_kernel"));
+        assert_null(json_object_get(b, "pinned_d2h"));
+        json_decref(b), json_decref(parts);
+}
+
+static void test_pair_baseline_takes_medians_and_the_newest_link(void **state)
+{
+        json_t *parts = json_pack(
+            "[{s:o}, {s:o}, {s:o}]", "result", pair_result("nvlink", 18, 390, 380), "result",
+            pair_result("nvlink", 12, 396, 382), "result", pair_result("nvlink", 12, 393, 384));
+        size_t runs = 0;
+        json_t *b = health_pair_baseline(&cfg, parts, &runs);
+        const json_t *gbps = json_object_get(b, "gbps"), *links = json_object_get(b, "links");
+
+        assert_int_equal(runs, 3);
+        assert_true(fabs(json_number_value(json_object_get(gbps, "ce_uni@0>1")) - 393) < 1e-9);
+        assert_true(fabs(json_number_value(json_object_get(gbps, "ce_uni@1>0")) - 382) < 1e-9);
+        assert_string_equal(json_string_value(json_object_get(links, "ce_uni@0>1")), "NV18");
+        json_decref(b), json_decref(parts);
+}
+
+static void test_pair_baseline_without_past_parts_judges_nothing(void **state)
+{
+        size_t runs = 99;
+        json_t *b = health_pair_baseline(&cfg, NULL, &runs);
+
+        assert_int_equal(runs, 0);
+        assert_int_equal(json_object_size(json_object_get(b, "gbps")), 0);
+        assert_int_equal(json_object_size(json_object_get(b, "links")), 0);
+        json_decref(b);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_baseline_without_past_parts_is_empty),
+            cmocka_unit_test(test_baseline_is_the_median_of_an_odd_count),
+            cmocka_unit_test(test_baseline_of_an_even_count_averages_the_middle_two),
+            cmocka_unit_test(test_baseline_counts_only_the_newest_baseline_runs),
+            cmocka_unit_test(test_baseline_leaves_out_modes_health_does_not_judge),
+            cmocka_unit_test(test_pair_baseline_takes_medians_and_the_newest_link),
+            cmocka_unit_test(test_pair_baseline_without_past_parts_judges_nothing),
             cmocka_unit_test(test_link_expected_rates),
             cmocka_unit_test(test_peer_matrices_and_the_slowest_pair),
             cmocka_unit_test(test_pairs_on_nvlink_pass),

@@ -1,11 +1,12 @@
-/* RFC 9457 problem details: the fixed title and slug per status, filling a struct problem
- * (declared in core.h so the daemon fills the same thing), and its JSON form. */
+/* RFC 9457 problem details (see problem.h): the fixed title and slug per status, filling a
+ * struct problem, and its JSON form. */
+#include "problem.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "http.h"
 #include "util.h"
 
 struct problem_kind {

@@ -1,0 +1,25 @@
+/* The daemon's state: what main.c creates, in the order it creates it, handed to each module's
+ * init function. main.c owns every member and frees them in reverse order; modules keep the
+ * pointer and read members only after main.c has set them (store and devices before jobs_init,
+ * the supervisor before jobs_attach_supervisor and coexist_start). */
+#pragma once
+
+struct umd_config;
+struct store;
+struct supervisor;
+struct api_server;
+
+struct umd_daemon {
+        struct umd_config *cfg; /* parsed before anything else */
+        struct store *store;    /* opened first: its lock keeps a second umd out */
+        char *worker_path;      /* umd-worker, found before discovery */
+        struct supervisor *sup; /* started after the listeners (they take systemd's sockets) */
+        struct api_server *api; /* the HTTP listeners */
+        int signal_fd;          /* SIGTERM, SIGINT, SIGHUP; -1 when not open */
+};
+/* Before anything answers: the configuration core.c's catalog and schema answers read (also
+ * for --print-openapi, which starts nothing else). */
+void core_init(const struct umd_daemon *d);
+
+/* The devices discovered (devices.h) are a table of their own, behind core_lock: discovery
+ * fills it once before jobs_init and nothing replaces it while umd runs. */

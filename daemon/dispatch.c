@@ -1,0 +1,493 @@
+/* Dispatch: which queued part runs next on each GPU and on the node (busy GPUs, pauses, the
+ * node worker taking every GPU), handing it to the supervisor, and the supervisor's callbacks
+ * (a part done, a worker's state) that move jobs on; what the GPU look (coexist.c) and pauses
+ * (devctl.c) change for dispatch. Benchmarks spanning GPUs (catalog multi_gpu) have one part,
+ * on the node: the supervisor's slot after the GPUs (index devices_count(), on hosts with two
+ * GPUs or more), whose worker opens every GPU. It runs only while no GPU runs a part, and GPUs
+ * start none while it runs or waits at the head of its queue (so it is not starved and nothing
+ * disturbs its measurement). Runs under core_lock, like everything in the job files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "config.h"
+#include "devices.h"
+#include "gpustate.h"
+#include "jobs.h"
+#include "jobs_internal.h"
+#include "jsonutil.h"
+#include "log.h"
+#include "metrics.h"
+#include "queue.h"
+#include "suites.h"
+#include "supervisor.h"
+#include "util.h"
+
+static void part_set_waiting(struct job *j, size_t i, const char *why)
+{
+        json_t *p = job_part_doc(j, i);
+        const char *old = json_string_value(json_object_get(p, "waiting"));
+
+        if (!j->parts[i].waiting_since_ms)
+                j->parts[i].waiting_since_ms = now_realtime_ms();
+        if (streq_ptr(old, why))
+                return;
+        json_object_set_new(p, "waiting", json_string(why));
+        job_persist(j);
+}
+
+static unsigned job_busy_policy(const struct job *j)
+{
+        int r = busy_policy_from_string(json_string_value(json_object_get(j->doc, "busy_policy")));
+        return r >= 0 ? (unsigned)r : js.cfg->busy_policy;
+}
+
+static void part_fail_queued(struct job *j, size_t i, const char *why)
+{
+        job_set_part(j, i, JOB_FAILED, NULL, why);
+        if (job_update_state(j))
+                job_finished(j);
+        job_persist(j);
+}
+
+/* The head of dev's queue, if the GPU is free for it: not paused, and no other process on it
+ * unless busy_policy says to run anyway. Returns the entry to run or NULL; *ret_contended is
+ * set when it runs beside others. Parts that may never run (busy_policy fail, waited too long)
+ * are failed here. */
+static const struct queue_entry *dispatchable(struct device *d, size_t dev, int *ret_contended)
+{
+        const struct queue_entry *e;
+        char why[320];
+
+        *ret_contended = 0;
+        while ((e = queue_peek(&js.queues[dev]))) {
+                struct job *j = e->job;
+                size_t i = e->part;
+                int others = d->gpu.other_processes;
+                unsigned policy = job_busy_policy(j);
+                uint64_t since = j->parts[i].waiting_since_ms, now = now_realtime_ms();
+
+                if (d->paused) {
+                        snprintf(why, sizeof(why), "device paused%s%s",
+                                 d->pause_reason[0] ? ": " : "", d->pause_reason);
+                        part_set_waiting(j, i, why);
+                        return NULL;
+                }
+                if (others <= 0)
+                        return e;
+                if (policy == BUSY_RUN) {
+                        *ret_contended = others;
+                        return e;
+                }
+                if (policy == BUSY_FAIL) {
+                        snprintf(why, sizeof(why),
+                                 "GPU in use by %d other process%s (busy_policy fail)", others,
+                                 others == 1 ? "" : "es");
+                        part_fail_queued(j, i, why);
+                        continue;
+                }
+                if (since && now > since &&
+                    now - since >= (uint64_t)js.cfg->busy_wait_max_s * 1000) {
+                        snprintf(why, sizeof(why),
+                                 "GPU in use by %d other process%s for longer than "
+                                 "busy_wait_max_s (%u s)",
+                                 others, others == 1 ? "" : "es", js.cfg->busy_wait_max_s);
+                        part_fail_queued(j, i, why);
+                        continue;
+                }
+                snprintf(why, sizeof(why), "GPU in use by %d other process%s", others,
+                         others == 1 ? "" : "es");
+                part_set_waiting(j, i, why);
+                return NULL;
+        }
+        return NULL;
+}
+
+/* The node's queued head, when it may take the GPUs as soon as their parts end: committed, and
+ * no GPU paused or used by another process (either would make it wait, and it must not hold
+ * every other GPU meanwhile). */
+static const struct queue_entry *node_head(void)
+{
+        const struct queue_entry *e = have_node() ? queue_peek(&js.queues[node_index()]) : NULL;
+
+        if (!e || !((const struct job *)e->job)->committed)
+                return NULL;
+        for (size_t i = 0; i < devices_count(); i++) {
+                const struct device *d = devices_get(i);
+                if (d->paused ||
+                    (d->gpu.other_processes > 0 && job_busy_policy(e->job) != BUSY_RUN))
+                        return NULL;
+        }
+        return e;
+}
+
+/* Starts the node's head once every GPU is free: no part running, its worker idle or cold
+ * (a GPU's own worker may stay warm beside the node worker), no other process on it unless
+ * the job says to run anyway. A faulted GPU fails the part: it would never run. */
+void dispatch_try_node(void)
+{
+        const struct queue_entry *e;
+        char why[400];
+
+        if (!js.sup || js.quiescing || js.node_running ||
+            (js.node_wstate != WORKER_IDLE && js.node_wstate != WORKER_COLD))
+                return;
+        while ((e = queue_peek(&js.queues[node_index()]))) {
+                struct job *j = e->job;
+                size_t i = e->part;
+                bool ok = true;
+
+                if (!j->committed)
+                        return;
+                for (size_t g = 0; ok && g < devices_count(); g++) {
+                        struct device *d = devices_get(g);
+
+                        if (d->paused) {
+                                snprintf(why, sizeof(why), "device %zu paused%s%s", g,
+                                         d->pause_reason[0] ? ": " : "", d->pause_reason);
+                                part_set_waiting(j, i, why);
+                                return;
+                        }
+                        if (d->wstate == WORKER_FAULTED) {
+                                snprintf(why, sizeof(why), "device %zu (%.64s) is faulted: %.255s",
+                                         g, d->uuid, d->reason);
+                                part_fail_queued(j, i, why);
+                                ok = false;
+                                break;
+                        }
+                        if (d->running_jobs > 0 ||
+                            (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
+                                return;
+                        if (d->gpu.other_processes > 0 && job_busy_policy(j) != BUSY_RUN) {
+                                snprintf(why, sizeof(why),
+                                         "device %zu in use by %d other process%s", g,
+                                         d->gpu.other_processes,
+                                         d->gpu.other_processes == 1 ? "" : "es");
+                                part_set_waiting(j, i, why);
+                                return;
+                        }
+                }
+                if (!ok)
+                        continue;
+                json_int_t timeout_s = json_integer_value(json_object_get(j->doc, "timeout_s"));
+                int r = supervisor_dispatch(js.sup, node_index(), j->id, job_benchmark(j),
+                                            json_object_get(j->doc, "params"),
+                                            (uint64_t)timeout_s * 1000);
+                if (r < 0) {
+                        log_debug("node: dispatch of %s deferred: %s", j->id, strerror(-r));
+                        return;
+                }
+                js.node_running = true;
+                js.node_wstate = WORKER_BUSY;
+                j->parts[i].waiting_since_ms = 0;
+                j->parts[i].attempts++;
+                json_object_del(job_part_doc(j, i), "waiting");
+                job_set_part(j, i, JOB_RUNNING, NULL, NULL);
+                job_update_state(j);
+                job_persist(j);
+                return;
+        }
+}
+
+void dispatch_try(size_t dev)
+{
+        struct device *d = devices_get(dev);
+        int contended;
+
+        if (is_node(dev)) {
+                dispatch_try_node();
+                return;
+        }
+        if (!js.sup || js.quiescing || !d || d->running_jobs > 0 || js.node_running ||
+            (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
+                return;
+        if (node_head()) { /* the GPUs go to the node's job first */
+                dispatch_try_node();
+                return;
+        }
+        const struct queue_entry *e = dispatchable(d, dev, &contended);
+        if (!e)
+                return;
+        struct job *best = e->job;
+        size_t best_part = e->part;
+
+        if (!best->committed) /* dispatched once its submission commits */
+                return;
+
+        json_int_t timeout_s = json_integer_value(json_object_get(best->doc, "timeout_s"));
+        int r =
+            supervisor_dispatch(js.sup, dev, best->id, job_benchmark(best),
+                                json_object_get(best->doc, "params"), (uint64_t)timeout_s * 1000);
+        if (r < 0) {
+                log_debug("device %zu: dispatch of %s deferred: %s", dev, best->id, strerror(-r));
+                return;
+        }
+        d->running_jobs = 1;
+        d->contended_by = contended;
+        d->wstate = WORKER_BUSY;
+        best->parts[best_part].waiting_since_ms = 0;
+        best->parts[best_part].attempts++;
+        json_object_del(job_part_doc(best, best_part), "waiting");
+        job_set_part(best, best_part, JOB_RUNNING, NULL, NULL);
+        job_update_state(best);
+        job_persist(best);
+}
+
+static void dispatch_all(void)
+{
+        for (size_t i = 0; i < devices_count(); i++)
+                dispatch_try(i);
+        if (have_node())
+                dispatch_try_node();
+}
+
+/* ---- supervisor callbacks (supervisor thread) ---- */
+
+static bool job_canonical(const struct job *j)
+{
+        return json_is_true(json_object_get(j->doc, "canonical"));
+}
+
+/* What the part records of how it ran: a cold start, and other processes beside it. */
+static void part_note_conditions(struct job *j, size_t i, const struct device *d,
+                                 double cold_start_ms)
+{
+        json_t *p = job_part_doc(j, i);
+
+        json_object_set_new(p, "cold_start",
+                            json_pack("{s:b, s:o}", "cold", cold_start_ms >= 0, "ms",
+                                      cold_start_ms >= 0 ? json_real(cold_start_ms) : json_null()));
+        if (d->contended_by > 0)
+                json_object_set_new(p, "contended",
+                                    json_pack("{s:i, s:s}", "other_processes", d->contended_by,
+                                              "note",
+                                              "measured while other processes used the GPU: "
+                                              "never judged, never part of a baseline"));
+}
+
+static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
+                         json_t *result, const char *error, double cold_start_ms)
+{
+        static const enum job_state map[] = {
+            [PART_SUCCEEDED] = JOB_SUCCEEDED,
+            [PART_FAILED] = JOB_FAILED,
+            [PART_TIMED_OUT] = JOB_TIMED_OUT,
+            [PART_CANCELLED] = JOB_CANCELLED,
+        };
+        char why[400];
+
+        core_lock();
+        struct device *d = devices_get(dev);
+        struct job *j = job_find(job_id);
+        if (!j) {
+                log_warning("device %zu: result for unknown job %s dropped", dev, job_id);
+                goto out;
+        }
+        for (size_t i = 0; i < j->n_parts; i++) {
+                if (j->parts[i].device != (ssize_t)dev || j->parts[i].st != JOB_RUNNING)
+                        continue;
+                enum job_state st = map[outcome];
+                if (d)
+                        part_note_conditions(j, i, d, cold_start_ms);
+                if (st == JOB_CANCELLED && d && d->paused && !j->cancel_requested) {
+                        snprintf(why, sizeof(why), "cancelled: device paused%s%s",
+                                 d->pause_reason[0] ? ": " : "", d->pause_reason);
+                        error = why;
+                }
+                if (st == JOB_SUCCEEDED && result) {
+                        _cleanup_free_ char *dump = json_dump_compact(result, NULL);
+                        if (!dump || strlen(dump) > js.cfg->max_result_bytes) {
+                                snprintf(why, sizeof(why),
+                                         "result larger than max_result_bytes (%llu bytes)",
+                                         (unsigned long long)js.cfg->max_result_bytes);
+                                st = JOB_FAILED;
+                                result = NULL;
+                                error = why;
+                        }
+                }
+                if (st == JOB_TIMED_OUT && !error)
+                        error = "deadline passed (timeout_s); the worker was killed";
+                json_t *summary =
+                    st == JOB_SUCCEEDED ? suite_summary(job_benchmark(j), result) : NULL;
+                if (summary) /* the worker's object is borrowed: summarise a copy */
+                        result = json_deep_copy(result);
+                if (summary && result)
+                        json_object_set_new(result, "summary", summary);
+                else
+                        json_decref(summary);
+                bool contended = d && d->contended_by > 0, again = false;
+                if (st == JOB_SUCCEEDED && d && !contended && job_canonical(j))
+                        again = verdict_judge(j, i, d, result);
+                else if (st == JOB_SUCCEEDED && is_node(dev) && job_canonical(j))
+                        again = verdict_judge_node(j, i, result);
+                if (!again)
+                        job_set_part(j, i, st, result, error);
+                if (st == JOB_SUCCEEDED && d && !contended && !again)
+                        metrics_part_result(d->uuid, result);
+                if (summary && result)
+                        json_decref(result);
+                if (st != JOB_SUCCEEDED)
+                        log_info("job %s on device %zu: %s%s%s", j->id, dev, job_state_names[st],
+                                 error ? ": " : "", error ? error : "");
+                break;
+        }
+        if (job_update_state(j)) {
+                job_finished(j);
+                log_info("job %s (%s) %s", j->id, job_benchmark(j), job_state_names[j->st]);
+        }
+        job_persist(j);
+        if (job_state_final(j->st))
+                jobs_retention_apply();
+        jobs_prune_finished();
+out:
+        if (d) {
+                d->running_jobs = 0;
+                d->contended_by = 0;
+        }
+        if (is_node(dev)) {
+                js.node_running = false;
+                dispatch_all(); /* the GPUs it held are free */
+        } else {
+                dispatch_try(dev);
+        }
+        jobs_unlock();
+}
+
+static void fail_queued_on(size_t dev, const char *why)
+{
+        const struct queue_entry *e;
+
+        while ((e = queue_peek(&js.queues[dev]))) {
+                struct job *j = e->job;
+                job_set_part(j, e->part, JOB_FAILED, NULL, why); /* removes e */
+                if (job_update_state(j))
+                        job_finished(j);
+                job_persist(j);
+        }
+}
+
+static void on_worker_state(void *userdata, size_t dev, enum worker_state st, const char *reason)
+{
+        char why[400];
+
+        core_lock();
+        struct device *d = devices_get(dev);
+        if (is_node(dev)) {
+                if (st != js.node_wstate)
+                        log_info("node worker %s%s%s", worker_state_to_string(st),
+                                 reason ? ": " : "", reason ? reason : "");
+                js.node_wstate = st;
+                if (st == WORKER_FAULTED) {
+                        snprintf(why, sizeof(why), "the node worker is faulted: %s",
+                                 reason ? reason : "it keeps crashing");
+                        fail_queued_on(dev, why);
+                }
+                dispatch_try_node();
+                goto out;
+        }
+        if (!d)
+                goto out;
+        enum worker_state old = d->wstate;
+        d->wstate = st;
+        snprintf(d->reason, sizeof(d->reason), "%s", reason ? reason : "");
+        if (st != old)
+                log_info("device %zu (%s): worker %s%s%s", dev, d->uuid, worker_state_to_string(st),
+                         reason ? ": " : "", reason ? reason : "");
+        if (st == WORKER_FAULTED) {
+                snprintf(why, sizeof(why), "device %zu (%s) is faulted: %s", dev, d->uuid,
+                         reason ? reason : "its worker keeps crashing");
+                fail_queued_on(dev, why);
+        }
+        if (st == WORKER_IDLE || st == WORKER_COLD)
+                d->reason[0] = 0;
+        dispatch_try(dev);
+out:
+        jobs_unlock();
+}
+
+/* ---- sharing the GPU (coexist.c looks, devctl.c pauses) ---- */
+
+void jobs_gpu_observed(size_t dev, const struct gpu_state *st)
+{
+        core_lock();
+        struct device *d = devices_get(dev);
+        if (!d)
+                goto out;
+        if (d->gpu.other_processes != st->other_processes)
+                log_info("device %zu (%s): %d other process(es) on the GPU", dev, d->uuid,
+                         st->other_processes);
+        d->gpu = *st;
+        if (d->running_jobs > 0 && st->other_processes > d->contended_by)
+                d->contended_by = st->other_processes;
+        /* On an EXCLUSIVE_PROCESS GPU a context umd keeps would make its owners' programs fail. */
+        if (js.sup)
+                supervisor_exit_after_each_part(js.sup, dev,
+                                                strcmp(st->compute_mode, "exclusive_process") == 0);
+        dispatch_try(dev);
+out:
+        jobs_unlock();
+}
+
+void jobs_dispatch_locked(size_t dev)
+{
+        dispatch_try(dev);
+        jobs_publish_locked();
+}
+
+void jobs_device_paused_locked(size_t dev)
+{
+        for (size_t k = 0; k < js.n_jobs; k++) {
+                struct job *j = js.jobs[k];
+
+                for (size_t i = 0; i < j->n_parts; i++)
+                        if ((j->parts[i].device == (ssize_t)dev ||
+                             (have_node() && j->parts[i].device == (ssize_t)node_index())) &&
+                            j->parts[i].st == JOB_RUNNING && js.sup)
+                                supervisor_cancel(js.sup, (size_t)j->parts[i].device, j->id);
+        }
+        if (js.sup)
+                supervisor_retire(js.sup, dev);
+        dispatch_try(dev); /* marks the queued head as waiting */
+        jobs_publish_locked();
+}
+
+size_t jobs_health_due_locked(size_t *ret_devs, size_t max)
+{
+        uint64_t now = now_realtime_ms(), every = (uint64_t)js.cfg->health_interval_s * 1000;
+        size_t n = 0;
+
+        if (every == 0 || !js.sup || js.quiescing || js.node_running)
+                return 0;
+        for (size_t i = 0; i < devices_count() && n < max; i++) {
+                struct device *d = devices_get(i);
+
+                if (d->last_check_ms == 0)
+                        d->last_check_ms = now; /* the first check comes one interval in */
+                if (d->paused || d->gpu.other_processes > 0 || d->running_jobs > 0 ||
+                    queue_len(&js.queues[i]) > 0 || now - d->last_check_ms < every ||
+                    (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
+                        continue;
+                d->last_check_ms = now;
+                ret_devs[n++] = i;
+        }
+        return n;
+}
+
+void jobs_supervisor_callbacks(struct supervisor_callbacks *ret)
+{
+        *ret = (struct supervisor_callbacks){
+            .part_done = on_part_done,
+            .worker_state = on_worker_state,
+        };
+}
+
+void jobs_attach_supervisor(struct supervisor *s)
+{
+        core_lock();
+        js.sup = s;
+        dispatch_all();
+        jobs_unlock();
+}

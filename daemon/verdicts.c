@@ -1,0 +1,165 @@
+/* The canonical health check's verdicts on a finished part: its baseline from the store's past
+ * passing parts (the median itself is health.c's pure health_baseline), the link to judge
+ * against, stamping the verdict on the part and the device, and the rule that a first "fail"
+ * is run once more before it counts. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "config.h"
+#include "devices.h"
+#include "health.h"
+#include "jobs.h"
+#include "jobs_internal.h"
+#include "jsonutil.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+static json_t *part_verdict(const json_t *part)
+{
+        return json_object_get(part, "verdict");
+}
+
+/* The past passing health parts of uuid (newest first, at most health_baseline_runs), excluding
+ * job self; NULL when the store cannot say (no baseline then). */
+static json_t *past_parts(const char *uuid, const struct job *self)
+{
+        json_t *parts = NULL;
+
+        /* Read-your-writes: parts that finished a moment ago are still being committed. */
+        store_sync(js.store);
+        if (store_health_parts(js.store, uuid, self->id, true, js.cfg->health_baseline_runs,
+                               &parts) < 0)
+                return NULL;
+        return parts;
+}
+
+/* The link to judge against: a fake device's test state, else what the worker read during the
+ * check (live), else what NVML says now, else what discovery saw. */
+static json_t *health_link(const struct device *d, const json_t *result)
+{
+        const json_t *pcie = json_object_get(json_object_get(result, "link"), "pcie");
+
+        if ((d->fake || !json_is_integer(json_object_get(pcie, "current_gen"))) && d->gpu.known &&
+            d->gpu.current_gen > 0)
+                return json_pack("{s:i, s:i, s:i, s:i}", "current_gen", d->gpu.current_gen,
+                                 "current_width", d->gpu.current_width, "max_gen", d->gpu.max_gen,
+                                 "max_width", d->gpu.max_width);
+        if (json_is_integer(json_object_get(pcie, "current_gen")))
+                return json_deep_copy(pcie);
+        return json_deep_copy(json_object_get(d->info, "pcie"));
+}
+
+static long long verdict_replays(const json_t *v)
+{
+        json_t *r = json_object_get(v, "pcie_replay_counter");
+        return json_is_integer(r) ? (long long)json_integer_value(r) : -1;
+}
+
+/* The fields every verdict carries, then the rule every canonical check follows: a first
+ * "fail" is not trusted alone, so the part goes back to the queue (with why) to run once more,
+ * and only that run counts. Returns 1 when re-queued (v is kept in first_attempt), 0 when v is
+ * the verdict to record, -1 when re-queueing failed (the part is failed, v dropped). */
+static int verdict_stamp_or_retry(struct job *j, size_t i, json_t *v, const json_t *baseline,
+                                  const char *uuid, const json_t *result, const char *waiting)
+{
+        char ts[40];
+        json_t *p = job_part_doc(j, i);
+
+        json_object_set(v, "baseline", (json_t *)baseline);
+        json_object_set_new(v, "job", json_string(j->id));
+        json_object_set_new(v, "uuid", json_string(uuid));
+        json_object_set_new(v, "time",
+                            json_string(format_rfc3339_ms(now_realtime_ms(), ts, sizeof(ts))));
+        if (!streq_ptr(json_string_value(json_object_get(v, "verdict")), "fail") ||
+            j->parts[i].attempts >= 2)
+                return 0;
+        json_object_set_new(p, "first_attempt",
+                            json_pack("{s:o, s:O}", "verdict", v, "result", result));
+        j->parts[i].st = JOB_QUEUED;
+        json_object_set_new(p, "state", json_string("queued"));
+        json_object_set_new(p, "waiting", json_string(waiting));
+        if (job_enqueue(j, i) < 0) {
+                job_set_part(j, i, JOB_FAILED, NULL, "out of memory while re-queueing");
+                return -1;
+        }
+        return 1;
+}
+
+/* Judges a canonical health part. A first "fail" is not trusted alone: the part goes back to
+ * the queue to run once more, and only the second run's verdict counts (returns true then). */
+bool verdict_judge(struct job *j, size_t i, struct device *d, const json_t *result)
+{
+        size_t runs = 0;
+        _cleanup_json_ json_t *past = past_parts(d->uuid, j);
+        _cleanup_json_ json_t *baseline = health_baseline(js.cfg, past, &runs);
+        _cleanup_json_ json_t *pcie = health_link(d, result);
+        struct health_replays rp = {.now = d->gpu.known ? d->gpu.replay_counter : -1,
+                                    .before = verdict_replays(d->last_verdict)};
+        json_t *v = health_verdict(js.cfg, result, pcie, baseline, runs, &rp);
+
+        if (!v)
+                return false;
+        json_object_set(v, "pcie", pcie);
+        if (rp.now >= 0)
+                json_object_set_new(v, "pcie_replay_counter", json_integer(rp.now));
+        int r = verdict_stamp_or_retry(j, i, v, baseline, d->uuid, result,
+                                       "re-running a failed health check once before the GPU "
+                                       "is marked fail");
+        if (r != 0) {
+                if (r > 0)
+                        log_info("device %zu (%s): health check failed; running it once more",
+                                 d->index, d->uuid);
+                return r > 0;
+        }
+        json_object_set(job_part_doc(j, i), "verdict", v);
+        json_decref(d->last_verdict);
+        d->last_verdict = v;
+        d->last_check_ms = now_realtime_ms();
+        log_info("device %zu (%s): health %s", d->index, d->uuid,
+                 json_string_value(json_object_get(v, "verdict")));
+        return false;
+}
+
+/* health_judge for the node's part: every pair of GPUs. Same retry of a first fail. */
+bool verdict_judge_node(struct job *j, size_t i, const json_t *result)
+{
+        size_t runs = 0;
+        _cleanup_json_ json_t *past = past_parts("node", j);
+        _cleanup_json_ json_t *baseline = health_pair_baseline(js.cfg, past, &runs);
+        json_t *v = health_pair_verdict(js.cfg, result, baseline, runs);
+
+        if (!v)
+                return false;
+        int r = verdict_stamp_or_retry(j, i, v, baseline, "node", result,
+                                       "re-running a failed check of the GPU pairs once before "
+                                       "the node is marked fail");
+        if (r != 0) {
+                if (r > 0)
+                        log_info("node: the check of the GPU pairs failed; running it once more");
+                return r > 0;
+        }
+        json_object_set(job_part_doc(j, i), "verdict", v);
+        json_decref(js.node_last_verdict);
+        js.node_last_verdict = v;
+        log_info("node: GPU pairs health %s", json_string_value(json_object_get(v, "verdict")));
+        return false;
+}
+
+/* After recovery: each device's newest verdict in the store. */
+void verdicts_restore_last(void)
+{
+        for (size_t i = 0; i < devices_count(); i++) {
+                struct device *d = devices_get(i);
+                _cleanup_json_ json_t *parts = NULL;
+
+                if (d && !d->last_verdict &&
+                    store_health_parts(js.store, d->uuid, NULL, false, 1, &parts) == 0 &&
+                    json_array_size(parts) > 0)
+                        d->last_verdict = json_incref(part_verdict(json_array_get(parts, 0)));
+        }
+}
