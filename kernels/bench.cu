@@ -683,17 +683,27 @@ static const struct {
     {"d2d", bench_d2d},
 };
 
+static int (*bench_find(const char *id))(struct bench_job *)
+{
+        for (size_t i = 0; id && i < sizeof(benchmarks) / sizeof(benchmarks[0]); i++)
+                if (strcmp(benchmarks[i].name, id) == 0)
+                        return benchmarks[i].run;
+        return NULL;
+}
+
+bool bench_implements(const char *id)
+{
+        return bench_find(id) != NULL;
+}
+
 int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params,
               volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
 {
         struct bench_job job = {};
         struct bench_job *j = &job;
-        int (*run)(struct bench_job *) = NULL;
+        int (*run)(struct bench_job *) = bench_find(benchmark);
         int r;
 
-        for (size_t i = 0; i < sizeof(benchmarks) / sizeof(benchmarks[0]); i++)
-                if (strcmp(benchmarks[i].name, benchmark) == 0)
-                        run = benchmarks[i].run;
         if (!run) {
                 if (ret_error &&
                     asprintf(ret_error, "benchmark %s is not run by this worker", benchmark) < 0)
@@ -719,12 +729,6 @@ int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params
         j->explain = json_is_true(json_object_get(params, "explain"));
         j->warp_per_chunk = strcmp(param_str(j, "kernel", "grid_stride"), "warp_per_chunk") == 0;
 
-        if (j->size > ctx->lim.max_buffer_bytes) {
-                r = job_fail(j, -ENOMEM, "size %llu is above max_buffer_bytes (%llu)",
-                             (unsigned long long)j->size,
-                             (unsigned long long)ctx->lim.max_buffer_bytes);
-                goto out;
-        }
         if (cudaSetDevice(ctx->ordinal) != cudaSuccess) {
                 r = job_fail(j, -EIO, "cannot select CUDA device %d", ctx->ordinal);
                 goto out;

@@ -576,24 +576,37 @@ static int multi_health(struct bench_job *j, struct bench_multi *m)
 
 /* ---------------------------------------------------------------- the run */
 
+/* The node worker's dispatch, by catalog id (the canonical health check's GPU pairs too). */
+static const struct {
+        const char *name;
+        int (*run)(struct bench_job *j, struct bench_multi *m);
+} multi_benchmarks[] = {
+    {"peer", multi_peer},         {"managed_peer", multi_managed_peer},
+    {"host_all", multi_host_all}, {"topology", multi_topology},
+    {"health", multi_health},
+};
+
+static int (*multi_find(const char *id))(struct bench_job *, struct bench_multi *)
+{
+        for (size_t i = 0; id && i < sizeof(multi_benchmarks) / sizeof(multi_benchmarks[0]); i++)
+                if (strcmp(multi_benchmarks[i].name, id) == 0)
+                        return multi_benchmarks[i].run;
+        return NULL;
+}
+
+bool bench_multi_implements(const char *id)
+{
+        return multi_find(id) != NULL;
+}
+
 int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *params,
                     volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
 {
         struct bench_job job = {};
         struct bench_job *j = &job;
-        int (*run)(struct bench_job *, struct bench_multi *) = NULL;
+        int (*run)(struct bench_job *, struct bench_multi *) = multi_find(benchmark);
         int r;
 
-        if (strcmp(benchmark, "peer") == 0)
-                run = multi_peer;
-        else if (strcmp(benchmark, "managed_peer") == 0)
-                run = multi_managed_peer;
-        else if (strcmp(benchmark, "host_all") == 0)
-                run = multi_host_all;
-        else if (strcmp(benchmark, "topology") == 0)
-                run = multi_topology;
-        else if (strcmp(benchmark, "health") == 0)
-                run = multi_health;
         if (!run) {
                 if (asprintf(ret_error, "benchmark %s is not run by the node worker", benchmark) <
                     0)
@@ -621,12 +634,6 @@ int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *
         j->access = BENCH_ACCESS_SEQUENTIAL;
         j->npages = (j->size + BENCH_PAGE_BYTES - 1) / BENCH_PAGE_BYTES;
 
-        if (j->size > m->ctx[0]->lim.max_buffer_bytes) {
-                r = job_fail(j, -ENOMEM, "size %llu is above max_buffer_bytes (%llu)",
-                             (unsigned long long)j->size,
-                             (unsigned long long)m->ctx[0]->lim.max_buffer_bytes);
-                goto out;
-        }
         r = run(j, m);
         if (r < 0)
                 goto out;
