@@ -106,14 +106,7 @@ int bench_copy(struct bench_job *j)
         CK(j, cudaStreamSynchronize(s0));
 
         r = sample_events(
-            j, samples,
-            [&]() -> int {
-                    if (gated) {
-                            gate_timeouts |= gate_timed_out(j);
-                            return gate_hold(j, s0);
-                    }
-                    return 0;
-            },
+            j, samples, [&]() -> int { return gate_before_sample(j, gated, &gate_timeouts, s0); },
             [&]() -> int {
                     if (d2h && h2d) {
                             /* Both directions start from the same event and stream 0
@@ -132,20 +125,13 @@ int bench_copy(struct bench_job *j)
                             CK(j, cudaEventRecord(c->ev_join[1], s1));
                             CK(j, cudaStreamWaitEvent(s0, c->ev_join[1], 0));
                     }
-                    if (gated) {
-                            /* The stop event is recorded by the caller right after this;
-                             * release only once everything is queued. */
-                            CK(j, cudaEventRecord(c->ev_stop, s0));
-                            gate_release(j);
-                            return 1;
-                    }
+                    if (gated)
+                            return gate_open(j, c->ev_stop, s0);
                     return 0;
             });
         if (r < 0)
                 goto out;
-        gate_timeouts |= gated && gate_timed_out(j);
-        for (double &s : samples)
-                s /= reps;
+        samples_per_copy(j, samples, reps, gated, &gate_timeouts);
 
         /* Verification after the samples, outside every timed window. */
         if (h2d) {
@@ -440,13 +426,7 @@ static int d2d_one(struct bench_job *j, bool sm, void *dst, void *src, const cha
         CK(j, cudaMemsetAsync(dst, 0, size, s0));
         CK(j, cudaStreamSynchronize(s0));
         r = sample_events(
-            j, samples,
-            [&]() -> int {
-                    if (!gated)
-                            return 0;
-                    gate_timeouts |= gate_timed_out(j);
-                    return gate_hold(j, s0);
-            },
+            j, samples, [&]() -> int { return gate_before_sample(j, gated, &gate_timeouts, s0); },
             [&]() -> int {
                     for (int k = 0; k < reps; k++) {
                             if (sm) {
@@ -458,18 +438,13 @@ static int d2d_one(struct bench_job *j, bool sm, void *dst, void *src, const cha
                                                           s0));
                             }
                     }
-                    if (gated) {
-                            CK(j, cudaEventRecord(c->ev_stop, s0));
-                            gate_release(j);
-                            return 1;
-                    }
+                    if (gated)
+                            return gate_open(j, c->ev_stop, s0);
                     return 0;
             });
         if (r < 0)
                 return r;
-        gate_timeouts |= gated && gate_timed_out(j);
-        for (double &s : samples)
-                s /= reps;
+        samples_per_copy(j, samples, reps, gated, &gate_timeouts);
         r = dev_verify(j, dst, size, j->seed, 0,
                        sm ? "destination after the copy kernel"
                           : "destination after device copies");

@@ -81,27 +81,8 @@ __global__ void k_warp_per_chunk(uint8_t *base, size_t size, unsigned long long 
         uint32_t acc = 0;
         for (size_t c = warp * CHUNK_BYTES; c < size; c += nwarps * CHUNK_BYTES) {
                 size_t end = c + CHUNK_BYTES < size ? c + CHUNK_BYTES : size;
-                for (size_t off = c + lane * 16; off < end; off += 32 * 16) {
-                        if (off + 16 <= end) {
-                                uint4 *v = (uint4 *)(base + off);
-                                uint4 x = *v;
-                                if (WRITE) {
-                                        x.x ^= BENCH_XOR_WORD;
-                                        x.y ^= BENCH_XOR_WORD;
-                                        x.z ^= BENCH_XOR_WORD;
-                                        x.w ^= BENCH_XOR_WORD;
-                                        *v = x;
-                                } else
-                                        acc ^= x.x ^ x.y ^ x.z ^ x.w;
-                        } else {
-                                for (size_t b = off; b < end; b++) {
-                                        if (WRITE)
-                                                base[b] ^= BENCH_XOR_BYTE;
-                                        else
-                                                acc ^= base[b];
-                                }
-                        }
-                }
+                for (size_t off = c + lane * 16; off < end; off += 32 * 16)
+                        acc ^= process_at<WRITE>(base, off, end);
         }
         if (!WRITE && acc == 0x12345678u && threadIdx.x == 0xffff)
                 *sink = acc;

@@ -248,12 +248,7 @@ static int peer_pair(struct bench_job *j, struct bench_multi *m, void **src, voi
         use(j, m, a);
         r = sample_events(
             j, samples,
-            [&]() -> int {
-                    if (!gated)
-                            return 0;
-                    gate_timeouts |= gate_timed_out(j);
-                    return gate_hold(j, ca->streams[0]);
-            },
+            [&]() -> int { return gate_before_sample(j, gated, &gate_timeouts, ca->streams[0]); },
             [&]() -> int {
                     if (bidir) {
                             cudaSetDevice(cb->ordinal);
@@ -274,18 +269,13 @@ static int peer_pair(struct bench_job *j, struct bench_multi *m, void **src, voi
                             CK(j, cudaStreamWaitEvent(ca->streams[0], cb->ev_join[1], 0));
                     }
                     cudaSetDevice(ca->ordinal);
-                    if (gated) {
-                            CK(j, cudaEventRecord(ca->ev_stop, ca->streams[0]));
-                            gate_release(j);
-                            return 1;
-                    }
+                    if (gated)
+                            return gate_open(j, ca->ev_stop, ca->streams[0]);
                     return 0;
             });
         if (r < 0)
                 return r;
-        gate_timeouts |= gated && gate_timed_out(j);
-        for (double &s : samples)
-                s /= reps;
+        samples_per_copy(j, samples, reps, gated, &gate_timeouts);
         use(j, m, b);
         snprintf(what, sizeof(what), "GPU %d's buffer after %s copies from GPU %d", b, name, a);
         r = dev_verify(j, dst[b], size, j->seed + (uint32_t)a, 0, what);
@@ -607,30 +597,17 @@ int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *
         int (*run)(struct bench_job *, struct bench_multi *) = multi_find(benchmark);
         int r;
 
-        if (!run) {
-                if (asprintf(ret_error, "benchmark %s is not run by the node worker", benchmark) <
-                    0)
-                        *ret_error = NULL;
-                return -ENOTSUP;
-        }
+        if (!run)
+                return job_unknown(benchmark, "the node worker", ret_error);
         if (m->n < 2) {
                 if (asprintf(ret_error, "%s needs two GPUs: this node has %d", benchmark, m->n) < 0)
                         *ret_error = NULL;
                 return -ENOTSUP;
         }
 
-        j->ctx = m->ctx[0];
-        j->params = params;
-        j->cancel = cancel;
-        j->measurements = json_array();
-        j->notes = json_array();
-        j->context_extra = json_object();
-        j->extra_top = json_object();
-        j->all_reused = true;
-        j->size = (uint64_t)param_int(j, "size", 256ll << 20);
-        j->iterations = (int)param_int(j, "iterations", 20);
-        j->warmup = (int)param_int(j, "warmup", 3);
-        j->seed = (uint32_t)param_int(j, "seed", 1);
+        r = job_begin(j, m->ctx[0], params, cancel);
+        if (r < 0)
+                return job_end(j, r, ret_error);
         j->access = BENCH_ACCESS_SEQUENTIAL;
         j->npages = (j->size + BENCH_PAGE_BYTES - 1) / BENCH_PAGE_BYTES;
 
@@ -670,17 +647,5 @@ out:
                         cudaStreamSynchronize(m->ctx[g]->streams[s]);
                 bench_pool_trim(m->ctx[g]);
         }
-        json_decref(j->measurements);
-        json_decref(j->notes);
-        json_decref(j->context_extra);
-        json_decref(j->extra_top);
-        if (r < 0) {
-                if (ret_error)
-                        *ret_error = j->error ? j->error : strdup("benchmark failed");
-                else
-                        free(j->error);
-                return r;
-        }
-        free(j->error);
-        return 0;
+        return job_end(j, r, ret_error);
 }

@@ -428,6 +428,17 @@ static void usage(FILE *f)
                 HEARTBEAT_MS_DEFAULT);
 }
 
+/* An integer option within [min, max]; says which and why on stderr. */
+static int parse_uint_arg(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+        if (parse_uint64(s, min, max, ret) < 0) {
+                fprintf(stderr, "umd-worker: %s: '%s' is not %llu..%llu\n", opt, s,
+                        (unsigned long long)min, (unsigned long long)max);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 static int parse_size_arg(const char *opt, const char *s, uint64_t *ret)
 {
         if (size_parse(s, ret) < 0) {
@@ -495,31 +506,21 @@ int main(int argc, char **argv)
                         implements = true;
                         break;
                 case OPT_FAKE:
-                        if (parse_uint64(optarg, 1, 1024, &fake_n) < 0) {
-                                fprintf(stderr, "umd-worker: --fake: '%s' is not 1..1024\n",
-                                        optarg);
+                        if (parse_uint_arg("--fake", optarg, 1, 1024, &fake_n) < 0)
                                 return 2;
-                        }
                         fake = true;
                         break;
                 case OPT_DEVICE:
                         device_id = optarg;
                         break;
                 case OPT_IPC_FD:
-                        if (parse_uint64(optarg, 0, 65535, &v) < 0) {
-                                fprintf(stderr, "umd-worker: --ipc-fd: '%s' is not an fd\n",
-                                        optarg);
+                        if (parse_uint_arg("--ipc-fd", optarg, 0, 65535, &v) < 0)
                                 return 2;
-                        }
                         w.fd = (int)v;
                         break;
                 case OPT_HEARTBEAT:
-                        if (parse_uint64(optarg, 10, 3600000, &v) < 0) {
-                                fprintf(stderr,
-                                        "umd-worker: --heartbeat-ms: '%s' is not 10..3600000\n",
-                                        optarg);
+                        if (parse_uint_arg("--heartbeat-ms", optarg, 10, 3600000, &v) < 0)
                                 return 2;
-                        }
                         w.heartbeat_ms = (unsigned)v;
                         break;
                 case OPT_MAX_BUFFER:
@@ -537,12 +538,9 @@ int main(int argc, char **argv)
                                 return 2;
                         break;
                 case OPT_POOL_IDLE:
-                        if (parse_uint64(optarg, 0, 86400000, &w.pool_idle_ms) < 0) {
-                                fprintf(stderr,
-                                        "umd-worker: --pool-idle-ms: '%s' is not 0..86400000\n",
-                                        optarg);
+                        if (parse_uint_arg("--pool-idle-ms", optarg, 0, 86400000, &w.pool_idle_ms) <
+                            0)
                                 return 2;
-                        }
                         break;
                 case OPT_FAKE_STATE:
                         w.args.fake_state = optarg;
