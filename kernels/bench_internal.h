@@ -10,6 +10,7 @@
 extern "C" {
 #include "bench.h"
 #include "bench_access.h"
+#include "catalog.h" /* MEAS_*: the measurement names */
 #include "discover.h"
 #include "explain.h"
 #include "stats.h"
@@ -54,7 +55,7 @@ struct bench_job {
         json_t *measurements;
         json_t *notes;
         json_t *context_extra; /* benchmark-specific context keys (host_memory, ...) */
-        json_t *extra_top;     /* suites: top-level result keys (summary, curves, link) */
+        json_t *extra_top;     /* top-level result keys (health: link) */
         char *error;
         bool all_reused;
         bool used_pool;

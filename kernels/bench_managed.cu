@@ -59,10 +59,10 @@ int bench_zero_copy(struct bench_job *j)
                 r = dev_verify(j, host, j->size, j->seed, parity(rw_runs),
                                "mapped host memory after the kernels");
         if (r >= 0)
-                r = add_measurement(j, "read", (double)j->size, ONE_DIR, rd, false, NULL);
+                r = add_measurement(j, MEAS_READ, (double)j->size, ONE_DIR, rd, false, NULL);
         if (r >= 0)
-                r = add_measurement(j, "read_write", 2.0 * (double)j->size, "read+write", rw, false,
-                                    NULL);
+                r = add_measurement(j, MEAS_READ_WRITE, 2.0 * (double)j->size, "read+write", rw,
+                                    false, NULL);
         return r;
 }
 
@@ -242,12 +242,12 @@ int bench_managed_on_demand(struct bench_job *j)
         if (r >= 0)
                 r = m.verify("managed memory after on-demand migrations");
         if (r >= 0) {
-                r = add_measurement(j, "gpu_on_demand", (double)j->size, ONE_DIR, gpu, false,
+                r = add_measurement(j, MEAS_GPU_ON_DEMAND, (double)j->size, ONE_DIR, gpu, false,
                                     explain_extra(xg, NULL));
                 xg = NULL;
         }
         if (r >= 0) {
-                r = add_measurement(j, "cpu_on_demand", (double)j->size, ONE_DIR, cpu, false,
+                r = add_measurement(j, MEAS_CPU_ON_DEMAND, (double)j->size, ONE_DIR, cpu, false,
                                     explain_extra(xc, json_pack("{s:s}", "timer", "host clock")));
                 xc = NULL;
         }
@@ -295,15 +295,15 @@ int bench_managed_prefetch(struct bench_job *j)
         if (r >= 0)
                 r = m.verify("managed memory after prefetches");
         if (r >= 0)
-                r = add_measurement(j, "prefetch_kernel", (double)j->size, ONE_DIR, pk, false,
+                r = add_measurement(j, MEAS_PREFETCH_KERNEL, (double)j->size, ONE_DIR, pk, false,
                                     explain_extra(x[0], NULL));
         x[0] = NULL;
         if (r >= 0)
-                r = add_measurement(j, "prefetch", (double)j->size, ONE_DIR, pf, false,
+                r = add_measurement(j, MEAS_PREFETCH, (double)j->size, ONE_DIR, pf, false,
                                     explain_extra(x[1], NULL));
         x[1] = NULL;
         if (r >= 0)
-                r = add_measurement(j, "prefetch_to_host", (double)j->size, ONE_DIR, back, false,
+                r = add_measurement(j, MEAS_PREFETCH_TO_HOST, (double)j->size, ONE_DIR, back, false,
                                     explain_extra(x[2], NULL));
         x[2] = NULL;
         for (int i = 0; i < 3; i++)
@@ -367,11 +367,11 @@ int bench_managed_advise(struct bench_job *j)
         if (r >= 0)
                 r = m.verify("managed memory after advised kernels");
         if (r >= 0)
-                r = add_measurement(j, "read", (double)j->size, ONE_DIR, rd, false,
+                r = add_measurement(j, MEAS_READ, (double)j->size, ONE_DIR, rd, false,
                                     explain_extra(xr, NULL));
         xr = NULL;
         if (r >= 0)
-                r = add_measurement(j, "write", (double)j->size, ONE_DIR, wr, false,
+                r = add_measurement(j, MEAS_WRITE, (double)j->size, ONE_DIR, wr, false,
                                     explain_extra(xw, NULL));
         xw = NULL;
         json_decref(xr);
@@ -416,7 +416,7 @@ int bench_system_memory(struct bench_job *j)
                                 "system memory after the kernels");
         }
         if (r >= 0)
-                r = add_measurement(j, "read_write", (double)j->size, ONE_DIR, rw, false, NULL);
+                r = add_measurement(j, MEAS_READ_WRITE, (double)j->size, ONE_DIR, rw, false, NULL);
         free(p);
         return r;
 }

@@ -381,14 +381,14 @@ static int managed_pair(struct bench_job *j, struct bench_multi *m, void **src, 
         r = dev_verify(j, p, size, j->seed + (uint32_t)a, 0, name);
         if (r < 0)
                 goto out;
-        snprintf(name, sizeof(name), "on_demand@%d>%d", a, b);
+        snprintf(name, sizeof(name), MEAS_ON_DEMAND "@%d>%d", a, b);
         r = add_measurement(j, name, (double)size, "one direction", od, false,
                             pair_extra(a, b, "on_demand", "uni", 1, false));
-        snprintf(name, sizeof(name), "prefetch@%d>%d", a, b);
+        snprintf(name, sizeof(name), MEAS_PREFETCH "@%d>%d", a, b);
         if (r >= 0)
                 r = add_measurement(j, name, (double)size, "one direction", pf, false,
                                     pair_extra(a, b, "prefetch", "uni", 1, false));
-        snprintf(name, sizeof(name), "peer_copy@%d>%d", a, b);
+        snprintf(name, sizeof(name), MEAS_PEER_COPY "@%d>%d", a, b);
         if (r >= 0)
                 r = peer_pair(j, m, src, dst, false, false, a, b, name);
 out:
@@ -456,7 +456,7 @@ static int multi_host_all(struct bench_job *j, struct bench_multi *m)
                 use(j, m, g);
                 r = sample_events(
                     j, s, []() -> int { return 0; }, [&]() -> int { return enqueue(g); });
-                snprintf(name, sizeof(name), "alone@%d", g);
+                snprintf(name, sizeof(name), MEAS_ALONE "@%d", g);
                 if (r >= 0)
                         r = add_measurement(j, name, (double)size, "one direction", s, false,
                                             pair_extra(g, -1, "ce", d2h ? "d2h" : "h2d", 1, false));
@@ -517,7 +517,7 @@ static int multi_host_all(struct bench_job *j, struct bench_multi *m)
                 else
                         json_array_append_new(per_gpu, json_null());
         }
-        return add_measurement(j, "all", (double)size * m->n, "one direction", all, false,
+        return add_measurement(j, MEAS_ALL, (double)size * m->n, "one direction", all, false,
                                json_pack("{s:s, s:o, s:s}", "direction", d2h ? "d2h" : "h2d",
                                          "per_gpu_gbps", per_gpu, "sample",
                                          "the longest GPU's span, each GPU timed by its own "
@@ -535,7 +535,7 @@ static int multi_topology(struct bench_job *j, struct bench_multi *m)
                 use(j, m, g);
                 json_t *x = json_pack("{s:i, s:i, s:s, s:s}", "src", g, "dst", g, "method", "ce",
                                       "direction", "d2d");
-                snprintf(name, sizeof(name), "d2d@%d", g);
+                snprintf(name, sizeof(name), MEAS_D2D "@%d", g);
                 r = d2d_measure(j, name, NULL, x);
                 json_decref(x);
         }

@@ -12,7 +12,6 @@
 #include "bench_internal.h"
 
 extern "C" {
-#include "catalog.h"
 #include "jsonutil.h"
 #include "pcie.h"
 }

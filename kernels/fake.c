@@ -1,7 +1,11 @@
-/* Owns fake devices: their identity and a bandwidth model that answers every catalog benchmark
- * with a result of the real shape, quickly (real sleeping is capped at FAKE_MAX_SLEEP_MS), with
- * small deterministic jitter, and with the test-only fault injection the supervisor tests use.
- * Rates follow the H200 facts in DESIGN.md; they are a model, never a measurement. */
+/* Owns fake devices: their identity and a bandwidth model that answers the catalog benchmarks
+ * it has a plan for (gpu_plans, node_plans: one per catalog id, checked by the kernels_backend
+ * test) with a result of the real shape, quickly (real sleeping is capped at FAKE_MAX_SLEEP_MS),
+ * with small deterministic jitter, and with the test-only fault injection the supervisor tests
+ * use. Anything it lacks a model for is refused as "not modelled", never guessed. Parameters and
+ * their defaults are the catalog's (it takes as many samples as a GPU would), measurement names
+ * are catalog.h's MEAS_*. Rates follow the H200 facts in DESIGN.md; they are a model, never a
+ * measurement. */
 #include "fake.h"
 
 #include "backend.h"
