@@ -662,10 +662,7 @@ static json_t *context_json(struct bench_job *j)
         return o;
 }
 
-static const struct {
-        const char *name;
-        int (*run)(struct bench_job *j);
-} benchmarks[] = {
+static const bench_entry<int (*)(struct bench_job *)> benchmarks[] = {
     {"copy", bench_copy},
     {"copy_overlap", bench_copy_overlap},
     {"zero_copy", bench_zero_copy},
@@ -682,10 +679,7 @@ static const struct {
 
 static int (*bench_find(const char *id))(struct bench_job *)
 {
-        for (size_t i = 0; id && i < sizeof(benchmarks) / sizeof(benchmarks[0]); i++)
-                if (strcmp(benchmarks[i].name, id) == 0)
-                        return benchmarks[i].run;
-        return NULL;
+        return bench_entry_find(benchmarks, id);
 }
 
 bool bench_implements(const char *id)

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 #include <vector>
 
 extern "C" {
@@ -186,6 +187,21 @@ int job_end(struct bench_job *j, int r, char **ret_error);
 int job_unknown(const char *id, const char *who, char **ret_error);
 /* A verification result: 0, or -EIO saying how many words of what differ. */
 int verify_result(struct bench_job *j, unsigned long long bad, const char *what);
+
+/* A dispatch table entry (bench.cu's benchmarks[], bench_multi.cu's multi_benchmarks[]): a
+ * catalog id and the function that runs it. */
+template <class Fn> struct bench_entry {
+        const char *name;
+        Fn run;
+};
+/* The function for catalog id `id` in table t, or NULL. */
+template <class Fn, size_t N> Fn bench_entry_find(const bench_entry<Fn> (&t)[N], const char *id)
+{
+        for (size_t i = 0; id && i < N; i++)
+                if (strcmp(t[i].name, id) == 0)
+                        return t[i].run;
+        return NULL;
+}
 
 /* Keeps the context's pool within pool_bytes (bench_run does it after each job). */
 void bench_pool_trim(struct bench_ctx *c);

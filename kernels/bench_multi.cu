@@ -567,10 +567,7 @@ static int multi_health(struct bench_job *j, struct bench_multi *m)
 /* ---------------------------------------------------------------- the run */
 
 /* The node worker's dispatch, by catalog id (the canonical health check's GPU pairs too). */
-static const struct {
-        const char *name;
-        int (*run)(struct bench_job *j, struct bench_multi *m);
-} multi_benchmarks[] = {
+static const bench_entry<int (*)(struct bench_job *, struct bench_multi *)> multi_benchmarks[] = {
     {"peer", multi_peer},         {"managed_peer", multi_managed_peer},
     {"host_all", multi_host_all}, {"topology", multi_topology},
     {"health", multi_health},
@@ -578,10 +575,7 @@ static const struct {
 
 static int (*multi_find(const char *id))(struct bench_job *, struct bench_multi *)
 {
-        for (size_t i = 0; id && i < sizeof(multi_benchmarks) / sizeof(multi_benchmarks[0]); i++)
-                if (strcmp(multi_benchmarks[i].name, id) == 0)
-                        return multi_benchmarks[i].run;
-        return NULL;
+        return bench_entry_find(multi_benchmarks, id);
 }
 
 bool bench_multi_implements(const char *id)
