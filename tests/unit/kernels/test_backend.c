@@ -2,7 +2,8 @@
  * catalog entry has a fake model and a real implementation, a run's params are normalised and
  * its limits checked once (backend_prepare), and what a fake result names is in the catalog.
  *
- * Adding a catalog entry without a fake model fails test_every_entry_has_a_fake_model; without
+ * Adding a catalog entry without a fake model fails test_every_entry_has_a_fake_model (a new
+ * enum value without one, test_every_mode_has_a_fake_model); without
  * a CUDA implementation, test_every_entry_has_a_real_implementation (it runs the worker given
  * as argv[1] with --implements; skipped where the worker was built without CUDA: exit 77). */
 #include <errno.h>
@@ -77,6 +78,57 @@ static void test_fake_results_use_catalog_names(void **state)
                 json_decref(params);
                 json_decref(dev);
                 backend_fake.close(be);
+        }
+}
+
+/* One fake run of b with extra params; fails the test on "not modelled". */
+static void run_fake_modelled(const struct bench_def *b, json_t *extra)
+{
+        struct backend_args a = {.device_id = b->multi_gpu ? "all" : "0", .fake_n = 2};
+        struct backend *be = NULL;
+        json_t *dev = NULL, *params = NULL, *res = NULL;
+        char *error = NULL;
+        int r;
+
+        json_object_set_new(extra, "iterations", json_integer(2));
+        assert_int_equal(backend_fake.open(&a, &be, &dev, &error), 0);
+        r = backend_prepare(&backend_fake, b->name, extra, 0, &params, &error);
+        if (r < 0)
+                fail_msg("%s: %s", b->name, error);
+        r = backend_fake.run(be, b->name, params, NULL, &res, &error);
+        if (r < 0 && (r != -ENOTSUP || strstr(error, "not modelled")))
+                fail_msg("%s %s: %s", b->name, json_dumps(extra, JSON_COMPACT), error);
+        free(error);
+        json_decref(res);
+        json_decref(params);
+        json_decref(dev);
+        json_decref(extra);
+        backend_fake.close(be);
+}
+
+/* Every mode the catalog allows is modelled: each value of each enum parameter (and each single
+ * value of a list: sweep's modes, peer's methods and directions) runs on the fake. */
+static void test_every_mode_has_a_fake_model(void **state)
+{
+        for (size_t i = 0; i < catalog_count(); i++) {
+                const struct bench_def *b = catalog_get(i);
+
+                for (size_t k = 0; k < b->n_params; k++) {
+                        const struct param_def *p = &b->params[k];
+
+                        for (size_t v = 0; p->values && p->values[v]; v++) {
+                                json_t *x = json_object();
+
+                                if (p->type == PARAM_ENUM)
+                                        json_object_set_new(x, p->name, json_string(p->values[v]));
+                                else
+                                        json_object_set_new(x, p->name,
+                                                            json_pack("[s]", p->values[v]));
+                                if (catalog_param(b, "max_size")) /* sweep: few sizes */
+                                        json_object_set_new(x, "max_size", json_integer(16384));
+                                run_fake_modelled(b, x);
+                        }
+                }
         }
 }
 
@@ -181,6 +233,7 @@ int main(int argc, char **argv)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_every_entry_has_a_fake_model),
             cmocka_unit_test(test_fake_results_use_catalog_names),
+            cmocka_unit_test(test_every_mode_has_a_fake_model),
             cmocka_unit_test(test_every_entry_has_a_real_implementation),
             cmocka_unit_test(test_prepare_normalises_and_checks_limits_once),
         };
