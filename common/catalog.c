@@ -24,10 +24,15 @@ static const char *const kernel_values[] = {"grid_stride", "warp_per_chunk", NUL
 static const char *const advice_values[] = {"read_mostly", "preferred_location_host",
                                             "preferred_location_device", "accessed_by", NULL};
 /* Modes a sweep can chart; each maps to one measurement of one benchmark. */
-static const char *const sweep_mode_values[] = {
-    "pinned_h2d", "pinned_d2h", "pageable_h2d",      "pageable_d2h",
-    "bidir",      "zero_copy",  "managed_on_demand", "managed_prefetch",
-    NULL};
+static const char *const sweep_mode_values[] = {MEAS_PINNED_H2D,
+                                                MEAS_PINNED_D2H,
+                                                MEAS_PAGEABLE_H2D,
+                                                MEAS_PAGEABLE_D2H,
+                                                MEAS_BIDIR,
+                                                MEAS_ZERO_COPY,
+                                                MEAS_MANAGED_ON_DEMAND,
+                                                MEAS_MANAGED_PREFETCH,
+                                                NULL};
 
 #define P_SIZE(def_)                                                                               \
         {                                                                                          \
@@ -287,72 +292,118 @@ static const struct param_def health_params[] = {
     P_SIZE(64 * MiB), P_ITER(10), P_WARMUP, P_SEED, P_FAKE,
 };
 
-#define BENCH(name_, kind_, desc_, params_)                                                        \
+/* Each benchmark's measurement names (catalog.h's MEAS_*): what its result may contain. */
+static const char *const copy_meas[] = {MEAS_H2D, MEAS_D2H, MEAS_BIDIR, NULL};
+static const char *const copy_overlap_meas[] = {MEAS_OVERLAPPED, MEAS_SERIAL, NULL};
+static const char *const zero_copy_meas[] = {MEAS_READ, MEAS_READ_WRITE, NULL};
+static const char *const on_demand_meas[] = {MEAS_GPU_ON_DEMAND, MEAS_CPU_ON_DEMAND, NULL};
+static const char *const prefetch_meas[] = {MEAS_PREFETCH_KERNEL, MEAS_PREFETCH,
+                                            MEAS_PREFETCH_TO_HOST, NULL};
+static const char *const advise_meas[] = {MEAS_READ, MEAS_WRITE, NULL};
+static const char *const system_memory_meas[] = {MEAS_READ_WRITE, NULL};
+static const char *const latency_meas[] = {
+    MEAS_PINNED_H2D,   MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D, MEAS_PAGEABLE_D2H,
+    MEAS_FAULT_SINGLE, MEAS_FAULT_BULK, MEAS_RESIDENT,     NULL};
+static const char *const um_vs_explicit_meas[] = {MEAS_UM_PINNED_COPY_KERNEL,
+                                                  MEAS_UM_OVERLAPPED_COPY_KERNEL,
+                                                  MEAS_UM_PAGEABLE_COPY_KERNEL,
+                                                  MEAS_UM_ZERO_COPY_KERNEL,
+                                                  MEAS_UM_ON_DEMAND,
+                                                  MEAS_UM_PREFETCH,
+                                                  MEAS_UM_READ_MOSTLY,
+                                                  MEAS_UM_PREFERRED_HOST,
+                                                  MEAS_UM_PREFERRED_DEVICE,
+                                                  MEAS_UM_ACCESSED_BY,
+                                                  MEAS_UM_PINNED_COPY_D2H,
+                                                  MEAS_UM_PAGEABLE_COPY_D2H,
+                                                  MEAS_UM_PREFETCH_TO_HOST,
+                                                  MEAS_UM_CPU_ON_DEMAND,
+                                                  NULL};
+/* health: on a GPU's worker the copies; on the node worker the GPU pairs (ce_uni) */
+static const char *const health_meas[] = {MEAS_PINNED_H2D,
+                                          MEAS_PINNED_D2H,
+                                          MEAS_PAGEABLE_H2D,
+                                          MEAS_MANAGED_PREFETCH,
+                                          MEAS_LATENCY_PINNED_H2D,
+                                          MEAS_CE_UNI,
+                                          NULL};
+static const char *const d2d_meas[] = {MEAS_COPY_ENGINE, MEAS_SM_COPY, NULL};
+static const char *const peer_meas[] = {MEAS_CE_UNI, MEAS_CE_BIDIR, MEAS_SM_UNI, MEAS_SM_BIDIR,
+                                        NULL};
+static const char *const managed_peer_meas[] = {MEAS_ON_DEMAND, MEAS_PREFETCH, MEAS_PEER_COPY,
+                                                NULL};
+static const char *const host_all_meas[] = {MEAS_ALONE, MEAS_ALL, NULL};
+static const char *const topology_meas[] = {MEAS_D2D,    MEAS_CE_UNI,   MEAS_CE_BIDIR,
+                                            MEAS_SM_UNI, MEAS_SM_BIDIR, NULL};
+
+#define BENCH(name_, kind_, desc_, params_, meas_)                                                 \
         {                                                                                          \
                 .name = name_, .kind = kind_, .description = desc_, .params = params_,             \
-                .n_params = ELEMENTSOF(params_)                                                    \
+                .n_params = ELEMENTSOF(params_), .measurements = meas_                             \
         }
-#define BENCH_MULTI(name_, kind_, desc_, params_)                                                  \
+#define BENCH_MULTI(name_, kind_, desc_, params_, meas_)                                           \
         {                                                                                          \
                 .name = name_, .kind = kind_, .description = desc_, .params = params_,             \
-                .n_params = ELEMENTSOF(params_), .multi_gpu = true                                 \
+                .n_params = ELEMENTSOF(params_), .multi_gpu = true, .measurements = meas_          \
         }
 
 static const struct bench_def catalog[] = {
     BENCH("copy", "benchmark",
           "cudaMemcpyAsync host to device, device to host or both at once, pinned or pageable",
-          copy_params),
+          copy_params, copy_meas),
     BENCH("copy_overlap", "benchmark",
           "chunked copies overlapped with a kernel on several streams, against copy-then-kernel",
-          copy_overlap_params),
+          copy_overlap_params, copy_overlap_meas),
     BENCH("zero_copy", "benchmark", "a kernel reading and writing mapped pinned host memory",
-          kernel_params),
+          kernel_params, zero_copy_meas),
     BENCH("managed_on_demand", "benchmark",
           "CPU-initialised managed memory faulted in by a GPU kernel, and GPU-resident pages "
           "touched by the CPU",
-          managed_on_demand_params),
+          managed_on_demand_params, on_demand_meas),
     BENCH("managed_prefetch", "benchmark",
           "cudaMemPrefetchAsync to the GPU then a kernel, prefetch alone, and prefetch back",
-          managed_params),
+          managed_params, prefetch_meas),
     BENCH("managed_advise", "benchmark",
           "cudaMemAdvise (read_mostly, preferred location, accessed_by), then kernels that "
           "read and write",
-          managed_advise_params),
+          managed_advise_params, advise_meas),
     BENCH("system_memory", "benchmark",
-          "a kernel on plain malloc memory (needs pageableMemoryAccess)", kernel_params),
+          "a kernel on plain malloc memory (needs pageableMemoryAccess)", kernel_params,
+          system_memory_meas),
     BENCH("latency", "benchmark",
           "small-copy round-trip latency (pinned, pageable) and the cost of a managed page "
           "fault",
-          latency_params),
+          latency_params, latency_meas),
     BENCH("um_vs_explicit", "suite",
           "the same bytes moved to the GPU and processed once by every mode, ranked against "
           "pinned copy + kernel",
-          um_vs_explicit_params),
-    BENCH("sweep", "suite", "chosen modes over doubling sizes: bandwidth curves", sweep_params),
+          um_vs_explicit_params, um_vs_explicit_meas),
+    BENCH("sweep", "suite", "chosen modes over doubling sizes: bandwidth curves", sweep_params,
+          sweep_mode_values),
     BENCH("health", "suite",
           "quick per-GPU verdict: copy bandwidth, prefetch, latency and PCIe link against "
           "limits and this GPU's history",
-          health_params),
+          health_params, health_meas),
     BENCH("d2d", "benchmark",
           "device-to-device copies within one GPU (copy engine and a copy kernel), read+write "
           "bytes: the memory ceiling",
-          d2d_params),
+          d2d_params, d2d_meas),
     BENCH_MULTI("peer", "benchmark",
                 "copies between every ordered pair of GPUs, copy engine and SM, one direction "
                 "and both, with the link type between each pair (needs two GPUs)",
-                peer_params),
+                peer_params, peer_meas),
     BENCH_MULTI("managed_peer", "benchmark",
                 "managed memory first touched on one GPU then read by another, on demand and "
                 "with prefetch, against a peer copy of the same bytes (needs two GPUs)",
-                managed_peer_params),
+                managed_peer_params, managed_peer_meas),
     BENCH_MULTI("host_all", "benchmark",
                 "every GPU copying to or from the host at once, against the sum of each GPU "
                 "alone (needs two GPUs)",
-                host_all_params),
+                host_all_params, host_all_meas),
     BENCH_MULTI("topology", "suite",
                 "the node's matrices (source x destination GB/s) as nvbandwidth prints them, and "
                 "the slowest pair against its link's expected rate (needs two GPUs)",
-                topology_params),
+                topology_params, topology_meas),
 };
 
 const struct bench_def *catalog_find(const char *name)
@@ -363,6 +414,22 @@ const struct bench_def *catalog_find(const char *name)
                 if (strcmp(catalog[i].name, name) == 0)
                         return &catalog[i];
         return NULL;
+}
+
+bool catalog_is_suite(const struct bench_def *b)
+{
+        return b && strcmp(b->kind, "suite") == 0;
+}
+
+bool catalog_has_measurement(const struct bench_def *b, const char *name)
+{
+        size_t len = name ? strcspn(name, "@") : 0;
+
+        for (size_t i = 0; b && name && b->measurements && b->measurements[i]; i++)
+                if (strlen(b->measurements[i]) == len &&
+                    strncmp(b->measurements[i], name, len) == 0)
+                        return true;
+        return false;
 }
 
 const struct bench_def *catalog_get(size_t i)
@@ -758,9 +825,9 @@ static json_t *param_default(const struct param_def *p, const json_t *norm,
         return NULL;
 }
 
-static const struct param_def *find_param(const struct bench_def *b, const char *name)
+const struct param_def *catalog_param(const struct bench_def *b, const char *name)
 {
-        for (size_t i = 0; i < b->n_params; i++)
+        for (size_t i = 0; b && name && i < b->n_params; i++)
                 if (strcmp(b->params[i].name, name) == 0)
                         return &b->params[i];
         return NULL;
@@ -808,7 +875,7 @@ int catalog_validate(const struct bench_def *b, const json_t *params,
 
         json_object_foreach((json_t *)params, key, v)
         {
-                const struct param_def *p = find_param(b, key);
+                const struct param_def *p = catalog_param(b, key);
                 char field[96];
                 snprintf(field, sizeof(field), "params.%.80s", key);
                 if (!p)

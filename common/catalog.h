@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 enum param_type {
-        PARAM_SIZE,      /* bytes: a JSON integer or a string "64MiB" */
-        PARAM_INT,       /* JSON integer */
-        PARAM_ENUM,      /* one of values */
+        PARAM_SIZE, /* bytes: a JSON integer or a string "64MiB" */
+        PARAM_INT,  /* JSON integer */
+        PARAM_ENUM, /* one of values */
         PARAM_BOOL,
         PARAM_ENUM_LIST, /* array of distinct values, non-empty */
         PARAM_SIZE_LIST, /* array of sizes, non-empty, at most 64 */
@@ -21,24 +21,83 @@ enum param_type {
 struct param_def {
         const char *name;
         enum param_type type;
-        const char *unit;        /* "bytes", "samples", "ms", NULL */
+        const char *unit; /* "bytes", "samples", "ms", NULL */
         const char *description;
-        int64_t min, max;        /* PARAM_INT / PARAM_SIZE(_LIST); max 0 for sizes = config max */
-        int64_t def;             /* PARAM_INT, PARAM_SIZE, PARAM_BOOL */
-        const char *def_str;     /* PARAM_ENUM; PARAM_ENUM_LIST as "a,b,c" */
+        int64_t min, max;          /* PARAM_INT / PARAM_SIZE(_LIST); max 0 for sizes = config max */
+        int64_t def;               /* PARAM_INT, PARAM_SIZE, PARAM_BOOL */
+        const char *def_str;       /* PARAM_ENUM; PARAM_ENUM_LIST as "a,b,c" */
         const char *const *values; /* PARAM_ENUM(_LIST), NULL-terminated */
-        bool fake_only;          /* test-only fault injection, refused for real devices */
+        bool fake_only;            /* test-only fault injection, refused for real devices */
 };
+
+/* Measurement names: what a result's measurements[].name may be, the one spelling the CUDA
+ * benchmarks, the fake model and the daemon's summaries share. A sweep point is "mode@size",
+ * a measurement between GPUs "name@src>dst" (or "name@gpu"): the part before '@' is listed. */
+#define MEAS_H2D              "h2d"
+#define MEAS_D2H              "d2h"
+#define MEAS_BIDIR            "bidir"
+#define MEAS_OVERLAPPED       "overlapped"
+#define MEAS_SERIAL           "serial"
+#define MEAS_READ             "read"
+#define MEAS_WRITE            "write"
+#define MEAS_READ_WRITE       "read_write"
+#define MEAS_GPU_ON_DEMAND    "gpu_on_demand"
+#define MEAS_CPU_ON_DEMAND    "cpu_on_demand"
+#define MEAS_PREFETCH_KERNEL  "prefetch_kernel"
+#define MEAS_PREFETCH         "prefetch"
+#define MEAS_PREFETCH_TO_HOST "prefetch_to_host"
+#define MEAS_PINNED_H2D       "pinned_h2d"
+#define MEAS_PINNED_D2H       "pinned_d2h"
+#define MEAS_PAGEABLE_H2D     "pageable_h2d"
+#define MEAS_PAGEABLE_D2H     "pageable_d2h"
+#define MEAS_FAULT_SINGLE     "managed_fault_single"
+#define MEAS_FAULT_BULK       "managed_fault_bulk"
+#define MEAS_RESIDENT         "managed_resident"
+#define MEAS_COPY_ENGINE      "copy_engine"
+#define MEAS_SM_COPY          "sm_copy"
+/* sweep modes (also catalog values of sweep's "modes") */
+#define MEAS_ZERO_COPY         "zero_copy"
+#define MEAS_MANAGED_ON_DEMAND "managed_on_demand"
+#define MEAS_MANAGED_PREFETCH  "managed_prefetch"
+/* um_vs_explicit modes; the first is the reference every mode is compared with */
+#define MEAS_UM_PINNED_COPY_KERNEL     "pinned_copy_kernel"
+#define MEAS_UM_OVERLAPPED_COPY_KERNEL "overlapped_copy_kernel"
+#define MEAS_UM_PAGEABLE_COPY_KERNEL   "pageable_copy_kernel"
+#define MEAS_UM_ZERO_COPY_KERNEL       "zero_copy_kernel"
+#define MEAS_UM_ON_DEMAND              MEAS_MANAGED_ON_DEMAND
+#define MEAS_UM_PREFETCH               MEAS_MANAGED_PREFETCH
+#define MEAS_UM_READ_MOSTLY            "managed_read_mostly"
+#define MEAS_UM_PREFERRED_HOST         "managed_preferred_host"
+#define MEAS_UM_PREFERRED_DEVICE       "managed_preferred_device"
+#define MEAS_UM_ACCESSED_BY            "managed_accessed_by"
+#define MEAS_UM_PINNED_COPY_D2H        "pinned_copy_d2h"
+#define MEAS_UM_PAGEABLE_COPY_D2H      "pageable_copy_d2h"
+#define MEAS_UM_PREFETCH_TO_HOST       "managed_prefetch_to_host"
+#define MEAS_UM_CPU_ON_DEMAND          "managed_cpu_on_demand"
+/* health's small-copy latency */
+#define MEAS_LATENCY_PINNED_H2D "latency_pinned_h2d"
+/* between GPUs: "@src>dst" (or "@gpu") follows */
+#define MEAS_CE_UNI    "ce_uni"
+#define MEAS_CE_BIDIR  "ce_bidir"
+#define MEAS_SM_UNI    "sm_uni"
+#define MEAS_SM_BIDIR  "sm_bidir"
+#define MEAS_ON_DEMAND "on_demand"
+#define MEAS_PEER_COPY "peer_copy"
+#define MEAS_ALONE     "alone"
+#define MEAS_ALL       "all"
+#define MEAS_D2D       "d2d"
 
 struct bench_def {
         const char *name;
-        const char *kind;        /* "benchmark" or "suite" */
+        const char *kind;        /* "benchmark" or "suite" (see catalog_is_suite) */
         const char *description; /* one line */
         const struct param_def *params;
         size_t n_params;
         /* Spans GPUs: runs on the node worker (every GPU of the host, none running anything
          * else meanwhile), never on one GPU's worker; needs at least two GPUs. */
         bool multi_gpu;
+        /* The measurement names its result may contain (NULL-terminated; see MEAS_*). */
+        const char *const *measurements;
 };
 
 /* Limits the validator enforces that come from configuration. */
@@ -52,6 +111,12 @@ struct catalog_error {
 };
 
 const struct bench_def *catalog_find(const char *name);
+/* A suite composes other benchmarks' runs; the daemon summarises it (daemon/suites.h). */
+bool catalog_is_suite(const struct bench_def *b);
+/* b's parameter called name, or NULL. */
+const struct param_def *catalog_param(const struct bench_def *b, const char *name);
+/* Whether name (or its part before '@') is one of b's measurement names. */
+bool catalog_has_measurement(const struct bench_def *b, const char *name);
 const struct bench_def *catalog_get(size_t i); /* NULL past the end */
 size_t catalog_count(void);
 

@@ -13,20 +13,20 @@
 static const struct {
         const char *mode, *words;
 } mode_words[] = {
-    {"pinned_copy_kernel", "pinned copies"},
-    {"pageable_copy_kernel", "pageable copies"},
-    {"overlapped_copy_kernel", "chunked async copies overlapped with the kernel"},
-    {"zero_copy_kernel", "zero-copy (mapped pinned memory)"},
-    {"managed_on_demand", "on-demand managed memory"},
-    {"managed_prefetch", "managed memory with prefetching"},
-    {"managed_read_mostly", "managed memory advised ReadMostly"},
-    {"managed_preferred_device", "managed memory preferring the device"},
-    {"managed_preferred_host", "managed memory preferring the host"},
-    {"managed_accessed_by", "managed memory advised AccessedBy"},
-    {"pinned_copy_d2h", "pinned copies back to the host"},
-    {"pageable_copy_d2h", "pageable copies back to the host"},
-    {"managed_prefetch_to_host", "managed memory prefetched back to the host"},
-    {"managed_cpu_on_demand", "GPU-resident managed pages touched by the CPU"},
+    {MEAS_UM_PINNED_COPY_KERNEL, "pinned copies"},
+    {MEAS_UM_PAGEABLE_COPY_KERNEL, "pageable copies"},
+    {MEAS_UM_OVERLAPPED_COPY_KERNEL, "chunked async copies overlapped with the kernel"},
+    {MEAS_UM_ZERO_COPY_KERNEL, "zero-copy (mapped pinned memory)"},
+    {MEAS_UM_ON_DEMAND, "on-demand managed memory"},
+    {MEAS_UM_PREFETCH, "managed memory with prefetching"},
+    {MEAS_UM_READ_MOSTLY, "managed memory advised ReadMostly"},
+    {MEAS_UM_PREFERRED_DEVICE, "managed memory preferring the device"},
+    {MEAS_UM_PREFERRED_HOST, "managed memory preferring the host"},
+    {MEAS_UM_ACCESSED_BY, "managed memory advised AccessedBy"},
+    {MEAS_UM_PINNED_COPY_D2H, "pinned copies back to the host"},
+    {MEAS_UM_PAGEABLE_COPY_D2H, "pageable copies back to the host"},
+    {MEAS_UM_PREFETCH_TO_HOST, "managed memory prefetched back to the host"},
+    {MEAS_UM_CPU_ON_DEMAND, "GPU-resident managed pages touched by the CPU"},
 };
 
 static const char *words(const char *mode)
@@ -96,8 +96,8 @@ static json_t *um_summary(const json_t *result)
         }
 
         char sentence[768], rel[64];
-        const json_t *od = result_measurement(result, "managed_on_demand"),
-                     *pf = result_measurement(result, "managed_prefetch");
+        const json_t *od = result_measurement(result, MEAS_UM_ON_DEMAND),
+                     *pf = result_measurement(result, MEAS_UM_PREFETCH);
         if (ref_gbps <= 0) {
                 snprintf(
                     sentence, sizeof(sentence),

@@ -10,8 +10,10 @@
 
 #include <jansson.h>
 
+#include "catalog.h"
+
 /* The reference every um_vs_explicit mode is compared with. */
-#define UM_REFERENCE_MODE "pinned_copy_kernel"
+#define UM_REFERENCE_MODE MEAS_UM_PINNED_COPY_KERNEL
 
 /* A new "summary" object for result, or NULL when the benchmark has none. */
 json_t *suite_summary(const char *benchmark, const json_t *result);

@@ -931,17 +931,16 @@ fail:
         return r;
 }
 
+/* The worker's limits travel one way only, on its argv at spawn (fixed for the process, as its
+ * CUDA context and pool are): a run carries none. */
 static json_t *run_message(const struct supervisor *s, const char *job_id, const char *benchmark,
                            const json_t *params)
 {
         /* "o" takes the reference: a borrowed params is increfed, a missing one is made. */
         json_t *p = params ? json_incref((json_t *)params) : json_object();
 
-        return json_pack("{s:s, s:s, s:s, s:o, s:{s:I, s:I, s:I}}", "type", "run", "job", job_id,
-                         "benchmark", benchmark, "params", p, "limits", "max_buffer_bytes",
-                         (json_int_t)s->max_buffer_bytes, "managed_reserve_bytes",
-                         (json_int_t)s->managed_reserve_bytes, "pool_bytes",
-                         (json_int_t)s->pool_bytes);
+        return json_pack("{s:s, s:s, s:s, s:o}", "type", "run", "job", job_id, "benchmark",
+                         benchmark, "params", p);
 }
 
 static void take_part(struct slot *w, const char *job_id, uint64_t timeout_ms, uint64_t now)

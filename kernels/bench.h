@@ -22,6 +22,7 @@
 
 #include <jansson.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct bench_ctx; /* one per worker: the CUDA context, its streams and buffer pool */
@@ -42,12 +43,16 @@ void bench_ctx_destroy(struct bench_ctx *ctx);
  * Returns the bytes freed. The next job allocates again. */
 uint64_t bench_pool_release(struct bench_ctx *ctx);
 
-/* Run one benchmark with normalized params (catalog_validate's output). cancel is polled
+/* Run one benchmark with normalized params (catalog_validate's output; limits are checked by
+ * the worker, kernels/backend.c, before). cancel is polled
  * between samples. 0 with *ret_result, or negative with *ret_error: -ENOTSUP (unsupported on
  * this device), -ECANCELED, -ENOMEM (size beyond free memory / limits), -EIO (CUDA error or
  * verification mismatch). */
 int bench_run(struct bench_ctx *ctx, const char *benchmark, const json_t *params,
               volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error);
+
+/* Whether bench_run has code for catalog id `id` (its dispatch table). */
+bool bench_implements(const char *id);
 
 /* The device list for `umd-worker --list` (array; empty with *ret_why when no driver/GPU). */
 json_t *bench_list_devices(char **ret_why);
@@ -63,6 +68,8 @@ int bench_multi_create(const json_t *devices, const struct bench_limits *lim,
                        struct bench_multi **ret, char **ret_error);
 void bench_multi_destroy(struct bench_multi *m);
 uint64_t bench_multi_pool_release(struct bench_multi *m);
+/* Whether bench_multi_run has code for catalog id `id`. */
+bool bench_multi_implements(const char *id);
 /* Like bench_run; -ENOTSUP with "needs two GPUs" on a host with fewer. */
 int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *params,
                     volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error);

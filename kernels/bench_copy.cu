@@ -106,14 +106,7 @@ int bench_copy(struct bench_job *j)
         CK(j, cudaStreamSynchronize(s0));
 
         r = sample_events(
-            j, samples,
-            [&]() -> int {
-                    if (gated) {
-                            gate_timeouts |= gate_timed_out(j);
-                            return gate_hold(j, s0);
-                    }
-                    return 0;
-            },
+            j, samples, [&]() -> int { return gate_before_sample(j, gated, &gate_timeouts, s0); },
             [&]() -> int {
                     if (d2h && h2d) {
                             /* Both directions start from the same event and stream 0
@@ -132,20 +125,13 @@ int bench_copy(struct bench_job *j)
                             CK(j, cudaEventRecord(c->ev_join[1], s1));
                             CK(j, cudaStreamWaitEvent(s0, c->ev_join[1], 0));
                     }
-                    if (gated) {
-                            /* The stop event is recorded by the caller right after this;
-                             * release only once everything is queued. */
-                            CK(j, cudaEventRecord(c->ev_stop, s0));
-                            gate_release(j);
-                            return 1;
-                    }
+                    if (gated)
+                            return gate_open(j, c->ev_stop, s0);
                     return 0;
             });
         if (r < 0)
                 goto out;
-        gate_timeouts |= gated && gate_timed_out(j);
-        for (double &s : samples)
-                s /= reps;
+        samples_per_copy(j, samples, reps, gated, &gate_timeouts);
 
         /* Verification after the samples, outside every timed window. */
         if (h2d) {
@@ -162,9 +148,9 @@ int bench_copy(struct bench_job *j)
                 add_note(j, "the spin kernel timed out before the copies were queued: samples "
                             "may include launch cost");
         r = add_measurement(j,
-                            h2d && d2h ? "bidir"
-                            : h2d      ? "h2d"
-                                       : "d2h",
+                            h2d && d2h ? MEAS_BIDIR
+                            : h2d      ? MEAS_H2D
+                                       : MEAS_D2H,
                             (double)size * (h2d && d2h ? 2 : 1),
                             h2d && d2h ? "both directions" : "one direction", samples, false,
                             json_pack("{s:i, s:b}", "copies_per_sample", reps, "gated", gated));
@@ -253,10 +239,10 @@ int bench_copy_overlap(struct bench_job *j)
                 return r;
 
         r = add_measurement(
-            j, "overlapped", (double)size, "one direction", overlapped, false,
+            j, MEAS_OVERLAPPED, (double)size, "one direction", overlapped, false,
             json_pack("{s:I, s:i}", "chunks", (json_int_t)nchunks, "streams", nstreams));
         if (r >= 0)
-                r = add_measurement(j, "serial", (double)size, "one direction", serial, false,
+                r = add_measurement(j, MEAS_SERIAL, (double)size, "one direction", serial, false,
                                     NULL);
         return r;
 }
@@ -313,24 +299,24 @@ int bench_latency(struct bench_job *j)
                 return job_fail(j, -ENOMEM, "out of memory");
 
         host_fill(pin, size, j->seed);
-        r = latency_copies(j, "pinned_h2d", pin, dev, size, true, repeats);
+        r = latency_copies(j, MEAS_PINNED_H2D, pin, dev, size, true, repeats);
         if (r >= 0)
                 r = dev_verify(j, dev, size, j->seed, 0, "device buffer after pinned h2d");
         if (r >= 0) {
                 memset(pin, 0, size);
-                r = latency_copies(j, "pinned_d2h", pin, dev, size, false, repeats);
+                r = latency_copies(j, MEAS_PINNED_D2H, pin, dev, size, false, repeats);
         }
         if (r >= 0)
                 r = host_verify(j, pin, size, j->seed, 0, "host buffer after pinned d2h");
         if (r >= 0) {
                 host_fill(pageable, size, j->seed + 1);
-                r = latency_copies(j, "pageable_h2d", pageable, dev, size, true, repeats);
+                r = latency_copies(j, MEAS_PAGEABLE_H2D, pageable, dev, size, true, repeats);
         }
         if (r >= 0)
                 r = dev_verify(j, dev, size, j->seed + 1, 0, "device buffer after pageable h2d");
         if (r >= 0) {
                 memset(pageable, 0, size);
-                r = latency_copies(j, "pageable_d2h", pageable, dev, size, false, repeats);
+                r = latency_copies(j, MEAS_PAGEABLE_D2H, pageable, dev, size, false, repeats);
         }
         if (r >= 0)
                 r = host_verify(j, pageable, size, j->seed + 1, 0,
@@ -412,9 +398,9 @@ int bench_latency(struct bench_job *j)
                         break;
                 struct sample_stats st;
                 stats_compute(m->data(), m->size(), &st);
-                const char *name = m == &single ? "managed_fault_single"
-                                   : m == &bulk ? "managed_fault_bulk"
-                                                : "managed_resident";
+                const char *name = m == &single ? MEAS_FAULT_SINGLE
+                                   : m == &bulk ? MEAS_FAULT_BULK
+                                                : MEAS_RESIDENT;
                 r = add_measurement(j, name, 4.0, "one word touched per page", *m, false,
                                     json_pack("{s:f, s:I, s:I}", "latency_us", st.median * 1e3,
                                               "pages", (json_int_t)pages, "page_spacing_bytes",
@@ -440,13 +426,7 @@ static int d2d_one(struct bench_job *j, bool sm, void *dst, void *src, const cha
         CK(j, cudaMemsetAsync(dst, 0, size, s0));
         CK(j, cudaStreamSynchronize(s0));
         r = sample_events(
-            j, samples,
-            [&]() -> int {
-                    if (!gated)
-                            return 0;
-                    gate_timeouts |= gate_timed_out(j);
-                    return gate_hold(j, s0);
-            },
+            j, samples, [&]() -> int { return gate_before_sample(j, gated, &gate_timeouts, s0); },
             [&]() -> int {
                     for (int k = 0; k < reps; k++) {
                             if (sm) {
@@ -458,18 +438,13 @@ static int d2d_one(struct bench_job *j, bool sm, void *dst, void *src, const cha
                                                           s0));
                             }
                     }
-                    if (gated) {
-                            CK(j, cudaEventRecord(c->ev_stop, s0));
-                            gate_release(j);
-                            return 1;
-                    }
+                    if (gated)
+                            return gate_open(j, c->ev_stop, s0);
                     return 0;
             });
         if (r < 0)
                 return r;
-        gate_timeouts |= gated && gate_timed_out(j);
-        for (double &s : samples)
-                s /= reps;
+        samples_per_copy(j, samples, reps, gated, &gate_timeouts);
         r = dev_verify(j, dst, size, j->seed, 0,
                        sm ? "destination after the copy kernel"
                           : "destination after device copies");
@@ -502,5 +477,5 @@ int d2d_measure(struct bench_job *j, const char *ce_name, const char *sm_name, c
 
 int bench_d2d(struct bench_job *j)
 {
-        return d2d_measure(j, "copy_engine", "sm_copy", NULL);
+        return d2d_measure(j, MEAS_COPY_ENGINE, MEAS_SM_COPY, NULL);
 }

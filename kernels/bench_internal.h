@@ -5,11 +5,13 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 #include <vector>
 
 extern "C" {
 #include "bench.h"
 #include "bench_access.h"
+#include "catalog.h" /* MEAS_*: the measurement names */
 #include "discover.h"
 #include "explain.h"
 #include "stats.h"
@@ -54,7 +56,7 @@ struct bench_job {
         json_t *measurements;
         json_t *notes;
         json_t *context_extra; /* benchmark-specific context keys (host_memory, ...) */
-        json_t *extra_top;     /* suites: top-level result keys (summary, curves, link) */
+        json_t *extra_top;     /* top-level result keys (health: link) */
         char *error;
         bool all_reused;
         bool used_pool;
@@ -117,6 +119,35 @@ int host_verify(struct bench_job *j, const void *p, size_t size, uint32_t seed, 
                 const char *what);
 
 /* ---- kernels ---- */
+/* Process the 16 bytes at off of base, or the ragged tail [off, size) byte by byte: read them
+ * (returning their XOR) or XOR them with BENCH_XOR_WORD when WRITE. Every kernel that reads or
+ * writes a buffer does it this one way. */
+template <bool WRITE>
+__device__ __forceinline__ uint32_t process_at(uint8_t *base, size_t off, size_t size)
+{
+        if (off + 16 <= size) {
+                uint4 *v = (uint4 *)(base + off);
+                uint4 x = *v;
+                if (WRITE) {
+                        x.x ^= BENCH_XOR_WORD;
+                        x.y ^= BENCH_XOR_WORD;
+                        x.z ^= BENCH_XOR_WORD;
+                        x.w ^= BENCH_XOR_WORD;
+                        *v = x;
+                        return 0;
+                }
+                return x.x ^ x.y ^ x.z ^ x.w;
+        }
+        uint32_t acc = 0;
+        for (size_t b = off; b < size; b++) {
+                if (WRITE)
+                        base[b] ^= BENCH_XOR_BYTE;
+                else
+                        acc ^= base[b];
+        }
+        return acc;
+}
+
 enum process_op { OP_READ, OP_READ_WRITE };
 /* Reads (or XORs with BENCH_XOR_WORD) every byte of p, visiting pages in the job's access order
  * when p spans the job's whole buffer (order != NULL), else sequentially. */
@@ -133,8 +164,44 @@ int launch_touch(struct bench_job *j, void *p, uint64_t first, uint64_t count, u
 int gate_hold(struct bench_job *j, cudaStream_t s);
 void gate_release(struct bench_job *j);
 bool gate_timed_out(struct bench_job *j);
+/* Gated sampling, the steps every gated benchmark takes in the same order. Before a sample:
+ * note whether the previous gate timed out, and hold stream s again (0 when !gated). */
+int gate_before_sample(struct bench_job *j, bool gated, bool *timeouts, cudaStream_t s);
+/* Once every copy of the sample is queued: the stop event on s, then the gate opens. Returns 1,
+ * so that sample_events records no stop event of its own. */
+int gate_open(struct bench_job *j, cudaEvent_t stop, cudaStream_t s);
+/* After the samples: the last gate's timeout noted, and each sample divided by the reps copies
+ * it timed. */
+void samples_per_copy(struct bench_job *j, std::vector<double> &samples, int reps, bool gated,
+                      bool *timeouts);
 /* Sets up the job's page order on the device (access strided/random). */
 int job_prepare_order(struct bench_job *j);
+
+/* The start and end of one run, shared by bench_run and bench_multi_run: the job's arrays and
+ * its common params (normalised: every one present); then the arrays freed and the error (or
+ * "benchmark failed") handed over. job_end returns r. */
+int job_begin(struct bench_job *j, struct bench_ctx *ctx, const json_t *params,
+              volatile sig_atomic_t *cancel);
+int job_end(struct bench_job *j, int r, char **ret_error);
+/* -ENOTSUP: "benchmark <id> is not run by <who>". */
+int job_unknown(const char *id, const char *who, char **ret_error);
+/* A verification result: 0, or -EIO saying how many words of what differ. */
+int verify_result(struct bench_job *j, unsigned long long bad, const char *what);
+
+/* A dispatch table entry (bench.cu's benchmarks[], bench_multi.cu's multi_benchmarks[]): a
+ * catalog id and the function that runs it. */
+template <class Fn> struct bench_entry {
+        const char *name;
+        Fn run;
+};
+/* The function for catalog id `id` in table t, or NULL. */
+template <class Fn, size_t N> Fn bench_entry_find(const bench_entry<Fn> (&t)[N], const char *id)
+{
+        for (size_t i = 0; id && i < N; i++)
+                if (strcmp(t[i].name, id) == 0)
+                        return t[i].run;
+        return NULL;
+}
 
 /* Keeps the context's pool within pool_bytes (bench_run does it after each job). */
 void bench_pool_trim(struct bench_ctx *c);

@@ -59,10 +59,10 @@ int bench_zero_copy(struct bench_job *j)
                 r = dev_verify(j, host, j->size, j->seed, parity(rw_runs),
                                "mapped host memory after the kernels");
         if (r >= 0)
-                r = add_measurement(j, "read", (double)j->size, ONE_DIR, rd, false, NULL);
+                r = add_measurement(j, MEAS_READ, (double)j->size, ONE_DIR, rd, false, NULL);
         if (r >= 0)
-                r = add_measurement(j, "read_write", 2.0 * (double)j->size, "read+write", rw, false,
-                                    NULL);
+                r = add_measurement(j, MEAS_READ_WRITE, 2.0 * (double)j->size, "read+write", rw,
+                                    false, NULL);
         return r;
 }
 
@@ -81,27 +81,8 @@ __global__ void k_warp_per_chunk(uint8_t *base, size_t size, unsigned long long 
         uint32_t acc = 0;
         for (size_t c = warp * CHUNK_BYTES; c < size; c += nwarps * CHUNK_BYTES) {
                 size_t end = c + CHUNK_BYTES < size ? c + CHUNK_BYTES : size;
-                for (size_t off = c + lane * 16; off < end; off += 32 * 16) {
-                        if (off + 16 <= end) {
-                                uint4 *v = (uint4 *)(base + off);
-                                uint4 x = *v;
-                                if (WRITE) {
-                                        x.x ^= BENCH_XOR_WORD;
-                                        x.y ^= BENCH_XOR_WORD;
-                                        x.z ^= BENCH_XOR_WORD;
-                                        x.w ^= BENCH_XOR_WORD;
-                                        *v = x;
-                                } else
-                                        acc ^= x.x ^ x.y ^ x.z ^ x.w;
-                        } else {
-                                for (size_t b = off; b < end; b++) {
-                                        if (WRITE)
-                                                base[b] ^= BENCH_XOR_BYTE;
-                                        else
-                                                acc ^= base[b];
-                                }
-                        }
-                }
+                for (size_t off = c + lane * 16; off < end; off += 32 * 16)
+                        acc ^= process_at<WRITE>(base, off, end);
         }
         if (!WRITE && acc == 0x12345678u && threadIdx.x == 0xffff)
                 *sink = acc;
@@ -261,12 +242,12 @@ int bench_managed_on_demand(struct bench_job *j)
         if (r >= 0)
                 r = m.verify("managed memory after on-demand migrations");
         if (r >= 0) {
-                r = add_measurement(j, "gpu_on_demand", (double)j->size, ONE_DIR, gpu, false,
+                r = add_measurement(j, MEAS_GPU_ON_DEMAND, (double)j->size, ONE_DIR, gpu, false,
                                     explain_extra(xg, NULL));
                 xg = NULL;
         }
         if (r >= 0) {
-                r = add_measurement(j, "cpu_on_demand", (double)j->size, ONE_DIR, cpu, false,
+                r = add_measurement(j, MEAS_CPU_ON_DEMAND, (double)j->size, ONE_DIR, cpu, false,
                                     explain_extra(xc, json_pack("{s:s}", "timer", "host clock")));
                 xc = NULL;
         }
@@ -314,15 +295,15 @@ int bench_managed_prefetch(struct bench_job *j)
         if (r >= 0)
                 r = m.verify("managed memory after prefetches");
         if (r >= 0)
-                r = add_measurement(j, "prefetch_kernel", (double)j->size, ONE_DIR, pk, false,
+                r = add_measurement(j, MEAS_PREFETCH_KERNEL, (double)j->size, ONE_DIR, pk, false,
                                     explain_extra(x[0], NULL));
         x[0] = NULL;
         if (r >= 0)
-                r = add_measurement(j, "prefetch", (double)j->size, ONE_DIR, pf, false,
+                r = add_measurement(j, MEAS_PREFETCH, (double)j->size, ONE_DIR, pf, false,
                                     explain_extra(x[1], NULL));
         x[1] = NULL;
         if (r >= 0)
-                r = add_measurement(j, "prefetch_to_host", (double)j->size, ONE_DIR, back, false,
+                r = add_measurement(j, MEAS_PREFETCH_TO_HOST, (double)j->size, ONE_DIR, back, false,
                                     explain_extra(x[2], NULL));
         x[2] = NULL;
         for (int i = 0; i < 3; i++)
@@ -386,11 +367,11 @@ int bench_managed_advise(struct bench_job *j)
         if (r >= 0)
                 r = m.verify("managed memory after advised kernels");
         if (r >= 0)
-                r = add_measurement(j, "read", (double)j->size, ONE_DIR, rd, false,
+                r = add_measurement(j, MEAS_READ, (double)j->size, ONE_DIR, rd, false,
                                     explain_extra(xr, NULL));
         xr = NULL;
         if (r >= 0)
-                r = add_measurement(j, "write", (double)j->size, ONE_DIR, wr, false,
+                r = add_measurement(j, MEAS_WRITE, (double)j->size, ONE_DIR, wr, false,
                                     explain_extra(xw, NULL));
         xw = NULL;
         json_decref(xr);
@@ -435,7 +416,7 @@ int bench_system_memory(struct bench_job *j)
                                 "system memory after the kernels");
         }
         if (r >= 0)
-                r = add_measurement(j, "read_write", (double)j->size, ONE_DIR, rw, false, NULL);
+                r = add_measurement(j, MEAS_READ_WRITE, (double)j->size, ONE_DIR, rw, false, NULL);
         free(p);
         return r;
 }

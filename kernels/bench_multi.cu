@@ -248,12 +248,7 @@ static int peer_pair(struct bench_job *j, struct bench_multi *m, void **src, voi
         use(j, m, a);
         r = sample_events(
             j, samples,
-            [&]() -> int {
-                    if (!gated)
-                            return 0;
-                    gate_timeouts |= gate_timed_out(j);
-                    return gate_hold(j, ca->streams[0]);
-            },
+            [&]() -> int { return gate_before_sample(j, gated, &gate_timeouts, ca->streams[0]); },
             [&]() -> int {
                     if (bidir) {
                             cudaSetDevice(cb->ordinal);
@@ -274,18 +269,13 @@ static int peer_pair(struct bench_job *j, struct bench_multi *m, void **src, voi
                             CK(j, cudaStreamWaitEvent(ca->streams[0], cb->ev_join[1], 0));
                     }
                     cudaSetDevice(ca->ordinal);
-                    if (gated) {
-                            CK(j, cudaEventRecord(ca->ev_stop, ca->streams[0]));
-                            gate_release(j);
-                            return 1;
-                    }
+                    if (gated)
+                            return gate_open(j, ca->ev_stop, ca->streams[0]);
                     return 0;
             });
         if (r < 0)
                 return r;
-        gate_timeouts |= gated && gate_timed_out(j);
-        for (double &s : samples)
-                s /= reps;
+        samples_per_copy(j, samples, reps, gated, &gate_timeouts);
         use(j, m, b);
         snprintf(what, sizeof(what), "GPU %d's buffer after %s copies from GPU %d", b, name, a);
         r = dev_verify(j, dst[b], size, j->seed + (uint32_t)a, 0, what);
@@ -391,14 +381,14 @@ static int managed_pair(struct bench_job *j, struct bench_multi *m, void **src, 
         r = dev_verify(j, p, size, j->seed + (uint32_t)a, 0, name);
         if (r < 0)
                 goto out;
-        snprintf(name, sizeof(name), "on_demand@%d>%d", a, b);
+        snprintf(name, sizeof(name), MEAS_ON_DEMAND "@%d>%d", a, b);
         r = add_measurement(j, name, (double)size, "one direction", od, false,
                             pair_extra(a, b, "on_demand", "uni", 1, false));
-        snprintf(name, sizeof(name), "prefetch@%d>%d", a, b);
+        snprintf(name, sizeof(name), MEAS_PREFETCH "@%d>%d", a, b);
         if (r >= 0)
                 r = add_measurement(j, name, (double)size, "one direction", pf, false,
                                     pair_extra(a, b, "prefetch", "uni", 1, false));
-        snprintf(name, sizeof(name), "peer_copy@%d>%d", a, b);
+        snprintf(name, sizeof(name), MEAS_PEER_COPY "@%d>%d", a, b);
         if (r >= 0)
                 r = peer_pair(j, m, src, dst, false, false, a, b, name);
 out:
@@ -466,7 +456,7 @@ static int multi_host_all(struct bench_job *j, struct bench_multi *m)
                 use(j, m, g);
                 r = sample_events(
                     j, s, []() -> int { return 0; }, [&]() -> int { return enqueue(g); });
-                snprintf(name, sizeof(name), "alone@%d", g);
+                snprintf(name, sizeof(name), MEAS_ALONE "@%d", g);
                 if (r >= 0)
                         r = add_measurement(j, name, (double)size, "one direction", s, false,
                                             pair_extra(g, -1, "ce", d2h ? "d2h" : "h2d", 1, false));
@@ -527,7 +517,7 @@ static int multi_host_all(struct bench_job *j, struct bench_multi *m)
                 else
                         json_array_append_new(per_gpu, json_null());
         }
-        return add_measurement(j, "all", (double)size * m->n, "one direction", all, false,
+        return add_measurement(j, MEAS_ALL, (double)size * m->n, "one direction", all, false,
                                json_pack("{s:s, s:o, s:s}", "direction", d2h ? "d2h" : "h2d",
                                          "per_gpu_gbps", per_gpu, "sample",
                                          "the longest GPU's span, each GPU timed by its own "
@@ -545,7 +535,7 @@ static int multi_topology(struct bench_job *j, struct bench_multi *m)
                 use(j, m, g);
                 json_t *x = json_pack("{s:i, s:i, s:s, s:s}", "src", g, "dst", g, "method", "ce",
                                       "direction", "d2d");
-                snprintf(name, sizeof(name), "d2d@%d", g);
+                snprintf(name, sizeof(name), MEAS_D2D "@%d", g);
                 r = d2d_measure(j, name, NULL, x);
                 json_decref(x);
         }
@@ -576,57 +566,45 @@ static int multi_health(struct bench_job *j, struct bench_multi *m)
 
 /* ---------------------------------------------------------------- the run */
 
+/* The node worker's dispatch, by catalog id (the canonical health check's GPU pairs too). */
+static const bench_entry<int (*)(struct bench_job *, struct bench_multi *)> multi_benchmarks[] = {
+    {"peer", multi_peer},         {"managed_peer", multi_managed_peer},
+    {"host_all", multi_host_all}, {"topology", multi_topology},
+    {"health", multi_health},
+};
+
+static int (*multi_find(const char *id))(struct bench_job *, struct bench_multi *)
+{
+        return bench_entry_find(multi_benchmarks, id);
+}
+
+bool bench_multi_implements(const char *id)
+{
+        return multi_find(id) != NULL;
+}
+
 int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *params,
                     volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
 {
         struct bench_job job = {};
         struct bench_job *j = &job;
-        int (*run)(struct bench_job *, struct bench_multi *) = NULL;
+        int (*run)(struct bench_job *, struct bench_multi *) = multi_find(benchmark);
         int r;
 
-        if (strcmp(benchmark, "peer") == 0)
-                run = multi_peer;
-        else if (strcmp(benchmark, "managed_peer") == 0)
-                run = multi_managed_peer;
-        else if (strcmp(benchmark, "host_all") == 0)
-                run = multi_host_all;
-        else if (strcmp(benchmark, "topology") == 0)
-                run = multi_topology;
-        else if (strcmp(benchmark, "health") == 0)
-                run = multi_health;
-        if (!run) {
-                if (asprintf(ret_error, "benchmark %s is not run by the node worker", benchmark) <
-                    0)
-                        *ret_error = NULL;
-                return -ENOTSUP;
-        }
+        if (!run)
+                return job_unknown(benchmark, "the node worker", ret_error);
         if (m->n < 2) {
                 if (asprintf(ret_error, "%s needs two GPUs: this node has %d", benchmark, m->n) < 0)
                         *ret_error = NULL;
                 return -ENOTSUP;
         }
 
-        j->ctx = m->ctx[0];
-        j->params = params;
-        j->cancel = cancel;
-        j->measurements = json_array();
-        j->notes = json_array();
-        j->context_extra = json_object();
-        j->extra_top = json_object();
-        j->all_reused = true;
-        j->size = (uint64_t)param_int(j, "size", 256ll << 20);
-        j->iterations = (int)param_int(j, "iterations", 20);
-        j->warmup = (int)param_int(j, "warmup", 3);
-        j->seed = (uint32_t)param_int(j, "seed", 1);
+        r = job_begin(j, m->ctx[0], params, cancel);
+        if (r < 0)
+                return job_end(j, r, ret_error);
         j->access = BENCH_ACCESS_SEQUENTIAL;
         j->npages = (j->size + BENCH_PAGE_BYTES - 1) / BENCH_PAGE_BYTES;
 
-        if (j->size > m->ctx[0]->lim.max_buffer_bytes) {
-                r = job_fail(j, -ENOMEM, "size %llu is above max_buffer_bytes (%llu)",
-                             (unsigned long long)j->size,
-                             (unsigned long long)m->ctx[0]->lim.max_buffer_bytes);
-                goto out;
-        }
         r = run(j, m);
         if (r < 0)
                 goto out;
@@ -663,17 +641,5 @@ out:
                         cudaStreamSynchronize(m->ctx[g]->streams[s]);
                 bench_pool_trim(m->ctx[g]);
         }
-        json_decref(j->measurements);
-        json_decref(j->notes);
-        json_decref(j->context_extra);
-        json_decref(j->extra_top);
-        if (r < 0) {
-                if (ret_error)
-                        *ret_error = j->error ? j->error : strdup("benchmark failed");
-                else
-                        free(j->error);
-                return r;
-        }
-        free(j->error);
-        return 0;
+        return job_end(j, r, ret_error);
 }

@@ -1,6 +1,6 @@
 /* Finding one real GPU for `umd-worker --device ID` without touching the others: matching by
  * properties creates no context, so a worker holds a context on its own GPU only. Implemented
- * by discover.c (CUDA) and nocuda.c. */
+ * by discover.c (CUDA builds only: without CUDA, backend_nocuda.c has no real device). */
 #pragma once
 
 #include <jansson.h>

@@ -1,9 +1,14 @@
-/* Owns fake devices: their identity and a bandwidth model that answers every catalog benchmark
- * with a result of the real shape, quickly (real sleeping is capped at FAKE_MAX_SLEEP_MS), with
- * small deterministic jitter, and with the test-only fault injection the supervisor tests use.
- * Rates follow the H200 facts in DESIGN.md; they are a model, never a measurement. */
+/* Owns fake devices: their identity and a bandwidth model that answers the catalog benchmarks
+ * it has a plan for (gpu_plans, node_plans: one per catalog id, checked by the kernels_backend
+ * test) with a result of the real shape, quickly (real sleeping is capped at FAKE_MAX_SLEEP_MS),
+ * with small deterministic jitter, and with the test-only fault injection the supervisor tests
+ * use. Anything it lacks a model for is refused as "not modelled", never guessed. Parameters and
+ * their defaults are the catalog's (it takes as many samples as a GPU would), measurement names
+ * are catalog.h's MEAS_*. Rates follow the H200 facts in DESIGN.md; they are a model, never a
+ * measurement. */
 #include "fake.h"
 
+#include "backend.h"
 #include "catalog.h"
 #include "stats.h"
 #include "util.h"
@@ -141,8 +146,6 @@ static json_t *fake_explain_json(const struct fake_explain *x, uint64_t size)
                          (json_int_t)0, "pass_ms", 0.0, "complete", 1);
 }
 
-static const struct fake_mode fallback_mode = {"kernel", 50.0, 10, 1, "one direction"};
-
 static const struct fake_mode *mode_find(const char *key)
 {
         for (size_t i = 0; i < ELEMENTSOF(modes); i++)
@@ -216,24 +219,50 @@ json_t *fake_list_devices(unsigned n)
         return list;
 }
 
-/* --- params --- */
+/* --- params: normalised by the catalog, so every one is present --- */
 
-static uint64_t param_u64(const json_t *params, const char *key, uint64_t def)
+/* params with every parameter of b present (the catalog's defaults, never the model's own): the
+ * worker sends them normalised already (backend_prepare), tests may not. NULL when invalid. */
+static json_t *normalise(const struct bench_def *b, const json_t *params, char **ret_error)
+{
+        struct catalog_limits unlimited = {.max_buffer_bytes = UINT64_MAX};
+        struct catalog_error err;
+        json_t *norm = NULL;
+        int r = catalog_validate(b, params, &unlimited, true, &norm, &err);
+
+        if (r == -EINVAL)
+                backend_fail(ret_error, r, "%s: %s", err.field, err.detail);
+        else if (r < 0)
+                backend_fail(ret_error, r, "out of memory");
+        return r < 0 ? NULL : norm;
+}
+
+static uint64_t param_u64(const json_t *params, const char *key)
 {
         json_t *v = json_object_get(params, key);
 
         if (json_is_integer(v) && json_integer_value(v) >= 0)
                 return (uint64_t)json_integer_value(v);
-        if (json_is_boolean(v))
-                return json_is_true(v);
-        return def;
+        return json_is_true(v);
 }
 
-static const char *param_str(const json_t *params, const char *key, const char *def)
+/* NULL for a parameter the benchmark does not take. */
+static const char *param_str(const json_t *params, const char *key)
 {
-        const char *s = json_string_value(json_object_get(params, key));
+        return json_string_value(json_object_get(params, key));
+}
 
-        return s ? s : def;
+static bool list_has(const json_t *params, const char *key, const char *value)
+{
+        size_t i;
+        json_t *v;
+
+        json_array_foreach(json_object_get(params, key), i, v)
+        {
+                if (streq_ptr(json_string_value(v), value))
+                        return true;
+        }
+        return false;
 }
 
 /* --- the run --- */
@@ -250,16 +279,28 @@ struct fake_meas {
         const struct fake_explain *explain; /* explain: true on a managed measurement */
 };
 
+/* What a plan gets, and the measurements it fills. */
 struct fake_job {
+        const json_t *device; /* one GPU's --list entry (NULL on the node worker) */
+        const json_t *params; /* normalised */
+        unsigned n_gpus;      /* the node worker's GPUs */
+        uint64_t size;        /* params' size */
         struct fake_meas *m;
         size_t n, cap;
+        char why[160]; /* why a plan failed */
 };
 
-/* Adds measurement `name` modelled by `key`. */
+/* Adds measurement `name` modelled by `key`. -ENOTSUP when the model has no such key: a
+ * measurement without a model is refused, never guessed. */
 static int add(struct fake_job *j, const char *name, const char *key, uint64_t size)
 {
         const struct fake_mode *mode = mode_find(key);
 
+        if (!mode) {
+                snprintf(j->why, sizeof(j->why), "not modelled: fake devices have no model of %s",
+                         key);
+                return -ENOTSUP;
+        }
         if (j->n == j->cap) {
                 size_t ncap = j->cap ? j->cap * 2 : 8;
                 struct fake_meas *nm = realloc(j->m, ncap * sizeof(*nm));
@@ -269,177 +310,430 @@ static int add(struct fake_job *j, const char *name, const char *key, uint64_t s
                 j->m = nm;
                 j->cap = ncap;
         }
-        j->m[j->n] = (struct fake_meas){
-            .mode = mode ? mode : &fallback_mode, .size = size, .src = -1, .dst = -1, .scale = 1};
+        j->m[j->n] =
+            (struct fake_meas){.mode = mode, .size = size, .src = -1, .dst = -1, .scale = 1};
         snprintf(j->m[j->n].name, sizeof(j->m[j->n].name), "%s", name);
         j->n++;
         return 0;
 }
 
-/* One sweep point: model key `mode` at `size`, named "mode@size". */
-static int add_sized(struct fake_job *j, const char *mode, uint64_t size)
-{
-        char name[64];
-        snprintf(name, sizeof(name), "%s@%llu", mode, (unsigned long long)size);
-        return add(j, name, mode, size);
-}
-
-/* Several measurements named like their model keys (suites). */
-static int add_same(struct fake_job *j, const char *const *keys, size_t n, uint64_t size)
+/* Measurements named like their model keys, at the job's size. */
+static int add_same(struct fake_job *j, const char *const *keys, size_t n)
 {
         int r = 0;
 
         for (size_t i = 0; r == 0 && i < n; i++)
-                r = add(j, keys[i], keys[i], size);
+                r = add(j, keys[i], keys[i], j->size);
         return r;
 }
 
-/* Fills the measurements `benchmark` takes. -ENOTSUP / -ENOMEM with *why (static). */
-static int plan(const json_t *device, const char *benchmark, const json_t *params,
-                struct fake_job *j, const char **why)
+/* One model key per name, at the job's size. */
+static int add_named(struct fake_job *j, const char *const (*pairs)[2], size_t n)
 {
-        uint64_t size = param_u64(params, "size", 64ull << 20);
-        bool pageable = strcmp(param_str(params, "host_memory", "pinned"), "pageable") == 0;
-        char key[64];
         int r = 0;
 
-        if (strcmp(benchmark, "copy") == 0) {
-                const char *dir = param_str(params, "direction", "h2d");
+        for (size_t i = 0; r == 0 && i < n; i++)
+                r = add(j, pairs[i][0], pairs[i][1], j->size);
+        return r;
+}
 
-                if (strcmp(dir, "bidir") == 0)
-                        r = add(j, "bidir", pageable ? "pageable_bidir" : "bidir", size);
-                else if (strcmp(dir, "d2h") == 0)
-                        r = add(j, "d2h", pageable ? "pageable_d2h" : "pinned_d2h", size);
-                else
-                        r = add(j, "h2d", pageable ? "pageable_h2d" : "pinned_h2d", size);
-        } else if (strcmp(benchmark, "copy_overlap") == 0) {
-                r = add(j, "overlapped", "overlapped", size);
-                if (r == 0)
-                        r = add(j, "serial", "serial", size);
-        } else if (strcmp(benchmark, "zero_copy") == 0) {
-                r = add(j, "read", "zero_copy_read", size);
-                if (r == 0)
-                        r = add(j, "read_write", "zero_copy", size);
-        } else if (strcmp(benchmark, "managed_on_demand") == 0) {
-                r = add(j, "gpu_on_demand", "managed_on_demand", size);
-                if (r == 0)
-                        r = add(j, "cpu_on_demand", "cpu_on_demand", size);
-        } else if (strcmp(benchmark, "managed_prefetch") == 0) {
-                r = add(j, "prefetch_kernel", "managed_prefetch", size);
-                if (r == 0)
-                        r = add(j, "prefetch", "prefetch", size);
-                if (r == 0)
-                        r = add(j, "prefetch_to_host", "prefetch_to_host", size);
-        } else if (strcmp(benchmark, "managed_advise") == 0) {
-                const char *advice = param_str(params, "advice", "read_mostly");
+static bool pageable(const struct fake_job *j)
+{
+        return streq_ptr(param_str(j->params, "host_memory"), "pageable");
+}
 
-                snprintf(key, sizeof(key), "%s.read", advice);
-                r = add(j, "read", key, size);
-                snprintf(key, sizeof(key), "%s.write", advice);
-                if (r == 0)
-                        r = add(j, "write", key, size);
-        } else if (strcmp(benchmark, "system_memory") == 0) {
-                if (!json_is_true(json_object_get(device, "pageableMemoryAccess"))) {
-                        *why = "unsupported on this device: no pageableMemoryAccess";
-                        return -ENOTSUP;
-                }
-                r = add(j, "read_write", "system_memory", size);
-        } else if (strcmp(benchmark, "latency") == 0) {
-                static const char *const names[] = {"pinned_h2d", "pinned_d2h", "pageable_h2d",
-                                                    "pageable_d2h"};
-                static const char *const faults[] = {"managed_fault_single", "managed_fault_bulk",
-                                                     "managed_resident"};
-                uint64_t small = param_u64(params, "size", 4);
+static int plan_copy(struct fake_job *j)
+{
+        const char *dir = param_str(j->params, "direction");
 
-                for (size_t i = 0; r == 0 && i < ELEMENTSOF(names); i++)
-                        r = add(j, names[i], i < 2 ? "latency.pinned" : "latency.pageable", small);
-                for (size_t i = 0; r == 0 && i < ELEMENTSOF(faults); i++)
-                        r = add(j, faults[i], faults[i], 4);
-                for (size_t i = 0; i < j->n; i++)
-                        j->m[i].latency = true;
-        } else if (strcmp(benchmark, "um_vs_explicit") == 0) {
-                /* The names kernels/bench_suite.cu reports; daemon/suites.c summarises them. */
-                static const char *const pairs[][2] = {
-                    {"pinned_copy_kernel", "pinned_h2d"},
-                    {"pageable_copy_kernel", "pageable_h2d"},
-                    {"overlapped_copy_kernel", "overlapped"},
-                    {"zero_copy_kernel", "zero_copy_read"},
-                    {"managed_on_demand", "managed_on_demand"},
-                    {"managed_prefetch", "managed_prefetch"},
-                    {"managed_read_mostly", "read_mostly.write"},
-                    {"managed_preferred_device", "preferred_location_device.write"},
-                    {"managed_preferred_host", "preferred_location_host.write"},
-                    {"managed_accessed_by", "accessed_by.write"},
-                    {"pinned_copy_d2h", "pinned_d2h"},
-                    {"pageable_copy_d2h", "pageable_d2h"},
-                    {"managed_cpu_on_demand", "cpu_on_demand"},
-                    {"managed_prefetch_to_host", "prefetch_to_host"},
-                };
+        if (streq_ptr(dir, MEAS_BIDIR))
+                return add(j, MEAS_BIDIR, pageable(j) ? "pageable_bidir" : "bidir", j->size);
+        if (streq_ptr(dir, MEAS_D2H))
+                return add(j, MEAS_D2H, pageable(j) ? MEAS_PAGEABLE_D2H : MEAS_PINNED_D2H, j->size);
+        return add(j, MEAS_H2D, pageable(j) ? MEAS_PAGEABLE_H2D : MEAS_PINNED_H2D, j->size);
+}
 
-                for (size_t i = 0; r == 0 && i < ELEMENTSOF(pairs); i++)
-                        r = add(j, pairs[i][0], pairs[i][1], size);
-        } else if (strcmp(benchmark, "health") == 0) {
-                /* The measurements kernels/bench_suite.cu's health reports. */
-                static const char *const keys[] = {"pinned_h2d", "pinned_d2h", "pageable_h2d",
-                                                   "managed_prefetch"};
+static int plan_copy_overlap(struct fake_job *j)
+{
+        static const char *const keys[] = {MEAS_OVERLAPPED, MEAS_SERIAL};
+        return add_same(j, keys, ELEMENTSOF(keys));
+}
 
-                r = add_same(j, keys, ELEMENTSOF(keys), size);
-                if (r == 0)
-                        r = add(j, "latency_pinned_h2d", "latency.pinned", 4);
-                if (r == 0)
-                        j->m[j->n - 1].latency = true;
-        } else if (strcmp(benchmark, "d2d") == 0) {
-                r = add(j, "copy_engine", "d2d_ce", size);
-                if (r == 0)
-                        r = add(j, "sm_copy", "d2d_sm", size);
-        } else if (strcmp(benchmark, "sweep") == 0) {
-                /* One measurement per mode and size, named "mode@size" like the real sweep's,
-                 * in mode order. */
-                const json_t *sizes = json_object_get(params, "sizes");
-                const json_t *ms = json_object_get(params, "modes");
-                uint64_t max_size = param_u64(params, "max_size", 256ull << 20);
-                json_t *default_modes = NULL, *m;
-                size_t k;
+static int plan_zero_copy(struct fake_job *j)
+{
+        static const char *const pairs[][2] = {{MEAS_READ, "zero_copy_read"},
+                                               {MEAS_READ_WRITE, "zero_copy"}};
+        return add_named(j, pairs, ELEMENTSOF(pairs));
+}
 
-                if (!json_is_array(ms) || json_array_size(ms) == 0)
-                        ms = default_modes = json_pack("[s, s]", "pinned_h2d", "pinned_d2h");
-                json_array_foreach(ms, k, m)
+static int plan_managed_on_demand(struct fake_job *j)
+{
+        static const char *const pairs[][2] = {{MEAS_GPU_ON_DEMAND, "managed_on_demand"},
+                                               {MEAS_CPU_ON_DEMAND, "cpu_on_demand"}};
+        return add_named(j, pairs, ELEMENTSOF(pairs));
+}
+
+static int plan_managed_prefetch(struct fake_job *j)
+{
+        static const char *const pairs[][2] = {{MEAS_PREFETCH_KERNEL, "managed_prefetch"},
+                                               {MEAS_PREFETCH, "prefetch"},
+                                               {MEAS_PREFETCH_TO_HOST, "prefetch_to_host"}};
+        return add_named(j, pairs, ELEMENTSOF(pairs));
+}
+
+static int plan_managed_advise(struct fake_job *j)
+{
+        const char *advice = param_str(j->params, "advice");
+        char key[64];
+        int r;
+
+        snprintf(key, sizeof(key), "%s.read", advice ? advice : "");
+        r = add(j, MEAS_READ, key, j->size);
+        snprintf(key, sizeof(key), "%s.write", advice ? advice : "");
+        return r < 0 ? r : add(j, MEAS_WRITE, key, j->size);
+}
+
+static int plan_system_memory(struct fake_job *j)
+{
+        if (!json_is_true(json_object_get(j->device, "pageableMemoryAccess"))) {
+                snprintf(j->why, sizeof(j->why),
+                         "unsupported on this device: no pageableMemoryAccess");
+                return -ENOTSUP;
+        }
+        return add(j, MEAS_READ_WRITE, "system_memory", j->size);
+}
+
+static int plan_latency(struct fake_job *j)
+{
+        static const char *const copies[][2] = {{MEAS_PINNED_H2D, "latency.pinned"},
+                                                {MEAS_PINNED_D2H, "latency.pinned"},
+                                                {MEAS_PAGEABLE_H2D, "latency.pageable"},
+                                                {MEAS_PAGEABLE_D2H, "latency.pageable"}};
+        static const char *const faults[] = {MEAS_FAULT_SINGLE, MEAS_FAULT_BULK, MEAS_RESIDENT};
+        int r = add_named(j, copies, ELEMENTSOF(copies));
+
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(faults); i++)
+                r = add(j, faults[i], faults[i], 4);
+        for (size_t i = 0; i < j->n; i++)
+                j->m[i].latency = true;
+        return r;
+}
+
+static int plan_um_vs_explicit(struct fake_job *j)
+{
+        /* The modes kernels/bench_suite.cu reports; daemon/suites.c summarises them. */
+        static const char *const pairs[][2] = {
+            {MEAS_UM_PINNED_COPY_KERNEL, "pinned_h2d"},
+            {MEAS_UM_PAGEABLE_COPY_KERNEL, "pageable_h2d"},
+            {MEAS_UM_OVERLAPPED_COPY_KERNEL, "overlapped"},
+            {MEAS_UM_ZERO_COPY_KERNEL, "zero_copy_read"},
+            {MEAS_UM_ON_DEMAND, "managed_on_demand"},
+            {MEAS_UM_PREFETCH, "managed_prefetch"},
+            {MEAS_UM_READ_MOSTLY, "read_mostly.write"},
+            {MEAS_UM_PREFERRED_DEVICE, "preferred_location_device.write"},
+            {MEAS_UM_PREFERRED_HOST, "preferred_location_host.write"},
+            {MEAS_UM_ACCESSED_BY, "accessed_by.write"},
+            {MEAS_UM_PINNED_COPY_D2H, "pinned_d2h"},
+            {MEAS_UM_PAGEABLE_COPY_D2H, "pageable_d2h"},
+            {MEAS_UM_CPU_ON_DEMAND, "cpu_on_demand"},
+            {MEAS_UM_PREFETCH_TO_HOST, "prefetch_to_host"},
+        };
+        return add_named(j, pairs, ELEMENTSOF(pairs));
+}
+
+static int plan_health(struct fake_job *j)
+{
+        /* The measurements kernels/bench_suite.cu's health reports. */
+        static const char *const keys[] = {MEAS_PINNED_H2D, MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D,
+                                           MEAS_MANAGED_PREFETCH};
+        int r = add_same(j, keys, ELEMENTSOF(keys));
+
+        if (r == 0)
+                r = add(j, MEAS_LATENCY_PINNED_H2D, "latency.pinned", 4);
+        if (r == 0)
+                j->m[j->n - 1].latency = true;
+        return r;
+}
+
+static int plan_d2d(struct fake_job *j)
+{
+        static const char *const pairs[][2] = {{MEAS_COPY_ENGINE, "d2d_ce"},
+                                               {MEAS_SM_COPY, "d2d_sm"}};
+        return add_named(j, pairs, ELEMENTSOF(pairs));
+}
+
+/* One measurement per mode and size, named "mode@size" like the real sweep's, in mode order. */
+static int plan_sweep(struct fake_job *j)
+{
+        size_t k, i;
+        json_t *m, *sz;
+        int r = 0;
+
+        json_array_foreach(json_object_get(j->params, "modes"), k, m)
+        {
+                json_array_foreach(json_object_get(j->params, "sizes"), i, sz)
                 {
-                        const char *mode = json_string_value(m);
-                        size_t i;
-                        json_t *sz;
+                        char name[64];
+                        uint64_t size = (uint64_t)json_integer_value(sz);
 
-                        if (!mode)
-                                continue;
-                        if (json_is_array(sizes) && json_array_size(sizes) > 0) {
-                                json_array_foreach(sizes, i, sz)
-                                {
-                                        if (r == 0)
-                                                r = add_sized(j, mode,
-                                                              (uint64_t)json_integer_value(sz));
-                                }
-                        } else {
-                                for (uint64_t b = 4096; r == 0 && b <= max_size; b *= 2)
-                                        r = add_sized(j, mode, b);
+                        snprintf(name, sizeof(name), "%s@%llu", json_string_value(m),
+                                 (unsigned long long)size);
+                        if (r == 0)
+                                r = add(j, name, json_string_value(m), size);
+                }
+        }
+        return r;
+}
+
+/* --- several GPUs: the node worker's benchmarks --- */
+
+#define FAKE_NVLINKS 18 /* an H200 pair as nvidia-smi topo -m shows it: NV18 */
+
+/* The link between fake devices a and b. Tests degrade one with
+ * UMD_FAKE_P2P="A-B=host,C-D=nvlink:12,E-F=pcie" (unordered pairs): "host" stands for a pair
+ * whose peer access is gone, so its copies go through host memory. */
+static void fake_pair_link(unsigned a, unsigned b, const char **ret_type, unsigned *ret_links)
+{
+        const char *env = getenv("UMD_FAKE_P2P");
+        unsigned x, y, links;
+        char type[16];
+        int n;
+
+        *ret_type = "nvlink";
+        *ret_links = FAKE_NVLINKS;
+        for (const char *p = env; p && *p;) {
+                if (sscanf(p, "%u-%u=%15[a-z]%n", &x, &y, type, &n) == 3 &&
+                    ((x == a && y == b) || (x == b && y == a))) {
+                        if (strcmp(type, "host") == 0) {
+                                *ret_type = "host";
+                                *ret_links = 0;
+                        } else if (strcmp(type, "pcie") == 0) {
+                                *ret_type = "pcie";
+                                *ret_links = 0;
+                        } else if (strcmp(type, "nvlink") == 0 &&
+                                   sscanf(p + n, ":%u", &links) == 1 && links >= 1 && links <= 64) {
+                                *ret_links = links;
                         }
                 }
-                json_decref(default_modes);
-        } else {
-                /* A catalog entry this model predates still gets a plausible answer. */
-                r = add(j, "kernel", "kernel", size);
+                p = strchr(p, ',');
+                if (p)
+                        p++;
         }
+}
+
+/* What a pair's copies reach against the model's NV18 rates. */
+static double fake_pair_scale(unsigned a, unsigned b)
+{
+        const char *type;
+        unsigned links;
+
+        fake_pair_link(a, b, &type, &links);
+        if (strcmp(type, "host") == 0)
+                return 24.0 / 389.0; /* staged through host memory: two PCIe hops */
+        if (strcmp(type, "pcie") == 0)
+                return 50.0 / 389.0;
+        return (double)links / FAKE_NVLINKS;
+}
+
+json_t *fake_links_json(unsigned n)
+{
+        json_t *links = json_array();
+
+        for (unsigned a = 0; links && a < n; a++)
+                for (unsigned b = 0; b < n; b++) {
+                        const char *type;
+                        unsigned count;
+
+                        if (a == b)
+                                continue;
+                        fake_pair_link(a, b, &type, &count);
+                        json_array_append_new(
+                            links, json_pack("{s:i, s:i, s:s, s:i, s:b, s:s}", "src", (int)a, "dst",
+                                             (int)b, "type", type, "nvlink_links", (int)count,
+                                             "peer_access", strcmp(type, "host") != 0, "source",
+                                             "fake: UMD_FAKE_P2P, else NV18"));
+                }
+        return links;
+}
+
+static int add_pair(struct fake_job *j, const char *prefix, const char *key, uint64_t size, int src,
+                    int dst, const char *method, const char *direction)
+{
+        char name[64];
+        int r;
+
+        if (dst < 0 || dst == src)
+                snprintf(name, sizeof(name), "%s@%d", prefix, src);
+        else
+                snprintf(name, sizeof(name), "%s@%d>%d", prefix, src, dst);
+        r = add(j, name, key, size);
         if (r < 0)
-                *why = "out of memory";
-        /* explain: true adds the modelled counters to every managed measurement. */
-        bool chunks = strcmp(param_str(params, "kernel", "grid_stride"), "warp_per_chunk") == 0;
-        for (size_t i = 0; r == 0 && param_u64(params, "explain", 0) && i < j->n; i++) {
+                return r;
+        j->m[j->n - 1].src = src;
+        j->m[j->n - 1].dst = dst;
+        j->m[j->n - 1].method = method;
+        j->m[j->n - 1].direction = direction;
+        if (dst >= 0 && dst != src)
+                j->m[j->n - 1].scale = fake_pair_scale((unsigned)src, (unsigned)dst);
+        return 0;
+}
+
+/* peer's measurements (also topology's and the node's health): every ordered pair one way,
+ * every pair both ways, for the methods and directions params name. */
+static int plan_pairs(struct fake_job *j, const json_t *params)
+{
+        static const char *const methods[] = {"ce", "sm"};
+        int r = 0;
+
+        for (size_t m = 0; m < ELEMENTSOF(methods); m++) {
+                char key[32], prefix[32];
+
+                if (!list_has(params, "methods", methods[m]))
+                        continue;
+                if (list_has(params, "directions", "uni")) {
+                        snprintf(key, sizeof(key), "peer_%s_uni", methods[m]);
+                        snprintf(prefix, sizeof(prefix), "%s_uni", methods[m]);
+                        for (unsigned a = 0; r == 0 && a < j->n_gpus; a++)
+                                for (unsigned b = 0; r == 0 && b < j->n_gpus; b++)
+                                        if (a != b)
+                                                r = add_pair(j, prefix, key, j->size, (int)a,
+                                                             (int)b, methods[m], "uni");
+                }
+                if (list_has(params, "directions", "bidir")) {
+                        snprintf(key, sizeof(key), "peer_%s_bidir", methods[m]);
+                        snprintf(prefix, sizeof(prefix), "%s_bidir", methods[m]);
+                        for (unsigned a = 0; r == 0 && a < j->n_gpus; a++)
+                                for (unsigned b = a + 1; r == 0 && b < j->n_gpus; b++)
+                                        r = add_pair(j, prefix, key, j->size, (int)a, (int)b,
+                                                     methods[m], "bidir");
+                }
+        }
+        return r;
+}
+
+static int plan_peer(struct fake_job *j)
+{
+        return plan_pairs(j, j->params);
+}
+
+/* The canonical check's GPU pairs: copy engine, one direction, every pair. */
+static int plan_node_health(struct fake_job *j)
+{
+        json_t *p = json_pack("{s:[s], s:[s]}", "methods", "ce", "directions", "uni");
+        int r = p ? plan_pairs(j, p) : -ENOMEM;
+
+        json_decref(p);
+        return r;
+}
+
+static int plan_topology(struct fake_job *j)
+{
+        int r = 0;
+
+        for (unsigned g = 0; r == 0 && g < j->n_gpus; g++)
+                r = add_pair(j, MEAS_D2D, "d2d_ce", j->size, (int)g, (int)g, "ce", "d2d");
+        /* topology takes no directions: both, as the real suite measures */
+        if (r == 0) {
+                json_t *p = json_deep_copy(j->params);
+
+                r = p ? 0 : -ENOMEM;
+                if (p)
+                        json_object_set_new(p, "directions", json_pack("[s, s]", "uni", "bidir"));
+                if (r == 0)
+                        r = plan_pairs(j, p);
+                json_decref(p);
+        }
+        return r;
+}
+
+static int plan_managed_peer(struct fake_job *j)
+{
+        int r = 0;
+
+        for (unsigned a = 0; r == 0 && a < j->n_gpus; a++)
+                for (unsigned b = 0; r == 0 && b < j->n_gpus; b++) {
+                        if (a == b)
+                                continue;
+                        r = add_pair(j, MEAS_ON_DEMAND, "managed_peer_on_demand", j->size, (int)a,
+                                     (int)b, "on_demand", "uni");
+                        if (r == 0)
+                                r = add_pair(j, MEAS_PREFETCH, "managed_peer_prefetch", j->size,
+                                             (int)a, (int)b, "prefetch", "uni");
+                        if (r == 0)
+                                r = add_pair(j, MEAS_PEER_COPY, "managed_peer_copy", j->size,
+                                             (int)a, (int)b, "ce", "uni");
+                }
+        return r;
+}
+
+static int plan_host_all(struct fake_job *j)
+{
+        bool d2h = streq_ptr(param_str(j->params, "direction"), "d2h");
+        int r = 0;
+
+        for (unsigned g = 0; r == 0 && g < j->n_gpus; g++)
+                r = add_pair(j, MEAS_ALONE, d2h ? MEAS_PINNED_D2H : MEAS_PINNED_H2D, j->size,
+                             (int)g, -1, NULL, d2h ? "d2h" : "h2d");
+        /* Two H200s behind separate PCIe Gen5 switches: each keeps its own rate. */
+        if (r == 0)
+                r = add(j, MEAS_ALL, d2h ? "host_all_d2h" : "host_all_h2d", j->size * j->n_gpus);
+        return r;
+}
+
+/* The models, by catalog id: what a GPU's worker runs, and what the node worker runs. A catalog
+ * entry missing here is answered "not modelled" (and fails the kernels_backend test). */
+struct fake_plan {
+        const char *id;
+        int (*plan)(struct fake_job *j);
+};
+
+static const struct fake_plan gpu_plans[] = {
+    {"copy", plan_copy},
+    {"copy_overlap", plan_copy_overlap},
+    {"zero_copy", plan_zero_copy},
+    {"managed_on_demand", plan_managed_on_demand},
+    {"managed_prefetch", plan_managed_prefetch},
+    {"managed_advise", plan_managed_advise},
+    {"system_memory", plan_system_memory},
+    {"latency", plan_latency},
+    {"um_vs_explicit", plan_um_vs_explicit},
+    {"sweep", plan_sweep},
+    {"health", plan_health},
+    {"d2d", plan_d2d},
+};
+
+static const struct fake_plan node_plans[] = {
+    {"peer", plan_peer},         {"managed_peer", plan_managed_peer}, {"host_all", plan_host_all},
+    {"topology", plan_topology}, {"health", plan_node_health},
+};
+
+static const struct fake_plan *plan_find(const struct fake_plan *plans, size_t n, const char *id)
+{
+        for (size_t i = 0; id && i < n; i++)
+                if (strcmp(plans[i].id, id) == 0)
+                        return &plans[i];
+        return NULL;
+}
+
+bool fake_models(const char *id)
+{
+        return plan_find(gpu_plans, ELEMENTSOF(gpu_plans), id) ||
+               plan_find(node_plans, ELEMENTSOF(node_plans), id);
+}
+
+/* explain: true adds the modelled counters to every managed measurement. */
+static void plan_explain(struct fake_job *j)
+{
+        bool chunks = streq_ptr(param_str(j->params, "kernel"), "warp_per_chunk");
+        char key[64];
+
+        for (size_t i = 0; param_u64(j->params, "explain") && i < j->n; i++) {
                 snprintf(key, sizeof(key), "%s%s", j->m[i].mode->key,
                          chunks ? ".warp_per_chunk" : "");
                 j->m[i].explain = explain_find(key);
                 if (!j->m[i].explain)
                         j->m[i].explain = explain_find(j->m[i].mode->key);
         }
-        return r;
 }
 
 static uint64_t splitmix64(uint64_t x)
@@ -518,8 +812,6 @@ static json_t *measure(const struct fake_meas *m, uint64_t seed, uint64_t salt, 
         return o;
 }
 
-static int fail(char **ret_error, int r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* Measures every planned measurement into a new array *ret_list, then spends a little real
  * time, proportional to the simulated time, so a job is observable as running, and stays
  * cancellable while doing it. 0, -ENOMEM, or -ECANCELED (*ret_list untouched on failure). */
@@ -552,352 +844,143 @@ static int measure_all(const struct fake_job *job, const char *benchmark, uint64
         return 0;
 }
 
-static int fail(char **ret_error, int r, const char *fmt, ...)
+/* One fake run, on a GPU (device) or on the node (devices): fault injection, the plan, the
+ * measurements. The context and the result's other keys are the caller's. 0 with *ret_list,
+ * *ret_params (normalised) and *ret_biggest, or negative with *ret_error. */
+static int run_plan(const struct fake_plan *plans, size_t n_plans, const json_t *device,
+                    unsigned n_gpus, const char *benchmark, const json_t *params,
+                    volatile sig_atomic_t *cancel, json_t **ret_list, json_t **ret_params,
+                    uint64_t *ret_biggest, char **ret_error)
 {
-        va_list ap;
-        char *s = NULL;
+        const struct bench_def *b = catalog_find(benchmark);
+        const struct fake_plan *plan = plan_find(plans, n_plans, benchmark);
+        struct fake_job job = {.device = device, .n_gpus = n_gpus};
+        json_t *norm, *list = NULL;
+        uint64_t delay, pct, biggest = 0;
+        int r;
 
-        va_start(ap, fmt);
-        if (vasprintf(&s, fmt, ap) < 0)
-                s = NULL;
-        va_end(ap);
-        if (ret_error)
-                *ret_error = s;
-        else
-                free(s);
+        if (!plan)
+                return backend_fail(ret_error, -ENOTSUP,
+                                    "not modelled: fake devices have no model of %s here",
+                                    benchmark);
+        norm = normalise(b, params, ret_error);
+        if (!norm)
+                return -EINVAL;
+
+        /* Fault injection first: these stand for a GPU that misbehaves whatever it was asked. */
+        if (param_u64(norm, "fake_crash"))
+                abort();
+        if (param_u64(norm, "fake_hang"))
+                for (;;)
+                        pause(); /* cancel is ignored on purpose: only SIGKILL ends this */
+        delay = param_u64(norm, "fake_delay_ms");
+        if (delay > 0 && nap(delay * 1000, cancel) < 0) {
+                r = backend_fail(ret_error, -ECANCELED, "cancelled");
+                goto out;
+        }
+
+        job.params = norm;
+        job.size = param_u64(norm, "size");
+        r = plan->plan(&job);
+        if (r < 0) {
+                r = backend_fail(ret_error, r, "%s", r == -ENOMEM ? "out of memory" : job.why);
+                goto out;
+        }
+        plan_explain(&job);
+        for (size_t i = 0; i < job.n; i++)
+                if (job.m[i].size > biggest)
+                        biggest = job.m[i].size;
+        pct = param_u64(norm, "fake_bandwidth_pct");
+        r = measure_all(&job, benchmark, param_u64(norm, "seed"),
+                        (unsigned)param_u64(norm, "iterations"),
+                        (unsigned)param_u64(norm, "warmup"), (double)pct, cancel, &list);
+        if (r < 0) {
+                r = backend_fail(ret_error, r, r == -ECANCELED ? "cancelled" : "out of memory");
+                goto out;
+        }
+        *ret_list = list;
+        *ret_params = norm;
+        norm = NULL;
+        *ret_biggest = biggest;
+out:
+        free(job.m);
+        json_decref(norm);
         return r;
 }
 
 int fake_run(const json_t *device, const char *benchmark, const json_t *params,
-             uint64_t max_buffer_bytes, volatile sig_atomic_t *cancel, json_t **ret_result,
-             char **ret_error)
+             volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
 {
-        struct fake_job job = {0};
-        const char *why = NULL;
-        unsigned iterations, warmup;
-        uint64_t seed, pct, delay, biggest = 0;
-        json_t *result = NULL, *list = NULL, *ctx;
+        const struct bench_def *b = benchmark ? catalog_find(benchmark) : NULL;
+        json_t *list = NULL, *p = NULL, *ctx, *result;
+        uint64_t biggest = 0;
         int r;
 
-        if (!benchmark || !catalog_find(benchmark))
-                return fail(ret_error, -EINVAL, "unknown benchmark '%s'",
-                            benchmark ? benchmark : "(null)");
-        if (params && !json_is_object(params))
-                return fail(ret_error, -EINVAL, "params must be an object");
-        if (catalog_find(benchmark)->multi_gpu)
-                return fail(ret_error, -ENOTSUP,
-                            "%s spans GPUs: it runs on the node worker, not on one GPU's",
-                            benchmark);
-
-        /* Fault injection first: these stand for a GPU that misbehaves whatever it was asked. */
-        if (param_u64(params, "fake_crash", 0))
-                abort();
-        if (param_u64(params, "fake_hang", 0))
-                for (;;)
-                        pause(); /* cancel is ignored on purpose: only SIGKILL ends this */
-        delay = param_u64(params, "fake_delay_ms", 0);
-        if (delay > 0 && nap(delay * 1000, cancel) < 0)
-                return fail(ret_error, -ECANCELED, "cancelled");
-
-        pct = param_u64(params, "fake_bandwidth_pct", 100);
-        if (pct == 0 || pct > 10000)
-                return fail(ret_error, -EINVAL,
-                            "fake_bandwidth_pct must be between 1 and 10000, not %llu",
-                            (unsigned long long)pct);
-        iterations = (unsigned)param_u64(params, "iterations", 5);
-        warmup = (unsigned)param_u64(params, "warmup", 1);
-        if (iterations == 0 || iterations > 100000)
-                return fail(ret_error, -EINVAL, "iterations must be between 1 and 100000");
-        seed = param_u64(params, "seed", 1);
-
-        r = plan(device, benchmark, params, &job, &why);
-        if (r < 0) {
-                r = fail(ret_error, r, "%s", why);
-                goto out;
-        }
-        for (size_t i = 0; i < job.n; i++)
-                if (job.m[i].size > biggest)
-                        biggest = job.m[i].size;
-        if (max_buffer_bytes > 0 && biggest > max_buffer_bytes) {
-                r = fail(ret_error, -ENOMEM,
-                         "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
-                         (unsigned long long)biggest, (unsigned long long)max_buffer_bytes);
-                goto out;
-        }
-
-        r = measure_all(&job, benchmark, seed, iterations, warmup, (double)pct, cancel, &list);
-        if (r == -ECANCELED) {
-                r = fail(ret_error, -ECANCELED, "cancelled");
-                goto out;
-        }
+        if (!b)
+                return backend_fail(ret_error, -EINVAL, "unknown benchmark '%s'",
+                                    benchmark ? benchmark : "(null)");
+        if (b->multi_gpu)
+                return backend_fail(ret_error, -ENOTSUP,
+                                    "%s spans GPUs: it runs on the node worker, not on one GPU's",
+                                    benchmark);
+        r = run_plan(gpu_plans, ELEMENTSOF(gpu_plans), device, 1, benchmark, params, cancel, &list,
+                     &p, &biggest, ret_error);
         if (r < 0)
-                goto oom;
-
-        ctx = json_pack("{s:O?, s:O?, s:O?, s:O?, s:I, s:s, s:s, s:I, s:I, s:b, s:i, s:i, s:I}",
+                return r;
+        ctx = json_pack("{s:O?, s:O?, s:O?, s:O?, s:I, s:s?, s:s?, s:I, s:I, s:b, s:i, s:i, s:I}",
                         "device_uuid", json_object_get(device, "uuid"), "driver_version",
                         json_object_get(device, "driver_version"), "runtime_version",
                         json_object_get(device, "runtime_version"), "pcie",
                         json_object_get(device, "pcie"), "buffer_bytes", (json_int_t)biggest,
-                        "host_memory", param_str(params, "host_memory", "pinned"), "access",
-                        param_str(params, "access", "sequential"), "stride",
-                        (json_int_t)param_u64(params, "stride", 0), "seed", (json_int_t)seed,
-                        "buffer_reused", 0, "warmup", (int)warmup, "iterations", (int)iterations,
-                        "fake_bandwidth_pct", (json_int_t)pct);
+                        /* what the real benchmarks report where the param does not apply */
+                        "host_memory",
+                        param_str(p, "host_memory") ? param_str(p, "host_memory") : "pinned",
+                        "access", param_str(p, "access") ? param_str(p, "access") : "sequential",
+                        "stride", (json_int_t)param_u64(p, "stride"), "seed",
+                        (json_int_t)param_u64(p, "seed"), "buffer_reused", 0, "warmup",
+                        (int)param_u64(p, "warmup"), "iterations", (int)param_u64(p, "iterations"),
+                        "fake_bandwidth_pct", (json_int_t)param_u64(p, "fake_bandwidth_pct"));
         result = json_pack("{s:s, s:b, s:o, s:o, s:[s]}", "benchmark", benchmark, "fake", 1,
                            "measurements", list, "context", ctx, "notes",
                            "fake device: numbers come from a bandwidth model, not a GPU");
-        list = NULL;
+        json_decref(p);
         if (!result)
-                goto oom;
+                return backend_fail(ret_error, -ENOMEM, "out of memory");
         *ret_result = result;
-        r = 0;
-        goto out;
-oom:
-        r = fail(ret_error, -ENOMEM, "out of memory");
-out:
-        free(job.m);
-        json_decref(list);
-        return r;
-}
-
-/* --- several GPUs: the node worker's benchmarks --- */
-
-#define FAKE_NVLINKS 18 /* an H200 pair as nvidia-smi topo -m shows it: NV18 */
-
-/* The link between fake devices a and b. Tests degrade one with
- * UMD_FAKE_P2P="A-B=host,C-D=nvlink:12,E-F=pcie" (unordered pairs): "host" stands for a pair
- * whose peer access is gone, so its copies go through host memory. */
-static void fake_pair_link(unsigned a, unsigned b, const char **ret_type, unsigned *ret_links)
-{
-        const char *env = getenv("UMD_FAKE_P2P");
-        unsigned x, y, links;
-        char type[16];
-        int n;
-
-        *ret_type = "nvlink";
-        *ret_links = FAKE_NVLINKS;
-        for (const char *p = env; p && *p;) {
-                if (sscanf(p, "%u-%u=%15[a-z]%n", &x, &y, type, &n) == 3 &&
-                    ((x == a && y == b) || (x == b && y == a))) {
-                        if (strcmp(type, "host") == 0) {
-                                *ret_type = "host";
-                                *ret_links = 0;
-                        } else if (strcmp(type, "pcie") == 0) {
-                                *ret_type = "pcie";
-                                *ret_links = 0;
-                        } else if (strcmp(type, "nvlink") == 0 &&
-                                   sscanf(p + n, ":%u", &links) == 1 && links >= 1 && links <= 64) {
-                                *ret_links = links;
-                        }
-                }
-                p = strchr(p, ',');
-                if (p)
-                        p++;
-        }
-}
-
-/* What a pair's copies reach against the model's NV18 rates. */
-static double fake_pair_scale(unsigned a, unsigned b)
-{
-        const char *type;
-        unsigned links;
-
-        fake_pair_link(a, b, &type, &links);
-        if (strcmp(type, "host") == 0)
-                return 24.0 / 389.0; /* staged through host memory: two PCIe hops */
-        if (strcmp(type, "pcie") == 0)
-                return 50.0 / 389.0;
-        return (double)links / FAKE_NVLINKS;
-}
-
-json_t *fake_links_json(unsigned n)
-{
-        json_t *links = json_array();
-
-        for (unsigned a = 0; links && a < n; a++)
-                for (unsigned b = 0; b < n; b++) {
-                        const char *type;
-                        unsigned count;
-
-                        if (a == b)
-                                continue;
-                        fake_pair_link(a, b, &type, &count);
-                        json_array_append_new(
-                            links, json_pack("{s:i, s:i, s:s, s:i, s:b, s:s}", "src", (int)a, "dst",
-                                             (int)b, "type", type, "nvlink_links", (int)count,
-                                             "peer_access", strcmp(type, "host") != 0, "source",
-                                             "fake: UMD_FAKE_P2P, else NV18"));
-                }
-        return links;
-}
-
-static bool list_has(const json_t *params, const char *key, const char *value, const char *def)
-{
-        const json_t *l = json_object_get(params, key);
-        size_t i;
-        json_t *v;
-
-        if (!json_is_array(l))
-                return def && strstr(def, value) != NULL;
-        json_array_foreach(l, i, v) if (streq_ptr(json_string_value(v), value)) return true;
-        return false;
-}
-
-static int add_pair(struct fake_job *j, const char *prefix, const char *key, uint64_t size, int src,
-                    int dst, const char *method, const char *direction)
-{
-        char name[64];
-        int r;
-
-        if (dst < 0 || dst == src)
-                snprintf(name, sizeof(name), "%s@%d", prefix, src);
-        else
-                snprintf(name, sizeof(name), "%s@%d>%d", prefix, src, dst);
-        r = add(j, name, key, size);
-        if (r < 0)
-                return r;
-        j->m[j->n - 1].src = src;
-        j->m[j->n - 1].dst = dst;
-        j->m[j->n - 1].method = method;
-        j->m[j->n - 1].direction = direction;
-        if (dst >= 0 && dst != src)
-                j->m[j->n - 1].scale = fake_pair_scale((unsigned)src, (unsigned)dst);
         return 0;
 }
 
-/* peer's measurements (also topology's): every ordered pair one way, every pair both ways. */
-static int plan_peer(struct fake_job *j, const json_t *params, unsigned n, uint64_t size)
-{
-        static const char *const methods[] = {"ce", "sm"};
-        int r = 0;
-
-        for (size_t m = 0; m < ELEMENTSOF(methods); m++) {
-                char key[32], prefix[32];
-
-                if (!list_has(params, "methods", methods[m], "ce,sm"))
-                        continue;
-                if (list_has(params, "directions", "uni", "uni,bidir")) {
-                        snprintf(key, sizeof(key), "peer_%s_uni", methods[m]);
-                        snprintf(prefix, sizeof(prefix), "%s_uni", methods[m]);
-                        for (unsigned a = 0; r == 0 && a < n; a++)
-                                for (unsigned b = 0; r == 0 && b < n; b++)
-                                        if (a != b)
-                                                r = add_pair(j, prefix, key, size, (int)a, (int)b,
-                                                             methods[m], "uni");
-                }
-                if (list_has(params, "directions", "bidir", "uni,bidir")) {
-                        snprintf(key, sizeof(key), "peer_%s_bidir", methods[m]);
-                        snprintf(prefix, sizeof(prefix), "%s_bidir", methods[m]);
-                        for (unsigned a = 0; r == 0 && a < n; a++)
-                                for (unsigned b = a + 1; r == 0 && b < n; b++)
-                                        r = add_pair(j, prefix, key, size, (int)a, (int)b,
-                                                     methods[m], "bidir");
-                }
-        }
-        return r;
-}
-
-static int plan_multi(const char *benchmark, const json_t *params, unsigned n, struct fake_job *j)
-{
-        uint64_t size = param_u64(params, "size", 256ull << 20);
-        int r = 0;
-
-        if (strcmp(benchmark, "peer") == 0) {
-                r = plan_peer(j, params, n, size);
-        } else if (strcmp(benchmark, "health") == 0) {
-                /* The canonical check's GPU pairs: copy engine, one direction, every pair. */
-                json_t *p = json_pack("{s:[s], s:[s]}", "methods", "ce", "directions", "uni");
-                r = p ? plan_peer(j, p, n, param_u64(params, "size", 64ull << 20)) : -ENOMEM;
-                json_decref(p);
-        } else if (strcmp(benchmark, "topology") == 0) {
-                for (unsigned g = 0; r == 0 && g < n; g++)
-                        r = add_pair(j, "d2d", "d2d_ce", size, (int)g, (int)g, "ce", "d2d");
-                if (r == 0)
-                        r = plan_peer(j, params, n, size);
-        } else if (strcmp(benchmark, "managed_peer") == 0) {
-                for (unsigned a = 0; r == 0 && a < n; a++)
-                        for (unsigned b = 0; r == 0 && b < n; b++) {
-                                if (a == b)
-                                        continue;
-                                r = add_pair(j, "on_demand", "managed_peer_on_demand", size, (int)a,
-                                             (int)b, "on_demand", "uni");
-                                if (r == 0)
-                                        r = add_pair(j, "prefetch", "managed_peer_prefetch", size,
-                                                     (int)a, (int)b, "prefetch", "uni");
-                                if (r == 0)
-                                        r = add_pair(j, "peer_copy", "managed_peer_copy", size,
-                                                     (int)a, (int)b, "ce", "uni");
-                        }
-        } else if (strcmp(benchmark, "host_all") == 0) {
-                bool d2h = strcmp(param_str(params, "direction", "h2d"), "d2h") == 0;
-
-                for (unsigned g = 0; r == 0 && g < n; g++)
-                        r = add_pair(j, "alone", d2h ? "pinned_d2h" : "pinned_h2d", size, (int)g,
-                                     -1, NULL, d2h ? "d2h" : "h2d");
-                /* Two H200s behind separate PCIe Gen5 switches: each keeps its own rate. */
-                if (r == 0)
-                        r = add(j, "all", d2h ? "host_all_d2h" : "host_all_h2d", size * n);
-        } else {
-                return -EINVAL;
-        }
-        return r;
-}
-
 int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *params,
-                   uint64_t max_buffer_bytes, volatile sig_atomic_t *cancel, json_t **ret_result,
-                   char **ret_error)
+                   volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
 {
         const struct bench_def *b = benchmark ? catalog_find(benchmark) : NULL;
-        unsigned n = (unsigned)json_array_size(devices), iterations, warmup;
-        struct fake_job job = {0};
-        uint64_t seed, pct, delay, size;
-        json_t *list = NULL, *result;
+        unsigned n = (unsigned)json_array_size(devices);
+        json_t *list = NULL, *p = NULL, *result;
+        uint64_t biggest = 0;
         int r;
 
         if (!b || (!b->multi_gpu && strcmp(benchmark, "health") != 0))
-                return fail(ret_error, -EINVAL,
-                            "%s does not span GPUs: it runs on one GPU's worker",
-                            benchmark ? benchmark : "(null)");
+                return backend_fail(ret_error, -EINVAL,
+                                    "%s does not span GPUs: it runs on one GPU's worker",
+                                    benchmark ? benchmark : "(null)");
         if (n < 2)
-                return fail(ret_error, -ENOTSUP, "%s needs two GPUs: this node has %u", benchmark,
-                            n);
-        if (param_u64(params, "fake_crash", 0))
-                abort();
-        if (param_u64(params, "fake_hang", 0))
-                for (;;)
-                        pause();
-        delay = param_u64(params, "fake_delay_ms", 0);
-        if (delay > 0 && nap(delay * 1000, cancel) < 0)
-                return fail(ret_error, -ECANCELED, "cancelled");
-        pct = param_u64(params, "fake_bandwidth_pct", 100);
-        iterations = (unsigned)param_u64(params, "iterations", 5);
-        warmup = (unsigned)param_u64(params, "warmup", 1);
-        seed = param_u64(params, "seed", 1);
-        size = param_u64(params, "size", 256ull << 20);
-        if (pct == 0 || pct > 10000 || iterations == 0 || iterations > 100000)
-                return fail(ret_error, -EINVAL, "fake_bandwidth_pct or iterations out of range");
-        if (max_buffer_bytes > 0 && size > max_buffer_bytes)
-                return fail(ret_error, -ENOMEM,
-                            "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
-                            (unsigned long long)size, (unsigned long long)max_buffer_bytes);
-
-        r = plan_multi(benchmark, params, n, &job);
-        if (r == 0)
-                r = measure_all(&job, benchmark, seed, iterations, warmup, (double)pct, cancel,
-                                &list);
-        free(job.m);
-        if (r == -ECANCELED)
-                return fail(ret_error, r, "cancelled");
+                return backend_fail(ret_error, -ENOTSUP, "%s needs two GPUs: this node has %u",
+                                    benchmark, n);
+        r = run_plan(node_plans, ELEMENTSOF(node_plans), NULL, n, benchmark, params, cancel, &list,
+                     &p, &biggest, ret_error);
         if (r < 0)
-                return fail(ret_error, r, "out of memory");
+                return r;
         result = json_pack("{s:s, s:b, s:o, s:O, s:o, s:{s:I, s:I, s:i, s:i, s:I}, s:[s]}",
                            "benchmark", benchmark, "fake", 1, "measurements", list, "devices",
                            devices, "links", fake_links_json(n), "context", "buffer_bytes",
-                           (json_int_t)size, "seed", (json_int_t)seed, "warmup", (int)warmup,
-                           "iterations", (int)iterations, "fake_bandwidth_pct", (json_int_t)pct,
-                           "notes", "fake devices: numbers come from a bandwidth model, not a GPU");
+                           (json_int_t)param_u64(p, "size"), "seed",
+                           (json_int_t)param_u64(p, "seed"), "warmup", (int)param_u64(p, "warmup"),
+                           "iterations", (int)param_u64(p, "iterations"), "fake_bandwidth_pct",
+                           (json_int_t)param_u64(p, "fake_bandwidth_pct"), "notes",
+                           "fake devices: numbers come from a bandwidth model, not a GPU");
+        json_decref(p);
         if (!result)
-                return fail(ret_error, -ENOMEM, "out of memory");
+                return backend_fail(ret_error, -ENOMEM, "out of memory");
         *ret_result = result;
         return 0;
 }

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Real time a fake benchmark sleeps at most, whatever it simulates (fake_delay_ms aside). */
@@ -17,13 +18,17 @@
 json_t *fake_device_info(unsigned index);
 json_t *fake_list_devices(unsigned n);
 
-/* Run `benchmark` (a catalog name) on fake device `device` (its --list entry). params as
- * normalized by the catalog (missing ones take the model's defaults). max_buffer_bytes 0 = no
- * limit. Returns like bench_run: 0 with *ret_result, or -EINVAL (unknown benchmark or bad
- * parameter), -ENOTSUP, -ENOMEM (over the limit), -ECANCELED with *ret_error. */
+/* Run `benchmark` (a catalog id) on fake device `device` (its --list entry). params as
+ * normalized by the catalog (a missing one takes the catalog's default: the model has none of
+ * its own). Limits are the worker's (backend_prepare), not the model's. Returns like bench_run:
+ * 0 with *ret_result, or -EINVAL (unknown benchmark or bad parameter), -ENOTSUP (unsupported
+ * on the device, or "not modelled": a benchmark or mode the model lacks is refused, never
+ * guessed), -ECANCELED with *ret_error. */
 int fake_run(const json_t *device, const char *benchmark, const json_t *params,
-             uint64_t max_buffer_bytes, volatile sig_atomic_t *cancel, json_t **ret_result,
-             char **ret_error);
+             volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error);
+
+/* Whether the model covers catalog id `id` (on a GPU's worker or on the node worker). */
+bool fake_models(const char *id);
 
 /* The model's rate for a measurement name at 100%, in GB/s (0 when it has none): tests use it
  * to check scaling without copying the table. */
@@ -34,7 +39,6 @@ double fake_model_gbps(const char *measurement);
  * src, dst, type "nvlink" | "pcie" | "host", nvlink_links, peer_access), and each measurement
  * names its src/dst GPU indexes. -ENOTSUP ("needs two GPUs") with fewer than two devices. */
 int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *params,
-                   uint64_t max_buffer_bytes, volatile sig_atomic_t *cancel, json_t **ret_result,
-                   char **ret_error);
+                   volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error);
 /* The fake links between n devices (see fake_run_multi). */
 json_t *fake_links_json(unsigned n);

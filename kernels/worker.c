@@ -11,21 +11,22 @@
  * says "alive" every --heartbeat-ms, also while a job runs (so a hung GPU is found by its job's
  * deadline, not mistaken for a hung worker). Every write to the socket holds send_lock.
  *
+ * Devices: only through backend.h, the one interface real GPUs (backend_cuda.c, or
+ * backend_nocuda.c) and fake devices (backend_fake.c, --fake) implement; benchmarks are named by
+ * their catalog id.
+ *
  * Limits: --max-buffer-bytes, --pool-bytes and --managed-reserve-bytes (umd passes its
  * configuration) are fixed for the process, because the CUDA context and its buffer pool are
- * created once with them. A run message's "limits" may only tighten max_buffer_bytes for that
- * job; the other two are taken from the flags.
+ * created once with them; they arrive this one way (a run message carries none), and a run's
+ * params are normalised and checked against them once, by backend_prepare().
  *
  * Idle release: the runner gives back the buffer pool once idle for --pool-idle-ms (pinned host
  * memory belongs to the node's users). Exiting when idle is umd's decision (it sends shutdown),
  * so a job is never sent to a worker that is leaving. Every result says where the worker ran
  * (CPUs, NUMA policy, the GPU's node) and whether the pool had been given back. */
-#include "bench.h"
+#include "backend.h"
 #include "catalog.h"
 #include "conditions.h"
-#include "discover.h"
-#include "fake.h"
-#include "fileio.h"
 #include "ipc.h"
 #include "jsonutil.h"
 #include "log.h"
@@ -55,17 +56,15 @@
 struct worker {
         int fd;
         bool fake;
-        json_t *device;          /* the --list entry, sent in hello (node: {"index":"all",...}) */
-        struct bench_ctx *bench; /* real devices only */
-        bool multi;              /* the node worker: --device all */
-        json_t *devices;         /* node worker: every device's --list entry */
-        struct bench_multi *mbench; /* node worker, real devices */
-        struct bench_limits lim;
+        json_t *device; /* the --list entry, sent in hello (node: {"index":"all",...}) */
+        const struct backend_ops *ops;
+        struct backend *backend;
+        bool multi; /* the node worker: --device all */
+        struct backend_args args;
         unsigned heartbeat_ms;
         uint64_t pool_idle_ms;
-        const char *fake_state; /* tests: the fake_gpu_state file */
-        bool pool_held;         /* a job may have left buffers in the pool */
-        bool pool_released;     /* given back since the last job */
+        bool pool_held;     /* a job may have left buffers in the pool */
+        bool pool_released; /* given back since the last job */
 
         pthread_mutex_t send_lock;
 
@@ -128,49 +127,6 @@ static void *heartbeat_main(void *arg)
         return NULL;
 }
 
-/* A fake_* parameter a real device must refuse: any that is present with a value other than
- * its catalog default (normalized params may carry the defaults). */
-static const char *injected_fault(const char *benchmark, const json_t *params)
-{
-        const struct bench_def *b = catalog_find(benchmark);
-        const char *key;
-        json_t *v;
-
-        json_object_foreach((json_t *)params, key, v)
-        {
-                const struct param_def *def = NULL;
-
-                if (strncmp(key, "fake_", 5) != 0)
-                        continue;
-                for (size_t i = 0; b && i < b->n_params; i++)
-                        if (strcmp(b->params[i].name, key) == 0)
-                                def = &b->params[i];
-                if (!def)
-                        return key;
-                if (json_is_boolean(v) && json_is_true(v) == (def->def != 0))
-                        continue;
-                if (json_is_integer(v) && json_integer_value(v) == def->def)
-                        continue;
-                return key;
-        }
-        return NULL;
-}
-
-/* The largest buffer the params ask for ("size", or the largest of "sizes"). */
-static uint64_t largest_size(const json_t *params)
-{
-        json_t *v = json_object_get(params, "size"), *s;
-        uint64_t m = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
-        size_t i;
-
-        json_array_foreach(json_object_get(params, "sizes"), i, s)
-        {
-                if (json_is_integer(s) && (uint64_t)json_integer_value(s) > m)
-                        m = (uint64_t)json_integer_value(s);
-        }
-        return m;
-}
-
 /* Sets *ret_error to the message (NULL when out of memory) and returns r. */
 static int refuse(char **ret_error, int r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -185,90 +141,33 @@ static int refuse(char **ret_error, int r, const char *fmt, ...)
         return r;
 }
 
-/* Tests: the fake_gpu_state file may slow this fake GPU down ("bandwidth_pct"), standing for a
- * GPU that turned slow, so that the canonical health check (which takes no params) can fail. */
-static json_t *fake_params(const struct worker *w, const json_t *params)
-{
-        _cleanup_free_ char *buf = NULL;
-        _cleanup_json_ json_t *all = NULL;
-        char key[24];
-        json_error_t err;
-        json_t *pct, *copy;
-        size_t len = 0;
-
-        if (!w->fake_state || read_file_at(AT_FDCWD, w->fake_state, 65536, &buf, &len) < 0)
-                return json_incref((json_t *)params);
-        all = json_parse_strict(buf, len, 8, &err);
-        if (w->multi)
-                snprintf(key, sizeof(key), "node");
-        else
-                snprintf(key, sizeof(key), "%lld",
-                         (long long)json_integer_value(json_object_get(w->device, "index")));
-        pct = json_object_get(json_object_get(all, key), "bandwidth_pct");
-        if (!json_is_integer(pct) || !(copy = json_deep_copy(params)))
-                return json_incref((json_t *)params);
-        json_object_set(copy, "fake_bandwidth_pct", pct);
-        return copy;
-}
-
 static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, char **ret_error)
 {
         const char *benchmark = json_string_value(json_object_get(msg, "benchmark"));
-        const json_t *params = json_object_get(msg, "params");
-        json_t *limits = json_object_get(msg, "limits");
-        uint64_t max = w->lim.max_buffer_bytes, largest;
-        json_t *v = json_object_get(limits, "max_buffer_bytes");
-        json_t *empty = NULL;
-        const char *fault;
+        const struct bench_def *b = catalog_find(benchmark);
+        _cleanup_json_ json_t *params = NULL;
         int r;
 
-        if (json_is_integer(v) && json_integer_value(v) > 0 &&
-            (max == 0 || (uint64_t)json_integer_value(v) < max))
-                max = (uint64_t)json_integer_value(v);
-        if (!params)
-                params = empty = json_object();
-
         /* The canonical health check also sends "health" to the node worker: the GPU pairs. */
-        bool for_node = (catalog_find(benchmark) && catalog_find(benchmark)->multi_gpu) ||
-                        (w->multi && strcmp(benchmark, "health") == 0);
+        bool for_node = (b && b->multi_gpu) || (w->multi && strcmp(benchmark, "health") == 0);
 
-        if (w->multi != for_node) {
-                r = refuse(ret_error, -ENOTSUP,
-                           w->multi ? "%s runs on one GPU's worker, not on the node worker"
-                                    : "%s spans GPUs: it runs on the node worker, not on one GPU's",
-                           benchmark);
-        } else if (w->fake) {
-                _cleanup_json_ json_t *fp = fake_params(w, params);
-
-                if (w->multi)
-                        r = fake_run_multi(w->devices, benchmark, fp ? fp : params, max, &w->cancel,
-                                           ret_result, ret_error);
-                else
-                        r = fake_run(w->device, benchmark, fp ? fp : params, max, &w->cancel,
-                                     ret_result, ret_error);
-        } else if ((fault = injected_fault(benchmark, params))) {
-                r = refuse(ret_error, -EINVAL, "%s: fake_* parameters apply only to fake devices",
-                           fault);
-        } else if (max > 0 && (largest = largest_size(params)) > max) {
-                r = refuse(ret_error, -ENOMEM,
-                           "size %llu bytes is over the limit of %llu bytes (max_buffer_bytes)",
-                           (unsigned long long)largest, (unsigned long long)max);
-        } else if (w->multi) {
-                r = bench_multi_run(w->mbench, benchmark, params, &w->cancel, ret_result,
-                                    ret_error);
-        } else {
-                r = bench_run(w->bench, benchmark, params, &w->cancel, ret_result, ret_error);
-        }
-        json_decref(empty);
-        return r;
+        if (b && w->multi != for_node)
+                return refuse(ret_error, -ENOTSUP,
+                              w->multi ? "%s runs on one GPU's worker, not on the node worker"
+                                       : "%s spans GPUs: it runs on the node worker, not on one "
+                                         "GPU's",
+                              benchmark);
+        r = backend_prepare(w->ops, benchmark, json_object_get(msg, "params"),
+                            w->args.lim.max_buffer_bytes, &params, ret_error);
+        if (r < 0)
+                return r;
+        return w->ops->run(w->backend, benchmark, params, &w->cancel, ret_result, ret_error);
 }
 
 /* Lock held. The CUDA calls are quick (frees), and no job runs meanwhile. */
 static void release_pool(struct worker *w)
 {
-        uint64_t freed = w->bench    ? bench_pool_release(w->bench)
-                         : w->mbench ? bench_multi_pool_release(w->mbench)
-                                     : 0;
+        uint64_t freed = w->ops->pool_release(w->backend);
 
         w->pool_held = false;
         w->pool_released = true;
@@ -380,23 +279,6 @@ static bool valid_job_id(const json_t *v)
         return true;
 }
 
-static bool valid_limits(const json_t *limits)
-{
-        const char *key;
-        json_t *v;
-
-        if (!limits)
-                return true;
-        if (!json_is_object(limits))
-                return false;
-        json_object_foreach((json_t *)limits, key, v)
-        {
-                if (!json_is_integer(v) || json_integer_value(v) < 0)
-                        return false;
-        }
-        return true;
-}
-
 /* Handles one message from umd. Returns 1 to stop serving (shutdown). */
 static int handle(struct worker *w, json_t *msg)
 {
@@ -407,8 +289,7 @@ static int handle(struct worker *w, json_t *msg)
                 json_t *params = json_object_get(msg, "params");
 
                 if (!valid_job_id(job) || !json_is_string(json_object_get(msg, "benchmark")) ||
-                    (params && !json_is_object(params)) ||
-                    !valid_limits(json_object_get(msg, "limits"))) {
+                    (params && !json_is_object(params))) {
                         log_warning("Ignoring a malformed run message");
                         return 0;
                 }
@@ -526,9 +407,12 @@ static void usage(FILE *f)
 {
         fprintf(f,
                 "Usage: umd-worker --list [--fake N]\n"
+                "       umd-worker --implements [--fake N]\n"
                 "       umd-worker [--fake N] --device ID --ipc-fd FD [options]\n"
                 "\n"
                 "  --list                     print the GPUs as JSON and exit\n"
+                "  --implements               print the catalog ids this build (or --fake) runs,\n"
+                "                             one a line; exit 77 when it runs none\n"
                 "  --fake N                   emulate N fake devices (tests)\n"
                 "  --device ID                GPU uuid or index (fake: index); \"all\": the node\n"
                 "                             worker, for benchmarks spanning GPUs\n"
@@ -544,6 +428,17 @@ static void usage(FILE *f)
                 HEARTBEAT_MS_DEFAULT);
 }
 
+/* An integer option within [min, max]; says which and why on stderr. */
+static int parse_uint_arg(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+        if (parse_uint64(s, min, max, ret) < 0) {
+                fprintf(stderr, "umd-worker: %s: '%s' is not %llu..%llu\n", opt, s,
+                        (unsigned long long)min, (unsigned long long)max);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 static int parse_size_arg(const char *opt, const char *s, uint64_t *ret)
 {
         if (size_parse(s, ret) < 0) {
@@ -557,6 +452,7 @@ int main(int argc, char **argv)
 {
         enum {
                 OPT_LIST = 0x100,
+                OPT_IMPLEMENTS,
                 OPT_FAKE,
                 OPT_DEVICE,
                 OPT_IPC_FD,
@@ -572,6 +468,7 @@ int main(int argc, char **argv)
         };
         static const struct option options[] = {
             {"list", no_argument, NULL, OPT_LIST},
+            {"implements", no_argument, NULL, OPT_IMPLEMENTS},
             {"fake", required_argument, NULL, OPT_FAKE},
             {"device", required_argument, NULL, OPT_DEVICE},
             {"ipc-fd", required_argument, NULL, OPT_IPC_FD},
@@ -593,7 +490,7 @@ int main(int argc, char **argv)
             .pool_idle_ms = 10000,
         };
         const char *device_id = NULL;
-        bool list = false, fake = false;
+        bool list = false, implements = false, fake = false;
         uint64_t fake_n = 0, v;
         char *why = NULL;
         pthread_condattr_t ca;
@@ -605,58 +502,48 @@ int main(int argc, char **argv)
                 case OPT_LIST:
                         list = true;
                         break;
+                case OPT_IMPLEMENTS:
+                        implements = true;
+                        break;
                 case OPT_FAKE:
-                        if (parse_uint64(optarg, 1, 1024, &fake_n) < 0) {
-                                fprintf(stderr, "umd-worker: --fake: '%s' is not 1..1024\n",
-                                        optarg);
+                        if (parse_uint_arg("--fake", optarg, 1, 1024, &fake_n) < 0)
                                 return 2;
-                        }
                         fake = true;
                         break;
                 case OPT_DEVICE:
                         device_id = optarg;
                         break;
                 case OPT_IPC_FD:
-                        if (parse_uint64(optarg, 0, 65535, &v) < 0) {
-                                fprintf(stderr, "umd-worker: --ipc-fd: '%s' is not an fd\n",
-                                        optarg);
+                        if (parse_uint_arg("--ipc-fd", optarg, 0, 65535, &v) < 0)
                                 return 2;
-                        }
                         w.fd = (int)v;
                         break;
                 case OPT_HEARTBEAT:
-                        if (parse_uint64(optarg, 10, 3600000, &v) < 0) {
-                                fprintf(stderr,
-                                        "umd-worker: --heartbeat-ms: '%s' is not 10..3600000\n",
-                                        optarg);
+                        if (parse_uint_arg("--heartbeat-ms", optarg, 10, 3600000, &v) < 0)
                                 return 2;
-                        }
                         w.heartbeat_ms = (unsigned)v;
                         break;
                 case OPT_MAX_BUFFER:
-                        if (parse_size_arg("--max-buffer-bytes", optarg, &w.lim.max_buffer_bytes) <
-                            0)
+                        if (parse_size_arg("--max-buffer-bytes", optarg,
+                                           &w.args.lim.max_buffer_bytes) < 0)
                                 return 2;
                         break;
                 case OPT_POOL:
-                        if (parse_size_arg("--pool-bytes", optarg, &w.lim.pool_bytes) < 0)
+                        if (parse_size_arg("--pool-bytes", optarg, &w.args.lim.pool_bytes) < 0)
                                 return 2;
                         break;
                 case OPT_RESERVE:
                         if (parse_size_arg("--managed-reserve-bytes", optarg,
-                                           &w.lim.managed_reserve_bytes) < 0)
+                                           &w.args.lim.managed_reserve_bytes) < 0)
                                 return 2;
                         break;
                 case OPT_POOL_IDLE:
-                        if (parse_uint64(optarg, 0, 86400000, &w.pool_idle_ms) < 0) {
-                                fprintf(stderr,
-                                        "umd-worker: --pool-idle-ms: '%s' is not 0..86400000\n",
-                                        optarg);
+                        if (parse_uint_arg("--pool-idle-ms", optarg, 0, 86400000, &w.pool_idle_ms) <
+                            0)
                                 return 2;
-                        }
                         break;
                 case OPT_FAKE_STATE:
-                        w.fake_state = optarg;
+                        w.args.fake_state = optarg;
                         break;
                 case OPT_LOG_LEVEL:
                         r = log_level_from_string(optarg);
@@ -683,9 +570,24 @@ int main(int argc, char **argv)
                 return 2;
         }
 
+        w.fake = fake;
+        w.ops = fake ? &backend_fake : &backend_real;
+        w.args.fake_n = (unsigned)fake_n;
+        if (implements) {
+                /* The registry test compares this with the catalog (tests/unit/kernels). */
+                unsigned n = 0;
+
+                for (size_t i = 0; i < catalog_count(); i++)
+                        if (w.ops->implements(catalog_get(i)->name)) {
+                                printf("%s\n", catalog_get(i)->name);
+                                n++;
+                        }
+                if (fflush(stdout) != 0)
+                        return 1;
+                return n > 0 ? 0 : 77;
+        }
         if (list) {
-                json_t *devices =
-                    fake ? fake_list_devices((unsigned)fake_n) : bench_list_devices(&why);
+                json_t *devices = w.ops->list(&w.args, &why);
 
                 if (!devices) {
                         fprintf(stderr, "umd-worker: out of memory\n");
@@ -715,55 +617,18 @@ int main(int argc, char **argv)
         signal(SIGTERM, SIG_IGN);
         signal(SIGINT, SIG_IGN);
 
-        w.fake = fake;
-        if (strcmp(device_id, "all") == 0) {
-                /* The node worker: with fewer than two GPUs it still starts, so that a job
-                 * sent to it is answered "needs two GPUs" rather than lost. */
-                w.multi = true;
-                w.devices = fake ? fake_list_devices((unsigned)fake_n) : bench_list_devices(&why);
-                free(why);
-                why = NULL;
-                if (!w.devices) {
-                        log_error("Out of memory");
-                        return 1;
-                }
-                if (!fake) {
-                        r = bench_multi_create(w.devices, &w.lim, &w.mbench, &why);
-                        if (r < 0) {
-                                log_error("Node worker: cannot open the GPUs: %s",
-                                          why ? why : strerror(-r));
-                                free(why);
-                                json_decref(w.devices);
-                                return 1;
-                        }
-                }
-                w.device =
-                    json_pack("{s:s, s:s, s:s, s:O, s:b}", "index", "all", "uuid", "node", "name",
-                              "node worker (every GPU)", "devices", w.devices, "fake", fake);
-        } else if (fake) {
-                if (parse_uint64(device_id, 0, fake_n - 1, &v) < 0) {
-                        fprintf(stderr, "umd-worker: --device: '%s' is not a fake index < %llu\n",
-                                device_id, (unsigned long long)fake_n);
-                        return 2;
-                }
-                w.device = fake_device_info((unsigned)v);
-        } else {
-                int ordinal = -1;
-
-                r = discover_device(device_id, &ordinal, &w.device, &why);
-                if (r < 0) {
-                        log_error("Device %s: %s", device_id, why ? why : strerror(-r));
-                        free(why);
-                        return 1;
-                }
-                r = bench_ctx_create(ordinal, w.device, &w.lim, &w.bench, &why);
-                if (r < 0) {
-                        log_error("Device %s: cannot create the CUDA context: %s", device_id,
+        w.multi = strcmp(device_id, "all") == 0;
+        w.args.device_id = device_id;
+        r = w.ops->open(&w.args, &w.backend, &w.device, &why);
+        if (r < 0) {
+                if (w.multi)
+                        log_error("Node worker: cannot open the GPUs: %s",
                                   why ? why : strerror(-r));
-                        free(why);
-                        json_decref(w.device);
-                        return 1;
-                }
+                else
+                        log_error("Device %s: %s", device_id, why ? why : strerror(-r));
+                free(why);
+                /* A fake index out of range is a usage error, as before. */
+                return fake && r == -EINVAL ? 2 : 1;
         }
         if (!w.device) {
                 log_error("Out of memory");
@@ -779,11 +644,7 @@ int main(int argc, char **argv)
 
         r = serve(&w);
 
-        if (w.bench)
-                bench_ctx_destroy(w.bench);
-        if (w.mbench)
-                bench_multi_destroy(w.mbench);
-        json_decref(w.devices);
+        w.ops->close(w.backend);
         json_decref(w.pending);
         json_decref(w.device);
         pthread_cond_destroy(&w.cond);

@@ -66,6 +66,7 @@ static void test_every_benchmark_listed(void **state)
                 const struct bench_def *b = catalog_find(names[i]);
                 assert_non_null(b);
                 assert_string_equal(b->kind, suite[i] ? "suite" : "benchmark");
+                assert_int_equal(catalog_is_suite(b), suite[i]);
                 /* spanning GPUs: the node worker runs it (daemon/jobs.c, kernels/worker.c) */
                 assert_int_equal(b->multi_gpu, multi[i]);
                 /* every benchmark carries the fake-only fault injection params */
@@ -79,6 +80,32 @@ static void test_every_benchmark_listed(void **state)
         assert_null(catalog_find(NULL));
         assert_null(catalog_get(catalog_count()));
         assert_ptr_equal(catalog_get(0), catalog_find("copy"));
+}
+
+/* Every entry names the measurements its result may contain; a sweep's are its modes. */
+static void test_measurement_names(void **state)
+{
+        for (size_t i = 0; i < catalog_count(); i++) {
+                const struct bench_def *b = catalog_get(i);
+                assert_non_null(b->measurements);
+                assert_non_null(b->measurements[0]);
+        }
+        const struct bench_def *sweep = catalog_find("sweep");
+        const struct param_def *modes = catalog_param(sweep, "modes");
+        assert_non_null(modes);
+        for (size_t k = 0; modes->values[k]; k++)
+                assert_true(catalog_has_measurement(sweep, modes->values[k]));
+        assert_true(catalog_has_measurement(sweep, MEAS_PINNED_H2D "@4096"));
+        assert_true(catalog_has_measurement(catalog_find("peer"), MEAS_CE_UNI "@0>1"));
+        assert_true(catalog_has_measurement(catalog_find("copy"), MEAS_H2D));
+        assert_false(catalog_has_measurement(catalog_find("copy"), "h2"));
+        assert_false(catalog_has_measurement(catalog_find("copy"), "h2d_x"));
+        assert_false(catalog_has_measurement(catalog_find("copy"), NULL));
+        assert_false(catalog_has_measurement(NULL, MEAS_H2D));
+        assert_true(
+            catalog_has_measurement(catalog_find("um_vs_explicit"), MEAS_UM_PINNED_COPY_KERNEL));
+        assert_null(catalog_param(catalog_find("copy"), "nope"));
+        assert_null(catalog_param(NULL, "size"));
 }
 
 static void test_defaults_filled(void **state)
@@ -297,6 +324,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_every_benchmark_listed),
+            cmocka_unit_test(test_measurement_names),
             cmocka_unit_test(test_defaults_filled),
             cmocka_unit_test(test_default_size_clamped_to_limit),
             cmocka_unit_test(test_size_strings),

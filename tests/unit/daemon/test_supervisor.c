@@ -278,6 +278,32 @@ static void test_job_succeeds_on_each_device(void **state)
         supervisor_stop(s, 2000);
 }
 
+/* The worker's limits reach it one way, on its argv at spawn (a run message carries none),
+ * and it refuses a size over max_buffer_bytes, naming the limit. */
+static void test_max_buffer_bytes_reaches_the_worker_on_argv(void **state)
+{
+        struct supervisor *s;
+        json_t *big = json_pack("{s:i, s:i}", "size", 2 << 20, "iterations", 3);
+        json_t *small = json_pack("{s:i, s:i}", "size", 1 << 20, "iterations", 3);
+        struct part p;
+
+        cfg.max_buffer_bytes = 1 << 20;
+        s = start_cold(1); /* start() warms up with the default size, over this limit */
+        assert_int_equal(supervisor_dispatch(s, 0, "job-big", "copy", big, 5000), 0);
+        p = wait_part("job-big");
+        assert_int_equal(p.outcome, PART_FAILED);
+        assert_string_equal(p.error, "size 2097152 bytes is over the limit of 1048576 bytes "
+                                     "(max_buffer_bytes)");
+        wait_entered(0, WORKER_IDLE, 1);
+        assert_int_equal(supervisor_dispatch(s, 0, "job-small", "copy", small, 5000), 0);
+        p = wait_part("job-small");
+        assert_int_equal(p.outcome, PART_SUCCEEDED);
+        assert_int_equal(supervisor_restarts(s, 0), 0);
+        json_decref(big);
+        json_decref(small);
+        supervisor_stop(s, 2000);
+}
+
 static void test_crash_fails_part_and_respawns(void **state)
 {
         struct supervisor *s = start(1);
@@ -487,6 +513,8 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_job_succeeds_on_each_device, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_max_buffer_bytes_reaches_the_worker_on_argv, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(test_crash_fails_part_and_respawns, setup, teardown),
             cmocka_unit_test_setup_teardown(test_hang_times_out_and_next_part_runs, setup,
                                             teardown),

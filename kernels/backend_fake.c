@@ -1,0 +1,119 @@
+/* The fake backend (backend.h): fake devices answered by fake.c's bandwidth model, for tests
+ * where no GPU exists. Owns what is fake-only in the worker: the device index among --fake N,
+ * and the fake_gpu_state file that may slow a fake GPU down. A benchmark the model does not
+ * cover is answered "not modelled" (fake.c), never with a guess. */
+#include "backend.h"
+#include "fake.h"
+
+#include "fileio.h"
+#include "jsonutil.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct backend {
+        json_t *device;  /* the --list entry (the node's for "all") */
+        json_t *devices; /* the node worker: every fake device */
+        const char *fake_state;
+};
+
+static json_t *fake_list(const struct backend_args *a, char **ret_why)
+{
+        return fake_list_devices(a->fake_n);
+}
+
+static int fake_open(const struct backend_args *a, struct backend **ret, json_t **ret_device,
+                     char **ret_error)
+{
+        struct backend *b = calloc(1, sizeof(*b));
+        uint64_t index;
+
+        if (!b)
+                return backend_fail(ret_error, -ENOMEM, "out of memory");
+        b->fake_state = a->fake_state;
+        if (strcmp(a->device_id, "all") == 0) {
+                b->devices = fake_list_devices(a->fake_n);
+                b->device = b->devices ? backend_node_info(b->devices, true) : NULL;
+        } else if (a->fake_n == 0 || parse_uint64(a->device_id, 0, a->fake_n - 1, &index) < 0) {
+                free(b);
+                return backend_fail(ret_error, -EINVAL, "'%s' is not a fake index < %u",
+                                    a->device_id, a->fake_n);
+        } else {
+                b->device = fake_device_info((unsigned)index);
+        }
+        if (!b->device) {
+                json_decref(b->devices);
+                free(b);
+                return backend_fail(ret_error, -ENOMEM, "out of memory");
+        }
+        *ret_device = json_incref(b->device);
+        *ret = b;
+        return 0;
+}
+
+/* Tests: the fake_gpu_state file may slow this fake GPU down ("bandwidth_pct"), standing for a
+ * GPU that turned slow, so that the canonical health check (which takes no params) can fail. */
+static json_t *with_state(const struct backend *b, const json_t *params)
+{
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *all = NULL;
+        char key[24];
+        json_error_t err;
+        json_t *pct, *copy;
+        size_t len = 0;
+
+        if (!b->fake_state || read_file_at(AT_FDCWD, b->fake_state, 65536, &buf, &len) < 0)
+                return json_incref((json_t *)params);
+        all = json_parse_strict(buf, len, 8, &err);
+        if (b->devices)
+                snprintf(key, sizeof(key), "node");
+        else
+                snprintf(key, sizeof(key), "%lld",
+                         (long long)json_integer_value(json_object_get(b->device, "index")));
+        pct = json_object_get(json_object_get(all, key), "bandwidth_pct");
+        if (!json_is_integer(pct) || !(copy = json_deep_copy(params)))
+                return json_incref((json_t *)params);
+        json_object_set(copy, "fake_bandwidth_pct", pct);
+        return copy;
+}
+
+static int fake_backend_run(struct backend *b, const char *id, const json_t *params,
+                            volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
+{
+        _cleanup_json_ json_t *p = with_state(b, params);
+
+        if (!p)
+                return backend_fail(ret_error, -ENOMEM, "out of memory");
+        if (b->devices)
+                return fake_run_multi(b->devices, id, p, cancel, ret_result, ret_error);
+        return fake_run(b->device, id, p, cancel, ret_result, ret_error);
+}
+
+static uint64_t fake_pool_release(struct backend *b)
+{
+        return 0; /* a fake device holds no buffers */
+}
+
+static void fake_close(struct backend *b)
+{
+        if (!b)
+                return;
+        json_decref(b->device);
+        json_decref(b->devices);
+        free(b);
+}
+
+const struct backend_ops backend_fake = {
+    .name = "fake",
+    .fake = true,
+    .list = fake_list,
+    .open = fake_open,
+    .run = fake_backend_run,
+    .pool_release = fake_pool_release,
+    .close = fake_close,
+    .implements = fake_models,
+};
