@@ -13,7 +13,7 @@
 
 #define REQUEST_TIMEOUT_MS 15000L
 #define WAIT_SLICE_MS      60000 /* longest single ?wait= asked for: umd's default wait_max_s */
-#define POLL_PAUSE_MS      250 /* between polls when umd answers ?wait= at once */
+#define POLL_PAUSE_MS      250   /* between polls when umd answers ?wait= at once */
 #define SUBMIT_TIMEOUT_MS  (3600ull * 1000)
 #define HEALTH_TIMEOUT_MS  (50ull * 1000) /* inside Slurm's 60 s for a health-check program */
 #define LS_DEFAULT_LIMIT   50u

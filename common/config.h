@@ -84,7 +84,7 @@ struct umd_config {
         unsigned health_baseline_min_runs;
         double health_baseline_tolerance; /* pinned copies (bound by the link) */
         double health_host_tolerance;     /* pageable and managed (bound by the host too) */
-        uint64_t health_size; /* the canonical check's parameters */
+        uint64_t health_size;             /* the canonical check's parameters */
         unsigned health_iterations;
         unsigned health_interval_s; /* built-in schedule, 0 = off */
 
@@ -93,7 +93,7 @@ struct umd_config {
 
         /* set by parsing, not keys */
         char *config_file;
-        char *export_dir; /* --export DIR: write the store out as JSON files and exit */
+        char *export_dir;   /* --export DIR: write the store out as JSON files and exit */
         bool print_openapi; /* --print-openapi: print the served OpenAPI document and exit */
 };
 

@@ -3,8 +3,8 @@
  *
  * Every message has "type". The worker speaks first:
  *   worker -> umd  {"type":"hello","protocol":1,"pid":N,"device":{...as in --list...}}
- *   umd -> worker  {"type":"run","job":"<uuid>","benchmark":"copy","params":{...},
- *                   "limits":{"max_buffer_bytes":N,"managed_reserve_bytes":N,"pool_bytes":N}}
+ *   umd -> worker  {"type":"run","job":"<uuid>","benchmark":"copy","params":{...}}
+ *                  (the limits come once, on the worker's argv: --max-buffer-bytes and friends)
  *   worker -> umd  {"type":"result","job":"<uuid>","ok":true,"result":{...}}
  *   worker -> umd  {"type":"result","job":"<uuid>","ok":false,"error":"why"}
  *   umd -> worker  {"type":"cancel","job":"<uuid>"}   (worker stops between samples and answers

@@ -4,9 +4,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Whole string must be a size; binary suffixes KiB MiB GiB TiB, decimal kB/KB MB GB TB, "B" or none.
- * Fractions allowed with a suffix when the result is a whole number of bytes.
- * Returns 0, -EINVAL (not a size) or -ERANGE (over UINT64_MAX / 2^63). */
+/* Whole string must be a size; binary suffixes KiB MiB GiB TiB, decimal kB/KB MB GB TB, "B" or
+ * none. Fractions allowed with a suffix when the result is a whole number of bytes. Returns 0,
+ * -EINVAL (not a size) or -ERANGE (over UINT64_MAX / 2^63). */
 int size_parse(const char *s, uint64_t *ret);
 /* "64 MiB" style when exact, else bytes: "1000 B". */
 char *size_format(uint64_t bytes, char *buf, size_t len);

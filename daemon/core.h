@@ -14,14 +14,14 @@
 struct job_filter {
         const char *status; /* NULL = any */
         const char *benchmark;
-        const char *device; /* index or uuid */
-        const char *label;  /* "k:v" */
-        const char *before; /* job id cursor: older than this */
-        const char *after;  /* job id cursor: newer than this */
+        const char *device;  /* index or uuid */
+        const char *label;   /* "k:v" */
+        const char *before;  /* job id cursor: older than this */
+        const char *after;   /* job id cursor: newer than this */
         const char *include; /* "results": full documents, bounded by list_results_max_bytes */
-        const char *since;  /* created at or after: RFC 3339 or Unix ms */
-        const char *until;  /* created before */
-        const char *limit;  /* as given, validated by core */
+        const char *since;   /* created at or after: RFC 3339 or Unix ms */
+        const char *until;   /* created before */
+        const char *limit;   /* as given, validated by core */
 };
 
 /* GET /v1/devices: array of devices with state and last verdict. */

@@ -9,16 +9,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "config.h"
 #include "jsonutil.h"
 #include "pcie.h"
 #include "topology.h"
 
-const char *const health_bandwidth_modes[] = {"pinned_h2d", "pinned_d2h", "pageable_h2d",
-                                              "managed_prefetch", NULL};
+const char *const health_bandwidth_modes[] = {MEAS_PINNED_H2D, MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D,
+                                              MEAS_MANAGED_PREFETCH, NULL};
 /* Only pinned copies are bounded by the link alone; pageable and managed paths also depend on
  * the host's memory and CPU, so they are judged against the GPU's own history only. */
-static const char *const link_bound_modes[] = {"pinned_h2d", "pinned_d2h", NULL};
+static const char *const link_bound_modes[] = {MEAS_PINNED_H2D, MEAS_PINNED_D2H, NULL};
 
 enum verdict { V_PASS, V_WARN, V_FAIL };
 static const char *const verdict_names[] = {"pass", "warn", "fail"};

@@ -17,6 +17,7 @@
 #include "conditions.h"
 #include "discover.h"
 #include "size.h"
+#include "suites.h"
 
 static double now_ms(void)
 {
@@ -129,9 +130,13 @@ int main(int argc, char **argv)
                         /* The run's conditions, as umd-worker records them (issue 17). */
                         json_t *before = conditions_before(info, false);
                         r = bench_run(ctx, name, params, NULL, &result, &err);
-                        if (r == 0)
+                        if (r == 0) {
                                 conditions_stamp(result, info, before, false);
-                        else
+                                /* Derived numbers are the daemon's: the same code adds them. */
+                                json_t *summary = suite_summary(name, result);
+                                if (summary)
+                                        json_object_set_new(result, "summary", summary);
+                        } else
                                 json_decref(before);
                 }
                 json_t *line = json_pack("{s:s, s:O, s:b, s:i, s:s?, s:o?, s:f}", "benchmark", name,

@@ -105,12 +105,12 @@ static void test_many_entries_stay_ordered(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_empty_queue_has_nothing_to_run),
-                cmocka_unit_test(test_same_priority_runs_in_submission_order),
-                cmocka_unit_test(test_higher_priority_jumps_ahead_of_older_jobs),
-                cmocka_unit_test(test_low_priority_waits_behind_newer_normal_jobs),
-                cmocka_unit_test(test_remove_takes_out_only_that_part),
-                cmocka_unit_test(test_many_entries_stay_ordered),
+            cmocka_unit_test(test_empty_queue_has_nothing_to_run),
+            cmocka_unit_test(test_same_priority_runs_in_submission_order),
+            cmocka_unit_test(test_higher_priority_jumps_ahead_of_older_jobs),
+            cmocka_unit_test(test_low_priority_waits_behind_newer_normal_jobs),
+            cmocka_unit_test(test_remove_takes_out_only_that_part),
+            cmocka_unit_test(test_many_entries_stay_ordered),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
