@@ -135,6 +135,19 @@ static int parse_reason(const json_t *body, const char **ret, struct problem *p)
         return 0;
 }
 
+/* With core_lock held: the device id names (an index or a uuid), and its index; or a 404. */
+static int device_locked(const char *id, ssize_t *ret_index, struct device **ret, struct problem *p)
+{
+        ssize_t i = devices_lookup(id);
+        struct device *d = i >= 0 ? devices_get((size_t)i) : NULL;
+
+        if (!d)
+                return problem_set(p, 404, "device", "no device '%.64s'", id);
+        *ret_index = i;
+        *ret = d;
+        return 0;
+}
+
 int core_device_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
 {
         const char *reason;
@@ -147,11 +160,12 @@ int core_device_pause(const char *id, const json_t *body, json_t **ret_device, s
         if (r < 0)
                 return r;
         core_lock();
-        ssize_t i = devices_lookup(id);
-        struct device *d = i >= 0 ? devices_get((size_t)i) : NULL;
-        if (!d) {
+        ssize_t i = -1;
+        struct device *d = NULL;
+        r = device_locked(id, &i, &d, p);
+        if (r < 0) {
                 core_unlock();
-                return problem_set(p, 404, "device", "no device '%.64s'", id);
+                return r;
         }
         was = d->paused;
         memcpy(was_reason, d->pause_reason, sizeof(was_reason));
@@ -179,12 +193,15 @@ int core_device_pause(const char *id, const json_t *body, json_t **ret_device, s
 
 int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
 {
+        int r;
+
         core_lock();
-        ssize_t i = devices_lookup(id);
-        struct device *d = i >= 0 ? devices_get((size_t)i) : NULL;
-        if (!d) {
+        ssize_t i = -1;
+        struct device *d = NULL;
+        r = device_locked(id, &i, &d, p);
+        if (r < 0) {
                 core_unlock();
-                return problem_set(p, 404, "device", "no device '%.64s'", id);
+                return r;
         }
         if (d->paused) {
                 d->paused = false;

@@ -127,6 +127,34 @@ static const struct queue_entry *node_head(void)
 /* Starts the node's head once every GPU is free: no part running, its worker idle or cold
  * (a GPU's own worker may stay warm beside the node worker), no other process on it unless
  * the job says to run anyway. A faulted GPU fails the part: it would never run. */
+/* Hand part i of j to slot's worker (a GPU, or the node). -errno when the supervisor cannot
+ * take it now: the part stays queued. */
+static int part_send(struct job *j, size_t slot)
+{
+        json_int_t timeout_s = json_integer_value(json_object_get(j->doc, "timeout_s"));
+        int r = supervisor_dispatch(js.sup, slot, j->id, job_benchmark(j),
+                                    json_object_get(j->doc, "params"), (uint64_t)timeout_s * 1000);
+        if (r < 0) {
+                if (is_node(slot))
+                        log_debug("node: dispatch of %s deferred: %s", j->id, strerror(-r));
+                else
+                        log_debug("device %zu: dispatch of %s deferred: %s", slot, j->id,
+                                  strerror(-r));
+        }
+        return r;
+}
+
+/* Part i was sent (and its slot marked busy): it runs now. */
+static void part_mark_running(struct job *j, size_t i)
+{
+        j->parts[i].waiting_since_ms = 0;
+        j->parts[i].attempts++;
+        json_object_del(job_part_doc(j, i), "waiting");
+        job_set_part(j, i, JOB_RUNNING, NULL, NULL);
+        job_update_state(j);
+        job_persist(j);
+}
+
 void dispatch_try_node(void)
 {
         const struct queue_entry *e;
@@ -172,22 +200,11 @@ void dispatch_try_node(void)
                 }
                 if (!ok)
                         continue;
-                json_int_t timeout_s = json_integer_value(json_object_get(j->doc, "timeout_s"));
-                int r = supervisor_dispatch(js.sup, node_index(), j->id, job_benchmark(j),
-                                            json_object_get(j->doc, "params"),
-                                            (uint64_t)timeout_s * 1000);
-                if (r < 0) {
-                        log_debug("node: dispatch of %s deferred: %s", j->id, strerror(-r));
+                if (part_send(j, node_index()) < 0)
                         return;
-                }
                 js.node_running = true;
                 js.node_wstate = WORKER_BUSY;
-                j->parts[i].waiting_since_ms = 0;
-                j->parts[i].attempts++;
-                json_object_del(job_part_doc(j, i), "waiting");
-                job_set_part(j, i, JOB_RUNNING, NULL, NULL);
-                job_update_state(j);
-                job_persist(j);
+                part_mark_running(j, i);
                 return;
         }
 }
@@ -217,23 +234,12 @@ void dispatch_try(size_t dev)
         if (!best->committed) /* dispatched once its submission commits */
                 return;
 
-        json_int_t timeout_s = json_integer_value(json_object_get(best->doc, "timeout_s"));
-        int r =
-            supervisor_dispatch(js.sup, dev, best->id, job_benchmark(best),
-                                json_object_get(best->doc, "params"), (uint64_t)timeout_s * 1000);
-        if (r < 0) {
-                log_debug("device %zu: dispatch of %s deferred: %s", dev, best->id, strerror(-r));
+        if (part_send(best, dev) < 0)
                 return;
-        }
         d->running_jobs = 1;
         d->contended_by = contended;
         d->wstate = WORKER_BUSY;
-        best->parts[best_part].waiting_since_ms = 0;
-        best->parts[best_part].attempts++;
-        json_object_del(job_part_doc(best, best_part), "waiting");
-        job_set_part(best, best_part, JOB_RUNNING, NULL, NULL);
-        job_update_state(best);
-        job_persist(best);
+        part_mark_running(best, best_part);
 }
 
 static void dispatch_all(void)

@@ -242,7 +242,7 @@ static double median(double *v, size_t n)
 json_t *health_baseline(const struct umd_config *cfg, const json_t *parts, size_t *ret_runs)
 {
         size_t max = cfg->health_baseline_runs, runs = 0, k;
-        const json_t **past = calloc(max, sizeof(*past)); /* their measurements, newest first */
+        const json_t **past = calloc(max, sizeof(*past)); /* their results, newest first */
         double *vals = calloc(max, sizeof(double));
         json_t *baseline = json_object(), *p;
 
@@ -250,21 +250,14 @@ json_t *health_baseline(const struct umd_config *cfg, const json_t *parts, size_
                 json_array_foreach(parts, k, p)
                 {
                         if (runs < max)
-                                past[runs++] =
-                                    json_object_get(json_object_get(p, "result"), "measurements");
+                                past[runs++] = json_object_get(p, "result");
                 }
         for (const char *const *m = health_bandwidth_modes; past && vals && *m; m++) {
                 size_t n = 0;
                 for (size_t r = 0; r < runs; r++) {
-                        size_t x;
-                        json_t *mm;
-                        json_array_foreach(past[r], x, mm)
-                        {
-                                const char *name = json_string_value(json_object_get(mm, "name"));
-                                json_t *g = json_object_get(mm, "gbps");
-                                if (name && strcmp(name, *m) == 0 && json_is_number(g) && n < max)
-                                        vals[n++] = json_number_value(g);
-                        }
+                        const json_t *g = json_object_get(result_measurement(past[r], *m), "gbps");
+                        if (json_is_number(g))
+                                vals[n++] = json_number_value(g);
                 }
                 if (n > 0)
                         json_object_set_new(baseline, *m, json_real(median(vals, n)));

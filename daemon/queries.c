@@ -30,6 +30,17 @@ void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total)
         jobs_unlock();
 }
 
+/* A store read's outcome r for job id as the API says it: 0, or a 404 / 500 problem. */
+static int store_read_problem(int r, const char *id, struct problem *p)
+{
+        if (r == -ENOENT)
+                return problem_set(p, 404, "id", "no job %s", id);
+        if (r < 0)
+                return problem_set(p, 500, "",
+                                   "the job store cannot be read (see the daemon's log)");
+        return 0;
+}
+
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)
 {
         if (!uuid_is_valid(id))
@@ -46,19 +57,12 @@ int core_job_get(const char *id, json_t **ret_job, struct problem *p)
                 return 0;
         }
         /* Not in memory: finished, and committed before it left memory. */
-        int r = store_get(js.store, id, ret_job);
-        if (r == -ENOENT)
-                return problem_set(p, 404, "id", "no job %s", id);
-        if (r < 0)
-                return problem_set(p, 500, "",
-                                   "the job store cannot be read (see the daemon's log)");
-        return 0;
+        return store_read_problem(store_get(js.store, id, ret_job), id, p);
 }
 
 int core_job_get_finished(const char *id, char **ret_body, size_t *ret_len, struct problem *p)
 {
         bool in_memory;
-        int r;
 
         if (!uuid_is_valid(id))
                 return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
@@ -69,13 +73,7 @@ int core_job_get_finished(const char *id, char **ret_body, size_t *ret_len, stru
         if (in_memory)
                 return 1;
         /* Not in memory: finished, and committed before it left memory. */
-        r = store_get_finished_raw(js.store, id, ret_body, ret_len);
-        if (r == -ENOENT)
-                return problem_set(p, 404, "id", "no job %s", id);
-        if (r < 0)
-                return problem_set(p, 500, "",
-                                   "the job store cannot be read (see the daemon's log)");
-        return 0;
+        return store_read_problem(store_get_finished_raw(js.store, id, ret_body, ret_len), id, p);
 }
 
 /* Undo what core_job_cancel did to j's queued parts when its write was not committed. */

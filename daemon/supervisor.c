@@ -332,22 +332,21 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
                         argv[a++] = s->fake_gpu_state;
                 }
         }
-        argv[a++] = (char *)"--device";
-        argv[a++] = w->dev.id;
-        argv[a++] = (char *)"--ipc-fd";
-        argv[a++] = fd_s;
-        argv[a++] = (char *)"--heartbeat-ms";
-        argv[a++] = hb_s;
-        argv[a++] = (char *)"--max-buffer-bytes";
-        argv[a++] = maxb_s;
-        argv[a++] = (char *)"--pool-bytes";
-        argv[a++] = pool_s;
-        argv[a++] = (char *)"--managed-reserve-bytes";
-        argv[a++] = res_s;
-        argv[a++] = (char *)"--pool-idle-ms";
-        argv[a++] = idle_s;
-        argv[a++] = (char *)"--log-level";
-        argv[a++] = (char *)log_level_to_string(s->log_level);
+        const char *const opts[][2] = {
+            {"--device", w->dev.id},
+            {"--ipc-fd", fd_s},
+            {"--heartbeat-ms", hb_s},
+            /* The limits, once for the worker's life: run messages carry none. */
+            {"--max-buffer-bytes", maxb_s},
+            {"--pool-bytes", pool_s},
+            {"--managed-reserve-bytes", res_s},
+            {"--pool-idle-ms", idle_s},
+            {"--log-level", log_level_to_string(s->log_level)},
+        };
+        for (size_t o = 0; o < ELEMENTSOF(opts); o++) {
+                argv[a++] = (char *)opts[o][0];
+                argv[a++] = (char *)opts[o][1];
+        }
         argv[a] = NULL;
 
         pid_t parent = getpid();
@@ -844,6 +843,18 @@ static void *supervisor_main(void *arg)
 
 /* --- public --- */
 
+/* What supervisor_start allocated, once its thread is gone (or never started). */
+static void supervisor_free(struct supervisor *s)
+{
+        if (s->efd >= 0)
+                close(s->efd);
+        free(s->w);
+        free(s->worker_path);
+        free(s->fake_gpu_state);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+}
+
 int supervisor_start(const struct umd_config *cfg, const struct supervised_device *devs, size_t n,
                      const struct supervisor_callbacks *cb, struct supervisor **ret)
 {
@@ -921,13 +932,7 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
         *ret = s;
         return 0;
 fail:
-        if (s->efd >= 0)
-                close(s->efd);
-        free(s->w);
-        free(s->worker_path);
-        free(s->fake_gpu_state);
-        pthread_mutex_destroy(&s->lock);
-        free(s);
+        supervisor_free(s);
         return r;
 }
 
@@ -1197,10 +1202,5 @@ void supervisor_stop(struct supervisor *s, unsigned timeout_ms)
                 s->events = e->next;
                 event_free(e);
         }
-        close(s->efd);
-        free(s->w);
-        free(s->worker_path);
-        free(s->fake_gpu_state);
-        pthread_mutex_destroy(&s->lock);
-        free(s);
+        supervisor_free(s);
 }
