@@ -1,6 +1,6 @@
 /* One device's waiting job parts, in the order they must run: priority first (0 high,
  * 1 normal, 2 low), then submission order (job ids are UUIDv7, so they sort by time).
- * Plain data, no locks: jobs.c holds core_lock around every call. */
+ * Plain data, no locks: the job files hold core_lock around every call. */
 #pragma once
 
 #include <stdbool.h>
