@@ -59,38 +59,30 @@ static size_t active_jobs_of(const char *client)
 
 static int check_capacity(const size_t *devs, size_t n, const char *client, struct problem *p)
 {
-        int r;
-
         size_t queued = jobs_queued_total();
+        int r = 0;
 
-        if (queued + n > js.cfg->queue_capacity) {
+        if (queued + n > js.cfg->queue_capacity)
                 r = problem_set(p, 429, "",
                                 "the queue is full (%zu parts queued, queue_capacity %u); retry "
                                 "later",
                                 queued, js.cfg->queue_capacity);
-                p->retry_after_s = 5;
-                return r;
-        }
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; r == 0 && i < n; i++) {
                 size_t q = jobs_queued_on_locked(devs[i]);
-                if (q + 1 > js.cfg->queue_capacity_per_device) {
+                if (q + 1 > js.cfg->queue_capacity_per_device)
                         r = problem_set(p, 429, "devices",
                                         "the queue of device %zu is full (%zu parts, "
                                         "queue_capacity_per_device %u); retry later",
                                         devs[i], q, js.cfg->queue_capacity_per_device);
-                        p->retry_after_s = 5;
-                        return r;
-                }
         }
-        if (client && active_jobs_of(client) >= js.cfg->jobs_per_token) {
+        if (r == 0 && client && active_jobs_of(client) >= js.cfg->jobs_per_token)
                 r = problem_set(p, 429, "",
                                 "client '%s' has %u jobs queued or running (jobs_per_token); "
                                 "retry later",
                                 client, js.cfg->jobs_per_token);
-                p->retry_after_s = 5;
-                return r;
-        }
-        return 0;
+        if (r < 0)
+                p->retry_after_s = 5; /* queues drain: worth asking again soon */
+        return r;
 }
 
 static struct job *job_new(const json_t *body, const char *request, const struct job_spec *spec,
