@@ -37,6 +37,16 @@ static void test_every_entry_has_a_fake_model(void **state)
         assert_false(backend_fake.implements("warp_drive"));
 }
 
+/* backend_prepare() with params owned by the call (they are built inline). */
+static int prepare_owned(const struct backend_ops *ops, const char *id, json_t *params,
+                         uint64_t max_buffer_bytes, json_t **ret_params, char **ret_error)
+{
+        int r = backend_prepare(ops, id, params, max_buffer_bytes, ret_params, ret_error);
+
+        json_decref(params);
+        return r;
+}
+
 /* Every catalog entry run on fake devices (two, so the node's run too) with its defaults:
  * answered (or refused as unsupported by the device, never "not modelled"), and every
  * measurement it names is one of the catalog's names for it. */
@@ -52,12 +62,15 @@ static void test_fake_results_use_catalog_names(void **state)
                 int r;
 
                 assert_int_equal(backend_fake.open(&a, &be, &dev, &error), 0);
-                r = backend_prepare(&backend_fake, b->name,
-                                    json_pack("{s:i, s:I}", "iterations", 2, "size",
-                                              (json_int_t)(b->multi_gpu ? 4 << 20 : 4096)),
-                                    0, &params, &error);
-                if (r < 0) /* latency's size has its own bounds: its default then */
+                r = prepare_owned(&backend_fake, b->name,
+                                  json_pack("{s:i, s:I}", "iterations", 2, "size",
+                                            (json_int_t)(b->multi_gpu ? 4 << 20 : 4096)),
+                                  0, &params, &error);
+                if (r < 0) { /* latency's size has its own bounds: its default then */
+                        free(error);
+                        error = NULL;
                         r = backend_prepare(&backend_fake, b->name, NULL, 0, &params, &error);
+                }
                 assert_int_equal(r, 0);
                 r = backend_fake.run(be, b->name, params, NULL, &res, &error);
                 if (r == -ENOTSUP) {
@@ -189,9 +202,9 @@ static void test_prepare_normalises_and_checks_limits_once(void **state)
         p = NULL;
 
         /* over max_buffer_bytes: the worker's words */
-        assert_int_equal(backend_prepare(&backend_fake, "copy",
-                                         json_pack("{s:I}", "size", (json_int_t)(2ll << 30)),
-                                         1ull << 30, &p, &error),
+        assert_int_equal(prepare_owned(&backend_fake, "copy",
+                                       json_pack("{s:I}", "size", (json_int_t)(2ll << 30)),
+                                       1ull << 30, &p, &error),
                          -ENOMEM);
         assert_null(p);
         assert_string_equal(error, "size 2147483648 bytes is over the limit of 1073741824 bytes "
@@ -201,22 +214,22 @@ static void test_prepare_normalises_and_checks_limits_once(void **state)
 
         /* a sweep's largest size counts */
         assert_int_equal(
-            backend_prepare(&backend_fake, "sweep",
-                            json_pack("{s:[i, I]}", "sizes", 4096, (json_int_t)(64 << 20)), 1 << 20,
-                            &p, &error),
+            prepare_owned(&backend_fake, "sweep",
+                          json_pack("{s:[i, I]}", "sizes", 4096, (json_int_t)(64 << 20)), 1 << 20,
+                          &p, &error),
             -ENOMEM);
         free(error);
         error = NULL;
 
         /* fault injection is refused for real devices, its defaults are not */
-        assert_int_equal(backend_prepare(&backend_real, "copy",
-                                         json_pack("{s:i}", "fake_delay_ms", 5), 0, &p, &error),
+        assert_int_equal(prepare_owned(&backend_real, "copy",
+                                       json_pack("{s:i}", "fake_delay_ms", 5), 0, &p, &error),
                          -EINVAL);
         assert_string_equal(error, "fake_delay_ms: fake_* parameters apply only to fake devices");
         free(error);
         error = NULL;
-        assert_int_equal(backend_prepare(&backend_real, "copy",
-                                         json_pack("{s:i}", "fake_delay_ms", 0), 0, &p, &error),
+        assert_int_equal(prepare_owned(&backend_real, "copy",
+                                       json_pack("{s:i}", "fake_delay_ms", 0), 0, &p, &error),
                          0);
         assert_null(json_object_get(p, "fake_delay_ms"));
         json_decref(p);
