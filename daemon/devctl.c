@@ -135,14 +135,18 @@ static int parse_reason(const json_t *body, const char **ret, struct problem *p)
         return 0;
 }
 
-/* With core_lock held: the device id names (an index or a uuid), and its index; or a 404. */
-static int device_locked(const char *id, ssize_t *ret_index, struct device **ret, struct problem *p)
+/* Take core_lock and find the device id names (an index or a uuid): 0 with the lock held, or a
+ * 404 with it released. */
+static int lock_device(const char *id, ssize_t *ret_index, struct device **ret, struct problem *p)
 {
+        core_lock();
         ssize_t i = devices_lookup(id);
         struct device *d = i >= 0 ? devices_get((size_t)i) : NULL;
 
-        if (!d)
+        if (!d) {
+                core_unlock();
                 return problem_set(p, 404, "device", "no device '%.64s'", id);
+        }
         *ret_index = i;
         *ret = d;
         return 0;
@@ -159,14 +163,11 @@ int core_device_pause(const char *id, const json_t *body, json_t **ret_device, s
         r = parse_reason(body, &reason, p);
         if (r < 0)
                 return r;
-        core_lock();
         ssize_t i = -1;
         struct device *d = NULL;
-        r = device_locked(id, &i, &d, p);
-        if (r < 0) {
-                core_unlock();
+        r = lock_device(id, &i, &d, p);
+        if (r < 0)
                 return r;
-        }
         was = d->paused;
         memcpy(was_reason, d->pause_reason, sizeof(was_reason));
         memcpy(was_at, d->paused_at, sizeof(was_at));
@@ -195,14 +196,11 @@ int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
 {
         int r;
 
-        core_lock();
         ssize_t i = -1;
         struct device *d = NULL;
-        r = device_locked(id, &i, &d, p);
-        if (r < 0) {
-                core_unlock();
+        r = lock_device(id, &i, &d, p);
+        if (r < 0)
                 return r;
-        }
         if (d->paused) {
                 d->paused = false;
                 if (save_locked() < 0) {
