@@ -144,9 +144,3 @@ json_t *result_measurement(const json_t *result, const char *name)
         }
         return NULL;
 }
-
-double json_number_or(const json_t *o, const char *key, double def)
-{
-        const json_t *v = json_object_get(o, key);
-        return json_is_number(v) ? json_number_value(v) : def;
-}

@@ -17,5 +17,3 @@ json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_er
 /* The measurement named name in a benchmark result ({"measurements": [{"name": ...}, ...]}),
  * or NULL. Every reader of results finds measurements this one way. */
 json_t *result_measurement(const json_t *result, const char *name);
-/* A number member of o, or def where it is missing or not a number. */
-double json_number_or(const json_t *o, const char *key, double def);

@@ -239,6 +239,7 @@ def test_pause_needs_the_admin_role(umd, tmp_path):
 def test_pause_of_an_unknown_device_or_a_bad_reason_is_refused(umd, tmp_path):
     d, _ = start(umd, tmp_path)
     problem(d.post("/v1/devices/GPU-nope/pause"), 404, "device")
+    problem(d.post("/v1/devices/7/resume"), 404, "device")
     problem(d.post("/v1/devices/0/pause", json={"reason": 5}), 400, "reason")
     problem(d.post("/v1/devices/0/pause", json={"why": "x"}), 400, "why")
     problem(d.post("/v1/devices/0/pause", json={"reason": "x" * 201}), 400, "reason")

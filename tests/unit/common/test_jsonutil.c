@@ -112,6 +112,21 @@ static void test_dump_pretty_ends_with_newline(void **state)
         json_decref(j);
 }
 
+static void test_result_measurement_finds_by_name(void **state)
+{
+        json_t *r = json_pack("{s:[{s:s, s:i}, {s:i}, {s:s, s:i}]}", "measurements", "name", "h2d",
+                              "gbps", 1, "gbps", 2, "name", "d2h", "gbps", 3);
+
+        assert_int_equal(json_integer_value(json_object_get(result_measurement(r, "d2h"), "gbps")),
+                         3);
+        assert_int_equal(json_integer_value(json_object_get(result_measurement(r, "h2d"), "gbps")),
+                         1);
+        assert_null(result_measurement(r, "bidir"));
+        assert_null(result_measurement(r, NULL));
+        assert_null(result_measurement(NULL, "h2d"));
+        json_decref(r);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -123,6 +138,7 @@ int main(void)
             cmocka_unit_test(test_parse_needs_exact_length),
             cmocka_unit_test(test_dump_compact_sorts_keys),
             cmocka_unit_test(test_dump_pretty_ends_with_newline),
+            cmocka_unit_test(test_result_measurement_finds_by_name),
         };
 
         return cmocka_run_group_tests_name("jsonutil", tests, NULL, NULL);
