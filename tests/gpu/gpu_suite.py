@@ -25,6 +25,7 @@ TEST is one of:
 Standard library only: it also runs on the GPU machine's python.
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -309,27 +310,41 @@ def gpu_apps():
     return out
 
 
-def test_coexist(args):
+@contextlib.contextmanager
+def running_umd(args, *extra, show_log=False):
+    """The real umd on a free loopback port with a fresh state directory, answering; stopped on
+    the way out (its log's tail printed with show_log). Yields (process, base URL, state)."""
     import socket
     import tempfile
-    import time
-    if gpu_count(args.reference) == 0:
-        return SKIP
-    if not args.umd or not os.access(args.umd, os.X_OK):
-        fail("coexist needs --umd")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     base = f"http://127.0.0.1:{port}"
     state = tempfile.mkdtemp()
-    log = open(os.path.join(state, "umd.log"), "w")
-    umd = subprocess.Popen([args.umd, "--listen", f"127.0.0.1:{port}", "--state-dir", state,
-                            "--worker-path", args.worker, "--worker-idle-s", "3",
-                            "--pool-idle-s", "1", "--busy-poll-ms", "100", "--devices", "0"],
-                           stdout=log, stderr=subprocess.STDOUT)
-    try:
-        if not wait_until(lambda: _up(base), 60):
-            fail("umd did not answer")
+    log_path = os.path.join(state, "umd.log")
+    with open(log_path, "w") as log:
+        umd = subprocess.Popen([args.umd, "--listen", f"127.0.0.1:{port}", "--state-dir", state,
+                                "--worker-path", args.worker, *extra],
+                               stdout=log, stderr=subprocess.STDOUT)
+        try:
+            if not wait_until(lambda: _up(base), 60):
+                fail("umd did not answer")
+            yield umd, base, state
+        finally:
+            umd.terminate()
+            umd.wait(timeout=30)
+            if show_log:
+                print(open(log_path).read()[-3000:], file=sys.stderr)
+
+
+def test_coexist(args):
+    import time
+    if gpu_count(args.reference) == 0:
+        return SKIP
+    if not args.umd or not os.access(args.umd, os.X_OK):
+        fail("coexist needs --umd")
+    with running_umd(args, "--worker-idle-s", "3", "--pool-idle-s", "1", "--busy-poll-ms",
+                     "100", "--devices", "0", show_log=True) as (umd, base, state):
         apps0 = gpu_apps()
         dev = http(base, "GET", "/v1/devices")[0]
         print(f"devices: warm={dev['warm']} other_processes={dev['other_processes']} "
@@ -397,16 +412,9 @@ def test_coexist(args):
         if done["state"] != "succeeded" or "verdict" not in p or p.get("contended"):
             fail(f"health after the wait: {done}")
         return 0
-    finally:
-        umd.terminate()
-        umd.wait(timeout=30)
-        log.close()
-        print(open(os.path.join(state, "umd.log")).read()[-3000:], file=sys.stderr)
 
 
 def test_multi(args):
-    import socket
-    import tempfile
     ref_multi = os.path.join(os.path.dirname(args.reference), "reference_multi")
     n = subprocess.run([ref_multi, "--count"], capture_output=True, text=True, timeout=120)
     if n.returncode != 0 or int(n.stdout.strip() or 0) < 2:
@@ -414,17 +422,7 @@ def test_multi(args):
         return SKIP
     if not args.umd or not os.access(args.umd, os.X_OK):
         fail("multi needs --umd")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
-    state = tempfile.mkdtemp()
-    log = open(os.path.join(state, "umd.log"), "w")
-    umd = subprocess.Popen([args.umd, "--listen", f"127.0.0.1:{port}", "--state-dir", state,
-                            "--worker-path", args.worker], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        if not wait_until(lambda: _up(base), 60):
-            fail("umd did not answer")
+    with running_umd(args) as (umd, base, state):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
                               "multi-gpu.py")
         r = subprocess.run([sys.executable, script, "--url", base, "--umd-pid", str(umd.pid),
@@ -433,10 +431,6 @@ def test_multi(args):
         if r.returncode != 0:
             fail("bench/multi-gpu.py found failures (above)")
         return 0
-    finally:
-        umd.terminate()
-        umd.wait(timeout=30)
-        log.close()
 
 
 def _up(base):
