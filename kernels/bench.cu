@@ -212,7 +212,7 @@ __global__ void k_spin(volatile uint32_t *gate, uint64_t timeout_ns)
 }
 
 /* At least one block, at most 8 per SM: the kernels' loops stride over whatever is left. */
-static unsigned grid_cap(const struct bench_ctx *c, uint64_t blocks)
+unsigned grid_cap(const struct bench_ctx *c, uint64_t blocks)
 {
         uint64_t max = (uint64_t)c->sm_count * 8;
         if (blocks < 1)
@@ -541,8 +541,7 @@ int add_measurement(struct bench_job *j, const char *name, double bytes, const c
         return 0;
 }
 
-/* Marks every measurement verified once the data checked out after all of them ran. */
-static void mark_verified(struct bench_job *j)
+void mark_verified(struct bench_job *j)
 {
         size_t i;
         json_t *m;
@@ -746,9 +745,7 @@ out:
 
 int job_unknown(const char *id, const char *who, char **ret_error)
 {
-        if (ret_error && asprintf(ret_error, "benchmark %s is not run by %s", id, who) < 0)
-                *ret_error = NULL;
-        return -ENOTSUP;
+        return backend_fail(ret_error, -ENOTSUP, "benchmark %s is not run by %s", id, who);
 }
 
 int job_begin(struct bench_job *j, struct bench_ctx *ctx, const json_t *params,

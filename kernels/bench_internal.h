@@ -9,6 +9,7 @@
 #include <vector>
 
 extern "C" {
+#include "backend.h" /* backend_fail */
 #include "bench.h"
 #include "bench_access.h"
 #include "catalog.h" /* MEAS_*: the measurement names */
@@ -185,6 +186,10 @@ int job_begin(struct bench_job *j, struct bench_ctx *ctx, const json_t *params,
 int job_end(struct bench_job *j, int r, char **ret_error);
 /* -ENOTSUP: "benchmark <id> is not run by <who>". */
 int job_unknown(const char *id, const char *who, char **ret_error);
+/* Marks every measurement verified once the data checked out after all of them ran. */
+void mark_verified(struct bench_job *j);
+/* blocks, at least one and at most 8 per SM: the grid a kernel is launched with. */
+unsigned grid_cap(const struct bench_ctx *c, uint64_t blocks);
 /* A verification result: 0, or -EIO saying how many words of what differ. */
 int verify_result(struct bench_job *j, unsigned long long bad, const char *what);
 

@@ -92,8 +92,7 @@ __global__ void k_warp_per_chunk(uint8_t *base, size_t size, unsigned long long 
 static unsigned chunk_grid(const struct bench_ctx *c, size_t size)
 {
         uint64_t chunks = (size + CHUNK_BYTES - 1) / CHUNK_BYTES;
-        uint64_t blocks = (chunks + 7) / 8, max = (uint64_t)c->sm_count * 8;
-        return (unsigned)(blocks < 1 ? 1 : blocks < max ? blocks : max);
+        return grid_cap(c, (chunks + 7) / 8); /* 8 warps a block, one chunk a warp */
 }
 
 /* The kernel a managed benchmark runs, in words, for the result's context: what the fault
@@ -294,18 +293,22 @@ int bench_managed_prefetch(struct bench_job *j)
                 r = explain_pass(j, dev_prep, back_work, 0, m.size, &x[2]);
         if (r >= 0)
                 r = m.verify("managed memory after prefetches");
-        if (r >= 0)
+        /* add_measurement takes each explain object; what a failure leaves is freed below. */
+        if (r >= 0) {
                 r = add_measurement(j, MEAS_PREFETCH_KERNEL, (double)j->size, ONE_DIR, pk, false,
                                     explain_extra(x[0], NULL));
-        x[0] = NULL;
-        if (r >= 0)
+                x[0] = NULL;
+        }
+        if (r >= 0) {
                 r = add_measurement(j, MEAS_PREFETCH, (double)j->size, ONE_DIR, pf, false,
                                     explain_extra(x[1], NULL));
-        x[1] = NULL;
-        if (r >= 0)
+                x[1] = NULL;
+        }
+        if (r >= 0) {
                 r = add_measurement(j, MEAS_PREFETCH_TO_HOST, (double)j->size, ONE_DIR, back, false,
                                     explain_extra(x[2], NULL));
-        x[2] = NULL;
+                x[2] = NULL;
+        }
         for (int i = 0; i < 3; i++)
                 json_decref(x[i]);
         cudaFree(m.p);
@@ -366,14 +369,16 @@ int bench_managed_advise(struct bench_job *j)
                 r = explain_pass(j, reset, wr_work, must_move, 0, &xw);
         if (r >= 0)
                 r = m.verify("managed memory after advised kernels");
-        if (r >= 0)
+        if (r >= 0) {
                 r = add_measurement(j, MEAS_READ, (double)j->size, ONE_DIR, rd, false,
                                     explain_extra(xr, NULL));
-        xr = NULL;
-        if (r >= 0)
+                xr = NULL;
+        }
+        if (r >= 0) {
                 r = add_measurement(j, MEAS_WRITE, (double)j->size, ONE_DIR, wr, false,
                                     explain_extra(xw, NULL));
-        xw = NULL;
+                xw = NULL;
+        }
         json_decref(xr);
         json_decref(xw);
         if (r >= 0 && read_mostly && !wr.empty() && !rd.empty())

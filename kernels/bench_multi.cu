@@ -209,14 +209,15 @@ static int clear(struct bench_job *j, struct bench_multi *m, int g, void *p)
         return 0;
 }
 
-/* One copy of size bytes from GPU a's src to GPU b's dst on stream s (of GPU a or b). */
+/* One copy of size bytes from GPU a's src to GPU b's dst on stream s (of GPU a), issued by
+ * GPU a. */
 static int copy_one(struct bench_job *j, struct bench_multi *m, bool sm, int a, int b, void *dst,
-                    const void *src, cudaStream_t s, int issuer)
+                    const void *src, cudaStream_t s)
 {
-        cudaSetDevice(m->ctx[issuer]->ordinal);
+        cudaSetDevice(m->ctx[a]->ordinal);
         if (sm) {
                 struct bench_ctx *keep = j->ctx;
-                j->ctx = m->ctx[issuer];
+                j->ctx = m->ctx[a];
                 int r = launch_copy(j, dst, src, j->size, s);
                 j->ctx = keep;
                 return r;
@@ -255,10 +256,9 @@ static int peer_pair(struct bench_job *j, struct bench_multi *m, void **src, voi
                             CK(j, cudaStreamWaitEvent(cb->streams[0], ca->ev_start, 0));
                     }
                     for (int k = 0; k < reps; k++) {
-                            int rr = copy_one(j, m, sm, a, b, dst[b], src[a], ca->streams[0], a);
+                            int rr = copy_one(j, m, sm, a, b, dst[b], src[a], ca->streams[0]);
                             if (rr >= 0 && bidir)
-                                    rr =
-                                        copy_one(j, m, sm, b, a, dst[a], src[b], cb->streams[0], b);
+                                    rr = copy_one(j, m, sm, b, a, dst[a], src[b], cb->streams[0]);
                             if (rr < 0)
                                     return rr;
                     }
@@ -593,11 +593,9 @@ int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *
 
         if (!run)
                 return job_unknown(benchmark, "the node worker", ret_error);
-        if (m->n < 2) {
-                if (asprintf(ret_error, "%s needs two GPUs: this node has %d", benchmark, m->n) < 0)
-                        *ret_error = NULL;
-                return -ENOTSUP;
-        }
+        if (m->n < 2)
+                return backend_fail(ret_error, -ENOTSUP, "%s needs two GPUs: this node has %d",
+                                    benchmark, m->n);
 
         r = job_begin(j, m->ctx[0], params, cancel);
         if (r < 0)
@@ -609,12 +607,9 @@ int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *
         if (r < 0)
                 goto out;
         {
-                size_t i;
-                json_t *x;
                 /* Each benchmark fails on a mismatch: reaching here means every copy checked
                  * out. */
-                json_array_foreach(j->measurements, i, x)
-                    json_object_set_new(x, "verified", json_true());
+                mark_verified(j);
                 json_t *ctx =
                     json_pack("{s:i, s:i, s:I, s:I, s:i, s:i, s:b}", "driver_version",
                               m->ctx[0]->driver_version, "runtime_version",

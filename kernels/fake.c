@@ -535,7 +535,8 @@ static double fake_pair_scale(unsigned a, unsigned b)
         return (double)links / FAKE_NVLINKS;
 }
 
-json_t *fake_links_json(unsigned n)
+/* The fake links between n devices (see fake_run_multi). */
+static json_t *fake_links_json(unsigned n)
 {
         json_t *links = json_array();
 

@@ -40,5 +40,3 @@ double fake_model_gbps(const char *measurement);
  * names its src/dst GPU indexes. -ENOTSUP ("needs two GPUs") with fewer than two devices. */
 int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *params,
                    volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error);
-/* The fake links between n devices (see fake_run_multi). */
-json_t *fake_links_json(unsigned n);

@@ -127,20 +127,6 @@ static void *heartbeat_main(void *arg)
         return NULL;
 }
 
-/* Sets *ret_error to the message (NULL when out of memory) and returns r. */
-static int refuse(char **ret_error, int r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int refuse(char **ret_error, int r, const char *fmt, ...)
-{
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(ret_error, fmt, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return r;
-}
-
 static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, char **ret_error)
 {
         const char *benchmark = json_string_value(json_object_get(msg, "benchmark"));
@@ -152,11 +138,12 @@ static int run_job(struct worker *w, const json_t *msg, json_t **ret_result, cha
         bool for_node = (b && b->multi_gpu) || (w->multi && strcmp(benchmark, "health") == 0);
 
         if (b && w->multi != for_node)
-                return refuse(ret_error, -ENOTSUP,
-                              w->multi ? "%s runs on one GPU's worker, not on the node worker"
-                                       : "%s spans GPUs: it runs on the node worker, not on one "
-                                         "GPU's",
-                              benchmark);
+                return backend_fail(ret_error, -ENOTSUP,
+                                    w->multi
+                                        ? "%s runs on one GPU's worker, not on the node worker"
+                                        : "%s spans GPUs: it runs on the node worker, not on one "
+                                          "GPU's",
+                                    benchmark);
         r = backend_prepare(w->ops, benchmark, json_object_get(msg, "params"),
                             w->args.lim.max_buffer_bytes, &params, ret_error);
         if (r < 0)
