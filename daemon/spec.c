@@ -336,14 +336,20 @@ static int stored_labels(const json_t *labels, char *why, size_t whylen)
 static int stored_part(const json_t *part, size_t i, char *why, size_t whylen)
 {
         const json_t *dev = json_object_get(part, "device"), *res = json_object_get(part, "result");
+        /* A GPU's part names its index; the node's part (a benchmark spanning GPUs, or the
+         * canonical check's pairs) names "all" and the uuid "node". */
+        bool node = streq_ptr(json_string_value(dev), "all") &&
+                    streq_ptr(json_string_value(json_object_get(part, "uuid")), "node");
 
-        if (!json_is_object(part) || !json_is_integer(dev) || json_integer_value(dev) < 0 ||
+        if (!json_is_object(part) ||
+            (!node && (!json_is_integer(dev) || json_integer_value(dev) < 0)) ||
             !json_is_string(json_object_get(part, "uuid")) ||
             !json_is_string(json_object_get(part, "state")) || !opt_string(part, "started") ||
             !opt_string(part, "finished") || !opt_string(part, "error") ||
             (res && !json_is_null(res) && !json_is_object(res))) {
                 snprintf(why, whylen,
-                         "part %zu is not an object with an integer device, string uuid and "
+                         "part %zu is not an object with an integer device (or \"all\" on the "
+                         "node), string uuid and "
                          "state, string or null times and error, and an object or null result",
                          i);
                 return -EINVAL;

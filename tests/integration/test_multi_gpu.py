@@ -285,3 +285,18 @@ def test_umdctl_health_reports_the_pairs_and_fails_on_a_pair_through_the_host(um
                        capture_output=True, text=True, timeout=60, env=clean_env())
     assert r.returncode == 1, r.stdout + r.stderr
     assert "GPU pairs (every GPU) FAIL: GPU 0 -> GPU 1 has no peer access" in r.stdout, r.stdout
+
+
+def test_a_queued_job_spanning_gpus_runs_after_a_restart(umd, tmp_path):
+    # Its part names the node ("device": "all"); read back at start it is a job like any other.
+    state = tmp_path / "state"
+    d = umd(fake_devices=2, state_dir=state)
+    running = submit(d, {"benchmark": "peer", "params": {**SMALL, "fake_delay_ms": 30000}})
+    wait_job(d, running["id"], ("running",))
+    queued = submit(d, {"benchmark": "peer", "params": SMALL})
+    assert d.stop() == 0
+    d2 = umd(fake_devices=2, state_dir=state)
+    assert d2.get("/v1/jobs/" + running["id"]).json()["state"] == "interrupted"
+    done = wait_job(d2, queued["id"])
+    assert done["state"] == "succeeded", done
+    assert done["parts"][0]["device"] == "all"
