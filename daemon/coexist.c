@@ -38,9 +38,8 @@ static void look(void)
                 fake_index = d->fake_index;
                 core_unlock();
                 /* The node worker, when there is one, is the slot after the GPUs. */
-                gpustate_query(
-                    uuid, fake_index, supervisor_worker_pid(sup, i),
-                    devices_count() >= 2 ? supervisor_worker_pid(sup, devices_count()) : 0, &st);
+                gpustate_query(uuid, fake_index, supervisor_worker_pid(sup, i),
+                               have_node() ? supervisor_worker_pid(sup, node_index()) : 0, &st);
                 jobs_gpu_observed(i, &st);
         }
 }

@@ -46,6 +46,18 @@ ssize_t devices_lookup(const char *spec);
 ssize_t devices_lookup_uuid(const char *uuid);
 /* Why the list is empty, or NULL. */
 const char *devices_empty_reason(void);
+/* The node (the worker for benchmarks spanning GPUs) is one more slot after the GPUs, on
+ * hosts with two or more. */
+static inline bool have_node(void)
+{
+        return devices_count() >= 2;
+}
+
+static inline size_t node_index(void)
+{
+        return devices_count();
+}
+
 /* A device's state as the API, the metrics and the logs name it. */
 enum device_state {
         DEVICE_IDLE, /* also cold: idle without a worker (see "warm") */

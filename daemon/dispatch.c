@@ -124,9 +124,6 @@ static const struct queue_entry *node_head(void)
         return e;
 }
 
-/* Starts the node's head once every GPU is free: no part running, its worker idle or cold
- * (a GPU's own worker may stay warm beside the node worker), no other process on it unless
- * the job says to run anyway. A faulted GPU fails the part: it would never run. */
 /* Hand part i of j to slot's worker (a GPU, or the node). -errno when the supervisor cannot
  * take it now: the part stays queued. */
 static int part_send(struct job *j, size_t slot)
@@ -155,6 +152,9 @@ static void part_mark_running(struct job *j, size_t i)
         job_persist(j);
 }
 
+/* Starts the node's head once every GPU is free: no part running, its worker idle or cold
+ * (a GPU's own worker may stay warm beside the node worker), no other process on it unless
+ * the job says to run anyway. A faulted GPU fails the part: it would never run. */
 void dispatch_try_node(void)
 {
         const struct queue_entry *e;

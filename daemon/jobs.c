@@ -369,7 +369,7 @@ static struct job *job_from_doc(json_t *doc)
 /* A stored unfinished job is checked as strictly as a submission (spec.c), from what dispatch
  * will use: its benchmark, params, timeout and priority, on the devices of its parts. NULL when
  * it passes, else why not (static). */
-static const char *recover_check(const json_t *doc, const struct job *j)
+static const char *recover_check(const json_t *doc)
 {
         static char why[800];
         struct problem p = {0};
@@ -404,7 +404,6 @@ static const char *recover_check(const json_t *doc, const struct job *j)
                 return why;
         }
         spec_done(&spec);
-        (void)j;
         return NULL;
 }
 
@@ -433,7 +432,7 @@ static int recover_one(json_t *doc, void *userdata)
         }
         static char malformed_why[200];
         snprintf(malformed_why, sizeof(malformed_why), "its stored document is malformed: %s", why);
-        bad = malformed ? malformed_why : j->st == JOB_QUEUED ? recover_check(doc, j) : NULL;
+        bad = malformed ? malformed_why : j->st == JOB_QUEUED ? recover_check(doc) : NULL;
         if (bad)
                 log_warning("store: queued job %s is failed: %s", j->id, bad);
         for (size_t i = 0; i < j->n_parts; i++) {

@@ -55,17 +55,6 @@ struct jobs_state {
 };
 extern struct jobs_state js;
 
-/* The node (benchmarks spanning GPUs) is the slot after the GPUs, on hosts with two or more. */
-static inline bool have_node(void)
-{
-        return devices_count() >= 2;
-}
-
-static inline size_t node_index(void)
-{
-        return devices_count();
-}
-
 static inline bool is_node(size_t dev)
 {
         return have_node() && dev == node_index();
@@ -78,6 +67,9 @@ int jobs_append(struct job *j);
 void jobs_remove_at(size_t i);
 void job_free(struct job *j);
 json_t *job_now_json(void);
+/* queries.c: a store read's outcome r for job id as the API says it (0, or a 404 / 500). */
+struct problem;
+int store_read_problem(int r, const char *id, struct problem *p);
 json_t *job_part_doc(struct job *j, size_t i);
 const char *job_benchmark(const struct job *j);
 enum job_state job_derive_state(const struct job *j);

@@ -81,13 +81,14 @@ static int start_supervisor(const struct umd_config *cfg, struct supervisor **re
         }
         /* The node worker, for benchmarks spanning GPUs, is one more slot after the GPUs:
          * its own process, so that it never shares a fate with one GPU's worker. */
-        if (n >= 2) {
-                devs[n].fake = devices_get(0)->fake;
-                devs[n].numa_node = -1;
-                snprintf(devs[n].id, sizeof(devs[n].id), "all");
+        if (have_node()) {
+                struct supervised_device *node = &devs[node_index()];
+                node->fake = devices_get(0)->fake;
+                node->numa_node = -1;
+                snprintf(node->id, sizeof(node->id), "all");
         }
         jobs_supervisor_callbacks(&cb);
-        r = supervisor_start(cfg, devs, n >= 2 ? n + 1 : n, &cb, ret);
+        r = supervisor_start(cfg, devs, have_node() ? n + 1 : n, &cb, ret);
         free(devs);
         return r;
 }

@@ -272,10 +272,8 @@ char *core_metrics_text(size_t *ret_len)
                                              : (long long)d->index,
                         d->uuid, bus, model, d->fake ? "true" : "false");
         }
-        core_unlock();
         fprintf(f, "# HELP umd_queue_depth Job parts waiting, per device.\n"
                    "# TYPE umd_queue_depth gauge\n");
-        core_lock();
         for (size_t i = 0; i < devices_count(); i++)
                 fprintf(f, "umd_queue_depth{uuid=\"%s\"} %zu\n", devices_get(i)->uuid,
                         i < n_queue_depth ? atomic_load(&queue_depth[i]) : 0);

@@ -1,6 +1,7 @@
 /* Reading jobs: one job (from memory while it is open, else the store's committed bytes), the
  * filtered and paged list (its filters, times and next-page URL), and the counts for STATUS=
- * and /v1/health. */
+ * and /v1/health. Nothing here changes a queue or a running count, so the lock is released
+ * with core_unlock (no metrics to publish). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +28,11 @@ void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total)
         *ret_queued = jobs_queued_total();
         *ret_running = jobs_running_locked();
         *ret_total = js.store ? store_count(js.store) : 0;
-        jobs_unlock();
+        core_unlock();
 }
 
 /* A store read's outcome r for job id as the API says it: 0, or a 404 / 500 problem. */
-static int store_read_problem(int r, const char *id, struct problem *p)
+int store_read_problem(int r, const char *id, struct problem *p)
 {
         if (r == -ENOENT)
                 return problem_set(p, 404, "id", "no job %s", id);
@@ -50,7 +51,7 @@ int core_job_get(const char *id, json_t **ret_job, struct problem *p)
         struct job *j = job_find(id);
         if (j)
                 *ret_job = job_public(j->doc);
-        jobs_unlock();
+        core_unlock();
         if (j) {
                 /* What a client reads is on disk: wait for the commit of what it shows. */
                 store_sync(js.store);
@@ -69,14 +70,13 @@ int core_job_get_finished(const char *id, char **ret_body, size_t *ret_len, stru
         core_lock();
         jobs_prune_finished();
         in_memory = job_find(id) != NULL;
-        jobs_unlock();
+        core_unlock();
         if (in_memory)
                 return 1;
         /* Not in memory: finished, and committed before it left memory. */
         return store_read_problem(store_get_finished_raw(js.store, id, ret_body, ret_len), id, p);
 }
 
-/* Undo what core_job_cancel did to j's queued parts when its write was not committed. */
 /* Append "?name=v" or "&name=v" to f, percent-encoding v. A stream rather than a fixed
  * buffer: the filter values are bounded only by the request's length, and a cut link would
  * send the client a query that no longer parses. */
@@ -192,12 +192,12 @@ int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct 
         char uuid[UUID_STRING_MAX + 64] = "";
         core_lock();
         if (f->device && (dev = devices_lookup(f->device)) < 0) {
-                jobs_unlock();
+                core_unlock();
                 return problem_set(p, 400, "device", "unknown device '%.64s'", f->device);
         }
         if (dev >= 0)
                 snprintf(uuid, sizeof(uuid), "%s", devices_get((size_t)dev)->uuid);
-        jobs_unlock();
+        core_unlock();
 
         q.state = status >= 0 ? job_state_names[status] : NULL;
         q.benchmark = f->benchmark;

@@ -272,6 +272,7 @@ out:
         return r;
 }
 
+/* Undo what core_job_cancel did to j's queued parts when its write was not committed. */
 static void cancel_undo(struct job *j, const bool *was_queued)
 {
         j->cancel_requested = false;
@@ -300,6 +301,20 @@ static void cancel_undo(struct job *j, const bool *was_queued)
         }
 }
 
+/* Only the client that submitted a job, or an admin, may cancel it. */
+static int check_owner(const json_t *doc, const char *id, const char *client, bool admin,
+                       struct problem *p)
+{
+        const char *owner = json_string_value(json_object_get(doc, "client"));
+
+        if (client && !admin && !streq_ptr(owner, client))
+                return problem_set(p, 403, "",
+                                   "job %s was submitted by another client; cancelling it needs "
+                                   "the admin role",
+                                   id);
+        return 0;
+}
+
 int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
                     struct problem *p)
 {
@@ -311,32 +326,21 @@ int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret
         jobs_prune_finished();
         struct job *j = job_find(id);
         if (!j) {
-                jobs_unlock();
+                core_unlock();
                 /* Not in memory: finished (or unknown). */
                 _cleanup_json_ json_t *doc = NULL;
-                r = store_get(js.store, id, &doc);
-                if (r == -ENOENT)
-                        return problem_set(p, 404, "id", "no job %s", id);
+                r = store_read_problem(store_get(js.store, id, &doc), id, p);
                 if (r < 0)
-                        return problem_set(p, 500, "",
-                                           "the job store cannot be read (see the daemon's log)");
-                const char *owner = json_string_value(json_object_get(doc, "client"));
-                if (client && !admin && !streq_ptr(owner, client))
-                        return problem_set(p, 403, "",
-                                           "job %s was submitted by another client; cancelling "
-                                           "it needs the admin role",
-                                           id);
+                        return r;
+                r = check_owner(doc, id, client, admin, p);
+                if (r < 0)
+                        return r;
                 return problem_set(p, 409, "id", "job %s already finished (%s)", id,
                                    json_string_value(json_object_get(doc, "state")) ?: "?");
         }
-        const char *owner = json_string_value(json_object_get(j->doc, "client"));
-        if (client && !admin && !streq_ptr(owner, client)) {
-                r = problem_set(p, 403, "",
-                                "job %s was submitted by another client; cancelling "
-                                "it needs the admin role",
-                                id);
+        r = check_owner(j->doc, id, client, admin, p);
+        if (r < 0)
                 goto out;
-        }
         if (job_state_final(j->st)) {
                 r = problem_set(p, 409, "id", "job %s already finished (%s)", id,
                                 job_state_names[j->st]);

@@ -67,14 +67,12 @@ static long long verdict_replays(const json_t *v)
 static int verdict_stamp_or_retry(struct job *j, size_t i, json_t *v, const json_t *baseline,
                                   const char *uuid, const json_t *result, const char *waiting)
 {
-        char ts[40];
         json_t *p = job_part_doc(j, i);
 
         json_object_set(v, "baseline", (json_t *)baseline);
         json_object_set_new(v, "job", json_string(j->id));
         json_object_set_new(v, "uuid", json_string(uuid));
-        json_object_set_new(v, "time",
-                            json_string(format_rfc3339_ms(now_realtime_ms(), ts, sizeof(ts))));
+        json_object_set_new(v, "time", job_now_json());
         if (!streq_ptr(json_string_value(json_object_get(v, "verdict")), "fail") ||
             j->parts[i].attempts >= 2)
                 return 0;
