@@ -313,7 +313,8 @@ void jobs_shutdown(void)
         free(js.jobs);
         js.jobs = NULL;
         js.n_jobs = js.cap_jobs = 0;
-        for (size_t i = 0; js.queues && i < devices_count(); i++)
+        /* One queue per device and one for the node (allocated whether or not it is used). */
+        for (size_t i = 0; js.queues && i <= devices_count(); i++)
                 queue_free(&js.queues[i]);
         free(js.queues);
         js.queues = NULL;
