@@ -239,10 +239,13 @@ static void test_job_succeeds_on_each_device(void **state)
 {
         struct supervisor *s = start(2);
         json_t *params = json_pack("{s:i, s:i}", "size", 1 << 20, "iterations", 3);
+        /* job-a runs long enough for the second dispatch to find the worker busy. */
+        json_t *slow = json_pack("{s:i, s:i, s:i}", "size", 1 << 20, "iterations", 3,
+                                 "fake_delay_ms", 1000);
         struct part p;
 
         assert_true(supervisor_all_alive(s));
-        assert_int_equal(supervisor_dispatch(s, 0, "job-a", "copy", params, 5000), 0);
+        assert_int_equal(supervisor_dispatch(s, 0, "job-a", "copy", slow, 5000), 0);
         assert_int_equal(supervisor_dispatch(s, 1, "job-b", "zero_copy", params, 5000), 0);
         /* one part at a time per worker */
         assert_int_equal(supervisor_dispatch(s, 0, "job-c", "copy", params, 5000), -EBUSY);
@@ -275,6 +278,7 @@ static void test_job_succeeds_on_each_device(void **state)
         assert_non_null(strstr(p.error, "pageableMemoryAccess"));
         assert_int_equal(supervisor_restarts(s, 0), 0);
         json_decref(params);
+        json_decref(slow);
         supervisor_stop(s, 2000);
 }
 
