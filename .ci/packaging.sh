@@ -130,6 +130,8 @@ files=(
 	/usr/share/umd/prometheus/alerts.yml
 	/usr/share/umd/prometheus/scrape.yml
 	/usr/share/umd/prometheus/alerts_test.yml
+	/usr/share/umd/prometheus/fleet.yml
+	/usr/share/umd/prometheus/fleet_test.yml
 	/usr/share/umd/grafana/umd.json
 )
 listing=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
@@ -253,6 +255,8 @@ prom=$root/packaging/prometheus
 check "promtool check rules alerts.yml" promtool check rules "$prom/alerts.yml"
 check "promtool check config scrape.yml" promtool check config "$prom/scrape.yml"
 check "promtool test rules alerts_test.yml" promtool test rules "$prom/alerts_test.yml"
+check "promtool check rules fleet.yml" promtool check rules "$prom/fleet.yml"
+check "promtool test rules fleet_test.yml" promtool test rules "$prom/fleet_test.yml"
 
 step "apt-get remove, then purge"
 install -d -o umd -g umd /var/lib/umd/jobs

@@ -257,6 +257,27 @@ static bool job_canonical(const struct job *j)
         return json_is_true(json_object_get(j->doc, "canonical"));
 }
 
+/* The canonical check's figures for the fleet's comparison of peers (metrics.c): a GPU's part
+ * with the capability of its slot, or the node's pairs. */
+static void part_fleet_figures(const struct device *d, size_t dev, const json_t *result,
+                               bool contended)
+{
+        if (d) {
+                const json_t *pcie = json_object_get(d->info, "pcie");
+                json_t *gen = json_object_get(pcie, "max_gen");
+                json_t *width = json_object_get(pcie, "max_width");
+                char link[32] = "unknown";
+
+                if (json_is_integer(gen) && json_is_integer(width))
+                        snprintf(link, sizeof(link), "gen%lldx%lld",
+                                 (long long)json_integer_value(gen),
+                                 (long long)json_integer_value(width));
+                metrics_health_result(d->uuid, link, result, contended);
+        } else if (is_node(dev)) {
+                metrics_health_node_result(result);
+        }
+}
+
 /* What the part records of how it ran: a cold start, and other processes beside it. */
 static void part_note_conditions(struct job *j, size_t i, const struct device *d,
                                  double cold_start_ms)
@@ -332,7 +353,9 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 if (!again)
                         job_set_part(j, i, st, result, error);
                 if (st == JOB_SUCCEEDED && d && !contended && !again)
-                        metrics_part_result(d->uuid, result);
+                        metrics_part_result(d->uuid, result, job_canonical(j));
+                if (st == JOB_SUCCEEDED && !again && job_canonical(j))
+                        part_fleet_figures(d, dev, result, contended);
                 if (summary && result)
                         json_decref(result);
                 if (st != JOB_SUCCEEDED)

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "catalog.h"
 #include "core.h"
 #include "devices.h"
 #include "daemon.h"
@@ -25,6 +27,7 @@
 #include "store.h"
 #include "log.h"
 #include "supervisor.h"
+#include "topology.h"
 #include "umd-build.h"
 #include "util.h"
 
@@ -48,6 +51,9 @@ static struct family http_requests, jobs_finished;
 /* Per (uuid, benchmark, mode): bandwidth in bytes/s or latency in seconds, and the Unix time of
  * the measurement. */
 static struct family bandwidth, latency, measured_at;
+/* Per (uuid, figure, link): the canonical check's fleet figures in bytes/s; per uuid: 1 when the
+ * last canonical check was disturbed by another process. */
+static struct family health_bw, health_contended;
 static unsigned long long series_dropped;
 static const double duration_buckets[] = {0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800};
 static unsigned long long duration_counts[ELEMENTSOF(duration_buckets) + 1];
@@ -59,6 +65,7 @@ static const struct umd_daemon *daemon_state;
 static _Atomic size_t *queue_depth; /* per device, as the job files last pushed it */
 static size_t n_queue_depth;
 static _Atomic size_t running_parts;
+static char hostname[256]; /* umd_device_info's Hostname, as dcgm-exporter labels it */
 
 int metrics_init(const struct umd_daemon *d)
 {
@@ -66,6 +73,9 @@ int metrics_init(const struct umd_daemon *d)
 
         start_ms = now_monotonic_ms();
         daemon_state = d;
+        if (gethostname(hostname, sizeof(hostname)) < 0)
+                hostname[0] = 0;
+        hostname[sizeof(hostname) - 1] = 0;
         queue_depth = calloc(n ? n : 1, sizeof(*queue_depth));
         if (!queue_depth)
                 return log_error_errno(ENOMEM, "out of memory");
@@ -182,9 +192,12 @@ static size_t modes_of(const char *prefix)
         return n;
 }
 
-void metrics_part_result(const char *uuid, const json_t *result)
+void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
 {
         const char *bench = json_string_value(json_object_get(result, "benchmark"));
+
+        if (bench && !canonical && strcmp(bench, "health") == 0)
+                bench = "health_adhoc";
         double now = (double)now_realtime_ms() / 1000.0;
         size_t i;
         json_t *m;
@@ -222,6 +235,111 @@ void metrics_part_result(const char *uuid, const json_t *result)
         pthread_mutex_unlock(&mlock);
 }
 
+/* The canonical figures the fleet compares, by the health result's measurement names. The
+ * managed and latency modes are left out: they judge the driver as much as the GPU. */
+static const struct {
+        const char *measurement, *figure;
+} fleet_figures[] = {
+    {MEAS_PINNED_H2D, "h2d"},
+    {MEAS_PINNED_D2H, "d2h"},
+    {MEAS_D2D, "d2d"},
+};
+
+static void health_figure_set(const char *u, const char *figure, const char *link, double gbps)
+{
+        char labels[256];
+
+        snprintf(labels, sizeof(labels), "uuid=\"%s\",figure=\"%s\",link=\"%s\"", u, figure,
+                 link);
+        family_set(&health_bw, labels, gbps * 1e9, false);
+}
+
+void metrics_health_result(const char *uuid, const char *link, const json_t *result,
+                           bool contended)
+{
+        char u[80], l[32], labels[96];
+        size_t i;
+        json_t *m;
+
+        escape(u, sizeof(u), uuid);
+        escape(l, sizeof(l), link && *link ? link : "unknown");
+        snprintf(labels, sizeof(labels), "uuid=\"%s\"", u);
+        pthread_mutex_lock(&mlock);
+        family_set(&health_contended, labels, contended ? 1 : 0, false);
+        json_array_foreach(contended ? NULL : json_object_get(result, "measurements"), i, m)
+        {
+                const char *name = json_string_value(json_object_get(m, "name"));
+                json_t *g = json_object_get(m, "gbps");
+
+                for (size_t k = 0; name && json_is_number(g) && k < ELEMENTSOF(fleet_figures); k++)
+                        if (strcmp(name, fleet_figures[k].measurement) == 0)
+                                health_figure_set(u, fleet_figures[k].figure, l,
+                                                  json_number_value(g));
+        }
+        pthread_mutex_unlock(&mlock);
+}
+
+/* The uuid of the node result's GPU with worker index idx, or NULL. */
+static const char *node_device_uuid(const json_t *result, long long idx)
+{
+        size_t i;
+        json_t *dev;
+
+        json_array_foreach(json_object_get(result, "devices"), i, dev)
+        {
+                json_t *x = json_object_get(dev, "index");
+                if (json_is_integer(x) && json_integer_value(x) == idx)
+                        return json_string_value(json_object_get(dev, "uuid"));
+        }
+        return NULL;
+}
+
+void metrics_health_node_result(const json_t *result)
+{
+        size_t n = json_array_size(json_object_get(result, "devices"));
+        _cleanup_free_ double *slowest = n ? calloc(n, sizeof(*slowest)) : NULL;
+        _cleanup_free_ long long *to = n ? calloc(n, sizeof(*to)) : NULL;
+        size_t i;
+        json_t *m;
+
+        if (!slowest || !to)
+                return;
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
+                const char *method = json_string_value(json_object_get(m, "method"));
+                const char *dir = json_string_value(json_object_get(m, "direction"));
+                json_t *src = json_object_get(m, "src"), *dst = json_object_get(m, "dst");
+                json_t *g = json_object_get(m, "gbps");
+
+                if (!method || !dir || strcmp(method, "ce") || strcmp(dir, "uni") ||
+                    !json_is_integer(src) || !json_is_integer(dst) || !json_is_number(g))
+                        continue;
+                long long s = json_integer_value(src);
+                if (s < 0 || (size_t)s >= n)
+                        continue;
+                double v = json_number_value(g);
+                if (slowest[s] == 0 || v < slowest[s]) {
+                        slowest[s] = v;
+                        to[s] = json_integer_value(dst);
+                }
+        }
+        pthread_mutex_lock(&mlock);
+        for (size_t s = 0; s < n; s++) {
+                const char *uuid = node_device_uuid(result, (long long)s);
+                char u[80], label[32], l[40];
+
+                if (!uuid || slowest[s] <= 0)
+                        continue;
+                /* Peers are compared over links like theirs: the slowest pair's link kind. */
+                escape(l, sizeof(l),
+                       topology_link_label(topology_link(result, (long long)s, to[s]), label,
+                                           sizeof(label)));
+                escape(u, sizeof(u), uuid);
+                health_figure_set(u, "peer", l, slowest[s]);
+        }
+        pthread_mutex_unlock(&mlock);
+}
+
 static void family_print(FILE *f, const char *name, const struct family *fam)
 {
         for (size_t i = 0; i < fam->n; i++)
@@ -254,23 +372,24 @@ char *core_metrics_text(size_t *ret_len)
                 total, running);
 
         fprintf(f, "# HELP umd_device_info The GPUs umd owns, labelled as dcgm-exporter labels "
-                   "them (gpu, UUID, pci_bus_id, modelName) to join on.\n"
+                   "them (gpu, UUID, pci_bus_id, modelName, Hostname) to join on.\n"
                    "# TYPE umd_device_info gauge\n");
         core_lock();
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
                 json_t *idx = json_object_get(d->info, "index");
-                char model[160], bus[64];
+                char model[160], bus[64], host[300];
 
+                escape(host, sizeof(host), hostname);
                 escape(model, sizeof(model), json_string_value(json_object_get(d->info, "name")));
                 escape(bus, sizeof(bus), json_string_value(json_object_get(d->info, "pci_bus_id")));
                 fprintf(f,
                         "umd_device_info{uuid=\"%s\",gpu=\"%lld\",UUID=\"%s\",pci_bus_id=\"%s\","
-                        "modelName=\"%s\",fake=\"%s\"} 1\n",
+                        "modelName=\"%s\",Hostname=\"%s\",fake=\"%s\"} 1\n",
                         d->uuid,
                         json_is_integer(idx) ? (long long)json_integer_value(idx)
                                              : (long long)d->index,
-                        d->uuid, bus, model, d->fake ? "true" : "false");
+                        d->uuid, bus, model, host, d->fake ? "true" : "false");
         }
         fprintf(f, "# HELP umd_queue_depth Job parts waiting, per device.\n"
                    "# TYPE umd_queue_depth gauge\n");
@@ -322,6 +441,15 @@ char *core_metrics_text(size_t *ret_len)
         core_unlock();
 
         pthread_mutex_lock(&mlock);
+        fprintf(f, "# HELP umd_health_bandwidth_bytes_per_second The last canonical, undisturbed "
+                   "health check's fleet figures per GPU (h2d, d2h, d2d, peer), labelled with the "
+                   "slot's link capability, for comparison with the GPU's peers.\n"
+                   "# TYPE umd_health_bandwidth_bytes_per_second gauge\n");
+        family_print(f, "umd_health_bandwidth_bytes_per_second", &health_bw);
+        fprintf(f, "# HELP umd_health_check_contended 1 when the GPU's last canonical health check "
+                   "was disturbed by another process (its figures were not taken).\n"
+                   "# TYPE umd_health_check_contended gauge\n");
+        family_print(f, "umd_health_check_contended", &health_contended);
         fprintf(f, "# HELP umd_http_requests_total HTTP requests answered, by route, method and "
                    "status.\n# TYPE umd_http_requests_total counter\n");
         family_print(f, "umd_http_requests_total", &http_requests);

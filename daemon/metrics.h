@@ -4,6 +4,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct supervisor;
@@ -20,6 +21,18 @@ void metrics_observe_queue(size_t dev, size_t queued);
 void metrics_observe_running(size_t running);
 /* A job reached a final state. duration_s: from start (or creation when never started). */
 void metrics_job_finished(const char *benchmark, const char *state, double duration_s);
-/* A part succeeded on device uuid: remember its measurements' GB/s. */
-void metrics_part_result(const char *uuid, const json_t *result);
+/* A part succeeded on device uuid: remember its measurements' GB/s. canonical: the part belongs
+ * to the canonical health check (a health job without params); an ad-hoc health job's figures
+ * are exported as benchmark="health_adhoc" so that they never pass for the canonical ones. */
+void metrics_part_result(const char *uuid, const json_t *result, bool canonical);
+/* The canonical health check finished on GPU uuid. contended: another process used the GPU
+ * while it ran; its figures then are not exported and umd_health_check_contended says so.
+ * Otherwise its fleet figures (host copies each way, device memory) replace the GPU's last ones
+ * in umd_health_bandwidth_bytes_per_second, labelled with link, the slot's capability
+ * ("gen5x16"), since GPUs are compared with peers in slots like theirs. */
+void metrics_health_result(const char *uuid, const char *link, const json_t *result,
+                           bool contended);
+/* The node's canonical check of the GPU pairs: each GPU's slowest outgoing peer copy (copy
+ * engine, one direction) becomes its figure "peer". */
+void metrics_health_node_result(const json_t *result);
 void metrics_attach_supervisor(struct supervisor *s);

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import REPO, free_port, wait_for
+from conftest import REPO, wait_for
+from prometheus_server import Prometheus
 
 DASHBOARD = REPO / "packaging" / "grafana" / "umd.json"
 ALERTS = REPO / "packaging" / "prometheus" / "alerts.yml"
@@ -137,53 +138,6 @@ def test_alert_rules_name_only_exported_series(measured):
     assert not missing, missing
 
 
-class Prometheus:
-    def __init__(self, tmp_path, target):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        cfg = tmp_path / "prometheus.yml"
-        cfg.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"rule_files:\n  - {ALERTS}\n"
-            "scrape_configs:\n  - job_name: umd\n    scrape_interval: 1s\n"
-            f"    static_configs:\n      - targets: ['{target}']\n")
-        self.log = open(tmp_path / "prometheus.log", "wb")
-        self.proc = subprocess.Popen(
-            [shutil.which("prometheus"), f"--config.file={cfg}",
-             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
-
-    def wait_ready(self, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(self.url + "/-/ready", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("prometheus not ready")
-
-    def query(self, q):
-        r = requests.get(self.url + "/api/v1/query", params={"query": q}, timeout=5)
-        assert r.status_code == 200, r.text
-        return r.json()["data"]["result"]
-
-    def alerts(self):
-        r = requests.get(self.url + "/api/v1/alerts", timeout=5)
-        return r.json()["data"]["alerts"]
-
-    def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-
 def until(fn, timeout=30, what=""):
     return wait_for(fn, timeout=timeout, what=what, step=0.5)
 
@@ -193,7 +147,7 @@ def test_real_prometheus_joins_and_fires_the_failed_verdict_alert(umd, tmp_path)
     state = tmp_path / "gpu-state.json"
     state.write_text("{}")
     d = umd(fake_devices=2, args=["--fake-gpu-state", str(state)])
-    prom = Prometheus(tmp_path, f"127.0.0.1:{d.port}")
+    prom = Prometheus(tmp_path, [f"127.0.0.1:{d.port}"], [ALERTS])
     try:
         prom.wait_ready()
         run(d, {"benchmark": "copy", "device": 0, "params": {"size": "1MiB"}})

@@ -56,14 +56,97 @@ static size_t count_prefix(const char *text, const char *prefix)
         return n;
 }
 
-static void part(const char *uuid, const char *json)
+static json_t *load(const char *json)
 {
         json_error_t err;
         json_t *result = json_loads(json, 0, &err);
 
         assert_non_null(result);
-        metrics_part_result(uuid, result);
+        return result;
+}
+
+static void part(const char *uuid, const char *json)
+{
+        json_t *result = load(json);
+
+        metrics_part_result(uuid, result, false);
         json_decref(result);
+}
+
+static void health(const char *uuid, const char *json, bool contended)
+{
+        json_t *result = load(json);
+
+        metrics_health_result(uuid, "gen5x16", result, contended);
+        json_decref(result);
+}
+
+static void test_an_adhoc_health_job_is_not_exported_as_health(void **state)
+{
+        part("GPU-adhoc", "{\"benchmark\": \"health\", \"measurements\": [{\"name\": "
+                          "\"pinned_h2d\", \"gbps\": 50}]}");
+        char *text = scrape();
+        assert_has_line(text, "umd_bandwidth_bytes_per_second{uuid=\"GPU-adhoc\",benchmark="
+                              "\"health_adhoc\",mode=\"pinned_h2d\"} 50000000000");
+        assert_null(strstr(text, "uuid=\"GPU-adhoc\",benchmark=\"health\""));
+        free(text);
+}
+
+static void test_a_canonical_check_exports_its_fleet_figures_with_the_link(void **state)
+{
+        health("GPU-fleet", "{\"benchmark\": \"health\", \"measurements\": [{\"name\": "
+                            "\"pinned_h2d\", \"gbps\": 55}, {\"name\": \"pinned_d2h\", "
+                            "\"gbps\": 54}, {\"name\": \"d2d\", \"gbps\": 4200}, {\"name\": "
+                            "\"managed_prefetch\", \"gbps\": 48}]}",
+               false);
+        char *text = scrape();
+        assert_has_line(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-fleet\",figure="
+                              "\"h2d\",link=\"gen5x16\"} 55000000000");
+        assert_has_line(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-fleet\",figure="
+                              "\"d2h\",link=\"gen5x16\"} 54000000000");
+        assert_has_line(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-fleet\",figure="
+                              "\"d2d\",link=\"gen5x16\"} 4200000000000");
+        assert_int_equal(count_prefix(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-fleet\""),
+                         3);
+        assert_has_line(text, "umd_health_check_contended{uuid=\"GPU-fleet\"} 0");
+        free(text);
+}
+
+static void test_a_contended_check_keeps_the_last_figures_and_says_so(void **state)
+{
+        const char *fast = "{\"measurements\": [{\"name\": \"pinned_h2d\", \"gbps\": 55}]}";
+        const char *slow = "{\"measurements\": [{\"name\": \"pinned_h2d\", \"gbps\": 5}]}";
+
+        health("GPU-shared", fast, false);
+        health("GPU-shared", slow, true);
+        char *text = scrape();
+        assert_has_line(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-shared\",figure="
+                              "\"h2d\",link=\"gen5x16\"} 55000000000");
+        assert_has_line(text, "umd_health_check_contended{uuid=\"GPU-shared\"} 1");
+        free(text);
+}
+
+static void test_the_node_check_gives_each_gpu_its_slowest_peer_copy(void **state)
+{
+        json_t *result = load(
+            "{\"devices\": [{\"index\": 0, \"uuid\": \"GPU-p0\"}, {\"index\": 1, \"uuid\": "
+            "\"GPU-p1\"}, {\"index\": 2, \"uuid\": \"GPU-p2\"}], \"links\": [{\"src\": 0, "
+            "\"dst\": 2, \"type\": \"nvlink\", \"nvlink_links\": 18}], \"measurements\": ["
+            "{\"method\": \"ce\", \"direction\": \"uni\", \"src\": 0, \"dst\": 1, \"gbps\": 390},"
+            "{\"method\": \"ce\", \"direction\": \"uni\", \"src\": 0, \"dst\": 2, \"gbps\": 310},"
+            "{\"method\": \"sm\", \"direction\": \"uni\", \"src\": 0, \"dst\": 2, \"gbps\": 100},"
+            "{\"method\": \"ce\", \"direction\": \"bidir\", \"src\": 1, \"dst\": 0, \"gbps\": 700},"
+            "{\"method\": \"ce\", \"direction\": \"uni\", \"src\": 1, \"dst\": 0, \"gbps\": 380}]}");
+
+        metrics_health_node_result(result);
+        json_decref(result);
+        char *text = scrape();
+        assert_has_line(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-p0\",figure="
+                              "\"peer\",link=\"NV18\"} 310000000000");
+        assert_has_line(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-p1\",figure="
+                              "\"peer\",link=\"?\"} 380000000000");
+        assert_null(strstr(text, "uuid=\"GPU-p2\",figure=\"peer\""));
+        free(text);
 }
 
 static void test_bandwidth_is_exported_in_bytes_per_second(void **state)
@@ -122,7 +205,7 @@ static void test_modes_per_device_are_bounded_and_the_rest_counted(void **state)
                 json_array_append_new(ms, json_pack("{s:s, s:f}", "name", name, "gbps", 1.0));
         }
         json_t *result = json_pack("{s:s, s:o}", "benchmark", "copy", "measurements", ms);
-        metrics_part_result("GPU-many", result);
+        metrics_part_result("GPU-many", result, false);
         json_decref(result);
         char *text = scrape();
         assert_int_equal(count_prefix(text, "umd_bandwidth_bytes_per_second{uuid=\"GPU-many\""),
@@ -205,6 +288,10 @@ int main(void)
             cmocka_unit_test(test_job_durations_fill_cumulative_buckets),
             cmocka_unit_test(test_http_requests_are_counted_by_route_method_and_status),
             cmocka_unit_test(test_pushed_gauges_show_and_unknown_devices_are_ignored),
+            cmocka_unit_test(test_an_adhoc_health_job_is_not_exported_as_health),
+            cmocka_unit_test(test_a_canonical_check_exports_its_fleet_figures_with_the_link),
+            cmocka_unit_test(test_a_contended_check_keeps_the_last_figures_and_says_so),
+            cmocka_unit_test(test_the_node_check_gives_each_gpu_its_slowest_peer_copy),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
