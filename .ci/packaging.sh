@@ -133,6 +133,7 @@ files=(
 	/usr/share/umd/prometheus/fleet.yml
 	/usr/share/umd/prometheus/fleet_test.yml
 	/usr/share/umd/grafana/umd.json
+	/usr/share/umd/grafana/umd-fleet.json
 )
 listing=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
 for f in "${files[@]}"; do

@@ -4,8 +4,10 @@ health_adhoc), and a real Prometheus (Debian's prometheus) scraping four umd ins
 GPUs, evaluating the shipped packaging/prometheus/fleet.yml, firing UmdGpuSlowerThanFleet for
 the one GPU slowed through fake_gpu_state and clearing it once that GPU is fast again. Only the
 rule's `for` (one of fleet.yml's documented knobs) is shortened, so the test takes seconds."""
+import json
 import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -15,6 +17,7 @@ from test_coexist import CANONICAL, GpuState, device
 from test_jobs import submit, wait_job
 
 FLEET = REPO / "packaging" / "prometheus" / "fleet.yml"
+DASHBOARD = REPO / "packaging" / "grafana" / "umd-fleet.json"
 FIGURE = re.compile(r'^umd_health_bandwidth_bytes_per_second\{uuid="([^"]+)",figure="([^"]+)",'
                     r'link="([^"]+)"\} (\S+)$', re.M)
 
@@ -106,6 +109,14 @@ def test_real_prometheus_finds_the_one_gpu_slower_than_its_peers(umd, tmp_path):
         assert {a["labels"]["figure"] for a in fired} >= {"h2d", "d2h"}
         assert "30%" in fired[0]["annotations"]["summary"]
 
+        # Every query of the fleet dashboard answers on this fleet.
+        dash = json.loads(DASHBOARD.read_text())
+        exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+        assert len(exprs) >= 5
+        for e in exprs:
+            q = e.replace("$model", ".*").replace("$figure", ".*")
+            assert prom.query(q), f"the fleet dashboard's {e!r} is empty"
+
         # The GPU is fast again: its next canonical check clears the alert.
         slow_gpu.set({})
         canonical(slow_d)
@@ -114,3 +125,18 @@ def test_real_prometheus_finds_the_one_gpu_slower_than_its_peers(umd, tmp_path):
                  timeout=40, what="UmdGpuSlowerThanFleet cleared", step=0.5)
     finally:
         prom.close()
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian prometheus) missing")
+def test_the_shipped_fleet_rules_pass_their_promtool_cases(tmp_path):
+    # fleet_test.yml is written by fleet_test.py: the committed file must be what it writes.
+    gen = tmp_path / "gen"
+    gen.mkdir()
+    shutil.copy(REPO / "packaging/prometheus/fleet_test.py", gen)
+    subprocess.run(["/usr/bin/python3", str(gen / "fleet_test.py")], check=True)
+    assert (gen / "fleet_test.yml").read_text() == \
+        (REPO / "packaging/prometheus/fleet_test.yml").read_text()
+    for args in (["check", "rules", "fleet.yml"], ["test", "rules", "fleet_test.yml"]):
+        p = subprocess.run(["promtool", *args], cwd=REPO / "packaging/prometheus",
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
