@@ -3,7 +3,8 @@ undisturbed checks feed umd_health_bandwidth_bytes_per_second; ad-hoc health job
 health_adhoc), and a real Prometheus (Debian's prometheus) scraping four umd instances with fake
 GPUs, evaluating the shipped packaging/prometheus/fleet.yml, firing UmdGpuSlowerThanFleet for
 the one GPU slowed through fake_gpu_state and clearing it once that GPU is fast again. Only the
-rule's `for` (one of fleet.yml's documented knobs) is shortened, so the test takes seconds."""
+rule's `for` and the group's `interval` (two of fleet.yml's documented knobs) are shortened, so
+the test takes seconds."""
 import json
 import re
 import shutil
@@ -81,8 +82,8 @@ def test_the_node_check_gives_every_gpu_a_peer_figure(umd):
 def test_real_prometheus_finds_the_one_gpu_slower_than_its_peers(umd, tmp_path):
     rules = tmp_path / "fleet.yml"
     text = FLEET.read_text()
-    assert "for: 30m" in text
-    rules.write_text(text.replace("for: 30m", "for: 3s"))
+    assert "for: 30m" in text and "interval: 1m" in text
+    rules.write_text(text.replace("for: 30m", "for: 3s").replace("interval: 1m", "interval: 1s"))
     nodes = []
     for n in range(4):
         (tmp_path / f"node{n}").mkdir()
