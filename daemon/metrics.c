@@ -8,7 +8,10 @@
  * states and benchmarks come from fixed tables, uuids from discovery, and modes from results, at
  * most METRICS_MODES_PER_DEVICE per device (beyond, a mode is counted in
  * umd_metrics_series_dropped_total, never exported); a sweep's per-size points ("mode@size")
- * are never label values (their curves are in the job's result). */
+ * are never label values (their curves are in the job's result). The canonical health check's
+ * figures for the fleet's comparison of peers (umd_health_bandwidth_bytes_per_second, bounded by
+ * uuids and a fixed table of figures) are kept apart from the per-mode ones, so that no ad-hoc
+ * or disturbed run can pass for them (docs/fleet.md). */
 #include "metrics.h"
 
 #include <errno.h>
