@@ -243,15 +243,10 @@ static const struct param_def sweep_params[] = {
 };
 
 /* pipeline (issue 21): the ways a training step can bring its batch to the GPU. */
-static const char *const pipe_strategy_values[] = {MEAS_PIPE_SERIAL,
-                                                   MEAS_PIPE_OVERLAPPED,
-                                                   MEAS_PIPE_PAGEABLE,
-                                                   MEAS_PIPE_ON_DEMAND,
-                                                   MEAS_PIPE_PREFETCH,
-                                                   MEAS_PIPE_PREFETCH_CHUNKED,
-                                                   MEAS_PIPE_ZERO_COPY,
-                                                   MEAS_PIPE_GATHER,
-                                                   NULL};
+static const char *const pipe_strategy_values[] = {
+    MEAS_PIPE_SERIAL,    MEAS_PIPE_OVERLAPPED, MEAS_PIPE_PAGEABLE,
+    MEAS_PIPE_ON_DEMAND, MEAS_PIPE_PREFETCH,   MEAS_PIPE_PREFETCH_CHUNKED,
+    MEAS_PIPE_ZERO_COPY, MEAS_PIPE_GATHER,     NULL};
 static const char *const layout_values[] = {"spread", "clustered", NULL};
 
 #define P_PIPE_COMMON                                                                              \
@@ -273,7 +268,7 @@ static const char *const layout_values[] = {"spread", "clustered", NULL};
              .type = PARAM_INT,                                                                    \
              .unit = "streams",                                                                    \
              .description = "streams of a chunked strategy: one for the copies, the rest run the " \
-                            "kernels (1: everything on one stream, no overlap)",                  \
+                            "kernels (1: everything on one stream, no overlap)",                   \
              .min = 1,                                                                             \
              .max = 8,                                                                             \
              .def = 3},                                                                            \
@@ -281,16 +276,16 @@ static const char *const layout_values[] = {"spread", "clustered", NULL};
              .type = PARAM_ENUM_LIST,                                                              \
              .description = "strategies to run, all on the same data",                             \
              .def_str = MEAS_PIPE_SERIAL "," MEAS_PIPE_OVERLAPPED "," MEAS_PIPE_PAGEABLE           \
-                        "," MEAS_PIPE_ON_DEMAND "," MEAS_PIPE_PREFETCH                             \
-                        "," MEAS_PIPE_PREFETCH_CHUNKED "," MEAS_PIPE_ZERO_COPY                     \
-                        "," MEAS_PIPE_GATHER,                                                      \
+                                         "," MEAS_PIPE_ON_DEMAND "," MEAS_PIPE_PREFETCH            \
+                                         "," MEAS_PIPE_PREFETCH_CHUNKED "," MEAS_PIPE_ZERO_COPY    \
+                                         "," MEAS_PIPE_GATHER,                                     \
              .values = pipe_strategy_values},                                                      \
-            {.name = "layout",                                                                     \
-             .type = PARAM_ENUM,                                                                   \
-             .description = "where the touched pages lie: spread evenly over the batch, or "       \
-                            "clustered at its start",                                             \
-             .def_str = "spread",                                                                  \
-             .values = layout_values}
+        {                                                                                          \
+                .name = "layout", .type = PARAM_ENUM,                                              \
+                .description = "where the touched pages lie: spread evenly over the batch, or "    \
+                               "clustered at its start",                                           \
+                .def_str = "spread", .values = layout_values                                       \
+        }
 
 static const struct param_def pipeline_params[] = {
     P_SIZE(1 * GiB),
@@ -673,9 +668,9 @@ static json_t *param_to_json(const struct param_def *p, const struct catalog_lim
         case PARAM_INT:
                 json_object_set_new(o, "min", json_integer(p->min));
                 json_object_set_new(o, "max", json_integer(p->max));
-                json_object_set_new(o, "default", p->int_word && p->def_str
-                                                      ? json_string(p->def_str)
-                                                      : json_integer(p->def));
+                json_object_set_new(o, "default",
+                                    p->int_word && p->def_str ? json_string(p->def_str)
+                                                              : json_integer(p->def));
                 if (p->int_word)
                         json_object_set_new(o, "or", json_string(p->int_word));
                 break;

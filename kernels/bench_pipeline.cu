@@ -65,21 +65,27 @@ __global__ void k_step(const uint4 *base, uint64_t first, uint64_t count, uint64
                 atomicXor(sum, acc);
 }
 
-enum pipe_kind { K_SERIAL, K_OVERLAPPED, K_PAGEABLE, K_ON_DEMAND, K_PREFETCH, K_PREFETCH_CHUNKED,
-                 K_ZERO_COPY, K_GATHER, K_COPY_ALONE, K_KERNEL_ALONE };
+enum pipe_kind {
+        K_SERIAL,
+        K_OVERLAPPED,
+        K_PAGEABLE,
+        K_ON_DEMAND,
+        K_PREFETCH,
+        K_PREFETCH_CHUNKED,
+        K_ZERO_COPY,
+        K_GATHER,
+        K_COPY_ALONE,
+        K_KERNEL_ALONE
+};
 
 static const struct {
         const char *name;
         enum pipe_kind kind;
 } pipe_strategies[] = {
-    {MEAS_PIPE_SERIAL, K_SERIAL},
-    {MEAS_PIPE_OVERLAPPED, K_OVERLAPPED},
-    {MEAS_PIPE_PAGEABLE, K_PAGEABLE},
-    {MEAS_PIPE_ON_DEMAND, K_ON_DEMAND},
-    {MEAS_PIPE_PREFETCH, K_PREFETCH},
-    {MEAS_PIPE_PREFETCH_CHUNKED, K_PREFETCH_CHUNKED},
-    {MEAS_PIPE_ZERO_COPY, K_ZERO_COPY},
-    {MEAS_PIPE_GATHER, K_GATHER},
+    {MEAS_PIPE_SERIAL, K_SERIAL},       {MEAS_PIPE_OVERLAPPED, K_OVERLAPPED},
+    {MEAS_PIPE_PAGEABLE, K_PAGEABLE},   {MEAS_PIPE_ON_DEMAND, K_ON_DEMAND},
+    {MEAS_PIPE_PREFETCH, K_PREFETCH},   {MEAS_PIPE_PREFETCH_CHUNKED, K_PREFETCH_CHUNKED},
+    {MEAS_PIPE_ZERO_COPY, K_ZERO_COPY}, {MEAS_PIPE_GATHER, K_GATHER},
 };
 
 struct pipe {
@@ -111,8 +117,8 @@ static int launch_step(struct pipe *p, const void *base, uint64_t first, uint64_
         uint64_t blocks = (count * PIPE_VEC_A_PAGE + 255) / 256;
         if (count == 0)
                 return 0;
-        k_step<false><<<grid_cap(p->j->ctx, blocks), 256, 0, s>>>(
-            (const uint4 *)base, first, count, spacing, intensity, 0, p->d_sum);
+        k_step<false><<<grid_cap(p->j->ctx, blocks), 256, 0, s>>>((const uint4 *)base, first, count,
+                                                                  spacing, intensity, 0, p->d_sum);
         CK(p->j, cudaGetLastError());
         return 0;
 }
@@ -161,7 +167,8 @@ static int step_chunked(struct pipe *p, bool prefetch)
         struct bench_ctx *c = j->ctx;
         void *data = prefetch ? p->managed : p->dev;
         const void *weights = prefetch ? p->mweights : p->dweights;
-        int n = (int)std::min<uint64_t>((uint64_t)p->nchunks, std::max<uint64_t>(p->total_pages, 1));
+        int n =
+            (int)std::min<uint64_t>((uint64_t)p->nchunks, std::max<uint64_t>(p->total_pages, 1));
         int ncompute = p->nstreams - 1;
         int r;
 
@@ -182,7 +189,8 @@ static int step_chunked(struct pipe *p, bool prefetch)
                 chunk_of(p, k, n, &q0, &q1, &off, &len);
                 touched_in(p, q0, q1, &first, &count);
                 if (prefetch)
-                        CK(j, cudaMemPrefetchAsync((char *)data + off, len, loc_dev(c), 0, st(p, 0)));
+                        CK(j,
+                           cudaMemPrefetchAsync((char *)data + off, len, loc_dev(c), 0, st(p, 0)));
                 else
                         CK(j, cudaMemcpyAsync((char *)data + off, (char *)p->host + off, len,
                                               cudaMemcpyHostToDevice, st(p, 0)));
@@ -357,13 +365,14 @@ static int measure(struct pipe *p, enum pipe_kind kind, const char *name)
         int r = run_steps(p, kind, steps, samples, firsts, steadies);
         if (r < 0)
                 return r;
-        json_t *x = json_pack("{s:i, s:I, s:I, s:i, s:f}", "intensity", p->intensity,
-                              "touched_bytes", (json_int_t)(p->pages * PIPE_PAGE), "weights_bytes",
-                              (json_int_t)p->weights, "steps", steps, "first_step_ms",
-                              median_of(firsts));
+        json_t *x =
+            json_pack("{s:i, s:I, s:I, s:i, s:f}", "intensity", p->intensity, "touched_bytes",
+                      (json_int_t)(p->pages * PIPE_PAGE), "weights_bytes", (json_int_t)p->weights,
+                      "steps", steps, "first_step_ms", median_of(firsts));
         if (x)
                 json_object_set_new(x, "steady_step_ms",
-                                    steadies.empty() ? json_null() : json_real(median_of(steadies)));
+                                    steadies.empty() ? json_null()
+                                                     : json_real(median_of(steadies)));
         if (x && (kind == K_OVERLAPPED || kind == K_PREFETCH_CHUNKED))
                 json_object_update_new(
                     x, json_pack("{s:i, s:i}", "chunks",
@@ -430,8 +439,8 @@ static int balance(struct pipe *p, json_t *info)
                 k = nk;
         }
         p->intensity = k;
-        json_object_update_new(info, json_pack("{s:f, s:f, s:o}", "copy_ms", copy_ms, "kernel_ms", t,
-                                               "calibration", cal));
+        json_object_update_new(info, json_pack("{s:f, s:f, s:o}", "copy_ms", copy_ms, "kernel_ms",
+                                               t, "calibration", cal));
         return 0;
 }
 
@@ -506,7 +515,8 @@ static int pipe_run(struct pipe *p)
                 r = measure(p, K_KERNEL_ALONE, MEAS_KERNEL_ALONE);
         }
         if (r >= 0 && need_pageable) {
-                p->pageable = aligned_alloc(PIPE_PAGE, (p->size + PIPE_PAGE - 1) / PIPE_PAGE * PIPE_PAGE);
+                p->pageable =
+                    aligned_alloc(PIPE_PAGE, (p->size + PIPE_PAGE - 1) / PIPE_PAGE * PIPE_PAGE);
                 if (!p->pageable)
                         r = job_fail(j, -ENOMEM, "cannot allocate %zu bytes of pageable memory",
                                      p->size);
@@ -569,15 +579,16 @@ int bench_pipeline(struct bench_job *j)
                 return job_fail(j, -EINVAL, "streams must be between 1 and %d", BENCH_STREAMS);
         if (touched == 0 || touched > p.size)
                 touched = p.size;
-        p.pages = std::max<uint64_t>(1, std::min(p.total_pages, (touched + PIPE_PAGE - 1) / PIPE_PAGE));
+        p.pages =
+            std::max<uint64_t>(1, std::min(p.total_pages, (touched + PIPE_PAGE - 1) / PIPE_PAGE));
         p.spacing = strcmp(layout, "clustered") == 0 ? 1 : p.total_pages / p.pages;
         json_object_set_new(j->context_extra, "host_memory", json_string("pinned"));
-        json_object_set_new(
-            j->context_extra, "pipeline",
-            json_pack("{s:I, s:I, s:I, s:s, s:I, s:i, s:i, s:i}", "touched_bytes",
-                      (json_int_t)(p.pages * PIPE_PAGE), "weights_bytes", (json_int_t)p.weights,
-                      "writeback_bytes", (json_int_t)p.writeback, "layout", layout,
-                      "page_spacing", (json_int_t)p.spacing, "steps", p.steps, "chunks", p.nchunks,
-                      "streams", p.nstreams));
+        json_object_set_new(j->context_extra, "pipeline",
+                            json_pack("{s:I, s:I, s:I, s:s, s:I, s:i, s:i, s:i}", "touched_bytes",
+                                      (json_int_t)(p.pages * PIPE_PAGE), "weights_bytes",
+                                      (json_int_t)p.weights, "writeback_bytes",
+                                      (json_int_t)p.writeback, "layout", layout, "page_spacing",
+                                      (json_int_t)p.spacing, "steps", p.steps, "chunks", p.nchunks,
+                                      "streams", p.nstreams));
         return pipe_run(&p);
 }

@@ -272,12 +272,13 @@ static int sweep_take(struct bench_job *j, json_t *res, const char *point, const
         {
                 char name[96];
                 json_t *c = json_deep_copy(m);
-                snprintf(name, sizeof(name), "%s@%s",
-                         json_string_value(json_object_get(m, "name")), point);
+                snprintf(name, sizeof(name), "%s@%s", json_string_value(json_object_get(m, "name")),
+                         point);
                 json_object_set_new(c, "name", json_string(name));
-                json_object_set_new(c, "strategy", json_object_get(m, "name")
-                                                       ? json_incref(json_object_get(m, "name"))
-                                                       : json_null());
+                json_object_set_new(c, "strategy",
+                                    json_object_get(m, "name")
+                                        ? json_incref(json_object_get(m, "name"))
+                                        : json_null());
                 json_object_set_new(c, "sweep", json_string(kind));
                 json_array_append_new(j->measurements, c);
         }
@@ -295,8 +296,8 @@ int bench_pipeline_sweep(struct bench_job *j)
         int r = sub_run(j, "pipeline", "{\"intensity\": \"balanced\"}", &res);
         if (r < 0)
                 return r;
-        json_int_t kb = json_integer_value(
-            json_object_get(json_object_get(res, "intensity"), "chosen"));
+        json_int_t kb =
+            json_integer_value(json_object_get(json_object_get(res, "intensity"), "chosen"));
         json_object_set(j->extra_top, "balanced", json_object_get(res, "intensity"));
         snprintf(ov, sizeof(ov), "i=%lld", (long long)kb);
         sweep_take(j, res, ov, "intensity");

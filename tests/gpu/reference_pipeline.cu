@@ -144,7 +144,8 @@ int main(int argc, char **argv)
                 k_fma<<<grid(len), 256, 0, st>>>((const uint4 *)(dev + off), len / 16, kk, sink);
         };
         // copies on s[0] with an event each, kernels on s[1..streams-1]
-        auto one_copy_stream = [&](int n, int ns, std::function<void(size_t, size_t, cudaStream_t)> kern) {
+        auto one_copy_stream = [&](int n, int ns,
+                                   std::function<void(size_t, size_t, cudaStream_t)> kern) {
                 int nc = ns - 1;
                 size_t pages = size / 4096;
                 for (int c = 0; c < n; c++) {
@@ -194,22 +195,34 @@ int main(int argc, char **argv)
                 }
         }
         double kern = timed([&] { fma(0, size, k, s[0]); }, iterations);
-        double serial = timed([&] {
-                copy(0, size, s[0]);
-                fma(0, size, k, s[0]);
-        }, iterations);
-        double over = timed([&] {
-                one_copy_stream(chunks, nstreams, [&](size_t o, size_t l, cudaStream_t st) { fma(o, l, k, st); });
-        }, iterations);
+        double serial = timed(
+            [&] {
+                    copy(0, size, s[0]);
+                    fma(0, size, k, s[0]);
+            },
+            iterations);
+        double over = timed(
+            [&] {
+                    one_copy_stream(chunks, nstreams,
+                                    [&](size_t o, size_t l, cudaStream_t st) { fma(o, l, k, st); });
+            },
+            iterations);
         // the copy_overlap diagnosis, light XOR kernel
         auto xor_k = [&](size_t o, size_t l, cudaStream_t st) {
                 k_xor<<<grid(l), 256, 0, st>>>((uint4 *)(dev + o), l / 16);
         };
-        double xserial = timed([&] { copy(0, size, s[0]); xor_k(0, size, s[0]); }, iterations);
+        double xserial = timed(
+            [&] {
+                    copy(0, size, s[0]);
+                    xor_k(0, size, s[0]);
+            },
+            iterations);
         double old4 = timed([&] { per_stream(4ull << 20, 4); }, iterations);
         double old64 = timed([&] { per_stream(size / 16, 4); }, iterations);
         double old4_1 = timed([&] { per_stream(4ull << 20, 1); }, iterations);
-        double new4 = timed([&] { one_copy_stream((int)std::min<size_t>(1024, size / (4 << 20)), 4, xor_k); }, iterations);
+        double new4 =
+            timed([&] { one_copy_stream((int)std::min<size_t>(1024, size / (4 << 20)), 4, xor_k); },
+                  iterations);
         double new16 = timed([&] { one_copy_stream(16, 3, xor_k); }, iterations);
         printf("{\"size\": %zu, \"intensity\": %d, \"chunks\": %d, \"streams\": %d, "
                "\"copy_alone_ms\": %.4f, \"kernel_alone_ms\": %.4f, \"serial_ms\": %.4f, "
@@ -217,7 +230,7 @@ int main(int argc, char **argv)
                "\"per_stream_4MiB_4streams_ms\": %.4f, \"per_stream_size16_4streams_ms\": %.4f, "
                "\"per_stream_4MiB_1stream_ms\": %.4f, \"copy_stream_4MiB_3compute_ms\": %.4f, "
                "\"copy_stream_16chunks_2compute_ms\": %.4f}}\n",
-               size, k, chunks, nstreams, copy_ms, kern, serial, over, xserial, old4, old64,
-               old4_1, new4, new16);
+               size, k, chunks, nstreams, copy_ms, kern, serial, over, xserial, old4, old64, old4_1,
+               new4, new16);
         return 0;
 }
