@@ -393,7 +393,7 @@ static int cmp_intensity(const void *a, const void *b)
 static json_t *touched_summary(const json_t *result, uint64_t size, char *words, size_t len)
 {
         json_t *suffixes = sweep_points(result, "touched"), *pts = json_array(), *v;
-        double wins_upto = -1, loses_from = -1;
+        double wins_upto = -1, loses_from = -1, d_win = 0, d_lose = 0;
         size_t i;
 
         words[0] = '\0';
@@ -411,11 +411,15 @@ static json_t *touched_summary(const json_t *result, uint64_t size, char *words,
                     pts, json_pack("{s:f, s:f, s:f, s:f, s:o}", "touched_bytes", t, "fraction", f,
                                    "explicit_ms", median_ms(ser), "on_demand_ms", median_ms(od),
                                    "gather_ms", ga ? json_real(median_ms(ga)) : json_null()));
-                if (median_ms(od) < median_ms(ser)) {
-                        if (loses_from < 0 && f > wins_upto)
+                double dt = median_ms(od) - median_ms(ser);
+                if (dt < 0) {
+                        if (loses_from < 0 && f > wins_upto) {
                                 wins_upto = f;
+                                d_win = dt;
+                        }
                 } else if (loses_from < 0) {
                         loses_from = f;
+                        d_lose = dt;
                 }
         }
         json_decref(suffixes);
@@ -433,15 +437,21 @@ static json_t *touched_summary(const json_t *result, uint64_t size, char *words,
                          "Managed memory faulted in on demand beat copying the whole batch at "
                          "every touched fraction measured, up to %.3g%%.",
                          100 * wins_upto);
-        else
+        /* On-demand time grows with the pages touched, the whole copy does not: between the
+         * last point it won and the first it lost, the crossing is where the difference is 0. */
+        double below = -1;
+        if (wins_upto >= 0 && loses_from >= 0)
+                below = wins_upto + (loses_from - wins_upto) * -d_win / (d_lose - d_win);
+        if (below >= 0)
                 snprintf(words, len,
-                         "UM wins below %.3g%% of the buffer touched on this GPU: on-demand faults "
-                         "beat copying all of it up to %.3g%% and lose from %.3g%%.",
-                         100 * loses_from, 100 * wins_upto, 100 * loses_from);
-        return json_pack("{s:o, s:o, s:o}", "points", pts, "um_wins_up_to_fraction",
+                         "UM wins below about %.2g%% of the buffer touched on this GPU (on-demand "
+                         "faults beat copying all of it at %.3g%% and lose at %.3g%%).",
+                         100 * below, 100 * wins_upto, 100 * loses_from);
+        return json_pack("{s:o, s:o, s:o, s:o}", "points", pts, "um_wins_up_to_fraction",
                          wins_upto < 0 ? json_null() : json_real(wins_upto),
                          "um_loses_from_fraction",
-                         loses_from < 0 ? json_null() : json_real(loses_from));
+                         loses_from < 0 ? json_null() : json_real(loses_from),
+                         "um_wins_below_fraction", below < 0 ? json_null() : json_real(below));
 }
 
 static json_t *pipeline_sweep_summary(const json_t *result)
