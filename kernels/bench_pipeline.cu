@@ -153,7 +153,7 @@ static int writeback_part(struct pipe *p, const void *from, size_t off, size_t l
         if (off >= end)
                 return 0;
         CK(p->j, cudaMemcpyAsync((char *)p->hwb + off, (const char *)from + off, end - off,
-                                 cudaMemcpyDeviceToHost, s));
+                                 cudaMemcpyDefault, s));
         return 0;
 }
 
@@ -413,6 +413,10 @@ static int balance(struct pipe *p, json_t *info)
         int k = 256;
         json_t *cal = json_array();
 
+        /* Owned by info at once, so an early return leaks nothing. */
+        if (!cal || json_object_set_new(info, "calibration", cal) < 0)
+                return job_fail(j, -ENOMEM, "out of memory");
+
         for (int i = 0; i < 5; i++) {
                 struct bench_ctx *c = j->ctx;
                 float ms;
@@ -425,22 +429,21 @@ static int balance(struct pipe *p, json_t *info)
                         copies.push_back(ms);
         }
         copy_ms = median_of(copies);
-        for (int round = 0; round < 6; round++) {
+        /* Six rounds at most; the last one measures the intensity it settles on, so kernel_ms
+         * is the chosen intensity's own time. */
+        for (int round = 0;; round++) {
                 int r = time_kernel(p, k, &t);
-                if (r < 0) {
-                        json_decref(cal);
+                if (r < 0)
                         return r;
-                }
                 json_array_append_new(cal, json_pack("[i, f]", k, t));
                 double next = t > 0 ? (double)k * copy_ms / t : k;
                 int nk = (int)std::max(1.0, std::min(next + 0.5, (double)(1 << 20)));
-                if (abs(nk - k) <= std::max(1, k / 200))
+                if (abs(nk - k) <= std::max(1, k / 200) || round == 5)
                         break;
                 k = nk;
         }
         p->intensity = k;
-        json_object_update_new(info, json_pack("{s:f, s:f, s:o}", "copy_ms", copy_ms, "kernel_ms",
-                                               t, "calibration", cal));
+        json_object_update_new(info, json_pack("{s:f, s:f}", "copy_ms", copy_ms, "kernel_ms", t));
         return 0;
 }
 
@@ -456,6 +459,24 @@ static bool wants(const struct bench_job *j, const char *name)
         return false;
 }
 
+/* Everything a run holds beyond the pool, given back whatever happened (CK returns early). */
+static void pipe_free(struct pipe *p)
+{
+        for (cudaEvent_t e : p->ev)
+                if (e)
+                        cudaEventDestroy(e);
+        p->ev.clear();
+        if (p->d_sum)
+                cudaFree(p->d_sum);
+        if (p->managed)
+                cudaFree(p->managed);
+        if (p->mweights)
+                cudaFree(p->mweights);
+        free(p->pageable);
+        p->d_sum = NULL;
+        p->managed = p->mweights = p->pageable = NULL;
+}
+
 static int pipe_run(struct pipe *p)
 {
         struct bench_job *j = p->j;
@@ -466,6 +487,9 @@ static int pipe_run(struct pipe *p)
         json_t *info = json_object();
         int r;
 
+        /* Owned by the result from here on: what is added below is borrowed. */
+        if (!info || json_object_set_new(j->extra_top, "intensity", info) < 0)
+                return job_fail(j, -ENOMEM, "out of memory");
         for (auto &s : pipe_strategies) {
                 if (!wants(j, s.name))
                         continue;
@@ -484,14 +508,14 @@ static int pipe_run(struct pipe *p)
         if (r >= 0 && p->weights)
                 r = dev_fill(j, p->dweights, p->weights, j->seed + 1, 0, s0);
         if (r < 0)
-                goto out;
+                return r;
         CK(j, cudaMalloc(&p->d_sum, sizeof(*p->d_sum)));
         CK(j, cudaMemsetAsync(p->d_sum, 0, sizeof(*p->d_sum), s0));
         k_step<true><<<grid_cap(c, (p->pages * PIPE_VEC_A_PAGE + 255) / 256), 256, 0, s0>>>(
             NULL, 0, p->pages, p->spacing, 1, j->seed, p->d_sum);
         CK(j, cudaGetLastError());
         CK(j, cudaMemcpy(&p->expect, p->d_sum, sizeof(p->expect), cudaMemcpyDeviceToHost));
-        p->ev.resize((size_t)p->nchunks);
+        p->ev.assign((size_t)p->nchunks, NULL);
         for (auto &e : p->ev)
                 CK(j, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         /* The kernel alone reads the batch where it lies: on the device. */
@@ -500,20 +524,18 @@ static int pipe_run(struct pipe *p)
         if (json_is_string(intensity)) {
                 r = balance(p, info);
                 if (r < 0)
-                        goto out;
+                        return r;
         } else {
                 p->intensity = (int)json_integer_value(intensity);
         }
-        json_object_set_new(info, "requested", json_incref(intensity));
+        json_object_set(info, "requested", intensity);
         json_object_set_new(info, "chosen", json_integer(p->intensity));
-        json_object_set_new(j->extra_top, "intensity", info);
-        info = NULL;
 
         r = measure(p, K_COPY_ALONE, MEAS_COPY_ALONE);
-        if (r >= 0) {
-                CK(j, cudaMemcpy(p->dev, p->host, p->size, cudaMemcpyHostToDevice));
-                r = measure(p, K_KERNEL_ALONE, MEAS_KERNEL_ALONE);
-        }
+        if (r < 0)
+                return r;
+        CK(j, cudaMemcpy(p->dev, p->host, p->size, cudaMemcpyHostToDevice));
+        r = measure(p, K_KERNEL_ALONE, MEAS_KERNEL_ALONE);
         if (r >= 0 && need_pageable) {
                 p->pageable =
                     aligned_alloc(PIPE_PAGE, (p->size + PIPE_PAGE - 1) / PIPE_PAGE * PIPE_PAGE);
@@ -544,18 +566,6 @@ static int pipe_run(struct pipe *p)
                 }
                 r = measure(p, s.kind, s.name);
         }
-out:
-        json_decref(info);
-        for (auto &e : p->ev)
-                if (e)
-                        cudaEventDestroy(e);
-        if (p->d_sum)
-                cudaFree(p->d_sum);
-        if (p->managed)
-                cudaFree(p->managed);
-        if (p->mweights)
-                cudaFree(p->mweights);
-        free(p->pageable);
         return r;
 }
 
@@ -590,5 +600,7 @@ int bench_pipeline(struct bench_job *j)
                                       (json_int_t)p.writeback, "layout", layout, "page_spacing",
                                       (json_int_t)p.spacing, "steps", p.steps, "chunks", p.nchunks,
                                       "streams", p.nstreams));
-        return pipe_run(&p);
+        int r = pipe_run(&p);
+        pipe_free(&p);
+        return r;
 }
