@@ -580,7 +580,7 @@ int bench_pipeline(struct bench_job *j)
         p.weights = (size_t)param_int(j, "weights", 0);
         p.writeback = std::min((size_t)param_int(j, "writeback", 0), p.size);
         p.steps = (int)param_int(j, "steps", 3);
-        p.nchunks = (int)param_int(j, "chunks", 16);
+        p.nchunks = (int)param_int(j, "chunks", 64);
         p.nstreams = (int)param_int(j, "streams", 3);
         p.total_pages = p.size / PIPE_PAGE;
         if (p.total_pages == 0)

@@ -86,7 +86,7 @@ static unsigned grid(size_t bytes)
 int main(int argc, char **argv)
 {
         size_t size = 1ull << 30;
-        int k = 0, chunks = 16, nstreams = 3, iterations = 5, warmup = 3, ndev = 0;
+        int k = 0, chunks = 64, nstreams = 3, iterations = 5, warmup = 3, ndev = 0;
         for (int i = 1; i + 1 < argc; i += 2) {
                 if (!strcmp(argv[i], "--size"))
                         size = strtoull(argv[i + 1], NULL, 0);
