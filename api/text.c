@@ -173,6 +173,8 @@ static void render_um_summary(FILE *f, const json_t *s)
                         json_is_true(json_object_get(m, "to_host")) ? "  (to host)" : "");
         }
         fprintf(f, "\n  %s\n", str(s, "conclusion", ""));
+        if (json_is_string(json_object_get(s, "overlap_note")))
+                fprintf(f, "  overlap: %s\n", str(s, "overlap_note", ""));
 }
 
 static void render_sweep_summary(FILE *f, const json_t *s)

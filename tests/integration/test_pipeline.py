@@ -189,6 +189,21 @@ def test_copy_overlap_says_when_the_kernel_is_too_short_to_hide_the_copy(umd):
     assert s["overlapped_ms"] <= s["serial_ms"]
 
 
+def test_um_vs_explicit_overlap_is_not_ranked_a_loss_when_nothing_can_be_hidden(umd):
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "um_vs_explicit", "params": {"size": "1GiB"}})
+    res = done["parts"][0]["result"]
+    s = res["summary"]
+    modes = {m["mode"]: m for m in s["modes"]}
+    assert modes["overlapped_copy_kernel"]["gbps"] >= modes["pinned_copy_kernel"]["gbps"]
+    ov = next(m for m in res["measurements"] if m["name"] == "overlapped_copy_kernel")
+    note = s["overlap_note"]
+    assert f"the kernel ({ov['kernel_alone_ms']:.2f} ms)" in note
+    assert f"the copy ({ov['copy_alone_ms']:.2f} ms)" in note
+    text = d.get(f"/v1/jobs/{done['id']}?format=text").text
+    assert "overlap: the kernel" in text
+
+
 def test_text_view_shows_each_strategy_against_the_limit(umd):
     d = umd(fake_devices=1)
     done = run_job(d, {"benchmark": "pipeline", "params": {"size": "256MiB"}})

@@ -305,6 +305,25 @@ static void test_sweep_sentence_names_the_touched_fraction_where_um_wins(void **
         json_decref(s), json_decref(r);
 }
 
+static void test_um_overlap_note_gives_both_times_when_the_kernel_is_short(void **state)
+{
+        json_t *r = um_result();
+        json_t *ov = json_array_get(json_object_get(r, "measurements"), 1);
+        json_object_set_new(ov, "copy_alone_ms", json_real(19.3));
+        json_object_set_new(ov, "kernel_alone_ms", json_real(0.7));
+        json_t *s = suite_summary("um_vs_explicit", r);
+        const char *n = json_string_value(json_object_get(s, "overlap_note"));
+
+        assert_non_null(n);
+        assert_non_null(strstr(n, "the kernel (0.70 ms) is too short to hide the copy (19.30 ms)"));
+        json_decref(s);
+        /* a kernel as long as the copy: no note */
+        json_object_set_new(ov, "kernel_alone_ms", json_real(19.3));
+        s = suite_summary("um_vs_explicit", r);
+        assert_null(json_object_get(s, "overlap_note"));
+        json_decref(s), json_decref(r);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -314,6 +333,7 @@ int main(void)
             cmocka_unit_test(test_um_without_its_reference_says_so),
             cmocka_unit_test(test_sweep_curve_peak_and_size_at_90pct),
             cmocka_unit_test(test_other_benchmarks_have_no_summary),
+            cmocka_unit_test(test_um_overlap_note_gives_both_times_when_the_kernel_is_short),
             cmocka_unit_test(test_pipeline_ratio_is_to_the_longer_of_copy_and_kernel),
             cmocka_unit_test(test_pipeline_first_step_apart_only_where_it_differs),
             cmocka_unit_test(test_copy_overlap_short_kernel_says_so_with_both_times),
