@@ -560,8 +560,9 @@ static int plan_pipeline_sweep(struct fake_job *j)
 
         pipe_point_from(j, &p);
         kb = pipe_balanced(p.size);
-        j->top = json_pack("{s:o}", "balanced",
-                           pipe_intensity_json(json_string(PIPE_BALANCED), kb, p.size));
+        json_t *word = json_string(PIPE_BALANCED);
+        j->top = json_pack("{s:o}", "balanced", pipe_intensity_json(word, kb, p.size));
+        json_decref(word);
         if (!j->top || !touched_strategies) {
                 json_decref(touched_strategies);
                 return -ENOMEM;
