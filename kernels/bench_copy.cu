@@ -213,10 +213,11 @@ int bench_copy_overlap(struct bench_job *j)
         for (cudaEvent_t &e : landed)
                 CK(j, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         /* Every copy on stream 0, back to back, each chunk's kernel on one of the other streams
-         * after its copy's event. Issue 21: spreading the copies over the streams (each stream
-         * copying its chunk, then running its kernel) put several H2D copies in flight at once
-         * on different copy engines, and at 1 GiB in 4 MiB chunks that cost about 10% against
-         * one copy of the whole buffer; on one stream they keep the rate of a single copy. */
+         * after its copy's event. Issue 21 found the old way (each stream copying its chunk,
+         * then running its kernel) about 10% slower than serial at 1 GiB in 4 MiB chunks with
+         * this light kernel; the suspected cause is several H2D copies in flight at once on
+         * different copy engines, which one copy stream rules out. Not yet confirmed on a GPU:
+         * tests/gpu/reference_pipeline times both ways side by side (bench/pipeline-run.sh). */
         r = sample_events(j, overlapped, none, [&]() -> int {
                 int ncompute = nstreams - 1;
                 for (size_t k = 0; k < nchunks; k++) {
