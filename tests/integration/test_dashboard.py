@@ -223,6 +223,7 @@ def test_dashboard_draws_the_pipeline_sweep_against_the_limit(umd, tmp_path):
     limit = svgs[0].find_all("path", cls="limit")
     assert len(limit) == 1 and limit[0].attrs["d"].count("L") == n - 1
     assert limit[0].attrs["stroke-dasharray"]
+    assert f"balanced: {summary['balanced_intensity']}" in svgs[0].text()
     legend = plot.find_all("ul", cls="legend")[0].text()
     assert "never within 10% of the limit" in legend  # managed memory on demand
     assert "within 10% of the limit from 2" in legend
