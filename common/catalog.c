@@ -282,8 +282,9 @@ static const char *const layout_values[] = {"spread", "clustered", NULL};
              .values = pipe_strategy_values},                                                      \
         {                                                                                          \
                 .name = "layout", .type = PARAM_ENUM,                                              \
-                .description = "where the touched pages lie: spread evenly over the batch, or "    \
-                               "clustered at its start",                                           \
+                .description = "where the touched pages lie: spread (every k-th page, k the "      \
+                               "batch's pages over the touched ones, rounded down) or clustered "  \
+                               "at the start of the batch",                                        \
                 .def_str = "spread", .values = layout_values                                       \
         }
 
