@@ -173,6 +173,8 @@ static void render_um_summary(FILE *f, const json_t *s)
                         json_is_true(json_object_get(m, "to_host")) ? "  (to host)" : "");
         }
         fprintf(f, "\n  %s\n", str(s, "conclusion", ""));
+        if (json_is_string(json_object_get(s, "overlap_note")))
+                fprintf(f, "  overlap: %s\n", str(s, "overlap_note", ""));
 }
 
 static void render_sweep_summary(FILE *f, const json_t *s)
@@ -189,6 +191,110 @@ static void render_sweep_summary(FILE *f, const json_t *s)
                         size_format_approx((uint64_t)json_integer_value(at), sz, sizeof(sz));
                 fprintf(f, "  %-24s %10.2f %18s\n", str(c, "mode", "?"), num(c, "peak_gbps"), sz);
         }
+}
+
+/* pipeline (issue 21): one step's strategies against the limit and against serial. */
+static void render_pipeline_point(FILE *f, const json_t *s)
+{
+        size_t i;
+        json_t *x;
+
+        fprintf(f,
+                "\n  intensity %lld FMAs a float: copy alone %.3f ms, kernel alone %.3f ms, limit "
+                "%.3f ms (%s-bound)\n",
+                (long long)integer(s, "intensity"), num(s, "copy_ms"), num(s, "kernel_ms"),
+                num(s, "limit_ms"), str(s, "bound", "?"));
+        fprintf(f, "  %-26s %10s %8s %10s %11s %11s\n", "strategy", "step ms", "x limit",
+                "vs serial", "first ms", "steady ms");
+        json_array_foreach(json_object_get(s, "strategies"), i, x)
+        {
+                char vs[32] = "-", steady[32] = "-";
+                json_t *v = json_object_get(x, "speedup_vs_serial");
+                if (json_is_number(v))
+                        snprintf(vs, sizeof(vs), "%.2fx", json_number_value(v));
+                v = json_object_get(x, "steady_step_ms");
+                if (json_is_number(v))
+                        snprintf(steady, sizeof(steady), "%.3f", json_number_value(v));
+                fprintf(f, "  %-26s %10.3f %7.2fx %10s %11.3f %11s%s\n", str(x, "strategy", "?"),
+                        num(x, "median_ms"), num(x, "ratio_to_limit"), vs, num(x, "first_step_ms"),
+                        steady,
+                        json_is_true(json_object_get(x, "first_step_differs")) ? "  first differs"
+                                                                               : "");
+        }
+        if (json_is_string(json_object_get(s, "note")))
+                fprintf(f, "  note: %s\n", str(s, "note", ""));
+}
+
+static void render_pipeline_summary(FILE *f, const json_t *s, bool balanced)
+{
+        render_pipeline_point(f, s);
+        if (balanced)
+                fprintf(f,
+                        "  (intensity balanced: chosen so the kernel takes as long as the copy)\n");
+        fprintf(f, "\n  %s\n", str(s, "conclusion", ""));
+}
+
+/* pipeline_sweep: each strategy's step time over the limit at every intensity, where it comes
+ * within 10%, the touched fractions, the sentence. */
+static void render_pipeline_sweep(FILE *f, const json_t *s)
+{
+        const json_t *lim = json_object_get(s, "limit"), *t = json_object_get(s, "touched");
+        size_t i, k;
+        json_t *c, *p;
+
+        fprintf(f, "\n  step time / limit by intensity (FMAs a float; balanced: %lld)\n  %-26s",
+                (long long)integer(s, "balanced_intensity"), "strategy");
+        json_array_foreach(lim, k, p)
+        {
+                fprintf(f, " %7lld", (long long)integer(p, "intensity"));
+        }
+        fprintf(f, " %10s\n  %-26s", "within 10%", "limit ms");
+        json_array_foreach(lim, k, p)
+        {
+                fprintf(f, " %7.2f", num(p, "limit_ms"));
+        }
+        fprintf(f, "\n");
+        json_array_foreach(json_object_get(s, "curves"), i, c)
+        {
+                const json_t *w = json_object_get(c, "within_10pct_from");
+                char within[32];
+                fprintf(f, "  %-26s", str(c, "strategy", "?"));
+                json_array_foreach(lim, k, p)
+                {
+                        const json_t *pt = NULL, *q;
+                        size_t n;
+                        json_array_foreach(json_object_get(c, "points"), n, q)
+                        {
+                                if (integer(q, "intensity") == integer(p, "intensity"))
+                                        pt = q;
+                        }
+                        if (pt)
+                                fprintf(f, " %6.2fx", num(pt, "ratio_to_limit"));
+                        else
+                                fprintf(f, " %7s", "-");
+                }
+                if (json_is_integer(w))
+                        snprintf(within, sizeof(within), "%lld", (long long)json_integer_value(w));
+                else
+                        snprintf(within, sizeof(within), "%s",
+                                 json_is_string(w) ? json_string_value(w) : "-");
+                fprintf(f, " %10s\n", within);
+        }
+        if (json_is_object(t)) {
+                fprintf(f, "\n  %-12s %9s %13s %13s %11s\n", "touched", "fraction", "explicit ms",
+                        "on demand ms", "gather ms");
+                json_array_foreach(json_object_get(t, "points"), i, p)
+                {
+                        char sz[32], ga[32] = "-";
+                        size_format_approx((uint64_t)num(p, "touched_bytes"), sz, sizeof(sz));
+                        if (json_is_number(json_object_get(p, "gather_ms")))
+                                snprintf(ga, sizeof(ga), "%.3f", num(p, "gather_ms"));
+                        fprintf(f, "  %-12s %8.3g%% %13.3f %13.3f %11s\n", sz,
+                                100 * num(p, "fraction"), num(p, "explicit_ms"),
+                                num(p, "on_demand_ms"), ga);
+                }
+        }
+        fprintf(f, "\n  %s\n", str(s, "conclusion", ""));
 }
 
 /* nvbandwidth's layout: one matrix per method and direction, rows the source GPU, columns the
@@ -288,7 +394,19 @@ char *text_render_job(const json_t *job)
                 render_measurements(f, res);
                 render_explains(f, res);
                 const json_t *s = json_object_get(res, "summary");
-                if (json_object_get(s, "matrices"))
+                const char *bench = str(job, "benchmark", "");
+                if (!json_is_object(s))
+                        ;
+                else if (strcmp(bench, "pipeline") == 0)
+                        render_pipeline_summary(
+                            f, s,
+                            json_is_string(
+                                json_object_get(json_object_get(res, "intensity"), "requested")));
+                else if (strcmp(bench, "pipeline_sweep") == 0)
+                        render_pipeline_sweep(f, s);
+                else if (strcmp(bench, "copy_overlap") == 0)
+                        fprintf(f, "\n  %s\n", str(s, "conclusion", ""));
+                else if (json_object_get(s, "matrices"))
                         render_topology_summary(f, s);
                 else if (json_object_get(s, "pairs") || json_object_get(s, "alone_gbps"))
                         fprintf(f, "\n  %s\n", str(s, "conclusion", ""));

@@ -148,7 +148,8 @@ static const struct param_def copy_overlap_params[] = {
     {.name = "streams",
      .type = PARAM_INT,
      .unit = "streams",
-     .description = "streams the chunks are spread over",
+     .description = "streams: the first carries every copy in order, the others run the "
+                    "chunks' kernels (1: all on one stream, no overlap)",
      .min = 1,
      .max = 8,
      .def = 4},
@@ -241,6 +242,130 @@ static const struct param_def sweep_params[] = {
     P_FAKE,
 };
 
+/* pipeline (issue 21): the ways a training step can bring its batch to the GPU. */
+static const char *const pipe_strategy_values[] = {
+    MEAS_PIPE_SERIAL,    MEAS_PIPE_OVERLAPPED, MEAS_PIPE_PAGEABLE,
+    MEAS_PIPE_ON_DEMAND, MEAS_PIPE_PREFETCH,   MEAS_PIPE_PREFETCH_CHUNKED,
+    MEAS_PIPE_ZERO_COPY, MEAS_PIPE_GATHER,     NULL};
+static const char *const layout_values[] = {"spread", "clustered", NULL};
+
+#define P_PIPE_COMMON                                                                              \
+        {.name = "steps",                                                                          \
+         .type = PARAM_INT,                                                                        \
+         .unit = "steps",                                                                          \
+         .description = "training steps per sample (the first is reported apart)",                 \
+         .min = 1,                                                                                 \
+         .max = 100,                                                                               \
+         .def = 3},                                                                                \
+            {.name = "chunks",                                                                     \
+             .type = PARAM_INT,                                                                    \
+             .unit = "chunks",                                                                     \
+             .description = "pieces a chunked strategy splits the batch into (whole 4 KiB pages)", \
+             .min = 1,                                                                             \
+             .max = 1024,                                                                          \
+             .def = 64},                                                                           \
+            {.name = "streams",                                                                    \
+             .type = PARAM_INT,                                                                    \
+             .unit = "streams",                                                                    \
+             .description = "streams of a chunked strategy: one for the copies, the rest run the " \
+                            "kernels (1: everything on one stream, no overlap)",                   \
+             .min = 1,                                                                             \
+             .max = 8,                                                                             \
+             .def = 3},                                                                            \
+            {.name = "strategies",                                                                 \
+             .type = PARAM_ENUM_LIST,                                                              \
+             .description = "strategies to run, all on the same data",                             \
+             .def_str = MEAS_PIPE_SERIAL "," MEAS_PIPE_OVERLAPPED "," MEAS_PIPE_PAGEABLE           \
+                                         "," MEAS_PIPE_ON_DEMAND "," MEAS_PIPE_PREFETCH            \
+                                         "," MEAS_PIPE_PREFETCH_CHUNKED "," MEAS_PIPE_ZERO_COPY    \
+                                         "," MEAS_PIPE_GATHER,                                     \
+             .values = pipe_strategy_values},                                                      \
+        {                                                                                          \
+                .name = "layout", .type = PARAM_ENUM,                                              \
+                .description = "where the touched pages lie: spread (every k-th page, k the "      \
+                               "batch's pages over the touched ones, rounded down) or clustered "  \
+                               "at the start of the batch",                                        \
+                .def_str = "spread", .values = layout_values                                       \
+        }
+
+static const struct param_def pipeline_params[] = {
+    P_SIZE(1 * GiB),
+    P_ITER(5),
+    P_WARMUP,
+    {.name = "intensity",
+     .type = PARAM_INT,
+     .unit = "FMAs per 4-byte element",
+     .description = "the kernel's work per float of the batch, or \"balanced\": as long as the "
+                    "copy (umd times the copy first and picks it)",
+     .min = 1,
+     .max = 1 << 20,
+     .def_str = PIPE_BALANCED,
+     .int_word = PIPE_BALANCED},
+    {.name = "weights",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "resident parameters every step reads again (0: none)",
+     .min = 0,
+     .max = 0,
+     .def = 0},
+    {.name = "writeback",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "bytes of the batch copied back to the host each step (at most size)",
+     .min = 0,
+     .max = 0,
+     .def = 0},
+    {.name = "touched",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "bytes of the batch the kernel reads, whole 4 KiB pages (0: all of it)",
+     .min = 0,
+     .max = 0,
+     .def = 0},
+    P_PIPE_COMMON,
+    P_SEED,
+    P_FAKE,
+};
+
+static const struct param_def pipeline_sweep_params[] = {
+    P_SIZE(1 * GiB),
+    P_ITER(5),
+    P_WARMUP,
+    {.name = "min_intensity",
+     .type = PARAM_INT,
+     .unit = "FMAs per 4-byte element",
+     .description = "the lightest kernel of the sweep (memory-bound); each point is 4x the "
+                    "last",
+     .min = 1,
+     .max = 1 << 16,
+     .def = 2},
+    {.name = "max_factor",
+     .type = PARAM_INT,
+     .unit = "x balanced",
+     .description = "the heaviest kernel of the sweep, as a multiple of the balanced intensity",
+     .min = 1,
+     .max = 64,
+     .def = 4},
+    {.name = "min_touched",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "the sparsest step of the touched sweep; each point is 4x the last, up to "
+                    "size",
+     .min = 4 * KiB,
+     .max = 0,
+     .def = 1 * MiB},
+    {.name = "touched_intensity",
+     .type = PARAM_INT,
+     .unit = "FMAs per 4-byte element",
+     .description = "the kernel of the touched sweep",
+     .min = 1,
+     .max = 1 << 20,
+     .def = 16},
+    P_PIPE_COMMON,
+    P_SEED,
+    P_FAKE,
+};
+
 static const char *const peer_method_values[] = {"ce", "sm", NULL};
 static const char *const peer_direction_values[] = {"uni", "bidir", NULL};
 static const char *const host_all_direction_values[] = {"h2d", "d2h", NULL};
@@ -294,7 +419,19 @@ static const struct param_def health_params[] = {
 
 /* Each benchmark's measurement names (catalog.h's MEAS_*): what its result may contain. */
 static const char *const copy_meas[] = {MEAS_H2D, MEAS_D2H, MEAS_BIDIR, NULL};
-static const char *const copy_overlap_meas[] = {MEAS_OVERLAPPED, MEAS_SERIAL, NULL};
+static const char *const copy_overlap_meas[] = {MEAS_OVERLAPPED, MEAS_SERIAL, MEAS_COPY_ALONE,
+                                                MEAS_KERNEL_ALONE, NULL};
+static const char *const pipeline_meas[] = {MEAS_PIPE_SERIAL,
+                                            MEAS_PIPE_OVERLAPPED,
+                                            MEAS_PIPE_PAGEABLE,
+                                            MEAS_PIPE_ON_DEMAND,
+                                            MEAS_PIPE_PREFETCH,
+                                            MEAS_PIPE_PREFETCH_CHUNKED,
+                                            MEAS_PIPE_ZERO_COPY,
+                                            MEAS_PIPE_GATHER,
+                                            MEAS_COPY_ALONE,
+                                            MEAS_KERNEL_ALONE,
+                                            NULL};
 static const char *const zero_copy_meas[] = {MEAS_READ, MEAS_READ_WRITE, NULL};
 static const char *const on_demand_meas[] = {MEAS_GPU_ON_DEMAND, MEAS_CPU_ON_DEMAND, NULL};
 static const char *const prefetch_meas[] = {MEAS_PREFETCH_KERNEL, MEAS_PREFETCH,
@@ -388,6 +525,14 @@ static const struct bench_def catalog[] = {
           "device-to-device copies within one GPU (copy engine and a copy kernel), read+write "
           "bytes: the memory ceiling",
           d2d_params, d2d_meas),
+    BENCH("pipeline", "benchmark",
+          "a training step: bring a batch to the GPU and run a kernel of chosen intensity on it, "
+          "by every strategy, against the limit (the longer of copy alone and kernel alone)",
+          pipeline_params, pipeline_meas),
+    BENCH("pipeline_sweep", "suite",
+          "pipeline across kernel intensities and touched fractions: each strategy's curve, the "
+          "intensity where it comes within 10% of the limit, and where managed memory wins",
+          pipeline_sweep_params, pipeline_meas),
     BENCH_MULTI("peer", "benchmark",
                 "copies between every ordered pair of GPUs, copy engine and SM, one direction "
                 "and both, with the link type between each pair (needs two GPUs)",
@@ -524,7 +669,11 @@ static json_t *param_to_json(const struct param_def *p, const struct catalog_lim
         case PARAM_INT:
                 json_object_set_new(o, "min", json_integer(p->min));
                 json_object_set_new(o, "max", json_integer(p->max));
-                json_object_set_new(o, "default", json_integer(p->def));
+                json_object_set_new(o, "default",
+                                    p->int_word && p->def_str ? json_string(p->def_str)
+                                                              : json_integer(p->def));
+                if (p->int_word)
+                        json_object_set_new(o, "or", json_string(p->int_word));
                 break;
         case PARAM_BOOL:
                 json_object_set_new(o, "default", json_boolean(p->def));
@@ -595,6 +744,16 @@ static json_t *param_schema(const struct param_def *p, const struct catalog_limi
                               64, "items", size_schema(p, lim));
                 break;
         case PARAM_INT:
+                if (p->int_word) {
+                        s = json_pack("{s:[{s:s, s:I, s:I}, {s:s, s:[s]}]}", "oneOf", "type",
+                                      "integer", "minimum", (json_int_t)p->min, "maximum",
+                                      (json_int_t)p->max, "type", "string", "enum", p->int_word);
+                        if (s)
+                                json_object_set_new(s, "default",
+                                                    p->def_str ? json_string(p->def_str)
+                                                               : json_integer(p->def));
+                        break;
+                }
                 s = json_pack("{s:s, s:I, s:I, s:I}", "type", "integer", "minimum",
                               (json_int_t)p->min, "maximum", (json_int_t)p->max, "default",
                               (json_int_t)p->def);
@@ -735,6 +894,13 @@ static int check_param(const struct param_def *p, const json_t *v, const struct 
                 *ret_norm = json_integer((json_int_t)bytes);
                 break;
         case PARAM_INT:
+                if (p->int_word && json_is_string(v) &&
+                    strcmp(json_string_value(v), p->int_word) == 0) {
+                        *ret_norm = json_string(p->int_word);
+                        break;
+                }
+                if (!json_is_integer(v) && p->int_word)
+                        return fail(err, field, "must be an integer or \"%s\"", p->int_word);
                 if (!json_is_integer(v))
                         return fail(err, field, "must be an integer");
                 if (json_integer_value(v) < p->min || json_integer_value(v) > p->max)
@@ -808,7 +974,7 @@ static json_t *param_default(const struct param_def *p, const json_t *norm,
                                                      ? size_max(p, lim)
                                                      : (uint64_t)p->def));
         case PARAM_INT:
-                return json_integer(p->def);
+                return p->int_word && p->def_str ? json_string(p->def_str) : json_integer(p->def);
         case PARAM_BOOL:
                 return json_boolean(p->def);
         case PARAM_ENUM:
@@ -839,7 +1005,13 @@ static int check_cross(const json_t *params, json_t *norm, struct catalog_error 
 {
         json_t *size = json_object_get(norm, "size");
         char a[48];
-        static const char *const le_size[] = {"chunk", "stride"};
+        static const char *const le_size[] = {"chunk", "stride", "writeback", "touched",
+                                              "min_touched"};
+        json_t *touched = json_object_get(norm, "touched");
+
+        /* pipeline: touched 0 is the whole batch, said in bytes so the result shows it. */
+        if (size && touched && json_integer_value(touched) == 0)
+                json_object_set_new(norm, "touched", json_integer(json_integer_value(size)));
 
         for (size_t i = 0; i < ELEMENTSOF(le_size); i++) {
                 json_t *v = json_object_get(norm, le_size[i]);

@@ -28,6 +28,9 @@ struct param_def {
         const char *def_str;       /* PARAM_ENUM; PARAM_ENUM_LIST as "a,b,c" */
         const char *const *values; /* PARAM_ENUM(_LIST), NULL-terminated */
         bool fake_only;            /* test-only fault injection, refused for real devices */
+        /* PARAM_INT only: one word also accepted instead of a number ("balanced"); the
+         * default is that word when def_str is set. */
+        const char *int_word;
 };
 
 /* Measurement names: what a result's measurements[].name may be, the one spelling the CUDA
@@ -74,6 +77,19 @@ struct param_def {
 #define MEAS_UM_PAGEABLE_COPY_D2H      "pageable_copy_d2h"
 #define MEAS_UM_PREFETCH_TO_HOST       "managed_prefetch_to_host"
 #define MEAS_UM_CPU_ON_DEMAND          "managed_cpu_on_demand"
+/* pipeline (issue 21): one training step per strategy, and the two halves of its limit */
+#define MEAS_PIPE_SERIAL           "pinned_serial"
+#define MEAS_PIPE_OVERLAPPED       "pinned_overlapped"
+#define MEAS_PIPE_PAGEABLE         "pageable_serial"
+#define MEAS_PIPE_ON_DEMAND        MEAS_MANAGED_ON_DEMAND
+#define MEAS_PIPE_PREFETCH         MEAS_MANAGED_PREFETCH
+#define MEAS_PIPE_PREFETCH_CHUNKED "managed_prefetch_chunked"
+#define MEAS_PIPE_ZERO_COPY        MEAS_ZERO_COPY
+#define MEAS_PIPE_GATHER           "pinned_gather"
+#define MEAS_COPY_ALONE            "copy_alone"
+#define MEAS_KERNEL_ALONE          "kernel_alone"
+/* The word pipeline's intensity takes for "as long as the copy". */
+#define PIPE_BALANCED "balanced"
 /* health's small-copy latency */
 #define MEAS_LATENCY_PINNED_H2D "latency_pinned_h2d"
 /* between GPUs: "@src>dst" (or "@gpu") follows */

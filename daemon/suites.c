@@ -62,6 +62,8 @@ static void relation(double ratio, char *buf, size_t len)
                 snprintf(buf, len, "as fast as");
 }
 
+static const char *short_kernel_note(double copy_ms, double kernel_ms, char *buf, size_t len);
+
 static json_t *um_summary(const json_t *result)
 {
         const json_t *ms = json_object_get(result, "measurements");
@@ -123,9 +125,18 @@ static json_t *um_summary(const json_t *result)
                                  "at %.1f GB/s (%.2fx pinned copies).",
                                  words(best), best_gbps, best_gbps / ref_gbps);
         }
-        return json_pack("{s:s, s:f, s:s?, s:o, s:s}", "reference", UM_REFERENCE_MODE,
+        /* Overlap against copy then kernel means something only where the kernel can hide
+         * part of the copy (issue 21): otherwise say so, with both times. */
+        const json_t *ov = result_measurement(result, MEAS_UM_OVERLAPPED_COPY_KERNEL);
+        char note[400];
+        const char *n =
+            ov ? short_kernel_note(json_number_value(json_object_get(ov, "copy_alone_ms")),
+                                   json_number_value(json_object_get(ov, "kernel_alone_ms")), note,
+                                   sizeof(note))
+               : NULL;
+        return json_pack("{s:s, s:f, s:s?, s:o, s:s, s:s*}", "reference", UM_REFERENCE_MODE,
                          "reference_gbps", ref_gbps, "best", best, "modes", modes, "conclusion",
-                         sentence);
+                         sentence, "overlap_note", n);
 }
 
 static json_t *sweep_summary(const json_t *result)
@@ -184,6 +195,390 @@ static json_t *sweep_summary(const json_t *result)
         return json_pack("{s:o}", "curves", arr);
 }
 
+/* ---- copy_overlap and pipeline (issue 21) ---- */
+
+/* Overlap can hide at most the shorter half of a step. Below this fraction of the copy, the
+ * kernel leaves too little to hide for overlap to show, and the result says so instead of
+ * ranking the ways against each other. */
+#define HIDE_MIN_FRACTION 0.2
+
+static const struct {
+        const char *strategy, *words;
+} strategy_words[] = {
+    {MEAS_PIPE_SERIAL, "pinned copy, then kernel"},
+    {MEAS_PIPE_OVERLAPPED, "overlapped pinned copies"},
+    {MEAS_PIPE_PAGEABLE, "pageable copy, then kernel"},
+    {MEAS_PIPE_ON_DEMAND, "managed memory faulted in on demand"},
+    {MEAS_PIPE_PREFETCH, "managed memory prefetched whole"},
+    {MEAS_PIPE_PREFETCH_CHUNKED, "managed memory prefetched chunk by chunk"},
+    {MEAS_PIPE_ZERO_COPY, "zero-copy (the kernel reads mapped host memory)"},
+    {MEAS_PIPE_GATHER, "a gather of the touched pages"},
+};
+static const char *const pipe_order[] = {
+    MEAS_PIPE_SERIAL,   MEAS_PIPE_OVERLAPPED,       MEAS_PIPE_PAGEABLE,  MEAS_PIPE_ON_DEMAND,
+    MEAS_PIPE_PREFETCH, MEAS_PIPE_PREFETCH_CHUNKED, MEAS_PIPE_ZERO_COPY, MEAS_PIPE_GATHER};
+
+static const char *strategy_label(const char *s)
+{
+        for (size_t i = 0; i < ELEMENTSOF(strategy_words); i++)
+                if (strcmp(strategy_words[i].strategy, s) == 0)
+                        return strategy_words[i].words;
+        return s;
+}
+
+static double num(const json_t *o, const char *key)
+{
+        json_t *v = json_object_get(o, key);
+        return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+/* The note for a kernel too short to hide the copy, or NULL (then buf is untouched). */
+static const char *short_kernel_note(double copy_ms, double kernel_ms, char *buf, size_t len)
+{
+        if (copy_ms <= 0 || kernel_ms <= 0 || kernel_ms >= HIDE_MIN_FRACTION * copy_ms)
+                return NULL;
+        snprintf(buf, len,
+                 "the kernel (%.2f ms) is too short to hide the copy (%.2f ms): overlapping can "
+                 "save at most %.2f ms, %.0f%% of copy then kernel, so the two ways measure the "
+                 "same thing here; a heavier kernel (pipeline) shows what overlap is worth",
+                 kernel_ms, copy_ms, kernel_ms, 100 * kernel_ms / (copy_ms + kernel_ms));
+        return buf;
+}
+
+static json_t *copy_overlap_summary(const json_t *result)
+{
+        double copy = median_ms(result_measurement(result, MEAS_COPY_ALONE));
+        double kern = median_ms(result_measurement(result, MEAS_KERNEL_ALONE));
+        double over = median_ms(result_measurement(result, MEAS_OVERLAPPED));
+        double ser = median_ms(result_measurement(result, MEAS_SERIAL));
+        double limit = copy > kern ? copy : kern;
+        char note[400], sentence[512];
+        const char *n = short_kernel_note(copy, kern, note, sizeof(note));
+
+        if (copy <= 0 || over <= 0 || ser <= 0)
+                return NULL;
+        if (n)
+                snprintf(sentence, sizeof(sentence), "Overlapped %.2f ms, serial %.2f ms: %s.",
+                         over, ser, n);
+        else
+                snprintf(sentence, sizeof(sentence),
+                         "Overlapped copies take %.2f ms, %.2fx the limit (%.2f ms, the longer of "
+                         "the copy and the kernel alone) and %.2fx faster than copy then kernel "
+                         "(%.2f ms).",
+                         over, over / limit, limit, ser / over, ser);
+        return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s*, s:s}", "copy_ms", copy,
+                         "kernel_ms", kern, "limit_ms", limit, "overlapped_ms", over, "serial_ms",
+                         ser, "ratio_to_limit", over / limit, "speedup_vs_serial", ser / over,
+                         "note", n, "conclusion", sentence);
+}
+
+/* The measurement of strategy s at point suffix ("" for a pipeline job, "@i=64" in a sweep). */
+static const json_t *at_point(const json_t *result, const char *s, const char *suffix)
+{
+        char name[96];
+        snprintf(name, sizeof(name), "%s%s", s, suffix);
+        return result_measurement(result, name);
+}
+
+/* One pipeline run's summary: the limit and each strategy against it and against serial. */
+static json_t *pipe_point_summary(const json_t *result, const char *suffix, json_int_t intensity)
+{
+        double copy = median_ms(at_point(result, MEAS_COPY_ALONE, suffix));
+        double kern = median_ms(at_point(result, MEAS_KERNEL_ALONE, suffix));
+        double serial = median_ms(at_point(result, MEAS_PIPE_SERIAL, suffix));
+        double limit = copy > kern ? copy : kern, best_ms = 0;
+        json_t *list = json_array();
+        const char *best = NULL;
+        char note[400];
+        const char *n = short_kernel_note(copy, kern, note, sizeof(note));
+
+        if (limit <= 0 || !list) {
+                json_decref(list);
+                return NULL;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(pipe_order); i++) {
+                const json_t *m = at_point(result, pipe_order[i], suffix);
+                double ms = median_ms(m), first = num(m, "first_step_ms");
+                json_t *steady = json_object_get(m, "steady_step_ms");
+                if (!m || ms <= 0)
+                        continue;
+                /* Reported apart only where the first step costs 10% more than the rest. */
+                bool differs = json_is_number(steady) && first > 1.1 * json_number_value(steady);
+                json_array_append_new(
+                    list,
+                    json_pack("{s:s, s:s, s:f, s:f, s:f, s:o, s:f, s:O?, s:b}", "strategy",
+                              pipe_order[i], "label", strategy_label(pipe_order[i]), "median_ms",
+                              ms, "cv", num(json_object_get(m, "stats"), "cv"), "ratio_to_limit",
+                              ms / limit, "speedup_vs_serial",
+                              serial > 0 ? json_real(serial / ms) : json_null(), "first_step_ms",
+                              first, "steady_step_ms", steady, "first_step_differs", differs));
+                if (!best || ms < best_ms) {
+                        best = pipe_order[i];
+                        best_ms = ms;
+                }
+        }
+        return json_pack("{s:I, s:f, s:f, s:f, s:s, s:s?, s:f, s:o, s:s*}", "intensity", intensity,
+                         "copy_ms", copy, "kernel_ms", kern, "limit_ms", limit, "bound",
+                         copy >= kern ? "copy" : "kernel", "best", best, "best_ms", best_ms,
+                         "strategies", list, "note", n);
+}
+
+static const json_t *strategy_in(const json_t *point, const char *s)
+{
+        size_t i;
+        json_t *x;
+        json_array_foreach(json_object_get(point, "strategies"), i, x)
+        {
+                if (strcmp(json_string_value(json_object_get(x, "strategy")), s) == 0)
+                        return x;
+        }
+        return NULL;
+}
+
+static json_t *pipeline_summary(const json_t *result)
+{
+        json_int_t k =
+            json_integer_value(json_object_get(json_object_get(result, "intensity"), "chosen"));
+        json_t *s = pipe_point_summary(result, "", k);
+        char sentence[1024];
+        size_t at = 0;
+
+        if (!s)
+                return NULL;
+        const json_t *ov = strategy_in(s, MEAS_PIPE_OVERLAPPED),
+                     *od = strategy_in(s, MEAS_PIPE_ON_DEMAND),
+                     *pc = strategy_in(s, MEAS_PIPE_PREFETCH_CHUNKED);
+        at += (size_t)snprintf(sentence, sizeof(sentence),
+                               "At %lld FMAs a float the copy takes %.2f ms and the kernel %.2f ms "
+                               "(the limit: %.2f ms).",
+                               (long long)k, num(s, "copy_ms"), num(s, "kernel_ms"),
+                               num(s, "limit_ms"));
+        if (ov && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
+                                       " Overlapped pinned copies take %.2fx the limit, %.2fx "
+                                       "faster than copy then kernel.",
+                                       num(ov, "ratio_to_limit"), num(ov, "speedup_vs_serial"));
+        if (od && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
+                                       " Managed memory faulted in on demand takes %.2fx.",
+                                       num(od, "ratio_to_limit"));
+        if (pc && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
+                                       " Prefetched chunk by chunk: %.2fx.",
+                                       num(pc, "ratio_to_limit"));
+        if (json_is_string(json_object_get(s, "note")) && at < sizeof(sentence))
+                snprintf(sentence + at, sizeof(sentence) - at, " Note: %s.",
+                         json_string_value(json_object_get(s, "note")));
+        json_object_set_new(s, "conclusion", json_string(sentence));
+        return s;
+}
+
+/* The sweep's points, in the order measured: each distinct "@..." suffix of a kind. */
+static json_t *sweep_points(const json_t *result, const char *kind)
+{
+        json_t *pts = json_array(), *seen = json_object();
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
+                const char *name = json_string_value(json_object_get(m, "name"));
+                const char *at = name ? strchr(name, '@') : NULL;
+                if (!at || !streq_ptr(json_string_value(json_object_get(m, "sweep")), kind) ||
+                    json_object_get(seen, at))
+                        continue;
+                json_object_set_new(seen, at, json_true());
+                json_array_append_new(pts, json_string(at));
+        }
+        json_decref(seen);
+        return pts;
+}
+
+static int cmp_intensity(const void *a, const void *b)
+{
+        json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "intensity"));
+        json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "intensity"));
+        return x < y ? -1 : x > y;
+}
+
+/* The touched part of the sweep: where on-demand managed memory beats copying all of it. */
+static json_t *touched_summary(const json_t *result, uint64_t size, char *words, size_t len)
+{
+        json_t *suffixes = sweep_points(result, "touched"), *pts = json_array(), *v;
+        double wins_upto = -1, loses_from = -1, d_win = 0, d_lose = 0;
+        size_t i;
+
+        words[0] = '\0';
+        json_array_foreach(suffixes, i, v)
+        {
+                const char *suf = json_string_value(v);
+                const json_t *ser = at_point(result, MEAS_PIPE_SERIAL, suf),
+                             *od = at_point(result, MEAS_PIPE_ON_DEMAND, suf),
+                             *ga = at_point(result, MEAS_PIPE_GATHER, suf);
+                double t = num(ser ? ser : od, "touched_bytes");
+                double f = size ? t / (double)size : 0;
+                if (!ser || !od)
+                        continue;
+                json_array_append_new(
+                    pts, json_pack("{s:f, s:f, s:f, s:f, s:o}", "touched_bytes", t, "fraction", f,
+                                   "explicit_ms", median_ms(ser), "on_demand_ms", median_ms(od),
+                                   "gather_ms", ga ? json_real(median_ms(ga)) : json_null()));
+                double dt = median_ms(od) - median_ms(ser);
+                if (dt < 0) {
+                        if (loses_from < 0 && f > wins_upto) {
+                                wins_upto = f;
+                                d_win = dt;
+                        }
+                } else if (loses_from < 0) {
+                        loses_from = f;
+                        d_lose = dt;
+                }
+        }
+        json_decref(suffixes);
+        if (json_array_size(pts) == 0) {
+                json_decref(pts);
+                return NULL;
+        }
+        if (wins_upto < 0)
+                snprintf(words, len,
+                         "Managed memory faulted in on demand never beat copying the whole batch, "
+                         "even at %.2g%% of it touched.",
+                         100 * num(json_array_get(pts, 0), "fraction"));
+        else if (loses_from < 0)
+                snprintf(words, len,
+                         "Managed memory faulted in on demand beat copying the whole batch at "
+                         "every touched fraction measured, up to %.3g%%.",
+                         100 * wins_upto);
+        /* On-demand time grows with the pages touched, the whole copy does not: between the
+         * last point it won and the first it lost, the crossing is where the difference is 0. */
+        double below = -1;
+        if (wins_upto >= 0 && loses_from >= 0)
+                below = wins_upto + (loses_from - wins_upto) * -d_win / (d_lose - d_win);
+        if (below >= 0)
+                snprintf(words, len,
+                         "UM wins below about %.2g%% of the buffer touched on this GPU (on-demand "
+                         "faults beat copying all of it at %.3g%% and lose at %.3g%%).",
+                         100 * below, 100 * wins_upto, 100 * loses_from);
+        return json_pack("{s:o, s:o, s:o, s:o}", "points", pts, "um_wins_up_to_fraction",
+                         wins_upto < 0 ? json_null() : json_real(wins_upto),
+                         "um_loses_from_fraction",
+                         loses_from < 0 ? json_null() : json_real(loses_from),
+                         "um_wins_below_fraction", below < 0 ? json_null() : json_real(below));
+}
+
+static json_t *pipeline_sweep_summary(const json_t *result)
+{
+        json_t *suffixes = sweep_points(result, "intensity"), *points = json_array(), *v;
+        json_int_t kb =
+            json_integer_value(json_object_get(json_object_get(result, "balanced"), "chosen"));
+        const json_t *first = json_array_get(json_object_get(result, "measurements"), 0);
+        uint64_t size = (uint64_t)json_integer_value(json_object_get(first, "bytes"));
+        size_t i;
+
+        json_array_foreach(suffixes, i, v)
+        {
+                const char *suf = json_string_value(v);
+                json_int_t k = json_integer_value(
+                    json_object_get(at_point(result, MEAS_COPY_ALONE, suf), "intensity"));
+                json_t *p = pipe_point_summary(result, suf, k);
+                if (p)
+                        json_array_append_new(points, p);
+        }
+        json_decref(suffixes);
+        if (json_array_size(points) == 0) {
+                json_decref(points);
+                return NULL;
+        }
+        /* Curves in order of intensity, whatever order the points ran in. */
+        size_t n = json_array_size(points);
+        json_t **sorted = calloc(n, sizeof(*sorted));
+        if (!sorted) {
+                json_decref(points);
+                return NULL;
+        }
+        for (i = 0; i < n; i++)
+                sorted[i] = json_array_get(points, i);
+        qsort(sorted, n, sizeof(*sorted), cmp_intensity);
+
+        json_t *curves = json_array(), *limit = json_array();
+        const json_t *bal = NULL;
+        double od_extra = 0;
+        size_t od_n = 0;
+        for (i = 0; i < n; i++) {
+                json_array_append_new(limit,
+                                      json_pack("{s:O, s:O}", "intensity",
+                                                json_object_get(sorted[i], "intensity"), "limit_ms",
+                                                json_object_get(sorted[i], "limit_ms")));
+                if (json_integer_value(json_object_get(sorted[i], "intensity")) == kb)
+                        bal = sorted[i];
+                const json_t *od = strategy_in(sorted[i], MEAS_PIPE_ON_DEMAND);
+                if (od) {
+                        od_extra += num(od, "median_ms") - num(sorted[i], "kernel_ms");
+                        od_n++;
+                }
+        }
+        for (size_t s = 0; s < ELEMENTSOF(pipe_order); s++) {
+                json_t *pts = json_array(), *within = NULL;
+                for (i = 0; i < n; i++) {
+                        const json_t *x = strategy_in(sorted[i], pipe_order[s]);
+                        if (!x)
+                                continue;
+                        json_array_append_new(
+                            pts,
+                            json_pack("{s:O, s:f, s:f, s:f}", "intensity",
+                                      json_object_get(sorted[i], "intensity"), "median_ms",
+                                      num(x, "median_ms"), "limit_ms", num(sorted[i], "limit_ms"),
+                                      "ratio_to_limit", num(x, "ratio_to_limit")));
+                        if (!within && num(x, "ratio_to_limit") <= 1.10)
+                                within = json_incref(json_object_get(sorted[i], "intensity"));
+                }
+                if (json_array_size(pts) == 0) {
+                        json_decref(pts);
+                        continue;
+                }
+                json_array_append_new(
+                    curves, json_pack("{s:s, s:s, s:o, s:o}", "strategy", pipe_order[s], "label",
+                                      strategy_label(pipe_order[s]), "points", pts,
+                                      "within_10pct_from", within ? within : json_string("never")));
+        }
+        free(sorted);
+
+        char sentence[1280], touched_words[400];
+        size_t at = 0;
+        json_t *touched = touched_summary(result, size, touched_words, sizeof(touched_words));
+        const json_t *ov = bal ? strategy_in(bal, MEAS_PIPE_OVERLAPPED) : NULL,
+                     *od = bal ? strategy_in(bal, MEAS_PIPE_ON_DEMAND) : NULL,
+                     *pc = bal ? strategy_in(bal, MEAS_PIPE_PREFETCH_CHUNKED) : NULL;
+        double gib = (double)size / (1024.0 * 1024 * 1024);
+        sentence[0] = '\0';
+        if (bal)
+                at += (size_t)snprintf(sentence, sizeof(sentence),
+                                       "With a kernel as long as the copy (%lld FMAs a float, "
+                                       "%.1f ms for the batch)",
+                                       (long long)kb, num(bal, "limit_ms"));
+        if (ov && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
+                                       ", overlapped pinned copies take %.2fx the limit (%.2fx "
+                                       "faster than copy then kernel)",
+                                       num(ov, "ratio_to_limit"), num(ov, "speedup_vs_serial"));
+        if (od && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
+                                       "; managed memory faulted in on demand takes %.1fx, about "
+                                       "%.0f ms a GiB over the kernel whatever the kernel does",
+                                       num(od, "ratio_to_limit"),
+                                       gib > 0 && od_n ? od_extra / (double)od_n / gib : 0.0);
+        if (pc && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
+                                       "; prefetched chunk by chunk, %.2fx",
+                                       num(pc, "ratio_to_limit"));
+        if (at > 0 && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at, ". ");
+        if (touched && at < sizeof(sentence))
+                snprintf(sentence + at, sizeof(sentence) - at, "%s", touched_words);
+        return json_pack("{s:I, s:o, s:o, s:o, s:o, s:s}", "balanced_intensity", kb, "curves",
+                         curves, "limit", limit, "points", points, "touched",
+                         touched ? touched : json_null(), "conclusion", sentence);
+}
+
 json_t *suite_summary(const char *benchmark, const json_t *result)
 {
         if (!benchmark || !json_is_array(json_object_get(result, "measurements")))
@@ -192,5 +587,11 @@ json_t *suite_summary(const char *benchmark, const json_t *result)
                 return um_summary(result);
         if (strcmp(benchmark, "sweep") == 0)
                 return sweep_summary(result);
+        if (strcmp(benchmark, "copy_overlap") == 0)
+                return copy_overlap_summary(result);
+        if (strcmp(benchmark, "pipeline") == 0)
+                return pipeline_summary(result);
+        if (strcmp(benchmark, "pipeline_sweep") == 0)
+                return pipeline_sweep_summary(result);
         return topology_summary(benchmark, result);
 }

@@ -674,6 +674,8 @@ static const bench_entry<int (*)(struct bench_job *)> benchmarks[] = {
     {"sweep", bench_sweep},
     {"health", bench_health},
     {"d2d", bench_d2d},
+    {"pipeline", bench_pipeline},
+    {"pipeline_sweep", bench_pipeline_sweep},
 };
 
 static int (*bench_find(const char *id))(struct bench_job *)

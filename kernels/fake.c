@@ -44,8 +44,14 @@ static const struct fake_mode {
     {"pageable_h2d", 9.3, 15, 1, "one direction"},
     {"pageable_d2h", 17.5, 15, 1, "one direction"},
     {"pageable_bidir", 24.0, 20, 2, "both directions"},
-    {"overlapped", 52.0, 20, 1, "one direction"},
-    {"serial", 41.0, 20, 1, "one direction"},
+    /* copy_overlap's light XOR kernel takes ~2% of the copy: serial is copy + kernel, the
+     * overlapped copies on one stream hide all but the last chunk's kernel (issue 21). */
+    {"overlapped", 55.0, 20, 1, "one direction"},
+    {"serial", 54.0, 20, 1, "one direction"},
+    {"kernel_xor", 3000.0, 5, 2, "read+write"},
+    /* pipeline: every strategy's step time comes from pipe_model(), these name the rate of the
+     * part the model has no better number for */
+    {"pipeline", 1.0, 0, 1, "one direction"},
     {"zero_copy_read", 52.0, 6, 1, "one direction"},
     {"zero_copy", 84.6, 6, 2, "read+write"},
     {"managed_on_demand", 8.5, 30, 1, "one direction"},
@@ -277,6 +283,8 @@ struct fake_meas {
         const char *method, *direction;
         double scale; /* the pair's link against the model's NV18 (1 when not a pair) */
         const struct fake_explain *explain; /* explain: true on a managed measurement */
+        double ms;     /* > 0: the modelled time of a sample (pipeline), instead of the rate */
+        json_t *extra; /* merged into the measurement (owned) */
 };
 
 /* What a plan gets, and the measurements it fills. */
@@ -287,6 +295,7 @@ struct fake_job {
         uint64_t size;        /* params' size */
         struct fake_meas *m;
         size_t n, cap;
+        json_t *top;   /* keys added to the result (pipeline's "intensity"), owned */
         char why[160]; /* why a plan failed */
 };
 
@@ -355,8 +364,232 @@ static int plan_copy(struct fake_job *j)
 
 static int plan_copy_overlap(struct fake_job *j)
 {
-        static const char *const keys[] = {MEAS_OVERLAPPED, MEAS_SERIAL};
-        return add_same(j, keys, ELEMENTSOF(keys));
+        static const char *const pairs[][2] = {{MEAS_OVERLAPPED, MEAS_OVERLAPPED},
+                                               {MEAS_SERIAL, MEAS_SERIAL},
+                                               {MEAS_COPY_ALONE, MEAS_PINNED_H2D},
+                                               {MEAS_KERNEL_ALONE, "kernel_xor"}};
+        return add_named(j, pairs, ELEMENTSOF(pairs));
+}
+
+/* --- pipeline (issue 21): a step's time by the same rules the GPU follows --- */
+
+#define PIPE_COPY_GBPS      55.5 /* pinned H2D */
+#define PIPE_D2H_GBPS       55.3 /* writeback */
+#define PIPE_PAGEABLE_GBPS  9.3
+#define PIPE_ON_DEMAND_GBPS 8.5 /* managed pages faulted in by the kernel */
+#define PIPE_PREFETCH_GBPS  51.0
+#define PIPE_ZERO_COPY_GBPS 52.0   /* a kernel reading mapped host memory */
+#define PIPE_GATHER_GBPS    20.0   /* 4 KiB rows of a 2D copy */
+#define PIPE_HBM_GBPS       3000.0 /* the kernel's own reads */
+#define PIPE_FMA_PER_S      3.2e13 /* an H200's FP32 FMAs a second */
+#define PIPE_PAGE           4096ull
+
+static double ms_at(double bytes, double gbps)
+{
+        return bytes / (gbps * 1e9) * 1e3;
+}
+
+/* The kernel alone: its reads, then intensity FMAs per float. */
+static double pipe_kernel_ms(uint64_t intensity, uint64_t touched)
+{
+        return ms_at((double)touched, PIPE_HBM_GBPS) +
+               (double)intensity * (double)touched / 4 / PIPE_FMA_PER_S * 1e3 + 0.005;
+}
+
+/* The intensity at which the kernel takes as long as the copy. */
+static uint64_t pipe_balanced(uint64_t size)
+{
+        double copy = ms_at((double)size, PIPE_COPY_GBPS),
+               per = pipe_kernel_ms(1, size) - pipe_kernel_ms(0, size);
+        double k = (copy - pipe_kernel_ms(0, size)) / per;
+        return k < 1 ? 1 : (uint64_t)(k + 0.5);
+}
+
+struct pipe_point {
+        uint64_t size, touched, weights, writeback, intensity, chunks, streams, steps;
+        bool clustered;
+};
+
+/* First and steady step of one strategy (ms): serial is copy + kernel, overlapped the limit
+ * plus one chunk of the shorter half, on demand the kernel plus the touched bytes at the fault
+ * rate; managed weights are faulted (or prefetched) in the first step only. */
+static void pipe_model(const char *name, const struct pipe_point *p, double *ret_first,
+                       double *ret_steady)
+{
+        double size = (double)p->size, touched = (double)p->touched;
+        double copy = ms_at(size, PIPE_COPY_GBPS), kern = pipe_kernel_ms(p->intensity, p->touched);
+        double wb = ms_at((double)p->writeback, PIPE_D2H_GBPS);
+        double weights = ms_at((double)p->weights, PIPE_HBM_GBPS), first_extra = 0, t;
+        double n = (double)(p->chunks < p->size / PIPE_PAGE ? p->chunks : p->size / PIPE_PAGE);
+        bool overlap = p->streams > 1;
+
+        if (n < 1)
+                n = 1;
+        if (streq_ptr(name, MEAS_COPY_ALONE)) {
+                t = copy;
+                weights = wb = 0;
+        } else if (streq_ptr(name, MEAS_KERNEL_ALONE)) {
+                t = kern;
+                wb = 0;
+        } else if (streq_ptr(name, MEAS_PIPE_SERIAL)) {
+                t = copy + kern;
+        } else if (streq_ptr(name, MEAS_PIPE_OVERLAPPED)) {
+                t = overlap ? fmax(copy, kern) + fmin(copy, kern) / n : copy + kern;
+                wb /= overlap ? n : 1;
+        } else if (streq_ptr(name, MEAS_PIPE_PAGEABLE)) {
+                t = ms_at(size, PIPE_PAGEABLE_GBPS) + kern;
+        } else if (streq_ptr(name, MEAS_PIPE_ON_DEMAND)) {
+                t = kern + ms_at(touched, PIPE_ON_DEMAND_GBPS);
+                first_extra = ms_at((double)p->weights, PIPE_ON_DEMAND_GBPS);
+        } else if (streq_ptr(name, MEAS_PIPE_PREFETCH)) {
+                t = ms_at(size, PIPE_PREFETCH_GBPS) + kern;
+                first_extra = ms_at((double)p->weights, PIPE_PREFETCH_GBPS);
+        } else if (streq_ptr(name, MEAS_PIPE_PREFETCH_CHUNKED)) {
+                double pf = ms_at(size, PIPE_PREFETCH_GBPS);
+                t = overlap ? fmax(pf, kern) + fmin(pf, kern) / n : pf + kern;
+                first_extra = ms_at((double)p->weights, PIPE_PREFETCH_GBPS);
+        } else if (streq_ptr(name, MEAS_PIPE_ZERO_COPY)) {
+                t = fmax(ms_at(touched, PIPE_ZERO_COPY_GBPS), kern);
+        } else { /* MEAS_PIPE_GATHER */
+                t = ms_at(touched, p->clustered ? PIPE_COPY_GBPS : PIPE_GATHER_GBPS) + kern;
+        }
+        *ret_steady = t + weights + wb;
+        *ret_first = *ret_steady + first_extra;
+}
+
+/* One pipeline run's measurements, each named "strategy" + suffix ("@i=64" in a sweep). */
+static int plan_pipe_point(struct fake_job *j, const struct pipe_point *p, const json_t *strategies,
+                           const char *suffix, const char *sweep)
+{
+        static const char *const always[] = {MEAS_COPY_ALONE, MEAS_KERNEL_ALONE};
+        size_t i, n = ELEMENTSOF(always) + json_array_size(strategies);
+        int r = 0;
+
+        for (i = 0; r == 0 && i < n; i++) {
+                const char *s = i < ELEMENTSOF(always)
+                                    ? always[i]
+                                    : json_string_value(json_array_get(strategies, i - 2));
+                bool single = i < ELEMENTSOF(always);
+                uint64_t steps = single ? 1 : p->steps;
+                double first, steady;
+                char name[64];
+
+                if (!s)
+                        continue;
+                if (streq_ptr(s, MEAS_PIPE_GATHER) && p->touched >= p->size)
+                        continue; /* the real one notes it would be pinned_serial */
+                pipe_model(s, p, &first, &steady);
+                snprintf(name, sizeof(name), "%s%s", s, suffix);
+                r = add(j, name, "pipeline", p->size);
+                if (r < 0)
+                        break;
+                struct fake_meas *m = &j->m[j->n - 1];
+                m->ms = (first + steady * (double)(steps - 1)) / (double)steps;
+                m->extra = json_pack(
+                    "{s:I, s:I, s:I, s:I, s:f, s:o}", "intensity", (json_int_t)p->intensity,
+                    "touched_bytes", (json_int_t)p->touched, "weights_bytes",
+                    (json_int_t)p->weights, "steps", (json_int_t)steps, "first_step_ms", first,
+                    "steady_step_ms", steps > 1 ? json_real(steady) : json_null());
+                if (m->extra && sweep)
+                        json_object_update_new(
+                            m->extra, json_pack("{s:s, s:s}", "strategy", s, "sweep", sweep));
+                if (m->extra && (streq_ptr(s, MEAS_PIPE_OVERLAPPED) ||
+                                 streq_ptr(s, MEAS_PIPE_PREFETCH_CHUNKED)))
+                        json_object_update_new(m->extra, json_pack("{s:I, s:I}", "chunks",
+                                                                   (json_int_t)p->chunks, "streams",
+                                                                   (json_int_t)p->streams));
+                if (!m->extra)
+                        r = -ENOMEM;
+        }
+        return r;
+}
+
+static void pipe_point_from(const struct fake_job *j, struct pipe_point *p)
+{
+        *p = (struct pipe_point){
+            .size = j->size,
+            .touched = j->size,
+            .weights = param_u64(j->params, "weights"),
+            .writeback = param_u64(j->params, "writeback"),
+            .chunks = param_u64(j->params, "chunks"),
+            .streams = param_u64(j->params, "streams"),
+            .steps = param_u64(j->params, "steps"),
+            .clustered = streq_ptr(param_str(j->params, "layout"), "clustered"),
+        };
+        if (param_u64(j->params, "touched") > 0)
+                p->touched =
+                    (param_u64(j->params, "touched") + PIPE_PAGE - 1) / PIPE_PAGE * PIPE_PAGE;
+        if (p->touched > p->size)
+                p->touched = p->size;
+}
+
+static json_t *pipe_intensity_json(json_t *requested, uint64_t chosen, uint64_t size)
+{
+        json_t *o = json_pack("{s:O, s:I}", "requested", requested, "chosen", (json_int_t)chosen);
+        if (o && json_is_string(requested))
+                json_object_update_new(o, json_pack("{s:f, s:f}", "copy_ms",
+                                                    ms_at((double)size, PIPE_COPY_GBPS),
+                                                    "kernel_ms", pipe_kernel_ms(chosen, size)));
+        return o;
+}
+
+static int plan_pipeline(struct fake_job *j)
+{
+        struct pipe_point p;
+        json_t *req = json_object_get(j->params, "intensity");
+
+        pipe_point_from(j, &p);
+        p.intensity =
+            json_is_integer(req) ? (uint64_t)json_integer_value(req) : pipe_balanced(p.size);
+        j->top = json_pack("{s:o}", "intensity", pipe_intensity_json(req, p.intensity, p.size));
+        if (!j->top)
+                return -ENOMEM;
+        return plan_pipe_point(j, &p, json_object_get(j->params, "strategies"), "", NULL);
+}
+
+/* The same points as kernels/bench_suite.cu's pipeline_sweep, in the same order. */
+static int plan_pipeline_sweep(struct fake_job *j)
+{
+        struct pipe_point p;
+        char suffix[48];
+        json_t *touched_strategies =
+            json_pack("[s, s, s]", MEAS_PIPE_SERIAL, MEAS_PIPE_ON_DEMAND, MEAS_PIPE_GATHER);
+        const json_t *strategies = json_object_get(j->params, "strategies");
+        uint64_t kb, factor = param_u64(j->params, "max_factor");
+        int r;
+
+        pipe_point_from(j, &p);
+        kb = pipe_balanced(p.size);
+        json_t *word = json_string(PIPE_BALANCED);
+        j->top = json_pack("{s:o}", "balanced", pipe_intensity_json(word, kb, p.size));
+        json_decref(word);
+        if (!j->top || !touched_strategies) {
+                json_decref(touched_strategies);
+                return -ENOMEM;
+        }
+        p.intensity = kb;
+        snprintf(suffix, sizeof(suffix), "@i=%llu", (unsigned long long)kb);
+        r = plan_pipe_point(j, &p, strategies, suffix, "intensity");
+        for (uint64_t k = param_u64(j->params, "min_intensity"); r == 0 && k <= kb * factor;
+             k *= 4) {
+                if (k == kb)
+                        continue;
+                p.intensity = k;
+                snprintf(suffix, sizeof(suffix), "@i=%llu", (unsigned long long)k);
+                r = plan_pipe_point(j, &p, strategies, suffix, "intensity");
+        }
+        p.intensity = param_u64(j->params, "touched_intensity");
+        for (uint64_t t = param_u64(j->params, "min_touched"); r == 0; t *= 4) {
+                bool last = t >= p.size;
+                p.touched = last ? p.size : (t + PIPE_PAGE - 1) / PIPE_PAGE * PIPE_PAGE;
+                snprintf(suffix, sizeof(suffix), "@t=%llu",
+                         (unsigned long long)(last ? p.size : t));
+                r = plan_pipe_point(j, &p, touched_strategies, suffix, "touched");
+                if (last)
+                        break;
+        }
+        json_decref(touched_strategies);
+        return r;
 }
 
 static int plan_zero_copy(struct fake_job *j)
@@ -423,7 +656,7 @@ static int plan_um_vs_explicit(struct fake_job *j)
 {
         /* The modes kernels/bench_suite.cu reports; daemon/suites.c summarises them. */
         static const char *const pairs[][2] = {
-            {MEAS_UM_PINNED_COPY_KERNEL, "pinned_h2d"},
+            {MEAS_UM_PINNED_COPY_KERNEL, MEAS_SERIAL}, /* copy_overlap's serial, as on a GPU */
             {MEAS_UM_PAGEABLE_COPY_KERNEL, "pageable_h2d"},
             {MEAS_UM_OVERLAPPED_COPY_KERNEL, "overlapped"},
             {MEAS_UM_ZERO_COPY_KERNEL, "zero_copy_read"},
@@ -438,7 +671,22 @@ static int plan_um_vs_explicit(struct fake_job *j)
             {MEAS_UM_CPU_ON_DEMAND, "cpu_on_demand"},
             {MEAS_UM_PREFETCH_TO_HOST, "prefetch_to_host"},
         };
-        return add_named(j, pairs, ELEMENTSOF(pairs));
+        int r = add_named(j, pairs, ELEMENTSOF(pairs));
+
+        /* copy_overlap's copy and kernel alone, as the real suite copies them over */
+        for (size_t i = 0; r == 0 && i < j->n; i++)
+                if (streq_ptr(j->m[i].name, MEAS_UM_OVERLAPPED_COPY_KERNEL)) {
+                        const struct fake_mode *copy = mode_find(MEAS_PINNED_H2D),
+                                               *kern = mode_find("kernel_xor");
+                        double size = (double)j->size;
+                        j->m[i].extra = json_pack(
+                            "{s:f, s:f}", "copy_alone_ms",
+                            size / (copy->gbps * 1e9) * 1e3 + copy->overhead_us / 1e3,
+                            "kernel_alone_ms",
+                            2 * size / (kern->gbps * 1e9) * 1e3 + kern->overhead_us / 1e3);
+                        r = j->m[i].extra ? 0 : -ENOMEM;
+                }
+        return r;
 }
 
 static int plan_health(struct fake_job *j)
@@ -701,6 +949,8 @@ static const struct fake_plan gpu_plans[] = {
     {"sweep", plan_sweep},
     {"health", plan_health},
     {"d2d", plan_d2d},
+    {"pipeline", plan_pipeline},
+    {"pipeline_sweep", plan_pipeline_sweep},
 };
 
 static const struct fake_plan node_plans[] = {
@@ -783,6 +1033,8 @@ static json_t *measure(const struct fake_meas *m, uint64_t seed, uint64_t salt, 
         base_ms =
             ((double)bytes / (m->mode->gbps * m->scale * 1e9) * 1e3 + m->mode->overhead_us / 1e3) *
             100.0 / pct;
+        if (m->ms > 0)
+                base_ms = m->ms * 100.0 / pct;
         samples = calloc(iterations, sizeof(*samples));
         if (!samples)
                 return NULL;
@@ -808,6 +1060,8 @@ static json_t *measure(const struct fake_meas *m, uint64_t seed, uint64_t salt, 
                 json_object_set_new(o, "direction", json_string(m->direction));
         if (o && m->explain)
                 json_object_set_new(o, "explain", fake_explain_json(m->explain, m->size));
+        if (o && m->extra)
+                json_object_update(o, m->extra);
         free(samples);
         *ret_sim_ms = sim;
         return o;
@@ -851,7 +1105,7 @@ static int measure_all(const struct fake_job *job, const char *benchmark, uint64
 static int run_plan(const struct fake_plan *plans, size_t n_plans, const json_t *device,
                     unsigned n_gpus, const char *benchmark, const json_t *params,
                     volatile sig_atomic_t *cancel, json_t **ret_list, json_t **ret_params,
-                    uint64_t *ret_biggest, char **ret_error)
+                    uint64_t *ret_biggest, json_t **ret_top, char **ret_error)
 {
         const struct bench_def *b = catalog_find(benchmark);
         const struct fake_plan *plan = plan_find(plans, n_plans, benchmark);
@@ -903,8 +1157,13 @@ static int run_plan(const struct fake_plan *plans, size_t n_plans, const json_t 
         *ret_params = norm;
         norm = NULL;
         *ret_biggest = biggest;
+        *ret_top = job.top;
+        job.top = NULL;
 out:
+        for (size_t i = 0; i < job.n; i++)
+                json_decref(job.m[i].extra);
         free(job.m);
+        json_decref(job.top);
         json_decref(norm);
         return r;
 }
@@ -913,7 +1172,7 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
              volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
 {
         const struct bench_def *b = benchmark ? catalog_find(benchmark) : NULL;
-        json_t *list = NULL, *p = NULL, *ctx, *result;
+        json_t *list = NULL, *p = NULL, *ctx, *result, *top = NULL;
         uint64_t biggest = 0;
         int r;
 
@@ -925,7 +1184,7 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
                                     "%s spans GPUs: it runs on the node worker, not on one GPU's",
                                     benchmark);
         r = run_plan(gpu_plans, ELEMENTSOF(gpu_plans), device, 1, benchmark, params, cancel, &list,
-                     &p, &biggest, ret_error);
+                     &p, &biggest, &top, ret_error);
         if (r < 0)
                 return r;
         ctx = json_pack("{s:O?, s:O?, s:O?, s:O?, s:I, s:s?, s:s?, s:I, s:I, s:b, s:i, s:i, s:I}",
@@ -945,6 +1204,9 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
                            "measurements", list, "context", ctx, "notes",
                            "fake device: numbers come from a bandwidth model, not a GPU");
         json_decref(p);
+        if (result && top)
+                json_object_update(result, top);
+        json_decref(top);
         if (!result)
                 return backend_fail(ret_error, -ENOMEM, "out of memory");
         *ret_result = result;
@@ -956,7 +1218,7 @@ int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *p
 {
         const struct bench_def *b = benchmark ? catalog_find(benchmark) : NULL;
         unsigned n = (unsigned)json_array_size(devices);
-        json_t *list = NULL, *p = NULL, *result;
+        json_t *list = NULL, *p = NULL, *result, *top = NULL;
         uint64_t biggest = 0;
         int r;
 
@@ -968,9 +1230,10 @@ int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *p
                 return backend_fail(ret_error, -ENOTSUP, "%s needs two GPUs: this node has %u",
                                     benchmark, n);
         r = run_plan(node_plans, ELEMENTSOF(node_plans), NULL, n, benchmark, params, cancel, &list,
-                     &p, &biggest, ret_error);
+                     &p, &biggest, &top, ret_error);
         if (r < 0)
                 return r;
+        json_decref(top); /* no node plan has keys of its own */
         result = json_pack("{s:s, s:b, s:o, s:O, s:o, s:{s:I, s:I, s:i, s:i, s:I}, s:[s]}",
                            "benchmark", benchmark, "fake", 1, "measurements", list, "devices",
                            devices, "links", fake_links_json(n), "context", "buffer_bytes",

@@ -19,6 +19,11 @@ TEST is one of:
             2% of tests/gpu/reference_multi's plain loop in the same run, a job on GPU 0
             survives GPU 1's worker being killed, and so does the node worker's
             (bench/multi-gpu.py does the work)
+  pipeline  issue 21 at 1 GiB: every strategy of pipeline verifies; at the balanced point
+            overlapped pinned copies within 1.03x of the limit and at least 1.8x faster than
+            serial; serial and overlapped within 2% of tests/gpu/reference_pipeline's plain
+            program at the same intensity and chunking, same run; copy_overlap's and
+            um_vs_explicit's overlapped mode no slower than serial
   coexist   the real umd on the GPU: a cold start is reported, the idle worker holds 0 MiB
             (nvidia-smi) once past worker_idle_s, a health job waits while another process
             holds a context on the GPU and runs once it exits, placement is recorded
@@ -96,6 +101,9 @@ EVERY = [
     "system_memory",
     "latency",
     "d2d", "d2d size=64KiB",
+    "pipeline size=64MiB", "pipeline size=64MiB intensity=4 touched=1MiB layout=spread",
+    "pipeline size=64MiB intensity=4 touched=1MiB layout=clustered weights=16MiB writeback=8MiB",
+    "pipeline size=64MiB streams=1 chunks=1",
 ]
 
 
@@ -168,6 +176,55 @@ def test_fidelity(args):
               f"ratio {ratio:.4f}")
     if worst > 0.02:
         fail(f"umd differs from the reference by {worst * 100:.1f}% (limit 2%)")
+    return 0
+
+
+def test_pipeline(args):
+    size = 1 << 30
+    lines = drive(args, [f"pipeline size={size}", f"copy_overlap size={size} iterations=5",
+                         f"um_vs_explicit size={size}"])
+    for line in lines:
+        if not line["ok"]:
+            fail(f"{line['benchmark']}: {line['error']}")
+    res = lines[0]["result"]
+    k = res["intensity"]["chosen"]
+    ref_prog = os.path.join(os.path.dirname(args.reference), "reference_pipeline")
+    ref = subprocess.run([ref_prog, "--size", str(size), "--intensity", str(k), "--chunks", "64",
+                          "--streams", "3", "--iterations", "5"],
+                         capture_output=True, text=True, timeout=300)
+    if ref.returncode != 0:
+        fail("reference_pipeline: " + ref.stderr)
+    ref = json.loads(ref.stdout)
+    s = res["summary"]
+    st = {x["strategy"]: x for x in s["strategies"]}
+    problems = []
+    for m in res["measurements"]:
+        if not m["verified"]:
+            problems.append(f"{m['name']} not verified")
+    ov, se = st["pinned_overlapped"], st["pinned_serial"]
+    print(f"pipeline at {k} FMAs a float: limit {s['limit_ms']:.3f} ms, overlapped "
+          f"{ov['median_ms']:.3f} ms ({ov['ratio_to_limit']:.3f}x the limit, "
+          f"{ov['speedup_vs_serial']:.2f}x serial); reference overlapped "
+          f"{ref['overlapped_ms']:.3f}, serial {ref['serial_ms']:.3f}")
+    if ov["ratio_to_limit"] > 1.03:
+        problems.append(f"overlapped {ov['ratio_to_limit']:.3f}x the limit (target 1.03)")
+    if ov["speedup_vs_serial"] < 1.8:
+        problems.append(f"overlapped only {ov['speedup_vs_serial']:.2f}x faster than serial")
+    for name, mine, theirs in (("serial", se["median_ms"], ref["serial_ms"]),
+                               ("overlapped", ov["median_ms"], ref["overlapped_ms"])):
+        if abs(mine / theirs - 1) > 0.02:
+            problems.append(f"{name} {mine:.3f} ms against the reference's {theirs:.3f} (2%)")
+    co = lines[1]["result"]["summary"]
+    if co["overlapped_ms"] > co["serial_ms"]:
+        problems.append(f"copy_overlap overlapped {co['overlapped_ms']:.3f} ms > serial "
+                        f"{co['serial_ms']:.3f}")
+    um = {m["mode"]: m for m in lines[2]["result"]["summary"]["modes"]}
+    if um["overlapped_copy_kernel"]["gbps"] < um["pinned_copy_kernel"]["gbps"]:
+        problems.append("um_vs_explicit: overlapped slower than pinned copy + kernel")
+    print(s["conclusion"])
+    print(co["conclusion"])
+    if problems:
+        fail("; ".join(problems))
     return 0
 
 
@@ -492,7 +549,7 @@ def test_explain(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("test", choices=["list", "verify", "fidelity", "sanity", "limits", "suites",
-                                     "explain", "coexist", "multi"])
+                                     "explain", "coexist", "multi", "pipeline"])
     ap.add_argument("--umd", help="the umd daemon (coexist)")
     ap.add_argument("--worker", required=True)
     ap.add_argument("--driver", required=True)

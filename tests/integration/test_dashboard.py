@@ -199,8 +199,36 @@ def test_dashboard_says_what_to_do_when_there_is_nothing_yet(umd, tmp_path):
         dom.by_id("um").text()
     assert 'no health check yet: POST /v1/jobs {"benchmark":"health"' in \
         dom.by_id("health-history").text()
+    assert 'no pipeline_sweep yet: POST /v1/jobs {"benchmark":"pipeline_sweep"}' in \
+        dom.by_id("pipeline").text()
     assert "no jobs yet" in dom.by_id("jobs").text()
     assert not dom.find_all("svg")
+
+
+def test_dashboard_draws_the_pipeline_sweep_against_the_limit(umd, tmp_path):
+    d = umd(fake_devices=1)
+    j = wait_job(d, submit(d, {"benchmark": "pipeline_sweep", "params": {"size": "256MiB"}})["id"])
+    assert j["state"] == "succeeded", j
+    summary = j["parts"][0]["result"]["summary"]
+    dom = Tree(render(d.base_url + "/", tmp_path)).root
+    plot = dom.by_id("pipeline")
+    svgs = plot.find_all("svg", cls="pipeline-plot")
+    assert len(svgs) == 1
+    # one curve a strategy, each with a point per intensity, and the limit drawn dashed
+    curves = svgs[0].find_all("path", cls="curve")
+    assert [c.attrs["data-strategy"] for c in curves] == [c["strategy"] for c in summary["curves"]]
+    n = len(summary["limit"])
+    for c, want in zip(curves, summary["curves"]):
+        assert c.attrs["d"].startswith("M") and c.attrs["d"].count("L") == len(want["points"]) - 1
+    limit = svgs[0].find_all("path", cls="limit")
+    assert len(limit) == 1 and limit[0].attrs["d"].count("L") == n - 1
+    assert limit[0].attrs["stroke-dasharray"]
+    assert f"balanced: {summary['balanced_intensity']}" in svgs[0].text()
+    legend = plot.find_all("ul", cls="legend")[0].text()
+    assert "never within 10% of the limit" in legend  # managed memory on demand
+    assert "within 10% of the limit from 2" in legend
+    assert plot.find_all("p", cls="conclusion")[0].text() == summary["conclusion"]
+    assert "FAKE DATA" in svgs[0].text()
 
 
 def test_dashboard_loads_nothing_from_off_the_host(umd, tmp_path):

@@ -30,7 +30,7 @@ def test_um_vs_explicit_ranks_every_mode_against_pinned_copies(umd):
         assert modes[name]["to_host"] is False
     assert modes["pinned_copy_d2h"]["to_host"] is True
     od = modes["managed_on_demand"]["ratio_to_pinned"]
-    assert od < 0.5  # the fake model: 8.5 against 55.5 GB/s
+    assert od < 0.5  # the fake model: 8.5 against 54 GB/s (copy then kernel)
     assert s["best"] in modes and not modes[s["best"]]["to_host"]
 
 

@@ -54,14 +54,27 @@ static void validate_bad(const char *bench, const char *params_json, bool allow_
 
 static void test_every_benchmark_listed(void **state)
 {
-        static const char *const names[] = {
-            "copy",           "copy_overlap",  "zero_copy", "managed_on_demand", "managed_prefetch",
-            "managed_advise", "system_memory", "latency",   "um_vs_explicit",    "sweep",
-            "health",         "d2d",           "peer",      "managed_peer",      "host_all",
-            "topology"};
-        static const bool suite[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1};
-        static const bool multi[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
-        assert_int_equal(catalog_count(), 16);
+        static const char *const names[] = {"copy",
+                                            "copy_overlap",
+                                            "zero_copy",
+                                            "managed_on_demand",
+                                            "managed_prefetch",
+                                            "managed_advise",
+                                            "system_memory",
+                                            "latency",
+                                            "um_vs_explicit",
+                                            "sweep",
+                                            "health",
+                                            "d2d",
+                                            "peer",
+                                            "managed_peer",
+                                            "host_all",
+                                            "topology",
+                                            "pipeline",
+                                            "pipeline_sweep"};
+        static const bool suite[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 0, 1};
+        static const bool multi[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0};
+        assert_int_equal(catalog_count(), 18);
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
                 const struct bench_def *b = catalog_find(names[i]);
                 assert_non_null(b);
@@ -246,6 +259,48 @@ static void test_cross_rules(void **state)
                      "params.stride", "at most size");
 }
 
+/* pipeline's intensity: a number within bounds, or the one word "balanced" (the default). */
+static void test_intensity_takes_a_number_or_balanced(void **state)
+{
+        json_t *p = validate_ok("pipeline", NULL, false);
+        assert_string_equal(json_string_value(json_object_get(p, "intensity")), "balanced");
+        json_decref(p);
+        p = validate_ok("pipeline", "{\"intensity\": 64}", false);
+        assert_int_equal(json_integer_value(json_object_get(p, "intensity")), 64);
+        json_decref(p);
+        validate_bad("pipeline", "{\"intensity\": \"heavy\"}", false, "params.intensity",
+                     "an integer or \"balanced\"");
+        validate_bad("pipeline", "{\"intensity\": 0}", false, "params.intensity",
+                     "between 1 and 1048576");
+        validate_bad("pipeline", "{\"intensity\": 1048577}", false, "params.intensity",
+                     "between 1 and 1048576");
+}
+
+/* touched absent (or 0) is the whole batch, in bytes; more than size is refused, and so is a
+ * writeback larger than the batch. */
+static void test_pipeline_touched_and_writeback_within_size(void **state)
+{
+        json_t *p = validate_ok("pipeline", "{\"size\": \"64MiB\"}", false);
+        assert_int_equal(json_integer_value(json_object_get(p, "touched")), 64 * MiB);
+        json_decref(p);
+        p = validate_ok("pipeline", "{\"size\": \"64MiB\", \"touched\": \"1MiB\"}", false);
+        assert_int_equal(json_integer_value(json_object_get(p, "touched")), 1 * MiB);
+        json_decref(p);
+        validate_bad("pipeline", "{\"size\": \"64MiB\", \"touched\": \"65MiB\"}", false,
+                     "params.touched", "at most size (64 MiB)");
+        validate_bad("pipeline", "{\"size\": \"64MiB\", \"writeback\": \"128MiB\"}", false,
+                     "params.writeback", "at most size (64 MiB)");
+        validate_bad("pipeline", "{\"chunks\": 0}", false, "params.chunks", "between 1 and 1024");
+        validate_bad("pipeline", "{\"streams\": 9}", false, "params.streams", "between 1 and 8");
+        validate_bad("pipeline", "{\"steps\": 101}", false, "params.steps", "between 1 and 100");
+        validate_bad("pipeline", "{\"strategies\": [\"magic\"]}", false, "params.strategies",
+                     "one of");
+        validate_bad("pipeline_sweep", "{\"max_factor\": 65}", false, "params.max_factor",
+                     "between 1 and 64");
+        validate_bad("pipeline_sweep", "{\"size\": \"64MiB\", \"min_touched\": \"1GiB\"}", false,
+                     "params.min_touched", "at most size");
+}
+
 static void test_lists(void **state)
 {
         json_t *p = validate_ok("sweep", "{\"max_size\": \"64KiB\"}", false);
@@ -335,6 +390,8 @@ int main(void)
             cmocka_unit_test(test_fake_params_only_for_fake),
             cmocka_unit_test(test_cross_rules),
             cmocka_unit_test(test_lists),
+            cmocka_unit_test(test_intensity_takes_a_number_or_balanced),
+            cmocka_unit_test(test_pipeline_touched_and_writeback_within_size),
             cmocka_unit_test(test_normalized_is_fixed_point),
             cmocka_unit_test(test_catalog_json),
         };

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "suites.h"
@@ -118,6 +119,211 @@ static void test_other_benchmarks_have_no_summary(void **state)
         json_decref(r);
 }
 
+/* A pipeline measurement: name, median, and the fields the benchmark adds. */
+static json_t *pm(const char *name, double ms, double first, double steady)
+{
+        return json_pack("{s:s, s:I, s:{s:f, s:f}, s:f, s:f, s:i, s:I, s:s}", "name", name, "bytes",
+                         (json_int_t)1 << 30, "stats", "median_ms", ms, "cv", 0.01, "first_step_ms",
+                         first, "steady_step_ms", steady, "intensity", 2500, "touched_bytes",
+                         (json_int_t)1 << 30, "sweep", "intensity");
+}
+
+static json_t *pipe_result(void)
+{
+        return json_pack("{s:{s:i}, s:[o, o, o, o, o]}", "intensity", "chosen", 2500,
+                         "measurements", pm("copy_alone", 20, 20, 20),
+                         pm("kernel_alone", 21, 21, 21), pm("pinned_serial", 41, 41, 41),
+                         pm("pinned_overlapped", 21.5, 21.5, 21.5),
+                         pm("managed_on_demand", 150, 180, 140));
+}
+
+static const json_t *strategy(const json_t *summary, const char *name)
+{
+        size_t i;
+        json_t *x;
+
+        json_array_foreach(json_object_get(summary, "strategies"), i, x)
+        {
+                if (strcmp(json_string_value(json_object_get(x, "strategy")), name) == 0)
+                        return x;
+        }
+        return NULL;
+}
+
+static double numf(const json_t *o, const char *k)
+{
+        return json_number_value(json_object_get(o, k));
+}
+
+static void test_pipeline_ratio_is_to_the_longer_of_copy_and_kernel(void **state)
+{
+        json_t *r = pipe_result(), *s = suite_summary("pipeline", r);
+        const json_t *ov = strategy(s, "pinned_overlapped");
+
+        assert_non_null(ov);
+        assert_true(fabs(numf(s, "limit_ms") - 21) < 1e-9);
+        assert_string_equal(json_string_value(json_object_get(s, "bound")), "kernel");
+        assert_true(fabs(numf(ov, "ratio_to_limit") - 21.5 / 21) < 1e-9);
+        assert_true(fabs(numf(ov, "speedup_vs_serial") - 41 / 21.5) < 1e-9);
+        assert_string_equal(json_string_value(json_object_get(s, "best")), "pinned_overlapped");
+        assert_non_null(
+            strstr(json_string_value(json_object_get(s, "conclusion")), "1.02x the limit"));
+        assert_null(json_object_get(s, "note")); /* a balanced kernel hides the copy */
+        json_decref(s), json_decref(r);
+}
+
+static void test_pipeline_first_step_apart_only_where_it_differs(void **state)
+{
+        json_t *r = pipe_result(), *s = suite_summary("pipeline", r);
+
+        assert_true(
+            json_is_true(json_object_get(strategy(s, "managed_on_demand"), "first_step_differs")));
+        assert_true(
+            json_is_false(json_object_get(strategy(s, "pinned_serial"), "first_step_differs")));
+        json_decref(s), json_decref(r);
+}
+
+static void test_copy_overlap_short_kernel_says_so_with_both_times(void **state)
+{
+        json_t *r = json_pack("{s:[o, o, o, o]}", "measurements", pm("copy_alone", 19.3, 0, 0),
+                              pm("kernel_alone", 1.0, 0, 0), pm("serial", 20.3, 0, 0),
+                              pm("overlapped", 19.6, 0, 0));
+        json_t *s = suite_summary("copy_overlap", r);
+        const char *note = json_string_value(json_object_get(s, "note"));
+
+        assert_non_null(note);
+        assert_non_null(
+            strstr(note, "the kernel (1.00 ms) is too short to hide the copy (19.30 ms)"));
+        assert_non_null(strstr(json_string_value(json_object_get(s, "conclusion")), "19.60 ms"));
+        json_decref(s), json_decref(r);
+}
+
+static void test_copy_overlap_long_kernel_is_ranked_against_the_limit(void **state)
+{
+        json_t *r = json_pack("{s:[o, o, o, o]}", "measurements", pm("copy_alone", 20, 0, 0),
+                              pm("kernel_alone", 20, 0, 0), pm("serial", 40, 0, 0),
+                              pm("overlapped", 21, 0, 0));
+        json_t *s = suite_summary("copy_overlap", r);
+
+        assert_null(json_object_get(s, "note"));
+        assert_true(fabs(numf(s, "speedup_vs_serial") - 40.0 / 21) < 1e-9);
+        json_decref(s), json_decref(r);
+}
+
+/* One sweep point's measurements, named "strategy@i=K". */
+static void sweep_point(json_t *ms, int k, double copy, double kern, double serial, double over,
+                        double od)
+{
+        const char *names[] = {"copy_alone", "kernel_alone", "pinned_serial", "pinned_overlapped",
+                               "managed_on_demand"};
+        double v[] = {copy, kern, serial, over, od};
+        for (size_t i = 0; i < 5; i++) {
+                char n[64];
+                snprintf(n, sizeof(n), "%s@i=%d", names[i], k);
+                json_t *m = pm(n, v[i], v[i], v[i]);
+                json_object_set_new(m, "intensity", json_integer(k));
+                json_array_append_new(ms, m);
+        }
+}
+
+static void touched_point(json_t *ms, long long t, double serial, double od)
+{
+        char n[64];
+        snprintf(n, sizeof(n), "pinned_serial@t=%lld", t);
+        json_t *a = pm(n, serial, serial, serial);
+        snprintf(n, sizeof(n), "managed_on_demand@t=%lld", t);
+        json_t *b = pm(n, od, od, od);
+        json_object_set_new(a, "touched_bytes", json_integer(t));
+        json_object_set_new(b, "touched_bytes", json_integer(t));
+        json_object_set_new(a, "sweep", json_string("touched"));
+        json_object_set_new(b, "sweep", json_string("touched"));
+        json_array_append_new(ms, a);
+        json_array_append_new(ms, b);
+}
+
+static json_t *sweep_result(void)
+{
+        json_t *ms = json_array();
+        sweep_point(ms, 64, 20, 21, 41, 21.5, 150); /* the balanced point, run first */
+        sweep_point(ms, 2, 20, 0.5, 20.5, 20.2, 128);
+        sweep_point(ms, 8, 20, 2, 22, 20.3, 130);
+        sweep_point(ms, 256, 20, 84, 104, 85, 215);
+        touched_point(ms, 1 << 20, 20, 0.2);
+        touched_point(ms, 16 << 20, 20, 2.5);
+        touched_point(ms, 256 << 20, 20, 33);
+        touched_point(ms, 1 << 30, 20, 130);
+        return json_pack("{s:{s:i}, s:o}", "balanced", "chosen", 64, "measurements", ms);
+}
+
+static const json_t *curve(const json_t *s, const char *name)
+{
+        size_t i;
+        json_t *x;
+        json_array_foreach(json_object_get(s, "curves"), i, x)
+        {
+                if (strcmp(json_string_value(json_object_get(x, "strategy")), name) == 0)
+                        return x;
+        }
+        return NULL;
+}
+
+static void test_sweep_within_10pct_of_the_limit_or_never(void **state)
+{
+        json_t *r = sweep_result(), *s = suite_summary("pipeline_sweep", r);
+        const json_t *ov = curve(s, "pinned_overlapped"), *se = curve(s, "pinned_serial"),
+                     *od = curve(s, "managed_on_demand");
+
+        assert_non_null(ov);
+        /* points sorted by intensity: 2, 8, 64, 256 */
+        assert_int_equal(json_array_size(json_object_get(ov, "points")), 4);
+        assert_int_equal(json_integer_value(json_object_get(
+                             json_array_get(json_object_get(ov, "points"), 0), "intensity")),
+                         2);
+        assert_int_equal(json_integer_value(json_object_get(ov, "within_10pct_from")), 2);
+        /* serial: 20.5/20 at 2 is within 10% (the kernel hides nothing there) */
+        assert_int_equal(json_integer_value(json_object_get(se, "within_10pct_from")), 2);
+        assert_string_equal(json_string_value(json_object_get(od, "within_10pct_from")), "never");
+        json_decref(s), json_decref(r);
+}
+
+static void test_sweep_sentence_names_the_touched_fraction_where_um_wins(void **state)
+{
+        json_t *r = sweep_result(), *s = suite_summary("pipeline_sweep", r);
+        const char *c = json_string_value(json_object_get(s, "conclusion"));
+        const json_t *t = json_object_get(s, "touched");
+
+        assert_non_null(c);
+        assert_non_null(strstr(c, "With a kernel as long as the copy (64 FMAs a float"));
+        assert_non_null(strstr(c, "1.02x the limit"));
+        /* on demand wins at 1/1024 and 1/64 of the batch, loses from 1/4 */
+        assert_true(fabs(numf(t, "um_wins_up_to_fraction") - 1.0 / 64) < 1e-9);
+        assert_true(fabs(numf(t, "um_loses_from_fraction") - 0.25) < 1e-9);
+        /* linear between them: -17.5 ms at 1/64, +13 ms at 1/4 -> 0 at 0.150 */
+        assert_true(fabs(numf(t, "um_wins_below_fraction") -
+                         (1.0 / 64 + (0.25 - 1.0 / 64) * 17.5 / 30.5)) < 1e-9);
+        assert_non_null(strstr(c, "UM wins below about 15% of the buffer touched on this GPU"));
+        json_decref(s), json_decref(r);
+}
+
+static void test_um_overlap_note_gives_both_times_when_the_kernel_is_short(void **state)
+{
+        json_t *r = um_result();
+        json_t *ov = json_array_get(json_object_get(r, "measurements"), 1);
+        json_object_set_new(ov, "copy_alone_ms", json_real(19.3));
+        json_object_set_new(ov, "kernel_alone_ms", json_real(0.7));
+        json_t *s = suite_summary("um_vs_explicit", r);
+        const char *n = json_string_value(json_object_get(s, "overlap_note"));
+
+        assert_non_null(n);
+        assert_non_null(strstr(n, "the kernel (0.70 ms) is too short to hide the copy (19.30 ms)"));
+        json_decref(s);
+        /* a kernel as long as the copy: no note */
+        json_object_set_new(ov, "kernel_alone_ms", json_real(19.3));
+        s = suite_summary("um_vs_explicit", r);
+        assert_null(json_object_get(s, "overlap_note"));
+        json_decref(s), json_decref(r);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -127,6 +333,13 @@ int main(void)
             cmocka_unit_test(test_um_without_its_reference_says_so),
             cmocka_unit_test(test_sweep_curve_peak_and_size_at_90pct),
             cmocka_unit_test(test_other_benchmarks_have_no_summary),
+            cmocka_unit_test(test_um_overlap_note_gives_both_times_when_the_kernel_is_short),
+            cmocka_unit_test(test_pipeline_ratio_is_to_the_longer_of_copy_and_kernel),
+            cmocka_unit_test(test_pipeline_first_step_apart_only_where_it_differs),
+            cmocka_unit_test(test_copy_overlap_short_kernel_says_so_with_both_times),
+            cmocka_unit_test(test_copy_overlap_long_kernel_is_ranked_against_the_limit),
+            cmocka_unit_test(test_sweep_within_10pct_of_the_limit_or_never),
+            cmocka_unit_test(test_sweep_sentence_names_the_touched_fraction_where_um_wins),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,228 @@
+"""Issue 21 against the real daemon with fake devices: the training-step pipeline (every strategy
+against the limit, the balanced intensity, weights and the first step, writeback, touched pages
+and the gather), its bounds refused with a problem and nothing stored, the pipeline_sweep suite's
+curves and sentence, copy_overlap's note on a kernel too short to hide the copy, and the text
+view. The fake model follows the GPU's rules (kernels/fake.c pipe_model), so the numbers below are
+the model's, said as such."""
+import pytest
+
+from conftest import run_job, stored_docs
+from test_jobs import problem
+
+ALL = ["pinned_serial", "pinned_overlapped", "pageable_serial", "managed_on_demand",
+       "managed_prefetch", "managed_prefetch_chunked", "zero_copy"]
+
+
+def pipeline(d, **params):
+    done = run_job(d, {"benchmark": "pipeline", "params": params})
+    res = done["parts"][0]["result"]
+    assert res["fake"] is True
+    return res, {m["name"]: m for m in res["measurements"]}
+
+
+def strategies(summary):
+    return {s["strategy"]: s for s in summary["strategies"]}
+
+
+def med(m):
+    return m["stats"]["median_ms"]
+
+
+def test_every_strategy_runs_on_the_same_batch_against_the_limit(umd):
+    d = umd(fake_devices=1)
+    res, ms = pipeline(d)
+    assert set(ALL) | {"copy_alone", "kernel_alone"} <= set(ms)
+    s = res["summary"]
+    limit = max(med(ms["copy_alone"]), med(ms["kernel_alone"]))
+    assert s["limit_ms"] == pytest.approx(limit)
+    st = strategies(s)
+    assert set(st) == set(ALL)
+    for name, x in st.items():
+        assert x["ratio_to_limit"] == pytest.approx(med(ms[name]) / limit), name
+        assert x["ratio_to_limit"] > 0.95, name  # nothing beats the limit
+    assert "1GiB" not in s["conclusion"] and "the limit" in s["conclusion"]
+
+
+def test_balanced_intensity_makes_the_kernel_as_long_as_the_copy(umd):
+    d = umd(fake_devices=1)
+    res, ms = pipeline(d)
+    it = res["intensity"]
+    assert it["requested"] == "balanced" and it["chosen"] >= 1
+    assert it["kernel_ms"] == pytest.approx(it["copy_ms"], rel=0.01)
+    assert med(ms["kernel_alone"]) == pytest.approx(med(ms["copy_alone"]), rel=0.05)
+    assert ms["pinned_overlapped"]["intensity"] == it["chosen"]
+
+
+def test_serial_is_copy_plus_kernel_and_overlap_the_limit_plus_one_chunk(umd):
+    d = umd(fake_devices=1)
+    res, ms = pipeline(d, chunks=16)
+    copy, kern = med(ms["copy_alone"]), med(ms["kernel_alone"])
+    assert med(ms["pinned_serial"]) == pytest.approx(copy + kern, rel=0.05)
+    assert med(ms["pinned_overlapped"]) == pytest.approx(max(copy, kern) + min(copy, kern) / 16,
+                                                          rel=0.05)
+    ov = strategies(res["summary"])["pinned_overlapped"]
+    assert ov["speedup_vs_serial"] >= 1.8
+    assert ov["ratio_to_limit"] <= 1.1
+
+
+def test_one_stream_leaves_nothing_overlapped(umd):
+    d = umd(fake_devices=1)
+    _, ms = pipeline(d, streams=1, strategies=["pinned_serial", "pinned_overlapped"])
+    assert med(ms["pinned_overlapped"]) == pytest.approx(med(ms["pinned_serial"]), rel=0.05)
+    assert ms["pinned_overlapped"]["streams"] == 1
+
+
+def test_on_demand_is_the_kernel_plus_the_batch_at_the_fault_rate(umd):
+    d = umd(fake_devices=1)
+    for k in (4, 4096):
+        _, ms = pipeline(d, size="256MiB", intensity=k,
+                         strategies=["managed_on_demand"])
+        fault_ms = (256 << 20) / 8.5e9 * 1e3  # the model's on-demand rate
+        assert med(ms["managed_on_demand"]) == pytest.approx(med(ms["kernel_alone"]) + fault_ms,
+                                                              rel=0.05)
+
+
+def test_managed_weights_cost_the_first_step_only(umd):
+    d = umd(fake_devices=1)
+    res, ms = pipeline(d, size="256MiB", weights="1GiB", steps=4,
+                       strategies=["pinned_serial", "managed_on_demand"])
+    od = ms["managed_on_demand"]
+    assert od["first_step_ms"] > 1.5 * od["steady_step_ms"]
+    st = strategies(res["summary"])
+    assert st["managed_on_demand"]["first_step_differs"] is True
+    assert st["pinned_serial"]["first_step_differs"] is False
+    assert ms["pinned_serial"]["weights_bytes"] == 1 << 30
+
+
+def test_writeback_adds_the_copy_back(umd):
+    d = umd(fake_devices=1)
+    _, plain = pipeline(d, size="256MiB", intensity=64, strategies=["pinned_serial"])
+    _, wb = pipeline(d, size="256MiB", intensity=64, writeback="256MiB",
+                     strategies=["pinned_serial"])
+    back_ms = (256 << 20) / 55.3e9 * 1e3
+    assert med(wb["pinned_serial"]) == pytest.approx(med(plain["pinned_serial"]) + back_ms, rel=0.05)
+
+
+def test_a_sparse_step_is_measured_three_ways(umd):
+    d = umd(fake_devices=1)
+    _, ms = pipeline(d, size="1GiB", touched="4MiB", intensity=16,
+                     strategies=["pinned_serial", "managed_on_demand", "pinned_gather"])
+    assert ms["managed_on_demand"]["touched_bytes"] == 4 << 20
+    # on demand pays for the touched pages only, explicit copies for all of them
+    assert med(ms["managed_on_demand"]) < med(ms["pinned_serial"])
+    assert med(ms["pinned_gather"]) < med(ms["pinned_serial"])
+
+
+def test_gather_is_left_out_when_every_page_is_touched(umd):
+    d = umd(fake_devices=1)
+    _, ms = pipeline(d, size="64MiB", strategies=["pinned_serial", "pinned_gather"])
+    assert "pinned_gather" not in ms and "pinned_serial" in ms
+
+
+@pytest.mark.parametrize("params,field", [
+    ({"intensity": "heavy"}, "params.intensity"),
+    ({"intensity": 0}, "params.intensity"),
+    ({"intensity": 1048577}, "params.intensity"),
+    ({"chunks": 0}, "params.chunks"),
+    ({"chunks": 1025}, "params.chunks"),
+    ({"streams": 0}, "params.streams"),
+    ({"streams": 9}, "params.streams"),
+    ({"steps": 0}, "params.steps"),
+    ({"steps": 101}, "params.steps"),
+    ({"size": "64MiB", "touched": "128MiB"}, "params.touched"),
+    ({"size": "64MiB", "writeback": "128MiB"}, "params.writeback"),
+    ({"weights": "64GiB"}, "params.weights"),
+    ({"strategies": []}, "params.strategies"),
+    ({"strategies": ["pinned_serial", "pinned_serial"]}, "params.strategies"),
+    ({"strategies": ["teleport"]}, "params.strategies"),
+    ({"layout": "diagonal"}, "params.layout"),
+])
+def test_out_of_bounds_params_are_refused_and_nothing_is_stored(umd, params, field):
+    d = umd(fake_devices=1)
+    before = stored_docs(d.state_dir)
+    problem(d.post("/v1/jobs", json={"benchmark": "pipeline", "params": params}), 400, field)
+    assert stored_docs(d.state_dir) == before
+
+
+def test_every_bound_in_the_catalog_is_accepted(umd):
+    d = umd(fake_devices=1)
+    for params in ({"intensity": 1}, {"intensity": 1048576, "size": "4MiB"}, {"chunks": 1},
+                   {"chunks": 1024, "size": "8MiB"}, {"streams": 8}, {"steps": 1},
+                   {"steps": 100, "size": "4MiB"}, {"layout": "clustered", "touched": "1MiB"}):
+        pipeline(d, **params)
+
+
+def test_the_sweep_gives_curves_and_a_sentence_in_numbers(umd):
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "pipeline_sweep", "params": {"size": "1GiB"}})
+    res = done["parts"][0]["result"]
+    s = res["summary"]
+    kb = res["balanced"]["chosen"]
+    assert s["balanced_intensity"] == kb
+    curves = {c["strategy"]: c for c in s["curves"]}
+    assert set(ALL) <= set(curves)
+    ks = [p["intensity"] for p in curves["pinned_overlapped"]["points"]]
+    assert ks == sorted(ks) and ks[0] == 2 and kb in ks and ks[-1] <= 4 * kb
+    # memory-bound: overlap comes within 10% of the limit at once; on demand never does
+    assert curves["pinned_overlapped"]["within_10pct_from"] == 2
+    assert curves["managed_on_demand"]["within_10pct_from"] == "never"
+    assert [p["intensity"] for p in s["limit"]] == ks
+    t = s["touched"]
+    assert t["points"][0]["touched_bytes"] == 1 << 20 and t["points"][-1]["fraction"] == 1.0
+    assert 0 < t["um_wins_up_to_fraction"] < t["um_wins_below_fraction"] \
+        < t["um_loses_from_fraction"] <= 1
+    c = s["conclusion"]
+    assert c.startswith(f"With a kernel as long as the copy ({kb} FMAs a float")
+    assert "overlapped pinned copies take" in c and "faulted in on demand takes" in c
+    assert f"UM wins below about {100 * t['um_wins_below_fraction']:.2g}% of the buffer" in c
+
+
+def test_copy_overlap_says_when_the_kernel_is_too_short_to_hide_the_copy(umd):
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "copy_overlap", "params": {"size": "1GiB"}})
+    res = done["parts"][0]["result"]
+    names = {m["name"] for m in res["measurements"]}
+    assert {"overlapped", "serial", "copy_alone", "kernel_alone"} <= names
+    s = res["summary"]
+    assert "too short to hide the copy" in s["note"]
+    assert f"{s['kernel_ms']:.2f} ms" in s["note"] and f"{s['copy_ms']:.2f} ms" in s["note"]
+    assert s["overlapped_ms"] <= s["serial_ms"]
+
+
+def test_um_vs_explicit_overlap_is_not_ranked_a_loss_when_nothing_can_be_hidden(umd):
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "um_vs_explicit", "params": {"size": "1GiB"}})
+    res = done["parts"][0]["result"]
+    s = res["summary"]
+    modes = {m["mode"]: m for m in s["modes"]}
+    assert modes["overlapped_copy_kernel"]["gbps"] >= modes["pinned_copy_kernel"]["gbps"]
+    ov = next(m for m in res["measurements"] if m["name"] == "overlapped_copy_kernel")
+    note = s["overlap_note"]
+    assert f"the kernel ({ov['kernel_alone_ms']:.2f} ms)" in note
+    assert f"the copy ({ov['copy_alone_ms']:.2f} ms)" in note
+    text = d.get(f"/v1/jobs/{done['id']}?format=text").text
+    assert "overlap: the kernel" in text
+
+
+def test_text_view_shows_each_strategy_against_the_limit(umd):
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "pipeline", "params": {"size": "256MiB"}})
+    r = d.get(f"/v1/jobs/{done['id']}?format=text")
+    assert r.status_code == 200
+    t = r.text
+    assert "x limit" in t and "vs serial" in t
+    for name in ALL:
+        assert name in t
+    assert "limit" in t and "balanced" in t
+
+
+def test_umdctl_show_prints_the_pipeline_table(umd):
+    from test_umdctl import UMDCTL, ctl
+    if not UMDCTL:
+        pytest.fail("UMDCTL must point at the built umdctl")
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "pipeline", "params": {"size": "64MiB", "intensity": 64}})
+    r = ctl(d, "show", done["id"])
+    assert r.returncode == 0, r.stderr
+    assert "x limit" in r.stdout and "pinned_overlapped" in r.stdout
+    assert "intensity 64 FMAs a float" in r.stdout
