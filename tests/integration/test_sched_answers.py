@@ -223,6 +223,18 @@ def test_submit_wait_timeout_bounds_the_submit_too():
     assert took < 3.0, took
 
 
+def test_nhc_check_bounds_a_server_that_never_answers():
+    with answer(HANG) as h:
+        script = (f'die() {{ echo "DIE $1 $2"; exit 1; }}\nlog() {{ echo "LOG $*"; }}\n'
+                  f'. {NHC}\ncheck_umd -u {h.url} -T 1s\necho "RC $?"\n')
+        p, took = timed(lambda: subprocess.run(["bash", "-c", script], capture_output=True,
+                                               text=True, timeout=30,
+                                               env=env(UMD_NHC_UMDCTL=UMDCTL)))
+    assert "RC 0" in p.stdout and "LOG check_umd: no verdict (umdctl exit 4)" in p.stdout, \
+        p.stdout
+    assert took < 2.5, took
+
+
 def test_a_connection_closed_without_an_answer_is_unreachable():
     with answer(CLOSE) as h:
         assert ctl(h.url, "devices").returncode == 3
