@@ -304,6 +304,14 @@ def test_health_reasons_cannot_forge_a_line_for_the_scripts(tmp_path):
         assert s.returncode == 1
 
 
+def test_a_reason_naming_a_failure_is_not_a_failed_verdict(tmp_path):
+    # a warn allowed by --allow-warn whose reason reads like a verdict line
+    def final(jid):
+        return job(jid, parts=[part(verdict="warn", reasons=["x FAIL: y"])])
+    with health_server(final) as h:
+        no_drain(h.url, tmp_path, "--timeout", "5s", "--allow-warn")
+
+
 def test_problem_details_are_printed_without_control_characters():
     with answer((400, "application/problem+json",
                  {"type": "https://umd.dev/problems/bad-request", "title": "Bad\x1b[31m Request",
