@@ -268,6 +268,22 @@ def test_slurm_mode_kills_a_umdctl_that_outlives_its_limit(tmp_path):
     assert "did not finish within 2 s" in p.stdout + p.stderr, p.stdout + p.stderr
 
 
+def test_slurm_mode_stops_an_scontrol_that_hangs(tmp_path):
+    stuck = tmp_path / "scontrol"
+    stuck.write_text("#!/bin/sh\nexec sleep 600\n")
+    stuck.chmod(0o755)
+    with health_server(lambda jid: job(jid, parts=[part(verdict="fail", reasons=["slow"])])) as h:
+        p, took = timed(lambda: hc(h.url, "--mode", "slurm", "--timeout", "5s",
+                                   SCONTROL=str(stuck), UMD_HEALTHCHECK_SCONTROL_LIMIT="1"))
+    assert p.returncode == 1 and "scontrol could not drain" in p.stderr, p.stdout + p.stderr
+    assert took < 5, took
+
+
+def test_slurm_mode_refuses_a_limit_that_is_not_seconds():
+    p = hc("http://127.0.0.1:9", "--mode", "slurm", "--limit", "1m")
+    assert p.returncode == 2 and "--limit '1m'" in p.stderr, p.stderr
+
+
 # -- control characters --
 
 def test_show_prints_the_text_view_without_control_characters():
