@@ -49,7 +49,11 @@ bool answer_is_job(const json_t *j, const char *want_id)
                 return false;
         if (want_id && strcmp(json_string_value(json_object_get(j, "id")), want_id) != 0)
                 return false;
-        json_array_foreach(parts, i, p) if (!is_part(p)) return false;
+        json_array_foreach(parts, i, p)
+        {
+                if (!is_part(p))
+                        return false;
+        }
         return true;
 }
 
@@ -61,7 +65,11 @@ bool answer_is_job_page(const json_t *j)
         if (!json_is_object(j) || !json_is_array(jobs) ||
             (next && !json_is_null(next) && !json_is_string(next)))
                 return false;
-        json_array_foreach(jobs, i, job) if (!answer_is_job(job, NULL)) return false;
+        json_array_foreach(jobs, i, job)
+        {
+                if (!answer_is_job(job, NULL))
+                        return false;
+        }
         return true;
 }
 
@@ -78,7 +86,11 @@ bool answer_is_verdict(const json_t *j)
                 return true;
         if (!json_is_array(reasons))
                 return false;
-        json_array_foreach(reasons, i, r) if (!json_is_string(r)) return false;
+        json_array_foreach(reasons, i, r)
+        {
+                if (!json_is_string(r))
+                        return false;
+        }
         return true;
 }
 
@@ -99,7 +111,11 @@ bool answer_is_device_list(const json_t *j)
 
         if (!json_is_array(j))
                 return false;
-        json_array_foreach(j, i, d) if (!answer_is_device(d)) return false;
+        json_array_foreach(j, i, d)
+        {
+                if (!answer_is_device(d))
+                        return false;
+        }
         return true;
 }
 
