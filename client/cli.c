@@ -93,7 +93,7 @@ void umdctl_usage(FILE *f)
               "  cancel ID\n"
               "  devices [--json]\n"
               "  health [--devices LIST|all] [--timeout DUR] [--allow-warn] [--quiet]\n"
-              "  health --cached [--max-age DUR] [--allow-warn] [--quiet]\n"
+              "  health --cached [--max-age DUR] [--timeout DUR] [--allow-warn] [--quiet]\n"
               "  pause DEVICE [--reason TEXT]\n"
               "  resume DEVICE\n"
               "\n"

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "answer.h"
 
 #define MAX_BODY (64u * 1024 * 1024) /* a page of jobs with results stays far below this */
 
@@ -96,6 +99,13 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
         return n;
 }
 
+uint64_t http_now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 int http_request(struct http *h, const char *method, const char *path, const json_t *body,
                  long timeout_ms, struct http_answer *ret)
 {
@@ -106,6 +116,17 @@ int http_request(struct http *h, const char *method, const char *path, const jso
         CURLcode cr;
 
         memset(ret, 0, sizeof(*ret));
+        if (h->deadline_ms) {
+                uint64_t now = http_now_ms();
+                if (now >= h->deadline_ms) {
+                        snprintf(ret->error, sizeof(ret->error), "no time left for %s %s", method,
+                                 path);
+                        ret->body = strdup("");
+                        return -ETIMEDOUT;
+                }
+                if ((uint64_t)timeout_ms > h->deadline_ms - now)
+                        timeout_ms = (long)(h->deadline_ms - now);
+        }
         if (asprintf(&url, "%s%s", h->base, path) < 0) {
                 snprintf(ret->error, sizeof(ret->error), "out of memory");
                 return -EIO;
@@ -149,6 +170,9 @@ int http_request(struct http *h, const char *method, const char *path, const jso
         free(url);
         if (!ret->body)
                 ret->body = strdup("");
+        text_clean(ret->error, false);
+        if (cr == CURLE_OPERATION_TIMEDOUT)
+                return -ETIMEDOUT;
         return cr == CURLE_OK ? 0 : -EIO;
 }
 
@@ -161,9 +185,16 @@ void http_answer_free(struct http_answer *a)
 
 json_t *http_answer_json(const struct http_answer *a)
 {
+        json_t *j;
+
         if (!a->body || !a->len)
                 return NULL;
-        return json_loadb(a->body, a->len, 0, NULL);
+        j = json_loadb(a->body, a->len, 0, NULL);
+        if (j && json_clean_strings(j) < 0) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
 }
 
 void http_answer_describe(const struct http_answer *a, char *buf, size_t len)
@@ -183,5 +214,6 @@ void http_answer_describe(const struct http_answer *a, char *buf, size_t len)
                 snprintf(buf, len, "HTTP %ld: %.*s", a->status, (int)(n > 160 ? 160 : n),
                          a->body ? a->body : "");
         }
+        text_clean(buf, false);
         json_decref(j);
 }

@@ -5,12 +5,17 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct http {
         void *curl;
         char *base; /* URL without the trailing slash */
         const char *unix_socket;
         char *auth_header; /* "Authorization: Bearer …", or NULL */
+        /* CLOCK_MONOTONIC milliseconds by which every request must be over (0: none), so that
+         * a --timeout bounds the whole run whatever the far end does: each request gets what
+         * is left, never more. */
+        uint64_t deadline_ms;
 };
 
 struct http_answer {
@@ -26,15 +31,21 @@ int http_open(struct http *h, const char *url, const char *unix_socket, const ch
 void http_close(struct http *h);
 
 /* Send METHOD path (path starts with '/'; query included) with an optional JSON body, and
- * collect the answer within timeout_ms. Returns 0 when umd answered (whatever the status), or
- * -EIO with ret->error saying why nothing did. ret is always filled and must be freed. */
+ * collect the answer within timeout_ms, cut to what is left before h->deadline_ms. Returns 0
+ * when something answered (whatever the status), -ETIMEDOUT when no whole answer came in time
+ * (nothing is sent once the deadline passed), or -EIO; ret->error says why. ret is always filled
+ * and must be freed. */
 int http_request(struct http *h, const char *method, const char *path, const json_t *body,
                  long timeout_ms, struct http_answer *ret);
 void http_answer_free(struct http_answer *a);
 
 /* One line for an answer that is not what was asked: "HTTP 404 Not Found: no job …" from a
- * problem+json document, else the status and the start of the body. */
+ * problem+json document, else the status and the start of the body; control characters from the
+ * far end are cleaned out (answer.h). */
 void http_answer_describe(const struct http_answer *a, char *buf, size_t len);
 
-/* The body as JSON (NULL when it is not JSON). */
+/* The body as JSON (NULL when it is not JSON), its strings cleaned for printing (answer.h). */
 json_t *http_answer_json(const struct http_answer *a);
+
+/* CLOCK_MONOTONIC in milliseconds, the clock of deadline_ms. */
+uint64_t http_now_ms(void);

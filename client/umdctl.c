@@ -1,6 +1,7 @@
 /* umdctl: the command-line client of umd. Owns the commands (submit, show, ls, cancel, devices,
  * health, pause, resume): what each asks umd, how it waits, what it prints and which exit code
- * it ends with (cli.h). Parsing lives in cli.c, HTTP in http.c. Never keeps state between runs. */
+ * it ends with (cli.h). Parsing lives in cli.c, HTTP in http.c, what an answer must look like
+ * before a command reads it in answer.c. Never keeps state between runs. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "answer.h"
 #include "cli.h"
 #include "http.h"
 
@@ -16,6 +18,7 @@
 #define POLL_PAUSE_MS      250   /* between polls when umd answers ?wait= at once */
 #define SUBMIT_TIMEOUT_MS  (3600ull * 1000)
 #define HEALTH_TIMEOUT_MS  (50ull * 1000) /* inside Slurm's 60 s for a health-check program */
+#define CANCEL_RESERVE_MS  2000 /* of --timeout, kept for cancelling a check that ran out */
 #define LS_DEFAULT_LIMIT   50u
 #define LS_PAGE_MAX        500u
 
@@ -32,9 +35,7 @@ static bool is_final(const char *state)
 
 static uint64_t now_ms(void)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+        return http_now_ms();
 }
 
 static void sleep_ms(uint64_t ms)
@@ -64,11 +65,17 @@ static void print_json(const json_t *j)
         fputc('\n', stdout);
 }
 
-/* The exit code for a request that did not get a 2xx, after saying why in one line. */
+/* The exit code for a request that did not get a 2xx, after saying why in one line. A request
+ * that ran out of --timeout (h->deadline_ms) is an answer not had in time. */
 static int request_failed(const struct http *h, const struct http_answer *a, int rc)
 {
         char why[512];
 
+        if (rc == -ETIMEDOUT && h->deadline_ms) {
+                fprintf(stderr, "umdctl: no answer from umd at %s within --timeout: %s\n",
+                        h->unix_socket ? h->unix_socket : h->base, a->error);
+                return UMDCTL_UNKNOWN;
+        }
         if (rc < 0) {
                 fprintf(stderr, "umdctl: cannot reach umd at %s%s%s: %s\n",
                         h->unix_socket ? "unix socket " : "",
@@ -83,6 +90,20 @@ static int request_failed(const struct http *h, const struct http_answer *a, int
 static bool ok_status(long s)
 {
         return s >= 200 && s < 300;
+}
+
+/* An answer that came with a 2xx but is not what umd sends: never trusted, never "no GPU". */
+static int odd_answer(const char *method, const char *path, const char *what)
+{
+        char p[200];
+
+        snprintf(p, sizeof(p), "%s", path);
+        text_clean(p, false);
+        fprintf(stderr,
+                "umdctl: the answer to %s %s is not %s: is something other than umd "
+                "answering at this URL?\n",
+                method, p, what);
+        return UMDCTL_UNREACHABLE;
 }
 
 /* Request and parse a JSON answer. Returns 0 with *ret set, or an exit code after printing. */
@@ -130,31 +151,46 @@ static void query_add(char **q, const char *key, const char *value)
         *q = grown;
 }
 
-/* Wait until job id is final or timeout_ms passes. Returns 0 with the final job in *ret,
- * UMDCTL_UNKNOWN with the last job seen in *ret when time ran out, or an exit code. umd's
- * ?wait= (milliseconds, "NNNms") holds the request until the job is final, so a wait within
- * umd's wait_max_s is one request; a umd that cuts it shorter, or an older one that answers at
- * once, is asked again, after a short pause when the answer came back quickly. */
-static int wait_final(struct http *h, const char *id, uint64_t timeout_ms, json_t **ret)
+/* Wait until job id is final or the deadline (now_ms()) passes. Returns 0 with the final job
+ * in *ret, UMDCTL_UNKNOWN with the last job seen in *ret (NULL when no answer came) when time ran
+ * out, or an exit code. umd's ?wait= (milliseconds, "NNNms") holds the request until the job is
+ * final, so a wait within umd's wait_max_s is one request; a umd that cuts it shorter, or an
+ * older one that answers at once, is asked again, after a short pause when the answer came back
+ * quickly. umd is asked to answer a little before the deadline, so that its answer (the state as
+ * it is then) comes before the request's own limit: the deadline, or the slice and
+ * REQUEST_TIMEOUT_MS when that comes first. */
+static int wait_final(struct http *h, const char *id, uint64_t deadline, json_t **ret)
 {
-        uint64_t deadline = now_ms() + timeout_ms;
         char path[256];
         json_t *job = NULL;
         int rc;
 
         for (;;) {
                 uint64_t start = now_ms();
-                uint64_t left = deadline > start ? deadline - start : 0;
-                uint64_t slice = left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS;
+                if (start >= deadline) {
+                        *ret = job;
+                        return UMDCTL_UNKNOWN;
+                }
+                uint64_t left = deadline - start;
+                uint64_t margin = left / 4 < 1000 ? left / 4 : 1000;
+                uint64_t slice = left - margin < WAIT_SLICE_MS ? left - margin : WAIT_SLICE_MS;
                 snprintf(path, sizeof(path), "/v1/jobs/%s?wait=%llums", id,
                          (unsigned long long)(slice ? slice : 1));
                 json_t *next = NULL;
-                rc = request_json(h, "GET", path, NULL, (long)slice + REQUEST_TIMEOUT_MS, &next);
-                if (rc) {
-                        json_decref(job);
+                uint64_t limit =
+                    slice + REQUEST_TIMEOUT_MS < left ? slice + REQUEST_TIMEOUT_MS : left;
+                rc = request_json(h, "GET", path, NULL, (long)limit, &next);
+                if (rc == UMDCTL_UNKNOWN) { /* no answer in time: the last one seen stands */
+                        *ret = job;
                         return rc;
                 }
                 json_decref(job);
+                if (rc)
+                        return rc;
+                if (!answer_is_job(next, id)) {
+                        json_decref(next);
+                        return odd_answer("GET", path, "the job asked for");
+                }
                 job = next;
                 if (is_final(json_string_value(json_object_get(job, "state")))) {
                         *ret = job;
@@ -185,6 +221,11 @@ static int print_job_text(struct http *h, const char *id)
                 http_answer_free(&a);
                 return rc;
         }
+        if (!answer_is_job_text(a.content_type, a.body, id)) {
+                http_answer_free(&a);
+                return odd_answer("GET", path, "umd's text view of the job");
+        }
+        a.len = text_clean(a.body, true);
         fputs(a.body, stdout);
         if (a.len && a.body[a.len - 1] != '\n')
                 fputc('\n', stdout);
@@ -203,6 +244,9 @@ static int cmd_submit(struct http *h, const struct umdctl_args *a)
         json_t *body = json_pack("{s:s}", "benchmark", a->target), *job = NULL, *done = NULL;
         int rc;
 
+        /* --timeout (or the default) bounds the whole run, the submit included */
+        if (a->wait)
+                h->deadline_ms = now_ms() + (a->timeout_set ? a->timeout_ms : SUBMIT_TIMEOUT_MS);
         if (a->devices)
                 json_object_set(body, a->devices_plural ? "devices" : "device", a->devices);
         if (a->params)
@@ -215,12 +259,11 @@ static int cmd_submit(struct http *h, const struct umdctl_args *a)
         json_decref(body);
         if (rc)
                 return rc;
-        const char *id = json_string_value(json_object_get(job, "id"));
-        if (!id) {
-                fprintf(stderr, "umdctl: umd accepted the job but gave no id\n");
+        if (!answer_is_job(job, NULL)) {
                 json_decref(job);
-                return UMDCTL_UNREACHABLE;
+                return odd_answer("POST", "/v1/jobs", "an accepted job");
         }
+        const char *id = json_string_value(json_object_get(job, "id"));
         if (!a->wait) {
                 if (a->json)
                         print_json(job);
@@ -229,12 +272,12 @@ static int cmd_submit(struct http *h, const struct umdctl_args *a)
                 json_decref(job);
                 return UMDCTL_OK;
         }
-        rc = wait_final(h, id, a->timeout_set ? a->timeout_ms : SUBMIT_TIMEOUT_MS, &done);
+        rc = wait_final(h, id, h->deadline_ms, &done);
         if (rc == UMDCTL_UNKNOWN) {
                 fprintf(stderr, "umdctl: job %s is still %s; see 'umdctl show %s'\n", id,
-                        json_string_value(json_object_get(done, "state")), id);
+                        json_string_value(json_object_get(done ? done : job, "state")), id);
                 if (a->json)
-                        print_json(done);
+                        print_json(done ? done : job);
                 else
                         printf("%s\n", id);
         } else if (rc == 0) {
@@ -258,6 +301,10 @@ static int cmd_show(struct http *h, const struct umdctl_args *a)
         int rc = request_json(h, "GET", path, NULL, REQUEST_TIMEOUT_MS, &job);
         if (rc)
                 return rc;
+        if (!answer_is_job(job, a->target)) {
+                json_decref(job);
+                return odd_answer("GET", path, "the job asked for");
+        }
         print_json(job);
         json_decref(job);
         return UMDCTL_OK;
@@ -274,6 +321,13 @@ static double time_arg(const char *s)
                 return (double)ts.tv_sec - (double)ms / 1000.0;
         }
         return rfc3339_seconds(s);
+}
+
+/* A member that umdctl prints but does not rely on: "-" when it is not a string. */
+static const char *str_or_dash(const json_t *o, const char *key)
+{
+        const char *s = json_string_value(json_object_get(o, key));
+        return s ? s : "-";
 }
 
 static void job_devices(const json_t *job, char *buf, size_t len)
@@ -348,6 +402,10 @@ static int cmd_ls(struct http *h, const struct umdctl_args *a)
                 free(q);
                 rc = path ? request_json(h, "GET", path, NULL, REQUEST_TIMEOUT_MS, &page)
                           : UMDCTL_UNREACHABLE;
+                if (rc == 0 && !answer_is_job_page(page)) {
+                        json_decref(page);
+                        rc = odd_answer("GET", path, "a page of jobs");
+                }
                 free(path);
                 if (rc)
                         break;
@@ -397,8 +455,8 @@ static int cmd_ls(struct http *h, const struct umdctl_args *a)
                                 printf("%-36s  %-11s  %-16s  %-8s  %s\n",
                                        json_string_value(json_object_get(job, "id")),
                                        json_string_value(json_object_get(job, "state")),
-                                       json_string_value(json_object_get(job, "benchmark")), devs,
-                                       json_string_value(json_object_get(job, "created")));
+                                       str_or_dash(job, "benchmark"), devs,
+                                       str_or_dash(job, "created"));
                         }
                         if (more && cursor)
                                 fprintf(stderr, "umdctl: more with --cursor %s\n", cursor);
@@ -418,20 +476,16 @@ static int cmd_cancel(struct http *h, const struct umdctl_args *a)
         int rc = request_json(h, "DELETE", path, NULL, REQUEST_TIMEOUT_MS, &job);
         if (rc)
                 return rc;
+        if (!answer_is_job(job, a->target)) {
+                json_decref(job);
+                return odd_answer("DELETE", path, "the job asked for");
+        }
         if (a->json)
                 print_json(job);
         else
-                printf("%s %s\n", a->target,
-                       json_string_value(json_object_get(job, "state"))
-                           ? json_string_value(json_object_get(job, "state"))
-                           : "cancelled");
+                printf("%s %s\n", a->target, json_string_value(json_object_get(job, "state")));
         json_decref(job);
         return UMDCTL_OK;
-}
-
-static json_t *device_list(json_t *doc)
-{
-        return json_is_array(doc) ? doc : json_object_get(doc, "devices");
 }
 
 static int cmd_devices(struct http *h, const struct umdctl_args *a)
@@ -442,6 +496,10 @@ static int cmd_devices(struct http *h, const struct umdctl_args *a)
 
         if (rc)
                 return rc;
+        if (!answer_is_device_list(doc)) {
+                json_decref(doc);
+                return odd_answer("GET", "/v1/devices", "a list of devices");
+        }
         if (a->json) {
                 print_json(doc);
                 json_decref(doc);
@@ -449,7 +507,7 @@ static int cmd_devices(struct http *h, const struct umdctl_args *a)
         }
         printf("%-5s  %-40s  %-24s  %-10s  %-15s  %s\n", "INDEX", "UUID", "NAME", "STATE", "LINK",
                "HEALTH");
-        json_array_foreach(device_list(doc), i, d)
+        json_array_foreach(doc, i, d)
         {
                 json_t *pcie = json_object_get(d, "pcie"), *lh = json_object_get(d, "last_health");
                 char link[32] = "-";
@@ -463,11 +521,11 @@ static int cmd_devices(struct http *h, const struct umdctl_args *a)
                 const char *why = json_string_value(json_object_get(d, "pause_reason"));
                 if (!why)
                         why = json_string_value(json_object_get(d, "state_reason"));
+                const char *name = json_string_value(json_object_get(d, "name"));
                 printf("%-5lld  %-40s  %-24s  %-10s  %-15s  %s%s%s\n",
                        (long long)json_integer_value(json_object_get(d, "index")),
-                       json_string_value(json_object_get(d, "uuid")),
-                       json_string_value(json_object_get(d, "name")), state ? state : "?", link,
-                       verdict ? verdict : "-", why ? "  " : "", why ? why : "");
+                       json_string_value(json_object_get(d, "uuid")), name ? name : "?", state,
+                       link, verdict ? verdict : "-", why ? "  " : "", why ? why : "");
         }
         json_decref(doc);
         return UMDCTL_OK;
@@ -479,11 +537,14 @@ enum verdict { V_PASS, V_UNKNOWN, V_WARN, V_FAIL };
 static const char *const verdict_upper[] = {"PASS", "UNKNOWN", "WARN", "FAIL"};
 static const char *const verdict_lower[] = {"pass", "unknown", "warn", "fail"};
 
-static enum verdict verdict_from(const char *s)
+/* Of a verdict that passed answer_is_verdict(): only those three words get here. */
+static enum verdict verdict_from(const json_t *verdict)
 {
-        if (s && !strcmp(s, "pass"))
+        const char *s = json_string_value(json_object_get(verdict, "verdict"));
+
+        if (!strcmp(s, "pass"))
                 return V_PASS;
-        if (s && !strcmp(s, "warn"))
+        if (!strcmp(s, "warn"))
                 return V_WARN;
         return V_FAIL;
 }
@@ -562,12 +623,6 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
         return UMDCTL_OK;
 }
 
-static bool device_paused(const json_t *d)
-{
-        const char *state = json_string_value(json_object_get(d, "state"));
-        return json_is_true(json_object_get(d, "paused")) || (state && !strcmp(state, "paused"));
-}
-
 static int health_cached(struct http *h, const struct umdctl_args *a)
 {
         json_t *doc = NULL, *d, *list = json_array();
@@ -579,8 +634,13 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                 json_decref(list);
                 return rc;
         }
+        if (!answer_is_device_list(doc)) {
+                json_decref(doc);
+                json_decref(list);
+                return odd_answer("GET", "/v1/devices", "a list of devices");
+        }
         clock_gettime(CLOCK_REALTIME, &ts);
-        json_array_foreach(device_list(doc), i, d)
+        json_array_foreach(doc, i, d)
         {
                 json_t *lh = json_object_get(d, "last_health");
                 json_t *index = json_object_get(d, "index");
@@ -588,14 +648,14 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                 const char *state = json_string_value(json_object_get(d, "state"));
                 char why[512];
 
-                if (device_paused(d)) {
+                if (json_is_true(json_object_get(d, "paused")) || !strcmp(state, "paused")) {
                         const char *pr = json_string_value(json_object_get(d, "pause_reason"));
                         snprintf(why, sizeof(why), "device paused%s%s", pr ? ": " : "",
                                  pr ? pr : "");
                         report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
                         continue;
                 }
-                if (state && !strcmp(state, "faulted")) {
+                if (!strcmp(state, "faulted")) {
                         const char *sr = json_string_value(json_object_get(d, "state_reason"));
                         snprintf(why, sizeof(why), "device faulted%s%s", sr ? ": " : "",
                                  sr ? sr : "");
@@ -621,9 +681,7 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                                 continue;
                         }
                 }
-                report_add(list, index, uuid,
-                           verdict_from(json_string_value(json_object_get(lh, "verdict"))),
-                           reasons_of(lh));
+                report_add(list, index, uuid, verdict_from(lh), reasons_of(lh));
         }
         json_decref(doc);
         rc = report_finish(list, a);
@@ -631,7 +689,13 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
         return rc;
 }
 
-static void health_part(json_t *list, const json_t *part, bool timed_out, double timeout_s)
+/* One part of the canonical check into the report. Only umd's own verdict on a part that
+ * succeeded, or a part that failed or timed out for a reason other than being kept off the
+ * GPU, is a failure: a part cancelled (by a pause, by someone's DELETE, by umdctl itself when
+ * time ran out), interrupted, still queued or running, kept waiting, or run beside other
+ * processes (contended: umd gives it no verdict), is unknown. false when a verdict is not umd's
+ * shape. */
+static bool health_part(json_t *list, const json_t *part, double timeout_s)
 {
         const char *state = json_string_value(json_object_get(part, "state"));
         const char *error = json_string_value(json_object_get(part, "error"));
@@ -641,44 +705,78 @@ static void health_part(json_t *list, const json_t *part, bool timed_out, double
         const char *uuid = json_string_value(json_object_get(part, "uuid"));
         char why[512];
 
-        if (state && !strcmp(state, "succeeded") && json_is_object(verdict)) {
-                report_add(list, index, uuid,
-                           verdict_from(json_string_value(json_object_get(verdict, "verdict"))),
-                           reasons_of(verdict));
-                return;
+        if (!strcmp(state, "succeeded") && verdict && !json_is_null(verdict)) {
+                if (!answer_is_verdict(verdict))
+                        return false;
+                report_add(list, index, uuid, verdict_from(verdict), reasons_of(verdict));
+                return true;
         }
-        if (!is_final(state) || (timed_out && state && !strcmp(state, "cancelled"))) {
-                snprintf(why, sizeof(why), "no verdict within %.0f s (%s%s%s)", timeout_s,
-                         waiting ? "waiting: " : "still ",
-                         waiting ? waiting
-                         : state ? state
-                                 : "?",
-                         "");
+        if (!strcmp(state, "succeeded")) { /* umd judges no run that others disturbed */
+                report_add(list, index, uuid, V_UNKNOWN,
+                           json_pack("[s]", json_is_object(json_object_get(part, "contended"))
+                                                ? "measured while other processes used the "
+                                                  "GPU: not judged"
+                                                : "umd gave no verdict"));
+                return true;
+        }
+        if (!is_final(state)) {
+                snprintf(why, sizeof(why), "no verdict within %.0f s (%s%s)", timeout_s,
+                         waiting ? "waiting: " : "still ", waiting ? waiting : state);
                 report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
-                return;
+                return true;
         }
-        if (error_means_unknown(error) || (state && !strcmp(state, "interrupted"))) {
+        if (!strcmp(state, "cancelled") || !strcmp(state, "interrupted") ||
+            error_means_unknown(error)) {
                 snprintf(why, sizeof(why), "the check could not run: %s",
-                         error ? error : "umd restarted during the check");
+                         error                           ? error
+                         : !strcmp(state, "interrupted") ? "umd restarted during the check"
+                                                         : "cancelled");
                 report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
-                return;
+                return true;
         }
-        snprintf(why, sizeof(why), "health check %s: %s", state ? state : "ended",
-                 error ? error : "no verdict");
+        snprintf(why, sizeof(why), "health check %s: %s", state, error ? error : "no verdict");
         report_add(list, index, uuid, V_FAIL, json_pack("[s]", why));
+        return true;
+}
+
+/* The health POST was not accepted. umd's own 503 about the devices asked for (no usable GPU,
+ * a GPU faulted) is the node's fault: a failure. Anything else (a proxy's error page, umd busy
+ * or stopping, a refusal) says nothing of the GPUs. */
+static int health_refused(const struct http *h, const struct http_answer *ans, int rc)
+{
+        bool gpus_bad = false;
+
+        if (rc == 0 && ans->status == 503 &&
+            answer_is_umd_problem(ans->status, ans->content_type, ans->body, ans->len)) {
+                json_t *j = http_answer_json(ans);
+                const char *field = json_string_value(json_object_get(j, "field"));
+                gpus_bad = field && (!strcmp(field, "device") || !strcmp(field, "devices"));
+                json_decref(j);
+        }
+        rc = request_failed(h, ans, rc);
+        return gpus_bad ? UMDCTL_FAILED : rc;
 }
 
 static int cmd_health(struct http *h, const struct umdctl_args *a)
 {
         uint64_t timeout = a->timeout_set ? a->timeout_ms : HEALTH_TIMEOUT_MS;
-        json_t *body, *job = NULL, *done = NULL, *part, *list;
+        uint64_t reserve = timeout / 5 < CANCEL_RESERVE_MS ? timeout / 5 : CANCEL_RESERVE_MS;
+        json_t *body, *job = NULL, *done = NULL, *part, *list, *parts;
         struct http_answer ans;
         char path[256];
         size_t i;
         int rc;
 
-        if (a->cached)
+        if (a->cached) {
+                if (a->timeout_set) /* one request; --timeout bounds it (NHC gives 30 s) */
+                        h->deadline_ms = now_ms() + a->timeout_ms;
                 return health_cached(h, a);
+        }
+
+        /* --timeout bounds the whole run: the submit, the wait, and the cancel after a wait that
+         * ran out, which gets the reserve the wait leaves. */
+        h->deadline_ms = now_ms() + timeout;
+        uint64_t wait_deadline = h->deadline_ms - reserve;
 
         /* The canonical check: a health job without params, the only kind that gives verdicts. */
         body = json_pack("{s:s, s:s, s:{s:s}}", "benchmark", "health", "priority", "high", "labels",
@@ -687,26 +785,24 @@ static int cmd_health(struct http *h, const struct umdctl_args *a)
                 json_object_set(body, a->devices_plural ? "devices" : "device", a->devices);
         else
                 json_object_set_new(body, "devices", json_string("all"));
-        rc = http_request(h, "POST", "/v1/jobs", body, REQUEST_TIMEOUT_MS, &ans);
+        uint64_t now = now_ms();
+        rc = http_request(h, "POST", "/v1/jobs", body,
+                          (long)(wait_deadline > now ? wait_deadline - now : 1), &ans);
         json_decref(body);
         if (rc < 0 || !ok_status(ans.status)) {
-                /* 503: umd has no usable GPU, which is the node's fault, not umd's */
-                bool no_gpu = rc == 0 && ans.status == 503;
-                rc = request_failed(h, &ans, rc);
+                rc = health_refused(h, &ans, rc);
                 http_answer_free(&ans);
-                return no_gpu ? UMDCTL_FAILED : rc;
+                return rc;
         }
         job = http_answer_json(&ans);
         http_answer_free(&ans);
-        const char *id = json_string_value(json_object_get(job, "id"));
-        if (!id) {
-                fprintf(stderr, "umdctl: umd accepted the health job but gave no id\n");
+        if (!answer_is_job(job, NULL) || json_array_size(json_object_get(job, "parts")) == 0) {
                 json_decref(job);
-                return UMDCTL_UNREACHABLE;
+                return odd_answer("POST", "/v1/jobs", "an accepted health job");
         }
-        rc = wait_final(h, id, timeout, &done);
-        bool timed_out = rc == UMDCTL_UNKNOWN;
-        if (timed_out) {
+        const char *id = json_string_value(json_object_get(job, "id"));
+        rc = wait_final(h, id, wait_deadline, &done);
+        if (rc == UMDCTL_UNKNOWN) {
                 /* Leave nothing queued behind a busy GPU. The parts are reported as last seen
                  * (queued, running, waiting for another process), which says why. */
                 snprintf(path, sizeof(path), "/v1/jobs/%s", id);
@@ -718,10 +814,22 @@ static int cmd_health(struct http *h, const struct umdctl_args *a)
                 json_decref(job);
                 return rc;
         }
+        parts = json_object_get(done ? done : job, "parts");
+        if (json_array_size(parts) == 0) {
+                json_decref(done);
+                json_decref(job);
+                return odd_answer("GET", "/v1/jobs/ID", "a health job with its parts");
+        }
         list = json_array();
-        json_array_foreach(json_object_get(done, "parts"), i, part)
-            health_part(list, part, timed_out, (double)timeout / 1000);
+        json_array_foreach(parts, i, part)
+        {
+                if (!health_part(list, part, (double)timeout / 1000)) {
+                        rc = odd_answer("GET", "/v1/jobs/ID", "a health job with umd's verdicts");
+                        goto out;
+                }
+        }
         rc = report_finish(list, a);
+out:
         json_decref(list);
         json_decref(done);
         json_decref(job);
@@ -740,6 +848,12 @@ static int cmd_pause(struct http *h, const struct umdctl_args *a, bool pause)
         json_decref(body);
         if (rc)
                 return rc;
+        /* The device as it is now: a pause that did not take is no pause. */
+        if (!answer_is_device(dev) || json_is_true(json_object_get(dev, "paused")) != pause) {
+                json_decref(dev);
+                return odd_answer("POST", path,
+                                  pause ? "the device, paused" : "the device, resumed");
+        }
         if (a->json) {
                 print_json(dev);
         } else {

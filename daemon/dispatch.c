@@ -295,6 +295,31 @@ static void part_note_conditions(struct job *j, size_t i, const struct device *d
                                               "never judged, never part of a baseline"));
 }
 
+/* Why a part that no client cancelled was cancelled: its GPU's pause, or, for the node's part
+ * (it holds every GPU, and its own slot is never paused), the pause of the first paused GPU,
+ * named. Fills buf and returns true, or returns false when no pause explains it. */
+static bool pause_explains_cancel(size_t dev, char *buf, size_t len)
+{
+        const struct device *d = devices_get(dev);
+
+        if (d) {
+                if (!d->paused)
+                        return false;
+                snprintf(buf, len, "cancelled: device paused%s%s", d->pause_reason[0] ? ": " : "",
+                         d->pause_reason);
+                return true;
+        }
+        for (size_t i = 0; is_node(dev) && i < devices_count(); i++) {
+                d = devices_get(i);
+                if (!d->paused)
+                        continue;
+                snprintf(buf, len, "cancelled: device paused: GPU %zu (%s)%s%s", d->index, d->uuid,
+                         d->pause_reason[0] ? ": " : "", d->pause_reason);
+                return true;
+        }
+        return false;
+}
+
 static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
                          json_t *result, const char *error, double cold_start_ms)
 {
@@ -319,11 +344,9 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 enum job_state st = map[outcome];
                 if (d)
                         part_note_conditions(j, i, d, cold_start_ms);
-                if (st == JOB_CANCELLED && d && d->paused && !j->cancel_requested) {
-                        snprintf(why, sizeof(why), "cancelled: device paused%s%s",
-                                 d->pause_reason[0] ? ": " : "", d->pause_reason);
+                if (st == JOB_CANCELLED && !j->cancel_requested &&
+                    pause_explains_cancel(dev, why, sizeof(why)))
                         error = why;
-                }
                 if (st == JOB_SUCCEEDED && result) {
                         _cleanup_free_ char *dump = json_dump_compact(result, NULL);
                         if (!dump || strlen(dump) > js.cfg->max_result_bytes) {

@@ -56,14 +56,16 @@ static int fake_open(const struct backend_args *a, struct backend **ret, json_t 
 }
 
 /* Tests: the fake_gpu_state file may slow this fake GPU down ("bandwidth_pct"), standing for a
- * GPU that turned slow, so that the canonical health check (which takes no params) can fail. */
+ * GPU that turned slow, so that the canonical health check (which takes no params) can fail;
+ * and may make its runs last ("delay_ms", as fake_delay_ms would), so that a test can act while
+ * a canonical check's part runs (a pause in the middle of the node's part). */
 static json_t *with_state(const struct backend *b, const json_t *params)
 {
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *all = NULL;
         char key[24];
         json_error_t err;
-        json_t *pct, *copy;
+        json_t *pct, *delay, *copy;
         size_t len = 0;
 
         if (!b->fake_state || read_file_at(AT_FDCWD, b->fake_state, 65536, &buf, &len) < 0)
@@ -75,9 +77,13 @@ static json_t *with_state(const struct backend *b, const json_t *params)
                 snprintf(key, sizeof(key), "%lld",
                          (long long)json_integer_value(json_object_get(b->device, "index")));
         pct = json_object_get(json_object_get(all, key), "bandwidth_pct");
-        if (!json_is_integer(pct) || !(copy = json_deep_copy(params)))
+        delay = json_object_get(json_object_get(all, key), "delay_ms");
+        if ((!json_is_integer(pct) && !json_is_integer(delay)) || !(copy = json_deep_copy(params)))
                 return json_incref((json_t *)params);
-        json_object_set(copy, "fake_bandwidth_pct", pct);
+        if (json_is_integer(pct))
+                json_object_set(copy, "fake_bandwidth_pct", pct);
+        if (json_is_integer(delay))
+                json_object_set(copy, "fake_delay_ms", delay);
         return copy;
 }
 

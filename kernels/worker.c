@@ -409,7 +409,7 @@ static void usage(FILE *f)
                 "  --pool-bytes SIZE          pinned+device buffers kept between jobs\n"
                 "  --managed-reserve-bytes SIZE  GPU memory never taken below this\n"
                 "  --pool-idle-ms MS          give back the buffer pool after this long idle\n"
-                "  --fake-state FILE          tests: fake GPU state (bandwidth_pct)\n"
+                "  --fake-state FILE          tests: fake GPU state (bandwidth_pct, delay_ms)\n"
                 "  --log-level LEVEL          error, warning, notice, info, debug\n"
                 "  --help, --version\n",
                 HEARTBEAT_MS_DEFAULT);

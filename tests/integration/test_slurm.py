@@ -4,6 +4,9 @@ slurmd on their own ports with state under a temporary folder, HealthCheckInterv
   - a fake GPU with a degraded link: sinfo shows the node drained with umd's reason
   - healthy fake GPUs: the node stays idle
   - a busy GPU (a long job holds it, or another process uses it): not drained
+  - a GPU paused (a prolog) while the check's GPU pairs run: not drained
+  - something other than umd answering (a proxy's HTML 503, a document of the wrong shape, a
+    server that accepts and never answers; hostile.py): not drained, and each run ends
 Skips, saying why, only when Slurm cannot be started here.
 
 A busy GPU is made two ways: occupy() holds it with a long umd job, and fake_gpu_state makes
@@ -20,7 +23,9 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port
+from hostile import HANG, Hostile, job, job_id, part
 from test_jobs import submit
+from test_sched_pause import pairs_final, pause_during_pairs
 from test_umdctl import HEALTHCHECK, UMDCTL
 
 NODE = socket.gethostname().split(".")[0]
@@ -74,9 +79,9 @@ class Slurm:
         return state, reason
 
     def check_against(self, d):
-        """Point the health-check program at umd d and clear any earlier drain."""
+        """Point the health-check program at umd d (or a URL) and clear any earlier drain."""
         tmp = self.target.with_suffix(".tmp")
-        tmp.write_text(f"UMD_URL={d.base_url}\nexport UMD_URL\n")
+        tmp.write_text(f"UMD_URL={getattr(d, 'base_url', d)}\nexport UMD_URL\n")
         tmp.replace(self.target)
         # a run that began against the previous target finishes before the node is resumed
         self.wait_runs(1)
@@ -233,3 +238,52 @@ def test_a_busy_gpu_does_not_drain_the_node(slurm, umd):
     state, reason = slurm.node()
     assert state == "idle", (state, reason, slurm.logs())
     assert "UNKNOWN" in (slurm.tmp / "hc.log").read_text()
+
+
+def test_a_gpu_paused_while_the_pairs_run_does_not_drain_the_node(slurm, umd, tmp_path):
+    state = tmp_path / "gpu-state.json"
+    state.write_text(json.dumps({"node": {"delay_ms": 2000}}))  # inside CHECK_TIMEOUT
+    d = umd(fake_devices=2, args=["--fake-gpu-state", str(state)])
+    slurm.check_against(d)
+    job = pause_during_pairs(d)  # the program's own check, caught while its pairs run
+    assert pairs_final(d, job["id"])["error"].startswith("cancelled: device paused: GPU 1 ")
+    slurm.wait_runs(2)  # the run that saw the cancel, and one with GPU 1 still paused
+    state, reason = slurm.node()
+    assert state == "idle", (state, reason, slurm.logs())
+
+
+HOSTILE = {
+    "a proxy's HTML 503": lambda req: (503, "text/html", "<html><h1>503 Service Unavailable"
+                                       "</h1></html>"),
+    # a "job" without parts: once read as "umd owns no GPU", a failure
+    "a document of the wrong shape": lambda req: (202, "application/json",
+                                                  job("01a233e6-4ca0-7760-a47b-375318ca1d3a",
+                                                      parts=[])),
+    "a server that never answers": lambda req: HANG,
+}
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+def test_something_other_than_umd_answering_does_not_drain_the_node(slurm, what):
+    with Hostile(HOSTILE[what]) as h:
+        slurm.check_against(h.url)
+        slurm.wait_runs(2)
+        state, reason = slurm.node()
+        assert state == "idle", (state, reason, slurm.logs())
+        assert any(r.method == "POST" for r in h.requests), "the program never asked"
+
+
+def test_a_check_accepted_then_hanging_ends_and_does_not_drain(slurm):
+    jid = job_id()
+
+    def handler(req):
+        if req.method == "POST":
+            return (202, "application/json", job(jid, state="queued",
+                                                  parts=[part(state="queued", verdict=None)]))
+        return HANG
+    with Hostile(handler) as h:
+        slurm.check_against(h.url)
+        slurm.wait_runs(2)
+        state, reason = slurm.node()
+        assert state == "idle", (state, reason, slurm.logs())
+    assert "UNKNOWN: no verdict within 3 s" in (slurm.tmp / "hc.log").read_text()
