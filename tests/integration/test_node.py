@@ -122,3 +122,23 @@ def test_eight_gpus_are_checked_with_every_pair_and_the_node_is_shown(umd):
     assert len(h["device_health"]) == 8
     assert all(x["last_health"]["verdict"] == "pass" for x in h["device_health"])
     assert metric(d, "umd_node_health_verdict")['verdict="pass"'] == 1
+
+
+def test_eight_gpus_slurm_and_nhc_answer_within_their_timeouts(umd, tmp_path):
+    # Slurm's HealthCheckProgram runs the check (umd-healthcheck's 45 s default fits Slurm's
+    # 60 s); NHC (30 s) and Nagios read the cached verdicts. The pairs' verdict is in
+    # /v1/health's "node" for them to read.
+    from test_umdctl import fake_scontrol, hc, nhc
+    scontrol, log = fake_scontrol(tmp_path)
+    d = umd(fake_devices=8)
+    t0 = time.monotonic()
+    p = hc(d, "--mode", "slurm", SCONTROL=str(scontrol), SLURMD_NODENAME="node7", timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert time.monotonic() - t0 < 45
+    assert not log.exists()  # nothing drained
+    assert d.get("/v1/health").json()["node"]["last_health"]["pairs"] == 56
+    t0 = time.monotonic()
+    assert "RC 0" in nhc(d).stdout
+    p = hc(d, "--mode", "nagios", "--cached", "--max-age", "1h", timeout=30)
+    assert p.returncode == 0 and p.stdout.startswith("UMD OK"), p.stdout + p.stderr
+    assert time.monotonic() - t0 < 10
