@@ -335,10 +335,13 @@ char *core_metrics_text(size_t *ret_len)
         }
         core_unlock();
 
+        /* The supervisor's own lock is never taken under mlock; the node is its slot after the
+         * GPUs. */
+        unsigned node_restarts = msup ? supervisor_restarts(msup, devices_count()) : 0;
+        unsigned node_crashes = msup ? supervisor_crashes(msup, devices_count()) : 0;
         pthread_mutex_lock(&mlock);
         if (node_known) {
                 static const char *const verdicts[] = {"pass", "warn", "fail"};
-                size_t node = devices_count(); /* the supervisor's slot after the GPUs */
 
                 fprintf(f, "# HELP umd_node_worker_state State of the node worker, which runs the "
                            "benchmarks spanning GPUs and the check of the GPU pairs (1 for the "
@@ -360,8 +363,7 @@ char *core_metrics_text(size_t *ret_len)
                         "# HELP umd_node_worker_crashes_total Node worker crashes.\n"
                         "# TYPE umd_node_worker_crashes_total counter\n"
                         "umd_node_worker_crashes_total %u\n",
-                        msup ? supervisor_restarts(msup, node) : 0,
-                        msup ? supervisor_crashes(msup, node) : 0);
+                        node_restarts, node_crashes);
                 if (node_verdict[0]) {
                         fprintf(f, "# HELP umd_node_health_verdict The GPU pairs' last canonical "
                                    "health verdict (1 for the verdict it has).\n"
