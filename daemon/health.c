@@ -1,7 +1,8 @@
 /* Health verdicts from a health suite result, and for pairs of GPUs from the node worker's part
- * of the canonical check (see health.h). The thresholds come from the
- * configuration; every check says in words what it compared, so an operator reading a failed
- * verdict knows what to look at. */
+ * of the canonical check (see health.h). The thresholds come from the configuration and the
+ * figures from the GPU's model entry (models.h, handed in as JSON); every check says in words what
+ * it compared and names what it was judged against, so an operator reading a failed verdict knows
+ * what to look at. */
 #include "health.h"
 
 #include <math.h>
@@ -34,10 +35,10 @@ static int int_or(const json_t *o, const char *k)
         return json_is_integer(v) ? (int)json_integer_value(v) : -1;
 }
 
-/* expectation: what the measurement was judged against, in a word or two ("link", "model",
+/* expectation: what the measurement was judged against, in one word ("link", "model",
  * "baseline", "none"), so a consumer can tell a miss of the model's figure from one of history. */
-static void add_check_exp(json_t *checks, json_t *reasons, enum verdict *worst, const char *name,
-                          enum verdict v, const char *reason, const char *expectation)
+static void add_check(json_t *checks, json_t *reasons, enum verdict *worst, const char *name,
+                      enum verdict v, const char *reason, const char *expectation)
 {
         json_array_append_new(checks, json_pack("{s:s, s:s, s:s, s:s}", "name", name, "verdict",
                                                 verdict_names[v], "reason", reason, "expectation",
@@ -81,19 +82,19 @@ static void model_checks(const struct umd_config *cfg, const json_t *result, con
                          "unknown GPU model '%s': no entry in the model table (gpu_models_file "
                          "can add one), so it is judged against its link and its own history only",
                          dev ? dev : "(no name)");
-                add_check_exp(checks, reasons, worst, "model", V_PASS, why, "none");
+                add_check(checks, reasons, worst, "model", V_PASS, why, "none");
                 if (json_is_number(g)) {
                         snprintf(why, sizeof(why),
                                  "d2d %.0f GB/s (device memory, read+write): no model "
                                  "expectation for '%s', judged against this GPU's history only",
                                  json_number_value(g), dev ? dev : "(no name)");
-                        add_check_exp(checks, reasons, worst, "d2d_vs_model", V_PASS, why, "none");
+                        add_check(checks, reasons, worst, "d2d_vs_model", V_PASS, why, "none");
                 }
                 return;
         }
         snprintf(why, sizeof(why), "'%s' is the model %s (%s: %s)", dev ? dev : "(no name)", mname,
                  json_string_value(json_object_get(model, "from")), src ? src : "no source");
-        add_check_exp(checks, reasons, worst, "model", V_PASS, why, "model");
+        add_check(checks, reasons, worst, "model", V_PASS, why, "model");
 
         int pg = int_or(model, "pcie_gen"), pw = int_or(model, "pcie_width");
         if (pg > 0 && pw > 0 && lg >= 0 && lw >= 0) {
@@ -101,8 +102,8 @@ static void model_checks(const struct umd_config *cfg, const json_t *result, con
                 snprintf(why, sizeof(why),
                          "the PCIe link can reach Gen%d x%d, %s the Gen%d x%d of the %s", lg, lw,
                          below ? "below" : "as", pg, pw, mname);
-                add_check_exp(checks, reasons, worst, "link_vs_model", below ? V_WARN : V_PASS, why,
-                              "model");
+                add_check(checks, reasons, worst, "link_vs_model", below ? V_WARN : V_PASS, why,
+                          "model");
         }
 
         double nominal = num_or(model, "memory_gbps");
@@ -111,7 +112,7 @@ static void model_checks(const struct umd_config *cfg, const json_t *result, con
                          "the model %s has no nominal memory bandwidth: device memory is judged "
                          "against this GPU's history only",
                          mname);
-                add_check_exp(checks, reasons, worst, "d2d_vs_model", V_PASS, why, "none");
+                add_check(checks, reasons, worst, "d2d_vs_model", V_PASS, why, "none");
                 return;
         }
         if (!json_is_number(g))
@@ -125,7 +126,7 @@ static void model_checks(const struct umd_config *cfg, const json_t *result, con
                  "memory bandwidth of the %s (warn below %.0f%%, fail below %.0f%%)",
                  json_number_value(g), frac * 100, nominal, mname,
                  cfg->health_memory_warn_fraction * 100, cfg->health_memory_fail_fraction * 100);
-        add_check_exp(checks, reasons, worst, "d2d_vs_model", v, why, "model");
+        add_check(checks, reasons, worst, "d2d_vs_model", v, why, "model");
 }
 
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
@@ -140,24 +141,24 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
         double link = pcie_link_gbps(cg, cw);
 
         if (cg < 0 || cw < 0) {
-                add_check_exp(checks, reasons, &worst, "link", V_WARN,
-                              "the PCIe link could not be read (sysfs); bandwidth is not judged "
-                              "against it",
-                              "none");
+                add_check(checks, reasons, &worst, "link", V_WARN,
+                          "the PCIe link could not be read (sysfs); bandwidth is not judged "
+                          "against it",
+                          "none");
         } else if ((mg > 0 && cg < mg) || (mw > 0 && cw < mw)) {
                 snprintf(why, sizeof(why),
                          "the PCIe link runs at Gen%d x%d, below its maximum Gen%d x%d", cg, cw, mg,
                          mw);
-                add_check_exp(checks, reasons, &worst, "link", V_WARN, why, "link");
+                add_check(checks, reasons, &worst, "link", V_WARN, why, "link");
         } else {
                 snprintf(why, sizeof(why), "the PCIe link runs at its maximum, Gen%d x%d", cg, cw);
-                add_check_exp(checks, reasons, &worst, "link", V_PASS, why, "link");
+                add_check(checks, reasons, &worst, "link", V_PASS, why, "link");
         }
         model_checks(cfg, result, expect, mg > 0 ? mg : cg, mw > 0 ? mw : cw, checks, reasons,
                      &worst);
         if (!json_is_number(json_object_get(result_measurement(result, MEAS_D2D), "gbps")))
-                add_check_exp(checks, reasons, &worst, "d2d", V_FAIL,
-                              "d2d (device memory) was not measured", "none");
+                add_check(checks, reasons, &worst, "d2d", V_FAIL,
+                          "d2d (device memory) was not measured", "none");
 
         if (replays && replays->now >= 0 && replays->before >= 0 &&
             replays->now > replays->before) {
@@ -165,11 +166,11 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                          "the PCIe replay counter grew by %lld since the last check (%lld to "
                          "%lld): the link is retrying transfers",
                          replays->now - replays->before, replays->before, replays->now);
-                add_check_exp(checks, reasons, &worst, "pcie_replays", V_WARN, why, "baseline");
+                add_check(checks, reasons, &worst, "pcie_replays", V_WARN, why, "baseline");
         } else if (replays && replays->now >= 0) {
                 snprintf(why, sizeof(why), "the PCIe replay counter is %lld%s", replays->now,
                          replays->before >= 0 ? ", unchanged since the last check" : "");
-                add_check_exp(checks, reasons, &worst, "pcie_replays", V_PASS, why, "baseline");
+                add_check(checks, reasons, &worst, "pcie_replays", V_PASS, why, "baseline");
         }
 
         for (const char *const *m = link_bound_modes; *m && link > 0; m++) {
@@ -178,7 +179,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                 snprintf(name, sizeof(name), "%s_vs_link", *m);
                 if (!json_is_number(g)) {
                         snprintf(why, sizeof(why), "%s was not measured", *m);
-                        add_check_exp(checks, reasons, &worst, name, V_FAIL, why, "link");
+                        add_check(checks, reasons, &worst, name, V_FAIL, why, "link");
                         continue;
                 }
                 double frac = json_number_value(g) / link;
@@ -190,7 +191,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                          "fail below %.0f%%)",
                          *m, json_number_value(g), frac * 100, link,
                          cfg->health_warn_fraction * 100, cfg->health_fail_fraction * 100);
-                add_check_exp(checks, reasons, &worst, name, v, why, "link");
+                add_check(checks, reasons, &worst, name, v, why, "link");
         }
 
         if (baseline_runs < cfg->health_baseline_min_runs) {
@@ -198,7 +199,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                          "baseline forming: %zu earlier passing run(s) of this GPU, %u needed "
                          "(health_baseline_min_runs) before it is judged against its history",
                          baseline_runs, cfg->health_baseline_min_runs);
-                add_check_exp(checks, reasons, &worst, "baseline", V_PASS, why, "none");
+                add_check(checks, reasons, &worst, "baseline", V_PASS, why, "none");
                 baseline = NULL;
         }
         for (const char *const *m = health_bandwidth_modes; baseline && *m; m++) {
@@ -222,7 +223,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                          "passing runs): %+.0f%% (%s beyond -%.0f%%)",
                          *m, json_number_value(g), json_number_value(b), baseline_runs, -drop * 100,
                          tight ? "fail" : "warn", tol * 100);
-                add_check_exp(checks, reasons, &worst, name, v, why, "baseline");
+                add_check(checks, reasons, &worst, name, v, why, "baseline");
         }
 
         return json_pack("{s:s, s:o, s:o, s:f, s:O?}", "verdict", verdict_names[worst], "checks",
@@ -292,7 +293,7 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                  "GPU %lld -> GPU %lld has no peer access: its copies go through "
                                  "host memory (%.1f GB/s)",
                                  s, d, gbps);
-                        add_check_exp(checks, reasons, &worst, name, V_FAIL, why, "link");
+                        add_check(checks, reasons, &worst, name, V_FAIL, why, "link");
                         continue;
                 }
                 if (expected <= 0) {
@@ -300,7 +301,7 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                  "GPU %lld -> GPU %lld %.1f GB/s: the link (%s) has no known "
                                  "expected rate",
                                  s, d, gbps, label);
-                        add_check_exp(checks, reasons, &worst, name, V_WARN, why, "none");
+                        add_check(checks, reasons, &worst, name, V_WARN, why, "none");
                 } else {
                         double frac = gbps / expected;
                         enum verdict v = frac < cfg->health_fail_fraction   ? V_FAIL
@@ -311,7 +312,7 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                  "link (%s%s) should carry (warn below %.0f%%, fail below %.0f%%)",
                                  s, d, gbps, frac * 100, expected, label, basis,
                                  cfg->health_warn_fraction * 100, cfg->health_fail_fraction * 100);
-                        add_check_exp(checks, reasons, &worst, name, v, why, exp_kind);
+                        add_check(checks, reasons, &worst, name, v, why, exp_kind);
                 }
 
                 /* Its own history: the link that the past passing checks saw, and their rate. */
@@ -323,7 +324,7 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                  "GPU %lld -> GPU %lld: the link is %s now, %s in past passing "
                                  "checks",
                                  s, d, label, was);
-                        add_check_exp(checks, reasons, &worst, name, V_FAIL, why, "baseline");
+                        add_check(checks, reasons, &worst, name, V_FAIL, why, "baseline");
                 }
                 /* The rate's history counts once there is enough of it, as for each GPU. */
                 if (json_is_number(b) && json_number_value(b) > 0 &&
@@ -335,13 +336,13 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                  "GPU %lld -> GPU %lld %.1f GB/s against its baseline %.1f GB/s "
                                  "(median of %zu passing checks; fail below -%.0f%%)",
                                  s, d, gbps, base, baseline_runs, tol * 100);
-                        add_check_exp(checks, reasons, &worst, name, low ? V_FAIL : V_PASS, why,
-                                      "baseline");
+                        add_check(checks, reasons, &worst, name, low ? V_FAIL : V_PASS, why,
+                                  "baseline");
                 }
         }
         if (pairs == 0)
-                add_check_exp(checks, reasons, &worst, "peer", V_FAIL,
-                              "no copy between GPUs was measured", "none");
+                add_check(checks, reasons, &worst, "peer", V_FAIL,
+                          "no copy between GPUs was measured", "none");
         return json_pack("{s:s, s:o, s:o, s:I}", "verdict", verdict_names[worst], "checks", checks,
                          "reasons", reasons, "pairs", (json_int_t)pairs);
 }
