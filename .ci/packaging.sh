@@ -114,6 +114,7 @@ files=(
 	/usr/lib/sysusers.d/umd.conf
 	/usr/lib/tmpfiles.d/umd.conf
 	/etc/umd/umd.conf
+	/etc/umd/gpu-models.conf
 	/usr/share/man/man8/umd.8.gz
 	/usr/share/man/man5/umd.conf.5.gz
 	/usr/share/man/man8/umd-worker.8.gz

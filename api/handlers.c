@@ -33,6 +33,18 @@ void handle_devices(const struct api_request *req, struct api_reply *rep)
         reply_json(rep, 200, core_devices_json());
 }
 
+void handle_node(const struct api_request *req, struct api_reply *rep)
+{
+        json_t *node = core_node_json();
+
+        if (!node) {
+                reply_errorf(rep, 404, NULL,
+                             "no node worker: it runs only on hosts with two GPUs or more");
+                return;
+        }
+        reply_json(rep, 200, node);
+}
+
 void handle_version(const struct api_request *req, struct api_reply *rep)
 {
         reply_json(rep, 200, core_version_json());

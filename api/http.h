@@ -138,6 +138,7 @@ void reply_free(struct api_reply *rep); /* the body and the Link header */
 extern unsigned api_wait_max_s;
 void handle_health(const struct api_request *req, struct api_reply *rep);
 void handle_devices(const struct api_request *req, struct api_reply *rep);
+void handle_node(const struct api_request *req, struct api_reply *rep);
 void handle_version(const struct api_request *req, struct api_reply *rep);
 void handle_benchmarks(const struct api_request *req, struct api_reply *rep);
 void handle_openapi(const struct api_request *req, struct api_reply *rep);

@@ -22,6 +22,8 @@ static const struct route routes[] = {
      * an operator who wants them open leaves auth_reads off. */
     {"/v1/health", {{HTTP_GET, handle_health, ROLE_READ, false}}, 1},
     {"/v1/devices", {{HTTP_GET, handle_devices, ROLE_READ, false}}, 1},
+    /* The node worker, beside the GPUs: its state, warmth, crashes and the GPU pairs' verdict. */
+    {"/v1/devices/node", {{HTTP_GET, handle_node, ROLE_READ, false}}, 1},
     /* The scheduler's prolog and epilog: keep umd off a GPU while a job owns it. The body
      * ({"reason": "..."}) is optional, so a bare curl -X POST works. */
     {"/v1/devices/{id}/pause", {{HTTP_POST, handle_device_pause, ROLE_ADMIN, false}}, 1},

@@ -416,7 +416,20 @@ static const struct param_def topology_params[] = {
 };
 
 static const struct param_def health_params[] = {
-    P_SIZE(64 * MiB), P_ITER(10), P_WARMUP, P_SEED, P_FAKE,
+    P_SIZE(64 * MiB),
+    P_ITER(10),
+    P_WARMUP,
+    /* Its own size: the copy must be larger than the GPU's L2 cache to measure device memory,
+     * and at HBM rates 256 MiB costs a few milliseconds where the host copies cost 0.2 s. */
+    {.name = "d2d_size",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "bytes of the device-to-device copy (device memory bandwidth)",
+     .min = 4 * KiB,
+     .max = 0,
+     .def = 256 * MiB},
+    P_SEED,
+    P_FAKE,
 };
 
 /* Each benchmark's measurement names (catalog.h's MEAS_*): what its result may contain. */
@@ -458,14 +471,11 @@ static const char *const um_vs_explicit_meas[] = {MEAS_UM_PINNED_COPY_KERNEL,
                                                   MEAS_UM_PREFETCH_TO_HOST,
                                                   MEAS_UM_CPU_ON_DEMAND,
                                                   NULL};
-/* health: on a GPU's worker the copies; on the node worker the GPU pairs (ce_uni) */
-static const char *const health_meas[] = {MEAS_PINNED_H2D,
-                                          MEAS_PINNED_D2H,
-                                          MEAS_PAGEABLE_H2D,
-                                          MEAS_MANAGED_PREFETCH,
-                                          MEAS_LATENCY_PINNED_H2D,
-                                          MEAS_CE_UNI,
-                                          NULL};
+/* health: on a GPU's worker the copies and device memory (d2d); on the node worker the GPU
+ * pairs (ce_uni) */
+static const char *const health_meas[] = {
+    MEAS_PINNED_H2D,         MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D, MEAS_MANAGED_PREFETCH,
+    MEAS_LATENCY_PINNED_H2D, MEAS_D2D,        MEAS_CE_UNI,       NULL};
 static const char *const d2d_meas[] = {MEAS_COPY_ENGINE, MEAS_SM_COPY, NULL};
 static const char *const peer_meas[] = {MEAS_CE_UNI, MEAS_CE_BIDIR, MEAS_SM_UNI, MEAS_SM_BIDIR,
                                         NULL};
@@ -520,8 +530,8 @@ static const struct bench_def catalog[] = {
     BENCH("sweep", "suite", "chosen modes over doubling sizes: bandwidth curves", sweep_params,
           sweep_mode_values),
     BENCH("health", "suite",
-          "quick per-GPU verdict: copy bandwidth, prefetch, latency and PCIe link against "
-          "limits and this GPU's history",
+          "quick per-GPU verdict: copy bandwidth, prefetch, latency, device memory (d2d) and "
+          "PCIe link against limits, the GPU model's figures and this GPU's history",
           health_params, health_meas),
     BENCH("d2d", "benchmark",
           "device-to-device copies within one GPU (copy engine and a copy kernel), read+write "

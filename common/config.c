@@ -187,7 +187,21 @@ static const struct key keys[] = {
          "The canonical health check's timed samples per mode."},
         {"health_interval_s", K_UINT, F(health_interval_s), "0", 0, 31536000,
          "Run the canonical health check on every idle GPU this often (skipping busy and paused "
-         "ones). 0: never (a systemd timer running umd-healthcheck is the alternative)."},
+         "ones), and the GPU pairs with them when every GPU is idle at once. 0: never (a "
+         "systemd timer running umd-healthcheck is the alternative)."},
+        {"health_d2d_size", K_SIZE, F(health_d2d_size), "256MiB", 4096, 1024 * GiB,
+         "The canonical health check's device-to-device copy (device memory bandwidth). Larger "
+         "than the GPU's L2 cache, or the copy measures the cache (an H200 has 50 MB); at 256 MiB "
+         "it adds a few milliseconds to the check."},
+        {"health_memory_warn_fraction", K_DOUBLE, F(health_memory_warn_fraction), "0.70", 0, 1,
+         "Health: a device-to-device copy below this fraction of the GPU model's nominal memory "
+         "bandwidth warns (an H200 copies at 85% of its 4.8 TB/s)."},
+        {"health_memory_fail_fraction", K_DOUBLE, F(health_memory_fail_fraction), "0.50", 0, 1,
+         "Health: below this fraction of the model's nominal memory bandwidth fails."},
+        {"gpu_models_file", K_STR, F(gpu_models_file), "/etc/umd/gpu-models.conf", 0, 0,
+         "GPU models that override or add to the shipped table of what each model should reach "
+         "(INI: a [name] section per model; see gpu-models.conf). A missing file: the shipped "
+         "table alone."},
 
         {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0,
          "error, warning, notice, info or debug."},
@@ -781,6 +795,9 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                                    c->health_baseline_min_runs, c->health_baseline_runs);
         if (c->health_fail_fraction > c->health_warn_fraction)
                 return usage_error("health_fail_fraction is above health_warn_fraction");
+        if (c->health_memory_fail_fraction > c->health_memory_warn_fraction)
+                return usage_error(
+                    "health_memory_fail_fraction is above health_memory_warn_fraction");
         if ((c->tls_cert == NULL) != (c->tls_key == NULL))
                 return usage_error("tls_cert and tls_key go together");
         if (!c->state_dir)
@@ -789,7 +806,9 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                 config_print_effective(stdout, c);
                 return 1;
         }
-        if (check_only)
+        if (check_only) {
+                c->check_only = true;
                 return 1;
+        }
         return 0;
 }

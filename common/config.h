@@ -86,7 +86,11 @@ struct umd_config {
         double health_host_tolerance;     /* pageable and managed (bound by the host too) */
         uint64_t health_size;             /* the canonical check's parameters */
         unsigned health_iterations;
-        unsigned health_interval_s; /* built-in schedule, 0 = off */
+        unsigned health_interval_s;         /* built-in schedule, 0 = off */
+        uint64_t health_d2d_size;           /* the canonical check's device-memory copy */
+        double health_memory_warn_fraction; /* of the model's nominal memory bandwidth */
+        double health_memory_fail_fraction;
+        char *gpu_models_file; /* overrides and additions to the shipped GPU model table */
 
         /* logging */
         int log_level;
@@ -95,6 +99,7 @@ struct umd_config {
         char *config_file;
         char *export_dir;   /* --export DIR: write the store out as JSON files and exit */
         bool print_openapi; /* --print-openapi: print the served OpenAPI document and exit */
+        bool check_only; /* --check-config: parsed and valid (main still checks gpu_models_file) */
 };
 
 /* What to do with a part whose GPU has compute processes that are not umd's. */

@@ -44,24 +44,35 @@ static void look(void)
         }
 }
 
-/* The built-in schedule: one canonical check per due device, submitted like a client's. */
+/* The built-in schedule: one canonical check per due device, submitted like a client's, or one
+ * over every GPU when the GPU pairs are due too (the check then has the node's part). */
 static void schedule(void)
 {
         size_t devs[64], n;
+        bool all;
 
         core_lock();
-        n = jobs_health_due_locked(devs, ELEMENTSOF(devs));
+        n = jobs_health_due_locked(devs, ELEMENTSOF(devs), &all);
         core_unlock();
-        for (size_t k = 0; k < n; k++) {
+        for (size_t k = 0; k < (all ? 1 : n); k++) {
                 struct problem p = {0};
                 json_t *job = NULL;
                 json_t *body =
-                    json_pack("{s:s, s:I, s:{s:s}}", "benchmark", "health", "device",
-                              (json_int_t)devs[k], "labels", "scheduled", "health_interval");
+                    all ? json_pack("{s:s, s:s, s:{s:s}}", "benchmark", "health", "devices", "all",
+                                    "labels", "scheduled", "health_interval")
+                        : json_pack("{s:s, s:I, s:{s:s}}", "benchmark", "health", "device",
+                                    (json_int_t)devs[k], "labels", "scheduled", "health_interval");
 
-                if (body && core_job_submit(body, NULL, NULL, &job, &p) < 0)
-                        log_warning("device %zu: scheduled health check not queued: %s", devs[k],
-                                    p.detail);
+                if (!body || core_job_submit(body, NULL, NULL, &job, &p) < 0) {
+                        const char *why = body ? p.detail : "out of memory";
+                        if (all)
+                                log_warning("the scheduled health check of every GPU and the GPU "
+                                            "pairs was not queued: %s",
+                                            why);
+                        else
+                                log_warning("device %zu: scheduled health check not queued: %s",
+                                            devs[k], why);
+                }
                 json_decref(job);
                 json_decref(body);
         }

@@ -22,6 +22,14 @@ void core_init(const struct umd_daemon *d)
         core_config = d->cfg;
 }
 
+json_t *core_node_json(void)
+{
+        core_lock();
+        json_t *node = jobs_node_json_locked();
+        core_unlock();
+        return node;
+}
+
 json_t *core_devices_json(void)
 {
         json_t *arr = json_array();
@@ -63,6 +71,14 @@ int core_health(json_t **ret_body)
                         usable++;
                 }
         }
+        /* The node worker and the GPU pairs' verdict: a failing pair is a problem to report, but
+         * no GPU is less usable for it (each GPU's own verdict says that). */
+        json_t *node = jobs_node_json_locked();
+        const char *pairs =
+            json_string_value(json_object_get(json_object_get(node, "last_health"), "verdict"));
+        if (pairs && strcmp(pairs, "fail") == 0)
+                json_array_append_new(problems_arr,
+                                      json_string("the GPU pairs failed their last health check"));
         const char *reason = NULL;
         if (n == 0)
                 reason = devices_empty_reason();
@@ -71,12 +87,13 @@ int core_health(json_t **ret_body)
                                  : "every device is faulted";
         core_unlock();
 
-        *ret_body = json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o}",
-                              "status", usable ? "ok" : "unavailable", "reason", reason, "devices",
-                              "total", (json_int_t)n, "usable", (json_int_t)usable, "faulted",
-                              (json_int_t)faulted, "failing_health", (json_int_t)failing, "jobs",
-                              "queued", (json_int_t)queued, "running", (json_int_t)running,
-                              "problems", problems_arr, "device_health", verdicts);
+        *ret_body =
+            json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o}", "status",
+                      usable ? "ok" : "unavailable", "reason", reason, "devices", "total",
+                      (json_int_t)n, "usable", (json_int_t)usable, "faulted", (json_int_t)faulted,
+                      "failing_health", (json_int_t)failing, "jobs", "queued", (json_int_t)queued,
+                      "running", (json_int_t)running, "problems", problems_arr, "device_health",
+                      verdicts, "node", node ? node : json_null());
         return usable ? 200 : 503;
 }
 

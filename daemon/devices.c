@@ -280,20 +280,26 @@ const char *const device_state_names[DEVICE_STATE_MAX] = {
     [DEVICE_PAUSED] = "paused",
 };
 
-enum device_state device_state(const struct device *d)
+enum device_state device_state_of_worker(enum worker_state ws)
 {
-        /* A worker state per device state; a pause shows over all but a fault. */
+        /* A worker state per device state. */
         static const enum device_state of_worker[] = {
             [WORKER_STARTING] = DEVICE_STARTING, [WORKER_IDLE] = DEVICE_IDLE,
             [WORKER_BUSY] = DEVICE_BUSY,         [WORKER_BACKOFF] = DEVICE_RESTARTING,
             [WORKER_FAULTED] = DEVICE_FAULTED,   [WORKER_STOPPED] = DEVICE_STOPPED,
             [WORKER_COLD] = DEVICE_IDLE,
         };
+        if ((size_t)ws >= ELEMENTSOF(of_worker))
+                return DEVICE_FAULTED;
+        return of_worker[ws];
+}
+
+enum device_state device_state(const struct device *d)
+{
+        /* A pause shows over all but a fault. */
         if (d->paused && d->wstate != WORKER_FAULTED)
                 return DEVICE_PAUSED;
-        if ((size_t)d->wstate >= ELEMENTSOF(of_worker))
-                return DEVICE_FAULTED;
-        return of_worker[d->wstate];
+        return device_state_of_worker(d->wstate);
 }
 
 const char *device_state_string(const struct device *d)

@@ -72,6 +72,8 @@ enum device_state {
 /* The one table of device state names, indexed by enum device_state. */
 extern const char *const device_state_names[DEVICE_STATE_MAX];
 enum device_state device_state(const struct device *d);
+/* The state a worker in ws shows (the node worker's, which has no struct device). */
+enum device_state device_state_of_worker(enum worker_state ws);
 const char *device_state_string(const struct device *d);
 json_t *device_to_json(const struct device *d);
 void devices_free(void);

@@ -506,21 +506,50 @@ void jobs_device_paused_locked(size_t dev)
         jobs_publish_locked();
 }
 
-size_t jobs_health_due_locked(size_t *ret_devs, size_t max)
+/* A GPU the schedule may check now: idle and nobody else's. */
+static bool schedule_free(size_t i)
+{
+        struct device *d = devices_get(i);
+
+        return !d->paused && d->gpu.other_processes <= 0 && d->running_jobs == 0 &&
+               queue_len(&js.queues[i]) == 0 &&
+               (d->wstate == WORKER_IDLE || d->wstate == WORKER_COLD);
+}
+
+size_t jobs_health_due_locked(size_t *ret_devs, size_t max, bool *ret_all)
 {
         uint64_t now = now_realtime_ms(), every = (uint64_t)js.cfg->health_interval_s * 1000;
         size_t n = 0;
+        bool all = have_node() && devices_count() <= max;
 
+        *ret_all = false;
         if (every == 0 || !js.sup || js.quiescing || js.node_running)
                 return 0;
+        /* The pairs need every GPU at once: when they are due and every GPU is free, one job
+         * checks every GPU and the pairs, and every clock restarts. Until then each GPU is
+         * checked alone when due, and the pairs wait for a moment when all are free. */
+        if (js.node_last_check_ms == 0)
+                js.node_last_check_ms = now;
+        all = all && now - js.node_last_check_ms >= every &&
+              queue_len(&js.queues[node_index()]) == 0 &&
+              (js.node_wstate == WORKER_IDLE || js.node_wstate == WORKER_COLD);
+        for (size_t i = 0; all && i < devices_count(); i++)
+                all = schedule_free(i);
+        if (all) {
+                js.node_last_check_ms = now;
+                for (size_t i = 0; i < devices_count(); i++) {
+                        devices_get(i)->last_check_ms = now;
+                        ret_devs[n++] = i;
+                }
+                *ret_all = true;
+                return n;
+        }
         for (size_t i = 0; i < devices_count() && n < max; i++) {
                 struct device *d = devices_get(i);
 
                 if (d->last_check_ms == 0)
                         d->last_check_ms = now; /* the first check comes one interval in */
-                if (d->paused || d->gpu.other_processes > 0 || d->running_jobs > 0 ||
-                    queue_len(&js.queues[i]) > 0 || now - d->last_check_ms < every ||
-                    (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
+                if (!schedule_free(i) || now - d->last_check_ms < every)
                         continue;
                 d->last_check_ms = now;
                 ret_devs[n++] = i;

@@ -1,7 +1,8 @@
 /* Health verdicts from a health suite result, and for pairs of GPUs from the node worker's part
- * of the canonical check (see health.h). The thresholds come from the
- * configuration; every check says in words what it compared, so an operator reading a failed
- * verdict knows what to look at. */
+ * of the canonical check (see health.h). The thresholds come from the configuration and the
+ * figures from the GPU's model entry (models.h, handed in as JSON); every check says in words what
+ * it compared and names what it was judged against, so an operator reading a failed verdict knows
+ * what to look at. */
 #include "health.h"
 
 #include <math.h>
@@ -15,25 +16,18 @@
 #include "pcie.h"
 #include "topology.h"
 
-const char *const health_bandwidth_modes[] = {MEAS_PINNED_H2D, MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D,
-                                              MEAS_MANAGED_PREFETCH, NULL};
+const char *const health_bandwidth_modes[] = {
+    MEAS_PINNED_H2D, MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D, MEAS_MANAGED_PREFETCH, MEAS_D2D, NULL};
 /* Only pinned copies are bounded by the link alone; pageable and managed paths also depend on
  * the host's memory and CPU, so they are judged against the GPU's own history only. */
 static const char *const link_bound_modes[] = {MEAS_PINNED_H2D, MEAS_PINNED_D2H, NULL};
+/* Modes that repeat to a percent or two from run to run on one GPU, so that a drop from their
+ * own baseline fails: the link-bound copies, and the device-memory copy (an H200's d2d: CV under
+ * 1%, bench/results/multi-gpu/topology.txt). */
+static const char *const tight_modes[] = {MEAS_PINNED_H2D, MEAS_PINNED_D2H, MEAS_D2D, NULL};
 
 enum verdict { V_PASS, V_WARN, V_FAIL };
 static const char *const verdict_names[] = {"pass", "warn", "fail"};
-
-static void add_check(json_t *checks, json_t *reasons, enum verdict *worst, const char *name,
-                      enum verdict v, const char *reason)
-{
-        json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "name", name, "verdict",
-                                                verdict_names[v], "reason", reason));
-        if (v != V_PASS)
-                json_array_append_new(reasons, json_string(reason));
-        if (v > *worst)
-                *worst = v;
-}
 
 static int int_or(const json_t *o, const char *k)
 {
@@ -41,8 +35,102 @@ static int int_or(const json_t *o, const char *k)
         return json_is_integer(v) ? (int)json_integer_value(v) : -1;
 }
 
+/* expectation: what the measurement was judged against, in one word ("link", "model",
+ * "baseline", "none"), so a consumer can tell a miss of the model's figure from one of history. */
+static void add_check(json_t *checks, json_t *reasons, enum verdict *worst, const char *name,
+                      enum verdict v, const char *reason, const char *expectation)
+{
+        json_array_append_new(checks, json_pack("{s:s, s:s, s:s, s:s}", "name", name, "verdict",
+                                                verdict_names[v], "reason", reason, "expectation",
+                                                expectation));
+        if (v != V_PASS)
+                json_array_append_new(reasons, json_string(reason));
+        if (v > *worst)
+                *worst = v;
+}
+
+static bool in_list(const char *const *list, const char *s)
+{
+        for (; *list; list++)
+                if (strcmp(*list, s) == 0)
+                        return true;
+        return false;
+}
+
+static double num_or(const json_t *o, const char *k)
+{
+        json_t *v = json_object_get(o, k);
+        return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+/* The GPU model's checks: which entry the GPU matched (or that it matched none), its PCIe link
+ * against the model's, and its device memory against the model's nominal bandwidth. The link
+ * compared is the one the GPU says it can reach (its maximum; the current one where the maximum
+ * is unknown): a link trained below its own maximum is the "link" check's to say, once. */
+static void model_checks(const struct umd_config *cfg, const json_t *result, const json_t *expect,
+                         int lg, int lw, json_t *checks, json_t *reasons, enum verdict *worst)
+{
+        const json_t *model = json_object_get(expect, "model");
+        const char *dev = json_string_value(json_object_get(expect, "device_name"));
+        const char *mname = json_string_value(json_object_get(model, "name"));
+        const char *src = json_string_value(json_object_get(model, "source"));
+        json_t *g = json_object_get(result_measurement(result, MEAS_D2D), "gbps");
+        char why[640];
+
+        if (!json_is_object(model) || !mname) {
+                snprintf(why, sizeof(why),
+                         "unknown GPU model '%s': no entry in the model table (gpu_models_file "
+                         "can add one), so it is judged against its link and its own history only",
+                         dev ? dev : "(no name)");
+                add_check(checks, reasons, worst, "model", V_PASS, why, "none");
+                if (json_is_number(g)) {
+                        snprintf(why, sizeof(why),
+                                 "d2d %.0f GB/s (device memory, read+write): no model "
+                                 "expectation for '%s', judged against this GPU's history only",
+                                 json_number_value(g), dev ? dev : "(no name)");
+                        add_check(checks, reasons, worst, "d2d_vs_model", V_PASS, why, "none");
+                }
+                return;
+        }
+        snprintf(why, sizeof(why), "'%s' is the model %s (%s: %s)", dev ? dev : "(no name)", mname,
+                 json_string_value(json_object_get(model, "from")), src ? src : "no source");
+        add_check(checks, reasons, worst, "model", V_PASS, why, "model");
+
+        int pg = int_or(model, "pcie_gen"), pw = int_or(model, "pcie_width");
+        if (pg > 0 && pw > 0 && lg >= 0 && lw >= 0) {
+                bool below = lg < pg || lw < pw;
+                snprintf(why, sizeof(why),
+                         "the PCIe link can reach Gen%d x%d, %s the Gen%d x%d of the %s", lg, lw,
+                         below ? "below" : "as", pg, pw, mname);
+                add_check(checks, reasons, worst, "link_vs_model", below ? V_WARN : V_PASS, why,
+                          "model");
+        }
+
+        double nominal = num_or(model, "memory_gbps");
+        if (nominal <= 0) {
+                snprintf(why, sizeof(why),
+                         "the model %s has no nominal memory bandwidth: device memory is judged "
+                         "against this GPU's history only",
+                         mname);
+                add_check(checks, reasons, worst, "d2d_vs_model", V_PASS, why, "none");
+                return;
+        }
+        if (!json_is_number(g))
+                return; /* "d2d was not measured" is said once, by the caller */
+        double frac = json_number_value(g) / nominal;
+        enum verdict v = frac < cfg->health_memory_fail_fraction   ? V_FAIL
+                         : frac < cfg->health_memory_warn_fraction ? V_WARN
+                                                                   : V_PASS;
+        snprintf(why, sizeof(why),
+                 "d2d %.0f GB/s (device memory, read+write) is %.0f%% of the %.0f GB/s nominal "
+                 "memory bandwidth of the %s (warn below %.0f%%, fail below %.0f%%)",
+                 json_number_value(g), frac * 100, nominal, mname,
+                 cfg->health_memory_warn_fraction * 100, cfg->health_memory_fail_fraction * 100);
+        add_check(checks, reasons, worst, "d2d_vs_model", v, why, "model");
+}
+
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
-                       const json_t *baseline, size_t baseline_runs,
+                       const json_t *expect, const json_t *baseline, size_t baseline_runs,
                        const struct health_replays *replays)
 {
         json_t *checks = json_array(), *reasons = json_array();
@@ -55,16 +143,22 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
         if (cg < 0 || cw < 0) {
                 add_check(checks, reasons, &worst, "link", V_WARN,
                           "the PCIe link could not be read (sysfs); bandwidth is not judged "
-                          "against it");
+                          "against it",
+                          "none");
         } else if ((mg > 0 && cg < mg) || (mw > 0 && cw < mw)) {
                 snprintf(why, sizeof(why),
                          "the PCIe link runs at Gen%d x%d, below its maximum Gen%d x%d", cg, cw, mg,
                          mw);
-                add_check(checks, reasons, &worst, "link", V_WARN, why);
+                add_check(checks, reasons, &worst, "link", V_WARN, why, "link");
         } else {
                 snprintf(why, sizeof(why), "the PCIe link runs at its maximum, Gen%d x%d", cg, cw);
-                add_check(checks, reasons, &worst, "link", V_PASS, why);
+                add_check(checks, reasons, &worst, "link", V_PASS, why, "link");
         }
+        model_checks(cfg, result, expect, mg > 0 ? mg : cg, mw > 0 ? mw : cw, checks, reasons,
+                     &worst);
+        if (!json_is_number(json_object_get(result_measurement(result, MEAS_D2D), "gbps")))
+                add_check(checks, reasons, &worst, "d2d", V_FAIL,
+                          "d2d (device memory) was not measured", "none");
 
         if (replays && replays->now >= 0 && replays->before >= 0 &&
             replays->now > replays->before) {
@@ -72,11 +166,11 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                          "the PCIe replay counter grew by %lld since the last check (%lld to "
                          "%lld): the link is retrying transfers",
                          replays->now - replays->before, replays->before, replays->now);
-                add_check(checks, reasons, &worst, "pcie_replays", V_WARN, why);
+                add_check(checks, reasons, &worst, "pcie_replays", V_WARN, why, "baseline");
         } else if (replays && replays->now >= 0) {
                 snprintf(why, sizeof(why), "the PCIe replay counter is %lld%s", replays->now,
                          replays->before >= 0 ? ", unchanged since the last check" : "");
-                add_check(checks, reasons, &worst, "pcie_replays", V_PASS, why);
+                add_check(checks, reasons, &worst, "pcie_replays", V_PASS, why, "baseline");
         }
 
         for (const char *const *m = link_bound_modes; *m && link > 0; m++) {
@@ -85,7 +179,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                 snprintf(name, sizeof(name), "%s_vs_link", *m);
                 if (!json_is_number(g)) {
                         snprintf(why, sizeof(why), "%s was not measured", *m);
-                        add_check(checks, reasons, &worst, name, V_FAIL, why);
+                        add_check(checks, reasons, &worst, name, V_FAIL, why, "link");
                         continue;
                 }
                 double frac = json_number_value(g) / link;
@@ -97,7 +191,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                          "fail below %.0f%%)",
                          *m, json_number_value(g), frac * 100, link,
                          cfg->health_warn_fraction * 100, cfg->health_fail_fraction * 100);
-                add_check(checks, reasons, &worst, name, v, why);
+                add_check(checks, reasons, &worst, name, v, why, "link");
         }
 
         if (baseline_runs < cfg->health_baseline_min_runs) {
@@ -105,49 +199,62 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                          "baseline forming: %zu earlier passing run(s) of this GPU, %u needed "
                          "(health_baseline_min_runs) before it is judged against its history",
                          baseline_runs, cfg->health_baseline_min_runs);
-                add_check(checks, reasons, &worst, "baseline", V_PASS, why);
+                add_check(checks, reasons, &worst, "baseline", V_PASS, why, "none");
                 baseline = NULL;
         }
         for (const char *const *m = health_bandwidth_modes; baseline && *m; m++) {
                 json_t *g = json_object_get(result_measurement(result, *m), "gbps");
                 json_t *b = json_object_get(baseline, *m);
-                bool link_bound = false;
+                bool tight = in_list(tight_modes, *m);
                 char name[64];
-                for (const char *const *l = link_bound_modes; *l; l++)
-                        link_bound = link_bound || strcmp(*l, *m) == 0;
                 snprintf(name, sizeof(name), "%s_vs_baseline", *m);
                 if (!json_is_number(g) || !json_is_number(b) || json_number_value(b) <= 0)
                         continue;
-                /* Pinned copies are bound by the link and repeat to a fraction of a percent, so
-                 * a drop is the GPU's or the link's: fail. Pageable and managed paths swing by
-                 * tens of percent with the host's state (seen on an H200: pageable H2D 6.9 to
-                 * 9.1 GB/s between runs), so a drop there only warns. */
+                /* Pinned copies are bound by the link and repeat to a fraction of a percent, and
+                 * so does the device-memory copy, so a drop is the GPU's or the link's: fail.
+                 * Pageable and managed paths swing by tens of percent with the host's state
+                 * (seen on an H200: pageable H2D 6.9 to 9.1 GB/s between runs), so a drop there
+                 * only warns. */
                 double drop = 1.0 - json_number_value(g) / json_number_value(b);
-                double tol =
-                    link_bound ? cfg->health_baseline_tolerance : cfg->health_host_tolerance;
-                enum verdict v = drop <= tol ? V_PASS : link_bound ? V_FAIL : V_WARN;
+                double tol = tight ? cfg->health_baseline_tolerance : cfg->health_host_tolerance;
+                enum verdict v = drop <= tol ? V_PASS : tight ? V_FAIL : V_WARN;
                 snprintf(why, sizeof(why),
                          "%s %.1f GB/s against this GPU's baseline %.1f GB/s (median of %zu "
                          "passing runs): %+.0f%% (%s beyond -%.0f%%)",
                          *m, json_number_value(g), json_number_value(b), baseline_runs, -drop * 100,
-                         link_bound ? "fail" : "warn", tol * 100);
-                add_check(checks, reasons, &worst, name, v, why);
+                         tight ? "fail" : "warn", tol * 100);
+                add_check(checks, reasons, &worst, name, v, why, "baseline");
         }
 
-        return json_pack("{s:s, s:o, s:o, s:f}", "verdict", verdict_names[worst], "checks", checks,
-                         "reasons", reasons, "link_gbps", link);
+        return json_pack("{s:s, s:o, s:o, s:f, s:O?}", "verdict", verdict_names[worst], "checks",
+                         checks, "reasons", reasons, "link_gbps", link, "expectation", expect);
 }
 
 /* ---- pairs of GPUs (the canonical check's part on the node worker) ---- */
 
+/* A pair's NVLink rate a link from the two GPUs' model entries (the slower of the two), or 0
+ * when either has none; *ret_model names the entry. */
+static double model_nvlink_gbps(const json_t *expects, long long s, long long d,
+                                const char **ret_model)
+{
+        const json_t *a = json_object_get(json_array_get(expects, (size_t)s), "model");
+        const json_t *b = json_object_get(json_array_get(expects, (size_t)d), "model");
+        double ra = num_or(a, "nvlink_gbps"), rb = num_or(b, "nvlink_gbps");
+
+        if (s < 0 || d < 0 || ra <= 0 || rb <= 0)
+                return 0;
+        *ret_model = json_string_value(json_object_get(ra <= rb ? a : b, "name"));
+        return ra <= rb ? ra : rb;
+}
+
 json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
-                            const json_t *baseline, size_t baseline_runs)
+                            const json_t *expects, const json_t *baseline, size_t baseline_runs)
 {
         const json_t *devices = json_object_get(result, "devices");
         json_t *checks = json_array(), *reasons = json_array(), *m;
         enum verdict worst = V_PASS;
         size_t i, pairs = 0;
-        char why[400], label[32], name[64];
+        char why[640], label[32], name[64];
 
         json_array_foreach(json_object_get(result, "measurements"), i, m)
         {
@@ -165,15 +272,28 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                 const json_t *link = topology_link(result, s, d);
                 const char *type = json_string_value(json_object_get(link, "type"));
                 double expected = topology_link_expected_gbps(link, devices);
+                const char *model = NULL, *exp_kind = "link";
+                char basis[160] = "";
+                double per_link = model_nvlink_gbps(expects, s, d, &model);
+                long long nvl = int_or(link, "nvlink_links");
                 topology_link_label(link, label, sizeof(label));
                 snprintf(name, sizeof(name), "peer %lld->%lld", s, d);
+                /* The model table's rate a link where both GPUs have one, else the rule by
+                 * compute capability (topology.c); the reason says which. */
+                if (type && strcmp(type, "nvlink") == 0 && nvl > 0 && per_link > 0) {
+                        expected = (double)nvl * per_link;
+                        exp_kind = "model";
+                        snprintf(basis, sizeof(basis), "; %lld links x %.0f GB/s, the %s's rate",
+                                 nvl, per_link, model ? model : "model");
+                } else if (type && strcmp(type, "nvlink") == 0)
+                        snprintf(basis, sizeof(basis), "; by compute capability: no model rate");
 
                 if (!type || strcmp(type, "host") == 0) {
                         snprintf(why, sizeof(why),
                                  "GPU %lld -> GPU %lld has no peer access: its copies go through "
                                  "host memory (%.1f GB/s)",
                                  s, d, gbps);
-                        add_check(checks, reasons, &worst, name, V_FAIL, why);
+                        add_check(checks, reasons, &worst, name, V_FAIL, why, "link");
                         continue;
                 }
                 if (expected <= 0) {
@@ -181,7 +301,7 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                  "GPU %lld -> GPU %lld %.1f GB/s: the link (%s) has no known "
                                  "expected rate",
                                  s, d, gbps, label);
-                        add_check(checks, reasons, &worst, name, V_WARN, why);
+                        add_check(checks, reasons, &worst, name, V_WARN, why, "none");
                 } else {
                         double frac = gbps / expected;
                         enum verdict v = frac < cfg->health_fail_fraction   ? V_FAIL
@@ -189,10 +309,10 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                                                             : V_PASS;
                         snprintf(why, sizeof(why),
                                  "GPU %lld -> GPU %lld %.1f GB/s is %.0f%% of the %.0f GB/s its "
-                                 "link (%s) should carry (warn below %.0f%%, fail below %.0f%%)",
-                                 s, d, gbps, frac * 100, expected, label,
+                                 "link (%s%s) should carry (warn below %.0f%%, fail below %.0f%%)",
+                                 s, d, gbps, frac * 100, expected, label, basis,
                                  cfg->health_warn_fraction * 100, cfg->health_fail_fraction * 100);
-                        add_check(checks, reasons, &worst, name, v, why);
+                        add_check(checks, reasons, &worst, name, v, why, exp_kind);
                 }
 
                 /* Its own history: the link that the past passing checks saw, and their rate. */
@@ -204,7 +324,7 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                  "GPU %lld -> GPU %lld: the link is %s now, %s in past passing "
                                  "checks",
                                  s, d, label, was);
-                        add_check(checks, reasons, &worst, name, V_FAIL, why);
+                        add_check(checks, reasons, &worst, name, V_FAIL, why, "baseline");
                 }
                 /* The rate's history counts once there is enough of it, as for each GPU. */
                 if (json_is_number(b) && json_number_value(b) > 0 &&
@@ -216,12 +336,13 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                                  "GPU %lld -> GPU %lld %.1f GB/s against its baseline %.1f GB/s "
                                  "(median of %zu passing checks; fail below -%.0f%%)",
                                  s, d, gbps, base, baseline_runs, tol * 100);
-                        add_check(checks, reasons, &worst, name, low ? V_FAIL : V_PASS, why);
+                        add_check(checks, reasons, &worst, name, low ? V_FAIL : V_PASS, why,
+                                  "baseline");
                 }
         }
         if (pairs == 0)
                 add_check(checks, reasons, &worst, "peer", V_FAIL,
-                          "no copy between GPUs was measured");
+                          "no copy between GPUs was measured", "none");
         return json_pack("{s:s, s:o, s:o, s:I}", "verdict", verdict_names[worst], "checks", checks,
                          "reasons", reasons, "pairs", (json_int_t)pairs);
 }

@@ -1,6 +1,6 @@
 /* Health verdicts: turn a `health` suite result into pass | warn | fail with a reason per
- * check, against the PCIe link's theoretical rate, the link's own maximum, and this GPU's
- * baseline (the median of its last passing health results), and those baselines from the past
+ * check, against the PCIe link's theoretical rate, the link's own maximum, the GPU model's
+ * figures (device memory, PCIe, NVLink), and this GPU's baseline (the median of its last passing health results), and those baselines from the past
  * results. Pure functions: no I/O, no locks, no store. */
 #pragma once
 
@@ -15,13 +15,17 @@ struct health_replays {
 };
 
 /* result: the health part's result; pcie: the device's "pcie" object (may be NULL);
- * baseline: {"pinned_h2d": median GB/s, ...} from past passing runs (may be empty, NULL);
- * baseline_runs: how many runs that median came from; replays may be NULL. Returns a new verdict
- * object:
+ * expect: models.h's expectation for the GPU ({"device_name", "model": {...} or null}; NULL is an
+ * unknown model): its PCIe link and nominal device memory bandwidth judge the link and the d2d
+ * copy (health_memory_warn_fraction, health_memory_fail_fraction), and the verdict carries it as
+ * "expectation"; every check says what it was judged against ("expectation": "link", "model",
+ * "baseline" or "none"); baseline: {"pinned_h2d": median GB/s, ...} from past passing runs (may be
+ * empty, NULL); baseline_runs: how many runs that median came from; replays may be NULL. Returns a
+ * new verdict object:
  * {"verdict": "pass"|"warn"|"fail", "checks": [{"name","verdict","reason",...}], "reasons": [..]}
  */
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
-                       const json_t *baseline, size_t baseline_runs,
+                       const json_t *expect, const json_t *baseline, size_t baseline_runs,
                        const struct health_replays *replays);
 
 /* A GPU's baseline from its past passing health parts: parts is an array of stored parts
@@ -45,6 +49,9 @@ extern const char *const health_bandwidth_modes[];
  * GB/s}, "links": {measurement: "NV18"}} from past passing checks (may be NULL or empty; the rate
  * counts from health_baseline_min_runs runs, the link from one). A pair
  * without peer access (copies through host memory) fails, and so does a link that changed
- * from what the past passing checks saw. Returns a new verdict object (as health_verdict's). */
+ * from what the past passing checks saw. expects: models.h's expectation of each GPU, by the
+ * result's device index (may be NULL): an NVLink pair whose two GPUs both have a model rate a link
+ * is expected to carry links x the slower rate, else the rule by compute capability (topology.c).
+ * Returns a new verdict object (as health_verdict's). */
 json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
-                            const json_t *baseline, size_t baseline_runs);
+                            const json_t *expects, const json_t *baseline, size_t baseline_runs);

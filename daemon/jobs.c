@@ -80,6 +80,11 @@ void jobs_publish_locked(void)
         for (size_t i = 0; i < devices_count(); i++)
                 metrics_observe_queue(i, jobs_queued_on_locked(i));
         metrics_observe_running(jobs_running_locked());
+        if (have_node())
+                metrics_observe_node(
+                    device_state_names[device_state_of_worker(js.node_wstate)],
+                    js.node_wstate == WORKER_IDLE || js.node_wstate == WORKER_BUSY,
+                    json_string_value(json_object_get(js.node_last_verdict, "verdict")));
 }
 
 /* Every change to jobs happens under the lock, so telling metrics as it is released keeps what

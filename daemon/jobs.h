@@ -5,6 +5,7 @@
  * guards all of it and the device table. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -28,6 +29,13 @@ void jobs_tick(void);
 void jobs_quiesce(void);
 void jobs_shutdown(void);
 
+/* With core_lock held: the node worker (benchmarks spanning GPUs, and the canonical check's GPU
+ * pairs) as /v1/devices/node and /v1/health show it: {"uuid": "node", "device": "all", "gpus",
+ * "state", "warm", "running", "restarts", "crashes", "last_health"} (last_health: the GPU pairs'
+ * last canonical verdict or null). NULL on a host with fewer than two GPUs (no node worker) or
+ * on allocation failure. */
+json_t *jobs_node_json_locked(void);
+
 /* Counts for STATUS= and /v1/health (metrics gets them pushed: jobs_publish_locked). */
 void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total);
 
@@ -41,5 +49,7 @@ void jobs_dispatch_locked(size_t dev);
 /* With core_lock held, after dev was paused: cancel its running part, let its worker go. */
 void jobs_device_paused_locked(size_t dev);
 /* With core_lock held: the devices whose canonical health check is due by health_interval_s
- * (idle, not paused, not in use by others); their clocks restart. Returns how many. */
-size_t jobs_health_due_locked(size_t *ret_devs, size_t max);
+ * (idle, not paused, not in use by others); their clocks restart. Returns how many. *ret_all:
+ * the GPU pairs are due too and every GPU is free at once, so the check is one job over every
+ * GPU (which checks the pairs on the node worker); ret_devs then lists them all. */
+size_t jobs_health_due_locked(size_t *ret_devs, size_t max, bool *ret_all);

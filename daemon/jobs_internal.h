@@ -50,8 +50,9 @@ struct jobs_state {
         size_t n_jobs, cap_jobs;
         struct queue *queues; /* one per device, then the node's */
         enum worker_state node_wstate;
-        bool node_running;         /* a part runs on the node worker: every GPU is taken */
-        json_t *node_last_verdict; /* the canonical check's last verdict on the GPU pairs */
+        bool node_running;           /* a part runs on the node worker: every GPU is taken */
+        json_t *node_last_verdict;   /* the canonical check's last verdict on the GPU pairs */
+        uint64_t node_last_check_ms; /* the pairs' last scheduled check (realtime) */
 };
 extern struct jobs_state js;
 

@@ -16,6 +16,7 @@
 #include "api.h"
 #include "coexist.h"
 #include "config.h"
+#include "models.h"
 #include "daemon.h"
 #include "devctl.h"
 #include "devices.h"
@@ -231,6 +232,7 @@ out:
         metrics_free();
         gpustate_shutdown();
         devices_free();
+        models_free();
         free(d->worker_path);
         d->worker_path = NULL;
         if (d->signal_fd >= 0)
@@ -252,11 +254,19 @@ int main(int argc, char **argv)
         log_set_ident("umd");
         config_init(&cfg);
         r = config_parse_args(&cfg, argc, argv);
-        if (r != 0) {
+        if (r != 0 && !cfg.check_only) {
                 config_free(&cfg);
                 return r > 0 ? EXIT_SUCCESS : 2;
         }
         log_set_level(cfg.log_level);
+        /* Before any thread: the model table is read-only from here on. A bad file is a bad
+         * configuration (exit 2, the line said on stderr), also for --check-config. */
+        r = models_load(cfg.gpu_models_file);
+        if (r < 0 || cfg.check_only) {
+                config_free(&cfg);
+                models_free();
+                return r == -EINVAL ? 2 : r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        }
         core_init(&d);
         if (cfg.print_openapi) {
                 size_t len = 0;

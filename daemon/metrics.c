@@ -104,6 +104,20 @@ void metrics_observe_running(size_t running)
         atomic_store(&running_parts, running);
 }
 
+/* The node worker as last pushed (under mlock); node_known stays false on a host with one GPU. */
+static bool node_known, node_warm;
+static char node_state[16], node_verdict[8];
+
+void metrics_observe_node(const char *state, bool warm, const char *verdict)
+{
+        pthread_mutex_lock(&mlock);
+        node_known = true;
+        node_warm = warm;
+        snprintf(node_state, sizeof(node_state), "%s", state ? state : "");
+        snprintf(node_verdict, sizeof(node_verdict), "%s", verdict ? verdict : "");
+        pthread_mutex_unlock(&mlock);
+}
+
 void metrics_attach_supervisor(struct supervisor *s)
 {
         msup = s;
@@ -443,6 +457,10 @@ char *core_metrics_text(size_t *ret_len)
         }
         core_unlock();
 
+        /* The supervisor's own lock is never taken under mlock; the node is its slot after the
+         * GPUs. */
+        unsigned node_restarts = msup ? supervisor_restarts(msup, devices_count()) : 0;
+        unsigned node_crashes = msup ? supervisor_crashes(msup, devices_count()) : 0;
         pthread_mutex_lock(&mlock);
         fprintf(f, "# HELP umd_health_bandwidth_bytes_per_second The last canonical, undisturbed "
                    "health check's fleet figures per GPU (h2d, d2h, d2d, peer), labelled with the "
@@ -453,6 +471,39 @@ char *core_metrics_text(size_t *ret_len)
                    "was disturbed by another process (its figures were not taken).\n"
                    "# TYPE umd_health_check_contended gauge\n");
         family_print(f, "umd_health_check_contended", &health_contended);
+        if (node_known) {
+                static const char *const verdicts[] = {"pass", "warn", "fail"};
+
+                fprintf(f, "# HELP umd_node_worker_state State of the node worker, which runs the "
+                           "benchmarks spanning GPUs and the check of the GPU pairs (1 for the "
+                           "state it is in).\n# TYPE umd_node_worker_state gauge\n");
+                for (size_t s = 0; s < DEVICE_STATE_MAX; s++)
+                        if (s != DEVICE_PAUSED)
+                                fprintf(f, "umd_node_worker_state{state=\"%s\"} %d\n",
+                                        device_state_names[s],
+                                        strcmp(node_state, device_state_names[s]) == 0);
+                fprintf(f,
+                        "# HELP umd_node_worker_warm 1 while the node worker holds CUDA contexts "
+                        "on the GPUs.\n# TYPE umd_node_worker_warm gauge\numd_node_worker_warm "
+                        "%d\n",
+                        node_warm);
+                fprintf(f,
+                        "# HELP umd_node_worker_restarts_total Node worker processes respawned.\n"
+                        "# TYPE umd_node_worker_restarts_total counter\n"
+                        "umd_node_worker_restarts_total %u\n"
+                        "# HELP umd_node_worker_crashes_total Node worker crashes.\n"
+                        "# TYPE umd_node_worker_crashes_total counter\n"
+                        "umd_node_worker_crashes_total %u\n",
+                        node_restarts, node_crashes);
+                if (node_verdict[0]) {
+                        fprintf(f, "# HELP umd_node_health_verdict The GPU pairs' last canonical "
+                                   "health verdict (1 for the verdict it has).\n"
+                                   "# TYPE umd_node_health_verdict gauge\n");
+                        for (size_t k = 0; k < ELEMENTSOF(verdicts); k++)
+                                fprintf(f, "umd_node_health_verdict{verdict=\"%s\"} %d\n",
+                                        verdicts[k], strcmp(node_verdict, verdicts[k]) == 0);
+                }
+        }
         fprintf(f, "# HELP umd_http_requests_total HTTP requests answered, by route, method and "
                    "status.\n# TYPE umd_http_requests_total counter\n");
         family_print(f, "umd_http_requests_total", &http_requests);

@@ -19,6 +19,10 @@ void metrics_free(void);
  * queued on device dev, and parts running on every device and the node. */
 void metrics_observe_queue(size_t dev, size_t queued);
 void metrics_observe_running(size_t running);
+/* The node worker (hosts with two GPUs or more): its state name, whether it holds contexts, the
+ * GPU pairs' last verdict (NULL: none yet). Never called on a host with one GPU, which then
+ * exports no node series. */
+void metrics_observe_node(const char *state, bool warm, const char *verdict);
 /* A job reached a final state. duration_s: from start (or creation when never started). */
 void metrics_job_finished(const char *benchmark, const char *state, double duration_s);
 /* A part succeeded on device uuid: remember its measurements' GB/s. canonical: the part belongs

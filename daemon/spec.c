@@ -239,8 +239,9 @@ bool spec_is_canonical_health(const json_t *body)
  * change what a verdict is made of. NULL on OOM. */
 static json_t *canonical_health_params(const struct umd_config *cfg)
 {
-        return json_pack("{s:I, s:I}", "size", (json_int_t)cfg->health_size, "iterations",
-                         (json_int_t)cfg->health_iterations);
+        return json_pack("{s:I, s:I, s:I}", "size", (json_int_t)cfg->health_size, "iterations",
+                         (json_int_t)cfg->health_iterations, "d2d_size",
+                         (json_int_t)cfg->health_d2d_size);
 }
 
 int spec_parse(const struct umd_config *cfg, const json_t *body, const struct bench_def *b,
@@ -278,7 +279,11 @@ int spec_parse(const struct umd_config *cfg, const json_t *body, const struct be
         r = catalog_validate(b, s.canonical ? canonical : json_object_get(body, "params"), &lim,
                              all_fake, &s.params, &cerr);
         if (r < 0)
-                return problem_set(p, 400, s.canonical ? "health_size" : cerr.field, "%s%s",
+                return problem_set(p, 400,
+                                   !s.canonical                               ? cerr.field
+                                   : streq_ptr(cerr.field, "params.d2d_size") ? "health_d2d_size"
+                                                                              : "health_size",
+                                   "%s%s",
                                    s.canonical ? "the configured canonical health check: " : "",
                                    cerr.detail);
         if ((r = parse_priority(json_object_get(body, "priority"), &s.prio, p)) < 0 ||

@@ -76,6 +76,7 @@ struct slot {
         uint64_t respawn_at;
         bool spawned_once;
         unsigned crashes; /* in a row */
+        unsigned crashes_total;
         unsigned restarts;
         enum kill_reason killed;
         char kill_detail[128];
@@ -408,6 +409,7 @@ static void schedule_crash_respawn(struct supervisor *s, struct slot *w, uint64_
         unsigned shift;
 
         w->crashes++;
+        w->crashes_total++;
         shift = w->crashes - 1 < 31 ? w->crashes - 1 : 31;
         delay = (uint64_t)s->backoff_ms << shift;
         if (delay > s->backoff_max_ms)
@@ -1161,6 +1163,18 @@ unsigned supervisor_restarts(struct supervisor *s, size_t device)
                 return 0;
         pthread_mutex_lock(&s->lock);
         n = device < s->n ? s->w[device].restarts : 0;
+        pthread_mutex_unlock(&s->lock);
+        return n;
+}
+
+unsigned supervisor_crashes(struct supervisor *s, size_t device)
+{
+        unsigned n;
+
+        if (!s)
+                return 0;
+        pthread_mutex_lock(&s->lock);
+        n = device < s->n ? s->w[device].crashes_total : 0;
         pthread_mutex_unlock(&s->lock);
         return n;
 }

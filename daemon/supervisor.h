@@ -95,6 +95,9 @@ enum worker_state supervisor_state(struct supervisor *s, size_t device);
 bool supervisor_all_alive(struct supervisor *s);
 /* Restarts per device since start (metrics). */
 unsigned supervisor_restarts(struct supervisor *s, size_t device);
+/* Crashes per device since start (an exit at worker_idle_s, a deadline's or a cancel's kill are
+ * not crashes). */
+unsigned supervisor_crashes(struct supervisor *s, size_t device);
 
 /* Ask every worker to shut down, wait up to timeout_ms, kill the rest, join the thread. */
 void supervisor_stop(struct supervisor *s, unsigned timeout_ms);

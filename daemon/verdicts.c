@@ -16,6 +16,7 @@
 #include "jobs_internal.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "models.h"
 #include "store.h"
 #include "util.h"
 
@@ -96,9 +97,11 @@ bool verdict_judge(struct job *j, size_t i, struct device *d, const json_t *resu
         _cleanup_json_ json_t *past = past_parts(d->uuid, j);
         _cleanup_json_ json_t *baseline = health_baseline(js.cfg, past, &runs);
         _cleanup_json_ json_t *pcie = health_link(d, result);
+        _cleanup_json_ json_t *expect =
+            models_expectation(json_string_value(json_object_get(d->info, "name")));
         struct health_replays rp = {.now = d->gpu.known ? d->gpu.replay_counter : -1,
                                     .before = verdict_replays(d->last_verdict)};
-        json_t *v = health_verdict(js.cfg, result, pcie, baseline, runs, &rp);
+        json_t *v = health_verdict(js.cfg, result, pcie, expect, baseline, runs, &rp);
 
         if (!v)
                 return false;
@@ -129,7 +132,17 @@ bool verdict_judge_node(struct job *j, size_t i, const json_t *result)
         size_t runs = 0;
         _cleanup_json_ json_t *past = past_parts("node", j);
         _cleanup_json_ json_t *baseline = health_pair_baseline(js.cfg, past, &runs);
-        json_t *v = health_pair_verdict(js.cfg, result, baseline, runs);
+        _cleanup_json_ json_t *expects = json_array();
+        json_t *dev;
+        size_t k;
+
+        /* Each GPU's model, by the node result's device index, for the pairs' NVLink rates. */
+        json_array_foreach(json_object_get(result, "devices"), k, dev)
+        {
+                json_t *e = models_expectation(json_string_value(json_object_get(dev, "name")));
+                json_array_append_new(expects, e ? e : json_null());
+        }
+        json_t *v = health_pair_verdict(js.cfg, result, expects, baseline, runs);
 
         if (!v)
                 return false;
@@ -148,9 +161,16 @@ bool verdict_judge_node(struct job *j, size_t i, const json_t *result)
         return false;
 }
 
-/* After recovery: each device's newest verdict in the store. */
+/* After recovery: each device's newest verdict in the store, and the GPU pairs' (the node's
+ * part), so /v1/health serves them from the first request after a restart. */
 void verdicts_restore_last(void)
 {
+        _cleanup_json_ json_t *node = NULL;
+
+        if (have_node() && !js.node_last_verdict &&
+            store_health_parts(js.store, "node", NULL, false, 1, &node) == 0 &&
+            json_array_size(node) > 0)
+                js.node_last_verdict = json_incref(part_verdict(json_array_get(node, 0)));
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
                 _cleanup_json_ json_t *parts = NULL;

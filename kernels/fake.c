@@ -190,12 +190,41 @@ static void fake_link(unsigned index, int *gen, int *width)
         }
 }
 
+/* Tests name a fake device another model with UMD_FAKE_NAME="INDEX=NAME,..." (for example
+ * "1=NVIDIA Z999 (fake)"), so the model table's lookup, and a model nobody knows, can be
+ * exercised; the name keeps saying that it is fake. */
+static void fake_name(unsigned index, char *buf, size_t len)
+{
+        const char *env = getenv("UMD_FAKE_NAME");
+
+        snprintf(buf, len, "NVIDIA H200 (fake)");
+        for (const char *p = env; p && *p;) {
+                unsigned i;
+                int n = 0;
+
+                if (sscanf(p, "%u=%n", &i, &n) == 1 && n > 0 && i == index) {
+                        char given[64];
+                        size_t w = strcspn(p + n, ",");
+
+                        if (w > 0 && w < sizeof(given)) {
+                                snprintf(given, sizeof(given), "%.*s", (int)w, p + n);
+                                snprintf(buf, len, "%s%s", given,
+                                         strstr(given, "(fake)") ? "" : " (fake)");
+                        }
+                }
+                p = strchr(p, ',');
+                if (p)
+                        p++;
+        }
+}
+
 json_t *fake_device_info(unsigned index)
 {
-        char uuid[48], bus[24];
+        char uuid[48], bus[24], name[96];
         int gen, width;
 
         fake_link(index, &gen, &width);
+        fake_name(index, name, sizeof(name));
 
         snprintf(uuid, sizeof(uuid), "GPU-fa4e0000-0000-4000-8000-%012x", index);
         snprintf(bus, sizeof(bus), "00000000:%02X:00.0", (0x18 + index) & 0xff);
@@ -203,8 +232,8 @@ json_t *fake_device_info(unsigned index)
             "{s:s, s:I, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:i, s:i,"
             " s:b, s:b, s:b, s:b, s:b, s:b,"
             " s:{s:i, s:i, s:i, s:i}, s:b}",
-            "uuid", uuid, "index", (json_int_t)index, "name", "NVIDIA H200 (fake)", "pci_bus_id",
-            bus, "compute_capability", "9.0", "memory_total_bytes", (json_int_t)FAKE_MEMORY_TOTAL,
+            "uuid", uuid, "index", (json_int_t)index, "name", name, "pci_bus_id", bus,
+            "compute_capability", "9.0", "memory_total_bytes", (json_int_t)FAKE_MEMORY_TOTAL,
             "memory_free_bytes", (json_int_t)(FAKE_MEMORY_TOTAL - FAKE_MEMORY_USED), "sm_count",
             132, "async_engine_count", 3, "driver_version", FAKE_DRIVER, "runtime_version",
             FAKE_RUNTIME, "concurrentManagedAccess", 1, "pageableMemoryAccess", 0,
@@ -700,6 +729,9 @@ static int plan_health(struct fake_job *j)
                 r = add(j, MEAS_LATENCY_PINNED_H2D, "latency.pinned", 4);
         if (r == 0)
                 j->m[j->n - 1].latency = true;
+        /* Device memory: the copy engine's device-to-device copy at the check's own size. */
+        if (r == 0)
+                r = add(j, MEAS_D2D, "d2d_ce", param_u64(j->params, "d2d_size"));
         return r;
 }
 

@@ -331,8 +331,14 @@ def test_suites(args):
     h = L[3]
     hn = [m["name"] for m in h["result"]["measurements"]]
     if hn != ["pinned_h2d", "pinned_d2h", "pageable_h2d", "managed_prefetch",
-              "latency_pinned_h2d"]:
+              "latency_pinned_h2d", "d2d"]:
         fail(f"health measurements {hn}")
+    # Device memory (issue 24): the copy engine's d2d copy at d2d_size (256 MiB), read+write
+    # bytes; an H200 copies at about 4 TB/s of its nominal 4.8 (the model table's figure).
+    d2d = next(m for m in h["result"]["measurements"] if m["name"] == "d2d")
+    if not d2d["gbps"] > 100 or d2d["bytes"] != 2 * 256 * 2**20:
+        fail(f"health d2d {d2d['gbps']} GB/s, {d2d['bytes']} bytes")
+    print(f"health d2d {d2d['gbps']:.0f} GB/s (read+write, 256 MiB)")
     if not h["result"]["link"]["theoretical_gbps_max"] > 0:
         fail(f"health link {h['result']['link']}")
     print(f"health (warm worker) ran in {h['wall_ms']:.0f} ms; cold first {L[2]['wall_ms']:.0f} ms")

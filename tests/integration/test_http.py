@@ -94,6 +94,7 @@ def test_openapi_is_the_committed_file_plus_the_catalog_and_lists_every_route(d)
     assert doc["openapi"].startswith("3.1")
     expected = {
         "/": {"get"}, "/metrics": {"get"}, "/v1/health": {"get"}, "/v1/devices": {"get"},
+        "/v1/devices/node": {"get"},
         "/v1/version": {"get"}, "/v1/benchmarks": {"get"}, "/v1/openapi.json": {"get"},
         "/v1/jobs": {"get", "post"}, "/v1/jobs/{id}": {"get", "delete"},
         "/v1/devices/{id}/pause": {"post"}, "/v1/devices/{id}/resume": {"post"},

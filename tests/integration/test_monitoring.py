@@ -76,11 +76,13 @@ def alert_exprs():
 
 @pytest.fixture
 def measured(umd):
-    """A umd with a copy, a latency and a health job done: every family has its series."""
+    """A umd with a copy, a latency and health jobs done (one over every GPU, so the GPU pairs
+    have a verdict): every family has its series."""
     d = umd(fake_devices=2)
     run(d, {"benchmark": "copy", "device": 0, "params": {"size": "1MiB"}})
     run(d, {"benchmark": "latency", "device": 0})
     run(d, {"benchmark": "health", "device": 1})
+    run(d, {"benchmark": "health"})
     return d
 
 

@@ -239,7 +239,8 @@ def test_canonical_health_also_checks_every_pair_against_its_link(umd):
     assert names == ["ce_uni@0>1", "ce_uni@1>0"]
     v = p["verdict"]
     assert v["verdict"] == "pass" and v["pairs"] == 2, v
-    assert any("of the 450 GB/s its link (NV18) should carry" in c["reason"] for c in v["checks"])
+    assert any("of the 450 GB/s its link (NV18; 18 links x 25 GB/s, the NVIDIA H200's rate) "
+               "should carry" in c["reason"] for c in v["checks"])
     for gpu in j["parts"][:2]:
         assert gpu["verdict"]["verdict"] in ("pass", "warn")
 

@@ -41,6 +41,12 @@ json_t *core_devices_json(void)
         return json_pack("[{s:s, s:i}]", "uuid", "GPU-fake", "index", 0);
 }
 
+json_t *core_node_json(void)
+{
+        core_double.calls++;
+        return json_pack("{s:s}", "uuid", "node");
+}
+
 int core_health(json_t **ret_body)
 {
         core_double.calls++;

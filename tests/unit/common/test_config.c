@@ -156,6 +156,23 @@ static void test_inconsistent_timeouts_are_rejected(void **state)
         config_free(&c);
 }
 
+static void test_memory_fail_fraction_above_warn_is_rejected(void **state)
+{
+        struct umd_config c;
+        const char *bad[] = {"umd", "--health-memory-warn-fraction", "0.5",
+                             "--health-memory-fail-fraction", "0.6"};
+        const char *good[] = {"umd", "--health-memory-warn-fraction",
+                              "0.6", "--health-memory-fail-fraction",
+                              "0.5", "--health-d2d-size",
+                              "1GiB"};
+        assert_int_equal(parse(&c, 5, bad), -EINVAL);
+        config_free(&c);
+        assert_int_equal(parse(&c, 7, good), 0);
+        assert_true(c.health_memory_fail_fraction == 0.5);
+        assert_int_equal(c.health_d2d_size, 1ull << 30);
+        config_free(&c);
+}
+
 static void test_sample_config_parses_back(void **state)
 {
         struct umd_config c;
@@ -251,6 +268,7 @@ int main(void)
             cmocka_unit_test(test_unknown_key_in_file_is_rejected),
             cmocka_unit_test(test_wrong_section_is_rejected),
             cmocka_unit_test(test_inconsistent_timeouts_are_rejected),
+            cmocka_unit_test(test_memory_fail_fraction_above_warn_is_rejected),
             cmocka_unit_test(test_sample_config_parses_back),
             cmocka_unit_test(test_effective_config_of_defaults_is_the_sample),
             cmocka_unit_test(test_effective_config_shows_file_and_flags),

@@ -28,12 +28,49 @@ static int teardown(void **state)
         return 0;
 }
 
+/* A health result with device memory (d2d) at d2d GB/s; d2d < 0: not measured. */
+static json_t *result_d2d(double h2d, double d2h, double pageable, double prefetch, double d2d)
+{
+        json_t *r = json_pack("{s:s, s:[{s:s, s:f}, {s:s, s:f}, {s:s, s:f}, {s:s, s:f}]}",
+                              "benchmark", "health", "measurements", "name", "pinned_h2d", "gbps",
+                              h2d, "name", "pinned_d2h", "gbps", d2h, "name", "pageable_h2d",
+                              "gbps", pageable, "name", "managed_prefetch", "gbps", prefetch);
+        if (d2d >= 0)
+                json_array_append_new(json_object_get(r, "measurements"),
+                                      json_pack("{s:s, s:f}", "name", "d2d", "gbps", d2d));
+        return r;
+}
+
+/* An H200's figures, d2d as the copy engine measured it (4.06 TB/s at 512 MiB). */
 static json_t *result(double h2d, double d2h, double pageable, double prefetch)
 {
-        return json_pack("{s:s, s:[{s:s, s:f}, {s:s, s:f}, {s:s, s:f}, {s:s, s:f}]}", "benchmark",
-                         "health", "measurements", "name", "pinned_h2d", "gbps", h2d, "name",
-                         "pinned_d2h", "gbps", d2h, "name", "pageable_h2d", "gbps", pageable,
-                         "name", "managed_prefetch", "gbps", prefetch);
+        return result_d2d(h2d, d2h, pageable, prefetch, 4060);
+}
+
+/* models.h's expectation of a GPU, written out: the test needs only health.c. */
+static json_t *expect_model(const char *name, int gen, int width, double memory, double nvlink)
+{
+        return json_pack("{s:s, s:{s:s, s:i, s:i, s:f, s:f, s:s, s:s}}", "device_name", name,
+                         "model", "name", name, "pcie_gen", gen, "pcie_width", width, "memory_gbps",
+                         memory, "nvlink_gbps", nvlink, "source", "a vendor datasheet", "from",
+                         "shipped");
+}
+
+static const json_t *check_named(const json_t *v, const char *name)
+{
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(v, "checks"), i, c)
+        {
+                if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+                        return c;
+        }
+        return NULL;
+}
+
+static const char *check_field(const json_t *v, const char *name, const char *field)
+{
+        return json_string_value(json_object_get(check_named(v, name), field));
 }
 
 static json_t *link(int cg, int cw, int mg, int mw)
@@ -50,7 +87,7 @@ static const char *verdict_of(json_t *v)
 static void test_h200_figures_pass(void **state)
 {
         json_t *r = result(55.5, 55.3, 9.3, 48.0), *l = link(5, 16, 5, 16);
-        json_t *v = health_verdict(&cfg, r, l, NULL, 0, NULL);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "pass");
         assert_int_equal(json_array_size(json_object_get(v, "reasons")), 0);
         json_decref(v), json_decref(r), json_decref(l);
@@ -59,7 +96,7 @@ static void test_h200_figures_pass(void **state)
 static void test_link_below_its_maximum_warns(void **state)
 {
         json_t *r = result(27.0, 27.0, 9.3, 25.0), *l = link(4, 16, 5, 16);
-        json_t *v = health_verdict(&cfg, r, l, NULL, 0, NULL);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "warn");
         const char *why = json_string_value(json_array_get(json_object_get(v, "reasons"), 0));
         assert_non_null(strstr(why, "Gen4 x16, below its maximum Gen5 x16"));
@@ -69,7 +106,7 @@ static void test_link_below_its_maximum_warns(void **state)
 static void test_pinned_bandwidth_far_below_link_fails(void **state)
 {
         json_t *r = result(20.0, 55.0, 9.3, 48.0), *l = link(5, 16, 5, 16);
-        json_t *v = health_verdict(&cfg, r, l, NULL, 0, NULL);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "fail");
         json_decref(v), json_decref(r), json_decref(l);
 }
@@ -77,7 +114,7 @@ static void test_pinned_bandwidth_far_below_link_fails(void **state)
 static void test_pinned_bandwidth_somewhat_below_link_warns(void **state)
 {
         json_t *r = result(38.0, 55.0, 9.3, 48.0), *l = link(5, 16, 5, 16);
-        json_t *v = health_verdict(&cfg, r, l, NULL, 0, NULL);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "warn");
         json_decref(v), json_decref(r), json_decref(l);
 }
@@ -91,7 +128,7 @@ static json_t *h200_baseline(void)
 static void test_pinned_drop_below_own_baseline_fails(void **state)
 {
         json_t *r = result(45.0, 55.0, 9.3, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
-        json_t *v = health_verdict(&cfg, r, l, b, 5, NULL);
+        json_t *v = health_verdict(&cfg, r, l, NULL, b, 5, NULL);
         assert_string_equal(verdict_of(v), "fail");
         const char *why = json_string_value(json_array_get(json_object_get(v, "reasons"), 0));
         assert_non_null(strstr(why, "pinned_h2d"));
@@ -102,7 +139,7 @@ static void test_pinned_drop_below_own_baseline_fails(void **state)
 static void test_pageable_drop_below_own_baseline_only_warns(void **state)
 {
         json_t *r = result(55.0, 55.0, 6.0, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
-        json_t *v = health_verdict(&cfg, r, l, b, 5, NULL);
+        json_t *v = health_verdict(&cfg, r, l, NULL, b, 5, NULL);
         assert_string_equal(verdict_of(v), "warn");
         const char *why = json_string_value(json_array_get(json_object_get(v, "reasons"), 0));
         assert_non_null(strstr(why, "pageable_h2d"));
@@ -113,7 +150,7 @@ static void test_pageable_swing_within_host_tolerance_passes(void **state)
 {
         /* -20%: beyond the pinned tolerance (15%), within the host one (30%) */
         json_t *r = result(55.0, 55.0, 7.44, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
-        json_t *v = health_verdict(&cfg, r, l, b, 5, NULL);
+        json_t *v = health_verdict(&cfg, r, l, NULL, b, 5, NULL);
         assert_string_equal(verdict_of(v), "pass");
         json_decref(v), json_decref(r), json_decref(l), json_decref(b);
 }
@@ -122,12 +159,12 @@ static void test_replay_counter_growth_warns(void **state)
 {
         json_t *r = result(55.0, 55.0, 9.3, 48.0), *l = link(5, 16, 5, 16);
         struct health_replays grew = {.now = 12, .before = 2}, same = {.now = 2, .before = 2};
-        json_t *v = health_verdict(&cfg, r, l, NULL, 0, &grew);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, &grew);
         assert_string_equal(verdict_of(v), "warn");
         assert_non_null(strstr(json_string_value(json_array_get(json_object_get(v, "reasons"), 0)),
                                "replay counter grew by 10"));
         json_decref(v);
-        v = health_verdict(&cfg, r, l, NULL, 0, &same);
+        v = health_verdict(&cfg, r, l, NULL, NULL, 0, &same);
         assert_string_equal(verdict_of(v), "pass");
         json_decref(v), json_decref(r), json_decref(l);
 }
@@ -135,7 +172,7 @@ static void test_replay_counter_growth_warns(void **state)
 static void test_baseline_of_too_few_runs_is_not_judged(void **state)
 {
         json_t *r = result(46.0, 55.0, 6.0, 48.0), *l = link(5, 16, 5, 16), *b = h200_baseline();
-        json_t *v = health_verdict(&cfg, r, l, b, cfg.health_baseline_min_runs - 1, NULL);
+        json_t *v = health_verdict(&cfg, r, l, NULL, b, cfg.health_baseline_min_runs - 1, NULL);
         assert_string_equal(verdict_of(v), "pass");
         json_decref(v), json_decref(r), json_decref(l), json_decref(b);
 }
@@ -145,7 +182,7 @@ static void test_small_wobble_around_baseline_passes(void **state)
         json_t *r = result(54.0, 54.5, 9.0, 47.0), *l = link(5, 16, 5, 16);
         json_t *b = json_pack("{s:f, s:f, s:f, s:f}", "pinned_h2d", 55.4, "pinned_d2h", 55.2,
                               "pageable_h2d", 9.3, "managed_prefetch", 48.1);
-        json_t *v = health_verdict(&cfg, r, l, b, 5, NULL);
+        json_t *v = health_verdict(&cfg, r, l, NULL, b, 5, NULL);
         assert_string_equal(verdict_of(v), "pass");
         json_decref(v), json_decref(r), json_decref(l), json_decref(b);
 }
@@ -153,7 +190,7 @@ static void test_small_wobble_around_baseline_passes(void **state)
 static void test_unreadable_link_warns_and_says_so(void **state)
 {
         json_t *r = result(55.0, 55.0, 9.0, 47.0);
-        json_t *v = health_verdict(&cfg, r, NULL, NULL, 0, NULL);
+        json_t *v = health_verdict(&cfg, r, NULL, NULL, NULL, 0, NULL);
         assert_string_equal(verdict_of(v), "warn");
         json_decref(v), json_decref(r);
 }
@@ -217,7 +254,7 @@ static void test_peer_matrices_and_the_slowest_pair(void **state)
 static void test_pairs_on_nvlink_pass(void **state)
 {
         json_t *r = pair_result("nvlink", 18, 393, 393);
-        json_t *v = health_pair_verdict(&cfg, r, NULL, 0);
+        json_t *v = health_pair_verdict(&cfg, r, NULL, NULL, 0);
 
         assert_string_equal(json_string_value(json_object_get(v, "verdict")), "pass");
         assert_int_equal(json_integer_value(json_object_get(v, "pairs")), 2);
@@ -228,7 +265,7 @@ static void test_pairs_on_nvlink_pass(void **state)
 static void test_a_pair_through_the_host_fails(void **state)
 {
         json_t *r = pair_result("host", 0, 24, 24);
-        json_t *v = health_pair_verdict(&cfg, r, NULL, 0);
+        json_t *v = health_pair_verdict(&cfg, r, NULL, NULL, 0);
 
         assert_string_equal(json_string_value(json_object_get(v, "verdict")), "fail");
         assert_non_null(strstr(json_string_value(json_array_get(json_object_get(v, "reasons"), 0)),
@@ -243,7 +280,7 @@ static void test_a_pair_below_its_baseline_or_on_another_link_fails(void **state
         json_t *b =
             json_pack("{s:{s:f, s:f}, s:{s:s, s:s}}", "gbps", "ce_uni@0>1", 393.0, "ce_uni@1>0",
                       393.0, "links", "ce_uni@0>1", "NV18", "ce_uni@1>0", "NV12");
-        json_t *v = health_pair_verdict(&cfg, r, b, 5);
+        json_t *v = health_pair_verdict(&cfg, r, NULL, b, 5);
         const json_t *reasons = json_object_get(v, "reasons");
 
         /* 300 GB/s is 67% of NV18: a warning against the link, a failure against its past. */
@@ -359,6 +396,128 @@ static void test_pair_baseline_without_past_parts_judges_nothing(void **state)
         json_decref(b);
 }
 
+static void test_h200_device_memory_at_its_model_passes(void **state)
+{
+        json_t *r = result(55.5, 55.3, 9.3, 48.0), *l = link(5, 16, 5, 16);
+        json_t *e = expect_model("NVIDIA H200", 5, 16, 4800, 25);
+        json_t *v = health_verdict(&cfg, r, l, e, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "pass");
+        assert_string_equal(check_field(v, "d2d_vs_model", "verdict"), "pass");
+        assert_string_equal(check_field(v, "d2d_vs_model", "expectation"), "model");
+        assert_non_null(strstr(check_field(v, "d2d_vs_model", "reason"), "85% of the 4800 GB/s"));
+        assert_non_null(json_object_get(v, "expectation"));
+        json_decref(v), json_decref(r), json_decref(l), json_decref(e);
+}
+
+static void test_device_memory_below_model_warn_fraction_warns(void **state)
+{
+        json_t *r = result_d2d(55.5, 55.3, 9.3, 48.0, 3000), *l = link(5, 16, 5, 16);
+        json_t *e = expect_model("NVIDIA H200", 5, 16, 4800, 25);
+        json_t *v = health_verdict(&cfg, r, l, e, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "warn");
+        const char *why = json_string_value(json_array_get(json_object_get(v, "reasons"), 0));
+        assert_non_null(strstr(why, "62% of the 4800 GB/s nominal memory bandwidth of the "
+                                    "NVIDIA H200 (warn below 70%, fail below 50%)"));
+        json_decref(v), json_decref(r), json_decref(l), json_decref(e);
+}
+
+static void test_device_memory_far_below_model_fails(void **state)
+{
+        json_t *r = result_d2d(55.5, 55.3, 9.3, 48.0, 2000), *l = link(5, 16, 5, 16);
+        json_t *e = expect_model("NVIDIA H200", 5, 16, 4800, 25);
+        json_t *v = health_verdict(&cfg, r, l, e, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "fail");
+        assert_string_equal(check_field(v, "d2d_vs_model", "verdict"), "fail");
+        json_decref(v), json_decref(r), json_decref(l), json_decref(e);
+}
+
+static void test_memory_fractions_come_from_the_configuration(void **state)
+{
+        json_t *r = result_d2d(55.5, 55.3, 9.3, 48.0, 3000), *l = link(5, 16, 5, 16);
+        json_t *e = expect_model("NVIDIA H200", 5, 16, 4800, 25);
+        cfg.health_memory_warn_fraction = 0.60;
+        json_t *v = health_verdict(&cfg, r, l, e, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "pass");
+        cfg.health_memory_warn_fraction = 0.95;
+        cfg.health_memory_fail_fraction = 0.90;
+        json_t *v2 = health_verdict(&cfg, r, l, e, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v2), "fail");
+        config_free(&cfg);
+        config_init(&cfg);
+        json_decref(v), json_decref(v2), json_decref(r), json_decref(l), json_decref(e);
+}
+
+static void test_device_memory_not_measured_fails(void **state)
+{
+        json_t *r = result_d2d(55.5, 55.3, 9.3, 48.0, -1), *l = link(5, 16, 5, 16);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "fail");
+        assert_string_equal(check_field(v, "d2d", "reason"),
+                            "d2d (device memory) was not measured");
+        json_decref(v), json_decref(r), json_decref(l);
+}
+
+static void test_unknown_model_says_so_and_is_not_judged_by_it(void **state)
+{
+        json_t *r = result_d2d(55.5, 55.3, 9.3, 48.0, 100), *l = link(5, 16, 5, 16);
+        json_t *e = json_pack("{s:s, s:n}", "device_name", "NVIDIA Z999 (fake)", "model");
+        json_t *v = health_verdict(&cfg, r, l, e, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "pass");
+        assert_string_equal(check_field(v, "model", "expectation"), "none");
+        assert_non_null(
+            strstr(check_field(v, "model", "reason"), "unknown GPU model 'NVIDIA Z999 (fake)'"));
+        assert_string_equal(check_field(v, "d2d_vs_model", "expectation"), "none");
+        json_decref(v), json_decref(r), json_decref(l), json_decref(e);
+}
+
+static void test_device_memory_drop_below_own_baseline_fails(void **state)
+{
+        json_t *r = result_d2d(55.5, 55.3, 9.3, 48.0, 3300), *l = link(5, 16, 5, 16);
+        json_t *b = json_pack("{s:f, s:f, s:f, s:f, s:f}", "pinned_h2d", 55.4, "pinned_d2h", 55.2,
+                              "pageable_h2d", 9.3, "managed_prefetch", 48.1, "d2d", 4060.0);
+        json_t *v = health_verdict(&cfg, r, l, NULL, b, 5, NULL);
+        assert_string_equal(verdict_of(v), "fail");
+        assert_string_equal(check_field(v, "d2d_vs_baseline", "verdict"), "fail");
+        assert_string_equal(check_field(v, "d2d_vs_baseline", "expectation"), "baseline");
+        json_decref(v), json_decref(r), json_decref(l), json_decref(b);
+}
+
+static void test_link_below_its_model_warns_naming_the_model(void **state)
+{
+        /* A Gen5 GPU that reads its own maximum as Gen4 x16 (so the link check passes). A link
+         * trained below a maximum that is the model's is the link check's alone. */
+        json_t *r = result(27.0, 27.0, 9.3, 25.0), *l = link(4, 16, 4, 16);
+        json_t *e = expect_model("NVIDIA H100 SXM", 5, 16, 3350, 25);
+        json_t *v = health_verdict(&cfg, r, l, e, NULL, 0, NULL);
+        assert_string_equal(check_field(v, "link", "verdict"), "pass");
+        assert_string_equal(check_field(v, "link_vs_model", "verdict"), "warn");
+        json_t *l2 = link(4, 16, 5, 16), *v2 = health_verdict(&cfg, r, l2, e, NULL, 0, NULL);
+        assert_string_equal(check_field(v2, "link_vs_model", "verdict"), "pass");
+        assert_int_equal(json_array_size(json_object_get(v2, "reasons")), 1);
+        json_decref(v2), json_decref(l2);
+        assert_non_null(strstr(check_field(v, "link_vs_model", "reason"),
+                               "can reach Gen4 x16, below the Gen5 x16 of the NVIDIA H100 SXM"));
+        json_decref(v), json_decref(r), json_decref(l), json_decref(e);
+}
+
+static void test_pairs_use_the_model_rate_a_link_and_say_so(void **state)
+{
+        /* NV18 at 393 GB/s: 87% of an H200's 450, but 44% of a B200's 900 (warn). */
+        json_t *r = pair_result("nvlink", 18, 393, 393);
+        json_t *e = json_pack("[o, o]", expect_model("NVIDIA B200", 5, 16, 8000, 50),
+                              expect_model("NVIDIA B200", 5, 16, 8000, 50));
+        json_t *v = health_pair_verdict(&cfg, r, e, NULL, 0);
+        assert_string_equal(verdict_of(v), "warn");
+        assert_string_equal(check_field(v, "peer 0->1", "expectation"), "model");
+        assert_non_null(strstr(check_field(v, "peer 0->1", "reason"),
+                               "44% of the 900 GB/s its link (NV18; 18 links x 50 GB/s, the "
+                               "NVIDIA B200's rate)"));
+        json_t *v2 = health_pair_verdict(&cfg, r, NULL, NULL, 0);
+        assert_string_equal(verdict_of(v2), "pass");
+        assert_non_null(strstr(check_field(v2, "peer 0->1", "reason"), "by compute capability"));
+        json_decref(v), json_decref(v2), json_decref(r), json_decref(e);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -385,6 +544,15 @@ int main(void)
             cmocka_unit_test(test_baseline_of_too_few_runs_is_not_judged),
             cmocka_unit_test(test_small_wobble_around_baseline_passes),
             cmocka_unit_test(test_unreadable_link_warns_and_says_so),
+            cmocka_unit_test(test_h200_device_memory_at_its_model_passes),
+            cmocka_unit_test(test_device_memory_below_model_warn_fraction_warns),
+            cmocka_unit_test(test_device_memory_far_below_model_fails),
+            cmocka_unit_test(test_memory_fractions_come_from_the_configuration),
+            cmocka_unit_test(test_device_memory_not_measured_fails),
+            cmocka_unit_test(test_unknown_model_says_so_and_is_not_judged_by_it),
+            cmocka_unit_test(test_device_memory_drop_below_own_baseline_fails),
+            cmocka_unit_test(test_link_below_its_model_warns_naming_the_model),
+            cmocka_unit_test(test_pairs_use_the_model_rate_a_link_and_say_so),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
