@@ -623,6 +623,52 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
         return UMDCTL_OK;
 }
 
+/* false (with why) when the cached verdict lh is older than --max-age or has no time. */
+static bool verdict_fresh(const json_t *lh, const struct umdctl_args *a,
+                          const struct timespec *now, char *why, size_t len)
+{
+        if (!a->max_age_ms)
+                return true;
+        double t = rfc3339_seconds(json_string_value(json_object_get(lh, "time")));
+        double age = (double)now->tv_sec + (double)now->tv_nsec / 1e9 - t;
+        if (t >= 0 && age * 1000 <= (double)a->max_age_ms)
+                return true;
+        if (t < 0)
+                snprintf(why, len, "the last verdict has no time");
+        else
+                snprintf(why, len, "the last verdict is %.0f s old (max age %.0f s)", age,
+                         (double)a->max_age_ms / 1000);
+        return false;
+}
+
+/* The GPU pairs' cached verdict (GET /v1/devices/node, on hosts with two GPUs or more) into
+ * the report: none while the pairs were never checked; unknown when too old. */
+static int health_cached_pairs(struct http *h, const struct umdctl_args *a, json_t *list,
+                               const struct timespec *now)
+{
+        json_t *node = NULL;
+        int rc = request_json(h, "GET", "/v1/devices/node", NULL, REQUEST_TIMEOUT_MS, &node);
+        char why[512];
+
+        if (rc)
+                return rc;
+        json_t *lh = json_object_get(node, "last_health");
+        if (!json_is_object(node) ||
+            !json_is_string(json_object_get(node, "uuid")) ||
+            !(json_is_null(lh) || (json_is_object(lh) && answer_is_verdict(lh)))) {
+                json_decref(node);
+                return odd_answer("GET", "/v1/devices/node", "the node worker");
+        }
+        json_t *all = json_string("all");
+        if (json_is_object(lh) && !verdict_fresh(lh, a, now, why, sizeof(why)))
+                report_add(list, all, "node", V_UNKNOWN, json_pack("[s]", why));
+        else if (json_is_object(lh))
+                report_add(list, all, "node", verdict_from(lh), reasons_of(lh));
+        json_decref(all);
+        json_decref(node);
+        return 0;
+}
+
 static int health_cached(struct http *h, const struct umdctl_args *a)
 {
         json_t *doc = NULL, *d, *list = json_array();
@@ -667,23 +713,19 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                                    json_pack("[s]", "no health verdict yet"));
                         continue;
                 }
-                if (a->max_age_ms) {
-                        double t = rfc3339_seconds(json_string_value(json_object_get(lh, "time")));
-                        double age = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - t;
-                        if (t < 0 || age * 1000 > (double)a->max_age_ms) {
-                                if (t < 0)
-                                        snprintf(why, sizeof(why), "the last verdict has no time");
-                                else
-                                        snprintf(why, sizeof(why),
-                                                 "the last verdict is %.0f s old (max age %.0f s)",
-                                                 age, (double)a->max_age_ms / 1000);
-                                report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
-                                continue;
-                        }
+                if (!verdict_fresh(lh, a, &ts, why, sizeof(why))) {
+                        report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
+                        continue;
                 }
                 report_add(list, index, uuid, verdict_from(lh), reasons_of(lh));
         }
+        /* Only with every GPU asked for: the pairs span them all. */
+        rc = json_array_size(doc) >= 2 && !a->devices ? health_cached_pairs(h, a, list, &ts) : 0;
         json_decref(doc);
+        if (rc) {
+                json_decref(list);
+                return rc;
+        }
         rc = report_finish(list, a);
         json_decref(list);
         return rc;

@@ -78,14 +78,21 @@ class Slurm:
         state, _, reason = p.stdout.strip().partition("|")
         return state, reason
 
-    def check_against(self, d):
-        """Point the health-check program at umd d (or a URL) and clear any earlier drain."""
+    def check_against(self, d, resume=True, **env):
+        """Point the health-check program at umd d (or a URL), with env exported to it, and
+        clear any earlier drain unless resume is False."""
         tmp = self.target.with_suffix(".tmp")
-        tmp.write_text(f"UMD_URL={getattr(d, 'base_url', d)}\nexport UMD_URL\n")
+        env = {"UMD_URL": getattr(d, "base_url", d), **env}
+        tmp.write_text("".join(f"{k}='{v}'\nexport {k}\n" for k, v in env.items()))
         tmp.replace(self.target)
         # a run that began against the previous target finishes before the node is resumed
         self.wait_runs(1)
-        self.run("scontrol", "update", f"NodeName={NODE}", "State=RESUME")
+        if resume:
+            self.run("scontrol", "update", f"NodeName={NODE}", "State=RESUME")
+
+    def drain(self, reason):
+        p = self.run("scontrol", "update", f"NodeName={NODE}", "State=DRAIN", f"Reason={reason}")
+        assert p.returncode == 0, p.stderr
 
     def wait_runs(self, n, timeout=30):
         """Wait until the program has run n more times (against the current target)."""
@@ -287,3 +294,63 @@ def test_a_check_accepted_then_hanging_ends_and_does_not_drain(slurm):
         state, reason = slurm.node()
         assert state == "idle", (state, reason, slurm.logs())
     assert "UNKNOWN: no verdict within 3 s" in (slurm.tmp / "hc.log").read_text()
+
+
+# -- resuming what umd drained (--resume-own), and nothing else --
+
+RESUME_OWN = {"UMD_HEALTHCHECK_RESUME_OWN": "1"}
+
+
+def drained_by_umd(slurm, umd):
+    """The node drained by umd's own check (a degraded link), as in production."""
+    bad = umd(fake_devices=2, env={"UMD_FAKE_LINK": "1=4x8"})
+    slurm.check_against(bad)
+    state, reason = wait_state(slurm, "drain")
+    assert reason.startswith("umd: "), reason
+    return bad
+
+
+def test_a_node_umd_drained_is_resumed_once_every_gpu_passes(slurm, umd):
+    drained_by_umd(slurm, umd)
+    slurm.check_against(umd(fake_devices=2), resume=False, **RESUME_OWN)
+    state, reason = wait_state(slurm, "idle")
+    assert "resumed" in (slurm.tmp / "hc.log").read_text()
+
+
+def test_without_resume_own_a_node_umd_drained_stays_drained(slurm, umd):
+    drained_by_umd(slurm, umd)
+    slurm.check_against(umd(fake_devices=2), resume=False)
+    slurm.wait_runs(2)
+    state, reason = slurm.node()
+    assert state.startswith("drain") and reason.startswith("umd: "), (state, reason)
+
+
+def test_a_node_an_administrator_drained_is_never_resumed(slurm, umd):
+    slurm.check_against(umd(fake_devices=2), **RESUME_OWN)
+    slurm.drain("admin: DIMM replacement")
+    slurm.wait_runs(2)
+    state, reason = slurm.node()
+    assert state.startswith("drain") and reason == "admin: DIMM replacement", (state, reason)
+    assert "stays drained: its reason is not umd's" in (slurm.tmp / "hc.log").read_text()
+
+
+def test_a_node_umd_drained_that_still_fails_stays_drained(slurm, umd):
+    bad = drained_by_umd(slurm, umd)
+    slurm.check_against(bad, resume=False, **RESUME_OWN)
+    slurm.wait_runs(2)
+    state, reason = slurm.node()
+    assert state.startswith("drain") and reason.startswith("umd: GPU 1 WARN"), (state, reason)
+
+
+def test_a_failing_gpu_keeps_an_administrators_drain_reason(slurm, umd):
+    bad = umd(fake_devices=2, env={"UMD_FAKE_LINK": "1=4x8"})
+    slurm.check_against(bad, **RESUME_OWN)
+    slurm.drain("admin: firmware update")
+    slurm.wait_runs(2)
+    state, reason = slurm.node()
+    assert state.startswith("drain") and reason == "admin: firmware update", (state, reason)
+    # once the GPU is healthy again the node is still the administrator's to resume
+    slurm.check_against(umd(fake_devices=2), resume=False, **RESUME_OWN)
+    slurm.wait_runs(2)
+    state, reason = slurm.node()
+    assert state.startswith("drain") and reason == "admin: firmware update", (state, reason)

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -292,7 +293,9 @@ def test_healthcheck_slurm_mode_drains_only_on_a_bad_verdict(umd, tmp_path):
     d = umd(fake_devices=2, env={"UMD_FAKE_LINK": "1=4x8"})
     p = hc(d, "--mode", "slurm", SCONTROL=str(scontrol), SLURMD_NODENAME="node7")
     assert p.returncode == 1, p.stdout + p.stderr
-    assert log.read_text() == ("update NodeName=node7 State=DRAIN Reason=umd: GPU 1 WARN: the "
+    # it looks at the node's drain first (an administrator's reason is never overwritten)
+    assert log.read_text() == ("show node node7 -o\n"
+                               "update NodeName=node7 State=DRAIN Reason=umd: GPU 1 WARN: the "
                                "PCIe link runs at Gen4 x8, below its maximum Gen5 x16\n")
     log.unlink()
     ok = umd(fake_devices=1)
@@ -364,3 +367,62 @@ def test_bash_completion_offers_commands_and_each_commands_options():
               "COMP_WORDS=(umdctl ls --status f); COMP_CWORD=3; _umdctl; echo \"${COMPREPLY[*]}\"\n")
     p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=20)
     assert p.stdout.splitlines() == ["health", "--cached", "failed"], p.stdout + p.stderr
+
+
+def drained_scontrol(tmp_path, reason):
+    """An scontrol whose node is drained with reason; it logs what it is asked."""
+    log = tmp_path / "scontrol.log"
+    s = tmp_path / "scontrol"
+    s.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\n'
+                 f'[ "$1" = show ] && echo "NodeName=node7 Arch=x86_64 State=IDLE+DRAIN '
+                 f'Partitions=umd Reason={reason} [root@2026-12-01T10:00:00]"\nexit 0\n')
+    s.chmod(0o755)
+    return s, log
+
+
+def test_the_slurm_wrapper_reads_the_sites_defaults_and_resumes_umds_own_drain(umd, tmp_path):
+    d = umd(fake_devices=1)
+    scontrol, log = drained_scontrol(tmp_path, "umd: GPU 0 FAIL: slow")
+    defaults = tmp_path / "umd-healthcheck.defaults"
+    defaults.write_text(f"UMD_URL={d.base_url}\nUMD_HEALTHCHECK_RESUME_OWN=1\n"
+                        f"SCONTROL={scontrol}\nSLURMD_NODENAME=node7\n")
+    p = subprocess.run(["/bin/sh", str(REPO / "packaging/slurm/healthcheck")],
+                       capture_output=True, text=True, timeout=90,
+                       env=env(UMD_HEALTHCHECK=str(HEALTHCHECK),
+                               UMD_HEALTHCHECK_DEFAULTS=str(defaults)))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "resumed node7" in p.stdout, p.stdout
+    assert log.read_text().splitlines()[-1] == "update NodeName=node7 State=RESUME"
+
+
+def test_resume_own_leaves_a_drain_that_is_not_umds(umd, tmp_path):
+    d = umd(fake_devices=1)
+    scontrol, log = drained_scontrol(tmp_path, "admin: reseat GPU 3")
+    p = hc(d, "--mode", "slurm", "--resume-own", SCONTROL=str(scontrol),
+           SLURMD_NODENAME="node7")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "stays drained: its reason is not umd's (admin: reseat GPU 3)" in p.stdout
+    assert log.read_text() == "show node node7 -o\n"
+
+
+def test_health_cached_reads_the_gpu_pairs_verdict(umd):
+    d = umd(fake_devices=2)
+    p = ctl(d, "health", "--cached")
+    assert "GPU pairs" not in p.stdout, p.stdout  # never checked: no line, not unknown
+    assert ctl(d, "health").returncode == 0
+    p = ctl(d, "health", "--cached")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^GPU pairs \(every GPU\) PASS: ", p.stdout, re.M), p.stdout
+    p = ctl(d, "health", "--cached", "--json")
+    doc = json.loads(p.stdout)
+    assert [x["verdict"] for x in doc["devices"] if x["uuid"] == "node"] == ["pass"]
+
+
+def test_health_cached_pairs_verdict_past_max_age_is_unknown(umd):
+    d = umd(fake_devices=2)
+    assert ctl(d, "health").returncode == 0
+    time.sleep(2.2)
+    p = ctl(d, "health", "--cached", "--max-age", "1s")
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert re.search(r"^GPU pairs \(every GPU\) UNKNOWN: the last verdict is \d+ s old",
+                     p.stdout, re.M), p.stdout

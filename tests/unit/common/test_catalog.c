@@ -251,8 +251,11 @@ static void test_cross_rules(void **state)
 {
         validate_bad("copy_overlap", "{\"size\": \"1MiB\", \"chunk\": \"2MiB\"}", false,
                      "params.chunk", "at most size (1 MiB)");
-        /* a default chunk larger than a small size is clamped, not refused */
+        /* the default chunk is 0, "a sixteenth of size", whatever the size */
         json_t *p = validate_ok("copy_overlap", "{\"size\": \"64KiB\"}", false);
+        assert_int_equal(json_integer_value(json_object_get(p, "chunk")), 0);
+        json_decref(p);
+        p = validate_ok("copy_overlap", "{\"size\": \"1MiB\", \"chunk\": \"64KiB\"}", false);
         assert_int_equal(json_integer_value(json_object_get(p, "chunk")), 64 * 1024);
         json_decref(p);
         validate_bad("zero_copy", "{\"size\": \"64KiB\", \"stride\": \"1MiB\"}", false,
