@@ -9,6 +9,7 @@
  * draining. It never interprets a request itself: that is
  * router.c and handlers.c. */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -38,6 +39,8 @@
 #include "util.h"
 
 #define LISTEN_NAME_MAX 128
+/* How often a ?wait= read asks again when a job changed between its read and its suspend. */
+#define WAIT_ROUNDS_MAX 4
 /* Certificate chains are a few KiB; refuse to read anything absurd. */
 #define TLS_FILE_MAX (1024 * 1024)
 
@@ -532,8 +535,11 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
 
         /* Asked again after a change that came between the handler's read and the suspend:
-         * a few rounds at most, then the answer is what the handler last saw. */
-        for (int round = 0; round < 4; round++) {
+         * a few rounds at most, then the answer is what the handler last saw. The last
+         * round's reply is kept, never cleared: a waiter that keeps seeing changes is
+         * answered with its last read, never with nothing (status 0, which libmicrohttpd
+         * refuses by closing the connection). */
+        for (int round = 0;; round++) {
                 int w;
 
                 api_dispatch(&req, &rep);
@@ -554,11 +560,12 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
                         p.retry_after_s = 1;
                         return queue_problem(c, r, &p);
                 }
-                if (w != -EAGAIN)
-                        break; /* the deadline passed: answer what there is */
+                if (w != -EAGAIN || round == WAIT_ROUNDS_MAX - 1)
+                        break; /* the deadline passed, or it keeps changing: answer this */
                 reply_free(&rep);
                 memset(&rep, 0, sizeof(rep));
         }
+        assert(rep.status > 0);
         return queue_reply(c, r, &rep);
 }
 
