@@ -23,6 +23,8 @@ void jobs_supervisor_callbacks(struct supervisor_callbacks *ret);
 void jobs_attach_supervisor(struct supervisor *s);
 /* Periodic upkeep (retention by age). */
 void jobs_tick(void);
+/* Every store_retry_ms: write again each finished job whose final write failed. */
+void jobs_retry_unsaved(void);
 /* At shutdown, before supervisor_stop: no more dispatches; running parts will be marked
  * interrupted by jobs_shutdown once the workers are gone. */
 void jobs_quiesce(void);

@@ -37,7 +37,7 @@ struct job {
         uint64_t finished_ms;
         bool committed;                    /* its submission is durable: it may run */
         struct store_ticket *final_ticket; /* its final write; pruned from memory once done */
-        bool final_unsaved;                /* that write failed: written again at the next tick */
+        bool final_unsaved; /* that write failed: written again every store_retry_ms */
 };
 
 /* One instance (jobs.c), behind core_lock. */

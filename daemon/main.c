@@ -98,7 +98,7 @@ static int start_supervisor(const struct umd_config *cfg, struct supervisor **re
 static int run(struct umd_daemon *d)
 {
         struct umd_config *cfg = d->cfg;
-        uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0;
+        uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0, last_retry = 0;
         sigset_t mask;
         int r;
 
@@ -177,7 +177,10 @@ static int run(struct umd_daemon *d)
 
         for (;;) {
                 struct pollfd pfd = {.fd = d->signal_fd, .events = POLLIN};
-                int pr = poll(&pfd, 1, TICK_MS / 4);
+                /* Woken often enough for the retry of failed writes (store_retry_ms). */
+                int pr = poll(
+                    &pfd, 1,
+                    (int)(cfg->store_retry_ms < TICK_MS / 4 ? cfg->store_retry_ms : TICK_MS / 4));
                 if (pr < 0 && errno != EINTR) {
                         r = log_error_errno(errno, "poll: %m");
                         break;
@@ -206,6 +209,10 @@ static int run(struct umd_daemon *d)
                 if (now - last_status >= 5000) {
                         notify_status("running");
                         last_status = now;
+                }
+                if (now - last_retry >= cfg->store_retry_ms) {
+                        jobs_retry_unsaved();
+                        last_retry = now;
                 }
                 if (now - last_tick >= 60000) {
                         jobs_tick();

@@ -179,3 +179,77 @@ def test_full_disk_gives_507_and_loses_nothing_stored(umd, tmp_path):
         d2.kill()
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def fill(path):
+    """Write path until the disk is full; returns it (unlink it to give the space back)."""
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    return path
+
+
+def finished_while_the_disk_was_full(umd, mnt, args=()):
+    """A umd on the tmpfs at mnt, whose job finished (and was served as final) while its final
+    write could not be committed. Returns (daemon, job as served, filler file)."""
+    d = umd(fake_devices=1, state_dir=mnt / "state", args=args)
+    jid = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 2000}})["id"]
+    wait_job(d, jid, ("running",))
+    filler = fill(mnt / "filler")
+    # SQLite may still have room in pages it holds: a 507 proves it has none.
+    for _ in range(300):
+        if d.post("/v1/jobs", json=QUICK).status_code == 507:
+            break
+    else:
+        pytest.fail("the disk never filled")
+    served = wait_job(d, jid)
+    assert served["state"] == "succeeded", served
+    # Served as final from memory, but the store does not have it.
+    assert stored_states(mnt / "state")[jid] != "succeeded"
+    return d, served, filler
+
+
+def test_a_job_served_as_finished_while_the_disk_was_full_stays_finished_after_a_stop(umd,
+                                                                                  tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not can_mount_tmpfs(mnt):
+        pytest.skip("needs root and permission to mount a small tmpfs for a full disk")
+    try:
+        d, served, filler = finished_while_the_disk_was_full(umd, mnt)
+        # Space comes back and umd is stopped at once: before any periodic retry.
+        filler.unlink()
+        assert d.stop() == 0
+        d2 = umd(fake_devices=1, state_dir=mnt / "state")
+        again = d2.get("/v1/jobs/" + served["id"]).json()
+        assert again["state"] == "succeeded", again
+        assert again["parts"][0]["result"] == served["parts"][0]["result"]
+        d2.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_final_write_that_failed_is_retried_every_store_retry_ms(umd, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not can_mount_tmpfs(mnt):
+        pytest.skip("needs root and permission to mount a small tmpfs for a full disk")
+    try:
+        d, served, filler = finished_while_the_disk_was_full(umd, mnt,
+                                                             args=["--store-retry-ms", "200"])
+        filler.unlink()
+        # A crash, not a stop: only the periodic retry can have written it.
+        wait_for_stored = time.monotonic() + 10
+        while stored_states(mnt / "state").get(served["id"]) != "succeeded":
+            assert time.monotonic() < wait_for_stored, stored_states(mnt / "state")
+            time.sleep(0.1)
+        d.kill()
+        d2 = umd(fake_devices=1, state_dir=mnt / "state")
+        assert d2.get("/v1/jobs/" + served["id"]).json()["state"] == "succeeded"
+        d2.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
