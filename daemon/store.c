@@ -161,6 +161,7 @@ struct store_ticket {
 struct store {
         char *dir, *db_path;
         int lock_fd;
+        int dir_fd; /* the state directory, flocked: the lock no one can delete */
 
         sqlite3 *wdb;
         sqlite3_stmt *w[W_COUNT];
@@ -273,9 +274,12 @@ static int db_open(const char *path, bool writer, sqlite3 **ret)
         sqlite3 *db = NULL;
         int rc;
 
-        rc = sqlite3_open_v2(
-            path, &db,
-            SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX, NULL);
+        /* NOFOLLOW: umd.db must be umd's own file, never another application's database
+         * adopted through a link (check_not_links says so clearly; this closes the race). */
+        rc = sqlite3_open_v2(path, &db,
+                             SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0) |
+                                 SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+                             NULL);
         if (rc != SQLITE_OK)
                 goto fail;
         sqlite3_extended_result_codes(db, 1);
@@ -1212,12 +1216,47 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
 
 /* ---- opening ---- */
 
+/* The lock that keeps a second umd off the store is on the state directory itself: a file
+ * (umd.lock) can be deleted from under its holder, and a second umd would then lock a new file
+ * of that name and open the same database; a directory holding umd.db cannot be removed.
+ * umd.lock is still taken too (an older umd locks only that, and its pid is in it). */
+static int take_dir_lock(struct store *s)
+{
+        s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->dir_fd < 0)
+                return log_error_errno(errno, "Cannot open state directory %s: %m", s->dir);
+        if (flock(s->dir_fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno == EWOULDBLOCK) {
+                        /* Its pid, if umd.lock is still there to say it. */
+                        char pid[32] = "", path[PATH_MAX];
+                        _cleanup_close_ int fd = -1;
+                        ssize_t got;
+
+                        snprintf(path, sizeof(path), "%s/" LOCK_NAME, s->dir);
+                        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+                        got = fd >= 0 ? pread(fd, pid, sizeof(pid) - 1, 0) : -1;
+                        pid[got > 0 ? got : 0] = '\0';
+                        pid[strcspn(pid, "\n")] = '\0';
+                        return log_error_errno(EBUSY,
+                                               "Another umd (pid %s) already uses state directory "
+                                               "%s (it holds the directory's lock): refusing to "
+                                               "start a second one",
+                                               pid[0] ? pid : "unknown", s->dir);
+                }
+                return log_error_errno(errno, "Cannot lock state directory %s: %m", s->dir);
+        }
+        return 0;
+}
+
 static int take_lock(struct store *s)
 {
         _cleanup_free_ char *path = NULL;
         char pid[32];
-        int n;
+        int n, r;
 
+        r = take_dir_lock(s);
+        if (r < 0)
+                return r;
         if (asprintf(&path, "%s/" LOCK_NAME, s->dir) < 0)
                 return -ENOMEM;
         s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
@@ -1239,6 +1278,36 @@ static int take_lock(struct store *s)
         n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
         if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n)
                 log_warning("Cannot write the pid to %s: %m", path);
+        return 0;
+}
+
+/* umd.db, its WAL and its shared-memory file must be files of their own: through a symbolic
+ * link umd would add its tables to (and switch to WAL) whatever the link points at. Refused,
+ * with what it points at, rather than set aside: the link is someone's deliberate choice. */
+static int check_not_links(const struct store *s)
+{
+        static const char *const suffixes[] = {"", "-wal", "-shm"};
+
+        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
+                char path[PATH_MAX], target[PATH_MAX];
+                struct stat st;
+                ssize_t n;
+
+                snprintf(path, sizeof(path), "%s%s", s->db_path, suffixes[i]);
+                if (lstat(path, &st) < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        return log_error_errno(errno, "Cannot look at %s: %m", path);
+                }
+                if (!S_ISLNK(st.st_mode))
+                        continue;
+                n = readlink(path, target, sizeof(target) - 1);
+                target[n > 0 ? n : 0] = '\0';
+                return log_error_errno(ELOOP,
+                                       "%s is a symbolic link (to %s): refusing to open it; the "
+                                       "job store must be a file of umd's own",
+                                       path, target[0] ? target : "?");
+        }
         return 0;
 }
 
@@ -1447,6 +1516,7 @@ int store_open(const char *state_dir, struct store **ret)
         if (!s)
                 return log_error_errno(ENOMEM, "Cannot allocate the job store");
         s->lock_fd = -1;
+        s->dir_fd = -1;
         pthread_mutex_init(&s->mu, NULL);
         pthread_mutex_init(&s->readers_mu, NULL);
         pthread_mutex_init(&s->cache_mu, NULL);
@@ -1461,6 +1531,9 @@ int store_open(const char *state_dir, struct store **ret)
                 goto fail;
         }
         r = take_lock(s);
+        if (r < 0)
+                goto fail;
+        r = check_not_links(s);
         if (r < 0)
                 goto fail;
         r = writer_open(s);
@@ -1516,6 +1589,8 @@ void store_close(struct store *s)
         writer_close(s);
         if (s->lock_fd >= 0)
                 close(s->lock_fd);
+        if (s->dir_fd >= 0)
+                close(s->dir_fd);
         if (the_store == s)
                 the_store = NULL;
         pthread_cond_destroy(&s->work);

@@ -253,3 +253,34 @@ def test_a_final_write_that_failed_is_retried_every_store_retry_ms(umd, tmp_path
         d2.kill()
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_deleting_umd_lock_does_not_let_a_second_instance_in(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(state_dir=state)
+    job = submit(d, {"benchmark": "copy", "device": 0, "params": {"fake_delay_ms": 1500}})
+    (state / "umd.lock").unlink()
+    d2 = umd(state_dir=state, wait=False)
+    rc = d2.process.wait(30)
+    assert rc != 0
+    assert "refusing to start a second one" in d2.log()
+    # The first one's running job was not marked interrupted by the second.
+    assert wait_job(d, job["id"])["state"] == "succeeded"
+
+
+def test_a_umd_db_that_is_a_symlink_is_refused(umd, tmp_path):
+    other = tmp_path / "other-app.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE mine (x)")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "umd.db").symlink_to(other)
+    d = umd(state_dir=state, wait=False)
+    assert d.process.wait(30) != 0
+    assert "is a symbolic link" in d.log() and str(other) in d.log(), d.log()
+    # The other application's database is as it was: no tables added, not switched to WAL.
+    assert other.read_bytes() == before
+    assert (state / "umd.db").is_symlink()
