@@ -32,6 +32,8 @@ void jobs_shutdown(void);
 
 /* Counts for STATUS= and /v1/health (metrics gets them pushed: jobs_publish_locked). */
 void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total);
+/* What is wrong with the job store's file (store_damage), or NULL. */
+const char *jobs_store_damage(void);
 
 struct gpu_state;
 /* What the last look at device dev's GPU found (coexist.c): other processes hold its queue

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -161,7 +162,8 @@ struct store_ticket {
 struct store {
         char *dir, *db_path;
         int lock_fd;
-        int dir_fd; /* the state directory, flocked: the lock no one can delete */
+        int dir_fd;       /* the state directory, flocked: the lock no one can delete */
+        char damage[256]; /* what PRAGMA quick_check found at open; "" when nothing; set once */
 
         sqlite3 *wdb;
         sqlite3_stmt *w[W_COUNT];
@@ -1390,6 +1392,48 @@ static int writer_open(struct store *s)
         return 0;
 }
 
+/* The whole file's structure, once at open (PRAGMA quick_check: every page, without the
+ * index-against-table cross-check of integrity_check, so seconds even for a large store).
+ * writer_open read only what start-up needs (the open jobs, by their index); a damaged page
+ * among finished jobs would otherwise show only as lists answering 500 while /v1/health says
+ * 200. umd starts anyway, degraded (store_damage): refusing would keep the GPUs from being
+ * checked and the queued jobs from running, and setting the file aside would throw away the
+ * history that is still readable. */
+static void quick_check(struct store *s)
+{
+        sqlite3_stmt *st = NULL;
+        uint64_t t0 = now_monotonic_ms();
+        const char *what = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->wdb, "PRAGMA quick_check(1)", -1, &st, NULL);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                what = (const char *)sqlite3_column_text(st, 0);
+                if (what && strcmp(what, "ok") == 0)
+                        what = NULL;
+                else if (!what)
+                        what = "quick_check gave no answer";
+        } else
+                what = sqlite3_errmsg(s->wdb);
+        if (what) {
+                snprintf(s->damage, sizeof(s->damage), "%s", what);
+                log_error("store: %s is damaged (PRAGMA quick_check: %s): some finished jobs "
+                          "cannot be read; umd runs degraded and /v1/health answers 503 until "
+                          "the file is repaired or set aside",
+                          s->db_path, s->damage);
+        } else
+                log_debug("store: quick_check of %s passed in %" PRIu64 " ms", s->db_path,
+                          now_monotonic_ms() - t0);
+        sqlite3_finalize(st);
+}
+
+const char *store_damage(const struct store *s)
+{
+        return s && s->damage[0] ? s->damage : NULL;
+}
+
 struct import {
         struct store *s;
         size_t n, in_tx, dup;
@@ -1547,6 +1591,7 @@ int store_open(const char *state_dir, struct store **ret)
         }
         if (r < 0)
                 goto fail;
+        quick_check(s);
         r = import_files(s);
         if (r < 0)
                 goto fail;

@@ -99,6 +99,9 @@ void store_retention(struct store *s, unsigned max_jobs, unsigned retention_days
                      uint64_t max_bytes);
 /* Jobs stored (committed). */
 size_t store_count(struct store *s);
+/* What PRAGMA quick_check found wrong with the file when it was opened, or NULL: the store
+ * then runs, but some finished jobs cannot be read. Never changes after store_open. */
+const char *store_damage(const struct store *s);
 
 /* `umd --export DIR`: write every job in STATE_DIR/umd.db to DIR/<id>.json (internal form, the
  * old store's format). Reads a live database safely. 0 or -errno, logged. */

@@ -284,3 +284,52 @@ def test_a_umd_db_that_is_a_symlink_is_refused(umd, tmp_path):
     # The other application's database is as it was: no tables added, not switched to WAL.
     assert other.read_bytes() == before
     assert (state / "umd.db").is_symlink()
+
+
+def damage_a_finished_jobs_page(state_dir):
+    """Overwrite the b-tree header of one leaf page of the jobs table, in the middle (finished
+    jobs only; the open jobs' index and the newest page are left whole)."""
+    db = state_dir / "umd.db"
+    con = sqlite3.connect(db)
+    try:
+        page_size = con.execute("PRAGMA page_size").fetchone()[0]
+        leaves = [p for (p,) in con.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'jobs' AND pagetype = 'leaf' "
+            "ORDER BY pageno")]
+    finally:
+        con.close()
+    assert len(leaves) >= 3, leaves
+    page = leaves[len(leaves) // 2]
+    with open(db, "r+b") as f:
+        f.seek((page - 1) * page_size)
+        f.write(b"\x0d\xff\xff\xff\xff\xff\xff\xff")  # a leaf whose cell count and offsets lie
+
+
+def test_a_damaged_page_among_finished_jobs_makes_health_say_so(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    for _ in range(40):
+        wait_job(d, submit(d, {"benchmark": "copy", "params": {"size": "4KiB"},
+                               "labels": {"pad": "x" * 200}})["id"])
+    assert d.stop() == 0
+    damage_a_finished_jobs_page(state)
+    d2 = umd(fake_devices=1, state_dir=state)
+    r = d2.get("/v1/health")
+    assert r.status_code == 503, r.text
+    body = r.json()
+    assert body["status"] == "degraded"
+    assert "job store is damaged" in body["reason"]
+    assert any("job store is damaged" in p for p in body["problems"])
+    assert "quick_check" in d2.log()
+    # Degraded, not down: a new job still runs.
+    assert wait_job(d2, submit(d2, QUICK)["id"])["state"] == "succeeded"
+
+
+def test_a_whole_store_passes_the_quick_check(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    wait_job(d, submit(d, QUICK)["id"])
+    assert d.stop() == 0
+    d2 = umd(fake_devices=1, state_dir=state)
+    assert d2.get("/v1/health").json()["status"] == "ok"
+    assert "damaged" not in d2.log()
