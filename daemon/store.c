@@ -5,6 +5,7 @@
  * on the state directory, the import of the old jobs/ files and background retention. */
 #include "store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -17,6 +18,7 @@
 #include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -185,6 +187,13 @@ struct store {
         pthread_t ckpt_thread;
         bool ckpt_started, ckpt_pending;
         pthread_cond_t ckpt;
+        /* The WAL's bound (store_set_wal_max): past it, the writer truncates the WAL after
+         * the batch (wal_truncate asks for that); wal_dirty says a write came, which the
+         * checkpointer truncates once the writer is idle; and
+         * wal_limit_set tells the writer to apply journal_size_limit on its connection. */
+        uint64_t wal_max_bytes;
+        int page_size;
+        bool wal_truncate, wal_dirty, wal_limit_set;
 
         pthread_mutex_t readers_mu;
         struct reader *readers;
@@ -611,34 +620,79 @@ static bool retention_step(struct store *s)
         return true;
 }
 
+/* After each commit, on the writer's thread: pages is the WAL's length in pages. */
 static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
 {
         struct store *s = userdata;
 
-        if (pages >= CHECKPOINT_PAGES) {
-                pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->mu);
+        s->wal_dirty = true;
+        if ((uint64_t)pages * (uint64_t)s->page_size > s->wal_max_bytes)
+                s->wal_truncate = true; /* the writer does it, after this batch */
+        else if (pages >= CHECKPOINT_PAGES)
                 s->ckpt_pending = true;
-                pthread_cond_signal(&s->ckpt);
-                pthread_mutex_unlock(&s->mu);
-        }
+        /* Always: the checkpointer times the writer's idleness from the last commit. */
+        pthread_cond_signal(&s->ckpt);
+        pthread_mutex_unlock(&s->mu);
         return SQLITE_OK;
 }
+
+/* Passive checkpoints never wait for anyone, but they only copy pages back into umd.db: the
+ * WAL file itself stays at its peak (hundreds of MiB after a heavy hour) until umd stops.
+ * So any WAL, once the writer has been idle for WAL_IDLE_TRUNCATE_MS, gets a TRUNCATE
+ * checkpoint here, which waits (busy_timeout) for readers to leave the WAL's pages and then
+ * cuts the file to nothing. A WAL past wal_max_bytes under load is cut by the writer itself
+ * (wal_truncate_now): from this thread the checkpoint would have to win the write lock from a
+ * writer that takes it back between every batch, and under steady submits it never did. */
+#define WAL_IDLE_TRUNCATE_MS 1000
 
 static void *checkpoint_main(void *userdata)
 {
         struct store *s = userdata;
+        bool armed = false; /* a write came since the WAL was last truncated */
+        struct timespec idle_at = {0};
 
         pthread_mutex_lock(&s->mu);
         for (;;) {
-                while (!s->ckpt_pending && !s->stopping)
-                        pthread_cond_wait(&s->ckpt, &s->mu);
+                bool idle = false;
+
+                while (!s->ckpt_pending && !s->stopping) {
+                        if (s->wal_dirty) {
+                                /* A write came: truncate once none has come for a while. */
+                                s->wal_dirty = false;
+                                armed = true;
+                                clock_gettime(CLOCK_MONOTONIC, &idle_at);
+                                idle_at.tv_sec += WAL_IDLE_TRUNCATE_MS / 1000;
+                                idle_at.tv_nsec += (long)(WAL_IDLE_TRUNCATE_MS % 1000) * 1000000;
+                                if (idle_at.tv_nsec >= 1000000000) {
+                                        idle_at.tv_sec++;
+                                        idle_at.tv_nsec -= 1000000000;
+                                }
+                        }
+                        if (!armed) {
+                                pthread_cond_wait(&s->ckpt, &s->mu);
+                                continue;
+                        }
+                        if (pthread_cond_timedwait(&s->ckpt, &s->mu, &idle_at) == ETIMEDOUT &&
+                            !s->wal_dirty && !s->ckpt_pending) {
+                                idle = true;
+                                break;
+                        }
+                }
                 if (s->stopping)
                         break;
+                bool truncate = idle;
                 s->ckpt_pending = false;
+                if (truncate)
+                        armed = false;
                 pthread_mutex_unlock(&s->mu);
-                int rc =
-                    sqlite3_wal_checkpoint_v2(s->cdb, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-                if (rc != SQLITE_OK)
+                int rc = sqlite3_wal_checkpoint_v2(
+                    s->cdb, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
+                    NULL, NULL);
+                if (rc == SQLITE_BUSY && truncate)
+                        /* A reader held on past busy_timeout: the next commit asks again. */
+                        log_debug("SQLite: truncating the WAL of %s: busy", s->db_path);
+                else if (rc != SQLITE_OK)
                         log_warning("SQLite: checkpoint of %s: %s", s->db_path,
                                     sqlite3_errmsg(s->cdb));
                 pthread_mutex_lock(&s->mu);
@@ -647,14 +701,56 @@ static void *checkpoint_main(void *userdata)
         return NULL;
 }
 
+void store_set_wal_max(struct store *s, uint64_t bytes)
+{
+        assert(s);
+        assert(bytes > 0);
+        pthread_mutex_lock(&s->mu);
+        s->wal_max_bytes = bytes;
+        s->wal_limit_set = true;
+        /* Wake the writer: it applies journal_size_limit on its own connection. */
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->mu);
+}
+
+/* On the writer's thread, between batches: the one writer needs no lock from anyone, so the
+ * checkpoint waits only for readers still on older WAL pages (each a short query). Writes
+ * queue meanwhile and go out as the next group commit. */
+static void wal_truncate_now(struct store *s)
+{
+        int rc = sqlite3_wal_checkpoint_v2(s->wdb, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+
+        if (rc == SQLITE_BUSY)
+                log_debug("SQLite: truncating the WAL of %s: busy; tried again after the next "
+                          "commit",
+                          s->db_path);
+        else if (rc != SQLITE_OK)
+                log_warning("SQLite: truncating the WAL of %s: %s", s->db_path,
+                            sqlite3_errmsg(s->wdb));
+}
+
 static void *writer_main(void *userdata)
 {
         struct store *s = userdata;
 
         pthread_mutex_lock(&s->mu);
         for (;;) {
-                while (!s->head && !s->stopping && !s->retention_pending)
+                while (!s->head && !s->stopping && !s->retention_pending && !s->wal_limit_set)
                         pthread_cond_wait(&s->work, &s->mu);
+                if (s->wal_limit_set) {
+                        char sql[64];
+
+                        /* What a WAL reset (the first write after a whole checkpoint) leaves
+                         * of the file: at most the bound. */
+                        snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit=%" PRIu64,
+                                 s->wal_max_bytes);
+                        s->wal_limit_set = false;
+                        pthread_mutex_unlock(&s->mu);
+                        if (sqlite3_exec(s->wdb, sql, NULL, NULL, NULL) != SQLITE_OK)
+                                log_warning("SQLite: %s: %s", sql, sqlite3_errmsg(s->wdb));
+                        pthread_mutex_lock(&s->mu);
+                        continue;
+                }
                 if (s->head) {
                         struct store_ticket *batch = s->head, *next;
                         uint64_t n = 0;
@@ -680,6 +776,12 @@ static void *writer_main(void *userdata)
                         }
                         s->committed += n;
                         pthread_cond_broadcast(&s->done);
+                        if (s->wal_truncate) {
+                                s->wal_truncate = false;
+                                pthread_mutex_unlock(&s->mu);
+                                wal_truncate_now(s);
+                                pthread_mutex_lock(&s->mu);
+                        }
                         continue;
                 }
                 if (s->stopping)
@@ -1536,6 +1638,16 @@ static int start_writer(struct store *s)
         if (r < 0)
                 return r;
         sqlite3_exec(s->cdb, "PRAGMA query_only=0", NULL, NULL, NULL);
+        {
+                sqlite3_stmt *st = NULL;
+
+                if (sqlite3_prepare_v2(s->cdb, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK &&
+                    sqlite3_step(st) == SQLITE_ROW)
+                        s->page_size = sqlite3_column_int(st, 0);
+                sqlite3_finalize(st);
+                if (s->page_size <= 0)
+                        s->page_size = 4096;
+        }
         r = pthread_create(&s->ckpt_thread, NULL, checkpoint_main, s);
         if (r != 0)
                 return log_error_errno(r, "Cannot start the store's checkpoint thread: %m");
@@ -1566,8 +1678,18 @@ int store_open(const char *state_dir, struct store **ret)
         pthread_mutex_init(&s->cache_mu, NULL);
         pthread_cond_init(&s->work, NULL);
         pthread_cond_init(&s->done, NULL);
-        pthread_cond_init(&s->ckpt, NULL);
+        {
+                /* The checkpointer's idle wait is timed on CLOCK_MONOTONIC. */
+                pthread_condattr_t ca;
+
+                pthread_condattr_init(&ca);
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+                pthread_cond_init(&s->ckpt, &ca);
+                pthread_condattr_destroy(&ca);
+        }
         s->max_jobs = UINT_MAX;
+        s->wal_max_bytes = UINT64_MAX; /* unbounded until store_set_wal_max */
+        s->page_size = 4096;
         s->dir = strdup(state_dir);
         if (!s->dir || asprintf(&s->db_path, "%s/" DB_NAME, state_dir) < 0) {
                 s->db_path = NULL;
