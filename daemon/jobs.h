@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lock.h"
 
@@ -39,7 +40,12 @@ struct gpu_state;
 /* What the last look at device dev's GPU found (coexist.c): other processes hold its queue
  * (busy_policy), mark a running part contended, and an EXCLUSIVE_PROCESS GPU gets no context
  * kept between parts. Takes core_lock. */
-void jobs_gpu_observed(size_t dev, const struct gpu_state *st);
+void jobs_gpu_observed(size_t dev, const struct gpu_state *st, uint64_t looked_ms);
+/* The looker (coexist.c) offers poke: a call asks it for a look at every GPU now, without
+ * waiting for it. With one, a part starts only on a look at most LOOK_FRESH_MS old and finishes
+ * only after a look that began once its worker was done; NULL (at stop, and in unit tests)
+ * goes back to the last periodic look, and finishes any part still held. */
+void jobs_attach_looks(void (*poke)(void));
 /* With core_lock held: start the next part of dev if it may run now (after a resume). */
 void jobs_dispatch_locked(size_t dev);
 /* With core_lock held, after dev was paused: cancel its running part, let its worker go. */
