@@ -155,9 +155,6 @@ static void part_mark_running(struct job *j, size_t i)
         job_persist(j);
 }
 
-/* Starts the node's head once every GPU is free: no part running, its worker idle or cold
- * (a GPU's own worker may stay warm beside the node worker), no other process on it unless
- * the job says to run anyway. A faulted GPU fails the part: it would never run. */
 /* A look that began at or after `since` (0: none asked for) is a look right before a start. */
 static bool looked_since(const struct device *d, uint64_t since)
 {
@@ -173,6 +170,10 @@ static void want_look(uint64_t *wanted)
         js.poke();
 }
 
+/* Starts the node's head once every GPU is free: no part running, its worker idle or cold
+ * (a GPU's own worker may stay warm beside the node worker), no other process on it unless
+ * the job says to run anyway. A faulted GPU fails the part: it would never run. fresh: every GPU
+ * was looked at since the head was ready. */
 static void node_try(bool fresh)
 {
         const struct queue_entry *e;
