@@ -645,6 +645,9 @@ static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
  * (wal_truncate_now): from this thread the checkpoint would have to win the write lock from a
  * writer that takes it back between every batch, and under steady submits it never did. */
 #define WAL_IDLE_TRUNCATE_MS 1000
+/* How long a truncation waits for readers to leave older WAL pages. It holds the write lock
+ * meanwhile, so the writer's commits wait too: short, and tried again if it is not enough. */
+#define WAL_TRUNCATE_WAIT_MS 250
 
 static void *checkpoint_main(void *userdata)
 {
@@ -689,13 +692,14 @@ static void *checkpoint_main(void *userdata)
                 int rc = sqlite3_wal_checkpoint_v2(
                     s->cdb, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
                     NULL, NULL);
-                if (rc == SQLITE_BUSY && truncate)
-                        /* A reader held on past busy_timeout: the next commit asks again. */
+                pthread_mutex_lock(&s->mu);
+                if (rc == SQLITE_BUSY && truncate) {
+                        /* A reader held on past WAL_TRUNCATE_WAIT_MS: another idle second. */
                         log_debug("SQLite: truncating the WAL of %s: busy", s->db_path);
-                else if (rc != SQLITE_OK)
+                        s->wal_dirty = true;
+                } else if (rc != SQLITE_OK)
                         log_warning("SQLite: checkpoint of %s: %s", s->db_path,
                                     sqlite3_errmsg(s->cdb));
-                pthread_mutex_lock(&s->mu);
         }
         pthread_mutex_unlock(&s->mu);
         return NULL;
@@ -718,7 +722,12 @@ void store_set_wal_max(struct store *s, uint64_t bytes)
  * queue meanwhile and go out as the next group commit. */
 static void wal_truncate_now(struct store *s)
 {
-        int rc = sqlite3_wal_checkpoint_v2(s->wdb, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        int rc;
+
+        /* Commits wait while it runs: wait for readers a little, not busy_timeout's seconds. */
+        sqlite3_busy_timeout(s->wdb, WAL_TRUNCATE_WAIT_MS);
+        rc = sqlite3_wal_checkpoint_v2(s->wdb, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        sqlite3_busy_timeout(s->wdb, BUSY_TIMEOUT_MS);
 
         if (rc == SQLITE_BUSY)
                 log_debug("SQLite: truncating the WAL of %s: busy; tried again after the next "
@@ -1638,6 +1647,8 @@ static int start_writer(struct store *s)
         if (r < 0)
                 return r;
         sqlite3_exec(s->cdb, "PRAGMA query_only=0", NULL, NULL, NULL);
+        /* The checkpointer's passive checkpoints never wait; its truncations wait briefly. */
+        sqlite3_busy_timeout(s->cdb, WAL_TRUNCATE_WAIT_MS);
         {
                 sqlite3_stmt *st = NULL;
 
