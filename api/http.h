@@ -107,6 +107,26 @@ const char *router_pattern_for(const char *path);
 int request_check_content_type(const char *content_type, struct problem *p);
 int request_check_content_length(const char *content_length, uint64_t max_body, struct problem *p);
 int request_check_idempotency_key(const char *key, struct problem *p);
+/* The message framing a request's header fields give (RFC 9112 section 6), gathered one field
+ * at a time with request_framing_add and judged once with request_framing_check: 400 for a
+ * Content-Length beside a Transfer-Encoding, two Content-Lengths that differ, a
+ * Transfer-Encoding other than one "chunked" (what libmicrohttpd reads as chunked), or a field
+ * name with white space in it. Such a request's end cannot be known the way every party on
+ * the path reads it, so the connection must be closed after the answer. */
+struct request_framing {
+        unsigned n_content_length;
+        unsigned n_transfer_encoding;
+        bool content_length_differs;
+        bool transfer_encoding_odd;
+        bool name_has_space;
+        char content_length[32]; /* the first value, to compare the others with */
+};
+void request_framing_add(struct request_framing *f, const char *key, const char *value);
+int request_framing_check(const struct request_framing *f, struct problem *p);
+/* The path of a request target: an origin-form target ("/v1/jobs") as it is, an absolute-form
+ * one ("http://host:8470/v1/jobs", RFC 9112 section 3.2.2) from the first slash after its
+ * authority, or "/" when it has none. The result points into target or is a literal. */
+const char *request_target_path(const char *target);
 int job_filter_set(struct job_filter *f, const char *key, const char *value, struct problem *p);
 /* 0 when every argument is one the route method takes, once; else 400 naming the first that
  * is not. */

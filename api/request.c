@@ -1,7 +1,9 @@
 /* Checks on what a client sends, made before a handler runs: the body's media type and
  * declared length (so an oversized or mistyped body is refused before it is read), the
- * Idempotency-Key header, the query arguments each route takes (and ?wait='s duration), and the
+ * message's framing (Content-Length against Transfer-Encoding), the request target's path,
+ * the Idempotency-Key header, the query arguments each route takes (and ?wait='s duration), and the
  * JSON body itself. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
@@ -47,6 +49,82 @@ int request_check_content_length(const char *content_length, uint64_t max_body, 
                                    " bytes (max_body_bytes)",
                                    n, max_body);
         return 0;
+}
+
+static bool is_ows(char c)
+{
+        return c == ' ' || c == '\t';
+}
+
+void request_framing_add(struct request_framing *f, const char *key, const char *value)
+{
+        assert(f);
+        assert(key);
+        if (!value)
+                value = "";
+        if (strpbrk(key, " \t"))
+                f->name_has_space = true;
+        if (strcasecmp(key, "Content-Length") == 0) {
+                /* Compared as sent, less surrounding white space: "5" and "05" differ too, as
+                 * they may to another parser on the path. */
+                size_t n;
+
+                while (is_ows(*value))
+                        value++;
+                n = strlen(value);
+                while (n > 0 && is_ows(value[n - 1]))
+                        n--;
+                if (f->n_content_length++ == 0) {
+                        if (n >= sizeof(f->content_length))
+                                n = sizeof(f->content_length) - 1;
+                        memcpy(f->content_length, value, n);
+                        f->content_length[n] = '\0';
+                } else if (strlen(f->content_length) != n ||
+                           strncmp(f->content_length, value, n) != 0)
+                        f->content_length_differs = true;
+        } else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+                /* libmicrohttpd reads a body as chunked only for exactly "chunked" (any case);
+                 * anything else it would read to the end of the connection. */
+                f->n_transfer_encoding++;
+                if (strcasecmp(value, "chunked") != 0)
+                        f->transfer_encoding_odd = true;
+        }
+}
+
+int request_framing_check(const struct request_framing *f, struct problem *p)
+{
+        assert(f);
+        if (f->name_has_space)
+                return problem_set(p, 400, NULL,
+                                   "a header field name has white space in it (RFC 9112 "
+                                   "section 5.1)");
+        if (f->n_transfer_encoding > 0 && f->n_content_length > 0)
+                return problem_set(p, 400, "Transfer-Encoding",
+                                   "Content-Length and Transfer-Encoding together: the body's "
+                                   "end is ambiguous (RFC 9112 section 6.1)");
+        if (f->n_transfer_encoding > 1 || f->transfer_encoding_odd)
+                return problem_set(p, 400, "Transfer-Encoding",
+                                   "Transfer-Encoding must be exactly 'chunked', once");
+        if (f->content_length_differs)
+                return problem_set(p, 400, "Content-Length",
+                                   "Content-Length given more than once with different values "
+                                   "(RFC 9112 section 6.3)");
+        return 0;
+}
+
+const char *request_target_path(const char *target)
+{
+        const char *s;
+
+        assert(target);
+        if (strncasecmp(target, "http://", 7) == 0)
+                s = target + 7;
+        else if (strncasecmp(target, "https://", 8) == 0)
+                s = target + 8;
+        else
+                return target;
+        s = strchr(s, '/');
+        return s ? s : "/";
 }
 
 int request_check_idempotency_key(const char *key, struct problem *p)

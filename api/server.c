@@ -9,6 +9,7 @@
  * draining. It never interprets a request itself: that is
  * router.c and handlers.c. */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -38,6 +39,8 @@
 #include "util.h"
 
 #define LISTEN_NAME_MAX 128
+/* How often a ?wait= read asks again when a job changed between its read and its suspend. */
+#define WAIT_ROUNDS_MAX 4
 /* Certificate chains are a few KiB; refuse to read anything absurd. */
 #define TLS_FILE_MAX (1024 * 1024)
 
@@ -96,6 +99,7 @@ struct request_ctx {
         uint64_t discarded; /* bytes dropped after the body passed the cap */
         bool too_large;
         bool replied;
+        bool close; /* answer with Connection: close (the framing could not be trusted) */
         int status;
         const char *client; /* a token's name, owned by srv->tokens */
         bool admin;
@@ -161,7 +165,9 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
                                                             r->www_authenticate) == MHD_NO) ||
             (rep->etag[0] &&
              MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, rep->etag) == MHD_NO) ||
-            (rep->link && MHD_add_response_header(resp, "Link", rep->link) == MHD_NO)) {
+            (rep->link && MHD_add_response_header(resp, "Link", rep->link) == MHD_NO) ||
+            (r->close &&
+             MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_NO)) {
                 reply_free(rep);
                 MHD_destroy_response(resp);
                 return MHD_NO;
@@ -289,12 +295,29 @@ static int request_authorize(struct MHD_Connection *c, struct request_ctx *r,
         return 0;
 }
 
+static enum MHD_Result add_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+        request_framing_add(cls, key, value);
+        return MHD_YES;
+}
+
 static enum MHD_Result on_headers(struct MHD_Connection *c, struct request_ctx *r, const char *url)
 {
         const struct route *route = router_match(url, NULL, NULL);
         const struct route_method *m = route ? route_method_find(route, r->method) : NULL;
+        struct request_framing f = {0};
         struct problem p = {0};
 
+        /* First, before anything is read past the headers: with framing that two parsers may
+         * read two ways, the bytes after this request's headers could be answered as a second
+         * request (smuggled past whatever stands in front of umd). Answer 400 and close, so
+         * nothing after the headers is ever read as a request. */
+        MHD_get_connection_values(c, MHD_HEADER_KIND, add_framing, &f);
+        if (request_framing_check(&f, &p) < 0) {
+                r->close = true;
+                return queue_problem(c, r, &p);
+        }
         if (!m) {
                 /* 404 or 405 before any body is read: let the router say which. */
                 struct api_request req = {.method = r->method, .path = url};
@@ -532,8 +555,11 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
 
         /* Asked again after a change that came between the handler's read and the suspend:
-         * a few rounds at most, then the answer is what the handler last saw. */
-        for (int round = 0; round < 4; round++) {
+         * a few rounds at most, then the answer is what the handler last saw. The last
+         * round's reply is kept, never cleared: a waiter that keeps seeing changes is
+         * answered with its last read, never with nothing (status 0, which libmicrohttpd
+         * refuses by closing the connection). */
+        for (int round = 0;; round++) {
                 int w;
 
                 api_dispatch(&req, &rep);
@@ -554,11 +580,12 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
                         p.retry_after_s = 1;
                         return queue_problem(c, r, &p);
                 }
-                if (w != -EAGAIN)
-                        break; /* the deadline passed: answer what there is */
+                if (w != -EAGAIN || round == WAIT_ROUNDS_MAX - 1)
+                        break; /* the deadline passed, or it keeps changing: answer this */
                 reply_free(&rep);
                 memset(&rep, 0, sizeof(rep));
         }
+        assert(rep.status > 0);
         return queue_reply(c, r, &rep);
 }
 
@@ -569,6 +596,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         struct api_server *s = cls;
         struct request_ctx *r = *con_cls;
 
+        /* An absolute-form target is served as its path (RFC 9112 section 3.2.2: a server
+         * must accept it); umd has one host, so the authority in it changes nothing. */
+        url = request_target_path(url);
         if (!r) {
                 r = calloc(1, sizeof(*r));
                 if (!r)

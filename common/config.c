@@ -85,6 +85,12 @@ static const struct key keys[] = {
         {"max_store_bytes", K_SIZE, F(max_store_bytes), "4GiB", 0, 1024 * GiB,
          "Finished jobs are deleted, oldest first, while the stored documents take more than "
          "this (0: no limit)."},
+        {"store_retry_ms", K_UINT, F(store_retry_ms), "1000", 10, 600000,
+         "A finished job whose write failed (a full disk) is written again this often until it "
+         "commits, and at shutdown for up to shutdown_timeout_s."},
+        {"wal_max_bytes", K_SIZE, F(wal_max_bytes), "64MiB", 64 * 1024, 64 * GiB,
+         "The database's write-ahead log is cut back to nothing when a commit leaves it larger "
+         "than this, and whenever the writer has been idle for a second."},
         {"job_cache_bytes", K_SIZE, F(job_cache_bytes), "16MiB", 0, 4 * GiB,
          "Finished jobs' documents kept in memory for GET /v1/jobs/{id} (they never change; "
          "0: read each from the database)."},

@@ -35,6 +35,8 @@ struct umd_config {
         unsigned retention_days;  /* finished jobs older than this are removed; 0 = never */
         uint64_t max_store_bytes; /* finished jobs removed while the store is larger; 0 = never */
         uint64_t max_result_bytes;
+        unsigned store_retry_ms; /* a failed final write is retried this often */
+        uint64_t wal_max_bytes;  /* the WAL is truncated once a commit leaves it larger */
 
         /* queue and jobs */
         unsigned queue_capacity;            /* queued parts, all devices */

@@ -1,5 +1,7 @@
 /* The look at the GPUs (see coexist.h). Owns one thread; never holds core_lock while asking the
- * driver, because NVML may take long on a GPU in trouble and the API must stay up. */
+ * driver, because NVML may take long on a GPU in trouble and the API must stay up. Looks every
+ * busy_poll_ms, and at once when dispatch pokes it: right before a part starts and right after
+ * it ends, so a verdict never rests on a look up to busy_poll_ms old. */
 #include "coexist.h"
 
 #include <errno.h>
@@ -25,12 +27,15 @@ static pthread_cond_t cond;
 static const struct umd_config *cfg;
 static struct supervisor *sup;
 
+static bool poked; /* a look was asked for (coexist_poke), under lock */
+
 static void look(void)
 {
         for (size_t i = 0; i < devices_count(); i++) {
                 char uuid[64];
                 int fake_index;
                 struct gpu_state st;
+                uint64_t at = now_monotonic_ms();
 
                 core_lock();
                 struct device *d = devices_get(i);
@@ -40,7 +45,7 @@ static void look(void)
                 /* The node worker, when there is one, is the slot after the GPUs. */
                 gpustate_query(uuid, fake_index, supervisor_worker_pid(sup, i),
                                have_node() ? supervisor_worker_pid(sup, node_index()) : 0, &st);
-                jobs_gpu_observed(i, &st);
+                jobs_gpu_observed(i, &st, at);
         }
 }
 
@@ -85,6 +90,7 @@ static void *coexist_main(void *arg)
         while (!stopping) {
                 struct timespec ts;
 
+                poked = false;
                 pthread_mutex_unlock(&lock);
                 look();
                 schedule();
@@ -96,11 +102,21 @@ static void *coexist_main(void *arg)
                         ts.tv_sec++;
                         ts.tv_nsec -= 1000000000L;
                 }
-                while (!stopping && pthread_cond_timedwait(&cond, &lock, &ts) == 0)
+                while (!stopping && !poked && pthread_cond_timedwait(&cond, &lock, &ts) == 0)
                         ;
         }
         pthread_mutex_unlock(&lock);
         return NULL;
+}
+
+/* Called with core_lock held (dispatch): takes only this file's lock, which the thread never
+ * holds while it takes core_lock. */
+static void coexist_poke(void)
+{
+        pthread_mutex_lock(&lock);
+        poked = true;
+        pthread_cond_broadcast(&cond);
+        pthread_mutex_unlock(&lock);
 }
 
 int coexist_start(const struct umd_daemon *d)
@@ -120,6 +136,7 @@ int coexist_start(const struct umd_daemon *d)
         if (r < 0)
                 return log_error_errno(r, "cannot start the GPU watch thread: %m");
         started = true;
+        jobs_attach_looks(coexist_poke);
         return 0;
 }
 
@@ -127,6 +144,8 @@ void coexist_stop(void)
 {
         if (!started)
                 return;
+        /* No look will come: parts held for one finish now. */
+        jobs_attach_looks(NULL);
         pthread_mutex_lock(&lock);
         stopping = true;
         pthread_cond_broadcast(&cond);

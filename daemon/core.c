@@ -44,7 +44,8 @@ int core_health(json_t **ret_body)
 {
         size_t usable = 0, faulted = 0, failing = 0, n, queued, running, total;
         json_t *problems_arr = json_array(), *verdicts = json_array();
-        char why[512];
+        char why[512], store_why[400];
+        const char *damage = jobs_store_damage();
 
         jobs_counts(&queued, &running, &total);
         core_lock();
@@ -79,22 +80,34 @@ int core_health(json_t **ret_body)
         if (pairs && strcmp(pairs, "fail") == 0)
                 json_array_append_new(problems_arr,
                                       json_string("the GPU pairs failed their last health check"));
-        const char *reason = NULL;
+        const char *reason = NULL, *status = usable ? "ok" : "unavailable";
         if (n == 0)
                 reason = devices_empty_reason();
         else if (usable == 0)
                 reason = failing ? "no device is both running and passing its health check"
                                  : "every device is faulted";
         core_unlock();
+        /* A damaged store still runs jobs, but the history a client reads may be gone: say so
+         * rather than 200 while lists answer 500. */
+        if (damage) {
+                snprintf(store_why, sizeof(store_why),
+                         "the job store is damaged (%s): some finished jobs cannot be read",
+                         damage);
+                json_array_append_new(problems_arr, json_string(store_why));
+                if (usable) {
+                        status = "degraded";
+                        reason = store_why;
+                }
+        }
 
         *ret_body =
             json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o}", "status",
-                      usable ? "ok" : "unavailable", "reason", reason, "devices", "total",
-                      (json_int_t)n, "usable", (json_int_t)usable, "faulted", (json_int_t)faulted,
-                      "failing_health", (json_int_t)failing, "jobs", "queued", (json_int_t)queued,
-                      "running", (json_int_t)running, "problems", problems_arr, "device_health",
-                      verdicts, "node", node ? node : json_null());
-        return usable ? 200 : 503;
+                      status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
+                      (json_int_t)usable, "faulted", (json_int_t)faulted, "failing_health",
+                      (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
+                      (json_int_t)running, "problems", problems_arr, "device_health", verdicts,
+                      "node", node ? node : json_null());
+        return usable && !damage ? 200 : 503;
 }
 
 json_t *core_version_json(void)

@@ -24,10 +24,15 @@ struct device {
         unsigned running_jobs; /* 0 or 1 */
 
         /* Sharing the GPU with its owners (jobs.c and devctl.c keep these). */
-        int fake_index;       /* for gpustate: -1 for a real GPU */
-        struct gpu_state gpu; /* the last look (gpustate_query) */
-        int contended_by;     /* most other processes seen during the running part */
-        bool paused;          /* admin: run nothing, hold nothing */
+        int fake_index;          /* for gpustate: -1 for a real GPU */
+        struct gpu_state gpu;    /* the last look (gpustate_query) */
+        uint64_t looked_ms;      /* when that look began (monotonic); 0: never */
+        uint64_t look_wanted_ms; /* a part may start once a look began after this; 0: none */
+        int contended_by;        /* most other processes seen during the running part */
+        /* A part its worker finished, held until a look that began after it (dispatch.c): a
+         * verdict needs the GPU seen undisturbed right after the part too. */
+        struct held_done *held;
+        bool paused; /* admin: run nothing, hold nothing */
         char pause_reason[256];
         char paused_at[40];
         uint64_t last_check_ms; /* last canonical health check (realtime), for the schedule */

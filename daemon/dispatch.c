@@ -5,7 +5,10 @@
  * on the node: the supervisor's slot after the GPUs (index devices_count(), on hosts with two
  * GPUs or more), whose worker opens every GPU. It runs only while no GPU runs a part, and GPUs
  * start none while it runs or waits at the head of its queue (so it is not starved and nothing
- * disturbs its measurement). Runs under core_lock, like everything in the job files. */
+ * disturbs its measurement). A part starts only on a look at the GPU taken after it was ready,
+ * and finishes only after a look taken once its worker was done (coexist.c looks at once when
+ * asked): either, or any periodic look between them, seeing another process marks it
+ * contended. Runs under core_lock, like everything in the job files. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,10 +155,26 @@ static void part_mark_running(struct job *j, size_t i)
         job_persist(j);
 }
 
+/* A look that began at or after `since` (0: none asked for) is a look right before a start. */
+static bool looked_since(const struct device *d, uint64_t since)
+{
+        return since && d->looked_ms >= since;
+}
+
+/* Ask for a look at once, unless one is asked for already. */
+static void want_look(uint64_t *wanted)
+{
+        if (*wanted)
+                return;
+        *wanted = now_monotonic_ms();
+        js.poke();
+}
+
 /* Starts the node's head once every GPU is free: no part running, its worker idle or cold
  * (a GPU's own worker may stay warm beside the node worker), no other process on it unless
- * the job says to run anyway. A faulted GPU fails the part: it would never run. */
-void dispatch_try_node(void)
+ * the job says to run anyway. A faulted GPU fails the part: it would never run. fresh: every GPU
+ * was looked at since the head was ready. */
+static void node_try(bool fresh)
 {
         const struct queue_entry *e;
         char why[400];
@@ -200,6 +219,12 @@ void dispatch_try_node(void)
                 }
                 if (!ok)
                         continue;
+                /* Every GPU looked free, but the look may be busy_poll_ms old: start only on a
+                 * look of each taken since the node's head was ready. */
+                if (js.poke && !fresh) {
+                        want_look(&js.node_look_wanted_ms);
+                        return;
+                }
                 if (part_send(j, node_index()) < 0)
                         return;
                 js.node_running = true;
@@ -209,16 +234,42 @@ void dispatch_try_node(void)
         }
 }
 
+void dispatch_try_node(void)
+{
+        bool fresh = js.node_look_wanted_ms != 0;
+
+        for (size_t g = 0; fresh && g < devices_count(); g++)
+                fresh = looked_since(devices_get(g), js.node_look_wanted_ms);
+        node_try(fresh);
+        /* That look has decided (run, or wait); the next decision asks for its own. */
+        if (fresh)
+                js.node_look_wanted_ms = 0;
+}
+
+static void gpu_try(struct device *d, size_t dev, bool fresh);
+
 void dispatch_try(size_t dev)
 {
         struct device *d = devices_get(dev);
-        int contended;
+        bool fresh;
 
         if (is_node(dev)) {
                 dispatch_try_node();
                 return;
         }
-        if (!js.sup || js.quiescing || !d || d->running_jobs > 0 || js.node_running ||
+        if (!d)
+                return;
+        fresh = looked_since(d, d->look_wanted_ms);
+        gpu_try(d, dev, fresh);
+        if (fresh)
+                d->look_wanted_ms = 0;
+}
+
+static void gpu_try(struct device *d, size_t dev, bool fresh)
+{
+        int contended;
+
+        if (!js.sup || js.quiescing || d->running_jobs > 0 || js.node_running ||
             (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
                 return;
         if (node_head()) { /* the GPUs go to the node's job first */
@@ -233,6 +284,12 @@ void dispatch_try(size_t dev)
 
         if (!best->committed) /* dispatched once its submission commits */
                 return;
+        /* The decision above read the last look, which may be busy_poll_ms old: a part starts
+         * only on a look that began after it was ready (coexist.c looks at once when asked). */
+        if (js.poke && !fresh) {
+                want_look(&d->look_wanted_ms);
+                return;
+        }
 
         if (part_send(best, dev) < 0)
                 return;
@@ -320,8 +377,66 @@ static bool pause_explains_cancel(size_t dev, char *buf, size_t len)
         return false;
 }
 
+/* A finished part waiting for the look after it (jobs_gpu_observed). */
+struct held_done {
+        char job_id[UUID_STRING_MAX];
+        enum part_outcome outcome;
+        json_t *result;
+        char *error;
+        double cold_start_ms;
+        uint64_t done_ms; /* monotonic: a look that began at or after this is "after" */
+};
+
+static void part_done_locked(size_t dev, const char *job_id, enum part_outcome outcome,
+                             json_t *result, const char *error, double cold_start_ms);
+
+/* Finish the part held on d, with what the looks since have added to d->contended_by. */
+static void release_held(size_t dev, struct device *d)
+{
+        struct held_done *h = d->held;
+
+        d->held = NULL;
+        part_done_locked(dev, h->job_id, h->outcome, h->result, h->error, h->cold_start_ms);
+        json_decref(h->result);
+        free(h->error);
+        free(h);
+}
+
+/* A GPU's part is finished only after a look that began once its worker was done: another
+ * process that came during the part and is still there marks it contended, even when no
+ * periodic look fell inside the part. The worker's result waits here meanwhile (milliseconds:
+ * coexist.c looks at once). Where it cannot be held, it is finished now, as before. */
 static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
                          json_t *result, const char *error, double cold_start_ms)
+{
+        struct held_done *h = NULL;
+        struct device *d;
+
+        core_lock();
+        d = devices_get(dev);
+        if (d && js.poke && !d->held && (h = calloc(1, sizeof(*h)))) {
+                snprintf(h->job_id, sizeof(h->job_id), "%s", job_id);
+                h->outcome = outcome;
+                h->result = json_incref(result);
+                h->error = error ? strdup(error) : NULL;
+                h->cold_start_ms = cold_start_ms;
+                h->done_ms = now_monotonic_ms();
+                if (error && !h->error) {
+                        json_decref(h->result);
+                        free(h);
+                        h = NULL;
+                }
+        }
+        if (h) {
+                d->held = h;
+                js.poke();
+        } else
+                part_done_locked(dev, job_id, outcome, result, error, cold_start_ms);
+        jobs_unlock();
+}
+
+static void part_done_locked(size_t dev, const char *job_id, enum part_outcome outcome,
+                             json_t *result, const char *error, double cold_start_ms)
 {
         static const enum job_state map[] = {
             [PART_SUCCEEDED] = JOB_SUCCEEDED,
@@ -331,7 +446,6 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         };
         char why[400];
 
-        core_lock();
         struct device *d = devices_get(dev);
         struct job *j = job_find(job_id);
         if (!j) {
@@ -405,7 +519,6 @@ out:
         } else {
                 dispatch_try(dev);
         }
-        jobs_unlock();
 }
 
 static void fail_queued_on(size_t dev, const char *why)
@@ -462,7 +575,24 @@ out:
 
 /* ---- sharing the GPU (coexist.c looks, devctl.c pauses) ---- */
 
-void jobs_gpu_observed(size_t dev, const struct gpu_state *st)
+void jobs_attach_looks(void (*poke)(void))
+{
+        core_lock();
+        js.poke = poke;
+        js.node_look_wanted_ms = 0;
+        for (size_t i = 0; i < devices_count(); i++) {
+                struct device *d = devices_get(i);
+
+                d->look_wanted_ms = 0;
+                if (!poke && d->held)
+                        release_held(i, d); /* no look will come: the last one stands */
+        }
+        if (poke)
+                dispatch_all();
+        jobs_unlock();
+}
+
+void jobs_gpu_observed(size_t dev, const struct gpu_state *st, uint64_t looked_ms)
 {
         core_lock();
         struct device *d = devices_get(dev);
@@ -472,8 +602,13 @@ void jobs_gpu_observed(size_t dev, const struct gpu_state *st)
                 log_info("device %zu (%s): %d other process(es) on the GPU", dev, d->uuid,
                          st->other_processes);
         d->gpu = *st;
+        d->looked_ms = looked_ms;
+        /* A look during the part, or the one right after it (the part is still running_jobs
+         * while held), marks it. */
         if (d->running_jobs > 0 && st->other_processes > d->contended_by)
                 d->contended_by = st->other_processes;
+        if (d->held && looked_ms >= d->held->done_ms)
+                release_held(dev, d);
         /* On an EXCLUSIVE_PROCESS GPU a context umd keeps would make its owners' programs fail. */
         if (js.sup)
                 supervisor_exit_after_each_part(js.sup, dev,

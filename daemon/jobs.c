@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "catalog.h"
 #include "config.h"
@@ -254,7 +255,8 @@ void jobs_retention_apply(void)
 }
 
 /* Finished jobs leave memory once their final write is committed: from then on the store
- * answers for them. A failed write keeps the job here and is retried by jobs_tick. */
+ * answers for them. A failed write keeps the job here and is retried by jobs_retry_unsaved
+ * (every store_retry_ms) and at shutdown. */
 void jobs_prune_finished(void)
 {
         for (size_t i = 0; i < js.n_jobs;) {
@@ -274,17 +276,79 @@ void jobs_prune_finished(void)
         }
 }
 
+/* With the lock held: queue again every final write that failed. The number of jobs still
+ * waiting for a final commit (written again or still in flight). */
+static size_t retry_unsaved_locked(void)
+{
+        size_t waiting = 0;
+
+        jobs_prune_finished();
+        for (size_t k = 0; k < js.n_jobs; k++) {
+                struct job *j = js.jobs[k];
+
+                if (j->final_unsaved && !j->final_ticket) {
+                        j->final_unsaved = false;
+                        if (job_persist(j) < 0)
+                                j->final_unsaved = true;
+                }
+                if (j->final_unsaved || j->final_ticket)
+                        waiting++;
+        }
+        return waiting;
+}
+
+void jobs_retry_unsaved(void)
+{
+        core_lock();
+        (void)retry_unsaved_locked();
+        jobs_unlock();
+}
+
 void jobs_tick(void)
 {
         core_lock();
         jobs_prune_finished();
-        for (size_t k = 0; k < js.n_jobs; k++)
-                if (js.jobs[k]->final_unsaved && !js.jobs[k]->final_ticket) {
-                        js.jobs[k]->final_unsaved = false;
-                        job_persist(js.jobs[k]);
-                }
         jobs_retention_apply();
         jobs_unlock();
+}
+
+/* At shutdown, with the lock held and nothing else left to take it: a client may have been
+ * told a job finished (it is served from memory) while its final write failed. Writing it
+ * until it commits keeps what the client was told true after the restart; the wait is
+ * bounded by shutdown_timeout_s because systemd's own stop timeout will not wait forever. */
+static void flush_unsaved_locked(void)
+{
+        uint64_t deadline = now_monotonic_ms() + 1000ull * js.cfg->shutdown_timeout_s;
+        struct timespec pause = {.tv_sec = js.cfg->store_retry_ms / 1000,
+                                 .tv_nsec = (long)(js.cfg->store_retry_ms % 1000) * 1000000};
+        size_t left;
+
+        for (;;) {
+                /* Wait for what is in flight, so each round knows what failed. */
+                for (size_t k = 0; k < js.n_jobs; k++) {
+                        struct job *j = js.jobs[k];
+
+                        if (j->final_ticket) {
+                                if (store_wait(j->final_ticket) < 0)
+                                        j->final_unsaved = true;
+                                j->final_ticket = NULL;
+                        }
+                }
+                left = 0;
+                for (size_t k = 0; k < js.n_jobs; k++)
+                        left += js.jobs[k]->final_unsaved;
+                if (left == 0 || now_monotonic_ms() >= deadline)
+                        break;
+                nanosleep(&pause, NULL);
+                (void)retry_unsaved_locked();
+        }
+        for (size_t k = 0; k < js.n_jobs; k++)
+                if (js.jobs[k]->final_unsaved)
+                        log_error("job %s: its final state (%s) could not be written before "
+                                  "shutdown_timeout_s (%us); the next start reads it as it was "
+                                  "last stored",
+                                  js.jobs[k]->id, job_state_names[js.jobs[k]->st],
+                                  js.cfg->shutdown_timeout_s);
 }
 
 void jobs_quiesce(void)
@@ -313,6 +377,7 @@ void jobs_shutdown(void)
                         job_persist(j);
                 }
         }
+        flush_unsaved_locked();
         for (size_t k = 0; k < js.n_jobs; k++)
                 job_free(js.jobs[k]);
         free(js.jobs);

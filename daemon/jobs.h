@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lock.h"
 
@@ -24,6 +25,8 @@ void jobs_supervisor_callbacks(struct supervisor_callbacks *ret);
 void jobs_attach_supervisor(struct supervisor *s);
 /* Periodic upkeep (retention by age). */
 void jobs_tick(void);
+/* Every store_retry_ms: write again each finished job whose final write failed. */
+void jobs_retry_unsaved(void);
 /* At shutdown, before supervisor_stop: no more dispatches; running parts will be marked
  * interrupted by jobs_shutdown once the workers are gone. */
 void jobs_quiesce(void);
@@ -38,12 +41,19 @@ json_t *jobs_node_json_locked(void);
 
 /* Counts for STATUS= and /v1/health (metrics gets them pushed: jobs_publish_locked). */
 void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total);
+/* What is wrong with the job store's file (store_damage), or NULL. */
+const char *jobs_store_damage(void);
 
 struct gpu_state;
 /* What the last look at device dev's GPU found (coexist.c): other processes hold its queue
  * (busy_policy), mark a running part contended, and an EXCLUSIVE_PROCESS GPU gets no context
  * kept between parts. Takes core_lock. */
-void jobs_gpu_observed(size_t dev, const struct gpu_state *st);
+void jobs_gpu_observed(size_t dev, const struct gpu_state *st, uint64_t looked_ms);
+/* The looker (coexist.c) offers poke: a call asks it for a look at every GPU now, without
+ * waiting for it. With one, a part starts only on a look at most LOOK_FRESH_MS old and finishes
+ * only after a look that began once its worker was done; NULL (at stop, and in unit tests)
+ * goes back to the last periodic look, and finishes any part still held. */
+void jobs_attach_looks(void (*poke)(void));
 /* With core_lock held: start the next part of dev if it may run now (after a resume). */
 void jobs_dispatch_locked(size_t dev);
 /* With core_lock held, after dev was paused: cancel its running part, let its worker go. */

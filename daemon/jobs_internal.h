@@ -37,7 +37,7 @@ struct job {
         uint64_t finished_ms;
         bool committed;                    /* its submission is durable: it may run */
         struct store_ticket *final_ticket; /* its final write; pruned from memory once done */
-        bool final_unsaved;                /* that write failed: written again at the next tick */
+        bool final_unsaved; /* that write failed: written again every store_retry_ms */
 };
 
 /* One instance (jobs.c), behind core_lock. */
@@ -45,14 +45,16 @@ struct jobs_state {
         const struct umd_config *cfg;
         struct store *store;
         struct supervisor *sup; /* NULL until jobs_attach_supervisor and after jobs_shutdown */
+        void (*poke)(void);     /* asks coexist.c for a look now; NULL: none (jobs_attach_looks) */
         bool quiescing;
         struct job **jobs; /* ascending id (submission order) */
         size_t n_jobs, cap_jobs;
         struct queue *queues; /* one per device, then the node's */
         enum worker_state node_wstate;
-        bool node_running;           /* a part runs on the node worker: every GPU is taken */
-        json_t *node_last_verdict;   /* the canonical check's last verdict on the GPU pairs */
-        uint64_t node_last_check_ms; /* the pairs' last scheduled check (realtime) */
+        bool node_running;            /* a part runs on the node worker: every GPU is taken */
+        uint64_t node_look_wanted_ms; /* the node's head waits for a look of every GPU since */
+        json_t *node_last_verdict;    /* the canonical check's last verdict on the GPU pairs */
+        uint64_t node_last_check_ms;  /* the pairs' last scheduled check (realtime) */
 };
 extern struct jobs_state js;
 

@@ -99,7 +99,7 @@ static int start_supervisor(const struct umd_config *cfg, struct supervisor **re
 static int run(struct umd_daemon *d)
 {
         struct umd_config *cfg = d->cfg;
-        uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0;
+        uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0, last_retry = 0;
         sigset_t mask;
         int r;
 
@@ -130,6 +130,7 @@ static int run(struct umd_daemon *d)
         r = store_open(cfg->state_dir, &d->store);
         if (r < 0)
                 goto out;
+        store_set_wal_max(d->store, cfg->wal_max_bytes);
         r = store_set_cache(d->store, cfg->job_cache_bytes);
         if (r < 0) {
                 log_error_errno(r, "cannot set up the job cache (job_cache_bytes): %m");
@@ -178,7 +179,10 @@ static int run(struct umd_daemon *d)
 
         for (;;) {
                 struct pollfd pfd = {.fd = d->signal_fd, .events = POLLIN};
-                int pr = poll(&pfd, 1, TICK_MS / 4);
+                /* Woken often enough for the retry of failed writes (store_retry_ms). */
+                int pr = poll(
+                    &pfd, 1,
+                    (int)(cfg->store_retry_ms < TICK_MS / 4 ? cfg->store_retry_ms : TICK_MS / 4));
                 if (pr < 0 && errno != EINTR) {
                         r = log_error_errno(errno, "poll: %m");
                         break;
@@ -207,6 +211,10 @@ static int run(struct umd_daemon *d)
                 if (now - last_status >= 5000) {
                         notify_status("running");
                         last_status = now;
+                }
+                if (now - last_retry >= cfg->store_retry_ms) {
+                        jobs_retry_unsaved();
+                        last_retry = now;
                 }
                 if (now - last_tick >= 60000) {
                         jobs_tick();

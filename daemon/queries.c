@@ -31,6 +31,11 @@ void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total)
         core_unlock();
 }
 
+const char *jobs_store_damage(void)
+{
+        return store_damage(js.store);
+}
+
 /* A store read's outcome r for job id as the API says it: 0, or a 404 / 500 problem. */
 int store_read_problem(int r, const char *id, struct problem *p)
 {

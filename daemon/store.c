@@ -5,8 +5,10 @@
  * on the state directory, the import of the old jobs/ files and background retention. */
 #include "store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -16,6 +18,7 @@
 #include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -161,6 +164,8 @@ struct store_ticket {
 struct store {
         char *dir, *db_path;
         int lock_fd;
+        int dir_fd;       /* the state directory, flocked: the lock no one can delete */
+        char damage[256]; /* what PRAGMA quick_check found at open; "" when nothing; set once */
 
         sqlite3 *wdb;
         sqlite3_stmt *w[W_COUNT];
@@ -182,6 +187,13 @@ struct store {
         pthread_t ckpt_thread;
         bool ckpt_started, ckpt_pending;
         pthread_cond_t ckpt;
+        /* The WAL's bound (store_set_wal_max): past it, the writer truncates the WAL after
+         * the batch (wal_truncate asks for that); wal_dirty says a write came, which the
+         * checkpointer truncates once the writer is idle; and
+         * wal_limit_set tells the writer to apply journal_size_limit on its connection. */
+        uint64_t wal_max_bytes;
+        int page_size;
+        bool wal_truncate, wal_dirty, wal_limit_set;
 
         pthread_mutex_t readers_mu;
         struct reader *readers;
@@ -273,9 +285,12 @@ static int db_open(const char *path, bool writer, sqlite3 **ret)
         sqlite3 *db = NULL;
         int rc;
 
-        rc = sqlite3_open_v2(
-            path, &db,
-            SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX, NULL);
+        /* NOFOLLOW: umd.db must be umd's own file, never another application's database
+         * adopted through a link (check_not_links says so clearly; this closes the race). */
+        rc = sqlite3_open_v2(path, &db,
+                             SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0) |
+                                 SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+                             NULL);
         if (rc != SQLITE_OK)
                 goto fail;
         sqlite3_extended_result_codes(db, 1);
@@ -605,40 +620,122 @@ static bool retention_step(struct store *s)
         return true;
 }
 
+/* After each commit, on the writer's thread: pages is the WAL's length in pages. */
 static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
 {
         struct store *s = userdata;
 
-        if (pages >= CHECKPOINT_PAGES) {
-                pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->mu);
+        s->wal_dirty = true;
+        if ((uint64_t)pages * (uint64_t)s->page_size > s->wal_max_bytes)
+                s->wal_truncate = true; /* the writer does it, after this batch */
+        else if (pages >= CHECKPOINT_PAGES)
                 s->ckpt_pending = true;
-                pthread_cond_signal(&s->ckpt);
-                pthread_mutex_unlock(&s->mu);
-        }
+        /* Always: the checkpointer times the writer's idleness from the last commit. */
+        pthread_cond_signal(&s->ckpt);
+        pthread_mutex_unlock(&s->mu);
         return SQLITE_OK;
 }
+
+/* Passive checkpoints never wait for anyone, but they only copy pages back into umd.db: the
+ * WAL file itself stays at its peak (hundreds of MiB after a heavy hour) until umd stops.
+ * So any WAL, once the writer has been idle for WAL_IDLE_TRUNCATE_MS, gets a TRUNCATE
+ * checkpoint here, which waits (busy_timeout) for readers to leave the WAL's pages and then
+ * cuts the file to nothing. A WAL past wal_max_bytes under load is cut by the writer itself
+ * (wal_truncate_now): from this thread the checkpoint would have to win the write lock from a
+ * writer that takes it back between every batch, and under steady submits it never did. */
+#define WAL_IDLE_TRUNCATE_MS 1000
+/* How long a truncation waits for readers to leave older WAL pages. It holds the write lock
+ * meanwhile, so the writer's commits wait too: short, and tried again if it is not enough. */
+#define WAL_TRUNCATE_WAIT_MS 250
 
 static void *checkpoint_main(void *userdata)
 {
         struct store *s = userdata;
+        bool armed = false; /* a write came since the WAL was last truncated */
+        struct timespec idle_at = {0};
 
         pthread_mutex_lock(&s->mu);
         for (;;) {
-                while (!s->ckpt_pending && !s->stopping)
-                        pthread_cond_wait(&s->ckpt, &s->mu);
+                bool idle = false;
+
+                while (!s->ckpt_pending && !s->stopping) {
+                        if (s->wal_dirty) {
+                                /* A write came: truncate once none has come for a while. */
+                                s->wal_dirty = false;
+                                armed = true;
+                                clock_gettime(CLOCK_MONOTONIC, &idle_at);
+                                idle_at.tv_sec += WAL_IDLE_TRUNCATE_MS / 1000;
+                                idle_at.tv_nsec += (long)(WAL_IDLE_TRUNCATE_MS % 1000) * 1000000;
+                                if (idle_at.tv_nsec >= 1000000000) {
+                                        idle_at.tv_sec++;
+                                        idle_at.tv_nsec -= 1000000000;
+                                }
+                        }
+                        if (!armed) {
+                                pthread_cond_wait(&s->ckpt, &s->mu);
+                                continue;
+                        }
+                        if (pthread_cond_timedwait(&s->ckpt, &s->mu, &idle_at) == ETIMEDOUT &&
+                            !s->wal_dirty && !s->ckpt_pending) {
+                                idle = true;
+                                break;
+                        }
+                }
                 if (s->stopping)
                         break;
+                bool truncate = idle;
                 s->ckpt_pending = false;
+                if (truncate)
+                        armed = false;
                 pthread_mutex_unlock(&s->mu);
-                int rc =
-                    sqlite3_wal_checkpoint_v2(s->cdb, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-                if (rc != SQLITE_OK)
+                int rc = sqlite3_wal_checkpoint_v2(
+                    s->cdb, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
+                    NULL, NULL);
+                pthread_mutex_lock(&s->mu);
+                if (rc == SQLITE_BUSY && truncate) {
+                        /* A reader held on past WAL_TRUNCATE_WAIT_MS: another idle second. */
+                        log_debug("SQLite: truncating the WAL of %s: busy", s->db_path);
+                        s->wal_dirty = true;
+                } else if (rc != SQLITE_OK)
                         log_warning("SQLite: checkpoint of %s: %s", s->db_path,
                                     sqlite3_errmsg(s->cdb));
-                pthread_mutex_lock(&s->mu);
         }
         pthread_mutex_unlock(&s->mu);
         return NULL;
+}
+
+void store_set_wal_max(struct store *s, uint64_t bytes)
+{
+        assert(s);
+        assert(bytes > 0);
+        pthread_mutex_lock(&s->mu);
+        s->wal_max_bytes = bytes;
+        s->wal_limit_set = true;
+        /* Wake the writer: it applies journal_size_limit on its own connection. */
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->mu);
+}
+
+/* On the writer's thread, between batches: the one writer needs no lock from anyone, so the
+ * checkpoint waits only for readers still on older WAL pages (each a short query). Writes
+ * queue meanwhile and go out as the next group commit. */
+static void wal_truncate_now(struct store *s)
+{
+        int rc;
+
+        /* Commits wait while it runs: wait for readers a little, not busy_timeout's seconds. */
+        sqlite3_busy_timeout(s->wdb, WAL_TRUNCATE_WAIT_MS);
+        rc = sqlite3_wal_checkpoint_v2(s->wdb, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        sqlite3_busy_timeout(s->wdb, BUSY_TIMEOUT_MS);
+
+        if (rc == SQLITE_BUSY)
+                log_debug("SQLite: truncating the WAL of %s: busy; tried again after the next "
+                          "commit",
+                          s->db_path);
+        else if (rc != SQLITE_OK)
+                log_warning("SQLite: truncating the WAL of %s: %s", s->db_path,
+                            sqlite3_errmsg(s->wdb));
 }
 
 static void *writer_main(void *userdata)
@@ -647,8 +744,22 @@ static void *writer_main(void *userdata)
 
         pthread_mutex_lock(&s->mu);
         for (;;) {
-                while (!s->head && !s->stopping && !s->retention_pending)
+                while (!s->head && !s->stopping && !s->retention_pending && !s->wal_limit_set)
                         pthread_cond_wait(&s->work, &s->mu);
+                if (s->wal_limit_set) {
+                        char sql[64];
+
+                        /* What a WAL reset (the first write after a whole checkpoint) leaves
+                         * of the file: at most the bound. */
+                        snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit=%" PRIu64,
+                                 s->wal_max_bytes);
+                        s->wal_limit_set = false;
+                        pthread_mutex_unlock(&s->mu);
+                        if (sqlite3_exec(s->wdb, sql, NULL, NULL, NULL) != SQLITE_OK)
+                                log_warning("SQLite: %s: %s", sql, sqlite3_errmsg(s->wdb));
+                        pthread_mutex_lock(&s->mu);
+                        continue;
+                }
                 if (s->head) {
                         struct store_ticket *batch = s->head, *next;
                         uint64_t n = 0;
@@ -674,6 +785,12 @@ static void *writer_main(void *userdata)
                         }
                         s->committed += n;
                         pthread_cond_broadcast(&s->done);
+                        if (s->wal_truncate) {
+                                s->wal_truncate = false;
+                                pthread_mutex_unlock(&s->mu);
+                                wal_truncate_now(s);
+                                pthread_mutex_lock(&s->mu);
+                        }
                         continue;
                 }
                 if (s->stopping)
@@ -1212,12 +1329,47 @@ int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, 
 
 /* ---- opening ---- */
 
+/* The lock that keeps a second umd off the store is on the state directory itself: a file
+ * (umd.lock) can be deleted from under its holder, and a second umd would then lock a new file
+ * of that name and open the same database; a directory holding umd.db cannot be removed.
+ * umd.lock is still taken too (an older umd locks only that, and its pid is in it). */
+static int take_dir_lock(struct store *s)
+{
+        s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->dir_fd < 0)
+                return log_error_errno(errno, "Cannot open state directory %s: %m", s->dir);
+        if (flock(s->dir_fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno == EWOULDBLOCK) {
+                        /* Its pid, if umd.lock is still there to say it. */
+                        char pid[32] = "", path[PATH_MAX];
+                        _cleanup_close_ int fd = -1;
+                        ssize_t got;
+
+                        snprintf(path, sizeof(path), "%s/" LOCK_NAME, s->dir);
+                        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+                        got = fd >= 0 ? pread(fd, pid, sizeof(pid) - 1, 0) : -1;
+                        pid[got > 0 ? got : 0] = '\0';
+                        pid[strcspn(pid, "\n")] = '\0';
+                        return log_error_errno(EBUSY,
+                                               "Another umd (pid %s) already uses state directory "
+                                               "%s (it holds the directory's lock): refusing to "
+                                               "start a second one",
+                                               pid[0] ? pid : "unknown", s->dir);
+                }
+                return log_error_errno(errno, "Cannot lock state directory %s: %m", s->dir);
+        }
+        return 0;
+}
+
 static int take_lock(struct store *s)
 {
         _cleanup_free_ char *path = NULL;
         char pid[32];
-        int n;
+        int n, r;
 
+        r = take_dir_lock(s);
+        if (r < 0)
+                return r;
         if (asprintf(&path, "%s/" LOCK_NAME, s->dir) < 0)
                 return -ENOMEM;
         s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
@@ -1239,6 +1391,36 @@ static int take_lock(struct store *s)
         n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
         if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n)
                 log_warning("Cannot write the pid to %s: %m", path);
+        return 0;
+}
+
+/* umd.db, its WAL and its shared-memory file must be files of their own: through a symbolic
+ * link umd would add its tables to (and switch to WAL) whatever the link points at. Refused,
+ * with what it points at, rather than set aside: the link is someone's deliberate choice. */
+static int check_not_links(const struct store *s)
+{
+        static const char *const suffixes[] = {"", "-wal", "-shm"};
+
+        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
+                char path[PATH_MAX], target[PATH_MAX];
+                struct stat st;
+                ssize_t n;
+
+                snprintf(path, sizeof(path), "%s%s", s->db_path, suffixes[i]);
+                if (lstat(path, &st) < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        return log_error_errno(errno, "Cannot look at %s: %m", path);
+                }
+                if (!S_ISLNK(st.st_mode))
+                        continue;
+                n = readlink(path, target, sizeof(target) - 1);
+                target[n > 0 ? n : 0] = '\0';
+                return log_error_errno(ELOOP,
+                                       "%s is a symbolic link (to %s): refusing to open it; the "
+                                       "job store must be a file of umd's own",
+                                       path, target[0] ? target : "?");
+        }
         return 0;
 }
 
@@ -1319,6 +1501,48 @@ static int writer_open(struct store *s)
         }
         read_stats(s);
         return 0;
+}
+
+/* The whole file's structure, once at open (PRAGMA quick_check: every page, without the
+ * index-against-table cross-check of integrity_check, so seconds even for a large store).
+ * writer_open read only what start-up needs (the open jobs, by their index); a damaged page
+ * among finished jobs would otherwise show only as lists answering 500 while /v1/health says
+ * 200. umd starts anyway, degraded (store_damage): refusing would keep the GPUs from being
+ * checked and the queued jobs from running, and setting the file aside would throw away the
+ * history that is still readable. */
+static void quick_check(struct store *s)
+{
+        sqlite3_stmt *st = NULL;
+        uint64_t t0 = now_monotonic_ms();
+        const char *what = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->wdb, "PRAGMA quick_check(1)", -1, &st, NULL);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                what = (const char *)sqlite3_column_text(st, 0);
+                if (what && strcmp(what, "ok") == 0)
+                        what = NULL;
+                else if (!what)
+                        what = "quick_check gave no answer";
+        } else
+                what = sqlite3_errmsg(s->wdb);
+        if (what) {
+                snprintf(s->damage, sizeof(s->damage), "%s", what);
+                log_error("store: %s is damaged (PRAGMA quick_check: %s): some finished jobs "
+                          "cannot be read; umd runs degraded and /v1/health answers 503 until "
+                          "the file is repaired or set aside",
+                          s->db_path, s->damage);
+        } else
+                log_debug("store: quick_check of %s passed in %" PRIu64 " ms", s->db_path,
+                          now_monotonic_ms() - t0);
+        sqlite3_finalize(st);
+}
+
+const char *store_damage(const struct store *s)
+{
+        return s && s->damage[0] ? s->damage : NULL;
 }
 
 struct import {
@@ -1423,6 +1647,18 @@ static int start_writer(struct store *s)
         if (r < 0)
                 return r;
         sqlite3_exec(s->cdb, "PRAGMA query_only=0", NULL, NULL, NULL);
+        /* The checkpointer's passive checkpoints never wait; its truncations wait briefly. */
+        sqlite3_busy_timeout(s->cdb, WAL_TRUNCATE_WAIT_MS);
+        {
+                sqlite3_stmt *st = NULL;
+
+                if (sqlite3_prepare_v2(s->cdb, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK &&
+                    sqlite3_step(st) == SQLITE_ROW)
+                        s->page_size = sqlite3_column_int(st, 0);
+                sqlite3_finalize(st);
+                if (s->page_size <= 0)
+                        s->page_size = 4096;
+        }
         r = pthread_create(&s->ckpt_thread, NULL, checkpoint_main, s);
         if (r != 0)
                 return log_error_errno(r, "Cannot start the store's checkpoint thread: %m");
@@ -1447,13 +1683,24 @@ int store_open(const char *state_dir, struct store **ret)
         if (!s)
                 return log_error_errno(ENOMEM, "Cannot allocate the job store");
         s->lock_fd = -1;
+        s->dir_fd = -1;
         pthread_mutex_init(&s->mu, NULL);
         pthread_mutex_init(&s->readers_mu, NULL);
         pthread_mutex_init(&s->cache_mu, NULL);
         pthread_cond_init(&s->work, NULL);
         pthread_cond_init(&s->done, NULL);
-        pthread_cond_init(&s->ckpt, NULL);
+        {
+                /* The checkpointer's idle wait is timed on CLOCK_MONOTONIC. */
+                pthread_condattr_t ca;
+
+                pthread_condattr_init(&ca);
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+                pthread_cond_init(&s->ckpt, &ca);
+                pthread_condattr_destroy(&ca);
+        }
         s->max_jobs = UINT_MAX;
+        s->wal_max_bytes = UINT64_MAX; /* unbounded until store_set_wal_max */
+        s->page_size = 4096;
         s->dir = strdup(state_dir);
         if (!s->dir || asprintf(&s->db_path, "%s/" DB_NAME, state_dir) < 0) {
                 s->db_path = NULL;
@@ -1461,6 +1708,9 @@ int store_open(const char *state_dir, struct store **ret)
                 goto fail;
         }
         r = take_lock(s);
+        if (r < 0)
+                goto fail;
+        r = check_not_links(s);
         if (r < 0)
                 goto fail;
         r = writer_open(s);
@@ -1474,6 +1724,7 @@ int store_open(const char *state_dir, struct store **ret)
         }
         if (r < 0)
                 goto fail;
+        quick_check(s);
         r = import_files(s);
         if (r < 0)
                 goto fail;
@@ -1516,6 +1767,8 @@ void store_close(struct store *s)
         writer_close(s);
         if (s->lock_fd >= 0)
                 close(s->lock_fd);
+        if (s->dir_fd >= 0)
+                close(s->dir_fd);
         if (the_store == s)
                 the_store = NULL;
         pthread_cond_destroy(&s->work);

@@ -23,6 +23,10 @@ struct store_ticket;
  * corrupt one is renamed to umd.db.corrupt-<time> and replaced), import STATE_DIR/jobs once,
  * start the writer. 0 or -errno, logged (-EBUSY: another umd holds the state directory). */
 int store_open(const char *state_dir, struct store **ret);
+/* Bound the write-ahead log (wal_max_bytes): a WAL past bytes after a commit is truncated by
+ * a TRUNCATE checkpoint, any WAL once the writer has been idle a second, and journal_size_limit
+ * caps what a WAL reset leaves. Without a call the WAL is checkpointed passively only. */
+void store_set_wal_max(struct store *s, uint64_t bytes);
 /* Commit what is queued, stop the writer, close everything. */
 void store_close(struct store *s);
 
@@ -99,6 +103,9 @@ void store_retention(struct store *s, unsigned max_jobs, unsigned retention_days
                      uint64_t max_bytes);
 /* Jobs stored (committed). */
 size_t store_count(struct store *s);
+/* What PRAGMA quick_check found wrong with the file when it was opened, or NULL: the store
+ * then runs, but some finished jobs cannot be read. Never changes after store_open. */
+const char *store_damage(const struct store *s);
 
 /* `umd --export DIR`: write every job in STATE_DIR/umd.db to DIR/<id>.json (internal form, the
  * old store's format). Reads a live database safely. 0 or -errno, logged. */

@@ -341,3 +341,46 @@ def test_metrics_say_warm_paused_and_other_processes(umd, tmp_path):
     assert f'umd_device_warm{{uuid="{u1}"}} 0' in text
     assert f'umd_device_state{{uuid="{u1}",state="paused"}} 1' in text
     assert f'umd_device_other_processes{{uuid="{u1}"}} 2' in text
+
+
+# -- looks right before and right after each part (issue 28): a minute between periodic looks,
+# so only those can see what happens --
+
+RARE_POLL = ["--busy-poll-ms", "60000"]
+
+
+def waiting_part(d, jid):
+    j = d.get("/v1/jobs/" + jid).json()
+    return j if part(j).get("waiting") else None
+
+
+def test_a_part_starts_only_on_a_look_taken_after_it_was_ready(umd, tmp_path):
+    d, gpu = start(umd, tmp_path, *RARE_POLL)
+    wait_for(lambda: device(d)["other_processes"] == 0)  # the look at start: free
+    gpu.set({"0": {"other_processes": 1}})
+    jid = submit(d, CANONICAL)["id"]
+    # The last periodic look said free; the one taken for the start says otherwise.
+    j = wait_for(lambda: waiting_part(d, jid), timeout=5, what="the part to wait")
+    assert j["state"] == "queued"
+    assert part(j)["waiting"] == "GPU in use by 1 other process"
+    assert device(d)["last_health"] is None
+
+
+def test_a_process_there_when_the_part_ends_marks_it_contended_with_no_poll_between(umd,
+                                                                                  tmp_path):
+    d, gpu = start(umd, tmp_path, *RARE_POLL)
+    jid = submit(d, {"benchmark": "copy", "device": 0,
+                     "params": {"size": "1MiB", "fake_delay_ms": 1500}})["id"]
+    wait_job(d, jid, states=("running",))
+    gpu.set({"0": {"other_processes": 2}})
+    j = wait_job(d, jid)
+    assert j["state"] == "succeeded"
+    assert part(j)["contended"]["other_processes"] == 2
+
+
+def test_an_undisturbed_part_is_not_marked_by_the_looks_around_it(umd, tmp_path):
+    d, _ = start(umd, tmp_path, *RARE_POLL)
+    j = wait_job(d, submit(d, CANONICAL)["id"])
+    assert j["state"] == "succeeded"
+    assert "contended" not in part(j)
+    assert part(j)["verdict"]["verdict"] in ("pass", "warn")

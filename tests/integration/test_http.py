@@ -255,3 +255,30 @@ def test_unix_socket_listen(umd, tmp_path):
         while chunk := s.recv(65536):
             data += chunk
     assert data.startswith(b"HTTP/1.1 200"), data[:200]
+
+
+@pytest.mark.parametrize("target", ["http://{host}/v1/version", "HTTP://{host}/v1/version",
+                                    "http://other.example/v1/version"])
+def test_an_absolute_form_target_is_served_as_its_path(d, target):
+    # RFC 9112 section 3.2.2: a server must accept the absolute form (proxies send it).
+    t = target.format(host=f"127.0.0.1:{d.port}").encode()
+    with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
+        s.sendall(b"GET " + t + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        data = b""
+        while (b := s.recv(65536)):
+            data += b
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), data[:300]
+    assert json.loads(body)["version"]
+
+
+def test_an_absolute_form_target_keeps_its_query(d):
+    with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
+        s.sendall(f"GET http://127.0.0.1:{d.port}/v1/jobs?bogus=1 HTTP/1.1\r\nHost: x\r\n"
+                  "Connection: close\r\n\r\n".encode())
+        data = b""
+        while (b := s.recv(65536)):
+            data += b
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), data[:300]
+    assert json.loads(body)["field"] == "bogus"

@@ -433,3 +433,87 @@ def test_store_untouched_by_whole_corpus(daemon):
     assert json.loads(body)["state"] == "succeeded"
     files = snapshot(daemon.state_dir)
     assert list(files) == [f"{daemon.job_id}.json"], list(files)
+
+
+# -- framing by RFC 9112 (issue 28): a request whose end two parsers may read two ways is
+# answered 400 and the connection closed, so the bytes after it are never served as a second
+# request. Keep-alive on purpose: a smuggled request needs a connection left open. --
+
+SMUGGLED = b"DELETE /v1/jobs/{ID} HTTP/1.1\r\nHost: x\r\n\r\n"
+CHUNKED_END = b"0\r\n\r\n"
+
+
+def framed(extra, body):
+    return (b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra +
+            b"\r\n" + body)
+
+
+FRAMING = [
+    ("cl-and-te", framed(b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+                         CHUNKED_END + SMUGGLED)),
+    ("te-and-cl-lower-case", framed(b"transfer-encoding: chunked\r\ncontent-length: 5\r\n",
+                                    CHUNKED_END + SMUGGLED)),
+    ("cl-and-te-upper-case", framed(b"Content-Length: 5\r\nTransfer-Encoding: CHUNKED\r\n",
+                                    CHUNKED_END + SMUGGLED)),
+    ("cl-and-te-white-space", framed(b"Content-Length: 5\r\nTransfer-Encoding:  chunked \r\n",
+                                     CHUNKED_END + SMUGGLED)),
+    ("cl-and-te-list", framed(b"Content-Length: 5\r\nTransfer-Encoding: gzip, chunked\r\n",
+                              CHUNKED_END + SMUGGLED)),
+    ("te-not-chunked", framed(b"Transfer-Encoding: gzip\r\n", CHUNKED_END + SMUGGLED)),
+    ("te-twice", framed(b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+                        CHUNKED_END + SMUGGLED)),
+    ("te-space-before-colon", framed(b"Content-Length: 5\r\nTransfer-Encoding : chunked\r\n",
+                                     CHUNKED_END + SMUGGLED)),
+    ("two-content-lengths", framed(b"Content-Length: 2\r\nContent-Length: 50\r\n",
+                                   b"{}" + SMUGGLED)),
+    ("two-content-lengths-get",
+     b"GET /v1/version HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 50\r\n\r\n" +
+     SMUGGLED),
+]
+
+
+def read_until_closed(sock, timeout=5.0):
+    """Everything the daemon sends until it closes; fails if it keeps the connection open."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            b = sock.recv(65536)
+        except ConnectionResetError:
+            return data
+        except socket.timeout:
+            pytest.fail(f"the connection was left open after {data[:300]!r}")
+        if not b:
+            return data
+        data += b
+
+
+@pytest.mark.parametrize("name,raw", FRAMING, ids=[c[0] for c in FRAMING])
+def test_ambiguous_framing_is_400_and_close(umd, name, raw):
+    d = umd()
+    jid = conftest.submit(d, {"benchmark": "copy", "device": 0,
+                              "params": {"fake_delay_ms": 60000}})["id"]
+    with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
+        s.sendall(raw.replace(b"{ID}", jid.encode()))
+        data = read_until_closed(s)
+    # One answer, the 400, and nothing for the bytes that followed.
+    assert data.count(b"HTTP/1.1 ") == 1, data[:600]
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    headers = {k.strip().lower(): v.strip() for k, _, v in
+               (ln.partition(b":") for ln in head.split(b"\r\n")[1:])}
+    assert headers.get(b"connection", b"").lower() == b"close", head
+    check_problem(status, {k.decode(): v.decode() for k, v in headers.items()}, body, 400, name)
+    # The smuggled DELETE never ran.
+    assert d.get(f"/v1/jobs/{jid}").json()["state"] in ("queued", "running")
+
+
+def test_the_same_content_length_twice_is_one_length(umd):
+    # RFC 9112 section 6.3 lets a recipient take identical values as one.
+    d = umd()
+    with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
+        s.sendall(b"GET /v1/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                  b"Content-Length: 0\r\nContent-Length: 0\r\n\r\n")
+        data = read_until_closed(s)
+    assert data.startswith(b"HTTP/1.1 200 "), data[:300]

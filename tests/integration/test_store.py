@@ -179,3 +179,214 @@ def test_full_disk_gives_507_and_loses_nothing_stored(umd, tmp_path):
         d2.kill()
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def fill(path):
+    """Write path until the disk is full; returns it (unlink it to give the space back)."""
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    return path
+
+
+def finished_while_the_disk_was_full(umd, mnt, args=()):
+    """A umd on the tmpfs at mnt, whose job finished (and was served as final) while its final
+    write could not be committed. Returns (daemon, job as served, filler file)."""
+    d = umd(fake_devices=1, state_dir=mnt / "state", args=args)
+    jid = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 2000}})["id"]
+    wait_job(d, jid, ("running",))
+    filler = fill(mnt / "filler")
+    # SQLite may still have room in pages it holds: a 507 proves it has none.
+    for _ in range(300):
+        if d.post("/v1/jobs", json=QUICK).status_code == 507:
+            break
+    else:
+        pytest.fail("the disk never filled")
+    served = wait_job(d, jid)
+    assert served["state"] == "succeeded", served
+    # Served as final from memory, but the store does not have it.
+    assert stored_states(mnt / "state")[jid] != "succeeded"
+    return d, served, filler
+
+
+def test_a_job_served_as_finished_while_the_disk_was_full_stays_finished_after_a_stop(umd,
+                                                                                  tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not can_mount_tmpfs(mnt):
+        pytest.skip("needs root and permission to mount a small tmpfs for a full disk")
+    try:
+        d, served, filler = finished_while_the_disk_was_full(umd, mnt)
+        # Space comes back and umd is stopped at once: before any periodic retry.
+        filler.unlink()
+        assert d.stop() == 0
+        d2 = umd(fake_devices=1, state_dir=mnt / "state")
+        again = d2.get("/v1/jobs/" + served["id"]).json()
+        assert again["state"] == "succeeded", again
+        assert again["parts"][0]["result"] == served["parts"][0]["result"]
+        d2.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_final_write_that_failed_is_retried_every_store_retry_ms(umd, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not can_mount_tmpfs(mnt):
+        pytest.skip("needs root and permission to mount a small tmpfs for a full disk")
+    try:
+        d, served, filler = finished_while_the_disk_was_full(umd, mnt,
+                                                             args=["--store-retry-ms", "200"])
+        filler.unlink()
+        # A crash, not a stop: only the periodic retry can have written it.
+        wait_for_stored = time.monotonic() + 10
+        while stored_states(mnt / "state").get(served["id"]) != "succeeded":
+            assert time.monotonic() < wait_for_stored, stored_states(mnt / "state")
+            time.sleep(0.1)
+        d.kill()
+        d2 = umd(fake_devices=1, state_dir=mnt / "state")
+        assert d2.get("/v1/jobs/" + served["id"]).json()["state"] == "succeeded"
+        d2.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_deleting_umd_lock_does_not_let_a_second_instance_in(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(state_dir=state)
+    job = submit(d, {"benchmark": "copy", "device": 0, "params": {"fake_delay_ms": 1500}})
+    (state / "umd.lock").unlink()
+    d2 = umd(state_dir=state, wait=False)
+    rc = d2.process.wait(30)
+    assert rc != 0
+    assert "refusing to start a second one" in d2.log()
+    # The first one's running job was not marked interrupted by the second.
+    assert wait_job(d, job["id"])["state"] == "succeeded"
+
+
+def test_a_umd_db_that_is_a_symlink_is_refused(umd, tmp_path):
+    other = tmp_path / "other-app.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE mine (x)")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "umd.db").symlink_to(other)
+    d = umd(state_dir=state, wait=False)
+    assert d.process.wait(30) != 0
+    assert "is a symbolic link" in d.log() and str(other) in d.log(), d.log()
+    # The other application's database is as it was: no tables added, not switched to WAL.
+    assert other.read_bytes() == before
+    assert (state / "umd.db").is_symlink()
+
+
+def damage_a_finished_jobs_page(state_dir):
+    """Overwrite the b-tree header of one leaf page of the jobs table, in the middle (finished
+    jobs only; the open jobs' index and the newest page are left whole)."""
+    db = state_dir / "umd.db"
+    con = sqlite3.connect(db)
+    try:
+        page_size = con.execute("PRAGMA page_size").fetchone()[0]
+        leaves = [p for (p,) in con.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'jobs' AND pagetype = 'leaf' "
+            "ORDER BY pageno")]
+    finally:
+        con.close()
+    assert len(leaves) >= 3, leaves
+    page = leaves[len(leaves) // 2]
+    with open(db, "r+b") as f:
+        f.seek((page - 1) * page_size)
+        f.write(b"\x0d\xff\xff\xff\xff\xff\xff\xff")  # a leaf whose cell count and offsets lie
+
+
+def test_a_damaged_page_among_finished_jobs_makes_health_say_so(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    for _ in range(40):
+        wait_job(d, submit(d, {"benchmark": "copy", "params": {"size": "4KiB"},
+                               "labels": {"pad": "x" * 200}})["id"])
+    assert d.stop() == 0
+    damage_a_finished_jobs_page(state)
+    d2 = umd(fake_devices=1, state_dir=state)
+    r = d2.get("/v1/health")
+    assert r.status_code == 503, r.text
+    body = r.json()
+    assert body["status"] == "degraded"
+    assert "job store is damaged" in body["reason"]
+    assert any("job store is damaged" in p for p in body["problems"])
+    assert "quick_check" in d2.log()
+    # Degraded, not down: a new job still runs.
+    assert wait_job(d2, submit(d2, QUICK)["id"])["state"] == "succeeded"
+
+
+def test_a_whole_store_passes_the_quick_check(umd, tmp_path):
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    wait_job(d, submit(d, QUICK)["id"])
+    assert d.stop() == 0
+    d2 = umd(fake_devices=1, state_dir=state)
+    assert d2.get("/v1/health").json()["status"] == "ok"
+    assert "damaged" not in d2.log()
+
+
+def burst(d, seconds, threads=4):
+    """Submit jobs with padded labels from several threads for seconds; returns the largest WAL
+    size seen meanwhile."""
+    import threading
+    wal = d.state_dir / "umd.db-wal"
+    stop = threading.Event()
+    body = {"benchmark": "copy", "device": 0, "params": {"size": "4KiB"},
+            "labels": {f"pad{i}": "x" * 250 for i in range(4)}}
+
+    def client():
+        s = requests.Session()
+        while not stop.is_set():
+            r = s.post(d.url("/v1/jobs"), json=body, timeout=10)
+            assert r.status_code in (202, 429), r.text
+            if r.status_code == 429:
+                time.sleep(0.05)
+
+    ts = [threading.Thread(target=client) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    peak, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        peak = max(peak, wal.stat().st_size if wal.exists() else 0)
+        time.sleep(0.02)
+    stop.set()
+    for t in ts:
+        t.join(30)
+    return peak
+
+
+def wal_size(d):
+    wal = d.state_dir / "umd.db-wal"
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def test_the_wal_is_given_back_once_the_writer_is_idle(umd):
+    d = umd()
+    peak = burst(d, 3)
+    assert peak > 1024 * 1024, peak  # the burst grew it: the test can tell
+    deadline = time.monotonic() + 10
+    while wal_size(d) > 0:
+        assert time.monotonic() < deadline, (wal_size(d), peak)
+        time.sleep(0.1)
+
+
+def test_the_wal_stays_near_wal_max_bytes_under_load(umd):
+    limit = 256 * 1024
+    d = umd(args=["--wal-max-bytes", "256KiB"])
+    peak = burst(d, 4)
+    # Cut after the commit that passed the bound: one group commit more at most.
+    assert peak < 4 * limit, peak
+    deadline = time.monotonic() + 10
+    while wal_size(d) > limit:
+        assert time.monotonic() < deadline, wal_size(d)
+        time.sleep(0.1)

@@ -211,3 +211,59 @@ def test_health_history_in_one_request(umd):
     assert len(page["jobs"]) == 2
     for j in page["jobs"]:
         assert j["parts"][0]["verdict"]["verdict"] in ("pass", "warn", "fail", "unknown")
+
+
+def churn_and_wait(d, seconds, waiters=24, churners=3):
+    """Jobs submitted and finishing without pause on GPU 1 while waiters ask, each with a short
+    ?wait=, for a job that never finishes in time and for anything newer on the list: every
+    change moves the generation the waiters check. Returns (answered, unanswered, statuses
+    other than 200)."""
+    long_job = submit(d, slow(600000))
+    stop = threading.Event()
+    lock = threading.Lock()
+    count = {"answered": 0, "unanswered": 0, "other": []}
+    newest = [long_job]
+
+    def churn():
+        body = {"benchmark": "copy", "device": 1, "params": {"size": "4KiB"}}
+        while not stop.is_set():
+            r = requests.post(d.url("/v1/jobs"), json=body, timeout=30)
+            if r.status_code == 202:
+                newest[0] = r.json()["id"]
+            else:
+                time.sleep(0.01)  # 429: the queue is full; let it drain
+
+    def wait(i):
+        while not stop.is_set():
+            path = (f"/v1/jobs/{long_job}?wait=200ms" if i % 2 else
+                    f"/v1/jobs?after={newest[0]}&wait=200ms&limit=1")
+            try:
+                r = requests.get(d.url(path), timeout=30)
+            except requests.ConnectionError as e:
+                with lock:
+                    count["unanswered"] += 1
+                    count["other"].append(repr(e)[:200])
+                continue
+            with lock:
+                count["answered"] += 1
+                if r.status_code != 200:
+                    count["other"].append(r.status_code)
+
+    ts = ([threading.Thread(target=churn) for _ in range(churners)] +
+          [threading.Thread(target=wait, args=(i,)) for i in range(waiters)])
+    for t in ts:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in ts:
+        t.join(60)
+    return count["answered"], count["unanswered"], count["other"]
+
+
+def test_a_waiter_that_keeps_seeing_changes_is_answered_with_its_last_read(umd):
+    d = umd()
+    answered, unanswered, other = churn_and_wait(d, 8)
+    assert unanswered == 0, (unanswered, answered, other[:5])
+    assert answered > 100, answered
+    assert other == [], other[:5]
+    assert d.process.poll() is None

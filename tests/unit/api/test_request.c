@@ -345,6 +345,47 @@ static void test_submit_refuses_before_core(void **state)
         assert_int_equal(core_double.calls, 0);
 }
 
+static int framing_of(const char *const *kv, size_t n)
+{
+        struct request_framing f = {0};
+        struct problem p;
+
+        for (size_t i = 0; i + 1 < n; i += 2)
+                request_framing_add(&f, kv[i], kv[i + 1]);
+        return request_framing_check(&f, &p) < 0 ? p.status : 0;
+}
+
+static void test_framing_refuses_what_two_parsers_may_read_two_ways(void **state)
+{
+        const char *plain[] = {"Host", "x", "Content-Length", "12"};
+        const char *same[] = {"Content-Length", "12", "content-length", " 12 "};
+        const char *chunked[] = {"Transfer-Encoding", "Chunked"};
+        const char *both[] = {"Content-Length", "5", "transfer-encoding", "chunked"};
+        const char *differ[] = {"Content-Length", "5", "Content-Length", "05"};
+        const char *odd_te[] = {"Transfer-Encoding", "gzip, chunked"};
+        const char *two_te[] = {"Transfer-Encoding", "chunked", "Transfer-Encoding", "chunked"};
+        const char *spaced[] = {"Transfer-Encoding ", "chunked"};
+
+        assert_int_equal(framing_of(plain, 4), 0);
+        assert_int_equal(framing_of(same, 4), 0);
+        assert_int_equal(framing_of(chunked, 2), 0);
+        assert_int_equal(framing_of(both, 4), 400);
+        assert_int_equal(framing_of(differ, 4), 400);
+        assert_int_equal(framing_of(odd_te, 2), 400);
+        assert_int_equal(framing_of(two_te, 4), 400);
+        assert_int_equal(framing_of(spaced, 2), 400);
+}
+
+static void test_target_path_of_origin_and_absolute_forms(void **state)
+{
+        assert_string_equal(request_target_path("/v1/jobs"), "/v1/jobs");
+        assert_string_equal(request_target_path("http://h:8470/v1/jobs"), "/v1/jobs");
+        assert_string_equal(request_target_path("HTTPS://h/v1/version"), "/v1/version");
+        assert_string_equal(request_target_path("http://h"), "/");
+        /* Not a scheme umd knows: left as it is, so it is a 404 like any unknown path. */
+        assert_string_equal(request_target_path("ftp://h/v1/jobs"), "ftp://h/v1/jobs");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -361,6 +402,8 @@ int main(void)
             cmocka_unit_test_setup(test_json_body, setup),
             cmocka_unit_test(test_wait_durations),
             cmocka_unit_test(test_route_arguments),
+            cmocka_unit_test(test_framing_refuses_what_two_parsers_may_read_two_ways),
+            cmocka_unit_test(test_target_path_of_origin_and_absolute_forms),
             cmocka_unit_test_setup(test_submit_new_replay_and_full, setup),
             cmocka_unit_test_setup(test_submit_refuses_before_core, setup),
         };
