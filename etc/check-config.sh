@@ -27,7 +27,7 @@ sample)
 	;;
 parse)
 	"$umd" --config "$conf" --check-config
-	sed -n 's/^#\([a-z_]* = \)/\1/p' "$conf" >"$tmp/keys"
+	sed -n 's/^#\([a-z0-9_]* = \)/\1/p' "$conf" >"$tmp/keys"
 	[ -s "$tmp/keys" ] || { echo "no '#key = value' lines in $conf" >&2; exit 1; }
 	{ echo '[umd]'; cat "$tmp/keys"; } >"$tmp/uncommented.conf"
 	"$umd" --config "$tmp/uncommented.conf" --check-config

@@ -12,7 +12,7 @@ keys() {
 	!inside { next }
 	/^$/ { help = ""; next }
 	/^# / { help = help (help == "" ? "" : " ") substr($0, 3); next }
-	/^#[a-z_]+ = ?/ {
+	/^#[a-z0-9_]+ = ?/ {
 		line = substr($0, 2)
 		eq = index(line, " = ")
 		key = substr(line, 1, eq - 1)
