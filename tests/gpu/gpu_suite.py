@@ -268,6 +268,9 @@ def test_sanity(args):
     else:
         for line in L:
             for m in line["result"]["measurements"]:
+                # copy_overlap's kernel alone reads device memory: no link bounds it
+                if m["name"] == "kernel_alone":
+                    continue
                 limit = rate * (2 if m["bytes_counted"] in ("both directions", "read+write")
                                 else 1)
                 if m["gbps"] > limit:
