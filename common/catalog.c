@@ -415,6 +415,8 @@ static const struct param_def topology_params[] = {
     P_SIZE(256 * MiB), P_ITER(10), P_WARMUP, P_PEER_METHODS, P_SEED, P_FAKE,
 };
 
+static const char *const health_tier_values[] = {HEALTH_TIER_QUICK, HEALTH_TIER_EXTENDED, NULL};
+
 static const struct param_def health_params[] = {
     P_SIZE(64 * MiB),
     P_ITER(10),
@@ -428,6 +430,37 @@ static const struct param_def health_params[] = {
      .min = 4 * KiB,
      .max = 0,
      .def = 256 * MiB},
+    {.name = "tier",
+     .type = PARAM_ENUM,
+     .description = "quick (the canonical check, about 0.3 s a GPU) or extended (adds a short "
+                    "sweep of each path, bidirectional and pageable copies both ways, latency, "
+                    "managed memory, device memory and the GPU pairs at full_size, inside "
+                    "budget_ms)",
+     .def_str = "quick",
+     .values = health_tier_values},
+    {.name = "budget_ms",
+     .type = PARAM_INT,
+     .unit = "ms",
+     .description = "extended: this part's time budget; what does not fit is skipped and said "
+                    "(0: no budget)",
+     .min = 0,
+     .max = 3600000,
+     .def = 0},
+    {.name = "pairs_budget_ms",
+     .type = PARAM_INT,
+     .unit = "ms",
+     .description = "extended: the GPU pairs' part's time budget (the node worker's; 0: no "
+                    "budget)",
+     .min = 0,
+     .max = 3600000,
+     .def = 0},
+    {.name = "full_size",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "extended: the size of the device-memory copy and of each GPU pair's copy",
+     .min = 4 * KiB,
+     .max = 0,
+     .def = 1 * GiB},
     P_SEED,
     P_FAKE,
 };
@@ -475,7 +508,11 @@ static const char *const um_vs_explicit_meas[] = {MEAS_UM_PINNED_COPY_KERNEL,
  * pairs (ce_uni) */
 static const char *const health_meas[] = {
     MEAS_PINNED_H2D,         MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D, MEAS_MANAGED_PREFETCH,
-    MEAS_LATENCY_PINNED_H2D, MEAS_D2D,        MEAS_CE_UNI,       NULL};
+    MEAS_LATENCY_PINNED_H2D, MEAS_D2D,        MEAS_CE_UNI,
+    /* the extended tier's */
+    MEAS_BIDIR, MEAS_PAGEABLE_D2H, MEAS_MANAGED_ON_DEMAND, MEAS_LATENCY_PINNED_D2H,
+    MEAS_LATENCY_PAGEABLE_H2D, MEAS_LATENCY_PAGEABLE_D2H, MEAS_LATENCY_FAULT, MEAS_D2D_FULL,
+    MEAS_KNEE_PINNED_H2D, MEAS_KNEE_PINNED_D2H, MEAS_KNEE_D2D, NULL};
 static const char *const d2d_meas[] = {MEAS_COPY_ENGINE, MEAS_SM_COPY, NULL};
 static const char *const peer_meas[] = {MEAS_CE_UNI, MEAS_CE_BIDIR, MEAS_SM_UNI, MEAS_SM_BIDIR,
                                         NULL};

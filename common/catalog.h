@@ -92,6 +92,19 @@ struct param_def {
 #define PIPE_BALANCED "balanced"
 /* health's small-copy latency */
 #define MEAS_LATENCY_PINNED_H2D "latency_pinned_h2d"
+/* health's extended tier (issue 24): what it adds to the quick tier's measurements. A knee is a
+ * short sweep of one path, "@SIZE" follows; d2d_full is device memory at the tier's full_size. */
+#define MEAS_LATENCY_PINNED_D2H   "latency_pinned_d2h"
+#define MEAS_LATENCY_PAGEABLE_H2D "latency_pageable_h2d"
+#define MEAS_LATENCY_PAGEABLE_D2H "latency_pageable_d2h"
+#define MEAS_LATENCY_FAULT        "latency_managed_fault"
+#define MEAS_D2D_FULL             "d2d_full"
+#define MEAS_KNEE_PINNED_H2D      "knee_pinned_h2d"
+#define MEAS_KNEE_PINNED_D2H      "knee_pinned_d2h"
+#define MEAS_KNEE_D2D             "knee_d2d"
+/* health's tiers: the canonical check is "quick"; "extended" adds the above inside a budget */
+#define HEALTH_TIER_QUICK    "quick"
+#define HEALTH_TIER_EXTENDED "extended"
 /* between GPUs: "@src>dst" (or "@gpu") follows */
 #define MEAS_CE_UNI    "ce_uni"
 #define MEAS_CE_BIDIR  "ce_bidir"

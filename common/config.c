@@ -204,6 +204,10 @@ static const struct key keys[] = {
          "bandwidth warns (an H200 copies at 85% of its 4.8 TB/s)."},
         {"health_memory_fail_fraction", K_DOUBLE, F(health_memory_fail_fraction), "0.50", 0, 1,
          "Health: below this fraction of the model's nominal memory bandwidth fails."},
+        {"health_extended_budget_s", K_UINT, F(health_extended_budget_s), "30", 1, 3600,
+         "The extended health tier's time budget for the whole node (seconds): each GPU's part "
+         "(run side by side) gets two thirds of it when the GPU pairs are checked too, the pairs "
+         "the rest; what does not fit is skipped, and the verdict says what."},
         {"gpu_models_file", K_STR, F(gpu_models_file), "/etc/umd/gpu-models.conf", 0, 0,
          "GPU models that override or add to the shipped table of what each model should reach "
          "(INI: a [name] section per model; see gpu-models.conf). A missing file: the shipped "

@@ -547,11 +547,16 @@ static int multi_topology(struct bench_job *j, struct bench_multi *m)
 /* ---------------------------------------------------------------- health */
 
 /* The canonical health check's part on the node: every pair's copy-engine copy, one direction
- * (daemon/health.c judges them against their links and their past). */
+ * (daemon/health.c judges them against their links and their past). The extended tier then
+ * measures them again at full_size when the quick pass's time, scaled to that size, fits what
+ * is left of pairs_budget_ms, and says in the result's "plan" what it did. */
 static int multi_health(struct bench_job *j, struct bench_multi *m)
 {
         json_t *p = json_pack("{s:[s], s:[s]}", "methods", "ce", "directions", "uni");
         const json_t *keep = j->params;
+        bool extended = strcmp(param_str(j, "tier", HEALTH_TIER_QUICK), HEALTH_TIER_EXTENDED) == 0;
+        double t0 = now_ms(), budget = (double)param_int(j, "pairs_budget_ms", 0);
+        uint64_t full = (uint64_t)param_int(j, "full_size", 1ll << 30), quick = j->size;
         int r;
 
         if (!p)
@@ -559,6 +564,34 @@ static int multi_health(struct bench_job *j, struct bench_multi *m)
         json_object_update_missing(p, (json_t *)keep);
         j->params = p;
         r = multi_peer(j, m);
+        if (r >= 0 && extended) {
+                const char *what = "every GPU pair at full size";
+                double took = now_ms() - t0, est = took * (double)full / (double)quick;
+                double left = budget - took;
+                json_t *ran = json_array(), *skipped = json_array();
+                char why[160];
+
+                if (budget <= 0 || est <= left) {
+                        json_array_clear(j->measurements);
+                        j->size = full;
+                        r = multi_peer(j, m);
+                        j->size = quick;
+                        json_array_append_new(ran, json_string(what));
+                } else {
+                        snprintf(why, sizeof(why),
+                                 "skipped: %s would take about %.0f ms, and %.0f ms of the %.0f ms "
+                                 "budget are left",
+                                 what, est, left > 0 ? left : 0.0, budget);
+                        json_array_append_new(skipped, json_pack("{s:s, s:f, s:s}", "check", what,
+                                                                 "estimate_ms", est, "reason",
+                                                                 why));
+                }
+                json_object_set_new(j->extra_top, "tier", json_string(HEALTH_TIER_EXTENDED));
+                json_object_set_new(j->extra_top, "plan",
+                                    json_pack("{s:I, s:f, s:o, s:o}", "budget_ms",
+                                              (json_int_t)budget, "elapsed_ms", now_ms() - t0,
+                                              "ran", ran, "skipped", skipped));
+        }
         j->params = keep;
         json_decref(p);
         return r;
@@ -627,6 +660,7 @@ int bench_multi_run(struct bench_multi *m, const char *benchmark, const json_t *
                 }
                 if (json_array_size(j->notes) > 0)
                         json_object_set(res, "notes", j->notes);
+                json_object_update(res, j->extra_top); /* the extended health tier's plan */
                 *ret_result = res;
         }
 out:

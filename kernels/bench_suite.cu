@@ -217,8 +217,161 @@ int bench_sweep(struct bench_job *j)
  * that took the check from 0.48 s to about 0.25 s (bench/results/coexist-h200.txt). Device
  * memory is the copy engine's device-to-device copy at its own size (d2d_size, above the L2
  * cache): at 4 TB/s its every iteration costs about 0.13 ms at 256 MiB. */
+/* ---- the extended tier (issue 24): its additions inside budget_ms ---- */
+
+/* GB/s of the measurement the part has taken so far under name, or 0. */
+static double taken_gbps(const struct bench_job *j, const char *name)
+{
+        size_t i;
+        json_t *m;
+        json_array_foreach(j->measurements, i, m)
+        {
+                const char *n = json_string_value(json_object_get(m, "name"));
+                if (n && strcmp(n, name) == 0)
+                        return json_number_value(json_object_get(m, "gbps"));
+        }
+        return 0;
+}
+
+/* The time of `samples` copies of `bytes` at gbps (a slow guess where the rate is unknown), plus
+ * a launch's worth each, ms. */
+static double est_copy_ms(double samples, double bytes, double gbps)
+{
+        return samples * (bytes / ((gbps > 0 ? gbps : 1.0) * 1e6) + 0.02);
+}
+
+struct ext_plan {
+        double t0, budget_ms; /* budget 0: none */
+        json_t *ran, *skipped;
+};
+
+/* True when an addition estimated at est ms fits what is left of the budget; else says in
+ * skipped that it was left out, and why. */
+static bool ext_fits(struct ext_plan *pl, const char *addition, double est)
+{
+        double left = pl->budget_ms - (now_ms() - pl->t0);
+        char why[160];
+
+        if (pl->budget_ms <= 0 || est <= left) {
+                json_array_append_new(pl->ran, json_string(addition));
+                return true;
+        }
+        snprintf(why, sizeof(why),
+                 "skipped: %s would take about %.0f ms, and %.0f ms of the %.0f ms budget are left",
+                 addition, est, left > 0 ? left : 0.0, pl->budget_ms);
+        json_array_append_new(pl->skipped, json_pack("{s:s, s:f, s:s}", "check", addition,
+                                                     "estimate_ms", est, "reason", why));
+        return false;
+}
+
+/* One measurement of a (cached) sub-run, renamed; size > 0 also records it (a knee's point). */
+static int ext_take(struct bench_job *j, json_t *runs, const struct mode *md, uint64_t size)
+{
+        json_t *res;
+        int r = run_cached(j, runs, md, &res);
+        if (r < 0)
+                return r;
+        json_t *m = json_deep_copy(result_measurement(res, md->measurement));
+        if (!m)
+                return job_fail(j, -EIO, "health: no %s in %s", md->measurement, md->bench);
+        json_object_set_new(m, "name", json_string(md->name));
+        if (size > 0)
+                json_object_set_new(m, "size", json_integer((json_int_t)size));
+        json_array_append_new(j->measurements, m);
+        return 0;
+}
+
+/* A short sweep of one path: every 4x from 64 KiB up to top, each point "name@SIZE". */
+static int ext_knee(struct bench_job *j, json_t *runs, struct ext_plan *pl, const char *addition,
+                    const char *name, const char *bench, const char *extra, const char *meas,
+                    uint64_t top, double gbps, double mult)
+{
+        double samples = j->iterations + j->warmup, est = 0;
+        int r = 0;
+
+        for (uint64_t sz = 64 * 1024; sz <= top; sz *= 4)
+                est += est_copy_ms(samples, (double)sz * mult, gbps);
+        if (!ext_fits(pl, addition, est))
+                return 0;
+        for (uint64_t sz = 64 * 1024; r >= 0 && sz <= top; sz *= 4) {
+                char n[96], ov[160];
+                snprintf(n, sizeof(n), "%s@%llu", name, (unsigned long long)sz);
+                snprintf(ov, sizeof(ov), "{%s\"size\": %llu}", extra, (unsigned long long)sz);
+                const struct mode md = {n, bench, ov, meas, NULL};
+                r = ext_take(j, runs, &md, sz);
+        }
+        return r;
+}
+
+/* The extended tier's additions, cheapest and most telling first, each when it fits what is left
+ * of budget_ms (estimated from the rates the quick tier just measured): device memory at
+ * full_size, bidirectional copies, pageable copies back to the host, latency (the quick tier's
+ * latency run already has every figure), managed memory on demand, and short sweeps of the
+ * pinned copies and of device memory. The plan goes to the result's "plan". */
+static int health_extended(struct bench_job *j, json_t *runs, double t0)
+{
+        uint64_t full = (uint64_t)param_int(j, "full_size", 1ll << 30);
+        double samples = j->iterations + j->warmup, size = (double)j->size;
+        double h2d = taken_gbps(j, MEAS_PINNED_H2D), d2h = taken_gbps(j, MEAS_PINNED_D2H);
+        double pageable = taken_gbps(j, MEAS_PAGEABLE_H2D), d2d = taken_gbps(j, MEAS_D2D);
+        struct ext_plan pl = {t0, (double)param_int(j, "budget_ms", 0), json_array(), json_array()};
+        char ov[160];
+        int r = 0;
+
+        if (!pl.ran || !pl.skipped) {
+                json_decref(pl.ran);
+                json_decref(pl.skipped);
+                return job_fail(j, -ENOMEM, "out of memory");
+        }
+        snprintf(ov, sizeof(ov), "{\"size\": %llu}", (unsigned long long)full);
+        const struct mode d2d_full = {MEAS_D2D_FULL, "d2d", ov, MEAS_COPY_ENGINE, NULL};
+        if (ext_fits(&pl, "device memory at full size", est_copy_ms(samples, 2.0 * full, d2d)))
+                r = ext_take(j, runs, &d2d_full, 0);
+        const struct mode bidir = {MEAS_BIDIR, "copy", "{\"direction\": \"bidir\"}", MEAS_BIDIR,
+                                   NULL};
+        if (r >= 0 && ext_fits(&pl, "bidirectional copies", est_copy_ms(samples, 2 * size, h2d + d2h)))
+                r = ext_take(j, runs, &bidir, 0);
+        const struct mode pd2h = {MEAS_PAGEABLE_D2H, "copy",
+                                  "{\"direction\": \"d2h\", \"host_memory\": \"pageable\"}",
+                                  MEAS_D2H, NULL};
+        if (r >= 0 && ext_fits(&pl, "pageable copies back to the host",
+                               est_copy_ms(samples, size, pageable)))
+                r = ext_take(j, runs, &pd2h, 0);
+        const char *lat = "{\"size\": 4, \"repeats\": 10, \"pages\": 8}";
+        const struct mode lats[] = {
+            {MEAS_LATENCY_PINNED_D2H, "latency", lat, MEAS_PINNED_D2H, NULL},
+            {MEAS_LATENCY_PAGEABLE_H2D, "latency", lat, MEAS_PAGEABLE_H2D, NULL},
+            {MEAS_LATENCY_PAGEABLE_D2H, "latency", lat, MEAS_PAGEABLE_D2H, NULL},
+            {MEAS_LATENCY_FAULT, "latency", lat, MEAS_FAULT_SINGLE, NULL},
+        };
+        if (r >= 0 && ext_fits(&pl, "latency", 0))
+                for (size_t i = 0; r >= 0 && i < sizeof(lats) / sizeof(lats[0]); i++)
+                        r = ext_take(j, runs, &lats[i], 0);
+        const struct mode od = {MEAS_MANAGED_ON_DEMAND, "managed_on_demand", "{}",
+                                MEAS_GPU_ON_DEMAND, NULL};
+        if (r >= 0 && ext_fits(&pl, "managed memory on demand",
+                               est_copy_ms(samples, 2 * size, pageable)))
+                r = ext_take(j, runs, &od, 0);
+        if (r >= 0)
+                r = ext_knee(j, runs, &pl, "sweep of pinned_h2d", MEAS_KNEE_PINNED_H2D, "copy",
+                             "\"direction\": \"h2d\", ", MEAS_H2D, j->size, h2d, 1);
+        if (r >= 0)
+                r = ext_knee(j, runs, &pl, "sweep of pinned_d2h", MEAS_KNEE_PINNED_D2H, "copy",
+                             "\"direction\": \"d2h\", ", MEAS_D2H, j->size, d2h, 1);
+        if (r >= 0)
+                r = ext_knee(j, runs, &pl, "sweep of d2d", MEAS_KNEE_D2D, "d2d", "",
+                             MEAS_COPY_ENGINE, full, d2d, 2);
+        json_object_set_new(j->extra_top, "tier", json_string(HEALTH_TIER_EXTENDED));
+        json_object_set_new(j->extra_top, "plan",
+                            json_pack("{s:I, s:f, s:o, s:o}", "budget_ms",
+                                      (json_int_t)pl.budget_ms, "elapsed_ms", now_ms() - t0, "ran",
+                                      pl.ran, "skipped", pl.skipped));
+        return r < 0 ? r : 0;
+}
+
 int bench_health(struct bench_job *j)
 {
+        double t0 = now_ms();
         char host_dep[160], managed[96], d2d[96];
         int half = j->iterations / 2 < 3 ? 3 : j->iterations / 2;
         json_t *d2d_size = json_object_get(j->params, "d2d_size");
@@ -256,6 +409,8 @@ int bench_health(struct bench_job *j)
                 json_object_set_new(m, "name", json_string(checks[i].name));
                 json_array_append_new(j->measurements, m);
         }
+        if (r >= 0 && strcmp(param_str(j, "tier", HEALTH_TIER_QUICK), HEALTH_TIER_EXTENDED) == 0)
+                r = health_extended(j, runs, t0);
         json_decref(runs);
         if (r < 0)
                 return r;

@@ -718,6 +718,143 @@ static int plan_um_vs_explicit(struct fake_job *j)
         return r;
 }
 
+/* --- health's extended tier: the budget is planned on the model's own times --- */
+
+/* The modelled time of measurement i with its warm-up (as measure_all spends it), ms. */
+static double est_ms(const struct fake_job *j, size_t i)
+{
+        const struct fake_meas *m = &j->m[i];
+        uint64_t pct = param_u64(j->params, "fake_bandwidth_pct");
+        double samples = (double)(param_u64(j->params, "iterations") +
+                                  param_u64(j->params, "warmup"));
+        double one = (double)(m->size * m->mode->bytes_mult) / (m->mode->gbps * m->scale * 1e9) *
+                         1e3 +
+                     m->mode->overhead_us / 1e3;
+
+        return samples * one * 100.0 / (double)(pct ? pct : 100);
+}
+
+static double est_from(const struct fake_job *j, size_t from)
+{
+        double t = 0;
+
+        for (size_t i = from; i < j->n; i++)
+                t += est_ms(j, i);
+        return t;
+}
+
+/* The part's budget: a GPU's, or the pairs' on the node worker. */
+static uint64_t plan_budget(const struct fake_job *j)
+{
+        return param_u64(j->params, j->device ? "budget_ms" : "pairs_budget_ms");
+}
+
+/* The plan's record, as kernels/bench_suite.cu writes it: {"tier", "plan": {"budget_ms",
+ * "estimated_ms", "ran": [addition], "skipped": [{"check", "estimate_ms", "reason"}]}}. */
+static int plan_record(struct fake_job *j, json_t *ran, json_t *skipped, double spent)
+{
+        uint64_t budget = plan_budget(j);
+
+        json_decref(j->top);
+        j->top = json_pack("{s:s, s:{s:I, s:f, s:o, s:o}}", "tier", HEALTH_TIER_EXTENDED, "plan",
+                           "budget_ms", (json_int_t)budget, "estimated_ms", spent, "ran", ran,
+                           "skipped", skipped);
+        return j->top ? 0 : -ENOMEM;
+}
+
+/* Keeps the measurements added since `from` when they fit what is left of the budget, else
+ * takes them back and says so in skipped. */
+static void plan_fit(struct fake_job *j, size_t from, const char *addition, double *spent,
+                     json_t *ran, json_t *skipped)
+{
+        uint64_t budget = plan_budget(j);
+        double t = est_from(j, from);
+        char why[160];
+
+        if (budget == 0 || *spent + t <= (double)budget) {
+                *spent += t;
+                json_array_append_new(ran, json_string(addition));
+                return;
+        }
+        for (size_t i = from; i < j->n; i++)
+                json_decref(j->m[i].extra);
+        j->n = from;
+        snprintf(why, sizeof(why),
+                 "skipped: %s would take about %.0f ms, and %.0f ms of the %llu ms budget are left",
+                 addition, t, (double)budget - *spent > 0 ? (double)budget - *spent : 0.0,
+                 (unsigned long long)budget);
+        json_array_append_new(skipped, json_pack("{s:s, s:f, s:s}", "check", addition,
+                                                 "estimate_ms", t, "reason", why));
+}
+
+/* A short sweep of one path: every 4x from 64 KiB up to `top`, each measurement named
+ * "knee@SIZE" and told its size. */
+static int add_knee(struct fake_job *j, const char *name, const char *key, uint64_t top)
+{
+        int r = 0;
+
+        for (uint64_t sz = 64 * 1024; r == 0 && sz <= top; sz *= 4) {
+                char n[64];
+
+                snprintf(n, sizeof(n), "%s@%llu", name, (unsigned long long)sz);
+                r = add(j, n, key, sz);
+                if (r == 0 && !(j->m[j->n - 1].extra = json_pack("{s:I}", "size", (json_int_t)sz)))
+                        r = -ENOMEM;
+        }
+        return r;
+}
+
+/* The extended tier's additions, in kernels/bench_suite.cu's order: each fits what is left of
+ * budget_ms (the quick tier's measurements already planned count first) or is skipped. */
+static int plan_health_extended(struct fake_job *j)
+{
+        uint64_t full = param_u64(j->params, "full_size");
+        json_t *ran = json_array(), *skipped = json_array();
+        double spent = est_from(j, 0);
+        size_t from;
+        int r = ran && skipped ? 0 : -ENOMEM;
+
+        static const char *const latencies[][2] = {
+            {MEAS_LATENCY_PINNED_D2H, "latency.pinned"},
+            {MEAS_LATENCY_PAGEABLE_H2D, "latency.pageable"},
+            {MEAS_LATENCY_PAGEABLE_D2H, "latency.pageable"},
+            {MEAS_LATENCY_FAULT, "managed_fault_single"}};
+
+        if (r == 0 && (from = j->n, r = add(j, MEAS_D2D_FULL, "d2d_ce", full)) == 0)
+                plan_fit(j, from, "device memory at full size", &spent, ran, skipped);
+        if (r == 0 && (from = j->n, r = add(j, MEAS_BIDIR, "bidir", j->size)) == 0)
+                plan_fit(j, from, "bidirectional copies", &spent, ran, skipped);
+        if (r == 0 && (from = j->n, r = add(j, MEAS_PAGEABLE_D2H, MEAS_PAGEABLE_D2H, j->size)) == 0)
+                plan_fit(j, from, "pageable copies back to the host", &spent, ran, skipped);
+        if (r == 0) {
+                from = j->n;
+                for (size_t i = 0; r == 0 && i < ELEMENTSOF(latencies); i++) {
+                        r = add(j, latencies[i][0], latencies[i][1], 4);
+                        if (r == 0)
+                                j->m[j->n - 1].latency = true;
+                }
+                if (r == 0)
+                        plan_fit(j, from, "latency", &spent, ran, skipped);
+        }
+        if (r == 0 &&
+            (from = j->n, r = add(j, MEAS_MANAGED_ON_DEMAND, "managed_on_demand", j->size)) == 0)
+                plan_fit(j, from, "managed memory on demand", &spent, ran, skipped);
+        if (r == 0 && (from = j->n, r = add_knee(j, MEAS_KNEE_PINNED_H2D, MEAS_PINNED_H2D,
+                                                  j->size)) == 0)
+                plan_fit(j, from, "sweep of pinned_h2d", &spent, ran, skipped);
+        if (r == 0 && (from = j->n, r = add_knee(j, MEAS_KNEE_PINNED_D2H, MEAS_PINNED_D2H,
+                                                  j->size)) == 0)
+                plan_fit(j, from, "sweep of pinned_d2h", &spent, ran, skipped);
+        if (r == 0 && (from = j->n, r = add_knee(j, MEAS_KNEE_D2D, "d2d_ce", full)) == 0)
+                plan_fit(j, from, "sweep of d2d", &spent, ran, skipped);
+        if (r < 0) {
+                json_decref(ran);
+                json_decref(skipped);
+                return r;
+        }
+        return plan_record(j, ran, skipped, spent);
+}
+
 static int plan_health(struct fake_job *j)
 {
         /* The measurements kernels/bench_suite.cu's health reports. */
@@ -732,6 +869,8 @@ static int plan_health(struct fake_job *j)
         /* Device memory: the copy engine's device-to-device copy at the check's own size. */
         if (r == 0)
                 r = add(j, MEAS_D2D, "d2d_ce", param_u64(j->params, "d2d_size"));
+        if (r == 0 && streq_ptr(param_str(j->params, "tier"), HEALTH_TIER_EXTENDED))
+                r = plan_health_extended(j);
         return r;
 }
 
@@ -897,12 +1036,35 @@ static int plan_peer(struct fake_job *j)
         return plan_pairs(j, j->params);
 }
 
-/* The canonical check's GPU pairs: copy engine, one direction, every pair. */
+/* The canonical check's GPU pairs: copy engine, one direction, every pair; the extended tier's
+ * at full_size when that fits budget_ms, else at size, saying so. */
 static int plan_node_health(struct fake_job *j)
 {
         json_t *p = json_pack("{s:[s], s:[s]}", "methods", "ce", "directions", "uni");
-        int r = p ? plan_pairs(j, p) : -ENOMEM;
+        bool extended = streq_ptr(param_str(j->params, "tier"), HEALTH_TIER_EXTENDED);
+        json_t *ran = json_array(), *skipped = json_array();
+        uint64_t quick_size = j->size;
+        double spent = 0;
+        int r = p && ran && skipped ? 0 : -ENOMEM;
 
+        if (r == 0 && extended)
+                j->size = param_u64(j->params, "full_size");
+        if (r == 0)
+                r = plan_pairs(j, p);
+        if (r == 0 && extended) {
+                plan_fit(j, 0, "every GPU pair at full size", &spent, ran, skipped);
+                if (j->n == 0) { /* did not fit: the quick tier's pairs */
+                        j->size = quick_size;
+                        r = plan_pairs(j, p);
+                        spent = est_from(j, 0);
+                }
+                if (r == 0) {
+                        r = plan_record(j, ran, skipped, spent);
+                        ran = skipped = NULL;
+                }
+        }
+        json_decref(ran);
+        json_decref(skipped);
         json_decref(p);
         return r;
 }
@@ -1265,7 +1427,6 @@ int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *p
                      &p, &biggest, &top, ret_error);
         if (r < 0)
                 return r;
-        json_decref(top); /* no node plan has keys of its own */
         result = json_pack("{s:s, s:b, s:o, s:O, s:o, s:{s:I, s:I, s:i, s:i, s:I}, s:[s]}",
                            "benchmark", benchmark, "fake", 1, "measurements", list, "devices",
                            devices, "links", fake_links_json(n), "context", "buffer_bytes",
@@ -1275,6 +1436,9 @@ int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *p
                            (json_int_t)param_u64(p, "fake_bandwidth_pct"), "notes",
                            "fake devices: numbers come from a bandwidth model, not a GPU");
         json_decref(p);
+        if (result && top) /* the extended health tier's plan */
+                json_object_update(result, top);
+        json_decref(top);
         if (!result)
                 return backend_fail(ret_error, -ENOMEM, "out of memory");
         *ret_result = result;
