@@ -318,6 +318,8 @@ json_t *device_to_json(const struct device *d)
         json_object_set_new(j, "state", json_string(device_state_string(d)));
         json_object_set_new(j, "state_reason", d->reason[0] ? json_string(d->reason) : json_null());
         json_object_set(j, "last_health", d->last_verdict ? d->last_verdict : json_null());
+        json_object_set_new(j, "last_health_by_tier",
+                            d->verdict_by_tier ? json_incref(d->verdict_by_tier) : json_object());
         /* A worker that said hello holds a CUDA context (and maybe its pool) on the GPU. */
         json_object_set_new(j, "warm",
                             json_boolean(d->wstate == WORKER_IDLE || d->wstate == WORKER_BUSY));
@@ -344,6 +346,7 @@ void devices_free(void)
         for (size_t i = 0; i < n_devices; i++) {
                 json_decref(devices[i].info);
                 json_decref(devices[i].last_verdict);
+                json_decref(devices[i].verdict_by_tier);
         }
         free(devices);
         devices = NULL;

@@ -15,6 +15,7 @@
 #include "jsonutil.h"
 #include "pcie.h"
 #include "topology.h"
+#include "util.h"
 
 const char *const health_bandwidth_modes[] = {
     MEAS_PINNED_H2D, MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D, MEAS_MANAGED_PREFETCH, MEAS_D2D, NULL};
@@ -129,6 +130,248 @@ static void model_checks(const struct umd_config *cfg, const json_t *result, con
         add_check(checks, reasons, worst, "d2d_vs_model", v, why, "model");
 }
 
+/* ---- the extended tier (issue 24): its additions, each judged ---- */
+
+/* Fixed bounds for small-copy latency (microseconds): a pinned 4-byte copy takes 2-10 us on a
+ * healthy PCIe GPU (an H200: 2.2), a pageable one adds a staging copy, a managed page fault
+ * costs tens of microseconds; ten times that is a GPU, link or driver in trouble. */
+#define LAT_PINNED_WARN_US   50.0
+#define LAT_PAGEABLE_WARN_US 200.0
+#define LAT_FAULT_WARN_US    1000.0
+/* Host-dependent paths against the pinned copy of the same direction: below these fractions the
+ * host's memory or the driver is in the way (an H200 node: pageable H2D 12-16% of pinned,
+ * on-demand managed about 15%, prefetched managed about 90%). */
+#define PAGEABLE_WARN_FRACTION  0.05
+#define ON_DEMAND_WARN_FRACTION 0.05
+#define PREFETCH_WARN_FRACTION  0.50
+/* A knee: the size at which a path reaches this fraction of its peak. */
+#define KNEE_FRACTION 0.90
+
+static double gbps_of(const json_t *result, const char *name)
+{
+        json_t *g = json_object_get(result_measurement(result, name), "gbps");
+        return json_is_number(g) ? json_number_value(g) : -1;
+}
+
+static double latency_us_of(const json_t *m)
+{
+        json_t *l = json_object_get(m, "latency_us");
+        if (json_is_number(l))
+                return json_number_value(l);
+        json_t *ms = json_object_get(json_object_get(m, "stats"), "median_ms");
+        return json_is_number(ms) ? json_number_value(ms) * 1e3 : -1;
+}
+
+static void size_words(double bytes, char *buf, size_t len)
+{
+        if (bytes >= 1024.0 * 1024 * 1024)
+                snprintf(buf, len, "%.0f GiB", bytes / (1024.0 * 1024 * 1024));
+        else if (bytes >= 1024.0 * 1024)
+                snprintf(buf, len, "%.0f MiB", bytes / (1024.0 * 1024));
+        else
+                snprintf(buf, len, "%.0f KiB", bytes / 1024.0);
+}
+
+/* A short sweep's points ("knee@SIZE", each with "size"): the smallest size reaching 90% of the
+ * peak. Reaching it only at the largest size swept warns: the path never levels off. */
+static void knee_check(const json_t *result, const char *knee, const char *path, json_t *checks,
+                       json_t *reasons, enum verdict *worst)
+{
+        size_t i, n = 0, len = strlen(knee);
+        double peak = 0, at = -1, largest = 0, smallest = -1;
+        json_t *m;
+        char why[320], name[64], s90[32], lo[32], hi[32];
+
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
+                const char *mn = json_string_value(json_object_get(m, "name"));
+                double g = num_or(m, "gbps"), sz = num_or(m, "size");
+                if (!mn || strncmp(mn, knee, len) != 0 || mn[len] != '@' || g < 0 || sz <= 0)
+                        continue;
+                n++;
+                peak = g > peak ? g : peak;
+                largest = sz > largest ? sz : largest;
+                smallest = smallest < 0 || sz < smallest ? sz : smallest;
+        }
+        if (n == 0)
+                return; /* skipped: the plan says so */
+        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        {
+                const char *mn = json_string_value(json_object_get(m, "name"));
+                double g = num_or(m, "gbps"), sz = num_or(m, "size");
+                if (!mn || strncmp(mn, knee, len) != 0 || mn[len] != '@' || sz <= 0)
+                        continue;
+                if (g >= KNEE_FRACTION * peak && (at < 0 || sz < at))
+                        at = sz;
+        }
+        size_words(at, s90, sizeof(s90));
+        size_words(smallest, lo, sizeof(lo));
+        size_words(largest, hi, sizeof(hi));
+        bool late = n >= 3 && at >= largest;
+        snprintf(name, sizeof(name), "%s_90pct_size", path);
+        snprintf(why, sizeof(why),
+                 "%s reaches 90%% of its %.1f GB/s peak at %s (swept %s to %s in %zu sizes)%s",
+                 path, peak, s90, lo, hi, n,
+                 late ? ": only at the largest size, so it never levels off" : "");
+        add_check(checks, reasons, worst, name, late ? V_WARN : V_PASS, why, "none");
+}
+
+/* Judges one figure against a floor that is a fraction of a reference figure (warn below). */
+static void fraction_check(json_t *checks, json_t *reasons, enum verdict *worst, const char *name,
+                           const char *what, double g, const char *ref_what, double ref,
+                           double warn, const char *expectation)
+{
+        char why[320];
+
+        if (g < 0 || ref <= 0)
+                return;
+        double frac = g / ref;
+        snprintf(why, sizeof(why), "%s %.1f GB/s is %.0f%% of %s %.1f GB/s (warn below %.0f%%)",
+                 what, g, frac * 100, ref_what, ref, warn * 100);
+        add_check(checks, reasons, worst, name, frac < warn ? V_WARN : V_PASS, why, expectation);
+}
+
+static void extended_checks(const struct umd_config *cfg, const json_t *result, const json_t *expect,
+                            double link, json_t *checks, json_t *reasons, enum verdict *worst)
+{
+        double h2d = gbps_of(result, MEAS_PINNED_H2D), d2h = gbps_of(result, MEAS_PINNED_D2H);
+        double bidir = gbps_of(result, MEAS_BIDIR), d2d = gbps_of(result, MEAS_D2D);
+        double full = gbps_of(result, MEAS_D2D_FULL);
+        char why[320];
+
+        knee_check(result, MEAS_KNEE_PINNED_H2D, MEAS_PINNED_H2D, checks, reasons, worst);
+        knee_check(result, MEAS_KNEE_PINNED_D2H, MEAS_PINNED_D2H, checks, reasons, worst);
+        knee_check(result, MEAS_KNEE_D2D, MEAS_D2D, checks, reasons, worst);
+
+        /* Both directions at once: a full-duplex link carries both, so against twice its rate. */
+        if (bidir >= 0 && link > 0) {
+                double frac = bidir / (2 * link);
+                enum verdict v = frac < cfg->health_fail_fraction   ? V_FAIL
+                                 : frac < cfg->health_warn_fraction ? V_WARN
+                                                                    : V_PASS;
+                snprintf(why, sizeof(why),
+                         "bidir %.1f GB/s (both directions at once) is %.0f%% of twice the link's "
+                         "%.1f GB/s (warn below %.0f%%, fail below %.0f%%)",
+                         bidir, frac * 100, link, cfg->health_warn_fraction * 100,
+                         cfg->health_fail_fraction * 100);
+                add_check(checks, reasons, worst, "bidir_vs_link", v, why, "link");
+        }
+
+        /* Device memory at full size: against the model, and against the quick tier's size (a
+         * drop at full size is memory the small copy never touched). */
+        const json_t *model = json_object_get(expect, "model");
+        double nominal = num_or(model, "memory_gbps");
+        const char *mname = json_string_value(json_object_get(model, "name"));
+        if (full >= 0 && nominal > 0 && mname) {
+                double frac = full / nominal;
+                enum verdict v = frac < cfg->health_memory_fail_fraction   ? V_FAIL
+                                 : frac < cfg->health_memory_warn_fraction ? V_WARN
+                                                                           : V_PASS;
+                snprintf(why, sizeof(why),
+                         "d2d_full %.0f GB/s (device memory at full size) is %.0f%% of the %.0f "
+                         "GB/s nominal memory bandwidth of the %s (warn below %.0f%%, fail below "
+                         "%.0f%%)",
+                         full, frac * 100, nominal, mname, cfg->health_memory_warn_fraction * 100,
+                         cfg->health_memory_fail_fraction * 100);
+                add_check(checks, reasons, worst, "d2d_full_vs_model", v, why, "model");
+        }
+        if (full >= 0 && d2d > 0) {
+                double drop = 1.0 - full / d2d;
+                enum verdict v = drop > cfg->health_baseline_tolerance ? V_FAIL : V_PASS;
+                snprintf(why, sizeof(why),
+                         "d2d_full %.0f GB/s against the quick tier's d2d %.0f GB/s: %+.0f%% "
+                         "(fail beyond -%.0f%%)",
+                         full, d2d, -drop * 100, cfg->health_baseline_tolerance * 100);
+                add_check(checks, reasons, worst, "d2d_full_vs_d2d", v, why, "none");
+        }
+
+        /* Host-dependent paths, both ways, against the pinned copy of the same direction. */
+        fraction_check(checks, reasons, worst, "pageable_h2d_vs_pinned", MEAS_PAGEABLE_H2D,
+                       gbps_of(result, MEAS_PAGEABLE_H2D), MEAS_PINNED_H2D, h2d,
+                       PAGEABLE_WARN_FRACTION, "none");
+        fraction_check(checks, reasons, worst, "pageable_d2h_vs_pinned", MEAS_PAGEABLE_D2H,
+                       gbps_of(result, MEAS_PAGEABLE_D2H), MEAS_PINNED_D2H, d2h,
+                       PAGEABLE_WARN_FRACTION, "none");
+        fraction_check(checks, reasons, worst, "managed_on_demand_vs_pinned",
+                       MEAS_MANAGED_ON_DEMAND, gbps_of(result, MEAS_MANAGED_ON_DEMAND),
+                       MEAS_PINNED_H2D, h2d, ON_DEMAND_WARN_FRACTION, "none");
+        if (gbps_of(result, MEAS_MANAGED_ON_DEMAND) >= 0)
+                fraction_check(checks, reasons, worst, "managed_prefetch_vs_pinned",
+                               MEAS_MANAGED_PREFETCH, gbps_of(result, MEAS_MANAGED_PREFETCH),
+                               MEAS_PINNED_H2D, h2d, PREFETCH_WARN_FRACTION, "none");
+
+        static const struct {
+                const char *name;
+                double warn_us;
+        } lats[] = {
+            {MEAS_LATENCY_PINNED_H2D, LAT_PINNED_WARN_US},
+            {MEAS_LATENCY_PINNED_D2H, LAT_PINNED_WARN_US},
+            {MEAS_LATENCY_PAGEABLE_H2D, LAT_PAGEABLE_WARN_US},
+            {MEAS_LATENCY_PAGEABLE_D2H, LAT_PAGEABLE_WARN_US},
+            {MEAS_LATENCY_FAULT, LAT_FAULT_WARN_US},
+        };
+        if (!result_measurement(result, MEAS_LATENCY_PINNED_D2H))
+                return; /* latency was skipped: the plan says so */
+        for (size_t k = 0; k < sizeof(lats) / sizeof(lats[0]); k++) {
+                double us = latency_us_of(result_measurement(result, lats[k].name));
+                char name[64];
+                if (us < 0)
+                        continue;
+                snprintf(name, sizeof(name), "%s", lats[k].name);
+                snprintf(why, sizeof(why), "%s %.1f us (warn above %.0f us)", lats[k].name, us,
+                         lats[k].warn_us);
+                add_check(checks, reasons, worst, name, us > lats[k].warn_us ? V_WARN : V_PASS, why,
+                          "none");
+        }
+}
+
+void health_add_tier(json_t *verdict, const json_t *result)
+{
+        const char *tier = json_string_value(json_object_get(result, "tier"));
+        const json_t *plan = json_object_get(result, "plan");
+        json_t *checks = json_object_get(verdict, "checks"),
+               *reasons = json_object_get(verdict, "reasons"), *x;
+        enum verdict worst = V_PASS; /* a plan's checks only ever pass */
+        char why[640];
+        size_t i, at = 0;
+
+        json_object_set_new(verdict, "tier", json_string(tier ? tier : HEALTH_TIER_QUICK));
+        if (!tier || strcmp(tier, HEALTH_TIER_EXTENDED) != 0 || !json_is_object(plan))
+                return;
+        const json_t *ran = json_object_get(plan, "ran"), *skipped = json_object_get(plan, "skipped");
+        double spent = num_or(plan, "elapsed_ms") >= 0 ? num_or(plan, "elapsed_ms")
+                                                       : num_or(plan, "estimated_ms");
+        long long budget = int_or(plan, "budget_ms");
+        at += (size_t)snprintf(why, sizeof(why), "extended tier: %zu addition(s) ran (",
+                               json_array_size(ran));
+        json_array_foreach(ran, i, x)
+        {
+                if (at < sizeof(why))
+                        at += (size_t)snprintf(why + at, sizeof(why) - at, "%s%s", i ? ", " : "",
+                                               json_string_value(x));
+        }
+        if (at < sizeof(why)) {
+                if (budget > 0)
+                        snprintf(why + at, sizeof(why) - at,
+                                 ") in about %.0f ms of its %lld ms budget, %zu skipped", spent,
+                                 budget, json_array_size(skipped));
+                else
+                        snprintf(why + at, sizeof(why) - at, ") in about %.0f ms, no budget",
+                                 spent);
+        }
+        add_check(checks, reasons, &worst, "plan", V_PASS, why, "none");
+        json_array_foreach(skipped, i, x)
+        {
+                char name[96];
+                snprintf(name, sizeof(name), "skipped: %s",
+                         json_string_value(json_object_get(x, "check")));
+                add_check(checks, reasons, &worst, name, V_PASS,
+                          json_string_value(json_object_get(x, "reason")), "none");
+        }
+        json_object_set(verdict, "plan", (json_t *)plan);
+        json_object_set(verdict, "skipped", json_is_array(skipped) ? (json_t *)skipped : json_array());
+}
+
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
                        const json_t *expect, const json_t *baseline, size_t baseline_runs,
                        const struct health_replays *replays)
@@ -226,8 +469,15 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                 add_check(checks, reasons, &worst, name, v, why, "baseline");
         }
 
-        return json_pack("{s:s, s:o, s:o, s:f, s:O?}", "verdict", verdict_names[worst], "checks",
-                         checks, "reasons", reasons, "link_gbps", link, "expectation", expect);
+        if (streq_ptr(json_string_value(json_object_get(result, "tier")), HEALTH_TIER_EXTENDED))
+                extended_checks(cfg, result, expect, link, checks, reasons, &worst);
+
+        json_t *v = json_pack("{s:s, s:o, s:o, s:f, s:O?}", "verdict", verdict_names[worst],
+                              "checks", checks, "reasons", reasons, "link_gbps", link,
+                              "expectation", expect);
+        if (v)
+                health_add_tier(v, result);
+        return v;
 }
 
 /* ---- pairs of GPUs (the canonical check's part on the node worker) ---- */
@@ -343,8 +593,11 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
         if (pairs == 0)
                 add_check(checks, reasons, &worst, "peer", V_FAIL,
                           "no copy between GPUs was measured", "none");
-        return json_pack("{s:s, s:o, s:o, s:I}", "verdict", verdict_names[worst], "checks", checks,
-                         "reasons", reasons, "pairs", (json_int_t)pairs);
+        json_t *v = json_pack("{s:s, s:o, s:o, s:I}", "verdict", verdict_names[worst], "checks",
+                              checks, "reasons", reasons, "pairs", (json_int_t)pairs);
+        if (v)
+                health_add_tier(v, result);
+        return v;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -22,11 +22,23 @@ struct health_replays {
  * "baseline" or "none"); baseline: {"pinned_h2d": median GB/s, ...} from past passing runs (may be
  * empty, NULL); baseline_runs: how many runs that median came from; replays may be NULL. Returns a
  * new verdict object:
- * {"verdict": "pass"|"warn"|"fail", "checks": [{"name","verdict","reason",...}], "reasons": [..]}
+ * {"verdict": "pass"|"warn"|"fail", "checks": [{"name","verdict","reason",...}], "reasons": [..],
+ *  "tier": ...}. A result of the extended tier ("tier": "extended") also has each of its additions
+ * judged: the size at which each swept path reaches 90% of its peak (warns when only the largest
+ * does), bidirectional copies against twice the link, device memory at full size against the
+ * model and the quick size, pageable copies both ways and managed memory against the pinned copy,
+ * and latency against fixed bounds; an addition the plan skipped is not judged.
  */
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
                        const json_t *expect, const json_t *baseline, size_t baseline_runs,
                        const struct health_replays *replays);
+
+/* The tier that made a verdict, from the result it judged: "tier" ("quick" or "extended"); for
+ * the extended tier also its "plan" (the result's: budget, what ran, what was skipped) and
+ * "skipped", with a "plan" check and one check a skipped addition, all passing (a skip is the
+ * budget's, not the GPU's). health_verdict and health_pair_verdict call it; on allocation
+ * failure the verdict lacks some of these keys. */
+void health_add_tier(json_t *verdict, const json_t *result);
 
 /* A GPU's baseline from its past passing health parts: parts is an array of stored parts
  * ({"result": {"measurements": [...]}, ...}), newest first, of which the first

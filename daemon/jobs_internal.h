@@ -54,6 +54,7 @@ struct jobs_state {
         bool node_running;            /* a part runs on the node worker: every GPU is taken */
         uint64_t node_look_wanted_ms; /* the node's head waits for a look of every GPU since */
         json_t *node_last_verdict;    /* the canonical check's last verdict on the GPU pairs */
+        json_t *node_verdict_by_tier; /* each tier's last one: {"quick": ..., "extended": ...} */
         uint64_t node_last_check_ms;  /* the pairs' last scheduled check (realtime) */
 };
 extern struct jobs_state js;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "config.h"
 #include "devices.h"
 #include "jsonutil.h"
@@ -232,16 +233,34 @@ bool spec_is_canonical_health(const json_t *body)
         const json_t *params = json_object_get(body, "params");
 
         return streq_ptr(json_string_value(json_object_get(body, "benchmark")), "health") &&
-               (!params || (json_is_object(params) && json_object_size(params) == 0));
+               (!params ||
+                (json_is_object(params) &&
+                 (json_object_size(params) == 0 ||
+                  (json_object_size(params) == 1 && json_object_get(params, "tier")))));
 }
 
 /* The canonical health check's parameters come from the configuration only, so no client can
- * change what a verdict is made of. NULL on OOM. */
-static json_t *canonical_health_params(const struct umd_config *cfg)
+ * change what a verdict is made of; the tier is the one thing a client picks. The extended
+ * tier's budget is the node's (health_extended_budget_s): each GPU's part runs beside the
+ * others, so each gets two thirds of it when the GPU pairs are checked after them (pairs: true),
+ * the pairs the last third; a node without pairs gives the GPUs all of it. NULL on OOM. */
+static json_t *canonical_health_params(const struct umd_config *cfg, const json_t *tier,
+                                       bool pairs)
 {
-        return json_pack("{s:I, s:I, s:I}", "size", (json_int_t)cfg->health_size, "iterations",
-                         (json_int_t)cfg->health_iterations, "d2d_size",
-                         (json_int_t)cfg->health_d2d_size);
+        json_int_t budget = (json_int_t)cfg->health_extended_budget_s * 1000;
+        json_int_t gpu = pairs ? budget * 2 / 3 : budget;
+        json_t *p = json_pack("{s:I, s:I, s:I}", "size", (json_int_t)cfg->health_size,
+                              "iterations", (json_int_t)cfg->health_iterations, "d2d_size",
+                              (json_int_t)cfg->health_d2d_size);
+
+        if (p && tier) {
+                json_object_set(p, "tier", (json_t *)tier);
+                if (streq_ptr(json_string_value(tier), HEALTH_TIER_EXTENDED)) {
+                        json_object_set_new(p, "budget_ms", json_integer(gpu));
+                        json_object_set_new(p, "pairs_budget_ms", json_integer(budget - gpu));
+                }
+        }
+        return p;
 }
 
 int spec_parse(const struct umd_config *cfg, const json_t *body, const struct bench_def *b,
@@ -274,13 +293,17 @@ int spec_parse(const struct umd_config *cfg, const json_t *body, const struct be
         for (size_t i = 0; i < s.n_devs; i++)
                 all_fake = all_fake && devices_get(s.devs[i])->fake;
         s.canonical = spec_is_canonical_health(body);
-        if (s.canonical && !(canonical = canonical_health_params(cfg)))
+        if (s.canonical &&
+            !(canonical = canonical_health_params(
+                  cfg, json_object_get(json_object_get(body, "params"), "tier"),
+                  have_node() && s.n_devs == devices_count())))
                 return problem_set(p, 500, "", "out of memory");
         r = catalog_validate(b, s.canonical ? canonical : json_object_get(body, "params"), &lim,
                              all_fake, &s.params, &cerr);
         if (r < 0)
                 return problem_set(p, 400,
-                                   !s.canonical                               ? cerr.field
+                                   !s.canonical || streq_ptr(cerr.field, "params.tier")
+                                       ? cerr.field
                                    : streq_ptr(cerr.field, "params.d2d_size") ? "health_d2d_size"
                                                                               : "health_size",
                                    "%s%s",

@@ -157,8 +157,11 @@ static struct job *job_new(const json_t *body, const char *request, const struct
                 job_free(j);
                 return NULL;
         }
-        if (strcmp(b->name, "health") == 0)
+        if (strcmp(b->name, "health") == 0) {
+                const char *tier = json_string_value(json_object_get(params, "tier"));
                 json_object_set_new(j->doc, "canonical", json_boolean(spec->canonical));
+                json_object_set_new(j->doc, "tier", json_string(tier ? tier : "quick"));
+        }
         if (json_is_string(json_object_get(body, "busy_policy")))
                 json_object_set(j->doc, "busy_policy", json_object_get(body, "busy_policy"));
         return j;

@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "catalog.h"
 #include "config.h"
 #include "devices.h"
 #include "health.h"
@@ -89,6 +90,18 @@ static int verdict_stamp_or_retry(struct job *j, size_t i, json_t *v, const json
         return 1;
 }
 
+/* Keeps v as its tier's last verdict in *by_tier (created on first use). On allocation failure
+ * *by_tier is left as it was. */
+static void remember_tier(json_t **by_tier, json_t *v)
+{
+        const char *tier = json_string_value(json_object_get(v, "tier"));
+
+        if (!*by_tier)
+                *by_tier = json_object();
+        if (*by_tier)
+                json_object_set(*by_tier, tier ? tier : HEALTH_TIER_QUICK, v);
+}
+
 /* Judges a canonical health part. A first "fail" is not trusted alone: the part goes back to
  * the queue to run once more, and only the second run's verdict counts (returns true then). */
 bool verdict_judge(struct job *j, size_t i, struct device *d, const json_t *result)
@@ -120,6 +133,7 @@ bool verdict_judge(struct job *j, size_t i, struct device *d, const json_t *resu
         json_object_set(job_part_doc(j, i), "verdict", v);
         json_decref(d->last_verdict);
         d->last_verdict = v;
+        remember_tier(&d->verdict_by_tier, v);
         d->last_check_ms = now_realtime_ms();
         log_info("device %zu (%s): health %s", d->index, d->uuid,
                  json_string_value(json_object_get(v, "verdict")));
@@ -157,27 +171,57 @@ bool verdict_judge_node(struct job *j, size_t i, const json_t *result)
         json_object_set(job_part_doc(j, i), "verdict", v);
         json_decref(js.node_last_verdict);
         js.node_last_verdict = v;
+        remember_tier(&js.node_verdict_by_tier, v);
         log_info("node: GPU pairs health %s", json_string_value(json_object_get(v, "verdict")));
         return false;
 }
 
+/* How many of the newest verdicts of a device are read back after a restart to find each
+ * tier's last one. */
+#define RESTORE_PARTS 32
+
+/* The newest verdict of each tier among parts (newest first) into *by_tier. */
+static void restore_tiers(json_t **by_tier, const json_t *parts)
+{
+        size_t k;
+        json_t *p;
+
+        json_array_foreach(parts, k, p)
+        {
+                json_t *v = (json_t *)part_verdict(p);
+                const char *tier = json_string_value(json_object_get(v, "tier"));
+                if (!v)
+                        continue;
+                if (!*by_tier)
+                        *by_tier = json_object();
+                if (*by_tier && !json_object_get(*by_tier, tier ? tier : HEALTH_TIER_QUICK))
+                        json_object_set(*by_tier, tier ? tier : HEALTH_TIER_QUICK, v);
+        }
+}
+
 /* After recovery: each device's newest verdict in the store, and the GPU pairs' (the node's
- * part), so /v1/health serves them from the first request after a restart. */
+ * part), so /v1/health serves them from the first request after a restart; and each tier's
+ * newest among the last RESTORE_PARTS. */
 void verdicts_restore_last(void)
 {
         _cleanup_json_ json_t *node = NULL;
 
         if (have_node() && !js.node_last_verdict &&
-            store_health_parts(js.store, "node", NULL, false, 1, &node) == 0 &&
-            json_array_size(node) > 0)
+            store_health_parts(js.store, "node", NULL, false, RESTORE_PARTS, &node) == 0 &&
+            json_array_size(node) > 0) {
                 js.node_last_verdict = json_incref(part_verdict(json_array_get(node, 0)));
+                restore_tiers(&js.node_verdict_by_tier, node);
+        }
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
                 _cleanup_json_ json_t *parts = NULL;
 
                 if (d && !d->last_verdict &&
-                    store_health_parts(js.store, d->uuid, NULL, false, 1, &parts) == 0 &&
-                    json_array_size(parts) > 0)
+                    store_health_parts(js.store, d->uuid, NULL, false, RESTORE_PARTS, &parts) ==
+                        0 &&
+                    json_array_size(parts) > 0) {
                         d->last_verdict = json_incref(part_verdict(json_array_get(parts, 0)));
+                        restore_tiers(&d->verdict_by_tier, parts);
+                }
         }
 }
