@@ -46,6 +46,7 @@ enum opt_id {
         O_REASON,
         O_JSON,
         O_QUIET,
+        O_EXTENDED,
 };
 
 static const struct opt {
@@ -65,6 +66,7 @@ static const struct opt {
     {"wait", O_WAIT, false, C(CMD_SUBMIT)},
     {"timeout", O_TIMEOUT, true, C(CMD_SUBMIT) | C(CMD_HEALTH)},
     {"cached", O_CACHED, false, C(CMD_HEALTH)},
+    {"extended", O_EXTENDED, false, C(CMD_HEALTH)},
     {"max-age", O_MAX_AGE, true, C(CMD_HEALTH)},
     {"allow-warn", O_ALLOW_WARN, false, C(CMD_HEALTH)},
     {"status", O_STATUS, true, C(CMD_LS)},
@@ -92,7 +94,8 @@ void umdctl_usage(FILE *f)
               "     [--until T] [--limit N] [--cursor ID] [--json]\n"
               "  cancel ID\n"
               "  devices [--json]\n"
-              "  health [--devices LIST|all] [--timeout DUR] [--allow-warn] [--quiet]\n"
+              "  health [--devices LIST|all] [--extended] [--timeout DUR] [--allow-warn]\n"
+              "         [--quiet]\n"
               "  health --cached [--max-age DUR] [--timeout DUR] [--allow-warn] [--quiet]\n"
               "  pause DEVICE [--reason TEXT]\n"
               "  resume DEVICE\n"
@@ -326,6 +329,9 @@ static int set_opt(struct umdctl_args *a, const struct opt *o, const char *v)
         case O_CACHED:
                 a->cached = true;
                 return 0;
+        case O_EXTENDED:
+                a->extended = true;
+                return 0;
         case O_MAX_AGE:
                 if (parse_duration_ms(v, &a->max_age_ms) < 0 || a->max_age_ms == 0)
                         return usage_error("--max-age: '%s' is not a duration like 1h", v);
@@ -473,6 +479,9 @@ int umdctl_parse_args(struct umdctl_args *a, int argc, char **argv, const char *
         }
         if (a->command == CMD_HEALTH && a->cached && a->devices)
                 return usage_error("--cached reads every device's last verdict; drop --devices");
+        if (a->command == CMD_HEALTH && a->cached && a->extended)
+                return usage_error("--extended runs the extended tier; --cached reads the last "
+                                   "verdicts of any tier: use one");
         if (a->command == CMD_HEALTH && a->max_age_ms && !a->cached)
                 return usage_error("--max-age goes with --cached");
         if (a->command == CMD_SUBMIT && a->timeout_set && !a->wait)

@@ -52,6 +52,7 @@ struct umdctl_args {
 
         /* health */
         bool cached;
+        bool extended; /* the extended tier (health_extended_budget_s) instead of quick */
         uint64_t max_age_ms;
         bool allow_warn;
 

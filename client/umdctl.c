@@ -18,6 +18,9 @@
 #define POLL_PAUSE_MS      250   /* between polls when umd answers ?wait= at once */
 #define SUBMIT_TIMEOUT_MS  (3600ull * 1000)
 #define HEALTH_TIMEOUT_MS  (50ull * 1000) /* inside Slurm's 60 s for a health-check program */
+/* The extended tier fits umd's budget (health_extended_budget_s, 30 s by default) plus the wait
+ * for busy GPUs; an epilog that allows less says so with --timeout. */
+#define HEALTH_EXTENDED_TIMEOUT_MS (120ull * 1000)
 #define CANCEL_RESERVE_MS  2000 /* of --timeout, kept for cancelling a check that ran out */
 #define LS_DEFAULT_LIMIT   50u
 #define LS_PAGE_MAX        500u
@@ -801,7 +804,9 @@ static int health_refused(const struct http *h, const struct http_answer *ans, i
 
 static int cmd_health(struct http *h, const struct umdctl_args *a)
 {
-        uint64_t timeout = a->timeout_set ? a->timeout_ms : HEALTH_TIMEOUT_MS;
+        uint64_t timeout = a->timeout_set ? a->timeout_ms
+                           : a->extended  ? HEALTH_EXTENDED_TIMEOUT_MS
+                                          : HEALTH_TIMEOUT_MS;
         uint64_t reserve = timeout / 5 < CANCEL_RESERVE_MS ? timeout / 5 : CANCEL_RESERVE_MS;
         json_t *body, *job = NULL, *done = NULL, *part, *list, *parts;
         struct http_answer ans;
@@ -820,9 +825,12 @@ static int cmd_health(struct http *h, const struct umdctl_args *a)
         h->deadline_ms = now_ms() + timeout;
         uint64_t wait_deadline = h->deadline_ms - reserve;
 
-        /* The canonical check: a health job without params, the only kind that gives verdicts. */
+        /* The canonical check: a health job whose params name at most its tier, the only kind
+         * that gives verdicts. */
         body = json_pack("{s:s, s:s, s:{s:s}}", "benchmark", "health", "priority", "high", "labels",
-                         "source", "umdctl-health");
+                         "source", a->extended ? "umdctl-health-extended" : "umdctl-health");
+        if (body && a->extended)
+                json_object_set_new(body, "params", json_pack("{s:s}", "tier", "extended"));
         if (a->devices)
                 json_object_set(body, a->devices_plural ? "devices" : "device", a->devices);
         else
