@@ -1430,7 +1430,10 @@ int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *p
         result = json_pack("{s:s, s:b, s:o, s:O, s:o, s:{s:I, s:I, s:i, s:i, s:I}, s:[s]}",
                            "benchmark", benchmark, "fake", 1, "measurements", list, "devices",
                            devices, "links", fake_links_json(n), "context", "buffer_bytes",
-                           (json_int_t)param_u64(p, "size"), "seed",
+                           /* the extended health tier's pairs may run at full_size */
+                           (json_int_t)(strcmp(benchmark, "health") == 0 ? biggest
+                                                                          : param_u64(p, "size")),
+                           "seed",
                            (json_int_t)param_u64(p, "seed"), "warmup", (int)param_u64(p, "warmup"),
                            "iterations", (int)param_u64(p, "iterations"), "fake_bandwidth_pct",
                            (json_int_t)param_u64(p, "fake_bandwidth_pct"), "notes",
