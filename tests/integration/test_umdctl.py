@@ -203,6 +203,40 @@ def test_health_runs_the_canonical_check(umd):
     assert json.loads(ctl(d, "health", "--json").stdout)["verdict"] == "pass"
 
 
+def test_health_extended_runs_the_extended_tier_and_exits_0_on_pass(umd):
+    d = umd(fake_devices=2)
+    p = ctl(d, "health", "--extended")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len([l for l in p.stdout.splitlines() if " PASS: " in l]) == 3
+    job = d.get("/v1/jobs?benchmark=health").json()["jobs"][0]
+    assert job["labels"] == {"source": "umdctl-health-extended"} and job["tier"] == "extended"
+    assert job["canonical"] is True
+    assert all(p["verdict"]["tier"] == "extended" for p in job["parts"])
+
+
+def test_health_extended_exits_1_on_a_failing_gpu(umd, tmp_path):
+    state = tmp_path / "gpu-state.json"
+    state.write_text(json.dumps({"1": {"bandwidth_pct": 30}}))
+    d = umd(fake_devices=2, args=["--fake-gpu-state", str(state)])
+    p = ctl(d, "health", "--extended")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert [l for l in p.stdout.splitlines() if " FAIL: " in l][0].startswith("GPU 1 ")
+
+
+def test_health_extended_of_a_busy_gpu_is_unknown_exit_4(umd):
+    d = umd(fake_devices=1)
+    occupy(d)
+    p = ctl(d, "health", "--extended", "--timeout", "2s")
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "UNKNOWN: no verdict within 2 s" in p.stdout
+
+
+def test_health_extended_and_cached_together_is_a_usage_error(umd):
+    d = umd(fake_devices=1)
+    p = ctl(d, "health", "--extended", "--cached")
+    assert p.returncode == 2 and "--extended" in p.stderr
+
+
 def test_health_warn_exits_1_unless_allowed(umd):
     d = umd(fake_devices=2, env={"UMD_FAKE_LINK": "0=4x8"})
     p = ctl(d, "health")
@@ -344,6 +378,7 @@ def test_prolog_pauses_and_epilog_resumes_and_checks(umd, tmp_path):
     assert "NodeName=node7 State=DRAIN Reason=umd: GPU 1 WARN" in log.read_text()
     jobs = d.get("/v1/jobs?benchmark=health").json()["jobs"]
     assert [p["device"] for p in jobs[0]["parts"]] == [1]  # only the job's GPU was checked
+    assert jobs[0]["tier"] == "extended"  # the epilog runs the extended tier
 
 
 # -- umd itself --
