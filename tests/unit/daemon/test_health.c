@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config.h"
@@ -518,6 +519,142 @@ static void test_pairs_use_the_model_rate_a_link_and_say_so(void **state)
         json_decref(v), json_decref(v2), json_decref(r), json_decref(e);
 }
 
+/* ---- the extended tier ---- */
+
+static void add_meas(json_t *r, const char *name, double gbps)
+{
+        json_array_append_new(json_object_get(r, "measurements"),
+                              json_pack("{s:s, s:f}", "name", name, "gbps", gbps));
+}
+
+/* A knee point: "knee@SIZE" with its size. */
+static void add_knee(json_t *r, const char *knee, long long size, double gbps)
+{
+        char name[64];
+        snprintf(name, sizeof(name), "%s@%lld", knee, size);
+        json_array_append_new(json_object_get(r, "measurements"),
+                              json_pack("{s:s, s:f, s:I}", "name", name, "gbps", gbps, "size",
+                                        (json_int_t)size));
+}
+
+/* An extended result of an H200's figures with plan skipped (a JSON array, stolen) */
+static json_t *extended(json_t *skipped)
+{
+        json_t *r = result(55.5, 55.3, 9.3, 48.0);
+        json_object_set_new(r, "tier", json_string("extended"));
+        json_object_set_new(r, "plan", json_pack("{s:I, s:f, s:[s], s:o}", "budget_ms",
+                                                 (json_int_t)20000, "estimated_ms", 350.0, "ran",
+                                                 "bidirectional copies", "skipped", skipped));
+        return r;
+}
+
+static void test_a_verdict_says_the_quick_tier_made_it(void **state)
+{
+        json_t *r = result(55.5, 55.3, 9.3, 48.0), *l = link(5, 16, 5, 16);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
+        assert_string_equal(json_string_value(json_object_get(v, "tier")), "quick");
+        assert_null(json_object_get(v, "skipped"));
+        json_decref(v), json_decref(r), json_decref(l);
+}
+
+static void test_a_knee_is_the_smallest_size_at_90_percent_of_the_peak(void **state)
+{
+        json_t *r = extended(json_array()), *l = link(5, 16, 5, 16);
+        add_knee(r, "knee_pinned_h2d", 65536, 20.0);
+        add_knee(r, "knee_pinned_h2d", 1048576, 48.0);
+        add_knee(r, "knee_pinned_h2d", 4194304, 52.0);
+        add_knee(r, "knee_pinned_h2d", 16777216, 55.0);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
+        assert_string_equal(check_field(v, "pinned_h2d_90pct_size", "verdict"), "pass");
+        assert_non_null(strstr(check_field(v, "pinned_h2d_90pct_size", "reason"),
+                               "reaches 90% of its 55.0 GB/s peak at 4 MiB (swept 64 KiB to "
+                               "16 MiB in 4 sizes)"));
+        assert_string_equal(json_string_value(json_object_get(v, "tier")), "extended");
+        json_decref(v), json_decref(r), json_decref(l);
+}
+
+static void test_a_path_reaching_90_percent_only_at_its_largest_size_warns(void **state)
+{
+        json_t *r = extended(json_array()), *l = link(5, 16, 5, 16);
+        add_knee(r, "knee_d2d", 65536, 100.0);
+        add_knee(r, "knee_d2d", 262144, 400.0);
+        add_knee(r, "knee_d2d", 1048576, 4000.0);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "warn");
+        assert_string_equal(check_field(v, "d2d_90pct_size", "verdict"), "warn");
+        assert_non_null(strstr(check_field(v, "d2d_90pct_size", "reason"), "never levels off"));
+        json_decref(v), json_decref(r), json_decref(l);
+}
+
+static void test_bidirectional_copies_far_below_twice_the_link_fail(void **state)
+{
+        json_t *r = extended(json_array()), *l = link(5, 16, 5, 16);
+        add_meas(r, "bidir", 40.0); /* 32% of 126 GB/s */
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "fail");
+        assert_string_equal(check_field(v, "bidir_vs_link", "verdict"), "fail");
+        assert_non_null(strstr(check_field(v, "bidir_vs_link", "reason"),
+                               "is 32% of twice the link's 63.0 GB/s"));
+        json_decref(v), json_decref(r), json_decref(l);
+}
+
+static void test_device_memory_slower_at_full_size_than_at_the_quick_size_fails(void **state)
+{
+        json_t *r = extended(json_array()), *l = link(5, 16, 5, 16);
+        json_t *e = expect_model("NVIDIA H200", 5, 16, 4800, 25);
+        add_meas(r, "d2d_full", 3000.0); /* the quick tier's d2d: 4060 */
+        json_t *v = health_verdict(&cfg, r, l, e, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "fail");
+        assert_string_equal(check_field(v, "d2d_full_vs_d2d", "verdict"), "fail");
+        assert_string_equal(check_field(v, "d2d_full_vs_model", "verdict"), "warn");
+        assert_string_equal(check_field(v, "d2d_full_vs_model", "expectation"), "model");
+        json_decref(v), json_decref(r), json_decref(l), json_decref(e);
+}
+
+static void test_pageable_copies_back_far_below_pinned_warn(void **state)
+{
+        json_t *r = extended(json_array()), *l = link(5, 16, 5, 16);
+        add_meas(r, "pageable_d2h", 1.0); /* 2% of pinned D2H */
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "warn");
+        assert_string_equal(check_field(v, "pageable_d2h_vs_pinned", "verdict"), "warn");
+        assert_string_equal(check_field(v, "pageable_h2d_vs_pinned", "verdict"), "pass");
+        json_decref(v), json_decref(r), json_decref(l);
+}
+
+static void test_a_slow_small_copy_warns_on_latency(void **state)
+{
+        json_t *r = extended(json_array()), *l = link(5, 16, 5, 16);
+        json_array_append_new(json_object_get(r, "measurements"),
+                              json_pack("{s:s, s:f}", "name", "latency_pinned_d2h", "latency_us",
+                                        80.0));
+        json_array_append_new(json_object_get(r, "measurements"),
+                              json_pack("{s:s, s:f}", "name", "latency_pinned_h2d", "latency_us",
+                                        2.2));
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
+        assert_string_equal(check_field(v, "latency_pinned_d2h", "verdict"), "warn");
+        assert_string_equal(check_field(v, "latency_pinned_h2d", "verdict"), "pass");
+        assert_non_null(strstr(check_field(v, "latency_pinned_d2h", "reason"),
+                               "80.0 us (warn above 50 us)"));
+        json_decref(v), json_decref(r), json_decref(l);
+}
+
+static void test_a_skipped_addition_is_said_and_not_judged(void **state)
+{
+        json_t *r = extended(json_pack("[{s:s, s:f, s:s}]", "check", "sweep of d2d", "estimate_ms",
+                                       900.0, "reason", "skipped: sweep of d2d would take ..."));
+        json_t *l = link(5, 16, 5, 16);
+        json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
+        assert_string_equal(verdict_of(v), "pass");
+        assert_int_equal(json_array_size(json_object_get(v, "skipped")), 1);
+        assert_string_equal(check_field(v, "skipped: sweep of d2d", "verdict"), "pass");
+        assert_null(check_named(v, "d2d_90pct_size"));
+        assert_non_null(strstr(check_field(v, "plan", "reason"),
+                               "1 addition(s) ran (bidirectional copies) in about 350 ms of its "
+                               "20000 ms budget, 1 skipped"));
+        json_decref(v), json_decref(r), json_decref(l);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -534,6 +671,14 @@ int main(void)
             cmocka_unit_test(test_a_pair_through_the_host_fails),
             cmocka_unit_test(test_a_pair_below_its_baseline_or_on_another_link_fails),
             cmocka_unit_test(test_h200_figures_pass),
+            cmocka_unit_test(test_a_verdict_says_the_quick_tier_made_it),
+            cmocka_unit_test(test_a_knee_is_the_smallest_size_at_90_percent_of_the_peak),
+            cmocka_unit_test(test_a_path_reaching_90_percent_only_at_its_largest_size_warns),
+            cmocka_unit_test(test_bidirectional_copies_far_below_twice_the_link_fail),
+            cmocka_unit_test(test_device_memory_slower_at_full_size_than_at_the_quick_size_fails),
+            cmocka_unit_test(test_pageable_copies_back_far_below_pinned_warn),
+            cmocka_unit_test(test_a_slow_small_copy_warns_on_latency),
+            cmocka_unit_test(test_a_skipped_addition_is_said_and_not_judged),
             cmocka_unit_test(test_link_below_its_maximum_warns),
             cmocka_unit_test(test_pinned_bandwidth_far_below_link_fails),
             cmocka_unit_test(test_pinned_bandwidth_somewhat_below_link_warns),
