@@ -264,6 +264,56 @@ static void test_copy_names_and_model(void **state)
         assert_true(fake_model_gbps("read_mostly.write") < 1.0);
 }
 
+static size_t measurements_named(const json_t *res, const char *prefix)
+{
+        size_t k, n = 0;
+        json_t *m;
+        json_array_foreach(json_object_get(res, "measurements"), k, m)
+        {
+                if (strncmp(json_string_value(json_object_get(m, "name")), prefix,
+                            strlen(prefix)) == 0)
+                        n++;
+        }
+        return n;
+}
+
+static void test_extended_health_plans_every_addition_without_a_budget(void **state)
+{
+        json_t *res = run_ok("health", params_for("health", json_pack("{s:s}", "tier", "extended")));
+        json_t *plan = json_object_get(res, "plan");
+
+        assert_string_equal(json_string_value(json_object_get(res, "tier")), "extended");
+        assert_int_equal(json_array_size(json_object_get(plan, "ran")), 8);
+        assert_int_equal(json_array_size(json_object_get(plan, "skipped")), 0);
+        assert_int_equal(measurements_named(res, "knee_pinned_h2d@"), 6); /* 64 KiB .. 64 MiB */
+        assert_int_equal(measurements_named(res, "knee_d2d@"), 8);        /* 64 KiB .. 1 GiB */
+        assert_int_equal(measurements_named(res, "d2d_full"), 1);
+        assert_int_equal(measurements_named(res, "latency_"), 5);
+        json_decref(res);
+}
+
+static void test_extended_health_skips_what_its_budget_cannot_hold(void **state)
+{
+        /* 200 ms: the quick tier's own copies take about 150 of it, on-demand managed memory
+         * would take another 100 */
+        json_t *res = run_ok("health", params_for("health", json_pack("{s:s, s:i}", "tier",
+                                                                      "extended", "budget_ms", 200)));
+        json_t *plan = json_object_get(res, "plan"), *s;
+        size_t k;
+
+        assert_true(json_array_size(json_object_get(plan, "skipped")) > 0);
+        assert_true(json_number_value(json_object_get(plan, "estimated_ms")) <= 200);
+        json_array_foreach(json_object_get(plan, "skipped"), k, s)
+        {
+                assert_non_null(strstr(json_string_value(json_object_get(s, "reason")),
+                                       "of the 200 ms budget are left"));
+        }
+        assert_int_equal(measurements_named(res, "managed_on_demand"), 0);
+        /* the quick tier's measurements are all there */
+        assert_int_equal(measurements_named(res, "pinned_h2d"), 1);
+        json_decref(res);
+}
+
 static void test_bandwidth_pct_scales_every_rate(void **state)
 {
         const char *names[] = {"copy", "managed_prefetch", "zero_copy"};
@@ -353,6 +403,8 @@ int main(void)
             cmocka_unit_test(test_every_catalog_benchmark_has_the_result_shape),
             cmocka_unit_test(test_copy_names_and_model),
             cmocka_unit_test(test_bandwidth_pct_scales_every_rate),
+            cmocka_unit_test(test_extended_health_plans_every_addition_without_a_budget),
+            cmocka_unit_test(test_extended_health_skips_what_its_budget_cannot_hold),
             cmocka_unit_test(test_deterministic_jitter),
             cmocka_unit_test(test_multi_gpu_benchmarks_have_the_result_shape),
             cmocka_unit_test(test_multi_gpu_needs_two_gpus),
