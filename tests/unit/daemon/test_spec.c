@@ -118,6 +118,35 @@ static void test_devices_must_exist(void **state)
         assert_int_equal(parse("{\"benchmark\": \"copy\", \"device\": \"GPU-nope\"}", &s, &p), 400);
 }
 
+static void test_the_extended_tier_is_canonical_with_the_configured_budget(void **state)
+{
+        struct job_spec s = {0};
+        struct problem p;
+
+        /* one GPU of two: no pairs part, so the GPU gets the whole 30 s */
+        assert_int_equal(parse("{\"benchmark\": \"health\", \"device\": 0, \"params\": "
+                               "{\"tier\": \"extended\"}}",
+                               &s, &p),
+                         0);
+        assert_true(s.canonical);
+        assert_string_equal(json_string_value(json_object_get(s.params, "tier")), "extended");
+        assert_int_equal(json_integer_value(json_object_get(s.params, "budget_ms")), 30000);
+        assert_int_equal(json_integer_value(json_object_get(s.params, "pairs_budget_ms")), 0);
+        assert_int_equal(json_integer_value(json_object_get(s.params, "size")), 8 << 20);
+        spec_done(&s);
+}
+
+static void test_an_unknown_tier_is_400_naming_the_tier(void **state)
+{
+        struct job_spec s = {0};
+        struct problem p;
+
+        assert_int_equal(
+            parse("{\"benchmark\": \"health\", \"params\": {\"tier\": \"deep\"}}", &s, &p),
+            400);
+        assert_string_equal(p.field, "params.tier");
+}
+
 static void test_canonical_health_is_told_apart_from_the_body_alone(void **state)
 {
         json_t *a = json_pack("{s:s}", "benchmark", "health");
@@ -136,6 +165,8 @@ int main(void)
             cmocka_unit_test(test_unknown_field_is_400_naming_it),
             cmocka_unit_test(test_health_without_params_is_the_canonical_check),
             cmocka_unit_test(test_health_with_params_is_an_ordinary_run),
+            cmocka_unit_test(test_the_extended_tier_is_canonical_with_the_configured_budget),
+            cmocka_unit_test(test_an_unknown_tier_is_400_naming_the_tier),
             cmocka_unit_test(test_busy_policy_is_one_of_three_words),
             cmocka_unit_test(test_devices_must_exist),
             cmocka_unit_test(test_canonical_health_is_told_apart_from_the_body_alone),
