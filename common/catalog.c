@@ -567,7 +567,8 @@ static const struct bench_def catalog[] = {
     BENCH("sweep", "suite", "chosen modes over doubling sizes: bandwidth curves", sweep_params,
           sweep_mode_values),
     BENCH("health", "suite",
-          "quick per-GPU verdict: copy bandwidth, prefetch, latency, device memory (d2d) and "
+          "per-GPU verdict, quick or extended (tier): copy bandwidth, prefetch, latency, device "
+          "memory (d2d) and "
           "PCIe link against limits, the GPU model's figures and this GPU's history",
           health_params, health_meas),
     BENCH("d2d", "benchmark",
