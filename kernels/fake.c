@@ -804,55 +804,83 @@ static int add_knee(struct fake_job *j, const char *name, const char *key, uint6
         return r;
 }
 
+/* The plan being made: what is spent of the budget, what ran, what was skipped. */
+struct ext_plan {
+        double spent;
+        json_t *ran, *skipped;
+};
+
+/* One addition of one measurement, kept when it fits (plan_fit). */
+static int ext_one(struct fake_job *j, struct ext_plan *pl, const char *addition, const char *name,
+                   const char *key, uint64_t size)
+{
+        size_t from = j->n;
+        int r = add(j, name, key, size);
+
+        if (r == 0)
+                plan_fit(j, from, addition, &pl->spent, pl->ran, pl->skipped);
+        return r;
+}
+
+/* A short sweep of one path as one addition. */
+static int ext_knee(struct fake_job *j, struct ext_plan *pl, const char *addition,
+                    const char *name, const char *key, uint64_t top)
+{
+        size_t from = j->n;
+        int r = add_knee(j, name, key, top);
+
+        if (r == 0)
+                plan_fit(j, from, addition, &pl->spent, pl->ran, pl->skipped);
+        return r;
+}
+
 /* The extended tier's additions, in kernels/bench_suite.cu's order: each fits what is left of
  * budget_ms (the quick tier's measurements already planned count first) or is skipped. */
 static int plan_health_extended(struct fake_job *j)
 {
-        uint64_t full = param_u64(j->params, "full_size");
-        json_t *ran = json_array(), *skipped = json_array();
-        double spent = est_from(j, 0);
-        size_t from;
-        int r = ran && skipped ? 0 : -ENOMEM;
-
         static const char *const latencies[][2] = {
             {MEAS_LATENCY_PINNED_D2H, "latency.pinned"},
             {MEAS_LATENCY_PAGEABLE_H2D, "latency.pageable"},
             {MEAS_LATENCY_PAGEABLE_D2H, "latency.pageable"},
             {MEAS_LATENCY_FAULT, "managed_fault_single"}};
+        uint64_t full = param_u64(j->params, "full_size");
+        struct ext_plan pl = {est_from(j, 0), json_array(), json_array()};
+        int r = pl.ran && pl.skipped ? 0 : -ENOMEM;
 
-        if (r == 0 && (from = j->n, r = add(j, MEAS_D2D_FULL, "d2d_ce", full)) == 0)
-                plan_fit(j, from, "device memory at full size", &spent, ran, skipped);
-        if (r == 0 && (from = j->n, r = add(j, MEAS_BIDIR, "bidir", j->size)) == 0)
-                plan_fit(j, from, "bidirectional copies", &spent, ran, skipped);
-        if (r == 0 && (from = j->n, r = add(j, MEAS_PAGEABLE_D2H, MEAS_PAGEABLE_D2H, j->size)) == 0)
-                plan_fit(j, from, "pageable copies back to the host", &spent, ran, skipped);
+        if (r == 0)
+                r = ext_one(j, &pl, "device memory at full size", MEAS_D2D_FULL, "d2d_ce", full);
+        if (r == 0)
+                r = ext_one(j, &pl, "bidirectional copies", MEAS_BIDIR, "bidir", j->size);
+        if (r == 0)
+                r = ext_one(j, &pl, "pageable copies back to the host", MEAS_PAGEABLE_D2H,
+                            MEAS_PAGEABLE_D2H, j->size);
         if (r == 0) {
-                from = j->n;
+                size_t from = j->n;
                 for (size_t i = 0; r == 0 && i < ELEMENTSOF(latencies); i++) {
                         r = add(j, latencies[i][0], latencies[i][1], 4);
                         if (r == 0)
                                 j->m[j->n - 1].latency = true;
                 }
                 if (r == 0)
-                        plan_fit(j, from, "latency", &spent, ran, skipped);
+                        plan_fit(j, from, "latency", &pl.spent, pl.ran, pl.skipped);
         }
-        if (r == 0 &&
-            (from = j->n, r = add(j, MEAS_MANAGED_ON_DEMAND, "managed_on_demand", j->size)) == 0)
-                plan_fit(j, from, "managed memory on demand", &spent, ran, skipped);
-        if (r == 0 && (from = j->n, r = add_knee(j, MEAS_KNEE_PINNED_H2D, MEAS_PINNED_H2D,
-                                                  j->size)) == 0)
-                plan_fit(j, from, "sweep of pinned_h2d", &spent, ran, skipped);
-        if (r == 0 && (from = j->n, r = add_knee(j, MEAS_KNEE_PINNED_D2H, MEAS_PINNED_D2H,
-                                                  j->size)) == 0)
-                plan_fit(j, from, "sweep of pinned_d2h", &spent, ran, skipped);
-        if (r == 0 && (from = j->n, r = add_knee(j, MEAS_KNEE_D2D, "d2d_ce", full)) == 0)
-                plan_fit(j, from, "sweep of d2d", &spent, ran, skipped);
+        if (r == 0)
+                r = ext_one(j, &pl, "managed memory on demand", MEAS_MANAGED_ON_DEMAND,
+                            "managed_on_demand", j->size);
+        if (r == 0)
+                r = ext_knee(j, &pl, "sweep of pinned_h2d", MEAS_KNEE_PINNED_H2D, MEAS_PINNED_H2D,
+                             j->size);
+        if (r == 0)
+                r = ext_knee(j, &pl, "sweep of pinned_d2h", MEAS_KNEE_PINNED_D2H, MEAS_PINNED_D2H,
+                             j->size);
+        if (r == 0)
+                r = ext_knee(j, &pl, "sweep of d2d", MEAS_KNEE_D2D, "d2d_ce", full);
         if (r < 0) {
-                json_decref(ran);
-                json_decref(skipped);
+                json_decref(pl.ran);
+                json_decref(pl.skipped);
                 return r;
         }
-        return plan_record(j, ran, skipped, spent);
+        return plan_record(j, pl.ran, pl.skipped, pl.spent);
 }
 
 static int plan_health(struct fake_job *j)
