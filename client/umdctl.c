@@ -562,10 +562,21 @@ static bool error_means_unknown(const char *error)
         return false;
 }
 
+/* The verdict's reasons, then what the extended tier skipped ("skipped: ... would take about
+ * ... ms"): a passing extended check that left something out says so on its line. */
 static json_t *reasons_of(const json_t *verdict)
 {
-        json_t *r = json_object_get(verdict, "reasons");
-        return json_is_array(r) ? json_incref(r) : json_array();
+        json_t *r = json_object_get(verdict, "reasons"), *x;
+        json_t *out = json_is_array(r) ? json_copy(r) : json_array();
+        size_t i;
+
+        json_array_foreach(json_object_get(verdict, "skipped"), i, x)
+        {
+                json_t *why = json_object_get(x, "reason");
+                if (out && json_is_string(why))
+                        json_array_append(out, why);
+        }
+        return out ? out : json_array();
 }
 
 static void report_add(json_t *list, const json_t *index, const char *uuid, enum verdict v,

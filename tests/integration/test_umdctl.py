@@ -231,6 +231,15 @@ def test_health_extended_of_a_busy_gpu_is_unknown_exit_4(umd):
     assert "UNKNOWN: no verdict within 2 s" in p.stdout
 
 
+def test_health_extended_says_on_a_passing_line_what_its_budget_skipped(umd):
+    d = umd(fake_devices=8, args=["--health-extended-budget-s", "1"])  # 56 pairs: 2 s at 1 GiB
+    p = ctl(d, "health", "--extended")
+    assert p.returncode == 0, p.stdout + p.stderr
+    pairs = [l for l in p.stdout.splitlines() if l.startswith("GPU pairs")][0]
+    assert pairs.startswith("GPU pairs (every GPU) PASS: skipped: every GPU pair at full size "
+                            "would take about "), pairs
+
+
 def test_health_extended_and_cached_together_is_a_usage_error(umd):
     d = umd(fake_devices=1)
     p = ctl(d, "health", "--extended", "--cached")
