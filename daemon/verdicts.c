@@ -90,16 +90,20 @@ static int verdict_stamp_or_retry(struct job *j, size_t i, json_t *v, const json
         return 1;
 }
 
-/* Keeps v as its tier's last verdict in *by_tier (created on first use). On allocation failure
- * *by_tier is left as it was. */
+/* Keeps v as its tier's last verdict in *by_tier: a new object each time, because readers
+ * (device_to_json, the node's entry) hand the old one out by reference to be dumped after the
+ * lock is released. On allocation failure *by_tier is left as it was. */
 static void remember_tier(json_t **by_tier, json_t *v)
 {
         const char *tier = json_string_value(json_object_get(v, "tier"));
+        json_t *next = *by_tier ? json_copy(*by_tier) : json_object();
 
-        if (!*by_tier)
-                *by_tier = json_object();
-        if (*by_tier)
-                json_object_set(*by_tier, tier ? tier : HEALTH_TIER_QUICK, v);
+        if (!next || json_object_set(next, tier ? tier : HEALTH_TIER_QUICK, v) < 0) {
+                json_decref(next);
+                return;
+        }
+        json_decref(*by_tier);
+        *by_tier = next;
 }
 
 /* Judges a canonical health part. A first "fail" is not trusted alone: the part goes back to
