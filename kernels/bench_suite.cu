@@ -211,12 +211,6 @@ int bench_sweep(struct bench_job *j)
 
 /* ---------------------------------------------------------------- health */
 
-/* The samples go where the verdict needs them: pinned copies are judged against the link (and
- * fail), so they get every iteration asked for; pageable and managed copies are judged only
- * against this GPU's own baseline (and warn), so half as many, one warm-up. On an H200 at 64 MiB
- * that took the check from 0.48 s to about 0.25 s (bench/results/coexist-h200.txt). Device
- * memory is the copy engine's device-to-device copy at its own size (d2d_size, above the L2
- * cache): at 4 TB/s its every iteration costs about 0.13 ms at 256 MiB. */
 /* ---- the extended tier (issue 24): its additions inside budget_ms ---- */
 
 /* GB/s of the measurement the part has taken so far under name, or 0. */
@@ -369,6 +363,12 @@ static int health_extended(struct bench_job *j, json_t *runs, double t0)
         return r < 0 ? r : 0;
 }
 
+/* The samples go where the verdict needs them: pinned copies are judged against the link (and
+ * fail), so they get every iteration asked for; pageable and managed copies are judged only
+ * against this GPU's own baseline (and warn), so half as many, one warm-up. On an H200 at 64 MiB
+ * that took the check from 0.48 s to about 0.25 s (bench/results/coexist-h200.txt). Device
+ * memory is the copy engine's device-to-device copy at its own size (d2d_size, above the L2
+ * cache): at 4 TB/s its every iteration costs about 0.13 ms at 256 MiB. */
 int bench_health(struct bench_job *j)
 {
         double t0 = now_ms();
