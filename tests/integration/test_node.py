@@ -35,7 +35,8 @@ def test_a_cold_node_worker_is_shown_beside_the_gpus(umd):
     d = umd(fake_devices=2)
     n = node(d)
     assert n == {"uuid": "node", "device": "all", "gpus": 2, "state": "idle", "warm": False,
-                 "running": False, "restarts": 0, "crashes": 0, "last_health": None}
+                 "running": False, "restarts": 0, "crashes": 0, "last_health": None,
+                 "last_health_by_tier": {}}
     assert d.get("/v1/health").json()["node"] == n
     assert metric(d, "umd_node_worker_state")['state="idle"'] == 1
     assert metric(d, "umd_node_worker_warm") == {"": 0}
