@@ -21,9 +21,9 @@
 /* The extended tier fits umd's budget (health_extended_budget_s, 30 s by default) plus the wait
  * for busy GPUs; an epilog that allows less says so with --timeout. */
 #define HEALTH_EXTENDED_TIMEOUT_MS (120ull * 1000)
-#define CANCEL_RESERVE_MS  2000 /* of --timeout, kept for cancelling a check that ran out */
-#define LS_DEFAULT_LIMIT   50u
-#define LS_PAGE_MAX        500u
+#define CANCEL_RESERVE_MS          2000 /* of --timeout, kept for cancelling a check that ran out */
+#define LS_DEFAULT_LIMIT           50u
+#define LS_PAGE_MAX                500u
 
 static const char *const final_states[] = {"succeeded", "failed",      "cancelled",
                                            "timed_out", "interrupted", NULL};
@@ -638,8 +638,8 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
 }
 
 /* false (with why) when the cached verdict lh is older than --max-age or has no time. */
-static bool verdict_fresh(const json_t *lh, const struct umdctl_args *a,
-                          const struct timespec *now, char *why, size_t len)
+static bool verdict_fresh(const json_t *lh, const struct umdctl_args *a, const struct timespec *now,
+                          char *why, size_t len)
 {
         if (!a->max_age_ms)
                 return true;
@@ -667,8 +667,7 @@ static int health_cached_pairs(struct http *h, const struct umdctl_args *a, json
         if (rc)
                 return rc;
         json_t *lh = json_object_get(node, "last_health");
-        if (!json_is_object(node) ||
-            !json_is_string(json_object_get(node, "uuid")) ||
+        if (!json_is_object(node) || !json_is_string(json_object_get(node, "uuid")) ||
             !(json_is_null(lh) || (json_is_object(lh) && answer_is_verdict(lh)))) {
                 json_decref(node);
                 return odd_answer("GET", "/v1/devices/node", "the node worker");

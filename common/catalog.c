@@ -507,8 +507,8 @@ static const char *const um_vs_explicit_meas[] = {MEAS_UM_PINNED_COPY_KERNEL,
 /* health: on a GPU's worker the copies and device memory (d2d); on the node worker the GPU
  * pairs (ce_uni) */
 static const char *const health_meas[] = {
-    MEAS_PINNED_H2D,         MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D, MEAS_MANAGED_PREFETCH,
-    MEAS_LATENCY_PINNED_H2D, MEAS_D2D,        MEAS_CE_UNI,
+    MEAS_PINNED_H2D, MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D, MEAS_MANAGED_PREFETCH,
+    MEAS_LATENCY_PINNED_H2D, MEAS_D2D, MEAS_CE_UNI,
     /* the extended tier's */
     MEAS_BIDIR, MEAS_PAGEABLE_D2H, MEAS_MANAGED_ON_DEMAND, MEAS_LATENCY_PINNED_D2H,
     MEAS_LATENCY_PAGEABLE_H2D, MEAS_LATENCY_PAGEABLE_D2H, MEAS_LATENCY_FAULT, MEAS_D2D_FULL,

@@ -92,7 +92,7 @@ struct umd_config {
         uint64_t health_d2d_size;           /* the canonical check's device-memory copy */
         double health_memory_warn_fraction; /* of the model's nominal memory bandwidth */
         double health_memory_fail_fraction;
-        unsigned health_extended_budget_s;  /* the extended tier's budget for the whole node */
+        unsigned health_extended_budget_s; /* the extended tier's budget for the whole node */
         char *gpu_models_file; /* overrides and additions to the shipped GPU model table */
 
         /* logging */

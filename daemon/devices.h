@@ -19,10 +19,10 @@ struct device {
         bool fake;
         json_t *info; /* the --list entry */
         enum worker_state wstate;
-        char reason[256];      /* why faulted / restarting */
-        json_t *last_verdict;  /* last health verdict (of any tier) or NULL */
+        char reason[256];        /* why faulted / restarting */
+        json_t *last_verdict;    /* last health verdict (of any tier) or NULL */
         json_t *verdict_by_tier; /* {"quick": verdict, "extended": verdict}: each tier's last */
-        unsigned running_jobs; /* 0 or 1 */
+        unsigned running_jobs;   /* 0 or 1 */
 
         /* Sharing the GPU with its owners (jobs.c and devctl.c keep these). */
         int fake_index;          /* for gpustate: -1 for a real GPU */

@@ -236,8 +236,9 @@ static void fraction_check(json_t *checks, json_t *reasons, enum verdict *worst,
         add_check(checks, reasons, worst, name, frac < warn ? V_WARN : V_PASS, why, expectation);
 }
 
-static void extended_checks(const struct umd_config *cfg, const json_t *result, const json_t *expect,
-                            double link, json_t *checks, json_t *reasons, enum verdict *worst)
+static void extended_checks(const struct umd_config *cfg, const json_t *result,
+                            const json_t *expect, double link, json_t *checks, json_t *reasons,
+                            enum verdict *worst)
 {
         double h2d = gbps_of(result, MEAS_PINNED_H2D), d2h = gbps_of(result, MEAS_PINNED_D2H);
         double bidir = gbps_of(result, MEAS_BIDIR), d2d = gbps_of(result, MEAS_D2D);
@@ -349,7 +350,8 @@ void health_add_tier(json_t *verdict, const json_t *result)
         json_object_set_new(verdict, "tier", json_string(tier ? tier : HEALTH_TIER_QUICK));
         if (!tier || strcmp(tier, HEALTH_TIER_EXTENDED) != 0 || !json_is_object(plan))
                 return;
-        const json_t *ran = json_object_get(plan, "ran"), *skipped = json_object_get(plan, "skipped");
+        const json_t *ran = json_object_get(plan, "ran"),
+                     *skipped = json_object_get(plan, "skipped");
         double spent = num_or(plan, "elapsed_ms") >= 0 ? num_or(plan, "elapsed_ms")
                                                        : num_or(plan, "estimated_ms");
         long long budget = int_or(plan, "budget_ms");
@@ -380,7 +382,8 @@ void health_add_tier(json_t *verdict, const json_t *result)
                           json_string_value(json_object_get(x, "reason")), "none");
         }
         json_object_set(verdict, "plan", (json_t *)plan);
-        json_object_set(verdict, "skipped", json_is_array(skipped) ? (json_t *)skipped : json_array());
+        json_object_set(verdict, "skipped",
+                        json_is_array(skipped) ? (json_t *)skipped : json_array());
 }
 
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
@@ -483,9 +486,9 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
         if (streq_ptr(json_string_value(json_object_get(result, "tier")), HEALTH_TIER_EXTENDED))
                 extended_checks(cfg, result, expect, link, checks, reasons, &worst);
 
-        json_t *v = json_pack("{s:s, s:o, s:o, s:f, s:O?}", "verdict", verdict_names[worst],
-                              "checks", checks, "reasons", reasons, "link_gbps", link,
-                              "expectation", expect);
+        json_t *v =
+            json_pack("{s:s, s:o, s:o, s:f, s:O?}", "verdict", verdict_names[worst], "checks",
+                      checks, "reasons", reasons, "link_gbps", link, "expectation", expect);
         if (v)
                 health_add_tier(v, result);
         return v;

@@ -1,7 +1,8 @@
 /* Health verdicts: turn a `health` suite result into pass | warn | fail with a reason per
  * check, against the PCIe link's theoretical rate, the link's own maximum, the GPU model's
- * figures (device memory, PCIe, NVLink), and this GPU's baseline (the median of its last passing health results), and those baselines from the past
- * results. Pure functions: no I/O, no locks, no store. */
+ * figures (device memory, PCIe, NVLink), and this GPU's baseline (the median of its last passing
+ * health results), and those baselines from the past results. Pure functions: no I/O, no locks, no
+ * store. */
 #pragma once
 
 #include <jansson.h>

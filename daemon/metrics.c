@@ -266,13 +266,11 @@ static void health_figure_set(const char *u, const char *figure, const char *lin
 {
         char labels[256];
 
-        snprintf(labels, sizeof(labels), "uuid=\"%s\",figure=\"%s\",link=\"%s\"", u, figure,
-                 link);
+        snprintf(labels, sizeof(labels), "uuid=\"%s\",figure=\"%s\",link=\"%s\"", u, figure, link);
         family_set(&health_bw, labels, gbps * 1e9, false);
 }
 
-void metrics_health_result(const char *uuid, const char *link, const json_t *result,
-                           bool contended)
+void metrics_health_result(const char *uuid, const char *link, const json_t *result, bool contended)
 {
         char u[80], l[32], labels[96];
         size_t i;

@@ -287,14 +287,13 @@ json_t *jobs_node_json_locked(void)
                 return NULL;
         bool warm = js.node_wstate == WORKER_IDLE || js.node_wstate == WORKER_BUSY;
         /* Its crashes and restarts are the supervisor's (the node is its slot after the GPUs). */
-        return json_pack("{s:s, s:s, s:I, s:s, s:b, s:b, s:I, s:I, s:O?, s:o}", "uuid", "node",
-                         "device", "all", "gpus", (json_int_t)devices_count(), "state",
-                         device_state_names[device_state_of_worker(js.node_wstate)], "warm", warm,
-                         "running", js.node_running, "restarts",
-                         (json_int_t)(js.sup ? supervisor_restarts(js.sup, node_index()) : 0),
-                         "crashes",
-                         (json_int_t)(js.sup ? supervisor_crashes(js.sup, node_index()) : 0),
-                         "last_health", js.node_last_verdict, "last_health_by_tier",
-                         js.node_verdict_by_tier ? json_incref(js.node_verdict_by_tier)
-                                                 : json_object());
+        return json_pack(
+            "{s:s, s:s, s:I, s:s, s:b, s:b, s:I, s:I, s:O?, s:o}", "uuid", "node", "device", "all",
+            "gpus", (json_int_t)devices_count(), "state",
+            device_state_names[device_state_of_worker(js.node_wstate)], "warm", warm, "running",
+            js.node_running, "restarts",
+            (json_int_t)(js.sup ? supervisor_restarts(js.sup, node_index()) : 0), "crashes",
+            (json_int_t)(js.sup ? supervisor_crashes(js.sup, node_index()) : 0), "last_health",
+            js.node_last_verdict, "last_health_by_tier",
+            js.node_verdict_by_tier ? json_incref(js.node_verdict_by_tier) : json_object());
 }

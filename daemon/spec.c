@@ -233,10 +233,9 @@ bool spec_is_canonical_health(const json_t *body)
         const json_t *params = json_object_get(body, "params");
 
         return streq_ptr(json_string_value(json_object_get(body, "benchmark")), "health") &&
-               (!params ||
-                (json_is_object(params) &&
-                 (json_object_size(params) == 0 ||
-                  (json_object_size(params) == 1 && json_object_get(params, "tier")))));
+               (!params || (json_is_object(params) &&
+                            (json_object_size(params) == 0 ||
+                             (json_object_size(params) == 1 && json_object_get(params, "tier")))));
 }
 
 /* The canonical health check's parameters come from the configuration only, so no client can
@@ -244,13 +243,12 @@ bool spec_is_canonical_health(const json_t *body)
  * tier's budget is the node's (health_extended_budget_s): each GPU's part runs beside the
  * others, so each gets two thirds of it when the GPU pairs are checked after them (pairs: true),
  * the pairs the last third; a node without pairs gives the GPUs all of it. NULL on OOM. */
-static json_t *canonical_health_params(const struct umd_config *cfg, const json_t *tier,
-                                       bool pairs)
+static json_t *canonical_health_params(const struct umd_config *cfg, const json_t *tier, bool pairs)
 {
         json_int_t budget = (json_int_t)cfg->health_extended_budget_s * 1000;
         json_int_t gpu = pairs ? budget * 2 / 3 : budget;
-        json_t *p = json_pack("{s:I, s:I, s:I}", "size", (json_int_t)cfg->health_size,
-                              "iterations", (json_int_t)cfg->health_iterations, "d2d_size",
+        json_t *p = json_pack("{s:I, s:I, s:I}", "size", (json_int_t)cfg->health_size, "iterations",
+                              (json_int_t)cfg->health_iterations, "d2d_size",
                               (json_int_t)cfg->health_d2d_size);
 
         if (p && tier) {
@@ -293,17 +291,15 @@ int spec_parse(const struct umd_config *cfg, const json_t *body, const struct be
         for (size_t i = 0; i < s.n_devs; i++)
                 all_fake = all_fake && devices_get(s.devs[i])->fake;
         s.canonical = spec_is_canonical_health(body);
-        if (s.canonical &&
-            !(canonical = canonical_health_params(
-                  cfg, json_object_get(json_object_get(body, "params"), "tier"),
-                  have_node() && s.n_devs == devices_count())))
+        if (s.canonical && !(canonical = canonical_health_params(
+                                 cfg, json_object_get(json_object_get(body, "params"), "tier"),
+                                 have_node() && s.n_devs == devices_count())))
                 return problem_set(p, 500, "", "out of memory");
         r = catalog_validate(b, s.canonical ? canonical : json_object_get(body, "params"), &lim,
                              all_fake, &s.params, &cerr);
         if (r < 0)
                 return problem_set(p, 400,
-                                   !s.canonical || streq_ptr(cerr.field, "params.tier")
-                                       ? cerr.field
+                                   !s.canonical || streq_ptr(cerr.field, "params.tier") ? cerr.field
                                    : streq_ptr(cerr.field, "params.d2d_size") ? "health_d2d_size"
                                                                               : "health_size",
                                    "%s%s",

@@ -582,9 +582,9 @@ static int multi_health(struct bench_job *j, struct bench_multi *m)
                                  "skipped: %s would take about %.0f ms, and %.0f ms of the %.0f ms "
                                  "budget are left",
                                  what, est, left > 0 ? left : 0.0, budget);
-                        json_array_append_new(skipped, json_pack("{s:s, s:f, s:s}", "check", what,
-                                                                 "estimate_ms", est, "reason",
-                                                                 why));
+                        json_array_append_new(skipped,
+                                              json_pack("{s:s, s:f, s:s}", "check", what,
+                                                        "estimate_ms", est, "reason", why));
                 }
                 json_object_set_new(j->extra_top, "tier", json_string(HEALTH_TIER_EXTENDED));
                 json_object_set_new(j->extra_top, "plan",

@@ -323,13 +323,14 @@ static int health_extended(struct bench_job *j, json_t *runs, double t0)
                 r = ext_take(j, runs, &d2d_full, 0);
         const struct mode bidir = {MEAS_BIDIR, "copy", "{\"direction\": \"bidir\"}", MEAS_BIDIR,
                                    NULL};
-        if (r >= 0 && ext_fits(&pl, "bidirectional copies", est_copy_ms(samples, 2 * size, h2d + d2h)))
+        if (r >= 0 &&
+            ext_fits(&pl, "bidirectional copies", est_copy_ms(samples, 2 * size, h2d + d2h)))
                 r = ext_take(j, runs, &bidir, 0);
         const struct mode pd2h = {MEAS_PAGEABLE_D2H, "copy",
                                   "{\"direction\": \"d2h\", \"host_memory\": \"pageable\"}",
                                   MEAS_D2H, NULL};
-        if (r >= 0 && ext_fits(&pl, "pageable copies back to the host",
-                               est_copy_ms(samples, size, pageable)))
+        if (r >= 0 &&
+            ext_fits(&pl, "pageable copies back to the host", est_copy_ms(samples, size, pageable)))
                 r = ext_take(j, runs, &pd2h, 0);
         const char *lat = "{\"size\": 4, \"repeats\": 10, \"pages\": 8}";
         const struct mode lats[] = {
@@ -343,8 +344,8 @@ static int health_extended(struct bench_job *j, json_t *runs, double t0)
                         r = ext_take(j, runs, &lats[i], 0);
         const struct mode od = {MEAS_MANAGED_ON_DEMAND, "managed_on_demand", "{}",
                                 MEAS_GPU_ON_DEMAND, NULL};
-        if (r >= 0 && ext_fits(&pl, "managed memory on demand",
-                               est_copy_ms(samples, 2 * size, pageable)))
+        if (r >= 0 &&
+            ext_fits(&pl, "managed memory on demand", est_copy_ms(samples, 2 * size, pageable)))
                 r = ext_take(j, runs, &od, 0);
         if (r >= 0)
                 r = ext_knee(j, runs, &pl, "sweep of pinned_h2d", MEAS_KNEE_PINNED_H2D, "copy",
@@ -357,9 +358,9 @@ static int health_extended(struct bench_job *j, json_t *runs, double t0)
                              MEAS_COPY_ENGINE, full, d2d, 2);
         json_object_set_new(j->extra_top, "tier", json_string(HEALTH_TIER_EXTENDED));
         json_object_set_new(j->extra_top, "plan",
-                            json_pack("{s:I, s:f, s:o, s:o}", "budget_ms",
-                                      (json_int_t)pl.budget_ms, "elapsed_ms", now_ms() - t0, "ran",
-                                      pl.ran, "skipped", pl.skipped));
+                            json_pack("{s:I, s:f, s:o, s:o}", "budget_ms", (json_int_t)pl.budget_ms,
+                                      "elapsed_ms", now_ms() - t0, "ran", pl.ran, "skipped",
+                                      pl.skipped));
         return r < 0 ? r : 0;
 }
 

@@ -725,11 +725,11 @@ static double est_ms(const struct fake_job *j, size_t i)
 {
         const struct fake_meas *m = &j->m[i];
         uint64_t pct = param_u64(j->params, "fake_bandwidth_pct");
-        double samples = (double)(param_u64(j->params, "iterations") +
-                                  param_u64(j->params, "warmup"));
-        double one = (double)(m->size * m->mode->bytes_mult) / (m->mode->gbps * m->scale * 1e9) *
-                         1e3 +
-                     m->mode->overhead_us / 1e3;
+        double samples =
+            (double)(param_u64(j->params, "iterations") + param_u64(j->params, "warmup"));
+        double one =
+            (double)(m->size * m->mode->bytes_mult) / (m->mode->gbps * m->scale * 1e9) * 1e3 +
+            m->mode->overhead_us / 1e3;
 
         return samples * one * 100.0 / (double)(pct ? pct : 100);
 }
@@ -823,8 +823,8 @@ static int ext_one(struct fake_job *j, struct ext_plan *pl, const char *addition
 }
 
 /* A short sweep of one path as one addition. */
-static int ext_knee(struct fake_job *j, struct ext_plan *pl, const char *addition,
-                    const char *name, const char *key, uint64_t top)
+static int ext_knee(struct fake_job *j, struct ext_plan *pl, const char *addition, const char *name,
+                    const char *key, uint64_t top)
 {
         size_t from = j->n;
         int r = add_knee(j, name, key, top);
@@ -838,11 +838,10 @@ static int ext_knee(struct fake_job *j, struct ext_plan *pl, const char *additio
  * budget_ms (the quick tier's measurements already planned count first) or is skipped. */
 static int plan_health_extended(struct fake_job *j)
 {
-        static const char *const latencies[][2] = {
-            {MEAS_LATENCY_PINNED_D2H, "latency.pinned"},
-            {MEAS_LATENCY_PAGEABLE_H2D, "latency.pageable"},
-            {MEAS_LATENCY_PAGEABLE_D2H, "latency.pageable"},
-            {MEAS_LATENCY_FAULT, "managed_fault_single"}};
+        static const char *const latencies[][2] = {{MEAS_LATENCY_PINNED_D2H, "latency.pinned"},
+                                                   {MEAS_LATENCY_PAGEABLE_H2D, "latency.pageable"},
+                                                   {MEAS_LATENCY_PAGEABLE_D2H, "latency.pageable"},
+                                                   {MEAS_LATENCY_FAULT, "managed_fault_single"}};
         uint64_t full = param_u64(j->params, "full_size");
         struct ext_plan pl = {est_from(j, 0), json_array(), json_array()};
         int r = pl.ran && pl.skipped ? 0 : -ENOMEM;
@@ -1455,17 +1454,16 @@ int fake_run_multi(const json_t *devices, const char *benchmark, const json_t *p
                      &p, &biggest, &top, ret_error);
         if (r < 0)
                 return r;
-        result = json_pack("{s:s, s:b, s:o, s:O, s:o, s:{s:I, s:I, s:i, s:i, s:I}, s:[s]}",
-                           "benchmark", benchmark, "fake", 1, "measurements", list, "devices",
-                           devices, "links", fake_links_json(n), "context", "buffer_bytes",
-                           /* the extended health tier's pairs may run at full_size */
-                           (json_int_t)(strcmp(benchmark, "health") == 0 ? biggest
-                                                                          : param_u64(p, "size")),
-                           "seed",
-                           (json_int_t)param_u64(p, "seed"), "warmup", (int)param_u64(p, "warmup"),
-                           "iterations", (int)param_u64(p, "iterations"), "fake_bandwidth_pct",
-                           (json_int_t)param_u64(p, "fake_bandwidth_pct"), "notes",
-                           "fake devices: numbers come from a bandwidth model, not a GPU");
+        result = json_pack(
+            "{s:s, s:b, s:o, s:O, s:o, s:{s:I, s:I, s:i, s:i, s:I}, s:[s]}", "benchmark", benchmark,
+            "fake", 1, "measurements", list, "devices", devices, "links", fake_links_json(n),
+            "context", "buffer_bytes",
+            /* the extended health tier's pairs may run at full_size */
+            (json_int_t)(strcmp(benchmark, "health") == 0 ? biggest : param_u64(p, "size")), "seed",
+            (json_int_t)param_u64(p, "seed"), "warmup", (int)param_u64(p, "warmup"), "iterations",
+            (int)param_u64(p, "iterations"), "fake_bandwidth_pct",
+            (json_int_t)param_u64(p, "fake_bandwidth_pct"), "notes",
+            "fake devices: numbers come from a bandwidth model, not a GPU");
         json_decref(p);
         if (result && top) /* the extended health tier's plan */
                 json_object_update(result, top);

@@ -532,9 +532,9 @@ static void add_knee(json_t *r, const char *knee, long long size, double gbps)
 {
         char name[64];
         snprintf(name, sizeof(name), "%s@%lld", knee, size);
-        json_array_append_new(json_object_get(r, "measurements"),
-                              json_pack("{s:s, s:f, s:I}", "name", name, "gbps", gbps, "size",
-                                        (json_int_t)size));
+        json_array_append_new(
+            json_object_get(r, "measurements"),
+            json_pack("{s:s, s:f, s:I}", "name", name, "gbps", gbps, "size", (json_int_t)size));
 }
 
 /* An extended result of an H200's figures with plan skipped (a JSON array, stolen) */
@@ -542,9 +542,10 @@ static json_t *extended(json_t *skipped)
 {
         json_t *r = result(55.5, 55.3, 9.3, 48.0);
         json_object_set_new(r, "tier", json_string("extended"));
-        json_object_set_new(r, "plan", json_pack("{s:I, s:f, s:[s], s:o}", "budget_ms",
-                                                 (json_int_t)20000, "estimated_ms", 350.0, "ran",
-                                                 "bidirectional copies", "skipped", skipped));
+        json_object_set_new(r, "plan",
+                            json_pack("{s:I, s:f, s:[s], s:o}", "budget_ms", (json_int_t)20000,
+                                      "estimated_ms", 350.0, "ran", "bidirectional copies",
+                                      "skipped", skipped));
         return r;
 }
 
@@ -592,8 +593,8 @@ static void test_bidirectional_copies_no_faster_than_one_way_fail(void **state)
         add_meas(r, "bidir", 40.0); /* slower than one direction alone: 36% of the sum */
         json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
         assert_string_equal(check_field(v, "bidir_vs_one_way", "verdict"), "fail");
-        assert_non_null(strstr(check_field(v, "bidir_vs_one_way", "reason"),
-                               "of the two directions alone"));
+        assert_non_null(
+            strstr(check_field(v, "bidir_vs_one_way", "reason"), "of the two directions alone"));
         json_decref(v), json_decref(r), json_decref(l);
 }
 
@@ -633,17 +634,17 @@ static void test_pageable_copies_back_far_below_pinned_warn(void **state)
 static void test_a_slow_small_copy_warns_on_latency(void **state)
 {
         json_t *r = extended(json_array()), *l = link(5, 16, 5, 16);
-        json_array_append_new(json_object_get(r, "measurements"),
-                              json_pack("{s:s, s:f}", "name", "latency_pinned_d2h", "latency_us",
-                                        80.0));
-        json_array_append_new(json_object_get(r, "measurements"),
-                              json_pack("{s:s, s:f}", "name", "latency_pinned_h2d", "latency_us",
-                                        2.2));
+        json_array_append_new(
+            json_object_get(r, "measurements"),
+            json_pack("{s:s, s:f}", "name", "latency_pinned_d2h", "latency_us", 80.0));
+        json_array_append_new(
+            json_object_get(r, "measurements"),
+            json_pack("{s:s, s:f}", "name", "latency_pinned_h2d", "latency_us", 2.2));
         json_t *v = health_verdict(&cfg, r, l, NULL, NULL, 0, NULL);
         assert_string_equal(check_field(v, "latency_pinned_d2h", "verdict"), "warn");
         assert_string_equal(check_field(v, "latency_pinned_h2d", "verdict"), "pass");
-        assert_non_null(strstr(check_field(v, "latency_pinned_d2h", "reason"),
-                               "80.0 us (warn above 50 us)"));
+        assert_non_null(
+            strstr(check_field(v, "latency_pinned_d2h", "reason"), "80.0 us (warn above 50 us)"));
         json_decref(v), json_decref(r), json_decref(l);
 }
 

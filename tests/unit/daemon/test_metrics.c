@@ -94,10 +94,11 @@ static void test_an_adhoc_health_job_is_not_exported_as_health(void **state)
 
 static void test_a_canonical_check_exports_its_fleet_figures_with_the_link(void **state)
 {
-        health("GPU-fleet", "{\"benchmark\": \"health\", \"measurements\": [{\"name\": "
-                            "\"pinned_h2d\", \"gbps\": 55}, {\"name\": \"pinned_d2h\", "
-                            "\"gbps\": 54}, {\"name\": \"d2d\", \"gbps\": 4200}, {\"name\": "
-                            "\"managed_prefetch\", \"gbps\": 48}]}",
+        health("GPU-fleet",
+               "{\"benchmark\": \"health\", \"measurements\": [{\"name\": "
+               "\"pinned_h2d\", \"gbps\": 55}, {\"name\": \"pinned_d2h\", "
+               "\"gbps\": 54}, {\"name\": \"d2d\", \"gbps\": 4200}, {\"name\": "
+               "\"managed_prefetch\", \"gbps\": 48}]}",
                false);
         char *text = scrape();
         assert_has_line(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-fleet\",figure="
@@ -106,8 +107,8 @@ static void test_a_canonical_check_exports_its_fleet_figures_with_the_link(void 
                               "\"d2h\",link=\"gen5x16\"} 54000000000");
         assert_has_line(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-fleet\",figure="
                               "\"d2d\",link=\"gen5x16\"} 4200000000000");
-        assert_int_equal(count_prefix(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-fleet\""),
-                         3);
+        assert_int_equal(
+            count_prefix(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-fleet\""), 3);
         assert_has_line(text, "umd_health_check_contended{uuid=\"GPU-fleet\"} 0");
         free(text);
 }
@@ -136,7 +137,8 @@ static void test_the_node_check_gives_each_gpu_its_slowest_peer_copy(void **stat
             "{\"method\": \"ce\", \"direction\": \"uni\", \"src\": 0, \"dst\": 2, \"gbps\": 310},"
             "{\"method\": \"sm\", \"direction\": \"uni\", \"src\": 0, \"dst\": 2, \"gbps\": 100},"
             "{\"method\": \"ce\", \"direction\": \"bidir\", \"src\": 1, \"dst\": 0, \"gbps\": 700},"
-            "{\"method\": \"ce\", \"direction\": \"uni\", \"src\": 1, \"dst\": 0, \"gbps\": 380}]}");
+            "{\"method\": \"ce\", \"direction\": \"uni\", \"src\": 1, \"dst\": 0, \"gbps\": "
+            "380}]}");
 
         metrics_health_node_result(result);
         json_decref(result);

@@ -142,8 +142,7 @@ static void test_an_unknown_tier_is_400_naming_the_tier(void **state)
         struct problem p;
 
         assert_int_equal(
-            parse("{\"benchmark\": \"health\", \"params\": {\"tier\": \"deep\"}}", &s, &p),
-            400);
+            parse("{\"benchmark\": \"health\", \"params\": {\"tier\": \"deep\"}}", &s, &p), 400);
         assert_string_equal(p.field, "params.tier");
 }
 

@@ -279,7 +279,8 @@ static size_t measurements_named(const json_t *res, const char *prefix)
 
 static void test_extended_health_plans_every_addition_without_a_budget(void **state)
 {
-        json_t *res = run_ok("health", params_for("health", json_pack("{s:s}", "tier", "extended")));
+        json_t *res =
+            run_ok("health", params_for("health", json_pack("{s:s}", "tier", "extended")));
         json_t *plan = json_object_get(res, "plan");
 
         assert_string_equal(json_string_value(json_object_get(res, "tier")), "extended");
@@ -296,8 +297,9 @@ static void test_extended_health_skips_what_its_budget_cannot_hold(void **state)
 {
         /* 200 ms: the quick tier's own copies take about 150 of it, on-demand managed memory
          * would take another 100 */
-        json_t *res = run_ok("health", params_for("health", json_pack("{s:s, s:i}", "tier",
-                                                                      "extended", "budget_ms", 200)));
+        json_t *res = run_ok(
+            "health",
+            params_for("health", json_pack("{s:s, s:i}", "tier", "extended", "budget_ms", 200)));
         json_t *plan = json_object_get(res, "plan"), *s;
         size_t k;
 
