@@ -43,6 +43,12 @@ static int int_or(const json_t *o, const char *k)
 #define HEALTH_BIDIR_WARN 0.60
 #define HEALTH_BIDIR_FAIL 0.45
 
+/* A measured share of what was expected, against the warn and fail lines below it. */
+static enum verdict verdict_of_fraction(double frac, double warn, double fail)
+{
+        return frac < fail ? V_FAIL : frac < warn ? V_WARN : V_PASS;
+}
+
 static void add_check(json_t *checks, json_t *reasons, enum verdict *worst, const char *name,
                       enum verdict v, const char *reason, const char *expectation)
 {
@@ -124,9 +130,8 @@ static void model_checks(const struct umd_config *cfg, const json_t *result, con
         if (!json_is_number(g))
                 return; /* "d2d was not measured" is said once, by the caller */
         double frac = json_number_value(g) / nominal;
-        enum verdict v = frac < cfg->health_memory_fail_fraction   ? V_FAIL
-                         : frac < cfg->health_memory_warn_fraction ? V_WARN
-                                                                   : V_PASS;
+        enum verdict v = verdict_of_fraction(frac, cfg->health_memory_warn_fraction,
+                                             cfg->health_memory_fail_fraction);
         snprintf(why, sizeof(why),
                  "d2d %.0f GB/s (device memory, read+write) is %.0f%% of the %.0f GB/s nominal "
                  "memory bandwidth of the %s (warn below %.0f%%, fail below %.0f%%)",
@@ -257,9 +262,7 @@ static void extended_checks(const struct umd_config *cfg, const json_t *result,
          * uniformly slow both ways is the pinned checks' to find. */
         if (bidir >= 0 && h2d > 0 && d2h > 0) {
                 double frac = bidir / (h2d + d2h);
-                enum verdict v = frac < HEALTH_BIDIR_FAIL   ? V_FAIL
-                                 : frac < HEALTH_BIDIR_WARN ? V_WARN
-                                                            : V_PASS;
+                enum verdict v = verdict_of_fraction(frac, HEALTH_BIDIR_WARN, HEALTH_BIDIR_FAIL);
                 snprintf(why, sizeof(why),
                          "bidir %.1f GB/s (both directions at once) is %.0f%% of the two "
                          "directions alone (%.1f + %.1f GB/s; warn below %.0f%%, fail below "
@@ -276,9 +279,8 @@ static void extended_checks(const struct umd_config *cfg, const json_t *result,
         const char *mname = json_string_value(json_object_get(model, "name"));
         if (full >= 0 && nominal > 0 && mname) {
                 double frac = full / nominal;
-                enum verdict v = frac < cfg->health_memory_fail_fraction   ? V_FAIL
-                                 : frac < cfg->health_memory_warn_fraction ? V_WARN
-                                                                           : V_PASS;
+                enum verdict v = verdict_of_fraction(frac, cfg->health_memory_warn_fraction,
+                                                     cfg->health_memory_fail_fraction);
                 snprintf(why, sizeof(why),
                          "d2d_full %.0f GB/s (device memory at full size) is %.0f%% of the %.0f "
                          "GB/s nominal memory bandwidth of the %s (warn below %.0f%%, fail below "
@@ -440,9 +442,8 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                         continue;
                 }
                 double frac = json_number_value(g) / link;
-                enum verdict v = frac < cfg->health_fail_fraction   ? V_FAIL
-                                 : frac < cfg->health_warn_fraction ? V_WARN
-                                                                    : V_PASS;
+                enum verdict v =
+                    verdict_of_fraction(frac, cfg->health_warn_fraction, cfg->health_fail_fraction);
                 snprintf(why, sizeof(why),
                          "%s %.1f GB/s is %.0f%% of the link's %.1f GB/s (warn below %.0f%%, "
                          "fail below %.0f%%)",
@@ -568,9 +569,8 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                         add_check(checks, reasons, &worst, name, V_WARN, why, "none");
                 } else {
                         double frac = gbps / expected;
-                        enum verdict v = frac < cfg->health_fail_fraction   ? V_FAIL
-                                         : frac < cfg->health_warn_fraction ? V_WARN
-                                                                            : V_PASS;
+                        enum verdict v = verdict_of_fraction(frac, cfg->health_warn_fraction,
+                                                             cfg->health_fail_fraction);
                         snprintf(why, sizeof(why),
                                  "GPU %lld -> GPU %lld %.1f GB/s is %.0f%% of the %.0f GB/s its "
                                  "link (%s%s) should carry (warn below %.0f%%, fail below %.0f%%)",
