@@ -257,18 +257,6 @@ static bool wants_text(const struct api_request *req)
         return t && (!j || t < j);
 }
 
-/* FNV-1a, 64 bits: an ETag only has to change when the bytes do. */
-static uint64_t fnv1a(const char *s, size_t n)
-{
-        uint64_t h = UINT64_C(14695981039346656037);
-
-        for (size_t i = 0; i < n; i++) {
-                h ^= (unsigned char)s[i];
-                h *= UINT64_C(1099511628211);
-        }
-        return h;
-}
-
 /* Whether an If-None-Match list names etag (weak comparison, RFC 9110 13.1.2) or is "*". */
 static bool etag_matches(const char *if_none_match, const char *etag)
 {
@@ -298,14 +286,17 @@ static bool etag_matches(const char *if_none_match, const char *etag)
 /* A final job's reply: its ETag, and 304 when the client holds it already. */
 static void reply_final(const struct api_request *req, struct api_reply *rep)
 {
-        char etag[sizeof(rep->etag)];
+        char etag[BLOB_ETAG_MAX];
 
         /* A finished job never changes, so its bytes name it; text and JSON differ in bytes
-         * and so in tag. */
-        snprintf(etag, sizeof(etag), "\"%016" PRIx64 "\"", fnv1a(rep->body, rep->body_len));
+         * and so in tag. A stored document's tag was computed when it entered memory. */
+        if (rep->blob)
+                memcpy(etag, rep->blob->etag, sizeof(etag));
+        else
+                blob_etag(rep->body, rep->body_len, etag);
         if (etag_matches(req->if_none_match, etag))
                 reply_static(rep, 304, NULL, "", 0);
-        memcpy(rep->etag, etag, sizeof(etag));
+        snprintf(rep->etag, sizeof(rep->etag), "%s", etag);
 }
 
 void handle_job_get(const struct api_request *req, struct api_reply *rep)
@@ -321,16 +312,15 @@ void handle_job_get(const struct api_request *req, struct api_reply *rep)
                 return;
         /* A finished job as stored: the bytes go out as they are, parsed by no one. */
         if (!wants_text(req)) {
-                char *body = NULL;
-                size_t len = 0;
+                struct blob *body = NULL;
 
-                r = core_job_get_finished(req->id, &body, &len, &p);
+                r = core_job_get_finished(req->id, &body, &p);
                 if (r < 0) {
                         reply_problem(rep, &p);
                         return;
                 }
                 if (r == 0) {
-                        reply_text(rep, 200, "application/json", body, len);
+                        reply_blob(rep, 200, "application/json", body);
                         reply_final(req, rep);
                         return;
                 }

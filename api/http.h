@@ -55,9 +55,10 @@ struct api_request {
 struct api_reply {
         int status;
         const char *content_type;
-        char *body; /* malloc'd unless body_static */
+        char *body; /* malloc'd unless body_static or blob */
         size_t body_len;
         bool body_static;
+        struct blob *blob; /* when set, body is blob->data and the reply holds this reference */
         char location[128]; /* "" = no Location header */
         char allow[64];     /* "" = no Allow header */
         unsigned retry_after_s;
@@ -146,7 +147,9 @@ void reply_json(struct api_reply *rep, int status, json_t *j); /* steals j; NULL
 void reply_static(struct api_reply *rep, int status, const char *content_type, const char *body,
                   size_t len);
 void reply_text(struct api_reply *rep, int status, const char *content_type, char *body,
-                size_t len); /* steals body */
+                size_t len);
+/* Serve b's bytes (taking over the caller's reference to b). */
+void reply_blob(struct api_reply *rep, int status, const char *content_type, struct blob *b); /* steals body */
 void reply_problem(struct api_reply *rep, const struct problem *p);
 void reply_errorf(struct api_reply *rep, int status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -75,6 +75,17 @@ void reply_text(struct api_reply *rep, int status, const char *content_type, cha
         rep->body_static = false;
 }
 
+void reply_blob(struct api_reply *rep, int status, const char *content_type, struct blob *b)
+{
+        reply_done(rep);
+        rep->status = status;
+        rep->content_type = content_type;
+        rep->blob = b;
+        rep->body = b->data;
+        rep->body_len = b->len;
+        rep->body_static = false;
+}
+
 void reply_problem(struct api_reply *rep, const struct problem *p)
 {
         struct problem fixed;
@@ -103,7 +114,9 @@ void reply_errorf(struct api_reply *rep, int status, const char *field, const ch
 
 void reply_done(struct api_reply *rep)
 {
-        if (!rep->body_static)
+        if (rep->blob)
+                rep->blob = blob_unref(rep->blob);
+        else if (!rep->body_static)
                 free(rep->body);
         rep->body = NULL;
         rep->body_len = 0;

@@ -130,6 +130,12 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 
 /* ---- replies ---- */
 
+/* libmicrohttpd's free callback for a body that is a blob: the response's reference goes. */
+static void blob_release(void *cls)
+{
+        blob_unref(cls);
+}
+
 static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx *r,
                                    struct api_reply *rep)
 {
@@ -139,7 +145,10 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
 
         if (rep->retry_after_s > 0)
                 snprintf(retry, sizeof(retry), "%u", rep->retry_after_s);
-        if (rep->body_static)
+        if (rep->blob)
+                resp = MHD_create_response_from_buffer_with_free_callback_cls(
+                        rep->body_len, rep->body, blob_release, rep->blob);
+        else if (rep->body_static)
                 resp = MHD_create_response_from_buffer(rep->body_len, rep->body,
                                                        MHD_RESPMEM_PERSISTENT);
         else
@@ -149,7 +158,8 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
                 reply_free(rep);
                 return MHD_NO;
         }
-        /* The response owns the body now. */
+        /* The response owns the body (or the blob's reference) now. */
+        rep->blob = NULL;
         rep->body = NULL;
         rep->body_len = 0;
 

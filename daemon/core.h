@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blob.h"
 #include "problem.h"
 
 struct job_filter {
@@ -46,9 +47,10 @@ int core_job_submit(const json_t *body, const char *idempotency_key, const char 
                     json_t **ret_job, struct problem *p);
 /* GET /v1/jobs/{id} */
 int core_job_get(const char *id, json_t **ret_job, struct problem *p);
-/* GET /v1/jobs/{id} of a finished job, fast: 0 with the served bytes (malloc'd), 1 when the
- * job is still in memory (ask core_job_get), negative with p filled (400, 404, 500). */
-int core_job_get_finished(const char *id, char **ret_body, size_t *ret_len, struct problem *p);
+/* GET /v1/jobs/{id} of a finished job, fast: 0 with a reference to the served bytes and their
+ * ETag (drop it with blob_unref), 1 when the job is still in memory (ask core_job_get),
+ * negative with p filled (400, 404, 500). */
+int core_job_get_finished(const char *id, struct blob **ret_body, struct problem *p);
 /* Whether a job state name is final (succeeded, failed, cancelled, timed_out, interrupted). */
 bool core_job_state_final(const char *state);
 /* A counter that moves whenever a job is submitted or changes state. Read it before reading

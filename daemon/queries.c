@@ -66,7 +66,7 @@ int core_job_get(const char *id, json_t **ret_job, struct problem *p)
         return store_read_problem(store_get(js.store, id, ret_job), id, p);
 }
 
-int core_job_get_finished(const char *id, char **ret_body, size_t *ret_len, struct problem *p)
+int core_job_get_finished(const char *id, struct blob **ret_body, struct problem *p)
 {
         bool in_memory;
 
@@ -79,7 +79,7 @@ int core_job_get_finished(const char *id, char **ret_body, size_t *ret_len, stru
         if (in_memory)
                 return 1;
         /* Not in memory: finished, and committed before it left memory. */
-        return store_read_problem(store_get_finished_raw(js.store, id, ret_body, ret_len), id, p);
+        return store_read_problem(store_get_finished(js.store, id, ret_body), id, p);
 }
 
 /* Append "?name=v" or "&name=v" to f, percent-encoding v. A stream rather than a fixed

@@ -210,8 +210,7 @@ struct store {
 
 struct cache_slot {
         char id[UUID_STRING_MAX]; /* lower case; "" when empty */
-        char *bytes;
-        size_t len;
+        struct blob *blob;        /* the cache's reference */
 };
 
 static void cache_key(const char *id, char key[UUID_STRING_MAX])
@@ -235,8 +234,8 @@ static struct cache_slot *cache_slot_of(struct store *s, const char *key)
 /* With cache_mu held. */
 static void cache_drop_slot(struct store *s, struct cache_slot *c)
 {
-        s->cache_bytes -= c->len;
-        free(c->bytes);
+        s->cache_bytes -= c->blob->len;
+        blob_unref(c->blob);
         *c = (struct cache_slot){0};
 }
 
@@ -956,31 +955,25 @@ int store_set_cache(struct store *s, uint64_t max_bytes)
         return 0;
 }
 
-int store_get_finished_raw(struct store *s, const char *id, char **ret, size_t *ret_len)
+int store_get_finished(struct store *s, const char *id, struct blob **ret)
 {
         char key[UUID_STRING_MAX];
         struct cache_slot *c = NULL;
+        struct blob *b = NULL;
         struct reader *rd;
         sqlite3_stmt *st;
-        char *copy = NULL;
-        size_t n = 0;
         int rc, r;
 
         cache_key(id, key);
         if (s->cache) {
+                /* A reference, not a copy: the lock covers a compare and an increment. */
                 pthread_mutex_lock(&s->cache_mu);
                 c = cache_slot_of(s, key);
-                if (strcmp(c->id, key) == 0) {
-                        copy = malloc(c->len + 1);
-                        if (copy) {
-                                memcpy(copy, c->bytes, c->len + 1);
-                                n = c->len;
-                        }
-                }
+                if (strcmp(c->id, key) == 0)
+                        b = blob_ref(c->blob);
                 pthread_mutex_unlock(&s->cache_mu);
-                if (copy) {
-                        *ret = copy;
-                        *ret_len = n;
+                if (b) {
+                        *ret = b;
                         return 0;
                 }
         }
@@ -990,13 +983,11 @@ int store_get_finished_raw(struct store *s, const char *id, char **ret, size_t *
         st = rd->st[R_GET];
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
         rc = sqlite3_step(st);
+        r = 0;
         if (rc == SQLITE_ROW) {
                 const char *t = (const char *)sqlite3_column_text(st, 0);
 
-                n = (size_t)sqlite3_column_bytes(st, 0);
-                copy = t ? malloc(n + 1) : NULL;
-                if (copy)
-                        memcpy(copy, t, n + 1);
+                r = t ? blob_new(t, (size_t)sqlite3_column_bytes(st, 0), &b) : -ENOMEM;
         }
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
@@ -1006,26 +997,21 @@ int store_get_finished_raw(struct store *s, const char *id, char **ret, size_t *
         if (rc != SQLITE_ROW)
                 return log_error_errno(EIO, "SQLite: cannot read job %s: %s", id,
                                        sqlite3_errstr(rc));
-        if (!copy)
-                return -ENOMEM;
+        if (r < 0)
+                return r;
         /* A document over a sixteenth of the cache would push out too much for one job. */
-        if (s->cache && n <= s->cache_max / 16) {
+        if (s->cache && b->len <= s->cache_max / 16) {
                 pthread_mutex_lock(&s->cache_mu);
                 if (c->id[0])
                         cache_drop_slot(s, c);
-                if (s->cache_bytes + n <= s->cache_max) {
-                        c->bytes = malloc(n + 1);
-                        if (c->bytes) {
-                                memcpy(c->bytes, copy, n + 1);
-                                c->len = n;
-                                s->cache_bytes += n;
-                                memcpy(c->id, key, sizeof(key));
-                        }
+                if (s->cache_bytes + b->len <= s->cache_max) {
+                        c->blob = blob_ref(b);
+                        s->cache_bytes += b->len;
+                        memcpy(c->id, key, sizeof(key));
                 }
                 pthread_mutex_unlock(&s->cache_mu);
         }
-        *ret = copy;
-        *ret_len = n;
+        *ret = b;
         return 0;
 }
 
@@ -1777,7 +1763,7 @@ void store_close(struct store *s)
         pthread_mutex_destroy(&s->mu);
         pthread_mutex_destroy(&s->readers_mu);
         for (size_t i = 0; s->cache && i < CACHE_SLOTS; i++)
-                free(s->cache[i].bytes);
+                blob_unref(s->cache[i].blob);
         free(s->cache);
         pthread_mutex_destroy(&s->cache_mu);
         free(s->dir);

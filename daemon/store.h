@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blob.h"
 #include "uuid.h"
 
 struct store;
@@ -56,13 +57,14 @@ int store_recover(struct store *s, store_job_fn fn, void *userdata);
 
 /* The public document of job id (any case). 0, -ENOENT or -errno. */
 int store_get(struct store *s, const char *id, json_t **ret);
-/* Keep up to max_bytes of finished jobs' documents in memory for store_get_finished_raw (0: no
+/* Keep up to max_bytes of finished jobs' documents in memory for store_get_finished (0: no
  * cache). Once, before reads start. 0 or -ENOMEM. */
 int store_set_cache(struct store *s, uint64_t max_bytes);
-/* The stored bytes of job id (the document the API serves), malloc'd and NUL-terminated. Only
- * for a job that is finished and out of jobs.c's memory: its bytes never change again, so they
- * are cached (retention and any later write drop them). 0, -ENOENT or -errno. */
-int store_get_finished_raw(struct store *s, const char *id, char **ret, size_t *ret_len);
+/* The stored bytes of job id (the document the API serves) and their ETag, as a reference the
+ * caller drops with blob_unref. Only for a job that is finished and out of jobs.c's memory: its
+ * bytes never change again, so they are cached (retention and any later write drop them).
+ * 0, -ENOENT or -errno. */
+int store_get_finished(struct store *s, const char *id, struct blob **ret);
 /* The newest job with this idempotency key and client (NULL matches NULL): its public document
  * and the request body it was submitted with. 0, -ENOENT or -errno. */
 int store_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,

@@ -176,7 +176,7 @@ json_t *core_params_schemas(void)
                          "size", "type", "integer", "additionalProperties", 0);
 }
 
-int core_job_get_finished(const char *id, char **ret_body, size_t *ret_len, struct problem *p)
+int core_job_get_finished(const char *id, struct blob **ret_body, struct problem *p)
 {
         return 1; /* ask core_job_get */
 }
