@@ -147,7 +147,7 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
                 snprintf(retry, sizeof(retry), "%u", rep->retry_after_s);
         if (rep->blob)
                 resp = MHD_create_response_from_buffer_with_free_callback_cls(
-                        rep->body_len, rep->body, blob_release, rep->blob);
+                    rep->body_len, rep->body, blob_release, rep->blob);
         else if (rep->body_static)
                 resp = MHD_create_response_from_buffer(rep->body_len, rep->body,
                                                        MHD_RESPMEM_PERSISTENT);

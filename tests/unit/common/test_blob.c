@@ -53,9 +53,9 @@ static void test_blob_last_reference_frees(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_blob_copies_bytes_and_terminates),
-                cmocka_unit_test(test_blob_etag_is_quoted_fnv1a),
-                cmocka_unit_test(test_blob_last_reference_frees),
+            cmocka_unit_test(test_blob_copies_bytes_and_terminates),
+            cmocka_unit_test(test_blob_etag_is_quoted_fnv1a),
+            cmocka_unit_test(test_blob_last_reference_frees),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
