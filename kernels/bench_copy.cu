@@ -350,32 +350,48 @@ int bench_latency(struct bench_job *j)
         if (!pageable)
                 return job_fail(j, -ENOMEM, "out of memory");
 
+        /* Each copy's check follows it; a d2h copy is checked against the pattern the h2d copy
+         * before it would have left, so without one the device buffer is filled first. */
         host_fill(pin, size, j->seed);
-        r = latency_copies(j, MEAS_PINNED_H2D, pin, dev, size, true, repeats);
-        if (r >= 0)
-                r = dev_verify(j, dev, size, j->seed, 0, "device buffer after pinned h2d");
-        if (r >= 0) {
+        if (bench_takes(j, MEAS_PINNED_H2D)) {
+                r = latency_copies(j, MEAS_PINNED_H2D, pin, dev, size, true, repeats);
+                if (r >= 0)
+                        r = dev_verify(j, dev, size, j->seed, 0, "device buffer after pinned h2d");
+        } else if (bench_takes(j, MEAS_PINNED_D2H)) {
+                CK(j, cudaMemcpy(dev, pin, size, cudaMemcpyHostToDevice));
+        }
+        if (r >= 0 && bench_takes(j, MEAS_PINNED_D2H)) {
                 memset(pin, 0, size);
                 r = latency_copies(j, MEAS_PINNED_D2H, pin, dev, size, false, repeats);
+                if (r >= 0)
+                        r = host_verify(j, pin, size, j->seed, 0, "host buffer after pinned d2h");
         }
-        if (r >= 0)
-                r = host_verify(j, pin, size, j->seed, 0, "host buffer after pinned d2h");
-        if (r >= 0) {
+        if (r >= 0 && (bench_takes(j, MEAS_PAGEABLE_H2D) || bench_takes(j, MEAS_PAGEABLE_D2H))) {
                 host_fill(pageable, size, j->seed + 1);
-                r = latency_copies(j, MEAS_PAGEABLE_H2D, pageable, dev, size, true, repeats);
+                if (bench_takes(j, MEAS_PAGEABLE_H2D))
+                        r = latency_copies(j, MEAS_PAGEABLE_H2D, pageable, dev, size, true,
+                                           repeats);
+                else
+                        CK(j, cudaMemcpy(dev, pageable, size, cudaMemcpyHostToDevice));
+                if (r >= 0)
+                        r = dev_verify(j, dev, size, j->seed + 1, 0,
+                                       "device buffer after pageable h2d");
         }
-        if (r >= 0)
-                r = dev_verify(j, dev, size, j->seed + 1, 0, "device buffer after pageable h2d");
-        if (r >= 0) {
+        if (r >= 0 && bench_takes(j, MEAS_PAGEABLE_D2H)) {
                 memset(pageable, 0, size);
                 r = latency_copies(j, MEAS_PAGEABLE_D2H, pageable, dev, size, false, repeats);
+                if (r >= 0)
+                        r = host_verify(j, pageable, size, j->seed + 1, 0,
+                                        "host buffer after pageable d2h");
         }
-        if (r >= 0)
-                r = host_verify(j, pageable, size, j->seed + 1, 0,
-                                "host buffer after pageable d2h");
         free(pageable);
         if (r < 0)
                 return r;
+        bool single_wanted = bench_takes(j, MEAS_FAULT_SINGLE);
+        bool bulk_wanted = bench_takes(j, MEAS_FAULT_BULK);
+        bool resident_wanted = bench_takes(j, MEAS_RESIDENT);
+        if (!single_wanted && !bulk_wanted && !resident_wanted)
+                return 0;
 
         /* Managed page faults. */
         size_t msize = pages * spacing;
@@ -421,10 +437,11 @@ int bench_latency(struct bench_job *j)
                 }
                 return 0;
         };
-        r = one_by_one(single, false);
-        if (r >= 0)
+        if (single_wanted)
+                r = one_by_one(single, false);
+        if (r >= 0 && resident_wanted)
                 r = one_by_one(resident, true);
-        if (r >= 0)
+        if (r >= 0 && bulk_wanted)
                 r = sample_events(j, bulk, to_host, [&]() -> int {
                         touches++;
                         return launch_touch(j, managed, 0, pages, spacing, s0);
@@ -449,10 +466,12 @@ int bench_latency(struct bench_job *j)
                 if (r < 0)
                         break;
                 struct sample_stats st;
-                stats_compute(m->data(), m->size(), &st);
                 const char *name = m == &single ? MEAS_FAULT_SINGLE
                                    : m == &bulk ? MEAS_FAULT_BULK
                                                 : MEAS_RESIDENT;
+                if (!bench_takes(j, name))
+                        continue;
+                stats_compute(m->data(), m->size(), &st);
                 r = add_measurement(j, name, 4.0, "one word touched per page", *m, false,
                                     json_pack("{s:f, s:I, s:I}", "latency_us", st.median * 1e3,
                                               "pages", (json_int_t)pages, "page_spacing_bytes",

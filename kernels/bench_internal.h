@@ -87,6 +87,12 @@ int job_cuda_fail(struct bench_job *j, cudaError_t e, const char *what);
 /* ---- params ---- */
 int64_t param_int(const struct bench_job *j, const char *name, int64_t def);
 const char *param_str(const struct bench_job *j, const char *name, const char *def);
+/* Whether the job takes measurement name: its "only" parameter is unset, "all" or name. */
+static inline bool bench_takes(const struct bench_job *j, const char *name)
+{
+        const char *only = param_str(j, "only", "all");
+        return strcmp(only, "all") == 0 || strcmp(only, name) == 0;
+}
 
 /* ---- memory ---- */
 /* Pooled pinned (mapped) host buffer / device buffer of at least size bytes. */

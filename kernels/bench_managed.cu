@@ -280,31 +280,37 @@ int bench_managed_prefetch(struct bench_job *j)
                 CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_host(), 0, c->streams[0]));
                 return 0;
         };
-        r = sample_events(j, pk, host_prep, pk_work);
-        if (r >= 0)
-                r = explain_pass(j, host_prep, pk_work, m.size, 0, &x[0]);
-        if (r >= 0)
+        bool take[3] = {bench_takes(j, MEAS_PREFETCH_KERNEL), bench_takes(j, MEAS_PREFETCH),
+                        bench_takes(j, MEAS_PREFETCH_TO_HOST)};
+        if (take[0]) {
+                r = sample_events(j, pk, host_prep, pk_work);
+                if (r >= 0)
+                        r = explain_pass(j, host_prep, pk_work, m.size, 0, &x[0]);
+        }
+        if (r >= 0 && take[1]) {
                 r = sample_events(j, pf, host_prep, pf_work);
-        if (r >= 0)
-                r = explain_pass(j, host_prep, pf_work, m.size, 0, &x[1]);
-        if (r >= 0)
+                if (r >= 0)
+                        r = explain_pass(j, host_prep, pf_work, m.size, 0, &x[1]);
+        }
+        if (r >= 0 && take[2]) {
                 r = sample_events(j, back, dev_prep, back_work);
-        if (r >= 0)
-                r = explain_pass(j, dev_prep, back_work, 0, m.size, &x[2]);
+                if (r >= 0)
+                        r = explain_pass(j, dev_prep, back_work, 0, m.size, &x[2]);
+        }
         if (r >= 0)
                 r = m.verify("managed memory after prefetches");
         /* add_measurement takes each explain object; what a failure leaves is freed below. */
-        if (r >= 0) {
+        if (r >= 0 && take[0]) {
                 r = add_measurement(j, MEAS_PREFETCH_KERNEL, (double)j->size, ONE_DIR, pk, false,
                                     explain_extra(x[0], NULL));
                 x[0] = NULL;
         }
-        if (r >= 0) {
+        if (r >= 0 && take[1]) {
                 r = add_measurement(j, MEAS_PREFETCH, (double)j->size, ONE_DIR, pf, false,
                                     explain_extra(x[1], NULL));
                 x[1] = NULL;
         }
-        if (r >= 0) {
+        if (r >= 0 && take[2]) {
                 r = add_measurement(j, MEAS_PREFETCH_TO_HOST, (double)j->size, ONE_DIR, back, false,
                                     explain_extra(x[2], NULL));
                 x[2] = NULL;

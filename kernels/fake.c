@@ -1193,6 +1193,20 @@ bool fake_models(const char *id)
                plan_find(node_plans, ELEMENTSOF(node_plans), id);
 }
 
+/* only: one measurement of several (catalog.c's P_ONLY); the real benchmark skips the rest. */
+static void plan_only(struct fake_job *j)
+{
+        const char *only = param_str(j->params, "only");
+        size_t n = 0;
+
+        if (!only || strcmp(only, "all") == 0)
+                return;
+        for (size_t i = 0; i < j->n; i++)
+                if (strcmp(j->m[i].name, only) == 0)
+                        j->m[n++] = j->m[i];
+        j->n = n;
+}
+
 /* explain: true adds the modelled counters to every managed measurement. */
 static void plan_explain(struct fake_job *j)
 {
@@ -1362,6 +1376,7 @@ static int run_plan(const struct fake_plan *plans, size_t n_plans, const json_t 
                 r = backend_fail(ret_error, r, "%s", r == -ENOMEM ? "out of memory" : job.why);
                 goto out;
         }
+        plan_only(&job);
         plan_explain(&job);
         for (size_t i = 0; i < job.n; i++)
                 if (job.m[i].size > biggest)

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from conftest import db_execute, stored_docs, stored_job, wait_job
+from conftest import db_execute, stored_docs, stored_job, wait_job, run_job
 from conftest import submit as conftest_submit
 
 COPY = {"benchmark": "copy", "device": 0, "params": {"size": "4MiB"}}
@@ -503,3 +503,31 @@ def test_retention_deletes_finished_jobs_older_than_retention_days(umd, tmp_path
     assert d2.get("/v1/jobs/" + old["id"]).status_code == 404
     assert old["id"] not in stored_docs(state)
     assert d2.get("/v1/jobs/" + recent["id"]).json()["state"] == "succeeded"
+
+
+# -- only: one measurement of a benchmark that takes several --
+
+def measurement_names(job):
+    return [m["name"] for m in job["parts"][0]["result"]["measurements"]]
+
+
+def test_only_takes_one_measurement_of_latency(umd):
+    d = umd(fake_devices=1)
+    every = run_job(d, {"benchmark": "latency", "device": 0})
+    assert len(measurement_names(every)) == 7
+    one = run_job(d, {"benchmark": "latency", "device": 0, "params": {"only": "pinned_h2d"}})
+    assert measurement_names(one) == ["pinned_h2d"]
+
+
+def test_only_takes_one_measurement_of_managed_prefetch(umd):
+    d = umd(fake_devices=1)
+    one = run_job(d, {"benchmark": "managed_prefetch", "device": 0,
+                      "params": {"only": "prefetch_to_host"}})
+    assert measurement_names(one) == ["prefetch_to_host"]
+
+
+def test_only_names_a_measurement_the_benchmark_has(umd):
+    d = umd(fake_devices=1)
+    p = problem(d.post("/v1/jobs", json={"benchmark": "latency", "device": 0,
+                                          "params": {"only": "d2d"}}), 400, "params.only")
+    assert "pinned_h2d" in p["detail"]
