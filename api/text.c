@@ -71,6 +71,43 @@ static json_int_t integer(const json_t *o, const char *k)
         return json_is_integer(v) ? json_integer_value(v) : 0;
 }
 
+/* The on-demand pass as the kernel's own clock saw it (issue 26): how long it waited, and how
+ * the pages came. */
+static void render_arrival(FILE *f, const char *name, const json_t *a, const char *fake)
+{
+        char burst[32];
+
+        if (!json_is_object(a))
+                return;
+        if (!json_is_true(json_object_get(a, "available"))) {
+                fprintf(f, "  arrival %s: %s\n", name, str(a, "why", "unavailable"));
+                return;
+        }
+        size_format_approx((uint64_t)num(a, "mean_burst_bytes"), burst, sizeof(burst));
+        fprintf(f,
+                "  arrival %s: the kernel waited for pages %.0f%% of its time; they arrived in "
+                "%lld bursts of about %s, at %.1f GB/s while they moved, against %.0f for a "
+                "pinned copy (the kernel's clock)%s.\n",
+                name, 100.0 * num(a, "waited_share"), (long long)integer(a, "bursts"), burst,
+                num(a, "rate_gbps"), num(a, "pinned_h2d_gbps"), fake);
+}
+
+/* The fault handling's share of what on-demand costs over prefetching (issue 26). */
+static void render_fault_cost(FILE *f, const char *name, const json_t *c, const char *fake)
+{
+        if (!json_is_object(c))
+                return;
+        fprintf(f,
+                "  fault cost %s: %lld fault batches (%s) at %.1f us a fault come to about "
+                "%.1f ms",
+                name, (long long)integer(c, "batches"), str(c, "batches_from", "?"),
+                num(c, "fault_single_us"), num(c, "estimate_ms"));
+        if (json_is_number(json_object_get(c, "explained_share")))
+                fprintf(f, ", %.0f%% of the %.1f ms on-demand takes over prefetch + kernel",
+                        100.0 * num(c, "explained_share"), num(c, "gap_ms"));
+        fprintf(f, "%s.\n", fake);
+}
+
 /* The explain pass (issue 17) in one sentence per measurement: who faulted how often, what
  * moved in what pieces, and whether the driver thrashed or throttled. */
 static void render_explain(FILE *f, const char *name, const json_t *x)
@@ -139,8 +176,18 @@ static void render_explain(FILE *f, const char *name, const json_t *x)
                         "lower bounds)",
                         a, b);
         }
-        fprintf(f, "%s.\n",
-                json_is_true(json_object_get(x, "fake")) ? " (fake device: modelled)" : "");
+        json_int_t pieces = integer(x, "pieces");
+        if (pieces > 1) {
+                size_format_approx((uint64_t)integer(x, "piece_bytes"), a, sizeof(a));
+                fprintf(f, " (CUPTI, counted in %lld pieces of %s)", (long long)pieces, a);
+        } else if (json_is_object(json_object_get(x, "arrival"))) {
+                fprintf(f, " (CUPTI)"); /* beside the kernel clock's view, say whose count */
+        }
+        const char *fake =
+            json_is_true(json_object_get(x, "fake")) ? " (fake device: modelled)" : "";
+        fprintf(f, "%s.\n", fake);
+        render_arrival(f, name, json_object_get(x, "arrival"), fake);
+        render_fault_cost(f, name, json_object_get(x, "fault_cost"), fake);
 }
 
 static void render_explains(FILE *f, const json_t *result)

@@ -2,8 +2,13 @@
  * records go missing on a large on-demand pass (issue 26), and stamps when pages arrive as the
  * kernel sees them.
  *
- *   explain-probe --size BYTES [--kinds 2|3|7] [--flush-us N] [--forced] [--pieces BYTES]
- *                 [--prep host|fresh] [--buffer-mib N] [--stamps]
+ *   explain-probe --size BYTES [--kinds K,K,...] [--flush-us N] [--forced] [--pieces BYTES]
+ *                 [--prep host|fresh] [--buffer-mib N] [--stamps] [--alloc-after]
+ *                 [--early-register] [--flush-period MS] [--quiet-ms MS]
+ *
+ * --kinds: CUPTI's Unified Memory counter kinds by number (1 HtoD bytes, 2 DtoH bytes, 3 CPU
+ * page faults, 4 GPU page faults, ...; default all seven); --alloc-after: allocate and fill the
+ * managed buffer after the counters are enabled, not before.
  *
  * One variant per process (UM counters, once enabled, stay for the process). Prints one JSON
  * line: bytes counted each way, records, dropped, the kernel's time, and with --stamps a summary
@@ -166,7 +171,9 @@ __global__ void k_grid(uint4 *p, size_t n16, uint64_t *stamps)
 int main(int argc, char **argv)
 {
         size_t size = 64u << 20, pieces = 0;
-        int kinds = 7;
+        int kind_list[8] = {1, 2, 3, 4, 5, 6, 7}, kinds = 7, flush_period = 0;
+        double quiet_ms = 500;
+        bool alloc_after = false, early_register = false;
         const char *prep = "host";
         bool want_stamps = false;
         static const struct option opts[] = {
@@ -174,11 +181,26 @@ int main(int argc, char **argv)
             {"flush-us", required_argument, 0, 'f'}, {"forced", no_argument, 0, 'F'},
             {"pieces", required_argument, 0, 'p'}, {"prep", required_argument, 0, 'P'},
             {"buffer-mib", required_argument, 0, 'b'}, {"stamps", no_argument, 0, 'S'},
+            {"alloc-after", no_argument, 0, 'A'}, {"early-register", no_argument, 0, 'E'},
+            {"flush-period", required_argument, 0, 'T'}, {"quiet-ms", required_argument, 0, 'Q'},
             {0, 0, 0, 0}};
+        char argstr[512] = "";
+        for (int i = 1; i < argc; i++)
+                snprintf(argstr + strlen(argstr), sizeof(argstr) - strlen(argstr), "%s%s",
+                         i > 1 ? " " : "", argv[i]);
         for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
                 switch (c) {
                 case 's': size = strtoull(optarg, NULL, 0); break;
-                case 'k': kinds = atoi(optarg); break;
+                case 'k': {
+                        kinds = 0;
+                        for (char *t = strtok(optarg, ","); t && kinds < 8; t = strtok(NULL, ","))
+                                kind_list[kinds++] = atoi(t);
+                        break;
+                }
+                case 'A': alloc_after = true; break;
+                case 'E': early_register = true; break;
+                case 'T': flush_period = atoi(optarg); break;
+                case 'Q': quiet_ms = atof(optarg); break;
                 case 'f': flush_us = atoi(optarg); break;
                 case 'F': flush_forced = true; break;
                 case 'p': pieces = strtoull(optarg, NULL, 0); break;
@@ -188,40 +210,58 @@ int main(int argc, char **argv)
                 default: return 2;
                 }
         }
+        if (early_register)
+                CU(cuptiActivityRegisterCallbacks(req, done));
         CK(cudaSetDevice(0));
         CK(cudaFree(0));
         int sms = 0;
         CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
         cudaStream_t s;
         CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-        uint8_t *p;
-        CK(cudaMallocManaged(&p, size));
-        for (size_t i = 0; i < size; i += 4096)
-                memset(p + i, (int)(i >> 12), 4096);
+        uint8_t *p = NULL;
         uint64_t *stamps = NULL;
         size_t pages = size / 4096;
         if (want_stamps) {
                 CK(cudaMalloc(&stamps, pages * sizeof(uint64_t)));
                 CK(cudaMemset(stamps, 0, pages * sizeof(uint64_t)));
         }
-        if (strcmp(prep, "host") == 0) {
-                /* as umd's prep: the pages were on the GPU in the timed samples; back to host */
-                cudaMemLocation dev = {cudaMemLocationTypeDevice, 0};
-                cudaMemLocation host = {cudaMemLocationTypeHost, 0};
-                CK(cudaMemPrefetchAsync(p, size, dev, 0, s));
-                CK(cudaStreamSynchronize(s));
-                CK(cudaMemPrefetchAsync(p, size, host, 0, s));
-                CK(cudaStreamSynchronize(s));
-        }
-        CK(cudaDeviceSynchronize());
+        auto alloc_fill = [&]() {
+                CK(cudaMallocManaged(&p, size));
+                for (size_t i = 0; i < size; i += 4096)
+                        memset(p + i, (int)(i >> 12), 4096);
+                if (strcmp(prep, "host") == 0) {
+                        /* as umd's prep: pages on the GPU in the timed samples, then back */
+                        cudaMemLocation dev = {cudaMemLocationTypeDevice, 0};
+                        cudaMemLocation host = {cudaMemLocationTypeHost, 0};
+                        CK(cudaMemPrefetchAsync(p, size, dev, 0, s));
+                        CK(cudaStreamSynchronize(s));
+                        CK(cudaMemPrefetchAsync(p, size, host, 0, s));
+                        CK(cudaStreamSynchronize(s));
+                }
+                CK(cudaDeviceSynchronize());
+        };
+        if (!alloc_after)
+                alloc_fill();
 
-        CU(cuptiActivityRegisterCallbacks(req, done));
-        CUpti_ActivityUnifiedMemoryCounterConfig cfg[7];
+        if (!early_register)
+                CU(cuptiActivityRegisterCallbacks(req, done));
+        if (flush_period > 0)
+                CU(cuptiActivityFlushPeriod((uint32_t)flush_period));
+        CUpti_ActivityUnifiedMemoryCounterConfig cfg[8];
         for (int k = 0; k < kinds; k++)
                 cfg[k] = {CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_ALL_DEVICES,
-                          (CUpti_ActivityUnifiedMemoryCounterKind)(k + 1), 0, 1};
+                          (CUpti_ActivityUnifiedMemoryCounterKind)kind_list[k], 0, 1};
         CU(cuptiActivityConfigureUnifiedMemoryCounter(cfg, (uint32_t)kinds));
         CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER));
+        if (alloc_after) {
+                alloc_fill();
+                settle(200); /* the prep's own migrations, counted apart */
+                pthread_mutex_lock(&mu);
+                bytes_htod = bytes_dtoh = rec_htod = rec_dtoh = rec_fault = faults = rec_other = 0;
+                first_ts = UINT64_MAX;
+                last_ts = 0;
+                pthread_mutex_unlock(&mu);
+        }
 
         pthread_t th;
         if (flush_us > 0)
@@ -249,12 +289,13 @@ int main(int argc, char **argv)
         if (flush_us > 0)
                 pthread_join(th, NULL);
         double t0 = mono_ms();
-        settle(500);
+        settle(quiet_ms);
         double settle_ms = mono_ms() - t0;
         cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
         cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 
-        printf("{\"size\": %zu, \"kinds\": %d, \"flush_us\": %d, \"forced\": %d, \"pieces\": %zu, "
+        printf("{\"args\": \"%s\", ", argstr);
+        printf("\"size\": %zu, \"kinds\": %d, \"flush_us\": %d, \"forced\": %d, \"pieces\": %zu, "
                "\"prep\": \"%s\", \"buffer_mib\": %zu, \"kernel_ms\": %.3f, \"settle_ms\": %.0f, "
                "\"bytes_htod\": %llu, \"share_htod\": %.4f, \"bytes_dtoh\": %llu, \"rec_htod\": "
                "%llu, \"rec_dtoh\": %llu, \"rec_fault\": %llu, \"faults\": %llu, \"rec_other\": "

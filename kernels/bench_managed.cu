@@ -3,6 +3,8 @@
  * system_memory (plain malloc, where pageableMemoryAccess allows it). Owns where the data is put
  * back before each sample (outside the timed window) and how it is verified afterwards, the
  * managed kernels' second shape (a warp per 64 KiB chunk) and the explain passes (issue 17). */
+#include <algorithm>
+#include <math.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,8 +149,8 @@ void explain_check(json_t *x, uint64_t expect_htod, uint64_t expect_dtoh)
                 return;
         snprintf(why, sizeof(why),
                  "CUPTI reported %llu of the %llu bytes this pass had to move to the GPU and %llu "
-                 "of %llu to the host: the driver dropped the other events, so every count is a "
-                 "lower bound",
+                 "of %llu to the host, in pieces as small as it tried: the driver's event queue "
+                 "overran without counting what it lost, so every count is a lower bound",
                  (unsigned long long)h, (unsigned long long)expect_htod, (unsigned long long)d,
                  (unsigned long long)expect_dtoh);
         json_object_set_new(x, "why_incomplete", json_string(why));
@@ -160,6 +162,11 @@ struct managed {
         size_t size;
         uint64_t rw_runs;
 
+        int prefetch_range(size_t off, size_t len, cudaMemLocation loc)
+        {
+                CK(j, cudaMemPrefetchAsync((uint8_t *)p + off, len, loc, 0, j->ctx->streams[0]));
+                return 0;
+        }
         int to_host()
         {
                 CK(j, cudaMemPrefetchAsync(p, size, loc_host(), 0, j->ctx->streams[0]));
@@ -172,20 +179,40 @@ struct managed {
                 CK(j, cudaStreamSynchronize(j->ctx->streams[0]));
                 return 0;
         }
-        int kernel(enum process_op op)
+        /* The kernel on [off, off + len): the whole buffer in the job's access order, a piece in
+         * order. A read-write pass counts once its last piece is queued (the data's parity). */
+        int kernel_range(enum process_op op, size_t off, size_t len)
         {
-                if (op == OP_READ_WRITE)
+                cudaStream_t s = j->ctx->streams[0];
+                uint8_t *q = (uint8_t *)p + off;
+                if (op == OP_READ_WRITE && off + len == size)
                         rw_runs++;
                 if (!j->warp_per_chunk)
-                        return launch_process(j, p, size, op, true, j->ctx->streams[0]);
-                unsigned g = chunk_grid(j->ctx, size);
-                cudaStream_t s = j->ctx->streams[0];
+                        return launch_process(j, q, len, op, off == 0 && len == size, s);
+                unsigned g = chunk_grid(j->ctx, len);
                 unsigned long long *sink = j->ctx->d_scratch + 1;
                 if (op == OP_READ_WRITE)
-                        k_warp_per_chunk<true><<<g, 256, 0, s>>>((uint8_t *)p, size, sink);
+                        k_warp_per_chunk<true><<<g, 256, 0, s>>>(q, len, sink);
                 else
-                        k_warp_per_chunk<false><<<g, 256, 0, s>>>((uint8_t *)p, size, sink);
+                        k_warp_per_chunk<false><<<g, 256, 0, s>>>(q, len, sink);
                 CK(j, cudaGetLastError());
+                return 0;
+        }
+        int kernel(enum process_op op)
+        {
+                return kernel_range(op, 0, size);
+        }
+        /* A new buffer of the same size, filled on the CPU: the explain pass's, made once the
+         * counters are on (explain_pass in bench_internal.h says why). */
+        int reopen()
+        {
+                cudaFree(p);
+                p = NULL;
+                rw_runs = 0;
+                int r = managed_alloc(j, size, &p);
+                if (r < 0)
+                        return r;
+                host_fill(p, size, j->seed);
                 return 0;
         }
         int verify(const char *what)
@@ -217,6 +244,292 @@ static int managed_open(struct bench_job *j, struct managed *m)
         return 0;
 }
 
+/* ---- the arrival view and the fault cost (issue 26) ---- */
+
+/* A gap this long between two pages' first accesses ends a burst. The H200's gaps are bimodal:
+ * within a burst 32 ns or less (p90), between bursts about 0.3 ms; at 2, 5, 10, 20 and 50 us a
+ * 1 GiB pass counted 609, 518, 498, 496 and 495 bursts (bench/results/explain-h200/). */
+#define ARRIVAL_BURST_GAP_NS 10000ull
+
+__device__ __forceinline__ uint64_t global_ns(void)
+{
+        uint64_t t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        return t;
+}
+
+/* Thread 0 of each block notes when it starts, and when its first access to each page has
+ * returned: the value loaded feeds an empty asm before the clock is read, so the stamp cannot
+ * be taken early. */
+__device__ __forceinline__ void arrival_entry(unsigned long long *entry)
+{
+        if (threadIdx.x % 32 == 0)
+                atomicMin(entry, (unsigned long long)global_ns());
+}
+
+__device__ __forceinline__ void arrival_rw(uint8_t *base, size_t off, size_t size, bool stamp,
+                                           uint64_t *stamps)
+{
+        if (off + 16 > size) {
+                process_at<true>(base, off, size);
+                return;
+        }
+        uint4 *v = (uint4 *)(base + off);
+        uint4 x = *v;
+        if (stamp) {
+                asm volatile("" ::"r"(x.x));
+                stamps[off / BENCH_PAGE_BYTES] = global_ns();
+        }
+        x.x ^= BENCH_XOR_WORD;
+        x.y ^= BENCH_XOR_WORD;
+        x.z ^= BENCH_XOR_WORD;
+        x.w ^= BENCH_XOR_WORD;
+        *v = x;
+}
+
+/* k_process_seq's read-write pass (bench.cu), stamped: a block's 256 threads cover one page a
+ * step, and thread 0 holds its first 16 bytes. */
+__global__ void k_arrival_seq(uint8_t *base, size_t size, uint64_t *stamps,
+                              unsigned long long *entry)
+{
+        size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+        size_t nthreads = (size_t)gridDim.x * blockDim.x;
+        arrival_entry(entry);
+        for (size_t off = tid * 16; off < size; off += nthreads * 16)
+                arrival_rw(base, off, size, threadIdx.x == 0, stamps);
+}
+
+/* k_warp_per_chunk's read-write pass, stamped by lane 0 as its warp enters each page. */
+__global__ void k_arrival_chunk(uint8_t *base, size_t size, uint64_t *stamps,
+                                unsigned long long *entry)
+{
+        size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+        size_t nwarps = (size_t)gridDim.x * blockDim.x / 32;
+        unsigned lane = threadIdx.x % 32;
+        arrival_entry(entry);
+        for (size_t c = warp * CHUNK_BYTES; c < size; c += nwarps * CHUNK_BYTES) {
+                size_t end = c + CHUNK_BYTES < size ? c + CHUNK_BYTES : size;
+                for (size_t off = c + lane * 16; off < end; off += 32 * 16)
+                        arrival_rw(base, off, end, off % BENCH_PAGE_BYTES == 0, stamps);
+        }
+}
+
+/* The median of a pinned host-to-device copy of up to 16 MiB on stream 0, GB/s: the rate the
+ * arrival view is set against, measured beside it. */
+static int pinned_h2d_gbps(struct bench_job *j, size_t size, double *ret)
+{
+        size_t n = size < (16u << 20) ? size : (16u << 20);
+        cudaStream_t s = j->ctx->streams[0];
+        void *h = NULL, *d = NULL;
+        std::vector<double> ms;
+        cudaError_t e = cudaMallocHost(&h, n);
+        if (e == cudaSuccess)
+                e = cudaMalloc(&d, n);
+        for (int i = 0; e == cudaSuccess && i < 6; i++) {
+                float t = 0;
+                e = cudaEventRecord(j->ctx->ev_start, s);
+                if (e == cudaSuccess)
+                        e = cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s);
+                if (e == cudaSuccess)
+                        e = cudaEventRecord(j->ctx->ev_stop, s);
+                if (e == cudaSuccess)
+                        e = cudaEventSynchronize(j->ctx->ev_stop);
+                if (e == cudaSuccess)
+                        e = cudaEventElapsedTime(&t, j->ctx->ev_start, j->ctx->ev_stop);
+                if (i > 0) /* the first is a warm-up */
+                        ms.push_back(t);
+        }
+        cudaFree(d);
+        cudaFreeHost(h);
+        if (e != cudaSuccess)
+                return job_cuda_fail(j, e, "explain: pinned reference copy");
+        std::sort(ms.begin(), ms.end());
+        *ret = stats_gbps((double)n, ms[ms.size() / 2]);
+        return 0;
+}
+
+/* When the pages reached the GPU, as the kernel saw them: one more untimed on-demand pass of the
+ * same kernel shape, counters off, its pages on the host first. */
+static int arrival_view(struct bench_job *j, struct managed *m, json_t **ret)
+{
+        struct bench_ctx *c = j->ctx;
+        size_t pages = (m->size + BENCH_PAGE_BYTES - 1) / BENCH_PAGE_BYTES;
+        uint64_t *d_stamps = NULL;
+        unsigned long long *d_entry = NULL, entry = ~0ull;
+        cudaStream_t s = c->streams[0];
+        float kernel_ms = 0;
+        double pinned = 0;
+
+        if (j->access != BENCH_ACCESS_SEQUENTIAL) {
+                *ret = json_pack("{s:b, s:s}", "available", 0, "why",
+                                 "the arrival view walks the buffer in order; this job's access "
+                                 "order is not sequential");
+                return 0;
+        }
+        int r = m->to_host();
+        if (r < 0)
+                return r;
+        CK(j, cudaMalloc(&d_stamps, pages * sizeof(uint64_t)));
+        cudaError_t e = cudaMalloc(&d_entry, sizeof(*d_entry));
+        if (e == cudaSuccess)
+                e = cudaMemsetAsync(d_stamps, 0, pages * sizeof(uint64_t), s);
+        if (e == cudaSuccess)
+                e = cudaMemcpyAsync(d_entry, &entry, sizeof(entry), cudaMemcpyHostToDevice, s);
+        if (e == cudaSuccess)
+                e = cudaEventRecord(c->ev_start, s);
+        if (e == cudaSuccess) {
+                if (j->warp_per_chunk)
+                        k_arrival_chunk<<<chunk_grid(c, m->size), 256, 0, s>>>(
+                            (uint8_t *)m->p, m->size, d_stamps, d_entry);
+                else
+                        k_arrival_seq<<<grid_cap(c, (m->size / 16 + 255) / 256), 256, 0, s>>>(
+                            (uint8_t *)m->p, m->size, d_stamps, d_entry);
+                e = cudaGetLastError();
+        }
+        m->rw_runs++;
+        if (e == cudaSuccess)
+                e = cudaEventRecord(c->ev_stop, s);
+        if (e == cudaSuccess)
+                e = cudaEventSynchronize(c->ev_stop);
+        if (e == cudaSuccess)
+                e = cudaEventElapsedTime(&kernel_ms, c->ev_start, c->ev_stop);
+        std::vector<uint64_t> t(pages);
+        if (e == cudaSuccess)
+                e = cudaMemcpy(t.data(), d_stamps, pages * sizeof(uint64_t),
+                               cudaMemcpyDeviceToHost);
+        if (e == cudaSuccess)
+                e = cudaMemcpy(&entry, d_entry, sizeof(entry), cudaMemcpyDeviceToHost);
+        cudaFree(d_stamps);
+        cudaFree(d_entry);
+        if (e != cudaSuccess)
+                return job_cuda_fail(j, e, "explain: arrival pass");
+        r = pinned_h2d_gbps(j, m->size, &pinned);
+        if (r < 0)
+                return r;
+
+        /* Idle: before the first page and in every gap that ends a burst. */
+        std::sort(t.begin(), t.end());
+        uint64_t first = t.front(), last = t.back(), idle = first > entry ? first - entry : 0;
+        size_t bursts = 1;
+        for (size_t i = 1; i < pages; i++)
+                if (t[i] - t[i - 1] > ARRIVAL_BURST_GAP_NS) {
+                        bursts++;
+                        idle += t[i] - t[i - 1];
+                }
+        double span_ns = last > entry ? (double)(last - entry) : 0;
+        double moving_ns = (double)(last - first);
+        double bytes = (double)pages * BENCH_PAGE_BYTES;
+        *ret =
+            json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f}", "available",
+                      1, "source", "kernel timer", "bytes", (json_int_t)bytes, "kernel_ms",
+                      (double)kernel_ms, "span_ms", span_ns / 1e6, "waited_ms", (double)idle / 1e6,
+                      "waited_share", span_ns > 0 ? (double)idle / span_ns : 0.0, "bursts",
+                      (json_int_t)bursts, "burst_gap_ns", (json_int_t)ARRIVAL_BURST_GAP_NS,
+                      "mean_burst_bytes", bytes / (double)bursts, "rate_gbps",
+                      moving_ns > 0 ? bytes / moving_ns : 0.0, "pinned_h2d_gbps", pinned);
+        return *ret ? 0 : job_fail(j, -ENOMEM, "out of memory");
+}
+
+/* The single fault's cost (as latency's managed_fault_single: one kernel per page, pages 2 MiB
+ * apart, host-resident) and prefetch + kernel on the same buffer, each median of a few: what the
+ * fault cost estimate is built from. Each page touched is touched again (resident) so the
+ * buffer's data stays as the pass found it. */
+static int fault_view(struct bench_job *j, struct managed *m, double on_demand_ms, json_t *xg,
+                      json_t **ret)
+{
+        struct bench_ctx *c = j->ctx;
+        cudaStream_t s = c->streams[0];
+        const uint64_t spacing = 2ull << 20;
+        uint64_t pages = m->size / spacing < 8 ? m->size / spacing : 8;
+        std::vector<double> single, pk;
+
+        if (pages == 0)
+                pages = 1;
+        for (int rep = 0; rep < 3; rep++) {
+                int r = m->to_host();
+                if (r < 0)
+                        return r;
+                double sum = 0;
+                for (uint64_t p = 0; p < pages; p++) {
+                        float ms = 0;
+                        CK(j, cudaEventRecord(c->ev_start, s));
+                        r = launch_touch(j, m->p, p, 1, spacing, s);
+                        if (r < 0)
+                                return r;
+                        CK(j, cudaEventRecord(c->ev_stop, s));
+                        CK(j, cudaEventSynchronize(c->ev_stop));
+                        CK(j, cudaEventElapsedTime(&ms, c->ev_start, c->ev_stop));
+                        sum += ms;
+                        r = launch_touch(j, m->p, p, 1, spacing, s);
+                        if (r < 0)
+                                return r;
+                }
+                single.push_back(sum / (double)pages);
+        }
+        for (int rep = 0; rep < 3; rep++) {
+                float ms = 0;
+                int r = m->to_host();
+                if (r < 0)
+                        return r;
+                CK(j, cudaEventRecord(c->ev_start, s));
+                r = m->prefetch_range(0, m->size, loc_dev(c));
+                if (r >= 0)
+                        r = m->kernel(OP_READ_WRITE);
+                if (r < 0)
+                        return r;
+                CK(j, cudaEventRecord(c->ev_stop, s));
+                CK(j, cudaEventSynchronize(c->ev_stop));
+                CK(j, cudaEventElapsedTime(&ms, c->ev_start, c->ev_stop));
+                pk.push_back(ms);
+        }
+        std::sort(single.begin(), single.end());
+        std::sort(pk.begin(), pk.end());
+        double fault_us = single[1] * 1e3, pk_ms = pk[1], gap = on_demand_ms - pk_ms;
+        /* The batches the driver served: the arrival view's bursts, else CUPTI's fault records. */
+        json_t *arr = json_object_get(xg, "arrival");
+        const char *from = "arrival bursts";
+        json_int_t batches = json_integer_value(json_object_get(arr, "bursts"));
+        if (!json_is_true(json_object_get(arr, "available"))) {
+                batches = json_integer_value(json_object_get(xg, "gpu_fault_records"));
+                from = "CUPTI fault records";
+        }
+        double est = (double)batches * fault_us / 1e3;
+        *ret = json_pack("{s:f, s:I, s:s, s:f, s:f, s:f, s:f, s:o}", "fault_single_us", fault_us,
+                         "batches", batches, "batches_from", from, "estimate_ms", est,
+                         "on_demand_ms", on_demand_ms, "prefetch_kernel_ms", pk_ms, "gap_ms", gap,
+                         "explained_share", gap > 0 ? json_real(est / gap) : json_null());
+        return *ret ? 0 : job_fail(j, -ENOMEM, "out of memory");
+}
+
+/* The on-demand explanation beyond CUPTI's counts: the arrival view, whether the two views
+ * agree on the bytes (where CUPTI's count is complete), and the fault cost. */
+static int explain_on_demand(struct bench_job *j, struct managed *m,
+                             const std::vector<double> &samples, json_t *xg)
+{
+        json_t *arr = NULL, *cost = NULL;
+        std::vector<double> sorted(samples);
+        std::sort(sorted.begin(), sorted.end());
+        double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+
+        int r = arrival_view(j, m, &arr);
+        if (r < 0)
+                return r;
+        json_object_set_new(xg, "arrival", arr);
+        r = fault_view(j, m, median, xg, &cost);
+        if (r < 0)
+                return r;
+        json_object_set_new(xg, "fault_cost", cost);
+        json_t *agree = json_null();
+        if (json_is_true(json_object_get(xg, "complete")) &&
+            json_is_true(json_object_get(arr, "available"))) {
+                double a = (double)json_integer_value(json_object_get(arr, "bytes"));
+                double b = (double)json_integer_value(json_object_get(xg, "bytes_htod"));
+                agree = json_boolean(a > 0 && fabs(a - b) <= 0.01 * a);
+        }
+        json_object_set_new(xg, "views_agree", agree);
+        return 0;
+}
+
 int bench_managed_on_demand(struct bench_job *j)
 {
         struct managed m = {};
@@ -230,14 +543,23 @@ int bench_managed_on_demand(struct bench_job *j)
         auto gpu_work = [&]() { return m.kernel(OP_READ_WRITE); };
         auto cpu_prep = [&]() { return m.to_dev(); };
         auto cpu_work = [&]() { return cpu_touch_pages(m.p, m.size); };
+        auto reopen = [&]() { return m.reopen(); };
+        auto gpu_piece = [&](size_t off, size_t len) {
+                return m.kernel_range(OP_READ_WRITE, off, len);
+        };
+        auto cpu_piece = [&](size_t off, size_t len) {
+                return cpu_touch_pages((uint8_t *)m.p + off, len);
+        };
         r = sample_events(j, gpu, gpu_prep, gpu_work);
         if (r >= 0)
-                r = explain_pass(j, gpu_prep, gpu_work, m.size, 0, &xg);
+                r = explain_pass(j, reopen, gpu_prep, gpu_piece, m.size, m.size, 0, &xg);
+        if (r >= 0 && xg && json_is_true(json_object_get(xg, "available")))
+                r = explain_on_demand(j, &m, gpu, xg);
         /* The way back: pages resident on the GPU, read by the CPU one word per page. */
         if (r >= 0)
                 r = sample_host(j, cpu, cpu_prep, cpu_work);
         if (r >= 0)
-                r = explain_pass(j, cpu_prep, cpu_work, 0, m.size, &xc);
+                r = explain_pass(j, reopen, cpu_prep, cpu_piece, m.size, 0, m.size, &xc);
         if (r >= 0)
                 r = m.verify("managed memory after on-demand migrations");
         if (r >= 0) {
@@ -280,22 +602,33 @@ int bench_managed_prefetch(struct bench_job *j)
                 CK(j, cudaMemPrefetchAsync(m.p, m.size, loc_host(), 0, c->streams[0]));
                 return 0;
         };
+        auto reopen = [&]() { return m.reopen(); };
+        auto pk_piece = [&](size_t off, size_t len) -> int {
+                int rr = m.prefetch_range(off, len, loc_dev(c));
+                return rr < 0 ? rr : m.kernel_range(OP_READ_WRITE, off, len);
+        };
+        auto pf_piece = [&](size_t off, size_t len) {
+                return m.prefetch_range(off, len, loc_dev(c));
+        };
+        auto back_piece = [&](size_t off, size_t len) {
+                return m.prefetch_range(off, len, loc_host());
+        };
         bool take[3] = {bench_takes(j, MEAS_PREFETCH_KERNEL), bench_takes(j, MEAS_PREFETCH),
                         bench_takes(j, MEAS_PREFETCH_TO_HOST)};
         if (take[0]) {
                 r = sample_events(j, pk, host_prep, pk_work);
                 if (r >= 0)
-                        r = explain_pass(j, host_prep, pk_work, m.size, 0, &x[0]);
+                        r = explain_pass(j, reopen, host_prep, pk_piece, m.size, m.size, 0, &x[0]);
         }
         if (r >= 0 && take[1]) {
                 r = sample_events(j, pf, host_prep, pf_work);
                 if (r >= 0)
-                        r = explain_pass(j, host_prep, pf_work, m.size, 0, &x[1]);
+                        r = explain_pass(j, reopen, host_prep, pf_piece, m.size, m.size, 0, &x[1]);
         }
         if (r >= 0 && take[2]) {
                 r = sample_events(j, back, dev_prep, back_work);
                 if (r >= 0)
-                        r = explain_pass(j, dev_prep, back_work, 0, m.size, &x[2]);
+                        r = explain_pass(j, reopen, dev_prep, back_piece, m.size, 0, m.size, &x[2]);
         }
         if (r >= 0)
                 r = m.verify("managed memory after prefetches");
@@ -366,13 +699,18 @@ int bench_managed_advise(struct bench_job *j)
             read_mostly || strcmp(advice, "preferred_location_device") == 0 ? (uint64_t)m.size : 0;
         auto rd_work = [&]() { return m.kernel(OP_READ); };
         auto wr_work = [&]() { return m.kernel(OP_READ_WRITE); };
+        auto reopen = [&]() { return m.reopen(); };
+        auto rd_piece = [&](size_t off, size_t len) { return m.kernel_range(OP_READ, off, len); };
+        auto wr_piece = [&](size_t off, size_t len) {
+                return m.kernel_range(OP_READ_WRITE, off, len);
+        };
         r = sample_events(j, rd, reset, rd_work);
         if (r >= 0)
-                r = explain_pass(j, reset, rd_work, must_move, 0, &xr);
+                r = explain_pass(j, reopen, reset, rd_piece, m.size, must_move, 0, &xr);
         if (r >= 0)
                 r = sample_events(j, wr, reset, wr_work);
         if (r >= 0)
-                r = explain_pass(j, reset, wr_work, must_move, 0, &xw);
+                r = explain_pass(j, reopen, reset, wr_piece, m.size, must_move, 0, &xw);
         if (r >= 0)
                 r = m.verify("managed memory after advised kernels");
         if (r >= 0) {

@@ -227,19 +227,13 @@ static double mono_ms(void)
         return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-json_t *explain_end(void)
+bool explain_drain(double quiet_ms)
 {
-        struct totals t;
         double t0 = mono_ms(), quiet_since = t0;
         uint64_t last = events();
-        bool settled = false;
 
         if (!loaded)
-                return NULL;
-        /* CUPTI reads the driver's Unified Memory events on its own thread, late: on the H200 a
-         * 180 ms pass had delivered nothing when the work was done, and disabling the counters
-         * then dropped the rest. So the counters stay on (the work is done: nothing else runs)
-         * and the buffers are flushed until no new event came for EXPLAIN_QUIET_MS. */
+                return false;
         while (mono_ms() - t0 < EXPLAIN_SETTLE_MAX_MS) {
                 struct timespec nap = {0, EXPLAIN_POLL_MS * 1000000L};
                 cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -247,12 +241,35 @@ json_t *explain_end(void)
                 if (now != last) {
                         last = now;
                         quiet_since = mono_ms();
-                } else if (mono_ms() - quiet_since >= EXPLAIN_QUIET_MS) {
-                        settled = true;
-                        break;
+                } else if (mono_ms() - quiet_since >= quiet_ms) {
+                        return true;
                 }
                 nanosleep(&nap, NULL);
         }
+        return false;
+}
+
+void explain_restart(void)
+{
+        explain_drain(EXPLAIN_PIECE_QUIET_MS);
+        pthread_mutex_lock(&lock);
+        memset(&totals, 0, sizeof(totals));
+        pthread_mutex_unlock(&lock);
+}
+
+json_t *explain_end(void)
+{
+        struct totals t;
+        double t0 = mono_ms();
+        bool settled;
+
+        if (!loaded)
+                return NULL;
+        /* CUPTI reads the driver's Unified Memory events on its own thread, late: on the H200 a
+         * 180 ms pass had delivered nothing when the work was done, and disabling the counters
+         * then dropped the rest. So the counters stay on (the work is done: nothing else runs)
+         * and the buffers are flushed until no new event came for EXPLAIN_QUIET_MS. */
+        settled = explain_drain(EXPLAIN_QUIET_MS);
         double settle_ms = mono_ms() - t0;
         cupti.disable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
         /* Forced: hands back the buffers still being filled, through buffer_completed. */

@@ -5,11 +5,23 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 
 /* Loads CUPTI (once), then turns the Unified Memory counters on. Needs the CUDA context to exist
  * already (CUPTI answers NOT_READY before). 0, or -errno with *ret_why (static text, kept until
  * the next call) when no explanation can be had: CUPTI absent, too old, or refused. */
 int explain_begin(const char **ret_why);
+
+/* Flushes CUPTI until no new event came for quiet_ms (at most EXPLAIN_SETTLE_MAX_MS): what the
+ * work synchronised so far did is counted. Returns whether it settled. Between explain_begin and
+ * explain_end only. */
+bool explain_drain(double quiet_ms);
+/* The quiet that ends a drain between the pieces of one pass. */
+#define EXPLAIN_PIECE_QUIET_MS 100.0
+
+/* Drains, then forgets what was counted so far: the setup and prep before the explained work
+ * are not part of its explanation. */
+void explain_restart(void);
 
 /* Turns the counters off, flushes CUPTI's buffers and returns what they counted since
  * explain_begin (new object; NULL on out of memory):

@@ -123,6 +123,36 @@ static const struct fake_explain *explain_find(const char *key)
         return NULL;
 }
 
+/* The on-demand pass's second view and fault cost (kernels/bench_managed.cu), modelled on the
+ * H200's 1 GiB run: a 2 MiB burst every 0.3 ms, the kernel waiting 97% of its time, 7.2 GB/s
+ * while pages moved against 55 for a pinned copy, 43.5 us a single fault, prefetch + kernel at
+ * 42 GB/s. */
+static void fake_explain_on_demand(json_t *x, uint64_t size, bool chunks)
+{
+        double bytes = (double)size, rate = 7.2, pinned = 55.0, fault_us = 43.5;
+        json_int_t bursts = (json_int_t)((size + (2u << 20) - 1) / (2u << 20));
+        double kernel_ms = bytes / (rate * 1e6), pk_ms = bytes / (42.0 * 1e6);
+        double est = (double)bursts * fault_us / 1e3, gap = kernel_ms - pk_ms;
+
+        if (bursts < 1)
+                bursts = 1;
+        json_object_set_new(
+            x, "arrival",
+            json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f}", "available",
+                      1, "source", "model", "bytes", (json_int_t)size, "kernel_ms", kernel_ms,
+                      "span_ms", kernel_ms, "waited_ms", 0.97 * kernel_ms, "waited_share", 0.97,
+                      "bursts", bursts, "burst_gap_ns", (json_int_t)10000, "mean_burst_bytes",
+                      bytes / (double)bursts, "rate_gbps", chunks ? rate * 1.1 : rate,
+                      "pinned_h2d_gbps", pinned));
+        json_object_set_new(x, "fault_cost",
+                            json_pack("{s:f, s:I, s:s, s:f, s:f, s:f, s:f, s:f}", "fault_single_us",
+                                      fault_us, "batches", bursts, "batches_from", "arrival bursts",
+                                      "estimate_ms", est, "on_demand_ms", kernel_ms,
+                                      "prefetch_kernel_ms", pk_ms, "gap_ms", gap, "explained_share",
+                                      gap > 0 ? est / gap : 0.0));
+        json_object_set_new(x, "views_agree", json_true());
+}
+
 /* The explain object of bench.h's real one (kernels/explain.h), marked fake. */
 static json_t *fake_explain_json(const struct fake_explain *x, uint64_t size)
 {
@@ -135,21 +165,32 @@ static json_t *fake_explain_json(const struct fake_explain *x, uint64_t size)
         json_int_t faults = (json_int_t)(mib * x->gpu_faults_per_mib);
 
         /* 19 keys: 2 flags, 4 byte and migration counts, 2 means, 9 event counts, the pass time,
-         * completeness. */
-        return json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I,"
-                         " s:I, s:I, s:I, s:f, s:b}",
-                         "available", 1, "fake", 1, "bytes_htod", htod, "bytes_dtoh", dtoh,
-                         "migrations_htod", n_htod, "migrations_dtoh", n_dtoh,
-                         "mean_migration_htod_bytes", n_htod ? (double)htod / n_htod : 0.0,
-                         "mean_migration_dtoh_bytes", n_dtoh ? (double)dtoh / n_dtoh : 0.0,
-                         "gpu_page_faults", faults, "gpu_fault_records", faults, "cpu_page_faults",
-                         (json_int_t)(mib * x->cpu_faults_per_mib), "thrashing_events",
-                         (json_int_t)(mib * x->thrashing_per_mib), "thrashing_bytes",
-                         (json_int_t)(mib * x->thrashing_per_mib) * 4096, "throttling_events",
-                         (json_int_t)(mib * x->throttling_per_mib), "remote_map_events",
-                         (json_int_t)(mib * x->remote_map_per_mib), "remote_map_bytes",
-                         (json_int_t)(mib * x->remote_map_per_mib) * 65536, "dropped_records",
-                         (json_int_t)0, "pass_ms", 0.0, "complete", 1);
+         * completeness; then the pieces, and the on-demand views. */
+        json_t *o = json_pack(
+            "{s:b, s:b, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I,"
+            " s:I, s:I, s:I, s:f, s:b}",
+            "available", 1, "fake", 1, "bytes_htod", htod, "bytes_dtoh", dtoh, "migrations_htod",
+            n_htod, "migrations_dtoh", n_dtoh, "mean_migration_htod_bytes",
+            n_htod ? (double)htod / n_htod : 0.0, "mean_migration_dtoh_bytes",
+            n_dtoh ? (double)dtoh / n_dtoh : 0.0, "gpu_page_faults", faults, "gpu_fault_records",
+            faults, "cpu_page_faults", (json_int_t)(mib * x->cpu_faults_per_mib),
+            "thrashing_events", (json_int_t)(mib * x->thrashing_per_mib), "thrashing_bytes",
+            (json_int_t)(mib * x->thrashing_per_mib) * 4096, "throttling_events",
+            (json_int_t)(mib * x->throttling_per_mib), "remote_map_events",
+            (json_int_t)(mib * x->remote_map_per_mib), "remote_map_bytes",
+            (json_int_t)(mib * x->remote_map_per_mib) * 65536, "dropped_records", (json_int_t)0,
+            "pass_ms", 0.0, "complete", 1);
+        uint64_t piece = size < (64u << 20) ? size : (64u << 20);
+        if (o) {
+                json_object_set_new(
+                    o, "pieces",
+                    json_integer(piece ? (json_int_t)((size + piece - 1) / piece) : 0));
+                json_object_set_new(o, "piece_bytes", json_integer((json_int_t)piece));
+                json_object_set_new(o, "piece_bytes_tried", json_pack("[I]", (json_int_t)piece));
+                if (strncmp(x->key, "managed_on_demand", 17) == 0)
+                        fake_explain_on_demand(o, size, strstr(x->key, "warp_per_chunk") != NULL);
+        }
+        return o;
 }
 
 static const struct fake_mode *mode_find(const char *key)

@@ -523,7 +523,12 @@ def test_explain(args):
     size = 64 << 20
     L = drive(args, ["um_vs_explicit size=64MiB iterations=3 warmup=1 explain=true",
                      "managed_on_demand size=64MiB iterations=3 warmup=1 kernel=warp_per_chunk"
-                     " explain=true"])
+                     " explain=true",
+                     "managed_on_demand size=64MiB iterations=3 warmup=1 explain=true",
+                     "managed_on_demand size=1GiB iterations=3 warmup=1 explain=true",
+                     "managed_on_demand size=1GiB iterations=3 warmup=1 kernel=warp_per_chunk"
+                     " explain=true",
+                     "managed_prefetch size=1GiB iterations=3 warmup=1 explain=true"])
     for line in L:
         if not line["ok"]:
             fail(f"{line['benchmark']}: {line['error']}")
@@ -542,12 +547,34 @@ def test_explain(args):
         print(f"  {name:26} htod {x['bytes_htod']:>10} in {x['migrations_htod']:>5}, dtoh "
               f"{x['bytes_dtoh']:>10} in {x['migrations_dtoh']:>5}, gpu faults "
               f"{x['gpu_page_faults']:>6}, cpu faults {x['cpu_page_faults']:>6}, thrashing "
-              f"{x['thrashing_events']}, complete {x['complete']}")
+              f"{x['thrashing_events']}, complete {x['complete']}, pieces {x.get('piece_bytes_tried')}")
     for name, key in (("managed_prefetch", "bytes_htod"), ("managed_prefetch_to_host",
                                                            "bytes_dtoh")):
         x = ms[name]["explain"]
         if x[key] < size or x["complete"] is not True:
             fail(f"{name}: counted {x[key]} of {size} bytes: {x}")
+    # Issue 26: every byte an on-demand or prefetch pass moved is counted, both kernel shapes,
+    # 64 MiB and 1 GiB; the kernel clock's view agrees on the bytes; the fault cost adds up.
+    for line in L[1:]:
+        for m in line["result"]["measurements"]:
+            x = m.get("explain") or fail(f"{line['params']}: {m['name']} not explained")
+            if x["complete"] is not True:
+                fail(f"{line['params']} {m['name']}: counted {x['bytes_htod']} + "
+                     f"{x['bytes_dtoh']} bytes in pieces {x.get('piece_bytes_tried')}: {x}")
+            if m["name"] != "gpu_on_demand":
+                continue
+            a, c = x["arrival"], x["fault_cost"]
+            if not a["available"] or x["views_agree"] is not True:
+                fail(f"{line['params']}: arrival view {a}, agree {x['views_agree']}")
+            if not 0 < a["waited_share"] <= 1 or not 0 < a["rate_gbps"] < a["pinned_h2d_gbps"]:
+                fail(f"{line['params']}: arrival figures {a}")
+            if not c["fault_single_us"] > 0 or c["batches"] != a["bursts"] or c["gap_ms"] <= 0:
+                fail(f"{line['params']}: fault cost {c}")
+            print(f"  {line['params']['size'] >> 20:5} MiB {line['params'].get('kernel', 'grid_stride'):15}"
+                  f" waited {a['waited_share']:.0%}, {a['bursts']} bursts of "
+                  f"{a['mean_burst_bytes'] / 2**20:.1f} MiB at {a['rate_gbps']:.1f} GB/s (pinned "
+                  f"{a['pinned_h2d_gbps']:.0f}); faults {c['estimate_ms']:.1f} of "
+                  f"{c['gap_ms']:.1f} ms gap ({c['explained_share']:.0%})")
     ctx = L[1]["result"]["context"]
     if ctx.get("kernel") != "warp_per_chunk" or "warp" not in ctx.get("kernel_pattern", ""):
         fail(f"kernel shape not recorded: {ctx.get('kernel')} {ctx.get('kernel_pattern')}")

@@ -115,3 +115,45 @@ def test_every_result_records_its_conditions(umd):
         assert c["hmm"]["could_use_hmm"] is False and c["hmm"]["why"]
         assert "fake" in c["gpu_before"]["unavailable"]
         assert "fake" in c["gpu_after"]["unavailable"]
+
+
+# -- issue 26: counted in pieces, the kernel clock's arrival view, the fault cost --
+
+def test_explain_says_the_pieces_it_counted_in(umd):
+    d = umd(fake_devices=1)
+    x = measurements(run_job(d, {"benchmark": "managed_on_demand",
+                                 "params": {"size": "1GiB", "explain": True}}))
+    for n in ("gpu_on_demand", "cpu_on_demand"):
+        assert x[n]["explain"]["pieces"] == 16 and x[n]["explain"]["piece_bytes"] == 64 << 20
+
+
+def test_on_demand_has_the_arrival_view_and_the_fault_cost(umd):
+    d = umd(fake_devices=1)
+    x = measurements(run_job(d, {"benchmark": "managed_on_demand",
+                                 "params": {"size": "1GiB", "explain": True}}))
+    e = x["gpu_on_demand"]["explain"]
+    a, c = e["arrival"], e["fault_cost"]
+    assert a["available"] is True and a["source"] == "model"  # a fake says it is modelled
+    assert a["bytes"] == 1 << 30 and a["bursts"] == 512
+    assert 0 < a["waited_share"] <= 1 and a["rate_gbps"] < a["pinned_h2d_gbps"]
+    assert c["batches"] == a["bursts"] and c["batches_from"] == "arrival bursts"
+    assert abs(c["estimate_ms"] - c["batches"] * c["fault_single_us"] / 1e3) < 1e-6
+    assert abs(c["gap_ms"] - (c["on_demand_ms"] - c["prefetch_kernel_ms"])) < 1e-6
+    assert abs(c["explained_share"] - c["estimate_ms"] / c["gap_ms"]) < 1e-6
+    assert e["views_agree"] is True
+    assert "arrival" not in x["cpu_on_demand"]["explain"]  # the CPU's way has no kernel clock
+
+
+def test_text_view_gives_the_arrival_and_the_fault_cost(umd):
+    d = umd(fake_devices=1)
+    job = submit(d, {"benchmark": "managed_on_demand", "params": {"size": "1GiB",
+                                                                  "explain": True}})
+    wait_job(d, job["id"])
+    lines = d.get(f"/v1/jobs/{job['id']}", params={"format": "text"}).text.splitlines()
+    arr = next(l for l in lines if l.strip().startswith("arrival gpu_on_demand:"))
+    assert re.search(r"the kernel waited for pages 97% of its time; they arrived in 512 bursts "
+                     r"of about 2 MiB, at 7\.2 GB/s while they moved, against 55 for a pinned "
+                     r"copy \(the kernel's clock\) \(fake device: modelled\)\.$", arr.strip()), arr
+    cost = next(l for l in lines if l.strip().startswith("fault cost gpu_on_demand:"))
+    assert "512 fault batches (arrival bursts) at 43.5 us a fault" in cost
+    assert "on-demand takes over prefetch + kernel" in cost
