@@ -1,14 +1,13 @@
 /* The explain pass's CUPTI side (see explain.h). libcupti is dlopen'ed, never linked: the
  * worker must run where only the driver is installed. Only the activity API's Unified Memory
  * counters are used; the types come from the toolkit's cupti_activity.h (the ABI of these
- * records is stable), the entry points from a table filled by dlsym.
+ * records is stable), the entry points from a table that common/dlib.h resolves.
  *
  * CUPTI hands records back in buffers it asks for and returns through two callbacks, which may
  * run on CUPTI's own thread: the totals they add to are guarded by a mutex. */
 #include "explain.h"
 
 #include <cupti_activity.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -17,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "dlib.h"
+#include "util.h"
 
 #define EXPLAIN_BUFFER_BYTES  (8u << 20)
 #define EXPLAIN_POLL_MS       20
@@ -48,7 +50,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct totals totals;
 static void *handle;
 static bool loaded, callbacks_registered;
-static char why[256];
+static char why[DLIB_WHY_MAX + 64]; /* a dlerror() and the words around it */
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
@@ -131,33 +133,28 @@ static const char *const cupti_paths[] = {
 
 static int load(void)
 {
-        const char *err = "not found";
+        const struct dlib_sym syms[] = {
+            {"cuptiActivityConfigureUnifiedMemoryCounter", NULL, (void **)&cupti.configure, false},
+            {"cuptiActivityEnable", NULL, (void **)&cupti.enable, false},
+            {"cuptiActivityDisable", NULL, (void **)&cupti.disable, false},
+            {"cuptiActivityRegisterCallbacks", NULL, (void **)&cupti.register_callbacks, false},
+            {"cuptiActivityFlushAll", NULL, (void **)&cupti.flush_all, false},
+            {"cuptiActivityGetNextRecord", NULL, (void **)&cupti.next_record, false},
+            {"cuptiActivityGetNumDroppedRecords", NULL, (void **)&cupti.dropped, true},
+            {"cuptiGetResultString", NULL, (void **)&cupti.result_string, true},
+        };
+        char err[DLIB_WHY_MAX];
 
         if (loaded)
                 return 0;
-        if (!handle) {
-                for (size_t i = 0; !handle && i < sizeof(cupti_paths) / sizeof(cupti_paths[0]);
-                     i++) {
-                        handle = dlopen(cupti_paths[i], RTLD_NOW | RTLD_LOCAL);
-                        if (!handle)
-                                err = dlerror();
-                }
-                if (!handle) {
-                        snprintf(why, sizeof(why), "CUPTI not found (libcupti.so: %s)", err);
-                        return -ENOENT;
-                }
+        if (!handle &&
+            dlib_open(cupti_paths, ELEMENTSOF(cupti_paths), &handle, err, sizeof(err)) < 0) {
+                snprintf(why, sizeof(why), "CUPTI not found (libcupti.so: %s)", err);
+                return -ENOENT;
         }
-        cupti.configure = dlsym(handle, "cuptiActivityConfigureUnifiedMemoryCounter");
-        cupti.enable = dlsym(handle, "cuptiActivityEnable");
-        cupti.disable = dlsym(handle, "cuptiActivityDisable");
-        cupti.register_callbacks = dlsym(handle, "cuptiActivityRegisterCallbacks");
-        cupti.flush_all = dlsym(handle, "cuptiActivityFlushAll");
-        cupti.next_record = dlsym(handle, "cuptiActivityGetNextRecord");
-        cupti.dropped = dlsym(handle, "cuptiActivityGetNumDroppedRecords");
-        cupti.result_string = dlsym(handle, "cuptiGetResultString");
-        if (!cupti.configure || !cupti.enable || !cupti.disable || !cupti.register_callbacks ||
-            !cupti.flush_all || !cupti.next_record) {
-                snprintf(why, sizeof(why), "CUPTI too old: no Unified Memory counter entry points");
+        if (dlib_resolve(handle, syms, ELEMENTSOF(syms), err, sizeof(err)) < 0) {
+                snprintf(why, sizeof(why),
+                         "CUPTI too old: no Unified Memory counter entry points (%s)", err);
                 return -ENOTSUP;
         }
         loaded = true;
@@ -289,7 +286,7 @@ json_t *explain_end(void)
 
 json_t *explain_unavailable(const char *reason)
 {
-        char buf[320];
+        char buf[sizeof(why) + 64]; /* "explanation unavailable: " and a why */
         snprintf(buf, sizeof(buf), "explanation unavailable: %s", reason ? reason : "unknown");
         return json_pack("{s:b, s:s}", "available", 0, "why", buf);
 }
