@@ -12,6 +12,11 @@
 #include "umd-build.h"
 
 #define DEFAULT_URL "http://127.0.0.1:8470"
+/* A --param or --label key: well past what umd takes (max_label_key_len, 64 by default), so umd
+ * is the one that says a key is too long. */
+#define KV_KEY_MAX 256
+/* One device of --device or --devices: an index, or a UUID ("GPU-" and 36, or a MIG one). */
+#define DEVICE_ARG_MAX 128
 
 static const struct {
         const char *name;
@@ -188,7 +193,7 @@ static json_t *typed_value(const char *v)
 int parse_kv_into(json_t *obj, const char *kv, bool typed)
 {
         const char *eq = strchr(kv, '=');
-        char key[256];
+        char key[KV_KEY_MAX];
 
         if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof(key))
                 return -EINVAL;
@@ -202,7 +207,7 @@ int parse_kv_into(json_t *obj, const char *kv, bool typed)
 
 static json_t *one_device(const char *s, size_t n)
 {
-        char buf[128], *end;
+        char buf[DEVICE_ARG_MAX], *end;
 
         if (n == 0 || n >= sizeof(buf))
                 return NULL;

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+/* Room for any value of an integer type in decimal: its digits, a sign and the NUL. */
+#define DECIMAL_STR_MAX(type)                                                                      \
+        (2 + (sizeof(type) <= 1 ? 3 : sizeof(type) <= 2 ? 5 : sizeof(type) <= 4 ? 10 : 20))
 
 static inline void freep(void *p)
 {

@@ -25,11 +25,10 @@
 
 #define NVML_PROCESSES_MAX   256
 #define FAKE_STATE_MAX_BYTES (64u * 1024u)
-#define GPUSTATE_WHY_MAX     128 /* the why kept for devices NVML cannot answer for */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct nvml_api *nvml; /* NULL until loaded, and after gpustate_shutdown */
-static char nvml_why[GPUSTATE_WHY_MAX] = "NVML not loaded";
+static char nvml_why[GPU_STATE_WHY_MAX] = "NVML not loaded";
 static char *fake_path;
 
 static void nvml_load(void)
@@ -190,7 +189,7 @@ static void fake_query(int index, struct gpu_state *st)
 {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
-        char key[16];
+        char key[DECIMAL_STR_MAX(int)];
         json_error_t err;
         json_t *all, *o;
         int r;

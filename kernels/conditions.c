@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 
 #define UVM_PARAMS_MAX 64
 #define UVM_VALUE_MAX  256
+#define SYSFS_ATTR_MAX 4096 /* sysfs says 4096 bytes for every attribute, whatever it holds */
 
 json_t *conditions_throttle_words(unsigned long long mask)
 {
@@ -118,14 +120,13 @@ json_t *conditions_uvm_params(const char *dir, const char **ret_why)
         }
         o = json_object();
         while (o && (e = readdir(d)) && n < UVM_PARAMS_MAX) {
-                char path[512], *buf = NULL;
+                char path[PATH_MAX], *buf = NULL;
                 size_t len = 0;
                 if (e->d_name[0] == '.')
                         continue;
                 snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
                 /* Some parameters are write-only or root-only: null says so. */
-                /* sysfs says 4096 bytes for every attribute, whatever it holds. */
-                if (read_file_at(AT_FDCWD, path, 4096, &buf, &len) < 0)
+                if (read_file_at(AT_FDCWD, path, SYSFS_ATTR_MAX, &buf, &len) < 0)
                         json_object_set_new(o, e->d_name, json_null());
                 else
                         json_object_set_new(o, e->d_name, param_value(buf));

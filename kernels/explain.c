@@ -24,6 +24,13 @@
 #define EXPLAIN_POLL_MS       20
 #define EXPLAIN_QUIET_MS      500.0  /* no new event this long: CUPTI has handed everything back */
 #define EXPLAIN_SETTLE_MAX_MS 5000.0 /* give up waiting (reported as "settled": false) */
+/* CUpti_ActivityUnifiedMemoryCounterKind's kinds, 1 to 7 (BYTES_TRANSFER_HTOD to REMOTE_MAP) */
+#define UM_COUNTER_KINDS 7
+/* CUpti_ActivityUnifiedMemoryMigrationCause: unknown, user, coherence, prefetch, eviction,
+ * access counters */
+#define UM_CAUSES 6
+/* CUpti_ActivityUnifiedMemoryAccessType: unknown, read, write, atomic, prefetch */
+#define UM_ACCESS_TYPES 5
 
 static struct {
         CUptiResult (*configure)(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t);
@@ -39,8 +46,8 @@ static struct {
 
 struct totals {
         uint64_t bytes[2], migrations[2]; /* [0] HtoD, [1] DtoH */
-        uint64_t htod_by_cause[6];
-        uint64_t gpu_faults, gpu_fault_records, gpu_by_access[5];
+        uint64_t htod_by_cause[UM_CAUSES];
+        uint64_t gpu_faults, gpu_fault_records, gpu_by_access[UM_ACCESS_TYPES];
         uint64_t cpu_faults;
         uint64_t thrashing, thrashing_bytes, throttling, remote_map, remote_map_bytes;
         uint64_t dropped;
@@ -65,7 +72,7 @@ static void add_record(const CUpti_ActivityUnifiedMemoryCounter3 *r)
         case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD:
                 totals.bytes[0] += r->value;
                 totals.migrations[0]++;
-                if (r->flags < 6)
+                if (r->flags < UM_CAUSES)
                         totals.htod_by_cause[r->flags] += r->value;
                 break;
         case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH:
@@ -76,7 +83,7 @@ static void add_record(const CUpti_ActivityUnifiedMemoryCounter3 *r)
                 /* value: faults grouped on one page */
                 totals.gpu_faults += r->value;
                 totals.gpu_fault_records++;
-                totals.gpu_by_access[r->flags < 5 ? r->flags : 0] += r->value;
+                totals.gpu_by_access[r->flags < UM_ACCESS_TYPES ? r->flags : 0] += r->value;
                 break;
         case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT:
                 totals.cpu_faults++; /* value is the faulting instruction's address */
@@ -163,7 +170,7 @@ static int load(void)
 
 int explain_begin(const char **ret_why)
 {
-        CUpti_ActivityUnifiedMemoryCounterConfig cfg[7];
+        CUpti_ActivityUnifiedMemoryCounterConfig cfg[UM_COUNTER_KINDS];
         CUptiResult cr;
         int r = load();
 
@@ -181,13 +188,13 @@ int explain_begin(const char **ret_why)
                 }
                 callbacks_registered = true;
         }
-        for (int k = 0; k < 7; k++)
+        for (int k = 0; k < UM_COUNTER_KINDS; k++)
                 cfg[k] = (CUpti_ActivityUnifiedMemoryCounterConfig){
                     .scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_ALL_DEVICES,
                     .kind = (CUpti_ActivityUnifiedMemoryCounterKind)(k + 1),
                     .deviceId = 0,
                     .enable = 1};
-        cr = cupti.configure(cfg, 7);
+        cr = cupti.configure(cfg, UM_COUNTER_KINDS);
         if (cr == CUPTI_SUCCESS)
                 cr = cupti.enable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
         if (cr != CUPTI_SUCCESS) {
