@@ -3,7 +3,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <ini.h>
 #include <limits.h>
@@ -13,9 +12,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "log.h"
 #include "netaddr.h"
 #include "size.h"
@@ -463,28 +462,16 @@ static int config_ini_line(void *user, const char *section, const char *name, co
 int config_load_file(struct umd_config *c, const char *path)
 {
         struct ini_state st = {.c = c};
-        struct stat sb;
         FILE *f = NULL;
-        /* O_NONBLOCK: a FIFO at the path must be refused, not block start-up in open(). */
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        /* A FIFO at the path is refused, and does not block start-up. */
+        int r = fopen_regular(path, &f);
 
-        if (fd < 0 || fstat(fd, &sb) < 0) {
-                int r = -errno;
-                fprintf(stderr, "umd: cannot read config file %s: %s\n", path, strerror(-r));
-                if (fd >= 0)
-                        close(fd);
-                return r;
-        }
-        if (!S_ISREG(sb.st_mode)) {
+        if (r == -EISDIR || r == -EBADFD) {
                 fprintf(stderr, "umd: config file %s: not a regular file\n", path);
-                close(fd);
                 return -EINVAL;
         }
-        f = fdopen(fd, "re");
-        if (!f) {
-                int r = -errno;
+        if (r < 0) {
                 fprintf(stderr, "umd: cannot read config file %s: %s\n", path, strerror(-r));
-                close(fd);
                 return r;
         }
         int line = ini_parse_file(f, config_ini_line, &st);
