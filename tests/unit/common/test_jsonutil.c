@@ -136,8 +136,10 @@ static void test_array_find_takes_the_first_with_that_string(void **state)
             json_integer_value(json_object_get(json_array_find(a, "mode", "pinned"), "n")), 3);
         assert_null(json_array_find(a, "mode", "managed"));
         assert_null(json_array_find(a, "mode", NULL));
-        assert_null(json_array_find(json_object(), "mode", "pinned")); /* not an array */
+        json_t *o = json_object();
+        assert_null(json_array_find(o, "mode", "pinned")); /* not an array */
         assert_null(json_array_find(NULL, "mode", "pinned"));
+        json_decref(o);
         json_decref(a);
 }
 
