@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -11,6 +12,11 @@
 #include "umd-build.h"
 
 #define DEFAULT_URL "http://127.0.0.1:8470"
+/* A --param or --label key: well past what umd takes (max_label_key_len, 64 by default), so umd
+ * is the one that says a key is too long. */
+#define KV_KEY_MAX 256
+/* One device of --device or --devices: an index, or a UUID ("GPU-" and 36, or a MIG one). */
+#define DEVICE_ARG_MAX 128
 
 static const struct {
         const char *name;
@@ -187,7 +193,7 @@ static json_t *typed_value(const char *v)
 int parse_kv_into(json_t *obj, const char *kv, bool typed)
 {
         const char *eq = strchr(kv, '=');
-        char key[256];
+        char key[KV_KEY_MAX];
 
         if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof(key))
                 return -EINVAL;
@@ -201,7 +207,7 @@ int parse_kv_into(json_t *obj, const char *kv, bool typed)
 
 static json_t *one_device(const char *s, size_t n)
 {
-        char buf[128], *end;
+        char buf[DEVICE_ARG_MAX], *end;
 
         if (n == 0 || n >= sizeof(buf))
                 return NULL;
@@ -249,14 +255,6 @@ int parse_devices(const char *s, bool plural, json_t **ret)
         }
         *ret = arr;
         return 0;
-}
-
-static const struct opt *opt_find(const char *name, size_t n)
-{
-        for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
-                if (strlen(opts[i].name) == n && strncmp(opts[i].name, name, n) == 0)
-                        return &opts[i];
-        return NULL;
 }
 
 static const char *command_name(enum umdctl_command c)
@@ -376,75 +374,141 @@ static int set_opt(struct umdctl_args *a, const struct opt *o, const char *v)
         return -EINVAL;
 }
 
-int umdctl_parse_args(struct umdctl_args *a, int argc, char **argv, const char *env_url,
-                      const char *env_token_file)
+/* getopt_long's table, generated from opts[]: each option's val is OPT_BASE + its index there,
+ * so a missing value (':', with optopt) still says which option. */
+#define OPT_BASE 0x100
+/* opts, --help, --version, the terminator */
+#define OPTIONS_MAX (sizeof(opts) / sizeof(opts[0]) + 3)
+/* "-": operands come back in order (as 1), so the command is found where it stands; ":": a
+ * missing value is told apart from an unknown option. */
+#define SHORT_OPTIONS "-:hV"
+
+static void options_build(struct option *lopts)
 {
+        size_t n = 0;
+
+        for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+                lopts[n++] =
+                    (struct option){opts[i].name, opts[i].value ? required_argument : no_argument,
+                                    NULL, OPT_BASE + (int)i};
+        lopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+        lopts[n++] = (struct option){"version", no_argument, NULL, 'V'};
+        lopts[n] = (struct option){0};
+}
+
+/* opts[] entry that "--name" or "--name=value" names exactly, or NULL: getopt_long would also
+ * take an unambiguous abbreviation (--lim), which umdctl has always refused. */
+static const struct opt *opt_exact(const char *s)
+{
+        size_t n = strcspn(s + 2, "=");
+
+        for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+                if (strlen(opts[i].name) == n && strncmp(opts[i].name, s + 2, n) == 0)
+                        return &opts[i];
+        return NULL;
+}
+
+/* An argument with one dash that is not -h or -V ("-", "-1", "-x") is an operand, as it always
+ * was: a job id, a device, or an unknown command. It never reaches getopt_long, which so never
+ * stops inside a group of short options (and optind = 1 restarts it cleanly). */
+static bool single_dash_operand(const char *s)
+{
+        return s[0] == '-' && s[1] != '-' && strcmp(s, "-h") != 0 && strcmp(s, "-V") != 0;
+}
+
+/* One argument as pass 1 read it, for pass 2 to check against the command. */
+struct item {
+        const struct opt *opt; /* NULL: an operand (the command, or a positional argument) */
+        const char *arg;       /* as typed: "--wait=1", "ls" */
+        const char *value;     /* the option's value, or NULL */
+        bool missing;          /* the option needs a value and none followed */
+        bool unwanted;         /* the option takes no value and was given one */
+};
+
+static int find_command(struct umdctl_args *a, const char *s)
+{
+        if (a->command != CMD_NONE)
+                return 0;
+        for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
+                if (!strcmp(commands[c].name, s))
+                        a->command = commands[c].cmd;
+        return a->command == CMD_NONE ? usage_error("unknown command '%s'", s) : 0;
+}
+
+/* items: room for one per argument. */
+static int parse_args(struct umdctl_args *a, int argc, char **argv, struct item *items,
+                      const char *env_url, const char *env_token_file)
+{
+        struct option lopts[OPTIONS_MAX];
         const char *positional[2] = {NULL, NULL};
-        size_t npos = 0;
+        size_t npos = 0, n = 0;
         int r;
 
+        options_build(lopts);
+
         /* Pass 1: find the command, so options can be checked against it in pass 2. Options
-         * may come before or after it. */
-        for (int i = 1; i < argc; i++) {
-                const char *s = argv[i];
-                if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-                        umdctl_usage(stdout);
-                        return 1;
-                }
-                if (!strcmp(s, "-V") || !strcmp(s, "--version")) {
-                        printf("umdctl %s (build %s)\n", UMD_VERSION, UMD_BUILD);
-                        return 1;
-                }
-                if (!strcmp(s, "--"))
-                        break;
-                if (!strncmp(s, "--", 2)) {
-                        const char *eq = strchr(s + 2, '=');
-                        const struct opt *o =
-                            opt_find(s + 2, eq ? (size_t)(eq - s - 2) : strlen(s + 2));
-                        if (!o)
-                                return usage_error("unknown option '%s'", s);
-                        if (o->value && !eq)
-                                i++;
+         * may come before or after it; "--" ends them. */
+        opterr = 0;
+        optind = 1;
+        for (;;) {
+                int at = optind, c;
+
+                if (at < argc && single_dash_operand(argv[at])) {
+                        r = find_command(a, argv[at]);
+                        if (r < 0)
+                                return r;
+                        items[n++] = (struct item){.arg = argv[at]};
+                        optind = at + 1;
                         continue;
                 }
-                if (a->command == CMD_NONE) {
-                        for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
-                                if (!strcmp(commands[c].name, s))
-                                        a->command = commands[c].cmd;
-                        if (a->command == CMD_NONE)
-                                return usage_error("unknown command '%s'", s);
+                c = getopt_long(argc, argv, SHORT_OPTIONS, lopts, NULL);
+                if (c == -1) {
+                        /* after "--", everything is an operand; the command came before */
+                        for (int i = optind; at < argc && !strcmp(argv[at], "--") && i < argc; i++)
+                                items[n++] = (struct item){.arg = argv[i]};
+                        break;
+                }
+                const char *s = argv[at];
+                const struct opt *o = c == 1 ? NULL : opt_exact(s);
+                if (c == 1) {
+                        r = find_command(a, s);
+                        if (r < 0)
+                                return r;
+                        items[n++] = (struct item){.arg = s};
+                } else if (c == 'h' && (s[1] != '-' || !strcmp(s, "--help"))) {
+                        umdctl_usage(stdout);
+                        return 1;
+                } else if (c == 'V' && (s[1] != '-' || !strcmp(s, "--version"))) {
+                        printf("umdctl %s (build %s)\n", UMD_VERSION, UMD_BUILD);
+                        return 1;
+                } else if (!o) {
+                        return usage_error("unknown option '%s'", s);
+                } else if (c == ':') {
+                        items[n++] = (struct item){.opt = o, .arg = s, .missing = true};
+                } else if (c == '?') { /* a value given to an option that takes none */
+                        items[n++] = (struct item){.opt = o, .arg = s, .unwanted = true};
+                } else {
+                        items[n++] = (struct item){.opt = o, .arg = s, .value = optarg};
                 }
         }
         if (a->command == CMD_NONE)
                 return usage_error("no command given");
 
         /* Pass 2: options and positional arguments. */
-        bool seen_command = false, only_positional = false;
-        for (int i = 1; i < argc; i++) {
-                const char *s = argv[i];
-                if (!only_positional && !strcmp(s, "--")) {
-                        only_positional = true;
-                        continue;
-                }
-                if (!only_positional && !strncmp(s, "--", 2)) {
-                        const char *eq = strchr(s + 2, '=');
-                        const struct opt *o =
-                            opt_find(s + 2, eq ? (size_t)(eq - s - 2) : strlen(s + 2));
-                        const char *v = NULL;
+        bool seen_command = false;
+        for (size_t i = 0; i < n; i++) {
+                const struct item *it = &items[i];
+                const struct opt *o = it->opt;
+
+                if (o) {
                         if (o->cmds && !(o->cmds & C(a->command)))
-                                return usage_error("%s does not apply to '%s'", s,
+                                return usage_error("%s does not apply to '%s'", it->arg,
                                                    command_name(a->command));
-                        if (o->value) {
-                                if (eq)
-                                        v = eq + 1;
-                                else if (i + 1 < argc)
-                                        v = argv[++i];
-                                else
-                                        return usage_error("--%s needs a value", o->name);
-                        } else if (eq) {
+                        if (it->missing)
+                                return usage_error("--%s needs a value", o->name);
+                        if (it->unwanted)
                                 return usage_error("--%s takes no value", o->name);
-                        }
-                        r = set_opt(a, o, v);
+                        r = set_opt(a, o, it->value);
                         if (r < 0)
                                 return r;
                         continue;
@@ -454,8 +518,8 @@ int umdctl_parse_args(struct umdctl_args *a, int argc, char **argv, const char *
                         continue;
                 }
                 if (npos >= 1)
-                        return usage_error("unexpected argument '%s'", s);
-                positional[npos++] = s;
+                        return usage_error("unexpected argument '%s'", it->arg);
+                positional[npos++] = it->arg;
         }
 
         switch (a->command) {
@@ -492,6 +556,19 @@ int umdctl_parse_args(struct umdctl_args *a, int argc, char **argv, const char *
         if (!a->token_file && env_token_file && *env_token_file)
                 a->token_file = env_token_file;
         return 0;
+}
+
+int umdctl_parse_args(struct umdctl_args *a, int argc, char **argv, const char *env_url,
+                      const char *env_token_file)
+{
+        struct item *items = calloc(argc > 0 ? (size_t)argc : 1, sizeof(*items));
+        int r;
+
+        if (!items)
+                return usage_error("out of memory");
+        r = parse_args(a, argc, argv, items, env_url, env_token_file);
+        free(items);
+        return r;
 }
 
 void umdctl_args_free(struct umdctl_args *a)

@@ -110,6 +110,44 @@ int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *re
         return read_file_at_flags(dirfd, name, 0, max, ret, ret_len);
 }
 
+int open_regular_at(int dirfd, const char *name, int flags, int *ret_fd)
+{
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+
+        /* O_NONBLOCK: opening a FIFO blocks until a writer comes; with it the open returns at
+         * once and the type check below refuses it. Reads of a regular file ignore it. */
+        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        *ret_fd = fd;
+        fd = -1;
+        return 0;
+}
+
+int fopen_regular(const char *path, FILE **ret)
+{
+        int fd = -1, r = open_regular_at(AT_FDCWD, path, 0, &fd);
+        FILE *f;
+
+        if (r < 0)
+                return r;
+        f = fdopen(fd, "re");
+        if (!f) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        *ret = f;
+        return 0;
+}
+
 int read_file_at_flags(int dirfd, const char *name, int flags, size_t max, char **ret,
                        size_t *ret_len)
 {
@@ -123,17 +161,11 @@ int read_file_at_flags(int dirfd, const char *name, int flags, size_t max, char 
                 return -EINVAL;
         if (max > SIZE_MAX - 2)
                 max = SIZE_MAX - 2; /* room for the one-byte probe and the NUL */
-        /* O_NONBLOCK: opening a FIFO blocks until a writer comes; with it the open returns at
-         * once and the type check below refuses it. Reads of a regular file ignore it. */
-        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
-        if (fd < 0)
-                return -errno;
+        r = open_regular_at(dirfd, name, flags, &fd);
+        if (r < 0)
+                return r;
         if (fstat(fd, &st) < 0)
                 return -errno;
-        if (S_ISDIR(st.st_mode))
-                return -EISDIR;
-        if (!S_ISREG(st.st_mode))
-                return -EBADFD;
         if ((uint64_t)st.st_size > max)
                 return -EFBIG;
 

@@ -2,10 +2,16 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Write data to dir/name through dir/.name.tmp.XXXXXX: write, fsync, rename, fsync dir.
  * 0 or -errno; on failure the temp file is removed and the old file is untouched. */
 int write_file_atomic(int dirfd, const char *name, const void *data, size_t len);
+/* Open a regular file for reading without blocking on a FIFO: 0 and the descriptor, or
+ * -errno, -EISDIR for a directory, -EBADFD for a FIFO, socket or device (*ret_fd untouched). */
+int open_regular_at(int dirfd, const char *name, int flags, int *ret_fd);
+/* The same as a stdio stream (the files umd parses with inih). */
+int fopen_regular(const char *path, FILE **ret);
 /* Read a whole regular file (at most max bytes, -EFBIG beyond). *ret is NUL-terminated, caller
  * frees. Anything but a regular file is refused without blocking: -EISDIR for a directory,
  * -EBADFD for a FIFO, socket or device (a socket fails open itself: -ENXIO). */

@@ -129,18 +129,23 @@ json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_er
         return json_loadb(buf, len, JSON_REJECT_DUPLICATES, err);
 }
 
-json_t *result_measurement(const json_t *result, const char *name)
+json_t *json_array_find(const json_t *array, const char *key, const char *value)
 {
         size_t i;
-        json_t *m;
+        json_t *o;
 
-        if (!name)
+        if (!value)
                 return NULL;
-        json_array_foreach(json_object_get(result, "measurements"), i, m)
+        json_array_foreach(array, i, o)
         {
-                const char *n = json_string_value(json_object_get(m, "name"));
-                if (n && strcmp(n, name) == 0)
-                        return m;
+                const char *s = json_string_value(json_object_get(o, key));
+                if (s && strcmp(s, value) == 0)
+                        return o;
         }
         return NULL;
+}
+
+json_t *result_measurement(const json_t *result, const char *name)
+{
+        return json_array_find(json_object_get(result, "measurements"), "name", name);
 }

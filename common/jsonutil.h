@@ -14,6 +14,11 @@ char *json_dump_pretty(const json_t *j, size_t *ret_len);
 /* Parse with JSON_REJECT_DUPLICATES, at most max_depth nesting; NULL with err filled. */
 json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_error_t *err);
 
+/* The first object of array whose member key is the string value, or NULL (array not an
+ * array, value NULL, or no such object). The one way results, summaries and verdicts are
+ * searched by name. */
+json_t *json_array_find(const json_t *array, const char *key, const char *value);
+
 /* The measurement named name in a benchmark result ({"measurements": [{"name": ...}, ...]}),
  * or NULL. Every reader of results finds measurements this one way. */
 json_t *result_measurement(const json_t *result, const char *name);

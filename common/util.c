@@ -25,6 +25,20 @@ uint64_t now_monotonic_ms(void)
         return clock_ms(CLOCK_MONOTONIC);
 }
 
+void deadline_after_ms(clockid_t id, unsigned ms, struct timespec *ret)
+{
+        struct timespec ts;
+
+        (void)clock_gettime(id, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        *ret = ts;
+}
+
 char *format_rfc3339_ms(uint64_t realtime_ms, char *buf, size_t len)
 {
         time_t secs = (time_t)(realtime_ms / 1000u);

@@ -5,9 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+/* Room for any value of an integer type in decimal: its digits, a sign and the NUL. */
+#define DECIMAL_STR_MAX(type)                                                                      \
+        (2 + (sizeof(type) <= 1 ? 3 : sizeof(type) <= 2 ? 5 : sizeof(type) <= 4 ? 10 : 20))
 
 static inline void freep(void *p)
 {
@@ -23,6 +27,8 @@ static inline void closep(int *fd)
 
 uint64_t now_realtime_ms(void);  /* CLOCK_REALTIME, ms since the epoch */
 uint64_t now_monotonic_ms(void); /* CLOCK_MONOTONIC */
+/* The time ms from now on clock id, as pthread_cond_timedwait and sem_timedwait take it. */
+void deadline_after_ms(clockid_t id, unsigned ms, struct timespec *ret);
 /* RFC 3339 UTC with milliseconds, "2026-11-29T23:19:51.123Z"; buf at least 32 bytes. */
 char *format_rfc3339_ms(uint64_t realtime_ms, char *buf, size_t len);
 

@@ -95,13 +95,7 @@ static void *coexist_main(void *arg)
                 look();
                 schedule();
                 pthread_mutex_lock(&lock);
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                ts.tv_sec += cfg->busy_poll_ms / 1000;
-                ts.tv_nsec += (long)(cfg->busy_poll_ms % 1000) * 1000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                        ts.tv_sec++;
-                        ts.tv_nsec -= 1000000000L;
-                }
+                deadline_after_ms(CLOCK_MONOTONIC, cfg->busy_poll_ms, &ts);
                 while (!stopping && !poked && pthread_cond_timedwait(&cond, &lock, &ts) == 0)
                         ;
         }

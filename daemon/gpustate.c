@@ -6,7 +6,6 @@
  * taken to be the worker (the count is never below what is certain). */
 #include "gpustate.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,87 +17,35 @@
 #include "fileio.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "nvml.h"
 #include "util.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
-#define NVML_SUCCESS                 0
-#define NVML_ERROR_INSUFFICIENT_SIZE 7
-#define NVML_PROCESSES_MAX           256
-#define FAKE_STATE_MAX_BYTES         (64u * 1024u)
-
-/* The few NVML types used: its ABI is stable (nvml.h is not in every toolkit install). */
-typedef int nvml_return;
-typedef struct nvml_device *nvml_device;
-struct nvml_process_info { /* nvmlProcessInfo_t as the _v2 and _v3 calls fill it */
-        unsigned int pid;
-        unsigned long long used_gpu_memory;
-        unsigned int gpu_instance_id, compute_instance_id;
-};
-
-static struct {
-        nvml_return (*init)(void);
-        nvml_return (*shutdown)(void);
-        const char *(*error_string)(nvml_return);
-        nvml_return (*by_uuid)(const char *, nvml_device *);
-        nvml_return (*processes)(nvml_device, unsigned *, struct nvml_process_info *);
-        nvml_return (*compute_mode)(nvml_device, int *);
-        nvml_return (*cur_gen)(nvml_device, unsigned *);
-        nvml_return (*cur_width)(nvml_device, unsigned *);
-        nvml_return (*max_gen)(nvml_device, unsigned *);
-        nvml_return (*max_width)(nvml_device, unsigned *);
-        nvml_return (*replay)(nvml_device, unsigned *);
-} nvml;
+#define NVML_PROCESSES_MAX   256
+#define FAKE_STATE_MAX_BYTES (64u * 1024u)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static void *nvml_handle;
-static bool nvml_ready;
-static char nvml_why[128] = "NVML not loaded";
+static const struct nvml_api *nvml; /* NULL until loaded, and after gpustate_shutdown */
+static char nvml_why[GPU_STATE_WHY_MAX] = "NVML not loaded";
 static char *fake_path;
-
-static void *sym(const char *name, const char *fallback)
-{
-        void *p = dlsym(nvml_handle, name);
-        return p || !fallback ? p : dlsym(nvml_handle, fallback);
-}
 
 static void nvml_load(void)
 {
-        nvml_handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (!nvml_handle) {
-                snprintf(nvml_why, sizeof(nvml_why), "NVML unavailable (libnvidia-ml.so.1: %s)",
-                         dlerror());
-                log_warning("%s: other processes on the GPUs, compute mode and PCIe replays are "
-                            "unknown",
-                            nvml_why);
+        const char *why = NULL;
+        int r = nvml_open(&nvml, &why);
+
+        if (r < 0) {
+                snprintf(nvml_why, sizeof(nvml_why), "%s", why);
+                if (r == -ENOENT)
+                        log_warning("%s: other processes on the GPUs, compute mode and PCIe "
+                                    "replays are unknown",
+                                    nvml_why);
+                else
+                        log_warning("%s", nvml_why);
                 return;
         }
-        nvml.init = sym("nvmlInit_v2", "nvmlInit");
-        nvml.shutdown = sym("nvmlShutdown", NULL);
-        nvml.error_string = sym("nvmlErrorString", NULL);
-        nvml.by_uuid = sym("nvmlDeviceGetHandleByUUID", NULL);
-        nvml.processes = sym("nvmlDeviceGetComputeRunningProcesses_v3",
-                             "nvmlDeviceGetComputeRunningProcesses_v2");
-        nvml.compute_mode = sym("nvmlDeviceGetComputeMode", NULL);
-        nvml.cur_gen = sym("nvmlDeviceGetCurrPcieLinkGeneration", NULL);
-        nvml.cur_width = sym("nvmlDeviceGetCurrPcieLinkWidth", NULL);
-        nvml.max_gen = sym("nvmlDeviceGetMaxPcieLinkGeneration", NULL);
-        nvml.max_width = sym("nvmlDeviceGetMaxPcieLinkWidth", NULL);
-        nvml.replay = sym("nvmlDeviceGetPcieReplayCounter", NULL);
-        if (!nvml.init || !nvml.by_uuid || !nvml.processes) {
-                snprintf(nvml_why, sizeof(nvml_why), "NVML too old (missing entry points)");
-                log_warning("%s", nvml_why);
-                return;
-        }
-        nvml_return r = nvml.init();
-        if (r != NVML_SUCCESS) {
-                snprintf(nvml_why, sizeof(nvml_why), "NVML init failed: %s",
-                         nvml.error_string ? nvml.error_string(r) : "error");
-                log_warning("%s", nvml_why);
-                return;
-        }
-        nvml_ready = true;
         log_info("NVML loaded: umd keeps off GPUs that other processes use");
 }
 
@@ -115,10 +62,9 @@ void gpustate_init(const struct umd_config *cfg)
 void gpustate_shutdown(void)
 {
         pthread_mutex_lock(&lock);
-        if (nvml_ready && nvml.shutdown)
-                nvml.shutdown();
-        nvml_ready = false;
-        /* NVML's threads may outlive a dlclose: keep the library mapped until exit. */
+        if (nvml)
+                nvml_close();
+        nvml = NULL;
         free(fake_path);
         fake_path = NULL;
         pthread_mutex_unlock(&lock);
@@ -126,7 +72,7 @@ void gpustate_shutdown(void)
 
 const char *gpustate_backend(void)
 {
-        return fake_path ? "fake" : nvml_ready ? "nvml" : "unavailable";
+        return fake_path ? "fake" : nvml ? "nvml" : "unavailable";
 }
 
 static void state_unknown(struct gpu_state *st, const char *why)
@@ -199,36 +145,35 @@ static void nvml_query(const char *uuid, pid_t own_pid, pid_t node_pid, struct g
         int mode;
         nvml_return r;
 
-        r = nvml.by_uuid(uuid, &dev);
+        r = nvml->by_uuid(uuid, &dev);
         if (r != NVML_SUCCESS) {
                 snprintf(st->why, sizeof(st->why), "NVML does not know %s: %s", uuid,
-                         nvml.error_string ? nvml.error_string(r) : "error");
+                         nvml_strerror(r));
                 return;
         }
         st->known = true;
-        r = nvml.processes(dev, &n, procs);
+        r = nvml->processes(dev, &n, procs);
         if (r == NVML_SUCCESS)
                 st->other_processes = count_others(procs, n, own_pid, node_pid);
         else if (r == NVML_ERROR_INSUFFICIENT_SIZE)
                 st->other_processes = NVML_PROCESSES_MAX; /* more than we list: surely busy */
         else
-                snprintf(st->why, sizeof(st->why), "NVML process list: %s",
-                         nvml.error_string ? nvml.error_string(r) : "error");
-        if (nvml.compute_mode && nvml.compute_mode(dev, &mode) == NVML_SUCCESS)
+                snprintf(st->why, sizeof(st->why), "NVML process list: %s", nvml_strerror(r));
+        if (nvml->compute_mode && nvml->compute_mode(dev, &mode) == NVML_SUCCESS)
                 snprintf(st->compute_mode, sizeof(st->compute_mode), "%s",
                          mode == 3   ? "exclusive_process"
                          : mode == 2 ? "prohibited"
                          : mode == 1 ? "exclusive_thread"
                                      : "default");
-        if (nvml.cur_gen && nvml.cur_gen(dev, &v) == NVML_SUCCESS)
+        if (nvml->cur_gen && nvml->cur_gen(dev, &v) == NVML_SUCCESS)
                 st->current_gen = (int)v;
-        if (nvml.cur_width && nvml.cur_width(dev, &v) == NVML_SUCCESS)
+        if (nvml->cur_width && nvml->cur_width(dev, &v) == NVML_SUCCESS)
                 st->current_width = (int)v;
-        if (nvml.max_gen && nvml.max_gen(dev, &v) == NVML_SUCCESS)
+        if (nvml->max_gen && nvml->max_gen(dev, &v) == NVML_SUCCESS)
                 st->max_gen = (int)v;
-        if (nvml.max_width && nvml.max_width(dev, &v) == NVML_SUCCESS)
+        if (nvml->max_width && nvml->max_width(dev, &v) == NVML_SUCCESS)
                 st->max_width = (int)v;
-        if (nvml.replay && nvml.replay(dev, &v) == NVML_SUCCESS)
+        if (nvml->replay && nvml->replay(dev, &v) == NVML_SUCCESS)
                 st->replay_counter = v;
 }
 
@@ -244,7 +189,7 @@ static void fake_query(int index, struct gpu_state *st)
 {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
-        char key[16];
+        char key[DECIMAL_STR_MAX(int)];
         json_error_t err;
         json_t *all, *o;
         int r;
@@ -291,7 +236,7 @@ void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, pid_t node_
         if (fake_index >= 0) {
                 st.why[0] = '\0';
                 fake_query(fake_index, &st);
-        } else if (nvml_ready && uuid) {
+        } else if (nvml && uuid) {
                 st.why[0] = '\0';
                 nvml_query(uuid, own_pid, node_pid, &st);
         }

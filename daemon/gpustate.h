@@ -14,13 +14,19 @@
 
 struct umd_config;
 
+/* "exclusive_process", the longest compute mode, and room for what a fake file says. */
+#define GPU_STATE_MODE_MAX 24
+/* An NVML failure with its dlerror() or a UUID ("NVML does not know GPU-…: …"). */
+#define GPU_STATE_WHY_MAX 160
+
 struct gpu_state {
-        bool known;            /* false: nothing could be read; why says so */
-        int other_processes;   /* compute processes not umd's; -1 unknown */
-        char compute_mode[24]; /* "default", "exclusive_process", "prohibited", "" unknown */
+        bool known;          /* false: nothing could be read; why says so */
+        int other_processes; /* compute processes not umd's; -1 unknown */
+        /* "default", "exclusive_process", "prohibited", "" unknown */
+        char compute_mode[GPU_STATE_MODE_MAX];
         int current_gen, current_width, max_gen, max_width; /* -1 unknown */
         long long replay_counter;                           /* -1 unknown */
-        char why[160];                                      /* what is unknown, and why */
+        char why[GPU_STATE_WHY_MAX];                        /* what is unknown, and why */
 };
 
 /* Load NVML where there are real devices (a failure is logged once and kept as the reason).

@@ -361,6 +361,14 @@ static void family_print(FILE *f, const char *name, const struct family *fam)
                 fprintf(f, "%s{%s} %.17g\n", name, fam->s[i].labels, fam->s[i].value);
 }
 
+/* A family whose series were pushed: its HELP and TYPE lines, then the series. */
+static void family_emit(FILE *f, const char *name, const char *type, const char *help,
+                        const struct family *fam)
+{
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+        family_print(f, name, fam);
+}
+
 char *core_metrics_text(size_t *ret_len)
 {
         char *buf = NULL;
@@ -460,15 +468,15 @@ char *core_metrics_text(size_t *ret_len)
         unsigned node_restarts = msup ? supervisor_restarts(msup, devices_count()) : 0;
         unsigned node_crashes = msup ? supervisor_crashes(msup, devices_count()) : 0;
         pthread_mutex_lock(&mlock);
-        fprintf(f, "# HELP umd_health_bandwidth_bytes_per_second The last canonical, undisturbed "
-                   "health check's fleet figures per GPU (h2d, d2h, d2d, peer), labelled with the "
-                   "slot's link capability, for comparison with the GPU's peers.\n"
-                   "# TYPE umd_health_bandwidth_bytes_per_second gauge\n");
-        family_print(f, "umd_health_bandwidth_bytes_per_second", &health_bw);
-        fprintf(f, "# HELP umd_health_check_contended 1 when the GPU's last canonical health check "
-                   "was disturbed by another process (its figures were not taken).\n"
-                   "# TYPE umd_health_check_contended gauge\n");
-        family_print(f, "umd_health_check_contended", &health_contended);
+        family_emit(
+            f, "umd_health_bandwidth_bytes_per_second", "gauge",
+            "The last canonical, undisturbed health check's fleet figures per GPU (h2d, d2h, d2d, "
+            "peer), labelled with the slot's link capability, for comparison with the GPU's peers.",
+            &health_bw);
+        family_emit(f, "umd_health_check_contended", "gauge",
+                    "1 when the GPU's last canonical health check was disturbed by another process "
+                    "(its figures were not taken).",
+                    &health_contended);
         if (node_known) {
                 static const char *const verdicts[] = {"pass", "warn", "fail"};
 
@@ -502,12 +510,10 @@ char *core_metrics_text(size_t *ret_len)
                                         verdicts[k], strcmp(node_verdict, verdicts[k]) == 0);
                 }
         }
-        fprintf(f, "# HELP umd_http_requests_total HTTP requests answered, by route, method and "
-                   "status.\n# TYPE umd_http_requests_total counter\n");
-        family_print(f, "umd_http_requests_total", &http_requests);
-        fprintf(f, "# HELP umd_jobs_finished_total Jobs that reached a final state.\n"
-                   "# TYPE umd_jobs_finished_total counter\n");
-        family_print(f, "umd_jobs_finished_total", &jobs_finished);
+        family_emit(f, "umd_http_requests_total", "counter",
+                    "HTTP requests answered, by route, method and status.", &http_requests);
+        family_emit(f, "umd_jobs_finished_total", "counter", "Jobs that reached a final state.",
+                    &jobs_finished);
         fprintf(f, "# HELP umd_job_duration_seconds Time from submission to a final state.\n"
                    "# TYPE umd_job_duration_seconds histogram\n");
         unsigned long long cum = 0;
@@ -520,17 +526,16 @@ char *core_metrics_text(size_t *ret_len)
                 "umd_job_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
                 "umd_job_duration_seconds_sum %.6f\numd_job_duration_seconds_count %llu\n",
                 duration_count, duration_sum, duration_count);
-        fprintf(f, "# HELP umd_bandwidth_bytes_per_second Last measured bandwidth (at the median "
-                   "sample) per device, benchmark and mode.\n"
-                   "# TYPE umd_bandwidth_bytes_per_second gauge\n");
-        family_print(f, "umd_bandwidth_bytes_per_second", &bandwidth);
-        fprintf(f, "# HELP umd_latency_seconds Last measured latency (median sample) per device, "
-                   "benchmark and latency mode.\n# TYPE umd_latency_seconds gauge\n");
-        family_print(f, "umd_latency_seconds", &latency);
-        fprintf(f, "# HELP umd_measurement_timestamp_seconds Unix time of the last measurement "
-                   "per device, benchmark and mode.\n"
-                   "# TYPE umd_measurement_timestamp_seconds gauge\n");
-        family_print(f, "umd_measurement_timestamp_seconds", &measured_at);
+        family_emit(
+            f, "umd_bandwidth_bytes_per_second", "gauge",
+            "Last measured bandwidth (at the median sample) per device, benchmark and mode.",
+            &bandwidth);
+        family_emit(f, "umd_latency_seconds", "gauge",
+                    "Last measured latency (median sample) per device, benchmark and latency mode.",
+                    &latency);
+        family_emit(f, "umd_measurement_timestamp_seconds", "gauge",
+                    "Unix time of the last measurement per device, benchmark and mode.",
+                    &measured_at);
         fprintf(f,
                 "# HELP umd_metrics_series_dropped_total Measurements not exported because their "
                 "device already has %d modes.\n# TYPE umd_metrics_series_dropped_total counter\n"

@@ -4,16 +4,15 @@
 #include "models.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <ini.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "log.h"
 #include "util.h"
 
@@ -183,29 +182,20 @@ static int read_line(void *user, const char *section, const char *key, const cha
 /* The file's entries into rd (a missing file leaves rd empty and returns 0). */
 static int read_file(const char *path, struct reader *rd)
 {
-        struct stat sb;
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        FILE *f = NULL;
+        int r = fopen_regular(path, &f);
 
-        if (fd < 0 && errno == ENOENT) {
+        if (r == -ENOENT) {
                 log_debug("no GPU model file %s: the shipped model table alone", path);
                 return 0;
         }
-        if (fd < 0 || fstat(fd, &sb) < 0) {
-                int r = -errno;
-                fprintf(stderr, "umd: cannot read GPU model file %s: %s\n", path, strerror(-r));
-                if (fd >= 0)
-                        close(fd);
-                return r;
-        }
-        if (!S_ISREG(sb.st_mode)) {
+        if (r == -EISDIR || r == -EBADFD) {
                 fprintf(stderr, "umd: GPU model file %s: not a regular file\n", path);
-                close(fd);
                 return -EINVAL;
         }
-        FILE *f = fdopen(fd, "re");
-        if (!f) {
-                close(fd);
-                return -ENOMEM;
+        if (r < 0) {
+                fprintf(stderr, "umd: cannot read GPU model file %s: %s\n", path, strerror(-r));
+                return r;
         }
         int line = ini_parse_file(f, read_line, rd);
         fclose(f);

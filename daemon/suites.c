@@ -325,14 +325,7 @@ static json_t *pipe_point_summary(const json_t *result, const char *suffix, json
 
 static const json_t *strategy_in(const json_t *point, const char *s)
 {
-        size_t i;
-        json_t *x;
-        json_array_foreach(json_object_get(point, "strategies"), i, x)
-        {
-                if (strcmp(json_string_value(json_object_get(x, "strategy")), s) == 0)
-                        return x;
-        }
-        return NULL;
+        return json_array_find(json_object_get(point, "strategies"), "strategy", s);
 }
 
 static json_t *pipeline_summary(const json_t *result)

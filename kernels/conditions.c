@@ -1,77 +1,23 @@
-/* Conditions of a run (see conditions.h). NVML is dlopen'ed, with the few types it needs
- * declared here (nvml.h is not in every toolkit install; daemon/gpustate.c does the same): a
- * worker on a machine without it still runs and says what it could not read. */
+/* Conditions of a run (see conditions.h). NVML comes through common/nvml.h, loaded at run time:
+ * a worker on a machine without it still runs and says what it could not read. */
 #include "conditions.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fileio.h"
+#include "nvml.h"
 #include "util.h"
 
 #include <fcntl.h>
 
-#define NVML_SUCCESS     0
-#define NVML_CLOCK_GRAPH 0
-#define NVML_CLOCK_SM    1
-#define NVML_CLOCK_MEM   2
-#define UVM_PARAMS_MAX   64
-#define UVM_VALUE_MAX    256
-
-typedef int nvml_return;
-typedef struct nvml_device *nvml_device;
-
-static struct {
-        nvml_return (*init)(void);
-        const char *(*error_string)(nvml_return);
-        nvml_return (*by_uuid)(const char *, nvml_device *);
-        nvml_return (*clock)(nvml_device, int, unsigned *);
-        nvml_return (*max_clock)(nvml_device, int, unsigned *);
-        nvml_return (*reasons)(nvml_device, unsigned long long *);
-        nvml_return (*temperature)(nvml_device, int, unsigned *);
-        nvml_return (*power)(nvml_device, unsigned *);
-} nvml;
-
-static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
-static char nvml_why[160];
-static bool nvml_ready;
-
-static void nvml_load(void)
-{
-        void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-                snprintf(nvml_why, sizeof(nvml_why), "NVML unavailable (libnvidia-ml.so.1: %s)",
-                         dlerror());
-                return;
-        }
-        nvml.init = dlsym(h, "nvmlInit_v2");
-        nvml.error_string = dlsym(h, "nvmlErrorString");
-        nvml.by_uuid = dlsym(h, "nvmlDeviceGetHandleByUUID");
-        nvml.clock = dlsym(h, "nvmlDeviceGetClockInfo");
-        nvml.max_clock = dlsym(h, "nvmlDeviceGetMaxClockInfo");
-        /* Renamed "clocks event reasons" in newer drivers; the old name stays as an alias. */
-        nvml.reasons = dlsym(h, "nvmlDeviceGetCurrentClocksEventReasons");
-        if (!nvml.reasons)
-                nvml.reasons = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
-        nvml.temperature = dlsym(h, "nvmlDeviceGetTemperature");
-        nvml.power = dlsym(h, "nvmlDeviceGetPowerUsage");
-        if (!nvml.init || !nvml.by_uuid) {
-                snprintf(nvml_why, sizeof(nvml_why), "NVML too old (missing entry points)");
-                return;
-        }
-        nvml_return r = nvml.init();
-        if (r != NVML_SUCCESS) {
-                snprintf(nvml_why, sizeof(nvml_why), "NVML init failed: %s",
-                         nvml.error_string ? nvml.error_string(r) : "error");
-                return;
-        }
-        nvml_ready = true;
-}
+#define UVM_PARAMS_MAX 64
+#define UVM_VALUE_MAX  256
+#define SYSFS_ATTR_MAX 4096 /* sysfs says 4096 bytes for every attribute, whatever it holds */
 
 json_t *conditions_throttle_words(unsigned long long mask)
 {
@@ -109,33 +55,34 @@ static json_t *uint_or_null(nvml_return r, unsigned v)
 
 json_t *conditions_gpu(const char *uuid)
 {
+        const struct nvml_api *nvml = NULL;
+        const char *why = NULL;
         nvml_device d;
         unsigned v = 0;
         unsigned long long mask = 0;
         nvml_return r;
 
-        pthread_once(&nvml_once, nvml_load);
-        if (!nvml_ready)
-                return json_pack("{s:s}", "unavailable", nvml_why);
-        if (!uuid || nvml.by_uuid(uuid, &d) != NVML_SUCCESS)
+        if (nvml_open(&nvml, &why) < 0)
+                return json_pack("{s:s}", "unavailable", why);
+        if (!uuid || nvml->by_uuid(uuid, &d) != NVML_SUCCESS)
                 return json_pack("{s:s}", "unavailable", "NVML does not know this GPU's UUID");
         json_t *o = json_object();
         if (!o)
                 return NULL;
 #define FIELD(key, fn, ...)                                                                        \
         do {                                                                                       \
-                r = nvml.fn ? nvml.fn(d, __VA_ARGS__) : -1;                                        \
+                r = nvml->fn ? nvml->fn(d, __VA_ARGS__) : -1;                                      \
                 json_object_set_new(o, key, uint_or_null(r, v));                                   \
         } while (0)
         FIELD("sm_clock_mhz", clock, NVML_CLOCK_SM, &v);
         FIELD("memory_clock_mhz", clock, NVML_CLOCK_MEM, &v);
         FIELD("graphics_clock_mhz", clock, NVML_CLOCK_GRAPH, &v);
         FIELD("max_sm_clock_mhz", max_clock, NVML_CLOCK_SM, &v);
-        FIELD("temperature_c", temperature, 0, &v);
-        r = nvml.power ? nvml.power(d, &v) : -1;
+        FIELD("temperature_c", temperature, NVML_TEMPERATURE_GPU, &v);
+        r = nvml->power ? nvml->power(d, &v) : -1;
         json_object_set_new(o, "power_w", r == NVML_SUCCESS ? json_real(v / 1000.0) : json_null());
 #undef FIELD
-        r = nvml.reasons ? nvml.reasons(d, &mask) : -1;
+        r = nvml->reasons ? nvml->reasons(d, &mask) : -1;
         if (r == NVML_SUCCESS) {
                 json_object_set_new(o, "throttle_reasons", conditions_throttle_words(mask));
                 json_object_set_new(o, "throttle_mask", json_integer((json_int_t)mask));
@@ -173,14 +120,13 @@ json_t *conditions_uvm_params(const char *dir, const char **ret_why)
         }
         o = json_object();
         while (o && (e = readdir(d)) && n < UVM_PARAMS_MAX) {
-                char path[512], *buf = NULL;
+                char path[PATH_MAX], *buf = NULL;
                 size_t len = 0;
                 if (e->d_name[0] == '.')
                         continue;
                 snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
                 /* Some parameters are write-only or root-only: null says so. */
-                /* sysfs says 4096 bytes for every attribute, whatever it holds. */
-                if (read_file_at(AT_FDCWD, path, 4096, &buf, &len) < 0)
+                if (read_file_at(AT_FDCWD, path, SYSFS_ATTR_MAX, &buf, &len) < 0)
                         json_object_set_new(o, e->d_name, json_null());
                 else
                         json_object_set_new(o, e->d_name, param_value(buf));

@@ -1,14 +1,13 @@
 /* The explain pass's CUPTI side (see explain.h). libcupti is dlopen'ed, never linked: the
  * worker must run where only the driver is installed. Only the activity API's Unified Memory
  * counters are used; the types come from the toolkit's cupti_activity.h (the ABI of these
- * records is stable), the entry points from a table filled by dlsym.
+ * records is stable), the entry points from a table that common/dlib.h resolves.
  *
  * CUPTI hands records back in buffers it asks for and returns through two callbacks, which may
  * run on CUPTI's own thread: the totals they add to are guarded by a mutex. */
 #include "explain.h"
 
 #include <cupti_activity.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -18,10 +17,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "dlib.h"
+#include "util.h"
+
 #define EXPLAIN_BUFFER_BYTES  (8u << 20)
 #define EXPLAIN_POLL_MS       20
 #define EXPLAIN_QUIET_MS      500.0  /* no new event this long: CUPTI has handed everything back */
 #define EXPLAIN_SETTLE_MAX_MS 5000.0 /* give up waiting (reported as "settled": false) */
+/* CUpti_ActivityUnifiedMemoryCounterKind's kinds, 1 to 7 (BYTES_TRANSFER_HTOD to REMOTE_MAP) */
+#define UM_COUNTER_KINDS 7
+/* CUpti_ActivityUnifiedMemoryMigrationCause: unknown, user, coherence, prefetch, eviction,
+ * access counters */
+#define UM_CAUSES 6
+/* CUpti_ActivityUnifiedMemoryAccessType: unknown, read, write, atomic, prefetch */
+#define UM_ACCESS_TYPES 5
 
 static struct {
         CUptiResult (*configure)(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t);
@@ -37,8 +46,8 @@ static struct {
 
 struct totals {
         uint64_t bytes[2], migrations[2]; /* [0] HtoD, [1] DtoH */
-        uint64_t htod_by_cause[6];
-        uint64_t gpu_faults, gpu_fault_records, gpu_by_access[5];
+        uint64_t htod_by_cause[UM_CAUSES];
+        uint64_t gpu_faults, gpu_fault_records, gpu_by_access[UM_ACCESS_TYPES];
         uint64_t cpu_faults;
         uint64_t thrashing, thrashing_bytes, throttling, remote_map, remote_map_bytes;
         uint64_t dropped;
@@ -48,7 +57,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct totals totals;
 static void *handle;
 static bool loaded, callbacks_registered;
-static char why[256];
+static char why[DLIB_WHY_MAX + 64]; /* a dlerror() and the words around it */
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
@@ -63,7 +72,7 @@ static void add_record(const CUpti_ActivityUnifiedMemoryCounter3 *r)
         case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD:
                 totals.bytes[0] += r->value;
                 totals.migrations[0]++;
-                if (r->flags < 6)
+                if (r->flags < UM_CAUSES)
                         totals.htod_by_cause[r->flags] += r->value;
                 break;
         case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH:
@@ -74,7 +83,7 @@ static void add_record(const CUpti_ActivityUnifiedMemoryCounter3 *r)
                 /* value: faults grouped on one page */
                 totals.gpu_faults += r->value;
                 totals.gpu_fault_records++;
-                totals.gpu_by_access[r->flags < 5 ? r->flags : 0] += r->value;
+                totals.gpu_by_access[r->flags < UM_ACCESS_TYPES ? r->flags : 0] += r->value;
                 break;
         case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT:
                 totals.cpu_faults++; /* value is the faulting instruction's address */
@@ -131,33 +140,28 @@ static const char *const cupti_paths[] = {
 
 static int load(void)
 {
-        const char *err = "not found";
+        const struct dlib_sym syms[] = {
+            {"cuptiActivityConfigureUnifiedMemoryCounter", NULL, (void **)&cupti.configure, false},
+            {"cuptiActivityEnable", NULL, (void **)&cupti.enable, false},
+            {"cuptiActivityDisable", NULL, (void **)&cupti.disable, false},
+            {"cuptiActivityRegisterCallbacks", NULL, (void **)&cupti.register_callbacks, false},
+            {"cuptiActivityFlushAll", NULL, (void **)&cupti.flush_all, false},
+            {"cuptiActivityGetNextRecord", NULL, (void **)&cupti.next_record, false},
+            {"cuptiActivityGetNumDroppedRecords", NULL, (void **)&cupti.dropped, true},
+            {"cuptiGetResultString", NULL, (void **)&cupti.result_string, true},
+        };
+        char err[DLIB_WHY_MAX];
 
         if (loaded)
                 return 0;
-        if (!handle) {
-                for (size_t i = 0; !handle && i < sizeof(cupti_paths) / sizeof(cupti_paths[0]);
-                     i++) {
-                        handle = dlopen(cupti_paths[i], RTLD_NOW | RTLD_LOCAL);
-                        if (!handle)
-                                err = dlerror();
-                }
-                if (!handle) {
-                        snprintf(why, sizeof(why), "CUPTI not found (libcupti.so: %s)", err);
-                        return -ENOENT;
-                }
+        if (!handle &&
+            dlib_open(cupti_paths, ELEMENTSOF(cupti_paths), &handle, err, sizeof(err)) < 0) {
+                snprintf(why, sizeof(why), "CUPTI not found (libcupti.so: %s)", err);
+                return -ENOENT;
         }
-        cupti.configure = dlsym(handle, "cuptiActivityConfigureUnifiedMemoryCounter");
-        cupti.enable = dlsym(handle, "cuptiActivityEnable");
-        cupti.disable = dlsym(handle, "cuptiActivityDisable");
-        cupti.register_callbacks = dlsym(handle, "cuptiActivityRegisterCallbacks");
-        cupti.flush_all = dlsym(handle, "cuptiActivityFlushAll");
-        cupti.next_record = dlsym(handle, "cuptiActivityGetNextRecord");
-        cupti.dropped = dlsym(handle, "cuptiActivityGetNumDroppedRecords");
-        cupti.result_string = dlsym(handle, "cuptiGetResultString");
-        if (!cupti.configure || !cupti.enable || !cupti.disable || !cupti.register_callbacks ||
-            !cupti.flush_all || !cupti.next_record) {
-                snprintf(why, sizeof(why), "CUPTI too old: no Unified Memory counter entry points");
+        if (dlib_resolve(handle, syms, ELEMENTSOF(syms), err, sizeof(err)) < 0) {
+                snprintf(why, sizeof(why),
+                         "CUPTI too old: no Unified Memory counter entry points (%s)", err);
                 return -ENOTSUP;
         }
         loaded = true;
@@ -166,7 +170,7 @@ static int load(void)
 
 int explain_begin(const char **ret_why)
 {
-        CUpti_ActivityUnifiedMemoryCounterConfig cfg[7];
+        CUpti_ActivityUnifiedMemoryCounterConfig cfg[UM_COUNTER_KINDS];
         CUptiResult cr;
         int r = load();
 
@@ -184,13 +188,13 @@ int explain_begin(const char **ret_why)
                 }
                 callbacks_registered = true;
         }
-        for (int k = 0; k < 7; k++)
+        for (int k = 0; k < UM_COUNTER_KINDS; k++)
                 cfg[k] = (CUpti_ActivityUnifiedMemoryCounterConfig){
                     .scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_ALL_DEVICES,
                     .kind = (CUpti_ActivityUnifiedMemoryCounterKind)(k + 1),
                     .deviceId = 0,
                     .enable = 1};
-        cr = cupti.configure(cfg, 7);
+        cr = cupti.configure(cfg, UM_COUNTER_KINDS);
         if (cr == CUPTI_SUCCESS)
                 cr = cupti.enable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
         if (cr != CUPTI_SUCCESS) {
@@ -306,7 +310,7 @@ json_t *explain_end(void)
 
 json_t *explain_unavailable(const char *reason)
 {
-        char buf[320];
+        char buf[sizeof(why) + 64]; /* "explanation unavailable: " and a why */
         snprintf(buf, sizeof(buf), "explanation unavailable: %s", reason ? reason : "unknown");
         return json_pack("{s:b, s:s}", "available", 0, "why", buf);
 }

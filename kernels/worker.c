@@ -93,17 +93,6 @@ static int send_msg(struct worker *w, json_t *msg)
         return r;
 }
 
-static void deadline_after(struct timespec *ts, unsigned ms)
-{
-        clock_gettime(CLOCK_MONOTONIC, ts);
-        ts->tv_sec += ms / 1000;
-        ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts->tv_nsec >= 1000000000L) {
-                ts->tv_sec++;
-                ts->tv_nsec -= 1000000000L;
-        }
-}
-
 static void *heartbeat_main(void *arg)
 {
         struct worker *w = arg;
@@ -113,7 +102,7 @@ static void *heartbeat_main(void *arg)
                 struct timespec ts;
                 bool busy;
 
-                deadline_after(&ts, w->heartbeat_ms);
+                deadline_after_ms(CLOCK_MONOTONIC, w->heartbeat_ms, &ts);
                 while (!w->stopping && pthread_cond_timedwait(&w->cond, &w->lock, &ts) == 0)
                         ;
                 if (w->stopping)
@@ -194,7 +183,7 @@ static void *runner_main(void *arg)
                                 pthread_cond_wait(&w->cond, &w->lock);
                                 continue;
                         }
-                        deadline_after(&ts, (unsigned)w->pool_idle_ms);
+                        deadline_after_ms(CLOCK_MONOTONIC, (unsigned)w->pool_idle_ms, &ts);
                         if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT &&
                             !w->pending && !w->stopping)
                                 release_pool(w);
@@ -373,7 +362,7 @@ static int serve(struct worker *w)
         {
                 struct timespec ts;
 
-                deadline_after(&ts, SHUTDOWN_WAIT_MS);
+                deadline_after_ms(CLOCK_MONOTONIC, SHUTDOWN_WAIT_MS, &ts);
                 while (!w->runner_done && pthread_cond_timedwait(&w->cond, &w->lock, &ts) == 0)
                         ;
         }

@@ -152,6 +152,17 @@ def job(jid, state="succeeded", parts=None, benchmark="health"):
             "parts": parts if parts is not None else [part()]}
 
 
+def accepted_then_hanging(jid):
+    """A handler that accepts the canonical check (202, its part queued) and then never answers
+    again: the wait for a verdict must end by itself."""
+    def handler(req):
+        if req.method == "POST":
+            return (202, "application/json", job(jid, state="queued",
+                                                  parts=[part(state="queued", verdict=None)]))
+        return HANG
+    return handler
+
+
 def device(index=0, name="NVIDIA H200 (fake)", paused=False, last_health=None):
     return {"uuid": UUID0[:-1] + str(index), "index": index, "name": name,
             "state": "paused" if paused else "idle", "fake": True, "warm": False,

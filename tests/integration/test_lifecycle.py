@@ -69,6 +69,22 @@ def test_bad_flag_exits_2(umd_run):
     assert len(r.stderr.strip().splitlines()) <= 2, r.stderr
 
 
+def test_flags_getopt_would_guess_at_exit_2(umd_run):
+    """umd names an option exactly: no abbreviations, no run-together short options, no
+    operands; each is one line naming what was refused."""
+    for args, said in ((["--max-job", "3"], "unknown option '--max-job'"),
+                       (["-hV"], "unknown option '-hV'"),
+                       (["stray"], "unknown option 'stray'"),
+                       (["--"], "unknown option '--'"),
+                       (["--state-dir"], "--state-dir needs a value"),
+                       (["-c"], "-c needs a file")):
+        r = umd_run(args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert said in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.stdout == "", (args, r.stdout)
+
+
 def test_bad_flag_values_exit_2(umd_run, tmp_path):
     for args, word in ((["--listen", "nonsense"], "nonsense"),
                        (["--listen", "127.0.0.1:99999"], "99999"),

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from hostile import CLOSE, HANG, TRICKLE, Hostile, device, job, job_id, part, problem
+from hostile import (CLOSE, HANG, TRICKLE, Hostile, accepted_then_hanging, device, job, job_id,
+                     part, problem)
 from test_umdctl import HEALTHCHECK, NHC, UMDCTL, env, fake_scontrol
 
 HTML_503 = (503, "text/html", "<html><head><title>503 Service Unavailable</title></head>"
@@ -241,14 +242,7 @@ def test_a_connection_closed_without_an_answer_is_unreachable():
 
 
 def test_slurm_mode_ends_inside_slurms_60_s_with_its_default_timeout(tmp_path):
-    jid = job_id()
-
-    def handler(req):
-        if req.method == "POST":
-            return (202, "application/json", job(jid, state="queued",
-                                                  parts=[part(state="queued", verdict=None)]))
-        return HANG
-    with Hostile(handler) as h:
+    with Hostile(accepted_then_hanging(job_id())) as h:
         p, took = timed(lambda: no_drain(h.url, tmp_path))
     assert took < 50, took
     assert "UNKNOWN" in p.stdout, p.stdout

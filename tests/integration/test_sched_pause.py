@@ -48,6 +48,20 @@ def pause_during_pairs(d):
     return job
 
 
+def run_while_pausing(d, argv, **kw):
+    """argv run while the pairs part runs and GPU 1 is paused under it: its exit status,
+    stdout and stderr."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    try:
+        pause_during_pairs(d)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, out, err
+
+
 def test_a_pause_cancels_the_node_part_saying_which_gpu(umd, tmp_path):
     d = slow_pairs(umd, tmp_path)
     uuid1 = d.get("/v1/devices").json()[1]["uuid"]
@@ -70,16 +84,9 @@ def test_a_cancel_asked_for_is_not_called_a_pause(umd, tmp_path):
 
 def test_umdctl_health_calls_pairs_cancelled_by_a_pause_unknown(umd, tmp_path):
     d = slow_pairs(umd, tmp_path)
-    p = subprocess.Popen([UMDCTL, "--url", d.base_url, "health", "--timeout", "8s"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-    try:
-        pause_during_pairs(d)
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 4, out + err
+    rc, out, err = run_while_pausing(d, [UMDCTL, "--url", d.base_url, "health", "--timeout", "8s"],
+                                     env=env())
+    assert rc == 4, out + err
     assert "GPU pairs (every GPU) UNKNOWN: the check could not run: cancelled: device paused: " \
         "GPU 1" in out, out
     assert "GPU 1 " in out and "device paused: slurm job 42" in out, out  # held by the pause
@@ -92,15 +99,8 @@ def test_slurm_mode_does_not_drain_when_a_pause_cancels_the_pairs(umd, tmp_path)
     scontrol.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\n')
     scontrol.chmod(0o755)
     d = slow_pairs(umd, tmp_path)
-    p = subprocess.Popen(["/bin/sh", str(HEALTHCHECK), "--url", d.base_url, "--mode", "slurm",
-                          "--timeout", "8s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env(SCONTROL=str(scontrol), SLURMD_NODENAME="node7"))
-    try:
-        pause_during_pairs(d)
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 0, out + err
+    rc, out, err = run_while_pausing(
+        d, ["/bin/sh", str(HEALTHCHECK), "--url", d.base_url, "--mode", "slurm", "--timeout", "8s"],
+        env=env(SCONTROL=str(scontrol), SLURMD_NODENAME="node7"))
+    assert rc == 0, out + err
     assert "UNKNOWN" in out and not log.exists(), out

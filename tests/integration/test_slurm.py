@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port
-from hostile import HANG, Hostile, job, job_id, part
+from hostile import HANG, Hostile, accepted_then_hanging, job, job_id
 from test_jobs import submit
 from test_sched_pause import pairs_final, pause_during_pairs
 from test_umdctl import HEALTHCHECK, UMDCTL
@@ -281,14 +281,7 @@ def test_something_other_than_umd_answering_does_not_drain_the_node(slurm, what)
 
 
 def test_a_check_accepted_then_hanging_ends_and_does_not_drain(slurm):
-    jid = job_id()
-
-    def handler(req):
-        if req.method == "POST":
-            return (202, "application/json", job(jid, state="queued",
-                                                  parts=[part(state="queued", verdict=None)]))
-        return HANG
-    with Hostile(handler) as h:
+    with Hostile(accepted_then_hanging(job_id())) as h:
         slurm.check_against(h.url)
         slurm.wait_runs(2)
         state, reason = slurm.node()

@@ -151,6 +151,19 @@ def test_errors_are_one_line_with_their_exit_codes(umd):
     assert ctl(d, "--help").returncode == 0
 
 
+def test_bad_options_are_one_line_and_exit_2():
+    for args, said in ((["ls", "--lim", "3"], "unknown option '--lim'"),
+                       (["ls", "--json=1"], "--json takes no value"),
+                       (["ls", "--status"], "--status needs a value"),
+                       (["devices", "--wait"], "--wait does not apply to 'devices'"),
+                       (["-hV"], "unknown command '-hV'"),
+                       (["--bogus", "ls"], "unknown option '--bogus'")):
+        p = ctl(None, "--url", "http://127.0.0.1:9", *args)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.count("\n") == 1 and said in p.stderr, (args, p.stderr)
+        assert p.stdout == "", (args, p.stdout)
+
+
 def test_url_from_the_environment_and_the_unix_socket(umd, tmp_path):
     sock = tmp_path / "u.sock"
     if len(str(sock)) > 100:

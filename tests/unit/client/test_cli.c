@@ -161,6 +161,35 @@ static void test_usage_errors(void **state)
         umdctl_args_free(&a);
 }
 
+/* getopt_long reads the line now; what it would guess at (abbreviations, a value given to a
+ * flag, run-together short options) is refused as before, and one dash is an operand. */
+static void test_getopt_guesses_are_refused(void **state)
+{
+        struct umdctl_args a;
+        assert_int_equal(PARSE(&a, "ls", "--lim", "3"), -EINVAL); /* abbreviation */
+        umdctl_args_free(&a);
+        assert_int_equal(PARSE(&a, "ls", "--json=1"), -EINVAL); /* takes no value */
+        umdctl_args_free(&a);
+        assert_int_equal(PARSE(&a, "ls", "--help=1"), -EINVAL);
+        umdctl_args_free(&a);
+        assert_int_equal(PARSE(&a, "-hV"), -EINVAL); /* an unknown command, not help */
+        umdctl_args_free(&a);
+        assert_int_equal(PARSE(&a, "ls", "--"), 0);
+        umdctl_args_free(&a);
+        assert_int_equal(PARSE(&a, "--", "ls"), -EINVAL); /* the command comes before -- */
+        umdctl_args_free(&a);
+        assert_int_equal(PARSE(&a, "show", "-x"), 0);
+        assert_string_equal(a.target, "-x");
+        umdctl_args_free(&a);
+        assert_int_equal(PARSE(&a, "show", "--", "--wait"), 0);
+        assert_string_equal(a.target, "--wait");
+        assert_false(a.wait);
+        umdctl_args_free(&a);
+        assert_int_equal(PARSE(&a, "--url", "--help", "ls"), 0); /* a value, whatever it says */
+        assert_string_equal(a.url, "--help");
+        umdctl_args_free(&a);
+}
+
 static void test_ls_filters(void **state)
 {
         struct umdctl_args a;
@@ -180,6 +209,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_durations_take_units_and_plain_seconds),
+            cmocka_unit_test(test_getopt_guesses_are_refused),
             cmocka_unit_test(test_bad_durations_are_rejected_and_leave_the_output),
             cmocka_unit_test(test_params_are_typed_labels_are_strings),
             cmocka_unit_test(test_devices_one_several_or_all),

@@ -232,6 +232,39 @@ static void test_read_file_at_missing_and_directory(void **state)
         assert_null(data);
 }
 
+/* The stream config.c and models.c parse: a regular file, and nothing else, without blocking. */
+static void test_fopen_regular_takes_only_regular_files(void **state)
+{
+        struct fx *f = *state;
+        FILE *keep = (FILE *)f, *in = keep;
+        char *path = NULL, buf[8] = "";
+
+        assert_int_equal(write_file_atomic(f->dirfd, "a", "x=1\n", 4), 0);
+        assert_true(asprintf(&path, "%s/a", f->path) > 0);
+        assert_int_equal(fopen_regular(path, &in), 0);
+        assert_non_null(fgets(buf, sizeof(buf), in));
+        assert_string_equal(buf, "x=1\n");
+        fclose(in);
+        free(path);
+
+        in = keep;
+        assert_int_equal(mkdirat(f->dirfd, "d", 0700), 0);
+        assert_int_equal(mkfifoat(f->dirfd, "fifo", 0600), 0);
+        assert_true(asprintf(&path, "%s/d", f->path) > 0);
+        assert_int_equal(fopen_regular(path, &in), -EISDIR);
+        free(path);
+        assert_true(asprintf(&path, "%s/fifo", f->path) > 0);
+        alarm(5);
+        assert_int_equal(fopen_regular(path, &in), -EBADFD);
+        alarm(0);
+        free(path);
+        assert_true(asprintf(&path, "%s/nope", f->path) > 0);
+        assert_int_equal(fopen_regular(path, &in), -ENOENT);
+        free(path);
+        assert_ptr_equal(in, keep);
+        assert_int_equal(unlinkat(f->dirfd, "fifo", 0), 0);
+}
+
 static void test_mkdir_p_creates_nested_and_accepts_existing(void **state)
 {
         struct fx *f = *state;
@@ -275,6 +308,7 @@ int main(void)
             T(test_read_file_at_missing_and_directory),
             T(test_read_file_at_refuses_fifo_without_blocking),
             T(test_read_file_at_flags_nofollow),
+            T(test_fopen_regular_takes_only_regular_files),
             T(test_mkdir_p_creates_nested_and_accepts_existing),
             T(test_mkdir_p_file_in_the_way_is_enotdir),
         };

@@ -127,6 +127,22 @@ static void test_result_measurement_finds_by_name(void **state)
         json_decref(r);
 }
 
+static void test_array_find_takes_the_first_with_that_string(void **state)
+{
+        json_t *a = json_pack("[{s:i}, {s:i, s:i}, {s:s, s:i}, {s:s, s:i}]", "mode", 1, "mode", 2,
+                              "n", 0, "mode", "pinned", "n", 3, "mode", "pinned", "n", 4);
+
+        assert_int_equal(
+            json_integer_value(json_object_get(json_array_find(a, "mode", "pinned"), "n")), 3);
+        assert_null(json_array_find(a, "mode", "managed"));
+        assert_null(json_array_find(a, "mode", NULL));
+        json_t *o = json_object();
+        assert_null(json_array_find(o, "mode", "pinned")); /* not an array */
+        assert_null(json_array_find(NULL, "mode", "pinned"));
+        json_decref(o);
+        json_decref(a);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -137,6 +153,7 @@ int main(void)
             cmocka_unit_test(test_nul_byte_rejected),
             cmocka_unit_test(test_parse_needs_exact_length),
             cmocka_unit_test(test_dump_compact_sorts_keys),
+            cmocka_unit_test(test_array_find_takes_the_first_with_that_string),
             cmocka_unit_test(test_dump_pretty_ends_with_newline),
             cmocka_unit_test(test_result_measurement_finds_by_name),
         };

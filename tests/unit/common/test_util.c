@@ -1,10 +1,13 @@
-/* parse_uint64, format_rfc3339_ms, streq_ptr. */
+/* parse_uint64, format_rfc3339_ms, streq_ptr, deadline_after_ms, DECIMAL_STR_MAX. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <limits.h>
+#include <stdio.h>
+#include <time.h>
 
 #include "util.h"
 
@@ -66,6 +69,32 @@ static void test_streq_ptr(void **state)
         assert_false(streq_ptr("a", "b"));
 }
 
+static void test_deadline_after_ms_is_ahead_and_normalised(void **state)
+{
+        for (unsigned ms = 0; ms < 3000; ms += 333) {
+                struct timespec before, at;
+
+                clock_gettime(CLOCK_MONOTONIC, &before);
+                deadline_after_ms(CLOCK_MONOTONIC, ms, &at);
+                assert_true(at.tv_nsec >= 0 && at.tv_nsec < 1000000000L);
+                int64_t d = (int64_t)(at.tv_sec - before.tv_sec) * 1000000000LL +
+                            (at.tv_nsec - before.tv_nsec);
+                assert_true(d >= (int64_t)ms * 1000000LL);
+                assert_true(d < (int64_t)ms * 1000000LL + 1000000000LL);
+        }
+}
+
+static void test_decimal_str_max_holds_the_extremes(void **state)
+{
+        char i[DECIMAL_STR_MAX(int)], ll[DECIMAL_STR_MAX(long long)];
+        char u[DECIMAL_STR_MAX(uint64_t)];
+
+        assert_int_equal(snprintf(i, sizeof(i), "%d", INT_MIN), (int)sizeof(i) - 1);
+        assert_true(snprintf(ll, sizeof(ll), "%lld", LLONG_MIN) < (int)sizeof(ll));
+        assert_true(snprintf(u, sizeof(u), "%llu", (unsigned long long)UINT64_MAX) <
+                    (int)sizeof(u));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -75,6 +104,8 @@ int main(void)
             cmocka_unit_test(test_rfc3339_ms),
             cmocka_unit_test(test_clocks_move_forward),
             cmocka_unit_test(test_streq_ptr),
+            cmocka_unit_test(test_deadline_after_ms_is_ahead_and_normalised),
+            cmocka_unit_test(test_decimal_str_max_holds_the_extremes),
         };
 
         return cmocka_run_group_tests_name("util", tests, NULL, NULL);

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "health.h"
+#include "jsonutil.h"
 #include "pcie.h"
 #include "topology.h"
 
@@ -59,14 +60,7 @@ static json_t *expect_model(const char *name, int gen, int width, double memory,
 
 static const json_t *check_named(const json_t *v, const char *name)
 {
-        size_t i;
-        json_t *c;
-        json_array_foreach(json_object_get(v, "checks"), i, c)
-        {
-                if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
-                        return c;
-        }
-        return NULL;
+        return json_array_find(json_object_get(v, "checks"), "name", name);
 }
 
 static const char *check_field(const json_t *v, const char *name, const char *field)

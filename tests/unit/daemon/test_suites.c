@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "suites.h"
 
 static json_t *m(const char *name, double gbps, const char *direction)
@@ -28,15 +29,7 @@ static json_t *um_result(void)
 
 static const json_t *mode(const json_t *summary, const char *name)
 {
-        size_t i;
-        json_t *x;
-
-        json_array_foreach(json_object_get(summary, "modes"), i, x)
-        {
-                if (strcmp(json_string_value(json_object_get(x, "mode")), name) == 0)
-                        return x;
-        }
-        return NULL;
+        return json_array_find(json_object_get(summary, "modes"), "mode", name);
 }
 
 static void test_um_ratios_are_against_pinned_copy_and_kernel(void **state)
@@ -139,15 +132,7 @@ static json_t *pipe_result(void)
 
 static const json_t *strategy(const json_t *summary, const char *name)
 {
-        size_t i;
-        json_t *x;
-
-        json_array_foreach(json_object_get(summary, "strategies"), i, x)
-        {
-                if (strcmp(json_string_value(json_object_get(x, "strategy")), name) == 0)
-                        return x;
-        }
-        return NULL;
+        return json_array_find(json_object_get(summary, "strategies"), "strategy", name);
 }
 
 static double numf(const json_t *o, const char *k)
@@ -257,14 +242,7 @@ static json_t *sweep_result(void)
 
 static const json_t *curve(const json_t *s, const char *name)
 {
-        size_t i;
-        json_t *x;
-        json_array_foreach(json_object_get(s, "curves"), i, x)
-        {
-                if (strcmp(json_string_value(json_object_get(x, "strategy")), name) == 0)
-                        return x;
-        }
-        return NULL;
+        return json_array_find(json_object_get(s, "curves"), "strategy", name);
 }
 
 static void test_sweep_within_10pct_of_the_limit_or_never(void **state)

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "supervisor.h"
+#include "util.h"
 
 #define WAIT_MS 10000
 
@@ -80,24 +81,13 @@ static void on_state(void *userdata, size_t device, enum worker_state state, con
         pthread_mutex_unlock(&r->lock);
 }
 
-static void deadline_in(struct timespec *ts, unsigned ms)
-{
-        clock_gettime(CLOCK_REALTIME, ts);
-        ts->tv_sec += ms / 1000;
-        ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts->tv_nsec >= 1000000000L) {
-                ts->tv_sec++;
-                ts->tv_nsec -= 1000000000L;
-        }
-}
-
 /* Waits until device has entered `state` at least `times` times in all. */
 static void wait_entered(size_t device, enum worker_state state, unsigned times)
 {
         struct timespec ts;
         int r = 0;
 
-        deadline_in(&ts, WAIT_MS);
+        deadline_after_ms(CLOCK_REALTIME, WAIT_MS, &ts); /* the cond's default clock */
         pthread_mutex_lock(&rec.lock);
         while (rec.entered[device][state] < times && r == 0)
                 r = pthread_cond_timedwait(&rec.cond, &rec.lock, &ts);
@@ -115,7 +105,7 @@ static struct part wait_part(const char *job_id)
         bool found = false;
         int r = 0;
 
-        deadline_in(&ts, WAIT_MS);
+        deadline_after_ms(CLOCK_REALTIME, WAIT_MS, &ts); /* the cond's default clock */
         pthread_mutex_lock(&rec.lock);
         while (!found && r == 0) {
                 for (size_t i = 0; i < rec.n_parts; i++)
@@ -240,8 +230,8 @@ static void test_job_succeeds_on_each_device(void **state)
         struct supervisor *s = start(2);
         json_t *params = json_pack("{s:i, s:i}", "size", 1 << 20, "iterations", 3);
         /* job-a runs long enough for the second dispatch to find the worker busy. */
-        json_t *slow = json_pack("{s:i, s:i, s:i}", "size", 1 << 20, "iterations", 3,
-                                 "fake_delay_ms", 1000);
+        json_t *slow =
+            json_pack("{s:i, s:i, s:i}", "size", 1 << 20, "iterations", 3, "fake_delay_ms", 1000);
         struct part p;
 
         assert_true(supervisor_all_alive(s));

@@ -91,6 +91,41 @@ static void test_unknown_flag_is_rejected(void **state)
         config_free(&c);
 }
 
+/* getopt_long would take these; umd never did, and says "unknown option" instead. */
+static void test_abbreviations_operands_and_run_together_flags_are_rejected(void **state)
+{
+        const char *bad[][2] = {{"--max-job", "3"}, {"-hV", NULL},  {"-c/etc/umd.conf", NULL},
+                                {"stray", NULL},    {"--", NULL},   {"--help=1", NULL},
+                                {"-", NULL},        {"--wor", "/x"}};
+        struct umd_config c;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *argv[] = {"umd", bad[i][0], bad[i][1]};
+                assert_int_equal(parse(&c, bad[i][1] ? 3 : 2, argv), -EINVAL);
+                config_free(&c);
+        }
+}
+
+/* The file's spelling works as a flag too; a bool takes no value, an inline one, or a literal
+ * true/false as the next argument (anything else there is not its value). */
+static void test_underscores_and_bool_forms(void **state)
+{
+        struct umd_config c;
+        const char *argv[] = {"umd",   "--max_jobs=5", "--auth-reads",
+                              "false", "--placement",  "--require-auth-off-loopback=true"};
+
+        assert_int_equal(parse(&c, 6, argv), 0);
+        assert_int_equal(c.max_jobs, 5);
+        assert_false(c.auth_reads);
+        assert_true(c.placement);
+        assert_true(c.require_auth_off_loopback);
+        config_free(&c);
+
+        const char *operand[] = {"umd", "--auth-reads", "yes"};
+        assert_int_equal(parse(&c, 3, operand), -EINVAL);
+        config_free(&c);
+}
+
 static void test_out_of_range_number_is_rejected(void **state)
 {
         struct umd_config c;
@@ -261,6 +296,8 @@ int main(void)
             cmocka_unit_test(test_flags_win_over_file),
             cmocka_unit_test(test_worker_is_short_for_worker_path),
             cmocka_unit_test(test_unknown_flag_is_rejected),
+            cmocka_unit_test(test_abbreviations_operands_and_run_together_flags_are_rejected),
+            cmocka_unit_test(test_underscores_and_bool_forms),
             cmocka_unit_test(test_out_of_range_number_is_rejected),
             cmocka_unit_test(test_bad_listen_address_is_rejected),
             cmocka_unit_test(test_missing_value_is_rejected),

@@ -3,7 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <getopt.h>
 #include <ini.h>
 #include <limits.h>
 #include <math.h>
@@ -12,14 +12,23 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "log.h"
 #include "netaddr.h"
 #include "size.h"
 #include "umd-build.h"
 #include "util.h"
+
+/* A key's error: the value as given (a listen list can be long) and what it should be. */
+#define CONFIG_ERR_MAX 384
+/* A file line's error: the key's name, then CONFIG_ERR_MAX. */
+#define CONFIG_LINE_ERR_MAX (CONFIG_ERR_MAX + 128)
+/* A key's name as a flag: the longest (health_memory_warn_fraction, 27) with room to spare. */
+#define CONFIG_FLAG_MAX 64
+/* A key's value as the file spells it: at most CONFIG_MAX_LISTEN addresses of up to 64. */
+#define CONFIG_VALUE_MAX 1024
 
 enum key_type { K_STR, K_LISTEN, K_UINT, K_SIZE, K_BOOL, K_DOUBLE, K_MODE, K_LOGLEVEL, K_BUSY };
 
@@ -334,7 +343,7 @@ static int key_set(struct umd_config *c, const struct key *k, const char *v, boo
                 return 0;
         }
         case K_SIZE: {
-                char a[32], b[32];
+                char a[SIZE_STRING_MAX], b[SIZE_STRING_MAX];
                 r = size_parse(v, &u);
                 if (r < 0 || u < (uint64_t)k->min || u > (uint64_t)k->max) {
                         snprintf(err, errlen, "'%s' is not a size from %s to %s", v,
@@ -391,7 +400,7 @@ static int key_set(struct umd_config *c, const struct key *k, const char *v, boo
 
 void config_init(struct umd_config *c)
 {
-        char err[256];
+        char err[CONFIG_ERR_MAX];
 
         memset(c, 0, sizeof(*c));
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
@@ -426,13 +435,13 @@ void config_free(struct umd_config *c)
 
 struct ini_state {
         struct umd_config *c;
-        char err[512];
+        char err[CONFIG_LINE_ERR_MAX];
 };
 
 static int config_ini_line(void *user, const char *section, const char *name, const char *value)
 {
         struct ini_state *st = user;
-        char err[384];
+        char err[CONFIG_ERR_MAX];
 
         if (strcmp(section, "umd") != 0) {
                 snprintf(st->err, sizeof(st->err), "unknown section [%s] (only [umd])", section);
@@ -453,28 +462,16 @@ static int config_ini_line(void *user, const char *section, const char *name, co
 int config_load_file(struct umd_config *c, const char *path)
 {
         struct ini_state st = {.c = c};
-        struct stat sb;
         FILE *f = NULL;
-        /* O_NONBLOCK: a FIFO at the path must be refused, not block start-up in open(). */
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        /* A FIFO at the path is refused, and does not block start-up. */
+        int r = fopen_regular(path, &f);
 
-        if (fd < 0 || fstat(fd, &sb) < 0) {
-                int r = -errno;
-                fprintf(stderr, "umd: cannot read config file %s: %s\n", path, strerror(-r));
-                if (fd >= 0)
-                        close(fd);
-                return r;
-        }
-        if (!S_ISREG(sb.st_mode)) {
+        if (r == -EISDIR || r == -EBADFD) {
                 fprintf(stderr, "umd: config file %s: not a regular file\n", path);
-                close(fd);
                 return -EINVAL;
         }
-        f = fdopen(fd, "re");
-        if (!f) {
-                int r = -errno;
+        if (r < 0) {
                 fprintf(stderr, "umd: cannot read config file %s: %s\n", path, strerror(-r));
-                close(fd);
                 return r;
         }
         int line = ini_parse_file(f, config_ini_line, &st);
@@ -521,7 +518,7 @@ static void flag_name(const struct key *k, char *buf, size_t len)
 
 void config_print_help(FILE *f, const char *prog)
 {
-        char flag[64];
+        char flag[CONFIG_FLAG_MAX];
 
         fprintf(
             f,
@@ -624,7 +621,7 @@ static void key_format(const struct umd_config *c, const struct key *k, char *bu
 void config_print_effective(FILE *f, const struct umd_config *c)
 {
         struct umd_config def;
-        char now[1024], was[1024];
+        char now[CONFIG_VALUE_MAX], was[CONFIG_VALUE_MAX];
 
         /* A key still at its default is printed commented out with the documented default, so
          * with no file and no flags this is exactly the sample (etc/umd.conf). */
@@ -669,86 +666,162 @@ static int usage_error(const char *fmt, ...)
         return -EINVAL;
 }
 
-/* A flag split into its key and value; value NULL when given as the next argument. */
-static const struct key *flag_lookup(const char *arg, const char **ret_inline)
-{
-        char name[64];
-        const char *eq = strchr(arg, '=');
-        size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+/* getopt_long's table: umd's own flags first, then every key of the table by its dashed name
+ * (--max-jobs) and, where it differs, its underscored one (--max_jobs, as the file spells it),
+ * and --worker, the short spelling of --worker-path that DESIGN.md and issues use. A bool key
+ * takes an optional value: --auth-reads, --auth-reads=false, or "true"/"false" as the next
+ * argument. */
+enum {
+        OPT_CHECK_CONFIG = 0x100, /* past every char, so no short option collides */
+        OPT_PRINT_CONFIG,
+        OPT_PRINT_OPENAPI,
+        OPT_EXPORT,
+        OPT_KEY, /* a key of the table: which, from the option's index */
+};
 
-        if (n >= sizeof(name))
-                return NULL;
-        memcpy(name, arg, n);
-        name[n] = 0;
-        for (char *p = name; *p; p++)
-                if (*p == '-')
-                        *p = '_';
-        *ret_inline = eq ? eq + 1 : NULL;
-        if (strcmp(name, "worker") == 0) /* the short spelling DESIGN.md and issues use */
-                return key_find("worker_path");
-        return key_find(name);
+static const struct option own_options[] = {
+    {"config", required_argument, NULL, 'c'},
+    {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
+    {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
+    {"export", required_argument, NULL, OPT_EXPORT},
+    {"print-openapi", no_argument, NULL, OPT_PRINT_OPENAPI},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+};
+/* "+": stop at the first operand (umd takes none: it is an error, not moved to the end);
+ * ":": a missing value is told apart from an unknown option. */
+#define OWN_SHORT_OPTIONS "+:c:hV"
+/* own options, two spellings a key, --worker, the terminator */
+#define OPTIONS_MAX (ELEMENTSOF(own_options) + 2 * ELEMENTSOF(keys) + 2)
+
+struct options {
+        struct option opt[OPTIONS_MAX];
+        const struct key *key[OPTIONS_MAX]; /* the key of each OPT_KEY entry */
+        char dashed[ELEMENTSOF(keys)][CONFIG_FLAG_MAX];
+};
+
+static void options_build(struct options *o)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(own_options); i++)
+                o->opt[n++] = own_options[i];
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                int has_arg = keys[i].type == K_BOOL ? optional_argument : required_argument;
+
+                flag_name(&keys[i], o->dashed[i], sizeof(o->dashed[i]));
+                o->key[n] = &keys[i];
+                o->opt[n++] = (struct option){o->dashed[i], has_arg, NULL, OPT_KEY};
+                if (strcmp(o->dashed[i], keys[i].name) != 0) {
+                        o->key[n] = &keys[i];
+                        o->opt[n++] = (struct option){keys[i].name, has_arg, NULL, OPT_KEY};
+                }
+                if (strcmp(keys[i].name, "worker_path") == 0) {
+                        o->key[n] = &keys[i];
+                        o->opt[n++] = (struct option){"worker", has_arg, NULL, OPT_KEY};
+                }
+        }
+        o->opt[n] = (struct option){0};
 }
+
+/* Whether arg names an option exactly: getopt_long also takes an unambiguous abbreviation
+ * (--max-job) and short options run together (-hV, -cFILE), which umd has always refused. */
+static bool options_exact(const struct options *o, const char *arg)
+{
+        if (arg[0] != '-')
+                return false;
+        if (arg[1] != '-')
+                return arg[1] && !arg[2] && strchr("chV", arg[1]);
+        size_t n = strcspn(arg + 2, "=");
+        for (const struct option *p = o->opt; p->name; p++)
+                if (strlen(p->name) == n && strncmp(p->name, arg + 2, n) == 0)
+                        return true;
+        return false;
+}
+
+/* A key given on the command line, applied after the file is read. */
+struct flag_value {
+        const struct key *key;
+        const char *value;
+        const char *flag; /* as typed, for the error: "--max-jobs" or "--max_jobs=0" */
+};
 
 int config_parse_args(struct umd_config *c, int argc, char **argv)
 {
+        _cleanup_free_ struct options *o = calloc(1, sizeof(*o));
+        _cleanup_free_ struct flag_value *flags = calloc(argc > 0 ? argc : 1, sizeof(*flags));
         const char *config_file = NULL;
         bool print_sample = false, check_only = false;
-        char err[384];
+        char err[CONFIG_ERR_MAX];
+        size_t n_flags = 0;
         int r;
 
+        if (!o || !flags)
+                return -ENOMEM;
+        options_build(o);
+
         /* Pass 1: the special flags, and reject unknown ones before reading any file. */
-        for (int i = 1; i < argc; i++) {
-                const char *a = argv[i], *inl;
-                if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        opterr = 0;
+        optind = 0; /* glibc: start over (the tests parse many command lines in one process) */
+        for (;;) {
+                int at = optind > 0 ? optind : 1, index = -1;
+                int opt = getopt_long(argc, argv, OWN_SHORT_OPTIONS, o->opt, &index);
+                const char *a = at < argc ? argv[at] : "";
+
+                if (opt == -1) {
+                        if (optind == at + 1 && strcmp(a, "--") == 0)
+                                return usage_error("unknown option '--'");
+                        if (optind < argc)
+                                return usage_error("unknown option '%s'", argv[optind]);
+                        break;
+                }
+                if (!options_exact(o, a))
+                        return usage_error("unknown option '%s'", a);
+                switch (opt) {
+                case 'h':
                         config_print_help(stdout, argv[0]);
                         return 1;
-                }
-                if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+                case 'V':
                         printf("umd %s (build %s, CUDA %s)\n", UMD_VERSION, UMD_BUILD,
                                UMD_HAVE_CUDA ? "enabled in the worker" : "disabled");
                         return 1;
-                }
-                if (!strcmp(a, "--print-config")) {
-                        print_sample = true;
-                        continue;
-                }
-                if (!strcmp(a, "--check-config")) {
+                case ':':
+                        return usage_error("%s needs %s", a,
+                                           optopt == 'c'          ? "a file"
+                                           : optopt == OPT_EXPORT ? "a directory"
+                                                                  : "a value");
+                case '?':
+                        return usage_error("unknown option '%s'", a);
+                case 'c':
+                        config_file = optarg;
+                        break;
+                case OPT_CHECK_CONFIG:
                         check_only = true;
-                        continue;
-                }
-                if (!strcmp(a, "--print-openapi")) {
+                        break;
+                case OPT_PRINT_CONFIG:
+                        print_sample = true;
+                        break;
+                case OPT_PRINT_OPENAPI:
                         c->print_openapi = true;
-                        continue;
-                }
-                if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
-                        if (i + 1 >= argc)
-                                return usage_error("%s needs a file", a);
-                        config_file = argv[++i];
-                        continue;
-                }
-                if (!strncmp(a, "--config=", 9)) {
-                        config_file = a + 9;
-                        continue;
-                }
-                if (!strcmp(a, "--export")) {
-                        if (i + 1 >= argc)
-                                return usage_error("%s needs a directory", a);
+                        break;
+                case OPT_EXPORT:
                         free(c->export_dir);
-                        c->export_dir = strdup(argv[++i]);
+                        c->export_dir = strdup(optarg);
                         if (!c->export_dir)
                                 return -ENOMEM;
-                        continue;
+                        break;
+                case OPT_KEY: {
+                        const struct key *k = o->key[index];
+                        const char *v = optarg;
+
+                        if (!v && k->type == K_BOOL)
+                                v = optind < argc && (!strcmp(argv[optind], "true") ||
+                                                      !strcmp(argv[optind], "false"))
+                                        ? argv[optind++]
+                                        : "true";
+                        flags[n_flags++] = (struct flag_value){k, v, a};
+                        break;
                 }
-                if (strncmp(a, "--", 2) != 0 || !flag_lookup(a + 2, &inl))
-                        return usage_error("unknown option '%s'", a);
-                const struct key *k = flag_lookup(a + 2, &inl);
-                if (!inl && k->type != K_BOOL) {
-                        if (i + 1 >= argc)
-                                return usage_error("%s needs a value", a);
-                        i++;
-                } else if (!inl && k->type == K_BOOL && i + 1 < argc &&
-                           (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"))) {
-                        i++;
                 }
         }
         /* Pass 2: the file. The default one is optional; a named one must be readable. */
@@ -769,29 +842,14 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
 
         /* Pass 3: flags win. The first --listen replaces the file's list, later ones add. */
         bool listen_seen = false;
-        for (int i = 1; i < argc; i++) {
-                const char *a = argv[i], *inl, *v;
-                if (!strcmp(a, "-c") || !strcmp(a, "--config") || !strcmp(a, "--export")) {
-                        i++;
-                        continue;
-                }
-                if (!strncmp(a, "--config=", 9) || !strcmp(a, "--print-config") ||
-                    !strcmp(a, "--check-config") || !strcmp(a, "--print-openapi"))
-                        continue;
-                const struct key *k = flag_lookup(a + 2, &inl);
-                if (inl)
-                        v = inl;
-                else if (k->type == K_BOOL)
-                        v = (i + 1 < argc && (!strcmp(argv[i + 1], "true") ||
-                                              !strcmp(argv[i + 1], "false")))
-                                    ? argv[++i]
-                                    : "true";
-                else
-                        v = argv[++i];
+        for (size_t i = 0; i < n_flags; i++) {
+                const struct key *k = flags[i].key;
+                const char *a = flags[i].flag;
                 bool append = k->type == K_LISTEN && listen_seen;
+
                 if (k->type == K_LISTEN)
                         listen_seen = true;
-                r = key_set(c, k, v, append, err, sizeof(err));
+                r = key_set(c, k, flags[i].value, append, err, sizeof(err));
                 if (r < 0)
                         return usage_error("--%.*s: %s", (int)strcspn(a + 2, "="), a + 2, err);
         }
