@@ -26,7 +26,7 @@ struct job_filter {
 
 /* GET /v1/devices: array of devices with state and last verdict. */
 json_t *core_devices_json(void);
-/* GET /v1/devices/node: the node worker (jobs.h's jobs_node_json_locked), NULL on a host with
+/* GET /v1/devices/node: the node worker (jobs.h's job_query_node_json_locked), NULL on a host with
  * fewer than two GPUs. */
 json_t *core_node_json(void);
 /* GET /v1/health: returns 200 or 503, *ret_body the explanation (with "node": the node worker and

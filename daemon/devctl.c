@@ -25,6 +25,7 @@
 #define REASON_MAX       200u
 
 static const char *state_dir;
+static struct jobs *jobs; /* told of pauses and resumes (devctl_load's d->jobs) */
 
 /* With core_lock held. 0 or -errno (logged). */
 static int save_locked(void)
@@ -69,6 +70,7 @@ int devctl_load(const struct umd_daemon *state)
         int dfd, r;
 
         state_dir = cfg->state_dir;
+        jobs = state->jobs;
         dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return log_error_errno(errno, "cannot open %s: %m", state_dir);
@@ -186,7 +188,7 @@ int core_device_pause(const char *id, const json_t *body, json_t **ret_device, s
         if (!was)
                 log_notice("device %zu (%s) paused%s%s", d->index, d->uuid, reason[0] ? ": " : "",
                            reason);
-        jobs_device_paused_locked((size_t)i);
+        job_dispatch_device_paused_locked(jobs, (size_t)i);
         *ret_device = device_to_json(d);
         core_unlock();
         return 0;
@@ -211,7 +213,7 @@ int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
                 }
                 d->pause_reason[0] = d->paused_at[0] = '\0';
                 log_notice("device %zu (%s) resumed", d->index, d->uuid);
-                jobs_dispatch_locked((size_t)i);
+                job_dispatch_locked(jobs, (size_t)i);
         }
         *ret_device = device_to_json(d);
         core_unlock();

@@ -14,30 +14,30 @@
 #include "core.h"
 #include "devices.h"
 #include "jobs.h"
-#include "jobs_internal.h"
+#include "job_internal.h"
 #include "jsonutil.h"
 #include "log.h"
-#include "queue.h"
+#include "job_queue.h"
 #include "store.h"
 #include "util.h"
 #include "uuid.h"
 
-void jobs_counts(size_t *ret_queued, size_t *ret_running, size_t *ret_total)
+void job_query_counts(struct jobs *js, size_t *ret_queued, size_t *ret_running, size_t *ret_total)
 {
         core_lock();
-        *ret_queued = jobs_queued_total();
-        *ret_running = jobs_running_locked();
-        *ret_total = js.store ? store_count(js.store) : 0;
+        *ret_queued = jobs_queued_total(js);
+        *ret_running = jobs_running_locked(js);
+        *ret_total = js->store ? store_count(js->store) : 0;
         core_unlock();
 }
 
-const char *jobs_store_damage(void)
+const char *job_query_store_damage(struct jobs *js)
 {
-        return store_damage(js.store);
+        return store_damage(js->store);
 }
 
 /* A store read's outcome r for job id as the API says it: 0, or a 404 / 500 problem. */
-int store_read_problem(int r, const char *id, struct problem *p)
+int job_query_store_problem(int r, const char *id, struct problem *p)
 {
         if (r == -ENOENT)
                 return problem_set(p, 404, "id", "no job %s", id);
@@ -47,39 +47,41 @@ int store_read_problem(int r, const char *id, struct problem *p)
         return 0;
 }
 
-int core_job_get(const char *id, json_t **ret_job, struct problem *p)
+int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct problem *p)
 {
         if (!uuid_is_valid(id))
                 return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
         core_lock();
-        jobs_prune_finished();
-        struct job *j = job_find(id);
+        jobs_prune_finished(js);
+        struct job *j = job_find(js, id);
         if (j)
                 *ret_job = job_public(j->doc);
         core_unlock();
         if (j) {
                 /* What a client reads is on disk: wait for the commit of what it shows. */
-                store_sync(js.store);
+                store_sync(js->store);
                 return 0;
         }
         /* Not in memory: finished, and committed before it left memory. */
-        return store_read_problem(store_get(js.store, id, ret_job), id, p);
+        return job_query_store_problem(store_get(js->store, id, ret_job), id, p);
 }
 
-int core_job_get_finished(const char *id, char **ret_body, size_t *ret_len, struct problem *p)
+int job_query_get_finished(struct jobs *js, const char *id, char **ret_body, size_t *ret_len,
+                           struct problem *p)
 {
         bool in_memory;
 
         if (!uuid_is_valid(id))
                 return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
         core_lock();
-        jobs_prune_finished();
-        in_memory = job_find(id) != NULL;
+        jobs_prune_finished(js);
+        in_memory = job_find(js, id) != NULL;
         core_unlock();
         if (in_memory)
                 return 1;
         /* Not in memory: finished, and committed before it left memory. */
-        return store_read_problem(store_get_finished_raw(js.store, id, ret_body, ret_len), id, p);
+        return job_query_store_problem(store_get_finished_raw(js->store, id, ret_body, ret_len), id,
+                                       p);
 }
 
 /* Append "?name=v" or "&name=v" to f, percent-encoding v. A stream rather than a fixed
@@ -149,7 +151,8 @@ static int parse_time_ms(const char *s, uint64_t *ret)
         return 0;
 }
 
-int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct problem *p)
+int job_query_list(struct jobs *js, const struct job_filter *f, struct job_page *ret_page,
+                   struct problem *p)
 {
         int status = -1;
         ssize_t dev = -1;
@@ -161,11 +164,11 @@ int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct 
         if (f->status && (status = job_state_from_string(f->status)) < 0)
                 return problem_set(p, 400, "status", "unknown status '%.32s' (%s)", f->status,
                                    job_state_names_list);
-        if (f->limit && parse_uint64(f->limit, 1, js.cfg->list_limit_max, &limit) < 0)
+        if (f->limit && parse_uint64(f->limit, 1, js->cfg->list_limit_max, &limit) < 0)
                 return problem_set(p, 400, "limit",
                                    "must be a whole number from 1 to %u "
                                    "(list_limit_max)",
-                                   js.cfg->list_limit_max);
+                                   js->cfg->list_limit_max);
         if (f->before && !uuid_is_valid(f->before))
                 return problem_set(p, 400, "before", "must be a job id (a UUID)");
         if (f->after && !uuid_is_valid(f->after))
@@ -214,7 +217,7 @@ int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct 
         q.after = f->after;
         q.limit = (size_t)limit;
         q.with_results = f->include != NULL;
-        q.max_bytes = js.cfg->list_results_max_bytes;
+        q.max_bytes = js->cfg->list_results_max_bytes;
         /* No store_sync here, unlike a job's GET: every change a client was answered about is
          * committed before that answer (submit, cancel) or before a GET shows it, so waiting
          * for the writer would only add the commits in flight of changes nobody saw yet (and
@@ -222,7 +225,7 @@ int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct 
         char *arr = NULL, last[UUID_STRING_MAX];
         size_t arr_len = 0, n = 0;
         bool more = false;
-        if (store_list_raw(js.store, &q, &arr, &arr_len, &n, last, &more) < 0)
+        if (store_list_raw(js->store, &q, &arr, &arr_len, &n, last, &more) < 0)
                 return problem_set(p, 500, "",
                                    "the job store cannot be read (see the daemon's log)");
         char *next = NULL;
@@ -281,19 +284,19 @@ int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct 
         return 0;
 }
 
-json_t *jobs_node_json_locked(void)
+json_t *job_query_node_json_locked(struct jobs *js)
 {
         if (!have_node())
                 return NULL;
-        bool warm = js.node_wstate == WORKER_IDLE || js.node_wstate == WORKER_BUSY;
+        bool warm = js->node_wstate == WORKER_IDLE || js->node_wstate == WORKER_BUSY;
         /* Its crashes and restarts are the supervisor's (the node is its slot after the GPUs). */
         return json_pack(
             "{s:s, s:s, s:I, s:s, s:b, s:b, s:I, s:I, s:O?, s:o}", "uuid", "node", "device", "all",
             "gpus", (json_int_t)devices_count(), "state",
-            device_state_names[device_state_of_worker(js.node_wstate)], "warm", warm, "running",
-            js.node_running, "restarts",
-            (json_int_t)(js.sup ? supervisor_restarts(js.sup, node_index()) : 0), "crashes",
-            (json_int_t)(js.sup ? supervisor_crashes(js.sup, node_index()) : 0), "last_health",
-            js.node_last_verdict, "last_health_by_tier",
-            js.node_verdict_by_tier ? json_incref(js.node_verdict_by_tier) : json_object());
+            device_state_names[device_state_of_worker(js->node_wstate)], "warm", warm, "running",
+            js->node_running, "restarts",
+            (json_int_t)(js->sup ? supervisor_restarts(js->sup, node_index()) : 0), "crashes",
+            (json_int_t)(js->sup ? supervisor_crashes(js->sup, node_index()) : 0), "last_health",
+            js->node_last_verdict, "last_health_by_tier",
+            js->node_verdict_by_tier ? json_incref(js->node_verdict_by_tier) : json_object());
 }

@@ -31,6 +31,6 @@ bool job_state_final(enum job_state st);
 /* The same from how many parts are in each state (count[JOB_STATE_MAX]). */
 enum job_state job_state_from_counts(const size_t *count, bool cancel_requested);
 /* The state of a job whose n parts are in parts[] (n >= 1): queued while none has started,
- * running while any is open, else the outcome (see jobstate.c for the order). cancel_requested:
+ * running while any is open, else the outcome (see job_state.c for the order). cancel_requested:
  * a client asked to cancel it (a cancelled part then makes the job cancelled). */
 enum job_state job_state_derive(const enum job_state *parts, size_t n, bool cancel_requested);
