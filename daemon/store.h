@@ -2,7 +2,7 @@
  * the database, its writer thread (which groups concurrent writes into one transaction), the
  * pool of reader connections, the lock that keeps a second umd off the state directory, the
  * one-time import of the old jobs/<id>.json files and background retention. Keeps no job in
- * memory and never decides about a job's state: job_index.c does both.
+ * memory and never decides about a job's state: jobs.c does both.
  *
  * A job is handed over in umd's internal form (the document the API serves plus "request",
  * "created_ms" and "finished_ms"); the store keeps the public document, byte for byte as the API
@@ -60,7 +60,7 @@ int store_get(struct store *s, const char *id, json_t **ret);
  * cache). Once, before reads start. 0 or -ENOMEM. */
 int store_set_cache(struct store *s, uint64_t max_bytes);
 /* The stored bytes of job id (the document the API serves), malloc'd and NUL-terminated. Only
- * for a job that is finished and out of job_index.c's memory: its bytes never change again, so they
+ * for a job that is finished and out of jobs.c's memory: its bytes never change again, so they
  * are cached (retention and any later write drop them). 0, -ENOENT or -errno. */
 int store_get_finished_raw(struct store *s, const char *id, char **ret, size_t *ret_len);
 /* The newest job with this idempotency key and client (NULL matches NULL): its public document
