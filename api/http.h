@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "uuid.h"
 
 /* Nesting allowed in request bodies; deeper is a 400 before anything else looks at it. */
 #define API_JSON_MAX_DEPTH      32
@@ -69,7 +70,7 @@ struct api_reply {
          * beside it is what to answer when the wait is over. */
         uint64_t wait_ms;
         uint64_t wait_gen;
-        char wait_id[48];
+        char wait_id[JOB_ID_MAX];
 };
 
 typedef void (*api_handler)(const struct api_request *req, struct api_reply *rep);

@@ -30,6 +30,7 @@ static struct jobs *jobs; /* told of pauses and resumes (devctl_load's d->jobs) 
 /* With core_lock held. 0 or -errno (logged). */
 static int save_locked(void)
 {
+        assert_locked();
         _cleanup_json_ json_t *all = json_object();
         _cleanup_free_ char *text = NULL;
         size_t len = 0;

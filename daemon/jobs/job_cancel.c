@@ -99,7 +99,7 @@ int job_cancel(struct jobs *js, const char *id, const char *client, bool admin, 
         bool was_queued[SPEC_MAX_DEVICES] = {false};
         bool was_requested = j->cancel_requested;
         struct store_ticket *ticket = NULL;
-        char jid[UUID_STRING_MAX];
+        char jid[JOB_ID_MAX];
 
         j->cancel_requested = true;
         json_object_set_new(j->doc, "cancel_requested", json_true());

@@ -380,7 +380,7 @@ static bool pause_explains_cancel(size_t dev, char *buf, size_t len)
 
 /* A finished part waiting for the look after it (job_dispatch_gpu_observed). */
 struct held_done {
-        char job_id[UUID_STRING_MAX];
+        char job_id[JOB_ID_MAX];
         enum part_outcome outcome;
         json_t *result;
         char *error;
@@ -442,6 +442,7 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                              enum part_outcome outcome, json_t *result, const char *error,
                              double cold_start_ms)
 {
+        assert_locked();
         static const enum job_state map[] = {
             [PART_SUCCEEDED] = JOB_SUCCEEDED,
             [PART_FAILED] = JOB_FAILED,
@@ -626,12 +627,14 @@ out:
 
 void job_dispatch_locked(struct jobs *js, size_t dev)
 {
+        assert_locked();
         job_dispatch_try(js, dev);
         jobs_publish_locked(js);
 }
 
 void job_dispatch_device_paused_locked(struct jobs *js, size_t dev)
 {
+        assert_locked();
         for (size_t k = 0; k < js->n_jobs; k++) {
                 struct job *j = js->jobs[k];
 
@@ -659,6 +662,7 @@ static bool schedule_free(struct jobs *js, size_t i)
 
 size_t job_dispatch_health_due_locked(struct jobs *js, size_t *ret_devs, size_t max, bool *ret_all)
 {
+        assert_locked();
         uint64_t now = now_realtime_ms(), every = (uint64_t)js->cfg->health_interval_s * 1000;
         size_t n = 0;
         bool all = have_node() && devices_count() <= max;

@@ -56,6 +56,7 @@ void jobs_set_listener(struct jobs *js, core_job_listener fn, void *userdata)
 
 size_t jobs_running_locked(struct jobs *js)
 {
+        assert_locked();
         size_t running = js->node_running;
 
         for (size_t i = 0; i < devices_count(); i++)
@@ -65,6 +66,7 @@ size_t jobs_running_locked(struct jobs *js)
 
 void jobs_publish_locked(struct jobs *js)
 {
+        assert_locked();
         for (size_t i = 0; i < devices_count(); i++)
                 metrics_observe_queue(i, jobs_queued_on_locked(js, i));
         metrics_observe_running(jobs_running_locked(js));
@@ -268,6 +270,7 @@ void jobs_prune_finished(struct jobs *js)
  * waiting for a final commit (written again or still in flight). */
 static size_t retry_unsaved_locked(struct jobs *js)
 {
+        assert_locked();
         size_t waiting = 0;
 
         jobs_prune_finished(js);
@@ -306,6 +309,7 @@ void jobs_tick(struct jobs *js)
  * bounded by shutdown_timeout_s because systemd's own stop timeout will not wait forever. */
 static void flush_unsaved_locked(struct jobs *js)
 {
+        assert_locked();
         uint64_t deadline = now_monotonic_ms() + 1000ull * js->cfg->shutdown_timeout_s;
         struct timespec pause = {.tv_sec = js->cfg->store_retry_ms / 1000,
                                  .tv_nsec = (long)(js->cfg->store_retry_ms % 1000) * 1000000};
@@ -607,6 +611,7 @@ json_t *job_public(const json_t *doc)
 
 size_t jobs_queued_on_locked(struct jobs *js, size_t dev)
 {
+        assert_locked();
         return js->queues && (dev < devices_count() || is_node(dev)) ? queue_len(&js->queues[dev])
                                                                      : 0;
 }

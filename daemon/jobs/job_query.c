@@ -222,7 +222,7 @@ int job_query_list(struct jobs *js, const struct job_filter *f, struct job_page 
          * committed before that answer (submit, cancel) or before a GET shows it, so waiting
          * for the writer would only add the commits in flight of changes nobody saw yet (and
          * under load that wait was most of a list's time: p99 1.4 s, bench/load/RESULTS.md). */
-        char *arr = NULL, last[UUID_STRING_MAX];
+        char *arr = NULL, last[JOB_ID_MAX];
         size_t arr_len = 0, n = 0;
         bool more = false;
         if (store_list_raw(js->store, &q, &arr, &arr_len, &n, last, &more) < 0)
@@ -286,6 +286,7 @@ int job_query_list(struct jobs *js, const struct job_filter *f, struct job_page 
 
 json_t *job_query_node_json_locked(struct jobs *js)
 {
+        assert_locked();
         if (!have_node())
                 return NULL;
         bool warm = js->node_wstate == WORKER_IDLE || js->node_wstate == WORKER_BUSY;

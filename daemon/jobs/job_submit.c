@@ -240,7 +240,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                 if (job_enqueue(js, j, i) <
                     0) /* stored but not queued: fail it rather than lose it */
                         job_set_part(js, j, i, JOB_FAILED, NULL, "out of memory while queueing");
-        char id[UUID_STRING_MAX];
+        char id[JOB_ID_MAX];
         snprintf(id, sizeof(id), "%s", j->id);
         jobs_unlock(js);
 

@@ -29,7 +29,7 @@ struct part {
 };
 
 struct job {
-        char id[UUID_STRING_MAX];
+        char id[JOB_ID_MAX];
         json_t *doc; /* the stored document: the truth; the fields below cache what queues need */
         enum job_state st;
         int prio;
