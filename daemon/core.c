@@ -65,9 +65,27 @@ void core_set_job_listener(core_job_listener fn, void *userdata)
         jobs_set_listener(core_jobs(), fn, userdata);
 }
 
-int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct problem *p)
+int core_job_list(const struct job_filter *f, struct job_rows *ret, struct problem *p)
 {
-        return job_query_list(core_jobs(), f, ret_page, p);
+        return job_query_list(core_jobs(), f, ret, p);
+}
+
+unsigned core_list_limit_max(void)
+{
+        return core_config->list_limit_max;
+}
+
+int core_device_index(const char *id, size_t *ret_index)
+{
+        ssize_t i;
+
+        core_lock();
+        i = devices_lookup(id);
+        core_unlock();
+        if (i < 0)
+                return -ENODEV;
+        *ret_index = (size_t)i;
+        return 0;
 }
 
 int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,

@@ -1,7 +1,7 @@
-/* Reading jobs: one job (from memory while it is open, else the store's committed bytes), the
- * filtered and paged list (its filters, times and next-page URL), and the counts for STATUS=
- * and /v1/health. Nothing here changes a queue or a running count, so the lock is released
- * with core_unlock (no metrics to publish). */
+/* Reading jobs: one job (from memory while it is open, else the store's committed bytes), a
+ * page of the filtered list as rows and a cursor (api/ parses the filter and frames the page),
+ * the counts for STATUS= and /v1/health, and the node worker's entry. Nothing here changes a queue
+ * or a running count, so the lock is released with core_unlock (no metrics to publish). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,203 +84,40 @@ int job_query_get_finished(struct jobs *js, const char *id, char **ret_body, siz
                                        p);
 }
 
-/* Append "?name=v" or "&name=v" to f, percent-encoding v. A stream rather than a fixed
- * buffer: the filter values are bounded only by the request's length, and a cut link would
- * send the client a query that no longer parses. */
-static void url_append(FILE *f, bool *first, const char *name, const char *v)
-{
-        static const char hex[] = "0123456789ABCDEF";
-
-        if (!v)
-                return;
-        fprintf(f, "%s%s=", *first ? "?" : "&", name);
-        *first = false;
-        for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
-                if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                    (*c >= '0' && *c <= '9') || strchr("-_.~", *c))
-                        fputc(*c, f);
-                else
-                        fprintf(f, "%%%c%c", hex[*c >> 4], hex[*c & 15]);
-        }
-}
-
-/* A list's since/until: Unix milliseconds, or RFC 3339 with a Z or numeric offset. */
-static int parse_time_ms(const char *s, uint64_t *ret)
-{
-        struct tm tm = {0};
-        unsigned frac_ms = 0, digits = 0;
-        int off = 0, oh, om, n = 0;
-        uint64_t v;
-
-        if (parse_uint64(s, 1, UINT64_C(253402300799999), &v) == 0) {
-                *ret = v;
-                return 0;
-        }
-        if (sscanf(s, "%4d-%2d-%2d%*[Tt ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
-            n != 19)
-                return -EINVAL;
-        s += n;
-        if (*s == '.') {
-                for (s++; *s >= '0' && *s <= '9'; s++, digits++)
-                        if (digits < 3)
-                                frac_ms = frac_ms * 10 + (unsigned)(*s - '0');
-                if (digits == 0)
-                        return -EINVAL;
-                for (; digits < 3; digits++)
-                        frac_ms *= 10;
-        }
-        if (*s == 'Z' || *s == 'z') {
-                s++;
-        } else if ((*s == '+' || *s == '-') && sscanf(s + 1, "%2d:%2d%n", &oh, &om, &n) == 2 &&
-                   n == 5 && oh < 24 && om < 60) {
-                off = (*s == '-' ? -1 : 1) * (oh * 60 + om) * 60;
-                s += 6;
-        } else {
-                return -EINVAL;
-        }
-        if (*s || tm.tm_year < 1970 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
-            tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
-                return -EINVAL;
-        tm.tm_year -= 1900;
-        tm.tm_mon -= 1;
-        time_t t = timegm(&tm);
-        if (t == (time_t)-1 || (int64_t)t - off < 0)
-                return -EINVAL;
-        *ret = (uint64_t)((int64_t)t - off) * 1000u + frac_ms;
-        return 0;
-}
-
-int job_query_list(struct jobs *js, const struct job_filter *f, struct job_page *ret_page,
+int job_query_list(struct jobs *js, const struct job_filter *f, struct job_rows *ret,
                    struct problem *p)
 {
-        int status = -1;
-        ssize_t dev = -1;
-        uint64_t limit = 50;
-        const char *lk = NULL, *lv = NULL;
-        size_t lklen = 0;
+        char uuid[sizeof(((struct device *)0)->uuid)] = "";
         struct store_query q = {0};
+        struct job_rows rows = {0};
 
-        if (f->status && (status = job_state_from_string(f->status)) < 0)
-                return problem_set(p, 400, "status", "unknown status '%.32s' (%s)", f->status,
-                                   job_state_names_list);
-        if (f->limit && parse_uint64(f->limit, 1, js->cfg->list_limit_max, &limit) < 0)
-                return problem_set(p, 400, "limit",
-                                   "must be a whole number from 1 to %u "
-                                   "(list_limit_max)",
-                                   js->cfg->list_limit_max);
-        if (f->before && !uuid_is_valid(f->before))
-                return problem_set(p, 400, "before", "must be a job id (a UUID)");
-        if (f->after && !uuid_is_valid(f->after))
-                return problem_set(p, 400, "after", "must be a job id (a UUID)");
-        if (f->include && strcmp(f->include, "results") != 0)
-                return problem_set(p, 400, "include", "the one value is 'results'");
-        if (f->benchmark && !catalog_find(f->benchmark))
-                return problem_set(p, 400, "benchmark",
-                                   "unknown benchmark '%.64s' (see GET /v1/benchmarks)",
-                                   f->benchmark);
-        if (f->label) {
-                const char *colon = strchr(f->label, ':');
-                if (!colon || colon == f->label)
-                        return problem_set(p, 400, "label", "must be KEY:VALUE");
-                lk = f->label;
-                lklen = (size_t)(colon - f->label);
-                lv = colon + 1;
-        }
-
-        if (f->since && parse_time_ms(f->since, &q.since_ms) < 0)
-                return problem_set(p, 400, "since",
-                                   "must be a time in RFC 3339 (2026-01-31T12:00:00Z) or Unix "
-                                   "milliseconds");
-        if (f->until && parse_time_ms(f->until, &q.until_ms) < 0)
-                return problem_set(p, 400, "until",
-                                   "must be a time in RFC 3339 (2026-01-31T12:00:00Z) or Unix "
-                                   "milliseconds");
-
-        char uuid[UUID_STRING_MAX + 64] = "";
-        core_lock();
-        if (f->device && (dev = devices_lookup(f->device)) < 0) {
+        if (f->device >= 0) {
+                core_lock();
+                snprintf(uuid, sizeof(uuid), "%s", devices_get((size_t)f->device)->uuid);
                 core_unlock();
-                return problem_set(p, 400, "device", "unknown device '%.64s'", f->device);
         }
-        if (dev >= 0)
-                snprintf(uuid, sizeof(uuid), "%s", devices_get((size_t)dev)->uuid);
-        core_unlock();
-
-        q.state = status >= 0 ? job_state_names[status] : NULL;
+        q.state = f->state >= 0 ? job_state_names[f->state] : NULL;
         q.benchmark = f->benchmark;
-        q.uuid = dev >= 0 ? uuid : NULL;
-        q.label_key = lk;
-        q.label_key_len = lklen;
-        q.label_value = lv;
+        q.uuid = f->device >= 0 ? uuid : NULL;
+        q.label_key = f->label_key;
+        q.label_key_len = f->label_key_len;
+        q.label_value = f->label_value;
         q.before = f->before;
         q.after = f->after;
-        q.limit = (size_t)limit;
-        q.with_results = f->include != NULL;
+        q.since_ms = f->since_ms;
+        q.until_ms = f->until_ms;
+        q.limit = f->limit;
+        q.with_results = f->with_results;
         q.max_bytes = js->cfg->list_results_max_bytes;
         /* No store_sync here, unlike a job's GET: every change a client was answered about is
          * committed before that answer (submit, cancel) or before a GET shows it, so waiting
          * for the writer would only add the commits in flight of changes nobody saw yet (and
          * under load that wait was most of a list's time: p99 1.4 s, bench/load/RESULTS.md). */
-        char *arr = NULL, last[JOB_ID_MAX];
-        size_t arr_len = 0, n = 0;
-        bool more = false;
-        if (store_list_raw(js->store, &q, &arr, &arr_len, &n, last, &more) < 0)
+        if (store_list_raw(js->store, &q, &rows.rows, &rows.len, &rows.count, rows.last,
+                           &rows.more) < 0)
                 return problem_set(p, 500, "",
                                    "the job store cannot be read (see the daemon's log)");
-        char *next = NULL;
-        size_t next_len = 0;
-        if (more) {
-                FILE *nf = open_memstream(&next, &next_len);
-                bool first = true;
-
-                if (nf) {
-                        fputs("/v1/jobs", nf);
-                        url_append(nf, &first, "status", f->status);
-                        url_append(nf, &first, "benchmark", f->benchmark);
-                        url_append(nf, &first, "device", f->device);
-                        url_append(nf, &first, "label", f->label);
-                        url_append(nf, &first, "since", f->since);
-                        url_append(nf, &first, "until", f->until);
-                        url_append(nf, &first, "after", f->after);
-                        url_append(nf, &first, "limit", f->limit);
-                        url_append(nf, &first, "include", f->include);
-                        url_append(nf, &first, "before", last);
-                        if (fclose(nf) != 0) {
-                                free(next);
-                                next = NULL;
-                        }
-                }
-        }
-        /* {"jobs":[...],"next":...}: the keys in json_dump_compact's (sorted) order, so the
-         * page reads exactly as a dumped object would. */
-        char *page = NULL;
-        size_t page_len = 0;
-        FILE *pf = (!more || next) ? open_memstream(&page, &page_len) : NULL;
-        if (pf) {
-                fputs("{\"jobs\":", pf);
-                fwrite(arr, 1, arr_len, pf);
-                fputs(",\"next\":", pf);
-                /* The link holds only percent-encoded query values: no quote, no backslash. */
-                if (next)
-                        fprintf(pf, "\"%s\"", next);
-                else
-                        fputs("null", pf);
-                fputc('}', pf);
-                if (fclose(pf) != 0) {
-                        free(page);
-                        page = NULL;
-                }
-        }
-        free(arr);
-        if (!page) {
-                free(next);
-                return problem_set(p, 500, NULL, "out of memory building the page");
-        }
-        ret_page->body = page;
-        ret_page->len = page_len;
-        ret_page->next = next;
-        ret_page->count = n;
+        *ret = rows;
         return 0;
 }
 

@@ -91,7 +91,7 @@ int job_cancel(struct jobs *js, const char *id, const char *client, bool admin, 
 int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct problem *p);
 int job_query_get_finished(struct jobs *js, const char *id, char **ret_body, size_t *ret_len,
                            struct problem *p);
-int job_query_list(struct jobs *js, const struct job_filter *f, struct job_page *ret_page,
+int job_query_list(struct jobs *js, const struct job_filter *f, struct job_rows *ret,
                    struct problem *p);
 uint64_t jobs_generation(struct jobs *js);
 void jobs_set_listener(struct jobs *js, core_job_listener fn, void *userdata);
