@@ -117,6 +117,17 @@ static void test_a_cancel_of_a_running_job_that_does_not_commit_is_undone(void *
         assert_string_equal(fx_state(running), "succeeded");
 }
 
+static void test_a_second_cancel_that_cannot_be_written_keeps_the_first(void **state)
+{
+        (void)state;
+        assert_int_equal(fx_cancel(running, "alice", false), 200);
+        fx->fail_put = 1;
+        assert_int_equal(fx_cancel(running, "alice", false), 500);
+        assert_true(json_is_true(fx_field(running, "cancel_requested")));
+        fx_part_done(0, running, PART_CANCELLED);
+        assert_string_equal(fx_state(running), "cancelled");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -134,6 +145,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(
                 test_a_cancel_of_a_running_job_that_does_not_commit_is_undone, two_jobs,
                 fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_second_cancel_that_cannot_be_written_keeps_the_first, two_jobs, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
