@@ -1,6 +1,7 @@
 /* core.h, the seam the HTTP layer calls: devices, health, version and catalog answered here,
  * and the job functions forwarded to the job subsystem (jobs.h) with the daemon's one struct
- * jobs. (problem_set() and friends are in problem.c; core_device_pause/resume in devctl.c.) */
+ * jobs, pauses to devctl.c and metrics to metrics.c. (problem_set() and friends are in
+ * problem.c.) */
 #include "core.h"
 
 #include <errno.h>
@@ -11,9 +12,11 @@
 #include "catalog.h"
 #include "config.h"
 #include "daemon.h"
+#include "devctl.h"
 #include "devices.h"
 #include "job_state.h"
 #include "jobs.h"
+#include "metrics.h"
 #include "umd-build.h"
 #include "util.h"
 
@@ -209,4 +212,24 @@ json_t *core_catalog_json(void)
 {
         struct catalog_limits lim = {.max_buffer_bytes = core_config->max_buffer_bytes};
         return catalog_to_json(&lim);
+}
+
+int core_device_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
+{
+        return devctl_pause(id, body, ret_device, p);
+}
+
+int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
+{
+        return devctl_resume(id, ret_device, p);
+}
+
+char *core_metrics_text(size_t *ret_len)
+{
+        return metrics_text(ret_len);
+}
+
+void core_http_observe(const char *route, const char *method, int status)
+{
+        metrics_http_observe(route, method, status);
 }

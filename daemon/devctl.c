@@ -155,7 +155,7 @@ static int lock_device(const char *id, ssize_t *ret_index, struct device **ret, 
         return 0;
 }
 
-int core_device_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
+int devctl_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
 {
         const char *reason;
         char was_reason[sizeof(((struct device *)0)->pause_reason)];
@@ -195,7 +195,7 @@ int core_device_pause(const char *id, const json_t *body, json_t **ret_device, s
         return 0;
 }
 
-int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
+int devctl_resume(const char *id, json_t **ret_device, struct problem *p)
 {
         int r;
 

@@ -3,21 +3,14 @@
  * without core_lock); a write that fails puts the job back as it was (cancel_undo). */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
-#include "catalog.h"
-#include "config.h"
 #include "core.h"
-#include "devices.h"
-#include "jobs.h"
 #include "job_internal.h"
+#include "job_spec.h"
+#include "jobs.h"
 #include "jsonutil.h"
 #include "log.h"
-#include "job_queue.h"
-#include "job_spec.h"
 #include "store.h"
 #include "util.h"
 #include "uuid.h"

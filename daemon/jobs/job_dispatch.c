@@ -13,18 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include "config.h"
 #include "devices.h"
 #include "gpustate.h"
-#include "jobs.h"
 #include "job_internal.h"
+#include "job_queue.h"
+#include "jobs.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "metrics.h"
-#include "job_queue.h"
 #include "suites.h"
 #include "supervisor.h"
 #include "util.h"

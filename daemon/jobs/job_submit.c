@@ -6,19 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include "catalog.h"
 #include "config.h"
 #include "core.h"
 #include "devices.h"
-#include "jobs.h"
 #include "job_internal.h"
-#include "jsonutil.h"
-#include "log.h"
 #include "job_queue.h"
 #include "job_spec.h"
+#include "jobs.h"
+#include "jsonutil.h"
+#include "log.h"
 #include "store.h"
 #include "util.h"
 #include "uuid.h"

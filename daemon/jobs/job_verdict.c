@@ -6,15 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include "catalog.h"
 #include "config.h"
 #include "devices.h"
 #include "health.h"
-#include "jobs.h"
 #include "job_internal.h"
+#include "jobs.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "models.h"

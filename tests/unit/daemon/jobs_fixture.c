@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <cmocka.h>
 
+#include "devctl.h"
 #include "devices.h"
 #include "log.h"
 #include "metrics.h"
@@ -115,6 +116,17 @@ void metrics_health_node_result(const json_t *result)
         (void)result;
 }
 
+char *metrics_text(size_t *ret_len)
+{
+        (void)ret_len;
+        return NULL;
+}
+
+void metrics_http_observe(const char *route, const char *method, int status)
+{
+        (void)route, (void)method, (void)status;
+}
+
 /* ---- store failures, injected between the job files and the real store ---- */
 
 int __real_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
@@ -168,6 +180,7 @@ static void fx_start(unsigned n_devices)
         assert_int_equal(store_open(fx->dir, &fx->d.store), 0);
         assert_int_equal(jobs_init(&fx->d, &fx->d.jobs), 0);
         job_verdict_restore(fx->d.jobs);
+        assert_int_equal(devctl_load(&fx->d), 0);
         core_init(&fx->d);
         job_dispatch_callbacks(fx->d.jobs, &fx->cb);
         job_dispatch_attach_supervisor(fx->d.jobs, &fake_sup);

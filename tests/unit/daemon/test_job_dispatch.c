@@ -70,14 +70,18 @@ static void test_a_faulted_worker_fails_what_waits_for_it(void **state)
                                "is faulted: it keeps crashing"));
 }
 
-static void set_paused(size_t dev, bool paused)
+/* POST /v1/devices/{dev}/pause or /resume, as an admin would (devctl.c). */
+static void set_paused(const char *dev, bool paused)
 {
-        core_lock();
-        devices_get(dev)->paused = paused;
-        snprintf(devices_get(dev)->pause_reason, sizeof(devices_get(dev)->pause_reason), "%s",
-                 paused ? "maintenance" : "");
-        job_dispatch_locked(fx->d.jobs, dev);
-        core_unlock();
+        json_t *body = json_pack("{s:s}", "reason", "maintenance"), *d = NULL;
+        struct problem p = {0};
+
+        if (paused)
+                assert_int_equal(core_device_pause(dev, body, &d, &p), 0);
+        else
+                assert_int_equal(core_device_resume(dev, &d, &p), 0);
+        json_decref(d);
+        json_decref(body);
 }
 
 static void test_a_paused_gpu_holds_its_queue_until_resumed(void **state)
@@ -85,13 +89,13 @@ static void test_a_paused_gpu_holds_its_queue_until_resumed(void **state)
         char a[JOB_ID_MAX];
 
         (void)state;
-        set_paused(0, true);
+        set_paused("0", true);
         assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
         assert_string_equal(fx_state(a), "queued");
         assert_string_equal(json_string_value(json_object_get(fx_part(a, 0), "waiting")),
                             "device paused: maintenance");
         assert_int_equal(fx->n_dispatched, 0);
-        set_paused(0, false);
+        set_paused("0", false);
         assert_string_equal(fx_state(a), "running");
         assert_null(json_object_get(fx_part(a, 0), "waiting"));
 }
