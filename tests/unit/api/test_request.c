@@ -221,7 +221,7 @@ static void test_list_filters_are_typed_and_the_next_link_repeats_the_query(void
             "000000000001\"}",
             rep.body_len);
         assert_non_null(strstr(rep.link, "rel=\"next\""));
-        reply_done(&rep);
+        reply_free(&rep);
 
         /* since is checked before device: the first bad one named is since. */
         core_double.calls = 0;
@@ -229,7 +229,7 @@ static void test_list_filters_are_typed_and_the_next_link_repeats_the_query(void
         assert_int_equal(rep.status, 400);
         assert_non_null(strstr(rep.body, "\"field\":\"since\""));
         assert_int_equal(core_double.calls, 0);
-        reply_done(&rep);
+        reply_free(&rep);
 }
 
 static void test_wait_durations(void **state)

@@ -21,6 +21,8 @@
 #include "util.h"
 
 struct fx *fx;
+/* The job fx_get read last (fx_state, fx_field and fx_part hand out parts of it). */
+static json_t *last;
 void (*fx_configure)(struct umd_config *cfg);
 
 /* ---- the fake supervisor: one object, recording what it was asked ---- */
@@ -219,6 +221,8 @@ int fx_setup(void **state)
 int fx_teardown(void **state)
 {
         (void)state;
+        json_decref(last);
+        last = NULL;
         fx_stop();
         config_free(&fx->cfg);
         scratch_dir_free(fx->dir);
@@ -267,8 +271,6 @@ int fx_cancel(const char *id, const char *client, bool admin)
         json_decref(job);
         return r < 0 ? p.status : 200;
 }
-
-static json_t *last;
 
 static json_t *fx_get(const char *id)
 {
