@@ -343,7 +343,22 @@ static void flush_unsaved_locked(struct jobs *js)
                                   js->cfg->shutdown_timeout_s);
 }
 
-static void jobs_free(struct jobs *js);
+/* What a half-built or stopped js holds, freed; NULL is a no-op. */
+static void jobs_free(struct jobs *js)
+{
+        if (!js)
+                return;
+        for (size_t k = 0; k < js->n_jobs; k++)
+                job_free(js->jobs[k]);
+        free(js->jobs);
+        /* One queue per device and one for the node (allocated whether or not it is used). */
+        for (size_t i = 0; js->queues && i <= devices_count(); i++)
+                queue_free(&js->queues[i]);
+        free(js->queues);
+        json_decref(js->node_last_verdict);
+        json_decref(js->node_verdict_by_tier);
+        free(js);
+}
 
 void jobs_quiesce(struct jobs *js)
 {
@@ -542,23 +557,6 @@ static int recover_one(json_t *doc, void *userdata)
                 if (j->parts[i].st == JOB_QUEUED && (r = job_enqueue(js, j, i)) < 0)
                         return r;
         return 0;
-}
-
-/* What a half-built or stopped js holds, freed; NULL is a no-op. */
-static void jobs_free(struct jobs *js)
-{
-        if (!js)
-                return;
-        for (size_t k = 0; k < js->n_jobs; k++)
-                job_free(js->jobs[k]);
-        free(js->jobs);
-        /* One queue per device and one for the node (allocated whether or not it is used). */
-        for (size_t i = 0; js->queues && i <= devices_count(); i++)
-                queue_free(&js->queues[i]);
-        free(js->queues);
-        json_decref(js->node_last_verdict);
-        json_decref(js->node_verdict_by_tier);
-        free(js);
 }
 
 int jobs_init(const struct umd_daemon *d, struct jobs **ret)

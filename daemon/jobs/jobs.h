@@ -19,9 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lock.h"
-
 #include "core.h"
+#include "lock.h"
 
 struct jobs;
 struct umd_daemon;

@@ -46,10 +46,10 @@ struct job {
 struct jobs {
         const struct umd_config *cfg;
         struct store *store;
-        struct supervisor
-            *sup; /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown */
-        void (*poke)(
-            void); /* asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks) */
+        /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown. */
+        struct supervisor *sup;
+        /* Asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks). */
+        void (*poke)(void);
         bool quiescing;
         struct job **jobs; /* ascending id (submission order) */
         size_t n_jobs, cap_jobs;
