@@ -208,9 +208,12 @@ static int64_t wait_arg(const struct api_request *req, struct api_reply *rep)
 
 void handle_job_list(const struct api_request *req, struct api_reply *rep)
 {
-        struct job_filter f = {0};
+        struct job_list_query q = {0};
+        struct job_filter f;
         struct problem p = {0};
-        struct job_page page = {0};
+        struct job_rows rows = {0};
+        char *body = NULL, *next = NULL;
+        size_t len = 0;
         uint64_t gen = core_jobs_generation();
         int64_t wait_ms = wait_arg(req, rep);
 
@@ -218,25 +221,32 @@ void handle_job_list(const struct api_request *req, struct api_reply *rep)
                 return;
         for (size_t i = 0; i < req->n_args; i++)
                 if (strcmp(req->args[i].key, "wait") != 0 &&
-                    job_filter_set(&f, req->args[i].key, req->args[i].value, &p) < 0) {
+                    job_list_query_set(&q, req->args[i].key, req->args[i].value, &p) < 0) {
                         reply_problem(rep, &p);
                         return;
                 }
         /* "Anything newer than" needs a cursor to be newer than. */
-        if (wait_ms > 0 && !f.after) {
+        if (wait_ms > 0 && !q.after) {
                 reply_errorf(rep, 400, "wait",
                              "a list waits for jobs newer than a cursor: give after=ID with wait");
                 return;
         }
-        if (core_job_list(&f, &page, &p) < 0) {
+        if (job_list_query_parse(&q, &f, &p) < 0 || core_job_list(&f, &rows, &p) < 0) {
                 reply_problem(rep, &p);
                 return;
         }
-        reply_text(rep, 200, "application/json", page.body, page.len);
-        if (page.next && asprintf(&rep->link, "<%s>; rel=\"next\"", page.next) < 0)
+        int r = job_list_page(&q, &rows, &body, &len, &next);
+        free(rows.rows);
+        if (r < 0) {
+                problem_set(&p, 500, NULL, "out of memory building the page");
+                reply_problem(rep, &p);
+                return;
+        }
+        reply_text(rep, 200, "application/json", body, len);
+        if (next && asprintf(&rep->link, "<%s>; rel=\"next\"", next) < 0)
                 rep->link = NULL;
-        free(page.next);
-        if (wait_ms > 0 && page.count == 0) {
+        free(next);
+        if (wait_ms > 0 && rows.count == 0) {
                 rep->wait_ms = (uint64_t)wait_ms;
                 rep->wait_gen = gen;
                 rep->wait_id[0] = '\0';

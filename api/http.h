@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "uuid.h"
 
 /* Nesting allowed in request bodies; deeper is a 400 before anything else looks at it. */
 #define API_JSON_MAX_DEPTH      32
@@ -70,7 +71,7 @@ struct api_reply {
          * beside it is what to answer when the wait is over. */
         uint64_t wait_ms;
         uint64_t wait_gen;
-        char wait_id[48];
+        char wait_id[JOB_ID_MAX];
 };
 
 typedef void (*api_handler)(const struct api_request *req, struct api_reply *rep);
@@ -128,7 +129,32 @@ int request_framing_check(const struct request_framing *f, struct problem *p);
  * one ("http://host:8470/v1/jobs", RFC 9112 section 3.2.2) from the first slash after its
  * authority, or "/" when it has none. The result points into target or is a literal. */
 const char *request_target_path(const char *target);
-int job_filter_set(struct job_filter *f, const char *key, const char *value, struct problem *p);
+/* GET /v1/jobs's query arguments as given: what job_list_query_parse checks, and what the next
+ * page's link repeats (list.c), byte for byte. NULL: not given. */
+struct job_list_query {
+        const char *status;
+        const char *benchmark;
+        const char *device; /* index or uuid */
+        const char *label;  /* "k:v" */
+        const char *before; /* job id cursor: older than this */
+        const char *after;  /* job id cursor: newer than this */
+        const char *include;
+        const char *since; /* RFC 3339 or Unix ms */
+        const char *until;
+        const char *limit;
+};
+/* One query argument into q: 400 when it is unknown or given twice. */
+int job_list_query_set(struct job_list_query *q, const char *key, const char *value,
+                       struct problem *p);
+/* q checked and typed into *ret (core.h's struct job_filter; it points into q's strings): 0, or
+ * 400 naming the first bad argument (*ret untouched). Asks the daemon only which device a
+ * device argument names (core_device_index) and the limit's maximum. */
+int job_list_query_parse(const struct job_list_query *q, struct job_filter *ret, struct problem *p);
+/* list.c: the page GET /v1/jobs answers, {"jobs":rows,"next":link|null}, and its link, as
+ * malloc'd text. *ret_next is the next page's path (q repeated, before=rows->last) or NULL on
+ * the last page. 0, or -ENOMEM with nothing allocated. */
+int job_list_page(const struct job_list_query *q, const struct job_rows *rows, char **ret_body,
+                  size_t *ret_len, char **ret_next);
 /* 0 when every argument is one the route method takes, once; else 400 naming the first that
  * is not. */
 int request_check_args(const struct route_method *m, const struct query_arg *args, size_t n,

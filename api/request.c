@@ -1,17 +1,22 @@
 /* Checks on what a client sends, made before a handler runs: the body's media type and
  * declared length (so an oversized or mistyped body is refused before it is read), the
  * message's framing (Content-Length against Transfer-Encoding), the request target's path,
- * the Idempotency-Key header, the query arguments each route takes (and ?wait='s duration), and the
- * JSON body itself. */
+ * the Idempotency-Key header, the query arguments each route takes (and ?wait='s duration), GET
+ * /v1/jobs's filters (typed into core.h's struct job_filter), and the JSON body itself. */
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
+#include "catalog.h"
 #include "http.h"
+#include "job_state.h"
 #include "jsonutil.h"
 #include "util.h"
+#include "uuid.h"
 
 int request_check_content_type(const char *content_type, struct problem *p)
 {
@@ -147,22 +152,23 @@ int request_check_idempotency_key(const char *key, struct problem *p)
         return 0;
 }
 
-int job_filter_set(struct job_filter *f, const char *key, const char *value, struct problem *p)
+int job_list_query_set(struct job_list_query *q, const char *key, const char *value,
+                       struct problem *p)
 {
         static const struct {
                 const char *name;
                 size_t off;
         } keys[] = {
-            {"status", offsetof(struct job_filter, status)},
-            {"benchmark", offsetof(struct job_filter, benchmark)},
-            {"device", offsetof(struct job_filter, device)},
-            {"label", offsetof(struct job_filter, label)},
-            {"before", offsetof(struct job_filter, before)},
-            {"after", offsetof(struct job_filter, after)},
-            {"since", offsetof(struct job_filter, since)},
-            {"until", offsetof(struct job_filter, until)},
-            {"limit", offsetof(struct job_filter, limit)},
-            {"include", offsetof(struct job_filter, include)},
+            {"status", offsetof(struct job_list_query, status)},
+            {"benchmark", offsetof(struct job_list_query, benchmark)},
+            {"device", offsetof(struct job_list_query, device)},
+            {"label", offsetof(struct job_list_query, label)},
+            {"before", offsetof(struct job_list_query, before)},
+            {"after", offsetof(struct job_list_query, after)},
+            {"since", offsetof(struct job_list_query, since)},
+            {"until", offsetof(struct job_list_query, until)},
+            {"limit", offsetof(struct job_list_query, limit)},
+            {"include", offsetof(struct job_list_query, include)},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
@@ -170,7 +176,7 @@ int job_filter_set(struct job_filter *f, const char *key, const char *value, str
 
                 if (strcmp(keys[i].name, key) != 0)
                         continue;
-                slot = (const char **)((char *)f + keys[i].off);
+                slot = (const char **)((char *)q + keys[i].off);
                 /* One value per filter: silently taking the first or last would hide a typo. */
                 if (*slot)
                         return problem_set(p, 400, key, "query argument '%s' given twice", key);
@@ -181,6 +187,110 @@ int job_filter_set(struct job_filter *f, const char *key, const char *value, str
                            "unknown query argument '%.64s' (known: status, benchmark, device, "
                            "label, before, limit)",
                            key);
+}
+
+/* A list's since/until: Unix milliseconds, or RFC 3339 with a Z or numeric offset. */
+static int parse_time_ms(const char *s, uint64_t *ret)
+{
+        struct tm tm = {0};
+        unsigned frac_ms = 0, digits = 0;
+        int off = 0, oh, om, n = 0;
+        uint64_t v;
+
+        if (parse_uint64(s, 1, UINT64_C(253402300799999), &v) == 0) {
+                *ret = v;
+                return 0;
+        }
+        if (sscanf(s, "%4d-%2d-%2d%*[Tt ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+            n != 19)
+                return -EINVAL;
+        s += n;
+        if (*s == '.') {
+                for (s++; *s >= '0' && *s <= '9'; s++, digits++)
+                        if (digits < 3)
+                                frac_ms = frac_ms * 10 + (unsigned)(*s - '0');
+                if (digits == 0)
+                        return -EINVAL;
+                for (; digits < 3; digits++)
+                        frac_ms *= 10;
+        }
+        if (*s == 'Z' || *s == 'z') {
+                s++;
+        } else if ((*s == '+' || *s == '-') && sscanf(s + 1, "%2d:%2d%n", &oh, &om, &n) == 2 &&
+                   n == 5 && oh < 24 && om < 60) {
+                off = (*s == '-' ? -1 : 1) * (oh * 60 + om) * 60;
+                s += 6;
+        } else {
+                return -EINVAL;
+        }
+        if (*s || tm.tm_year < 1970 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
+            tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
+                return -EINVAL;
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        time_t t = timegm(&tm);
+        if (t == (time_t)-1 || (int64_t)t - off < 0)
+                return -EINVAL;
+        *ret = (uint64_t)((int64_t)t - off) * 1000u + frac_ms;
+        return 0;
+}
+
+/* The checks in the order they have always been made, so that a query with several bad
+ * arguments names the same one. */
+int job_list_query_parse(const struct job_list_query *q, struct job_filter *ret, struct problem *p)
+{
+        struct job_filter f = {.state = -1, .device = -1, .limit = 50};
+        unsigned limit_max = core_list_limit_max();
+        uint64_t limit = f.limit;
+        size_t dev;
+
+        if (q->status && (f.state = job_state_from_string(q->status)) < 0)
+                return problem_set(p, 400, "status", "unknown status '%.32s' (%s)", q->status,
+                                   job_state_names_list);
+        if (q->limit && parse_uint64(q->limit, 1, limit_max, &limit) < 0)
+                return problem_set(p, 400, "limit",
+                                   "must be a whole number from 1 to %u "
+                                   "(list_limit_max)",
+                                   limit_max);
+        f.limit = (unsigned)limit;
+        if (q->before && !uuid_is_valid(q->before))
+                return problem_set(p, 400, "before", "must be a job id (a UUID)");
+        if (q->after && !uuid_is_valid(q->after))
+                return problem_set(p, 400, "after", "must be a job id (a UUID)");
+        if (q->include && strcmp(q->include, "results") != 0)
+                return problem_set(p, 400, "include", "the one value is 'results'");
+        if (q->benchmark && !catalog_find(q->benchmark))
+                return problem_set(p, 400, "benchmark",
+                                   "unknown benchmark '%.64s' (see GET /v1/benchmarks)",
+                                   q->benchmark);
+        if (q->label) {
+                const char *colon = strchr(q->label, ':');
+                if (!colon || colon == q->label)
+                        return problem_set(p, 400, "label", "must be KEY:VALUE");
+                f.label_key = q->label;
+                f.label_key_len = (size_t)(colon - q->label);
+                f.label_value = colon + 1;
+        }
+        if (q->since && parse_time_ms(q->since, &f.since_ms) < 0)
+                return problem_set(p, 400, "since",
+                                   "must be a time in RFC 3339 (2026-01-31T12:00:00Z) or Unix "
+                                   "milliseconds");
+        if (q->until && parse_time_ms(q->until, &f.until_ms) < 0)
+                return problem_set(p, 400, "until",
+                                   "must be a time in RFC 3339 (2026-01-31T12:00:00Z) or Unix "
+                                   "milliseconds");
+        if (q->device) {
+                if (core_device_index(q->device, &dev) < 0)
+                        return problem_set(p, 400, "device", "unknown device '%.64s'", q->device);
+                f.device = (ssize_t)dev;
+        }
+        f.benchmark = q->benchmark;
+        f.before = q->before;
+        f.after = q->after;
+        f.with_results = q->include != NULL;
+        *ret = f;
+        return 0;
 }
 
 int request_check_args(const struct route_method *m, const struct query_arg *args, size_t n,

@@ -5,6 +5,10 @@
 #include <stdint.h>
 
 #define UUID_STRING_MAX 37
+/* The one size of a job id's buffer (its 36 chars and the NUL), wherever one is held: the job
+ * files, the supervisor and the worker's protocol, the API's waiters. A job id is a UUID, so
+ * nothing longer is ever sent or accepted. */
+#define JOB_ID_MAX UUID_STRING_MAX
 
 /* Monotonic within the process even when called twice in the same millisecond. */
 int uuid7_generate(char ret[UUID_STRING_MAX]);

@@ -26,6 +26,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;
 static const struct umd_config *cfg;
 static struct supervisor *sup;
+static struct jobs *jobs; /* d->jobs: told what each look found */
 
 static bool poked; /* a look was asked for (coexist_poke), under lock */
 
@@ -45,7 +46,7 @@ static void look(void)
                 /* The node worker, when there is one, is the slot after the GPUs. */
                 gpustate_query(uuid, fake_index, supervisor_worker_pid(sup, i),
                                have_node() ? supervisor_worker_pid(sup, node_index()) : 0, &st);
-                jobs_gpu_observed(i, &st, at);
+                job_dispatch_gpu_observed(jobs, i, &st, at);
         }
 }
 
@@ -57,7 +58,7 @@ static void schedule(void)
         bool all;
 
         core_lock();
-        n = jobs_health_due_locked(devs, ELEMENTSOF(devs), &all);
+        n = job_dispatch_health_due_locked(jobs, devs, ELEMENTSOF(devs), &all);
         core_unlock();
         for (size_t k = 0; k < (all ? 1 : n); k++) {
                 struct problem p = {0};
@@ -120,6 +121,7 @@ int coexist_start(const struct umd_daemon *d)
 
         cfg = d->cfg;
         sup = d->sup;
+        jobs = d->jobs;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&cond, &ca);
@@ -130,7 +132,7 @@ int coexist_start(const struct umd_daemon *d)
         if (r < 0)
                 return log_error_errno(r, "cannot start the GPU watch thread: %m");
         started = true;
-        jobs_attach_looks(coexist_poke);
+        job_dispatch_attach_looks(jobs, coexist_poke);
         return 0;
 }
 
@@ -139,7 +141,7 @@ void coexist_stop(void)
         if (!started)
                 return;
         /* No look will come: parts held for one finish now. */
-        jobs_attach_looks(NULL);
+        job_dispatch_attach_looks(jobs, NULL);
         pthread_mutex_lock(&lock);
         stopping = true;
         pthread_cond_broadcast(&cond);

@@ -1,5 +1,7 @@
-/* The read-only side of core.h that is not about jobs: devices, health, version, catalog.
- * (problem_set() and friends are in problem.c.) */
+/* core.h, the seam the HTTP layer calls: devices, health, version and catalog answered here,
+ * and the job functions forwarded to the job subsystem (jobs.h) with the daemon's one struct
+ * jobs, pauses to devctl.c and metrics to metrics.c. (problem_set() and friends are in
+ * problem.c.) */
 #include "core.h"
 
 #include <errno.h>
@@ -10,22 +12,95 @@
 #include "catalog.h"
 #include "config.h"
 #include "daemon.h"
+#include "devctl.h"
 #include "devices.h"
+#include "job_state.h"
 #include "jobs.h"
+#include "metrics.h"
 #include "umd-build.h"
 #include "util.h"
 
 static const struct umd_config *core_config;
+/* main.c's daemon: its jobs member is read at each call, set by main.c before the listeners
+ * start and cleared only after they stopped (daemon.h). */
+static const struct umd_daemon *core_daemon;
 
 void core_init(const struct umd_daemon *d)
 {
         core_config = d->cfg;
+        core_daemon = d;
+}
+
+static struct jobs *core_jobs(void)
+{
+        return core_daemon->jobs;
+}
+
+int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
+                    json_t **ret_job, struct problem *p)
+{
+        return job_submit(core_jobs(), body, idempotency_key, client, ret_job, p);
+}
+
+int core_job_get(const char *id, json_t **ret_job, struct problem *p)
+{
+        return job_query_get(core_jobs(), id, ret_job, p);
+}
+
+int core_job_get_finished(const char *id, struct blob **ret_body, struct problem *p)
+{
+        return job_query_get_finished(core_jobs(), id, ret_body, p);
+}
+
+bool core_job_state_final(const char *state)
+{
+        int s = job_state_from_string(state);
+        return s >= 0 && job_state_final((enum job_state)s);
+}
+
+uint64_t core_jobs_generation(void)
+{
+        return jobs_generation(core_jobs());
+}
+
+void core_set_job_listener(core_job_listener fn, void *userdata)
+{
+        jobs_set_listener(core_jobs(), fn, userdata);
+}
+
+int core_job_list(const struct job_filter *f, struct job_rows *ret, struct problem *p)
+{
+        return job_query_list(core_jobs(), f, ret, p);
+}
+
+unsigned core_list_limit_max(void)
+{
+        return core_config->list_limit_max;
+}
+
+int core_device_index(const char *id, size_t *ret_index)
+{
+        ssize_t i;
+
+        core_lock();
+        i = devices_lookup(id);
+        core_unlock();
+        if (i < 0)
+                return -ENODEV;
+        *ret_index = (size_t)i;
+        return 0;
+}
+
+int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
+                    struct problem *p)
+{
+        return job_cancel(core_jobs(), id, client, admin, ret_job, p);
 }
 
 json_t *core_node_json(void)
 {
         core_lock();
-        json_t *node = jobs_node_json_locked();
+        json_t *node = job_query_node_json_locked(core_jobs());
         core_unlock();
         return node;
 }
@@ -45,9 +120,9 @@ int core_health(json_t **ret_body)
         size_t usable = 0, faulted = 0, failing = 0, n, queued, running, total;
         json_t *problems_arr = json_array(), *verdicts = json_array();
         char why[512], store_why[400];
-        const char *damage = jobs_store_damage();
+        const char *damage = job_query_store_damage(core_jobs());
 
-        jobs_counts(&queued, &running, &total);
+        job_query_counts(core_jobs(), &queued, &running, &total);
         core_lock();
         n = devices_count();
         for (size_t i = 0; i < n; i++) {
@@ -74,7 +149,7 @@ int core_health(json_t **ret_body)
         }
         /* The node worker and the GPU pairs' verdict: a failing pair is a problem to report, but
          * no GPU is less usable for it (each GPU's own verdict says that). */
-        json_t *node = jobs_node_json_locked();
+        json_t *node = job_query_node_json_locked(core_jobs());
         const char *pairs =
             json_string_value(json_object_get(json_object_get(node, "last_health"), "verdict"));
         if (pairs && strcmp(pairs, "fail") == 0)
@@ -137,4 +212,24 @@ json_t *core_catalog_json(void)
 {
         struct catalog_limits lim = {.max_buffer_bytes = core_config->max_buffer_bytes};
         return catalog_to_json(&lim);
+}
+
+int core_device_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
+{
+        return devctl_pause(id, body, ret_device, p);
+}
+
+int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
+{
+        return devctl_resume(id, ret_device, p);
+}
+
+char *core_metrics_text(size_t *ret_len)
+{
+        return metrics_text(ret_len);
+}
+
+void core_http_observe(const char *route, const char *method, int status)
+{
+        metrics_http_observe(route, method, status);
 }

@@ -8,26 +8,32 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "blob.h"
 #include "problem.h"
+#include "uuid.h"
 
+/* GET /v1/jobs's filters, typed: api/request.c parses and checks the query string into one
+ * (job_list_query_parse), so the daemon sees only valid values. */
 struct job_filter {
-        const char *status; /* NULL = any */
-        const char *benchmark;
-        const char *device;  /* index or uuid */
-        const char *label;   /* "k:v" */
-        const char *before;  /* job id cursor: older than this */
-        const char *after;   /* job id cursor: newer than this */
-        const char *include; /* "results": full documents, bounded by list_results_max_bytes */
-        const char *since;   /* created at or after: RFC 3339 or Unix ms */
-        const char *until;   /* created before */
-        const char *limit;   /* as given, validated by core */
+        int state;             /* enum job_state (job_state.h); -1: any */
+        const char *benchmark; /* a catalog name; NULL: any */
+        ssize_t device;        /* a device index (core_device_index); -1: any */
+        const char *label_key; /* with label_value: jobs labelled key:value; NULL: any */
+        size_t label_key_len;  /* label_key is not NUL-terminated at this length */
+        const char *label_value;
+        const char *before; /* a job id (valid): older than this; NULL: none */
+        const char *after;  /* a job id (valid): newer than this; NULL: none */
+        uint64_t since_ms;  /* created at or after (Unix ms); 0: none */
+        uint64_t until_ms;  /* created before; 0: none */
+        unsigned limit;     /* rows on a page, 1 to core_list_limit_max() */
+        bool with_results;  /* full documents, bounded by list_results_max_bytes */
 };
 
 /* GET /v1/devices: array of devices with state and last verdict. */
 json_t *core_devices_json(void);
-/* GET /v1/devices/node: the node worker (jobs.h's jobs_node_json_locked), NULL on a host with
+/* GET /v1/devices/node: the node worker (jobs.h's job_query_node_json_locked), NULL on a host with
  * fewer than two GPUs. */
 json_t *core_node_json(void);
 /* GET /v1/health: returns 200 or 503, *ret_body the explanation (with "node": the node worker and
@@ -60,14 +66,22 @@ uint64_t core_jobs_generation(void);
  * moved, with the job's id. One listener; NULL removes it. */
 typedef void (*core_job_listener)(const char *id, void *userdata);
 void core_set_job_listener(core_job_listener fn, void *userdata);
-/* GET /v1/jobs: {"jobs":[...], "next": "/v1/jobs?...&before=ID" | null} */
-struct job_page {
-        char *body; /* the page's JSON text, malloc'd */
+/* GET /v1/jobs: one page of rows, newest first. api/ frames it as {"jobs": rows, "next": link}
+ * and builds the link from the query it was given and the cursor. */
+struct job_rows {
+        char *rows; /* the page's jobs as a JSON array's text, malloc'd */
         size_t len;
-        char *next;   /* the next page's path, malloc'd; NULL on the last page */
-        size_t count; /* jobs on this page */
+        size_t count;          /* jobs in rows */
+        bool more;             /* another page follows: its cursor is last */
+        char last[JOB_ID_MAX]; /* the id of the page's last (oldest) job */
 };
-int core_job_list(const struct job_filter *f, struct job_page *ret_page, struct problem *p);
+/* 0 with *ret filled, or 500 with p filled (the store cannot be read). */
+int core_job_list(const struct job_filter *f, struct job_rows *ret, struct problem *p);
+/* The largest limit a list takes (list_limit_max). */
+unsigned core_list_limit_max(void);
+/* The index of the device named id (an index or a uuid): 0 with *ret_index, -ENODEV when no
+ * device has that name. */
+int core_device_index(const char *id, size_t *ret_index);
 /* DELETE /v1/jobs/{id}: 0 with the job as it now is; 409 when already finished. */
 int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
                     struct problem *p);

@@ -1,11 +1,13 @@
 /* The daemon's state: what main.c creates, in the order it creates it, handed to each module's
  * init function. main.c owns every member and frees them in reverse order; modules keep the
  * pointer and read members only after main.c has set them (store and devices before jobs_init,
- * the supervisor before jobs_attach_supervisor and coexist_start). */
+ * jobs before devctl_load and the listeners, the supervisor before job_dispatch_attach_supervisor
+ * and coexist_start). */
 #pragma once
 
 struct umd_config;
 struct store;
+struct jobs;
 struct supervisor;
 struct api_server;
 
@@ -13,6 +15,7 @@ struct umd_daemon {
         struct umd_config *cfg; /* parsed before anything else */
         struct store *store;    /* opened first: its lock keeps a second umd out */
         char *worker_path;      /* umd-worker, found before discovery */
+        struct jobs *jobs;      /* recovered from the store after discovery (jobs_init) */
         struct supervisor *sup; /* started after the listeners (they take systemd's sockets) */
         struct api_server *api; /* the HTTP listeners */
         int signal_fd;          /* SIGTERM, SIGINT, SIGHUP; -1 when not open */

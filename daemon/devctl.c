@@ -25,10 +25,12 @@
 #define REASON_MAX       200u
 
 static const char *state_dir;
+static struct jobs *jobs; /* told of pauses and resumes (devctl_load's d->jobs) */
 
 /* With core_lock held. 0 or -errno (logged). */
 static int save_locked(void)
 {
+        assert_locked();
         _cleanup_json_ json_t *all = json_object();
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
@@ -69,6 +71,7 @@ int devctl_load(const struct umd_daemon *state)
         int dfd, r;
 
         state_dir = cfg->state_dir;
+        jobs = state->jobs;
         dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return log_error_errno(errno, "cannot open %s: %m", state_dir);
@@ -152,7 +155,7 @@ static int lock_device(const char *id, ssize_t *ret_index, struct device **ret, 
         return 0;
 }
 
-int core_device_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
+int devctl_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
 {
         const char *reason;
         char was_reason[sizeof(((struct device *)0)->pause_reason)];
@@ -186,13 +189,13 @@ int core_device_pause(const char *id, const json_t *body, json_t **ret_device, s
         if (!was)
                 log_notice("device %zu (%s) paused%s%s", d->index, d->uuid, reason[0] ? ": " : "",
                            reason);
-        jobs_device_paused_locked((size_t)i);
+        job_dispatch_device_paused_locked(jobs, (size_t)i);
         *ret_device = device_to_json(d);
         core_unlock();
         return 0;
 }
 
-int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
+int devctl_resume(const char *id, json_t **ret_device, struct problem *p)
 {
         int r;
 
@@ -211,7 +214,7 @@ int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
                 }
                 d->pause_reason[0] = d->paused_at[0] = '\0';
                 log_notice("device %zu (%s) resumed", d->index, d->uuid);
-                jobs_dispatch_locked((size_t)i);
+                job_dispatch_locked(jobs, (size_t)i);
         }
         *ret_device = device_to_json(d);
         core_unlock();

@@ -1,6 +1,6 @@
 /* The GPUs umd owns: discovered once at start by running `umd-worker --list`, then fixed for
  * the daemon's life. Holds each device's identity and its current worker state; the caller
- * (jobs.c) serialises access with the core lock. */
+ * (job_index.c) serialises access with the core lock. */
 #pragma once
 
 #include <jansson.h>
@@ -24,13 +24,13 @@ struct device {
         json_t *verdict_by_tier; /* {"quick": verdict, "extended": verdict}: each tier's last */
         unsigned running_jobs;   /* 0 or 1 */
 
-        /* Sharing the GPU with its owners (jobs.c and devctl.c keep these). */
+        /* Sharing the GPU with its owners (job_index.c and devctl.c keep these). */
         int fake_index;          /* for gpustate: -1 for a real GPU */
         struct gpu_state gpu;    /* the last look (gpustate_query) */
         uint64_t looked_ms;      /* when that look began (monotonic); 0: never */
         uint64_t look_wanted_ms; /* a part may start once a look began after this; 0: none */
         int contended_by;        /* most other processes seen during the running part */
-        /* A part its worker finished, held until a look that began after it (dispatch.c): a
+        /* A part its worker finished, held until a look that began after it (job_dispatch.c): a
          * verdict needs the GPU seen undisturbed right after the part too. */
         struct held_done *held;
         bool paused; /* admin: run nothing, hold nothing */

@@ -1,6 +1,17 @@
 /* core_lock: the daemon's one lock. It guards the device table (devices.h) and everything the
- * job files keep (jobs.h); code that reads devices takes it without depending on jobs. */
+ * job files keep (jobs.h); code that reads devices takes it without depending on jobs. It
+ * records whether the calling thread holds it, so that every function named *_locked can say
+ * so with assert_locked() instead of a comment. */
 #pragma once
+
+#include <assert.h>
+#include <stdbool.h>
 
 void core_lock(void);
 void core_unlock(void);
+/* Whether the calling thread holds core_lock. */
+bool core_lock_held(void);
+
+/* At the top of every *_locked function: aborts (in builds with assertions) when the caller
+ * does not hold core_lock. A macro, so that the message names the function that was misused. */
+#define assert_locked() assert(core_lock_held())

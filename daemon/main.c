@@ -22,11 +22,11 @@
 #include "devices.h"
 #include "fileio.h"
 #include "gpustate.h"
+#include "job_spec.h"
 #include "jobs.h"
 #include "log.h"
 #include "metrics.h"
 #include "placement.h"
-#include "spec.h"
 #include "store.h"
 #include "store_files.h"
 #include "supervisor.h"
@@ -35,10 +35,10 @@
 
 #define TICK_MS 1000
 
-static void notify_status(const char *phase)
+static void notify_status(struct jobs *jobs, const char *phase)
 {
         size_t queued, running, total, faulted = 0;
-        jobs_counts(&queued, &running, &total);
+        job_query_counts(jobs, &queued, &running, &total);
         core_lock();
         for (size_t i = 0; i < devices_count(); i++)
                 faulted += devices_get(i)->wstate == WORKER_FAULTED;
@@ -48,7 +48,8 @@ static void notify_status(const char *phase)
                    phase, devices_count(), faulted, queued, running, total);
 }
 
-static int start_supervisor(const struct umd_config *cfg, struct supervisor **ret)
+static int start_supervisor(const struct umd_config *cfg, struct jobs *jobs,
+                            struct supervisor **ret)
 {
         size_t n = devices_count();
         struct supervised_device *devs = calloc(n + 1, sizeof(*devs));
@@ -88,7 +89,7 @@ static int start_supervisor(const struct umd_config *cfg, struct supervisor **re
                 node->numa_node = -1;
                 snprintf(node->id, sizeof(node->id), "all");
         }
-        jobs_supervisor_callbacks(&cb);
+        job_dispatch_callbacks(jobs, &cb);
         r = supervisor_start(cfg, devs, have_node() ? n + 1 : n, &cb, ret);
         free(devs);
         return r;
@@ -149,9 +150,10 @@ static int run(struct umd_daemon *d)
         if (r < 0)
                 goto out;
 
-        r = jobs_init(d);
+        r = jobs_init(d, &d->jobs);
         if (r < 0)
                 goto out;
+        job_verdict_restore(d->jobs);
         r = devctl_load(d);
         if (r < 0)
                 goto out;
@@ -161,10 +163,10 @@ static int run(struct umd_daemon *d)
         r = api_start(cfg, &d->api);
         if (r < 0)
                 goto out;
-        r = start_supervisor(cfg, &d->sup);
+        r = start_supervisor(cfg, d->jobs, &d->sup);
         if (r < 0)
                 goto out;
-        jobs_attach_supervisor(d->sup);
+        job_dispatch_attach_supervisor(d->jobs, d->sup);
         metrics_attach_supervisor(d->sup);
         r = coexist_start(d);
         if (r < 0)
@@ -173,7 +175,7 @@ static int run(struct umd_daemon *d)
         if (sd_watchdog_enabled(0, &watchdog_usec) <= 0)
                 watchdog_usec = 0;
         sd_notify(0, "READY=1");
-        notify_status("ready");
+        notify_status(d->jobs, "ready");
         log_info("umd %s ready: %zu devices, state in %s", UMD_VERSION, devices_count(),
                  cfg->state_dir);
 
@@ -209,31 +211,32 @@ static int run(struct umd_daemon *d)
                         last_pet = now;
                 }
                 if (now - last_status >= 5000) {
-                        notify_status("running");
+                        notify_status(d->jobs, "running");
                         last_status = now;
                 }
                 if (now - last_retry >= cfg->store_retry_ms) {
-                        jobs_retry_unsaved();
+                        jobs_retry_unsaved(d->jobs);
                         last_retry = now;
                 }
                 if (now - last_tick >= 60000) {
-                        jobs_tick();
+                        jobs_tick(d->jobs);
                         last_tick = now;
                 }
         }
 
         sd_notify(0, "STOPPING=1");
-        notify_status("stopping");
+        notify_status(d->jobs, "stopping");
 out:
         coexist_stop();
-        jobs_quiesce();
+        jobs_quiesce(d->jobs);
         if (d->api)
                 api_stop(d->api, cfg->shutdown_timeout_s * 1000);
         d->api = NULL;
         if (d->sup)
                 supervisor_stop(d->sup, cfg->shutdown_timeout_s * 1000);
         d->sup = NULL;
-        jobs_shutdown();
+        jobs_shutdown(d->jobs);
+        d->jobs = NULL;
         if (d->store)
                 store_close(d->store);
         d->store = NULL;

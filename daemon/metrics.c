@@ -164,7 +164,7 @@ static void family_set(struct family *f, const char *labels, double v, bool add)
         f->s[f->n++] = (struct series){.labels = l, .value = v};
 }
 
-void core_http_observe(const char *route, const char *method, int status)
+void metrics_http_observe(const char *route, const char *method, int status)
 {
         char r[128], m[16], labels[256];
         escape(r, sizeof(r), route);
@@ -369,7 +369,7 @@ static void family_emit(FILE *f, const char *name, const char *type, const char 
         family_print(f, name, fam);
 }
 
-char *core_metrics_text(size_t *ret_len)
+char *metrics_text(size_t *ret_len)
 {
         char *buf = NULL;
         size_t len = 0;

@@ -1,6 +1,7 @@
 /* Prometheus metrics: counters and gauges fed by the job files and the HTTP layer, rendered by
- * core_metrics_text(). Label sets are bounded (routes, states, benchmarks, uuids, modes).
- * Metrics depends on nothing of jobs: they push what it shows (no call back, no include). */
+ * metrics_text() (core.c's core_metrics_text). Label sets are bounded (routes, states, benchmarks,
+ * uuids, modes). Metrics depends on nothing of jobs: they push what it shows (no call back, no
+ * include). */
 #pragma once
 
 #include <jansson.h>
@@ -15,6 +16,10 @@ struct umd_daemon;
  * count) must outlive metrics. 0 or -ENOMEM (logged). */
 int metrics_init(const struct umd_daemon *d);
 void metrics_free(void);
+/* GET /metrics (core_metrics_text): Prometheus text, malloc'd; NULL on allocation failure. */
+char *metrics_text(size_t *ret_len);
+/* A finished HTTP request (core_http_observe): route is the route pattern, never the path. */
+void metrics_http_observe(const char *route, const char *method, int status);
 /* Pushed by the job files whenever core_lock is released (metrics never asks them): parts
  * queued on device dev, and parts running on every device and the node. */
 void metrics_observe_queue(size_t dev, size_t queued);

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
-#include "jobstate.h"
+#include "job_state.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "store_files.h"

@@ -27,6 +27,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "util.h"
+#include "uuid.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +47,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define JOB_ID_MAX           64u
 #define POLL_MAX_MS          1000u /* the thread looks at its timers at least this often */
 #define REAP_POLL_MS         100u  /* without pidfds, how often to look for dead workers */
 #define SEND_TIMEOUT_MS      2000u /* a worker not reading its socket for this long is stuck */

@@ -1,6 +1,6 @@
 /* Worker processes: one umd-worker per device, spawned, watched and respawned here. Owns the
  * processes, their socketpairs and a thread that polls them; knows nothing of queues or HTTP.
- * dispatch.c hands it one job part at a time per device and hears back through callbacks.
+ * job_dispatch.c hands it one job part at a time per device and hears back through callbacks.
  *
  * Threading: callbacks run on the supervisor thread with no supervisor lock held, so they may
  * call supervisor_dispatch()/supervisor_cancel(). Those two never call a callback themselves. */
@@ -43,7 +43,7 @@ struct supervisor_callbacks {
                           enum part_outcome outcome, json_t *result, const char *error,
                           double cold_start_ms);
         /* The worker of `device` changed state (reason: "crashed: signal 11", ...). Called on
-         * every change, including becoming idle, when dispatch.c starts the next part. */
+         * every change, including becoming idle, when job_dispatch.c starts the next part. */
         void (*worker_state)(void *userdata, size_t device, enum worker_state state,
                              const char *reason);
         void *userdata;

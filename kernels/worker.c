@@ -33,6 +33,7 @@
 #include "placement.h"
 #include "size.h"
 #include "util.h"
+#include "uuid.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +52,6 @@
 
 #define HEARTBEAT_MS_DEFAULT 1000u
 #define SHUTDOWN_WAIT_MS     2000u
-#define JOB_ID_MAX           64u
 
 struct worker {
         int fd;

@@ -10,6 +10,7 @@ struct core_double {
         unsigned fail_retry_after;
         int health; /* 200 or 503 (0 = 200) */
         struct job_filter last_filter;
+        bool list_more; /* core_job_list says another page follows */
         char *last_id;
         char *last_key;
         unsigned calls;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
+#include "job_state.h"
 #include "test_helpers.h"
 
 static int setup(void **state)
@@ -162,17 +163,17 @@ static void test_idempotency_key(void **state)
         assert_true(request_check_idempotency_key("del\x7f", &p) < 0);
 }
 
-static void test_job_filter(void **state)
+static void test_job_list_query(void **state)
 {
-        struct job_filter f = {0};
+        struct job_list_query f = {0};
         struct problem p;
 
-        assert_int_equal(job_filter_set(&f, "status", "queued", &p), 0);
-        assert_int_equal(job_filter_set(&f, "benchmark", "copy", &p), 0);
-        assert_int_equal(job_filter_set(&f, "device", "0", &p), 0);
-        assert_int_equal(job_filter_set(&f, "label", "team:a", &p), 0);
-        assert_int_equal(job_filter_set(&f, "before", "abc", &p), 0);
-        assert_int_equal(job_filter_set(&f, "limit", "10", &p), 0);
+        assert_int_equal(job_list_query_set(&f, "status", "queued", &p), 0);
+        assert_int_equal(job_list_query_set(&f, "benchmark", "copy", &p), 0);
+        assert_int_equal(job_list_query_set(&f, "device", "0", &p), 0);
+        assert_int_equal(job_list_query_set(&f, "label", "team:a", &p), 0);
+        assert_int_equal(job_list_query_set(&f, "before", "abc", &p), 0);
+        assert_int_equal(job_list_query_set(&f, "limit", "10", &p), 0);
         assert_string_equal(f.status, "queued");
         assert_string_equal(f.benchmark, "copy");
         assert_string_equal(f.device, "0");
@@ -180,17 +181,55 @@ static void test_job_filter(void **state)
         assert_string_equal(f.before, "abc");
         assert_string_equal(f.limit, "10");
 
-        assert_true(job_filter_set(&f, "status", "running", &p) < 0);
+        assert_true(job_list_query_set(&f, "status", "running", &p) < 0);
         assert_int_equal(p.status, 400);
         assert_string_equal(p.field, "status");
 
         memset(&f, 0, sizeof(f));
-        assert_true(job_filter_set(&f, "sort", "asc", &p) < 0);
+        assert_true(job_list_query_set(&f, "sort", "asc", &p) < 0);
         assert_int_equal(p.status, 400);
         assert_string_equal(p.field, "sort");
         assert_non_null(strstr(p.detail, "unknown query argument"));
-        assert_int_equal(job_filter_set(&f, "limit", NULL, &p), 0);
+        assert_int_equal(job_list_query_set(&f, "limit", NULL, &p), 0);
         assert_string_equal(f.limit, "");
+}
+
+/* The filters are typed before the daemon sees them, in the order they were always checked,
+ * and the page's next link repeats the query as given (percent-encoded) with the cursor. */
+static void test_list_filters_are_typed_and_the_next_link_repeats_the_query(void **state)
+{
+        const struct query_arg args[] = {{"label", "a b:c/d"},
+                                         {"limit", "02"},
+                                         {"device", "GPU-1"},
+                                         {"since", "1970-01-01T00:00:01.5Z"}};
+        const struct query_arg bad[] = {{"device", "7"}, {"since", "soon"}};
+        struct api_reply rep;
+
+        core_double.list_more = true;
+        run(&rep, HTTP_GET, "/v1/jobs", NULL, args, 4, NULL);
+        assert_int_equal(rep.status, 200);
+        assert_int_equal(core_double.last_filter.limit, 2);
+        assert_int_equal(core_double.last_filter.device, 1);
+        assert_int_equal(core_double.last_filter.since_ms, 1500);
+        assert_int_equal(core_double.last_filter.label_key_len, 3);
+        assert_string_equal(core_double.last_filter.label_value, "c/d");
+        assert_int_equal(core_double.last_filter.state, -1);
+        assert_memory_equal(
+            rep.body,
+            "{\"jobs\":[],\"next\":\"/v1/jobs?device=GPU-1&label=a%20b%3Ac%2Fd&since="
+            "1970-01-01T00%3A00%3A01.5Z&limit=02&before=01890000-0000-7000-8000-"
+            "000000000001\"}",
+            rep.body_len);
+        assert_non_null(strstr(rep.link, "rel=\"next\""));
+        reply_free(&rep);
+
+        /* since is checked before device: the first bad one named is since. */
+        core_double.calls = 0;
+        run(&rep, HTTP_GET, "/v1/jobs", NULL, bad, 2, NULL);
+        assert_int_equal(rep.status, 400);
+        assert_non_null(strstr(rep.body, "\"field\":\"since\""));
+        assert_int_equal(core_double.calls, 0);
+        reply_free(&rep);
 }
 
 static void test_wait_durations(void **state)
@@ -249,9 +288,9 @@ static void test_list_passes_filter_and_refuses_unknown(void **state)
 
         run(&rep, HTTP_GET, "/v1/jobs", NULL, good, 2, NULL);
         assert_int_equal(rep.status, 200);
-        assert_string_equal(core_double.last_filter.status, "succeeded");
-        assert_string_equal(core_double.last_filter.limit, "5");
-        assert_null(core_double.last_filter.device);
+        assert_int_equal(core_double.last_filter.state, JOB_SUCCEEDED);
+        assert_int_equal(core_double.last_filter.limit, 5);
+        assert_int_equal(core_double.last_filter.device, -1);
         reply_done(&rep);
 
         core_double.calls = 0;
@@ -397,8 +436,10 @@ int main(void)
             cmocka_unit_test_setup(test_content_type, setup),
             cmocka_unit_test_setup(test_content_length, setup),
             cmocka_unit_test_setup(test_idempotency_key, setup),
-            cmocka_unit_test_setup(test_job_filter, setup),
+            cmocka_unit_test_setup(test_job_list_query, setup),
             cmocka_unit_test_setup(test_list_passes_filter_and_refuses_unknown, setup),
+            cmocka_unit_test_setup(test_list_filters_are_typed_and_the_next_link_repeats_the_query,
+                                   setup),
             cmocka_unit_test_setup(test_json_body, setup),
             cmocka_unit_test(test_wait_durations),
             cmocka_unit_test(test_route_arguments),

@@ -19,7 +19,7 @@
 
 static char *scrape(void)
 {
-        char *text = core_metrics_text(NULL);
+        char *text = metrics_text(NULL);
 
         assert_non_null(text);
         return text;
@@ -245,9 +245,9 @@ static void test_job_durations_fill_cumulative_buckets(void **state)
 
 static void test_http_requests_are_counted_by_route_method_and_status(void **state)
 {
-        core_http_observe("/v1/jobs/{id}", "GET", 200);
-        core_http_observe("/v1/jobs/{id}", "GET", 200);
-        core_http_observe("/v1/jobs/{id}", "GET", 404);
+        metrics_http_observe("/v1/jobs/{id}", "GET", 200);
+        metrics_http_observe("/v1/jobs/{id}", "GET", 200);
+        metrics_http_observe("/v1/jobs/{id}", "GET", 404);
         char *text = scrape();
         assert_has_line(text, "umd_http_requests_total{route=\"/v1/jobs/{id}\",method=\"GET\","
                               "status=\"200\"} 2");

@@ -1,6 +1,7 @@
-/* Private to the job files (jobs.c, dispatch.c, submit.c, queries.c, verdicts.c): struct job,
- * the in-memory index and queues they share, and the few index operations more than one of them
- * needs. Everything here is guarded by core_lock. Nothing outside those files includes it. */
+/* Private to the job files (daemon/jobs/job_*.c): struct job, struct jobs (the object: the
+ * in-memory index and queues they share), and the few index operations more than one of them
+ * needs. Everything here is guarded by core_lock. Only those files have this folder on their
+ * include path (daemon/jobs/meson.build), so nothing else can include it. */
 #pragma once
 
 #include <jansson.h>
@@ -10,7 +11,8 @@
 #include <sys/types.h>
 
 #include "devices.h"
-#include "jobstate.h"
+#include "core.h"
+#include "job_state.h"
 #include "supervisor.h"
 #include "uuid.h"
 
@@ -27,7 +29,7 @@ struct part {
 };
 
 struct job {
-        char id[UUID_STRING_MAX];
+        char id[JOB_ID_MAX];
         json_t *doc; /* the stored document: the truth; the fields below cache what queues need */
         enum job_state st;
         int prio;
@@ -40,12 +42,14 @@ struct job {
         bool final_unsaved; /* that write failed: written again every store_retry_ms */
 };
 
-/* One instance (jobs.c), behind core_lock. */
-struct jobs_state {
+/* One instance (jobs_init), behind core_lock. */
+struct jobs {
         const struct umd_config *cfg;
         struct store *store;
-        struct supervisor *sup; /* NULL until jobs_attach_supervisor and after jobs_shutdown */
-        void (*poke)(void);     /* asks coexist.c for a look now; NULL: none (jobs_attach_looks) */
+        /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown. */
+        struct supervisor *sup;
+        /* Asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks). */
+        void (*poke)(void);
         bool quiescing;
         struct job **jobs; /* ascending id (submission order) */
         size_t n_jobs, cap_jobs;
@@ -56,58 +60,63 @@ struct jobs_state {
         json_t *node_last_verdict;    /* the canonical check's last verdict on the GPU pairs */
         json_t *node_verdict_by_tier; /* each tier's last one: {"quick": ..., "extended": ...} */
         uint64_t node_last_check_ms;  /* the pairs' last scheduled check (realtime) */
+        /* Waiters (GET ?wait=) learn of changes through these: the generation moves first, then
+         * the listener is told, both under the lock (so a reader that saw the old generation is
+         * woken). The generation is read without the lock. */
+        _Atomic uint64_t generation;
+        core_job_listener listener;
+        void *listener_data;
 };
-extern struct jobs_state js;
 
 static inline bool is_node(size_t dev)
 {
         return have_node() && dev == node_index();
 }
 
-/* jobs.c: the index and the state machine. */
-struct job *job_find(const char *id);
-ssize_t job_index(const char *id);
-int jobs_append(struct job *j);
-void jobs_remove_at(size_t i);
+/* job_index.c: the index and the state machine. */
+struct job *job_find(struct jobs *js, const char *id);
+ssize_t job_index(struct jobs *js, const char *id);
+int jobs_append(struct jobs *js, struct job *j);
+void jobs_remove_at(struct jobs *js, size_t i);
 void job_free(struct job *j);
 json_t *job_now_json(void);
-/* queries.c: a store read's outcome r for job id as the API says it (0, or a 404 / 500). */
+/* job_query.c: a store read's outcome r for job id as the API says it (0, or a 404 / 500). */
 struct problem;
-int store_read_problem(int r, const char *id, struct problem *p);
+int job_query_store_problem(int r, const char *id, struct problem *p);
 json_t *job_part_doc(struct job *j, size_t i);
 const char *job_benchmark(const struct job *j);
 enum job_state job_derive_state(const struct job *j);
 /* Moves part i to st (leaving its queue when it was queued), recording result and error when
  * st is final. */
-void job_set_part(struct job *j, size_t i, enum job_state st, json_t *result, const char *error);
+void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, json_t *result,
+                  const char *error);
 /* Recomputes the job's state and times after its parts changed; true when it just finished. */
-bool job_update_state(struct job *j);
+bool job_update_state(struct jobs *js, struct job *j);
 /* A job reached a final state: counted in metrics. */
 void job_finished(struct job *j);
-int job_persist(struct job *j);
+int job_persist(struct jobs *js, struct job *j);
 /* The generation moved: waiters are told. */
-void job_changed(const struct job *j);
-int job_enqueue(struct job *j, size_t i);
+void job_changed(struct jobs *js, const struct job *j);
+int job_enqueue(struct jobs *js, struct job *j, size_t i);
 /* What clients see: a copy of the stored document less umd's bookkeeping. */
 json_t *job_public(const json_t *doc);
-void jobs_prune_finished(void);
-void jobs_retention_apply(void);
-size_t jobs_queued_total(void);
+void jobs_prune_finished(struct jobs *js);
+void jobs_retention_apply(struct jobs *js);
+size_t jobs_queued_total(struct jobs *js);
 /* Parts running on every device and the node. */
-size_t jobs_running_locked(void);
+size_t jobs_running_locked(struct jobs *js);
 /* Parts queued for device dev (or the node). */
-size_t jobs_queued_on_locked(size_t dev);
+size_t jobs_queued_on_locked(struct jobs *js, size_t dev);
 /* Tells metrics what the queues hold now (metrics never asks). */
-void jobs_publish_locked(void);
+void jobs_publish_locked(struct jobs *js);
 /* jobs_publish_locked, then core_unlock. */
-void jobs_unlock(void);
+void jobs_unlock(struct jobs *js);
 
-/* dispatch.c */
-void dispatch_try(size_t dev);
-void dispatch_try_node(void);
+/* job_dispatch.c */
+void job_dispatch_try(struct jobs *js, size_t dev);
+void job_dispatch_try_node(struct jobs *js);
 
-/* verdicts.c: judge a canonical health part; true when it was queued to run once more. */
-bool verdict_judge(struct job *j, size_t i, struct device *d, const json_t *result);
-bool verdict_judge_node(struct job *j, size_t i, const json_t *result);
-/* After recovery: each device's newest verdict in the store. */
-void verdicts_restore_last(void);
+/* job_verdict.c: judge a canonical health part; true when it was queued to run once more. */
+bool job_verdict_judge(struct jobs *js, struct job *j, size_t i, struct device *d,
+                       const json_t *result);
+bool job_verdict_judge_node(struct jobs *js, struct job *j, size_t i, const json_t *result);

@@ -1,4 +1,4 @@
-/* queue.c: a device's waiting parts run by priority, then in submission order. */
+/* job_queue.c: a device's waiting parts run by priority, then in submission order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "queue.h"
+#include "job_queue.h"
 
 static struct queue_entry entry(int prio, const char *id, size_t part)
 {

@@ -1,12 +1,13 @@
-/* Jobs: the in-memory index of the jobs scheduling needs (queued and running ones, and finished
- * ones until their final write is committed; sorted by id, which is submission order), the
- * per-device queues, the state machine of jobs and their parts (jobstate.c derives a job's state
- * from its parts'), persistence of every change, recovery at start, retention, and the lock.
- * The document each job is stored as is the truth; struct job caches what the queue needs.
- * History (finished jobs) lives only in the store and is read from it. Every change happens
- * under core_lock and is queued to the store's writer before the lock is released (so writes
- * keep their order). Who changes jobs: dispatch.c (running them), submit.c (submit, cancel),
- * verdicts.c (canonical health checks); queries.c reads them. */
+/* The jobs object (struct jobs, made by jobs_init): the in-memory index of the jobs scheduling
+ * needs (queued and running ones, and finished ones until their final write is committed;
+ * sorted by id, which is submission order), the per-device queues, the state machine of jobs
+ * and their parts (job_state.c derives a job's state from its parts'), persistence of every
+ * change, recovery at start, retention, and the generation waiters watch. The document each
+ * job is stored as is the truth; struct job caches what the queue needs. History (finished
+ * jobs) lives only in the store and is read from it. Every change happens under core_lock and is
+ * queued to the store's writer before the lock is released (so writes keep their order). Who
+ * changes jobs: job_dispatch.c (running them), job_submit.c and job_cancel.c, job_verdict.c
+ * (canonical health checks); job_query.c reads them. */
 #include "jobs.h"
 
 #include <errno.h>
@@ -22,77 +23,65 @@
 #include "core.h"
 #include "daemon.h"
 #include "devices.h"
-#include "jobs_internal.h"
+#include "job_internal.h"
+#include "job_queue.h"
+#include "job_spec.h"
 #include "jsonutil.h"
 #include "lock.h"
 #include "log.h"
 #include "metrics.h"
-#include "queue.h"
-#include "spec.h"
 #include "store.h"
 #include "util.h"
 #include "uuid.h"
 
-struct jobs_state js = {.node_wstate = WORKER_COLD};
-
-/* Waiters (GET ?wait=) learn of changes through this: the generation moves first, then the
- * listener is told, both under the lock (so a reader that saw the old generation is woken). */
-static _Atomic uint64_t generation = 1;
-static core_job_listener listener;
-static void *listener_data;
-
-void job_changed(const struct job *j)
+void job_changed(struct jobs *js, const struct job *j)
 {
-        atomic_fetch_add(&generation, 1);
-        if (listener)
-                listener(j->id, listener_data);
+        atomic_fetch_add(&js->generation, 1);
+        if (js->listener)
+                js->listener(j->id, js->listener_data);
 }
 
-uint64_t core_jobs_generation(void)
+uint64_t jobs_generation(struct jobs *js)
 {
-        return atomic_load(&generation);
+        return atomic_load(&js->generation);
 }
 
-void core_set_job_listener(core_job_listener fn, void *userdata)
+void jobs_set_listener(struct jobs *js, core_job_listener fn, void *userdata)
 {
         core_lock();
-        listener = fn;
-        listener_data = userdata;
+        js->listener = fn;
+        js->listener_data = userdata;
         core_unlock();
 }
 
-bool core_job_state_final(const char *state)
+size_t jobs_running_locked(struct jobs *js)
 {
-        int s = job_state_from_string(state);
-        return s >= 0 && job_state_final((enum job_state)s);
-}
-
-size_t jobs_running_locked(void)
-{
-        size_t running = js.node_running;
+        assert_locked();
+        size_t running = js->node_running;
 
         for (size_t i = 0; i < devices_count(); i++)
                 running += devices_get(i)->running_jobs;
         return running;
 }
 
-void jobs_publish_locked(void)
+void jobs_publish_locked(struct jobs *js)
 {
+        assert_locked();
         for (size_t i = 0; i < devices_count(); i++)
-                metrics_observe_queue(i, jobs_queued_on_locked(i));
-        metrics_observe_running(jobs_running_locked());
+                metrics_observe_queue(i, jobs_queued_on_locked(js, i));
+        metrics_observe_running(jobs_running_locked(js));
         if (have_node())
                 metrics_observe_node(
-                    device_state_names[device_state_of_worker(js.node_wstate)],
-                    js.node_wstate == WORKER_IDLE || js.node_wstate == WORKER_BUSY,
-                    json_string_value(json_object_get(js.node_last_verdict, "verdict")));
+                    device_state_names[device_state_of_worker(js->node_wstate)],
+                    js->node_wstate == WORKER_IDLE || js->node_wstate == WORKER_BUSY,
+                    json_string_value(json_object_get(js->node_last_verdict, "verdict")));
 }
 
 /* Every change to jobs happens under the lock, so telling metrics as it is released keeps what
  * /metrics shows as current as what the API shows. */
-void jobs_unlock(void)
+void jobs_unlock(struct jobs *js)
 {
-        jobs_publish_locked();
+        jobs_publish_locked(js);
         core_unlock();
 }
 
@@ -123,7 +112,7 @@ const char *job_benchmark(const struct job *j)
         return json_string_value(json_object_get(j->doc, "benchmark"));
 }
 
-/* The job's state follows from its parts' (jobstate.c). */
+/* The job's state follows from its parts' (job_state.c). */
 enum job_state job_derive_state(const struct job *j)
 {
         size_t count[JOB_STATE_MAX] = {0};
@@ -133,13 +122,14 @@ enum job_state job_derive_state(const struct job *j)
         return job_state_from_counts(count, j->cancel_requested);
 }
 
-void job_set_part(struct job *j, size_t i, enum job_state st, json_t *result, const char *error)
+void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, json_t *result,
+                  const char *error)
 {
         json_t *p = job_part_doc(j, i);
         enum job_state old = j->parts[i].st;
 
         if (old == JOB_QUEUED && st != JOB_QUEUED && j->parts[i].device >= 0)
-                queue_remove(&js.queues[j->parts[i].device], j, i);
+                queue_remove(&js->queues[j->parts[i].device], j, i);
         j->parts[i].st = st;
         json_object_set_new(p, "state", json_string(job_state_names[st]));
         if (st == JOB_RUNNING)
@@ -153,14 +143,14 @@ void job_set_part(struct job *j, size_t i, enum job_state st, json_t *result, co
 }
 
 /* Recompute the job's state and times after its parts changed; true when it just finished. */
-bool job_update_state(struct job *j)
+bool job_update_state(struct jobs *js, struct job *j)
 {
         enum job_state old = j->st, st = job_derive_state(j);
 
         if (st == old)
                 return false;
         j->st = st;
-        job_changed(j);
+        job_changed(js, j);
         json_object_set_new(j->doc, "state", json_string(job_state_names[st]));
         if (st == JOB_RUNNING && json_is_null(json_object_get(j->doc, "started")))
                 json_object_set_new(j->doc, "started", job_now_json());
@@ -182,19 +172,19 @@ void job_finished(struct job *j)
 /* Queue the job's current document for the writer. A finished job keeps a ticket, so that it
  * leaves memory (prune_finished) only once the store has it; other changes are fire and forget
  * (the writer logs a failure). */
-int job_persist(struct job *j)
+int job_persist(struct jobs *js, struct job *j)
 {
         if (job_state_final(j->st) && !j->final_ticket)
-                return store_put(js.store, j->doc, &j->final_ticket);
-        return store_put(js.store, j->doc, NULL);
+                return store_put(js->store, j->doc, &j->final_ticket);
+        return store_put(js->store, j->doc, NULL);
 }
 
-ssize_t job_index(const char *id)
+ssize_t job_index(struct jobs *js, const char *id)
 {
-        size_t lo = 0, hi = js.n_jobs;
+        size_t lo = 0, hi = js->n_jobs;
         while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
-                int c = strcasecmp(js.jobs[mid]->id, id);
+                int c = strcasecmp(js->jobs[mid]->id, id);
                 if (c == 0)
                         return (ssize_t)mid;
                 if (c < 0)
@@ -205,69 +195,69 @@ ssize_t job_index(const char *id)
         return -1;
 }
 
-struct job *job_find(const char *id)
+struct job *job_find(struct jobs *js, const char *id)
 {
-        ssize_t i = job_index(id);
-        return i < 0 ? NULL : js.jobs[i];
+        ssize_t i = job_index(js, id);
+        return i < 0 ? NULL : js->jobs[i];
 }
 
-int jobs_append(struct job *j)
+int jobs_append(struct jobs *js, struct job *j)
 {
-        if (js.n_jobs == js.cap_jobs) {
-                size_t nc = js.cap_jobs ? js.cap_jobs * 2 : 256;
-                struct job **n = realloc(js.jobs, nc * sizeof(*n));
+        if (js->n_jobs == js->cap_jobs) {
+                size_t nc = js->cap_jobs ? js->cap_jobs * 2 : 256;
+                struct job **n = realloc(js->jobs, nc * sizeof(*n));
                 if (!n)
                         return -ENOMEM;
-                js.jobs = n;
-                js.cap_jobs = nc;
+                js->jobs = n;
+                js->cap_jobs = nc;
         }
         /* ids are time-ordered, so this is almost always the end. */
-        size_t at = js.n_jobs;
-        while (at > 0 && strcasecmp(js.jobs[at - 1]->id, j->id) > 0)
+        size_t at = js->n_jobs;
+        while (at > 0 && strcasecmp(js->jobs[at - 1]->id, j->id) > 0)
                 at--;
-        memmove(&js.jobs[at + 1], &js.jobs[at], (js.n_jobs - at) * sizeof(*js.jobs));
-        js.jobs[at] = j;
-        js.n_jobs++;
+        memmove(&js->jobs[at + 1], &js->jobs[at], (js->n_jobs - at) * sizeof(*js->jobs));
+        js->jobs[at] = j;
+        js->n_jobs++;
         return 0;
 }
 
-void jobs_remove_at(size_t i)
+void jobs_remove_at(struct jobs *js, size_t i)
 {
-        job_free(js.jobs[i]);
-        memmove(&js.jobs[i], &js.jobs[i + 1], (js.n_jobs - i - 1) * sizeof(*js.jobs));
-        js.n_jobs--;
+        job_free(js->jobs[i]);
+        memmove(&js->jobs[i], &js->jobs[i + 1], (js->n_jobs - i - 1) * sizeof(*js->jobs));
+        js->n_jobs--;
 }
 
-int job_enqueue(struct job *j, size_t i)
+int job_enqueue(struct jobs *js, struct job *j, size_t i)
 {
         struct queue_entry e = {.prio = j->prio, .id = j->id, .job = j, .part = i};
-        return queue_push(&js.queues[j->parts[i].device], &e);
+        return queue_push(&js->queues[j->parts[i].device], &e);
 }
 
 /* Says in the part why it is not running yet; persisted only when the reason changes. */
 /* ---- retention ---- */
 
 /* Retention runs on the store's writer, in small transactions, between writes. */
-void jobs_retention_apply(void)
+void jobs_retention_apply(struct jobs *js)
 {
-        store_retention(js.store, js.cfg->max_jobs, js.cfg->retention_days,
-                        js.cfg->max_store_bytes);
+        store_retention(js->store, js->cfg->max_jobs, js->cfg->retention_days,
+                        js->cfg->max_store_bytes);
 }
 
 /* Finished jobs leave memory once their final write is committed: from then on the store
  * answers for them. A failed write keeps the job here and is retried by jobs_retry_unsaved
  * (every store_retry_ms) and at shutdown. */
-void jobs_prune_finished(void)
+void jobs_prune_finished(struct jobs *js)
 {
-        for (size_t i = 0; i < js.n_jobs;) {
-                struct job *j = js.jobs[i];
+        for (size_t i = 0; i < js->n_jobs;) {
+                struct job *j = js->jobs[i];
                 int r;
 
                 if (job_state_final(j->st) && j->final_ticket &&
                     store_poll(j->final_ticket, &r) > 0) {
                         j->final_ticket = NULL;
                         if (r == 0) {
-                                jobs_remove_at(i);
+                                jobs_remove_at(js, i);
                                 continue;
                         }
                         j->final_unsaved = true;
@@ -278,17 +268,18 @@ void jobs_prune_finished(void)
 
 /* With the lock held: queue again every final write that failed. The number of jobs still
  * waiting for a final commit (written again or still in flight). */
-static size_t retry_unsaved_locked(void)
+static size_t retry_unsaved_locked(struct jobs *js)
 {
+        assert_locked();
         size_t waiting = 0;
 
-        jobs_prune_finished();
-        for (size_t k = 0; k < js.n_jobs; k++) {
-                struct job *j = js.jobs[k];
+        jobs_prune_finished(js);
+        for (size_t k = 0; k < js->n_jobs; k++) {
+                struct job *j = js->jobs[k];
 
                 if (j->final_unsaved && !j->final_ticket) {
                         j->final_unsaved = false;
-                        if (job_persist(j) < 0)
+                        if (job_persist(js, j) < 0)
                                 j->final_unsaved = true;
                 }
                 if (j->final_unsaved || j->final_ticket)
@@ -297,36 +288,37 @@ static size_t retry_unsaved_locked(void)
         return waiting;
 }
 
-void jobs_retry_unsaved(void)
+void jobs_retry_unsaved(struct jobs *js)
 {
         core_lock();
-        (void)retry_unsaved_locked();
-        jobs_unlock();
+        (void)retry_unsaved_locked(js);
+        jobs_unlock(js);
 }
 
-void jobs_tick(void)
+void jobs_tick(struct jobs *js)
 {
         core_lock();
-        jobs_prune_finished();
-        jobs_retention_apply();
-        jobs_unlock();
+        jobs_prune_finished(js);
+        jobs_retention_apply(js);
+        jobs_unlock(js);
 }
 
 /* At shutdown, with the lock held and nothing else left to take it: a client may have been
  * told a job finished (it is served from memory) while its final write failed. Writing it
  * until it commits keeps what the client was told true after the restart; the wait is
  * bounded by shutdown_timeout_s because systemd's own stop timeout will not wait forever. */
-static void flush_unsaved_locked(void)
+static void flush_unsaved_locked(struct jobs *js)
 {
-        uint64_t deadline = now_monotonic_ms() + 1000ull * js.cfg->shutdown_timeout_s;
-        struct timespec pause = {.tv_sec = js.cfg->store_retry_ms / 1000,
-                                 .tv_nsec = (long)(js.cfg->store_retry_ms % 1000) * 1000000};
+        assert_locked();
+        uint64_t deadline = now_monotonic_ms() + 1000ull * js->cfg->shutdown_timeout_s;
+        struct timespec pause = {.tv_sec = js->cfg->store_retry_ms / 1000,
+                                 .tv_nsec = (long)(js->cfg->store_retry_ms % 1000) * 1000000};
         size_t left;
 
         for (;;) {
                 /* Wait for what is in flight, so each round knows what failed. */
-                for (size_t k = 0; k < js.n_jobs; k++) {
-                        struct job *j = js.jobs[k];
+                for (size_t k = 0; k < js->n_jobs; k++) {
+                        struct job *j = js->jobs[k];
 
                         if (j->final_ticket) {
                                 if (store_wait(j->final_ticket) < 0)
@@ -335,61 +327,83 @@ static void flush_unsaved_locked(void)
                         }
                 }
                 left = 0;
-                for (size_t k = 0; k < js.n_jobs; k++)
-                        left += js.jobs[k]->final_unsaved;
+                for (size_t k = 0; k < js->n_jobs; k++)
+                        left += js->jobs[k]->final_unsaved;
                 if (left == 0 || now_monotonic_ms() >= deadline)
                         break;
                 nanosleep(&pause, NULL);
-                (void)retry_unsaved_locked();
+                (void)retry_unsaved_locked(js);
         }
-        for (size_t k = 0; k < js.n_jobs; k++)
-                if (js.jobs[k]->final_unsaved)
+        for (size_t k = 0; k < js->n_jobs; k++)
+                if (js->jobs[k]->final_unsaved)
                         log_error("job %s: its final state (%s) could not be written before "
                                   "shutdown_timeout_s (%us); the next start reads it as it was "
                                   "last stored",
-                                  js.jobs[k]->id, job_state_names[js.jobs[k]->st],
-                                  js.cfg->shutdown_timeout_s);
+                                  js->jobs[k]->id, job_state_names[js->jobs[k]->st],
+                                  js->cfg->shutdown_timeout_s);
 }
 
-void jobs_quiesce(void)
+/* What a half-built or stopped js holds, freed; NULL is a no-op. */
+static void jobs_free(struct jobs *js)
 {
+        if (!js)
+                return;
+        for (size_t k = 0; k < js->n_jobs; k++)
+                job_free(js->jobs[k]);
+        free(js->jobs);
+        /* One queue per device and one for the node (allocated whether or not it is used). */
+        for (size_t i = 0; js->queues && i <= devices_count(); i++)
+                queue_free(&js->queues[i]);
+        free(js->queues);
+        json_decref(js->node_last_verdict);
+        json_decref(js->node_verdict_by_tier);
+        free(js);
+}
+
+void jobs_quiesce(struct jobs *js)
+{
+        if (!js)
+                return;
         core_lock();
-        js.quiescing = true;
-        jobs_unlock();
+        js->quiescing = true;
+        jobs_unlock(js);
 }
 
-void jobs_shutdown(void)
+void jobs_shutdown(struct jobs *js)
 {
+        if (!js)
+                return;
         core_lock();
         /* Parts still running lost their worker with the daemon: they did not finish. Queued
          * parts stay queued and run after the next start. */
-        for (size_t k = 0; k < js.n_jobs; k++) {
-                struct job *j = js.jobs[k];
+        for (size_t k = 0; k < js->n_jobs; k++) {
+                struct job *j = js->jobs[k];
                 bool changed = false;
                 for (size_t i = 0; i < j->n_parts; i++)
                         if (j->parts[i].st == JOB_RUNNING) {
-                                job_set_part(j, i, JOB_INTERRUPTED, NULL,
+                                job_set_part(js, j, i, JOB_INTERRUPTED, NULL,
                                              "umd stopped while the part ran");
                                 changed = true;
                         }
                 if (changed) {
-                        job_update_state(j);
-                        job_persist(j);
+                        job_update_state(js, j);
+                        job_persist(js, j);
                 }
         }
-        flush_unsaved_locked();
-        for (size_t k = 0; k < js.n_jobs; k++)
-                job_free(js.jobs[k]);
-        free(js.jobs);
-        js.jobs = NULL;
-        js.n_jobs = js.cap_jobs = 0;
+        flush_unsaved_locked(js);
+        for (size_t k = 0; k < js->n_jobs; k++)
+                job_free(js->jobs[k]);
+        free(js->jobs);
+        js->jobs = NULL;
+        js->n_jobs = js->cap_jobs = 0;
         /* One queue per device and one for the node (allocated whether or not it is used). */
-        for (size_t i = 0; js.queues && i <= devices_count(); i++)
-                queue_free(&js.queues[i]);
-        free(js.queues);
-        js.queues = NULL;
-        js.sup = NULL;
-        jobs_unlock();
+        for (size_t i = 0; js->queues && i <= devices_count(); i++)
+                queue_free(&js->queues[i]);
+        free(js->queues);
+        js->queues = NULL;
+        js->sup = NULL;
+        jobs_unlock(js); /* metrics see the queues empty */
+        jobs_free(js);
 }
 
 /* ---- recovery ---- */
@@ -437,10 +451,10 @@ static struct job *job_from_doc(json_t *doc)
         return j;
 }
 
-/* A stored unfinished job is checked as strictly as a submission (spec.c), from what dispatch
+/* A stored unfinished job is checked as strictly as a submission (job_spec.c), from what dispatch
  * will use: its benchmark, params, timeout and priority, on the devices of its parts. NULL when
  * it passes, else why not (static). */
-static const char *recover_check(const json_t *doc)
+static const char *recover_check(struct jobs *js, const json_t *doc)
 {
         static char why[800];
         struct problem p = {0};
@@ -468,7 +482,7 @@ static const char *recover_check(const json_t *doc)
                 return "its document cannot be checked (out of memory or malformed)";
         if (!json_is_integer(json_object_get(doc, "timeout_s")))
                 return "its stored timeout_s is not a whole number";
-        if (spec_check_body(body, &b, &p) < 0 || spec_parse(js.cfg, body, b, &spec, &p) < 0) {
+        if (spec_check_body(body, &b, &p) < 0 || spec_parse(js->cfg, body, b, &spec, &p) < 0) {
                 snprintf(why, sizeof(why), "it is no longer a valid job: %s%s%s", p.field,
                          p.field[0] ? ": " : "", p.detail);
                 spec_done(&spec);
@@ -478,16 +492,23 @@ static const char *recover_check(const json_t *doc)
         return NULL;
 }
 
+/* store_recover's userdata: the object being built and how many jobs recovery changed. */
+struct recovery {
+        struct jobs *js;
+        unsigned changed;
+};
+
 static int recover_one(json_t *doc, void *userdata)
 {
-        unsigned *changed = userdata;
+        struct recovery *rc = userdata;
+        struct jobs *js = rc->js;
         struct job *j = NULL;
         bool dirty = false;
         const char *bad;
         char why[160] = "";
 
         /* What comes back from disk is trusted no more than a submission: the filters and
-         * handlers below assume the shapes jobs.c writes. A job that cannot even be read as
+         * handlers below assume the shapes job_index.c writes. A job that cannot even be read as
          * one is left alone; one that can is failed below with the reason. */
         bool malformed = spec_validate_stored(doc, why, sizeof(why)) < 0;
         if (!(j = job_from_doc(doc))) {
@@ -503,62 +524,76 @@ static int recover_one(json_t *doc, void *userdata)
         }
         static char malformed_why[200];
         snprintf(malformed_why, sizeof(malformed_why), "its stored document is malformed: %s", why);
-        bad = malformed ? malformed_why : j->st == JOB_QUEUED ? recover_check(doc) : NULL;
+        bad = malformed ? malformed_why : j->st == JOB_QUEUED ? recover_check(js, doc) : NULL;
         if (bad)
                 log_warning("store: queued job %s is failed: %s", j->id, bad);
         for (size_t i = 0; i < j->n_parts; i++) {
                 struct part *p = &j->parts[i];
                 if (p->st == JOB_RUNNING || (p->st == JOB_QUEUED && j->st == JOB_RUNNING)) {
-                        job_set_part(j, i, JOB_INTERRUPTED, NULL,
+                        job_set_part(js, j, i, JOB_INTERRUPTED, NULL,
                                      "umd stopped while the job ran (interrupted)");
                         dirty = true;
                 } else if (p->st == JOB_QUEUED && p->device < 0) {
-                        job_set_part(j, i, JOB_FAILED, NULL,
+                        job_set_part(js, j, i, JOB_FAILED, NULL,
                                      "the device this part was queued for is no longer present");
                         dirty = true;
                 } else if (p->st == JOB_QUEUED && bad) {
-                        job_set_part(j, i, JOB_FAILED, NULL, bad);
+                        job_set_part(js, j, i, JOB_FAILED, NULL, bad);
                         dirty = true;
                 }
         }
         if (dirty) {
-                if (job_update_state(j))
+                if (job_update_state(js, j))
                         job_finished(j);
-                (*changed)++;
-                job_persist(j);
+                rc->changed++;
+                job_persist(js, j);
         }
-        int r = jobs_append(j);
+        int r = jobs_append(js, j);
         if (r < 0) {
                 job_free(j);
                 return r;
         }
         for (size_t i = 0; i < j->n_parts; i++)
-                if (j->parts[i].st == JOB_QUEUED && (r = job_enqueue(j, i)) < 0)
+                if (j->parts[i].st == JOB_QUEUED && (r = job_enqueue(js, j, i)) < 0)
                         return r;
         return 0;
 }
 
-int jobs_init(const struct umd_daemon *d)
+int jobs_init(const struct umd_daemon *d, struct jobs **ret)
 {
         struct store *s = d->store;
-        unsigned changed = 0;
+        struct recovery rc = {0};
+        size_t queued;
         int r;
 
-        js.cfg = d->cfg;
-        js.store = s;
-        js.queues = calloc(devices_count() + 1, sizeof(*js.queues));
-        if (!js.queues)
+        rc.js = calloc(1, sizeof(*rc.js));
+        if (!rc.js)
                 return log_error_errno(ENOMEM, "out of memory");
-        r = store_recover(s, recover_one, &changed);
-        if (r < 0)
+        rc.js->node_wstate = WORKER_COLD;
+        atomic_init(&rc.js->generation, 1);
+        rc.js->cfg = d->cfg;
+        rc.js->store = s;
+        rc.js->queues = calloc(devices_count() + 1, sizeof(*rc.js->queues));
+        if (!rc.js->queues) {
+                jobs_free(rc.js);
+                return log_error_errno(ENOMEM, "out of memory");
+        }
+        r = store_recover(s, recover_one, &rc);
+        if (r < 0) {
+                jobs_free(rc.js);
                 return log_error_errno(r, "cannot recover jobs from the store: %m");
+        }
         /* Before READY: what recovery changed is durable. */
         store_sync(s);
-        jobs_prune_finished();
-        jobs_retention_apply();
-        verdicts_restore_last();
+        /* No other thread runs yet; the lock is taken for what asserts it. */
+        core_lock();
+        jobs_prune_finished(rc.js);
+        jobs_retention_apply(rc.js);
+        queued = jobs_queued_total(rc.js);
+        core_unlock();
         log_info("store: %zu jobs (%zu parts queued), %u interrupted or failed at recovery",
-                 store_count(s), jobs_queued_total(), changed);
+                 store_count(s), queued, rc.changed);
+        *ret = rc.js;
         return 0;
 }
 
@@ -567,23 +602,24 @@ int jobs_init(const struct umd_daemon *d)
 /* What clients see: the stored document less the bookkeeping only umd needs. */
 json_t *job_public(const json_t *doc)
 {
-        /* A copy to serialise after core_lock is released: only what jobs.c changes in place
+        /* A copy to serialise after core_lock is released: only what job_index.c changes in place
          * (the document and its part objects) is copied; results are shared. */
         return store_public_copy(doc, true);
 }
 
-size_t jobs_queued_on_locked(size_t dev)
+size_t jobs_queued_on_locked(struct jobs *js, size_t dev)
 {
-        return js.queues && (dev < devices_count() || is_node(dev)) ? queue_len(&js.queues[dev])
-                                                                    : 0;
+        assert_locked();
+        return js->queues && (dev < devices_count() || is_node(dev)) ? queue_len(&js->queues[dev])
+                                                                     : 0;
 }
 
 /* Parts queued on every device and the node: the queues are the only record, so nothing can
  * drift. */
-size_t jobs_queued_total(void)
+size_t jobs_queued_total(struct jobs *js)
 {
-        size_t n = have_node() ? jobs_queued_on_locked(node_index()) : 0;
+        size_t n = have_node() ? jobs_queued_on_locked(js, node_index()) : 0;
         for (size_t i = 0; i < devices_count(); i++)
-                n += jobs_queued_on_locked(i);
+                n += jobs_queued_on_locked(js, i);
         return n;
 }

@@ -1,5 +1,5 @@
 /* Job and part states: the one table of their names, and the pure rule that derives a job's
- * state from its parts'. No locks, no store: unit-tested alone (tests/unit/daemon/test_jobs.c). */
+ * state from its parts'. No locks, no store: unit-tested alone (tests/unit/daemon/test_job_state.c). */
 #pragma once
 
 #include <stdbool.h>
@@ -31,6 +31,6 @@ bool job_state_final(enum job_state st);
 /* The same from how many parts are in each state (count[JOB_STATE_MAX]). */
 enum job_state job_state_from_counts(const size_t *count, bool cancel_requested);
 /* The state of a job whose n parts are in parts[] (n >= 1): queued while none has started,
- * running while any is open, else the outcome (see jobstate.c for the order). cancel_requested:
+ * running while any is open, else the outcome (see job_state.c for the order). cancel_requested:
  * a client asked to cancel it (a cancelled part then makes the job cancelled). */
 enum job_state job_state_derive(const enum job_state *parts, size_t n, bool cancel_requested);

@@ -13,23 +13,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include "config.h"
 #include "devices.h"
 #include "gpustate.h"
+#include "job_internal.h"
+#include "job_queue.h"
 #include "jobs.h"
-#include "jobs_internal.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "metrics.h"
-#include "queue.h"
 #include "suites.h"
 #include "supervisor.h"
 #include "util.h"
 
-static void part_set_waiting(struct job *j, size_t i, const char *why)
+static void part_set_waiting(struct jobs *js, struct job *j, size_t i, const char *why)
 {
         json_t *p = job_part_doc(j, i);
         const char *old = json_string_value(json_object_get(p, "waiting"));
@@ -39,44 +37,45 @@ static void part_set_waiting(struct job *j, size_t i, const char *why)
         if (streq_ptr(old, why))
                 return;
         json_object_set_new(p, "waiting", json_string(why));
-        job_persist(j);
+        job_persist(js, j);
 }
 
-static unsigned job_busy_policy(const struct job *j)
+static unsigned job_busy_policy(struct jobs *js, const struct job *j)
 {
         int r = busy_policy_from_string(json_string_value(json_object_get(j->doc, "busy_policy")));
-        return r >= 0 ? (unsigned)r : js.cfg->busy_policy;
+        return r >= 0 ? (unsigned)r : js->cfg->busy_policy;
 }
 
-static void part_fail_queued(struct job *j, size_t i, const char *why)
+static void part_fail_queued(struct jobs *js, struct job *j, size_t i, const char *why)
 {
-        job_set_part(j, i, JOB_FAILED, NULL, why);
-        if (job_update_state(j))
+        job_set_part(js, j, i, JOB_FAILED, NULL, why);
+        if (job_update_state(js, j))
                 job_finished(j);
-        job_persist(j);
+        job_persist(js, j);
 }
 
 /* The head of dev's queue, if the GPU is free for it: not paused, and no other process on it
  * unless busy_policy says to run anyway. Returns the entry to run or NULL; *ret_contended is
  * set when it runs beside others. Parts that may never run (busy_policy fail, waited too long)
  * are failed here. */
-static const struct queue_entry *dispatchable(struct device *d, size_t dev, int *ret_contended)
+static const struct queue_entry *dispatchable(struct jobs *js, struct device *d, size_t dev,
+                                              int *ret_contended)
 {
         const struct queue_entry *e;
         char why[320];
 
         *ret_contended = 0;
-        while ((e = queue_peek(&js.queues[dev]))) {
+        while ((e = queue_peek(&js->queues[dev]))) {
                 struct job *j = e->job;
                 size_t i = e->part;
                 int others = d->gpu.other_processes;
-                unsigned policy = job_busy_policy(j);
+                unsigned policy = job_busy_policy(js, j);
                 uint64_t since = j->parts[i].waiting_since_ms, now = now_realtime_ms();
 
                 if (d->paused) {
                         snprintf(why, sizeof(why), "device paused%s%s",
                                  d->pause_reason[0] ? ": " : "", d->pause_reason);
-                        part_set_waiting(j, i, why);
+                        part_set_waiting(js, j, i, why);
                         return NULL;
                 }
                 if (others <= 0)
@@ -89,21 +88,21 @@ static const struct queue_entry *dispatchable(struct device *d, size_t dev, int 
                         snprintf(why, sizeof(why),
                                  "GPU in use by %d other process%s (busy_policy fail)", others,
                                  others == 1 ? "" : "es");
-                        part_fail_queued(j, i, why);
+                        part_fail_queued(js, j, i, why);
                         continue;
                 }
                 if (since && now > since &&
-                    now - since >= (uint64_t)js.cfg->busy_wait_max_s * 1000) {
+                    now - since >= (uint64_t)js->cfg->busy_wait_max_s * 1000) {
                         snprintf(why, sizeof(why),
                                  "GPU in use by %d other process%s for longer than "
                                  "busy_wait_max_s (%u s)",
-                                 others, others == 1 ? "" : "es", js.cfg->busy_wait_max_s);
-                        part_fail_queued(j, i, why);
+                                 others, others == 1 ? "" : "es", js->cfg->busy_wait_max_s);
+                        part_fail_queued(js, j, i, why);
                         continue;
                 }
                 snprintf(why, sizeof(why), "GPU in use by %d other process%s", others,
                          others == 1 ? "" : "es");
-                part_set_waiting(j, i, why);
+                part_set_waiting(js, j, i, why);
                 return NULL;
         }
         return NULL;
@@ -112,16 +111,16 @@ static const struct queue_entry *dispatchable(struct device *d, size_t dev, int 
 /* The node's queued head, when it may take the GPUs as soon as their parts end: committed, and
  * no GPU paused or used by another process (either would make it wait, and it must not hold
  * every other GPU meanwhile). */
-static const struct queue_entry *node_head(void)
+static const struct queue_entry *node_head(struct jobs *js)
 {
-        const struct queue_entry *e = have_node() ? queue_peek(&js.queues[node_index()]) : NULL;
+        const struct queue_entry *e = have_node() ? queue_peek(&js->queues[node_index()]) : NULL;
 
         if (!e || !((const struct job *)e->job)->committed)
                 return NULL;
         for (size_t i = 0; i < devices_count(); i++) {
                 const struct device *d = devices_get(i);
                 if (d->paused ||
-                    (d->gpu.other_processes > 0 && job_busy_policy(e->job) != BUSY_RUN))
+                    (d->gpu.other_processes > 0 && job_busy_policy(js, e->job) != BUSY_RUN))
                         return NULL;
         }
         return e;
@@ -129,10 +128,10 @@ static const struct queue_entry *node_head(void)
 
 /* Hand part i of j to slot's worker (a GPU, or the node). -errno when the supervisor cannot
  * take it now: the part stays queued. */
-static int part_send(struct job *j, size_t slot)
+static int part_send(struct jobs *js, struct job *j, size_t slot)
 {
         json_int_t timeout_s = json_integer_value(json_object_get(j->doc, "timeout_s"));
-        int r = supervisor_dispatch(js.sup, slot, j->id, job_benchmark(j),
+        int r = supervisor_dispatch(js->sup, slot, j->id, job_benchmark(j),
                                     json_object_get(j->doc, "params"), (uint64_t)timeout_s * 1000);
         if (r < 0) {
                 if (is_node(slot))
@@ -145,14 +144,14 @@ static int part_send(struct job *j, size_t slot)
 }
 
 /* Part i was sent (and its slot marked busy): it runs now. */
-static void part_mark_running(struct job *j, size_t i)
+static void part_mark_running(struct jobs *js, struct job *j, size_t i)
 {
         j->parts[i].waiting_since_ms = 0;
         j->parts[i].attempts++;
         json_object_del(job_part_doc(j, i), "waiting");
-        job_set_part(j, i, JOB_RUNNING, NULL, NULL);
-        job_update_state(j);
-        job_persist(j);
+        job_set_part(js, j, i, JOB_RUNNING, NULL, NULL);
+        job_update_state(js, j);
+        job_persist(js, j);
 }
 
 /* A look that began at or after `since` (0: none asked for) is a look right before a start. */
@@ -162,27 +161,27 @@ static bool looked_since(const struct device *d, uint64_t since)
 }
 
 /* Ask for a look at once, unless one is asked for already. */
-static void want_look(uint64_t *wanted)
+static void want_look(struct jobs *js, uint64_t *wanted)
 {
         if (*wanted)
                 return;
         *wanted = now_monotonic_ms();
-        js.poke();
+        js->poke();
 }
 
 /* Starts the node's head once every GPU is free: no part running, its worker idle or cold
  * (a GPU's own worker may stay warm beside the node worker), no other process on it unless
  * the job says to run anyway. A faulted GPU fails the part: it would never run. fresh: every GPU
  * was looked at since the head was ready. */
-static void node_try(bool fresh)
+static void node_try(struct jobs *js, bool fresh)
 {
         const struct queue_entry *e;
         char why[400];
 
-        if (!js.sup || js.quiescing || js.node_running ||
-            (js.node_wstate != WORKER_IDLE && js.node_wstate != WORKER_COLD))
+        if (!js->sup || js->quiescing || js->node_running ||
+            (js->node_wstate != WORKER_IDLE && js->node_wstate != WORKER_COLD))
                 return;
-        while ((e = queue_peek(&js.queues[node_index()]))) {
+        while ((e = queue_peek(&js->queues[node_index()]))) {
                 struct job *j = e->job;
                 size_t i = e->part;
                 bool ok = true;
@@ -195,25 +194,25 @@ static void node_try(bool fresh)
                         if (d->paused) {
                                 snprintf(why, sizeof(why), "device %zu paused%s%s", g,
                                          d->pause_reason[0] ? ": " : "", d->pause_reason);
-                                part_set_waiting(j, i, why);
+                                part_set_waiting(js, j, i, why);
                                 return;
                         }
                         if (d->wstate == WORKER_FAULTED) {
                                 snprintf(why, sizeof(why), "device %zu (%.64s) is faulted: %.255s",
                                          g, d->uuid, d->reason);
-                                part_fail_queued(j, i, why);
+                                part_fail_queued(js, j, i, why);
                                 ok = false;
                                 break;
                         }
                         if (d->running_jobs > 0 ||
                             (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
                                 return;
-                        if (d->gpu.other_processes > 0 && job_busy_policy(j) != BUSY_RUN) {
+                        if (d->gpu.other_processes > 0 && job_busy_policy(js, j) != BUSY_RUN) {
                                 snprintf(why, sizeof(why),
                                          "device %zu in use by %d other process%s", g,
                                          d->gpu.other_processes,
                                          d->gpu.other_processes == 1 ? "" : "es");
-                                part_set_waiting(j, i, why);
+                                part_set_waiting(js, j, i, why);
                                 return;
                         }
                 }
@@ -221,62 +220,62 @@ static void node_try(bool fresh)
                         continue;
                 /* Every GPU looked free, but the look may be busy_poll_ms old: start only on a
                  * look of each taken since the node's head was ready. */
-                if (js.poke && !fresh) {
-                        want_look(&js.node_look_wanted_ms);
+                if (js->poke && !fresh) {
+                        want_look(js, &js->node_look_wanted_ms);
                         return;
                 }
-                if (part_send(j, node_index()) < 0)
+                if (part_send(js, j, node_index()) < 0)
                         return;
-                js.node_running = true;
-                js.node_wstate = WORKER_BUSY;
-                part_mark_running(j, i);
+                js->node_running = true;
+                js->node_wstate = WORKER_BUSY;
+                part_mark_running(js, j, i);
                 return;
         }
 }
 
-void dispatch_try_node(void)
+void job_dispatch_try_node(struct jobs *js)
 {
-        bool fresh = js.node_look_wanted_ms != 0;
+        bool fresh = js->node_look_wanted_ms != 0;
 
         for (size_t g = 0; fresh && g < devices_count(); g++)
-                fresh = looked_since(devices_get(g), js.node_look_wanted_ms);
-        node_try(fresh);
+                fresh = looked_since(devices_get(g), js->node_look_wanted_ms);
+        node_try(js, fresh);
         /* That look has decided (run, or wait); the next decision asks for its own. */
         if (fresh)
-                js.node_look_wanted_ms = 0;
+                js->node_look_wanted_ms = 0;
 }
 
-static void gpu_try(struct device *d, size_t dev, bool fresh);
+static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh);
 
-void dispatch_try(size_t dev)
+void job_dispatch_try(struct jobs *js, size_t dev)
 {
         struct device *d = devices_get(dev);
         bool fresh;
 
         if (is_node(dev)) {
-                dispatch_try_node();
+                job_dispatch_try_node(js);
                 return;
         }
         if (!d)
                 return;
         fresh = looked_since(d, d->look_wanted_ms);
-        gpu_try(d, dev, fresh);
+        gpu_try(js, d, dev, fresh);
         if (fresh)
                 d->look_wanted_ms = 0;
 }
 
-static void gpu_try(struct device *d, size_t dev, bool fresh)
+static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh)
 {
         int contended;
 
-        if (!js.sup || js.quiescing || d->running_jobs > 0 || js.node_running ||
+        if (!js->sup || js->quiescing || d->running_jobs > 0 || js->node_running ||
             (d->wstate != WORKER_IDLE && d->wstate != WORKER_COLD))
                 return;
-        if (node_head()) { /* the GPUs go to the node's job first */
-                dispatch_try_node();
+        if (node_head(js)) { /* the GPUs go to the node's job first */
+                job_dispatch_try_node(js);
                 return;
         }
-        const struct queue_entry *e = dispatchable(d, dev, &contended);
+        const struct queue_entry *e = dispatchable(js, d, dev, &contended);
         if (!e)
                 return;
         struct job *best = e->job;
@@ -286,25 +285,25 @@ static void gpu_try(struct device *d, size_t dev, bool fresh)
                 return;
         /* The decision above read the last look, which may be busy_poll_ms old: a part starts
          * only on a look that began after it was ready (coexist.c looks at once when asked). */
-        if (js.poke && !fresh) {
-                want_look(&d->look_wanted_ms);
+        if (js->poke && !fresh) {
+                want_look(js, &d->look_wanted_ms);
                 return;
         }
 
-        if (part_send(best, dev) < 0)
+        if (part_send(js, best, dev) < 0)
                 return;
         d->running_jobs = 1;
         d->contended_by = contended;
         d->wstate = WORKER_BUSY;
-        part_mark_running(best, best_part);
+        part_mark_running(js, best, best_part);
 }
 
-static void dispatch_all(void)
+static void dispatch_all(struct jobs *js)
 {
         for (size_t i = 0; i < devices_count(); i++)
-                dispatch_try(i);
+                job_dispatch_try(js, i);
         if (have_node())
-                dispatch_try_node();
+                job_dispatch_try_node(js);
 }
 
 /* ---- supervisor callbacks (supervisor thread) ---- */
@@ -377,9 +376,9 @@ static bool pause_explains_cancel(size_t dev, char *buf, size_t len)
         return false;
 }
 
-/* A finished part waiting for the look after it (jobs_gpu_observed). */
+/* A finished part waiting for the look after it (job_dispatch_gpu_observed). */
 struct held_done {
-        char job_id[UUID_STRING_MAX];
+        char job_id[JOB_ID_MAX];
         enum part_outcome outcome;
         json_t *result;
         char *error;
@@ -387,16 +386,17 @@ struct held_done {
         uint64_t done_ms; /* monotonic: a look that began at or after this is "after" */
 };
 
-static void part_done_locked(size_t dev, const char *job_id, enum part_outcome outcome,
-                             json_t *result, const char *error, double cold_start_ms);
+static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
+                             enum part_outcome outcome, json_t *result, const char *error,
+                             double cold_start_ms);
 
 /* Finish the part held on d, with what the looks since have added to d->contended_by. */
-static void release_held(size_t dev, struct device *d)
+static void release_held(struct jobs *js, size_t dev, struct device *d)
 {
         struct held_done *h = d->held;
 
         d->held = NULL;
-        part_done_locked(dev, h->job_id, h->outcome, h->result, h->error, h->cold_start_ms);
+        part_done_locked(js, dev, h->job_id, h->outcome, h->result, h->error, h->cold_start_ms);
         json_decref(h->result);
         free(h->error);
         free(h);
@@ -409,12 +409,13 @@ static void release_held(size_t dev, struct device *d)
 static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
                          json_t *result, const char *error, double cold_start_ms)
 {
+        struct jobs *js = userdata;
         struct held_done *h = NULL;
         struct device *d;
 
         core_lock();
         d = devices_get(dev);
-        if (d && js.poke && !d->held && (h = calloc(1, sizeof(*h)))) {
+        if (d && js->poke && !d->held && (h = calloc(1, sizeof(*h)))) {
                 snprintf(h->job_id, sizeof(h->job_id), "%s", job_id);
                 h->outcome = outcome;
                 h->result = json_incref(result);
@@ -429,15 +430,17 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         }
         if (h) {
                 d->held = h;
-                js.poke();
+                js->poke();
         } else
-                part_done_locked(dev, job_id, outcome, result, error, cold_start_ms);
-        jobs_unlock();
+                part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms);
+        jobs_unlock(js);
 }
 
-static void part_done_locked(size_t dev, const char *job_id, enum part_outcome outcome,
-                             json_t *result, const char *error, double cold_start_ms)
+static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
+                             enum part_outcome outcome, json_t *result, const char *error,
+                             double cold_start_ms)
 {
+        assert_locked();
         static const enum job_state map[] = {
             [PART_SUCCEEDED] = JOB_SUCCEEDED,
             [PART_FAILED] = JOB_FAILED,
@@ -447,7 +450,7 @@ static void part_done_locked(size_t dev, const char *job_id, enum part_outcome o
         char why[400];
 
         struct device *d = devices_get(dev);
-        struct job *j = job_find(job_id);
+        struct job *j = job_find(js, job_id);
         if (!j) {
                 log_warning("device %zu: result for unknown job %s dropped", dev, job_id);
                 goto out;
@@ -463,10 +466,10 @@ static void part_done_locked(size_t dev, const char *job_id, enum part_outcome o
                         error = why;
                 if (st == JOB_SUCCEEDED && result) {
                         _cleanup_free_ char *dump = json_dump_compact(result, NULL);
-                        if (!dump || strlen(dump) > js.cfg->max_result_bytes) {
+                        if (!dump || strlen(dump) > js->cfg->max_result_bytes) {
                                 snprintf(why, sizeof(why),
                                          "result larger than max_result_bytes (%llu bytes)",
-                                         (unsigned long long)js.cfg->max_result_bytes);
+                                         (unsigned long long)js->cfg->max_result_bytes);
                                 st = JOB_FAILED;
                                 result = NULL;
                                 error = why;
@@ -484,11 +487,11 @@ static void part_done_locked(size_t dev, const char *job_id, enum part_outcome o
                         json_decref(summary);
                 bool contended = d && d->contended_by > 0, again = false;
                 if (st == JOB_SUCCEEDED && d && !contended && job_canonical(j))
-                        again = verdict_judge(j, i, d, result);
+                        again = job_verdict_judge(js, j, i, d, result);
                 else if (st == JOB_SUCCEEDED && is_node(dev) && job_canonical(j))
-                        again = verdict_judge_node(j, i, result);
+                        again = job_verdict_judge_node(js, j, i, result);
                 if (!again)
-                        job_set_part(j, i, st, result, error);
+                        job_set_part(js, j, i, st, result, error);
                 if (st == JOB_SUCCEEDED && d && !contended && !again)
                         metrics_part_result(d->uuid, result, job_canonical(j));
                 if (st == JOB_SUCCEEDED && !again && job_canonical(j))
@@ -500,57 +503,58 @@ static void part_done_locked(size_t dev, const char *job_id, enum part_outcome o
                                  error ? ": " : "", error ? error : "");
                 break;
         }
-        if (job_update_state(j)) {
+        if (job_update_state(js, j)) {
                 job_finished(j);
                 log_info("job %s (%s) %s", j->id, job_benchmark(j), job_state_names[j->st]);
         }
-        job_persist(j);
+        job_persist(js, j);
         if (job_state_final(j->st))
-                jobs_retention_apply();
-        jobs_prune_finished();
+                jobs_retention_apply(js);
+        jobs_prune_finished(js);
 out:
         if (d) {
                 d->running_jobs = 0;
                 d->contended_by = 0;
         }
         if (is_node(dev)) {
-                js.node_running = false;
-                dispatch_all(); /* the GPUs it held are free */
+                js->node_running = false;
+                dispatch_all(js); /* the GPUs it held are free */
         } else {
-                dispatch_try(dev);
+                job_dispatch_try(js, dev);
         }
 }
 
-static void fail_queued_on(size_t dev, const char *why)
+static void fail_queued_on(struct jobs *js, size_t dev, const char *why)
 {
         const struct queue_entry *e;
 
-        while ((e = queue_peek(&js.queues[dev]))) {
+        while ((e = queue_peek(&js->queues[dev]))) {
                 struct job *j = e->job;
-                job_set_part(j, e->part, JOB_FAILED, NULL, why); /* removes e */
-                if (job_update_state(j))
+                job_set_part(js, j, e->part, JOB_FAILED, NULL, why); /* removes e */
+                if (job_update_state(js, j))
                         job_finished(j);
-                job_persist(j);
+                job_persist(js, j);
         }
 }
 
 static void on_worker_state(void *userdata, size_t dev, enum worker_state st, const char *reason)
 {
+        struct jobs *js = userdata;
         char why[400];
 
         core_lock();
         struct device *d = devices_get(dev);
         if (is_node(dev)) {
-                if (st != js.node_wstate)
+                if (st != js->node_wstate)
                         log_info("node worker %s%s%s", worker_state_to_string(st),
                                  reason ? ": " : "", reason ? reason : "");
-                js.node_wstate = st;
+                js->node_wstate = st;
                 if (st == WORKER_FAULTED) {
                         snprintf(why, sizeof(why), "the node worker is faulted: %s",
                                  reason ? reason : "it keeps crashing");
-                        fail_queued_on(dev, why);
+                        fail_queued_on(js, dev, why);
                 }
-                dispatch_try_node();
+                job_dispatch_try_node(js);
                 goto out;
         }
         if (!d)
@@ -564,35 +568,36 @@ static void on_worker_state(void *userdata, size_t dev, enum worker_state st, co
         if (st == WORKER_FAULTED) {
                 snprintf(why, sizeof(why), "device %zu (%s) is faulted: %s", dev, d->uuid,
                          reason ? reason : "its worker keeps crashing");
-                fail_queued_on(dev, why);
+                fail_queued_on(js, dev, why);
         }
         if (st == WORKER_IDLE || st == WORKER_COLD)
                 d->reason[0] = 0;
-        dispatch_try(dev);
+        job_dispatch_try(js, dev);
 out:
-        jobs_unlock();
+        jobs_unlock(js);
 }
 
 /* ---- sharing the GPU (coexist.c looks, devctl.c pauses) ---- */
 
-void jobs_attach_looks(void (*poke)(void))
+void job_dispatch_attach_looks(struct jobs *js, void (*poke)(void))
 {
         core_lock();
-        js.poke = poke;
-        js.node_look_wanted_ms = 0;
+        js->poke = poke;
+        js->node_look_wanted_ms = 0;
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
 
                 d->look_wanted_ms = 0;
                 if (!poke && d->held)
-                        release_held(i, d); /* no look will come: the last one stands */
+                        release_held(js, i, d); /* no look will come: the last one stands */
         }
         if (poke)
-                dispatch_all();
-        jobs_unlock();
+                dispatch_all(js);
+        jobs_unlock(js);
 }
 
-void jobs_gpu_observed(size_t dev, const struct gpu_state *st, uint64_t looked_ms)
+void job_dispatch_gpu_observed(struct jobs *js, size_t dev, const struct gpu_state *st,
+                               uint64_t looked_ms)
 {
         core_lock();
         struct device *d = devices_get(dev);
@@ -608,70 +613,73 @@ void jobs_gpu_observed(size_t dev, const struct gpu_state *st, uint64_t looked_m
         if (d->running_jobs > 0 && st->other_processes > d->contended_by)
                 d->contended_by = st->other_processes;
         if (d->held && looked_ms >= d->held->done_ms)
-                release_held(dev, d);
+                release_held(js, dev, d);
         /* On an EXCLUSIVE_PROCESS GPU a context umd keeps would make its owners' programs fail. */
-        if (js.sup)
-                supervisor_exit_after_each_part(js.sup, dev,
+        if (js->sup)
+                supervisor_exit_after_each_part(js->sup, dev,
                                                 strcmp(st->compute_mode, "exclusive_process") == 0);
-        dispatch_try(dev);
+        job_dispatch_try(js, dev);
 out:
-        jobs_unlock();
+        jobs_unlock(js);
 }
 
-void jobs_dispatch_locked(size_t dev)
+void job_dispatch_locked(struct jobs *js, size_t dev)
 {
-        dispatch_try(dev);
-        jobs_publish_locked();
+        assert_locked();
+        job_dispatch_try(js, dev);
+        jobs_publish_locked(js);
 }
 
-void jobs_device_paused_locked(size_t dev)
+void job_dispatch_device_paused_locked(struct jobs *js, size_t dev)
 {
-        for (size_t k = 0; k < js.n_jobs; k++) {
-                struct job *j = js.jobs[k];
+        assert_locked();
+        for (size_t k = 0; k < js->n_jobs; k++) {
+                struct job *j = js->jobs[k];
 
                 for (size_t i = 0; i < j->n_parts; i++)
                         if ((j->parts[i].device == (ssize_t)dev ||
                              (have_node() && j->parts[i].device == (ssize_t)node_index())) &&
-                            j->parts[i].st == JOB_RUNNING && js.sup)
-                                supervisor_cancel(js.sup, (size_t)j->parts[i].device, j->id);
+                            j->parts[i].st == JOB_RUNNING && js->sup)
+                                supervisor_cancel(js->sup, (size_t)j->parts[i].device, j->id);
         }
-        if (js.sup)
-                supervisor_retire(js.sup, dev);
-        dispatch_try(dev); /* marks the queued head as waiting */
-        jobs_publish_locked();
+        if (js->sup)
+                supervisor_retire(js->sup, dev);
+        job_dispatch_try(js, dev); /* marks the queued head as waiting */
+        jobs_publish_locked(js);
 }
 
 /* A GPU the schedule may check now: idle and nobody else's. */
-static bool schedule_free(size_t i)
+static bool schedule_free(struct jobs *js, size_t i)
 {
         struct device *d = devices_get(i);
 
         return !d->paused && d->gpu.other_processes <= 0 && d->running_jobs == 0 &&
-               queue_len(&js.queues[i]) == 0 &&
+               queue_len(&js->queues[i]) == 0 &&
                (d->wstate == WORKER_IDLE || d->wstate == WORKER_COLD);
 }
 
-size_t jobs_health_due_locked(size_t *ret_devs, size_t max, bool *ret_all)
+size_t job_dispatch_health_due_locked(struct jobs *js, size_t *ret_devs, size_t max, bool *ret_all)
 {
-        uint64_t now = now_realtime_ms(), every = (uint64_t)js.cfg->health_interval_s * 1000;
+        assert_locked();
+        uint64_t now = now_realtime_ms(), every = (uint64_t)js->cfg->health_interval_s * 1000;
         size_t n = 0;
         bool all = have_node() && devices_count() <= max;
 
         *ret_all = false;
-        if (every == 0 || !js.sup || js.quiescing || js.node_running)
+        if (every == 0 || !js->sup || js->quiescing || js->node_running)
                 return 0;
         /* The pairs need every GPU at once: when they are due and every GPU is free, one job
          * checks every GPU and the pairs, and every clock restarts. Until then each GPU is
          * checked alone when due, and the pairs wait for a moment when all are free. */
-        if (js.node_last_check_ms == 0)
-                js.node_last_check_ms = now;
-        all = all && now - js.node_last_check_ms >= every &&
-              queue_len(&js.queues[node_index()]) == 0 &&
-              (js.node_wstate == WORKER_IDLE || js.node_wstate == WORKER_COLD);
+        if (js->node_last_check_ms == 0)
+                js->node_last_check_ms = now;
+        all = all && now - js->node_last_check_ms >= every &&
+              queue_len(&js->queues[node_index()]) == 0 &&
+              (js->node_wstate == WORKER_IDLE || js->node_wstate == WORKER_COLD);
         for (size_t i = 0; all && i < devices_count(); i++)
-                all = schedule_free(i);
+                all = schedule_free(js, i);
         if (all) {
-                js.node_last_check_ms = now;
+                js->node_last_check_ms = now;
                 for (size_t i = 0; i < devices_count(); i++) {
                         devices_get(i)->last_check_ms = now;
                         ret_devs[n++] = i;
@@ -684,7 +692,7 @@ size_t jobs_health_due_locked(size_t *ret_devs, size_t max, bool *ret_all)
 
                 if (d->last_check_ms == 0)
                         d->last_check_ms = now; /* the first check comes one interval in */
-                if (!schedule_free(i) || now - d->last_check_ms < every)
+                if (!schedule_free(js, i) || now - d->last_check_ms < every)
                         continue;
                 d->last_check_ms = now;
                 ret_devs[n++] = i;
@@ -692,18 +700,19 @@ size_t jobs_health_due_locked(size_t *ret_devs, size_t max, bool *ret_all)
         return n;
 }
 
-void jobs_supervisor_callbacks(struct supervisor_callbacks *ret)
+void job_dispatch_callbacks(struct jobs *js, struct supervisor_callbacks *ret)
 {
         *ret = (struct supervisor_callbacks){
             .part_done = on_part_done,
             .worker_state = on_worker_state,
+            .userdata = js,
         };
 }
 
-void jobs_attach_supervisor(struct supervisor *s)
+void job_dispatch_attach_supervisor(struct jobs *js, struct supervisor *s)
 {
         core_lock();
-        js.sup = s;
-        dispatch_all();
-        jobs_unlock();
+        js->sup = s;
+        dispatch_all(js);
+        jobs_unlock(js);
 }

@@ -6,15 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include "catalog.h"
 #include "config.h"
 #include "devices.h"
 #include "health.h"
+#include "job_internal.h"
 #include "jobs.h"
-#include "jobs_internal.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "models.h"
@@ -28,13 +26,13 @@ static json_t *part_verdict(const json_t *part)
 
 /* The past passing health parts of uuid (newest first, at most health_baseline_runs), excluding
  * job self; NULL when the store cannot say (no baseline then). */
-static json_t *past_parts(const char *uuid, const struct job *self)
+static json_t *past_parts(struct jobs *js, const char *uuid, const struct job *self)
 {
         json_t *parts = NULL;
 
         /* Read-your-writes: parts that finished a moment ago are still being committed. */
-        store_sync(js.store);
-        if (store_health_parts(js.store, uuid, self->id, true, js.cfg->health_baseline_runs,
+        store_sync(js->store);
+        if (store_health_parts(js->store, uuid, self->id, true, js->cfg->health_baseline_runs,
                                &parts) < 0)
                 return NULL;
         return parts;
@@ -66,8 +64,9 @@ static long long verdict_replays(const json_t *v)
  * "fail" is not trusted alone, so the part goes back to the queue (with why) to run once more,
  * and only that run counts. Returns 1 when re-queued (v is kept in first_attempt), 0 when v is
  * the verdict to record, -1 when re-queueing failed (the part is failed, v dropped). */
-static int verdict_stamp_or_retry(struct job *j, size_t i, json_t *v, const json_t *baseline,
-                                  const char *uuid, const json_t *result, const char *waiting)
+static int verdict_stamp_or_retry(struct jobs *js, struct job *j, size_t i, json_t *v,
+                                  const json_t *baseline, const char *uuid, const json_t *result,
+                                  const char *waiting)
 {
         json_t *p = job_part_doc(j, i);
 
@@ -83,8 +82,8 @@ static int verdict_stamp_or_retry(struct job *j, size_t i, json_t *v, const json
         j->parts[i].st = JOB_QUEUED;
         json_object_set_new(p, "state", json_string("queued"));
         json_object_set_new(p, "waiting", json_string(waiting));
-        if (job_enqueue(j, i) < 0) {
-                job_set_part(j, i, JOB_FAILED, NULL, "out of memory while re-queueing");
+        if (job_enqueue(js, j, i) < 0) {
+                job_set_part(js, j, i, JOB_FAILED, NULL, "out of memory while re-queueing");
                 return -1;
         }
         return 1;
@@ -108,24 +107,25 @@ static void remember_tier(json_t **by_tier, json_t *v)
 
 /* Judges a canonical health part. A first "fail" is not trusted alone: the part goes back to
  * the queue to run once more, and only the second run's verdict counts (returns true then). */
-bool verdict_judge(struct job *j, size_t i, struct device *d, const json_t *result)
+bool job_verdict_judge(struct jobs *js, struct job *j, size_t i, struct device *d,
+                       const json_t *result)
 {
         size_t runs = 0;
-        _cleanup_json_ json_t *past = past_parts(d->uuid, j);
-        _cleanup_json_ json_t *baseline = health_baseline(js.cfg, past, &runs);
+        _cleanup_json_ json_t *past = past_parts(js, d->uuid, j);
+        _cleanup_json_ json_t *baseline = health_baseline(js->cfg, past, &runs);
         _cleanup_json_ json_t *pcie = health_link(d, result);
         _cleanup_json_ json_t *expect =
             models_expectation(json_string_value(json_object_get(d->info, "name")));
         struct health_replays rp = {.now = d->gpu.known ? d->gpu.replay_counter : -1,
                                     .before = verdict_replays(d->last_verdict)};
-        json_t *v = health_verdict(js.cfg, result, pcie, expect, baseline, runs, &rp);
+        json_t *v = health_verdict(js->cfg, result, pcie, expect, baseline, runs, &rp);
 
         if (!v)
                 return false;
         json_object_set(v, "pcie", pcie);
         if (rp.now >= 0)
                 json_object_set_new(v, "pcie_replay_counter", json_integer(rp.now));
-        int r = verdict_stamp_or_retry(j, i, v, baseline, d->uuid, result,
+        int r = verdict_stamp_or_retry(js, j, i, v, baseline, d->uuid, result,
                                        "re-running a failed health check once before the GPU "
                                        "is marked fail");
         if (r != 0) {
@@ -145,11 +145,11 @@ bool verdict_judge(struct job *j, size_t i, struct device *d, const json_t *resu
 }
 
 /* health_judge for the node's part: every pair of GPUs. Same retry of a first fail. */
-bool verdict_judge_node(struct job *j, size_t i, const json_t *result)
+bool job_verdict_judge_node(struct jobs *js, struct job *j, size_t i, const json_t *result)
 {
         size_t runs = 0;
-        _cleanup_json_ json_t *past = past_parts("node", j);
-        _cleanup_json_ json_t *baseline = health_pair_baseline(js.cfg, past, &runs);
+        _cleanup_json_ json_t *past = past_parts(js, "node", j);
+        _cleanup_json_ json_t *baseline = health_pair_baseline(js->cfg, past, &runs);
         _cleanup_json_ json_t *expects = json_array();
         json_t *dev;
         size_t k;
@@ -160,11 +160,11 @@ bool verdict_judge_node(struct job *j, size_t i, const json_t *result)
                 json_t *e = models_expectation(json_string_value(json_object_get(dev, "name")));
                 json_array_append_new(expects, e ? e : json_null());
         }
-        json_t *v = health_pair_verdict(js.cfg, result, expects, baseline, runs);
+        json_t *v = health_pair_verdict(js->cfg, result, expects, baseline, runs);
 
         if (!v)
                 return false;
-        int r = verdict_stamp_or_retry(j, i, v, baseline, "node", result,
+        int r = verdict_stamp_or_retry(js, j, i, v, baseline, "node", result,
                                        "re-running a failed check of the GPU pairs once before "
                                        "the node is marked fail");
         if (r != 0) {
@@ -173,9 +173,9 @@ bool verdict_judge_node(struct job *j, size_t i, const json_t *result)
                 return r > 0;
         }
         json_object_set(job_part_doc(j, i), "verdict", v);
-        json_decref(js.node_last_verdict);
-        js.node_last_verdict = v;
-        remember_tier(&js.node_verdict_by_tier, v);
+        json_decref(js->node_last_verdict);
+        js->node_last_verdict = v;
+        remember_tier(&js->node_verdict_by_tier, v);
         log_info("node: GPU pairs health %s", json_string_value(json_object_get(v, "verdict")));
         return false;
 }
@@ -206,22 +206,22 @@ static void restore_tiers(json_t **by_tier, const json_t *parts)
 /* After recovery: each device's newest verdict in the store, and the GPU pairs' (the node's
  * part), so /v1/health serves them from the first request after a restart; and each tier's
  * newest among the last RESTORE_PARTS. */
-void verdicts_restore_last(void)
+void job_verdict_restore(struct jobs *js)
 {
         _cleanup_json_ json_t *node = NULL;
 
-        if (have_node() && !js.node_last_verdict &&
-            store_health_parts(js.store, "node", NULL, false, RESTORE_PARTS, &node) == 0 &&
+        if (have_node() && !js->node_last_verdict &&
+            store_health_parts(js->store, "node", NULL, false, RESTORE_PARTS, &node) == 0 &&
             json_array_size(node) > 0) {
-                js.node_last_verdict = json_incref(part_verdict(json_array_get(node, 0)));
-                restore_tiers(&js.node_verdict_by_tier, node);
+                js->node_last_verdict = json_incref(part_verdict(json_array_get(node, 0)));
+                restore_tiers(&js->node_verdict_by_tier, node);
         }
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
                 _cleanup_json_ json_t *parts = NULL;
 
                 if (d && !d->last_verdict &&
-                    store_health_parts(js.store, d->uuid, NULL, false, RESTORE_PARTS, &parts) ==
+                    store_health_parts(js->store, d->uuid, NULL, false, RESTORE_PARTS, &parts) ==
                         0 &&
                     json_array_size(parts) > 0) {
                         d->last_verdict = json_incref(part_verdict(json_array_get(parts, 0)));

@@ -1,4 +1,4 @@
-/* spec.c: what a submission may be, against two fake devices discovered by the real
+/* job_spec.c: what a submission may be, against two fake devices discovered by the real
  * `umd-worker --list --fake 2` (path in $UMD_WORKER): known fields only, the canonical health
  * check (a health job without params) takes its parameters from the configuration, busy_policy
  * is one of three words, devices and params are checked. */
@@ -15,7 +15,7 @@
 #include "config.h"
 #include "core.h"
 #include "devices.h"
-#include "spec.h"
+#include "job_spec.h"
 
 static struct umd_config cfg;
 

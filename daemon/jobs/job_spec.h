@@ -1,4 +1,4 @@
-/* Validation of a submitted job (POST /v1/jobs) and of a stored one: see spec.c. */
+/* Validation of a submitted job (POST /v1/jobs) and of a stored one: see job_spec.c. */
 #pragma once
 
 #include <jansson.h>
@@ -34,7 +34,7 @@ void spec_done(struct job_spec *s);
  * verdict or feeds a baseline. */
 bool spec_is_canonical_health(const json_t *body);
 
-/* A job document read back from storage, checked by the rules a submission and jobs.c's own
+/* A job document read back from storage, checked by the rules a submission and job_index.c's own
  * writes follow (types of every field the daemon reads, label keys and values), so nothing
  * read from disk or a database reaches code that trusts its shape. 0, or -EINVAL with why set
  * (never quoting more than a bounded key). Needs no lock and no configuration. */

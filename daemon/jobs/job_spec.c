@@ -1,7 +1,7 @@
 /* A submitted job body turned into a validated spec: the benchmark, its normalized params
  * (catalog_validate), the devices, priority, timeout and labels. Every rule answers with a
- * problem naming the field. Knows nothing of the queue or the store (jobs.c). */
-#include "spec.h"
+ * problem naming the field. Knows nothing of the queue or the store (job_index.c). */
+#include "job_spec.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* A device's queue as a sorted array: queues are short (bounded by queue_capacity_per_device)
  * and read far more often than written, so ordered insertion beats a heap for clarity. */
-#include "queue.h"
+#include "job_queue.h"
 
 #include <errno.h>
 #include <stdlib.h>

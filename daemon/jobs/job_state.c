@@ -1,5 +1,5 @@
-/* The job state table and the derivation of a job's state from its parts' (see jobstate.h). */
-#include "jobstate.h"
+/* The job state table and the derivation of a job's state from its parts' (see job_state.h). */
+#include "job_state.h"
 
 #include <errno.h>
 #include <string.h>

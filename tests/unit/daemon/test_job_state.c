@@ -1,4 +1,4 @@
-/* jobstate.c: the job state table and how a job's state follows from its parts'. */
+/* job_state.c: the job state table and how a job's state follows from its parts'. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "jobstate.h"
+#include "job_state.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -1,0 +1,316 @@
+/* The job subsystem's unit-test fixture (see jobs_fixture.h): the fake supervisor and metrics the
+ * job files call, the wrapped store calls, and helpers that go through core.h's contracts as
+ * the API would. */
+#include "jobs_fixture.h"
+
+#include "../common/testutil.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <cmocka.h>
+
+#include "devctl.h"
+#include "devices.h"
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+#include "util.h"
+
+struct fx *fx;
+/* The job fx_get read last (fx_state, fx_field and fx_part hand out parts of it). */
+static json_t *last;
+void (*fx_configure)(struct umd_config *cfg);
+
+/* ---- the fake supervisor: one object, recording what it was asked ---- */
+
+struct supervisor {
+        int unused;
+};
+static struct supervisor fake_sup;
+
+int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
+                        const char *benchmark, const json_t *params, uint64_t timeout_ms)
+{
+        (void)s, (void)benchmark, (void)params, (void)timeout_ms;
+        if (fx->dispatch_errno)
+                return -fx->dispatch_errno;
+        assert_true(fx->n_dispatched < ELEMENTSOF(fx->dispatched));
+        fx->dispatched[fx->n_dispatched].device = device;
+        snprintf(fx->dispatched[fx->n_dispatched++].job, JOB_ID_MAX, "%s", job_id);
+        return 0;
+}
+
+int supervisor_cancel(struct supervisor *s, size_t device, const char *job_id)
+{
+        (void)s;
+        assert_true(fx->n_cancelled < ELEMENTSOF(fx->cancelled));
+        fx->cancelled[fx->n_cancelled].device = device;
+        snprintf(fx->cancelled[fx->n_cancelled++].job, JOB_ID_MAX, "%s", job_id);
+        return 0;
+}
+
+void supervisor_retire(struct supervisor *s, size_t device)
+{
+        (void)s, (void)device;
+        fx->retired++;
+}
+
+void supervisor_exit_after_each_part(struct supervisor *s, size_t device, bool on)
+{
+        (void)s, (void)device, (void)on;
+}
+
+unsigned supervisor_restarts(struct supervisor *s, size_t device)
+{
+        (void)s, (void)device;
+        return 0;
+}
+
+unsigned supervisor_crashes(struct supervisor *s, size_t device)
+{
+        (void)s, (void)device;
+        return 0;
+}
+
+const char *worker_state_to_string(enum worker_state st)
+{
+        return st == WORKER_IDLE ? "idle" : st == WORKER_FAULTED ? "faulted" : "other";
+}
+
+/* ---- metrics: the job files push, nobody reads here ---- */
+
+void metrics_observe_queue(size_t dev, size_t queued)
+{
+        (void)dev, (void)queued;
+}
+
+void metrics_observe_running(size_t running)
+{
+        (void)running;
+}
+
+void metrics_observe_node(const char *state, bool warm, const char *verdict)
+{
+        (void)state, (void)warm, (void)verdict;
+}
+
+void metrics_job_finished(const char *benchmark, const char *state, double duration_s)
+{
+        (void)benchmark, (void)state, (void)duration_s;
+}
+
+void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
+{
+        (void)uuid, (void)result, (void)canonical;
+}
+
+void metrics_health_result(const char *uuid, const char *link, const json_t *result, bool contended)
+{
+        (void)uuid, (void)link, (void)result, (void)contended;
+}
+
+void metrics_health_node_result(const json_t *result)
+{
+        (void)result;
+}
+
+char *metrics_text(size_t *ret_len)
+{
+        (void)ret_len;
+        return NULL;
+}
+
+void metrics_http_observe(const char *route, const char *method, int status)
+{
+        (void)route, (void)method, (void)status;
+}
+
+/* ---- store failures, injected between the job files and the real store ---- */
+
+int __real_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+int __real_store_wait(struct store_ticket *t);
+int __real_store_poll(struct store_ticket *t, int *ret_r);
+int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+int __wrap_store_wait(struct store_ticket *t);
+int __wrap_store_poll(struct store_ticket *t, int *ret_r);
+
+int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+{
+        if (fx && fx->fail_put > 0) {
+                fx->fail_put--;
+                return -ENOMEM;
+        }
+        return __real_store_put(s, job, ret_ticket);
+}
+
+int __wrap_store_wait(struct store_ticket *t)
+{
+        int r = __real_store_wait(t);
+
+        if (fx && fx->fail_wait > 0) {
+                fx->fail_wait--;
+                return -EIO;
+        }
+        return r;
+}
+
+int __wrap_store_poll(struct store_ticket *t, int *ret_r)
+{
+        int r = __real_store_poll(t, ret_r);
+
+        if (r > 0 && fx && fx->fail_poll > 0) {
+                fx->fail_poll--;
+                *ret_r = -EIO;
+        }
+        return r;
+}
+
+/* ---- set-up ---- */
+
+static void fx_start(unsigned n_devices)
+{
+        const char *worker = getenv("UMD_WORKER");
+
+        assert_non_null(worker);
+        fx->cfg.fake_devices = n_devices;
+        assert_int_equal(devices_discover(&fx->cfg, worker), 0);
+        assert_int_equal(devices_count(), n_devices);
+        assert_int_equal(store_open(fx->dir, &fx->d.store), 0);
+        assert_int_equal(jobs_init(&fx->d, &fx->d.jobs), 0);
+        job_verdict_restore(fx->d.jobs);
+        assert_int_equal(devctl_load(&fx->d), 0);
+        core_init(&fx->d);
+        job_dispatch_callbacks(fx->d.jobs, &fx->cb);
+        job_dispatch_attach_supervisor(fx->d.jobs, &fake_sup);
+}
+
+static void fx_stop(void)
+{
+        jobs_quiesce(fx->d.jobs);
+        jobs_shutdown(fx->d.jobs);
+        fx->d.jobs = NULL;
+        store_close(fx->d.store);
+        fx->d.store = NULL;
+        devices_free();
+}
+
+int fx_setup(void **state)
+{
+        fx = calloc(1, sizeof(*fx));
+        if (!fx)
+                return -1;
+        log_set_level(LOG_ERR);
+        fx->dir = scratch_dir_new();
+        if (!fx->dir)
+                return -1;
+        config_init(&fx->cfg);
+        free(fx->cfg.state_dir);
+        fx->cfg.state_dir = strdup(fx->dir);
+        if (fx_configure)
+                fx_configure(&fx->cfg);
+        fx->d = (struct umd_daemon){.cfg = &fx->cfg, .signal_fd = -1};
+        fx_start(2);
+        *state = fx;
+        return 0;
+}
+
+int fx_teardown(void **state)
+{
+        (void)state;
+        json_decref(last);
+        last = NULL;
+        fx_stop();
+        config_free(&fx->cfg);
+        scratch_dir_free(fx->dir);
+        free(fx);
+        fx = NULL;
+        return 0;
+}
+
+void fx_restart(unsigned n_devices, bool crash)
+{
+        /* A crash writes nothing more: shutdown's writes are refused as a dead process's are
+         * never made. */
+        if (crash)
+                fx->fail_put = 1u << 20;
+        fx_stop();
+        fx->fail_put = 0;
+        fx->n_dispatched = fx->n_cancelled = 0;
+        fx_start(n_devices);
+}
+
+/* ---- what the API would ask ---- */
+
+int fx_submit(const char *body, const char *idem, const char *client, char ret_id[JOB_ID_MAX])
+{
+        json_t *b = json_loads(body, 0, NULL), *job = NULL;
+        struct problem p = {0};
+        int r;
+
+        assert_non_null(b);
+        r = core_job_submit(b, idem, client, &job, &p);
+        json_decref(b);
+        if (r < 0)
+                return p.status;
+        if (ret_id)
+                snprintf(ret_id, JOB_ID_MAX, "%s", json_string_value(json_object_get(job, "id")));
+        json_decref(job);
+        return r == 1 ? 200 : 202;
+}
+
+int fx_cancel(const char *id, const char *client, bool admin)
+{
+        json_t *job = NULL;
+        struct problem p = {0};
+        int r = core_job_cancel(id, client, admin, &job, &p);
+
+        json_decref(job);
+        return r < 0 ? p.status : 200;
+}
+
+static json_t *fx_get(const char *id)
+{
+        struct problem p = {0};
+
+        json_decref(last);
+        last = NULL;
+        if (core_job_get(id, &last, &p) < 0)
+                last = NULL;
+        return last;
+}
+
+const char *fx_state(const char *id)
+{
+        const char *s = json_string_value(json_object_get(fx_get(id), "state"));
+        return s ? s : "?";
+}
+
+json_t *fx_field(const char *id, const char *key)
+{
+        return json_object_get(fx_get(id), key);
+}
+
+json_t *fx_part(const char *id, size_t i)
+{
+        return json_array_get(json_object_get(fx_get(id), "parts"), i);
+}
+
+void fx_part_done(size_t dev, const char *id, enum part_outcome outcome)
+{
+        json_t *result = outcome == PART_SUCCEEDED ? json_pack("{s:f}", "gbps", 10.0) : NULL;
+
+        fx->cb.part_done(fx->cb.userdata, dev, id, outcome, result,
+                         outcome == PART_FAILED ? "it failed" : NULL, -1);
+        json_decref(result);
+        /* As the supervisor does: the worker says it is idle once its part is done. */
+        fx_worker_state(dev, WORKER_IDLE, NULL);
+}
+
+void fx_worker_state(size_t dev, enum worker_state st, const char *reason)
+{
+        fx->cb.worker_state(fx->cb.userdata, dev, st, reason);
+}

@@ -1,0 +1,66 @@
+/* What the job subsystem's unit tests share: two fake GPUs discovered by the real
+ * `umd-worker --list --fake 2` ($UMD_WORKER), a real store in a scratch directory, a struct jobs
+ * made by jobs_init over them, and a fake supervisor (jobs_fixture.c) that records what
+ * dispatch asks of it and never runs anything: a test finishes a part by calling the callbacks
+ * as the supervisor thread would (fx_part_done, fx_worker_state). Store failures are injected
+ * with the linker's --wrap of store_put, store_wait and store_poll (fx_fail_*), so the real
+ * store still holds whatever it committed. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "core.h"
+#include "daemon.h"
+#include "jobs.h"
+#include "supervisor.h"
+#include "uuid.h"
+
+struct fake_call {
+        size_t device;
+        char job[JOB_ID_MAX];
+};
+
+struct fx {
+        struct umd_config cfg;
+        struct umd_daemon d;
+        char *dir;
+        struct supervisor_callbacks cb;
+        /* What dispatch asked of the fake supervisor, in order. */
+        struct fake_call dispatched[32], cancelled[32];
+        size_t n_dispatched, n_cancelled;
+        size_t retired;     /* supervisor_retire calls */
+        int dispatch_errno; /* supervisor_dispatch answers -this when non-zero */
+        /* How many of the job files' next store_put, store_wait and store_poll calls fail
+         * (-ENOMEM, -EIO, -EIO; the real call is made first, so the store has what it had). */
+        unsigned fail_put, fail_wait, fail_poll;
+};
+
+extern struct fx *fx;
+
+/* cmocka group setup and teardown: fake_devices GPUs (2 unless set before), a fresh state
+ * directory, jobs made and the fake supervisor attached. fx_configure, when set, adjusts the
+ * configuration after config_init. */
+extern void (*fx_configure)(struct umd_config *cfg);
+int fx_setup(void **state);
+int fx_teardown(void **state);
+/* Stops the jobs and the store as umd does at shutdown and makes them again from the same state
+ * directory (recovery), with n fake GPUs. crash: as if umd had been killed, its shutdown writes
+ * nothing (its store_put calls fail), so the store holds what it held while umd ran. */
+void fx_restart(unsigned n_devices, bool crash);
+
+/* POST /v1/jobs with body (JSON text): the status (202, 200, 4xx, 5xx); *ret_id the job's id. */
+int fx_submit(const char *body, const char *idem, const char *client, char ret_id[JOB_ID_MAX]);
+/* DELETE /v1/jobs/{id}: the status. */
+int fx_cancel(const char *id, const char *client, bool admin);
+/* The job's state as GET /v1/jobs/{id} says it ("?" when it cannot be read), and one field of
+ * it (borrowed until the next call). */
+const char *fx_state(const char *id);
+json_t *fx_field(const char *id, const char *key);
+/* Part i of the job as GET shows it (borrowed until the next call). */
+json_t *fx_part(const char *id, size_t i);
+/* The supervisor reports a part done (outcome) on device dev, then its worker idle. */
+void fx_part_done(size_t dev, const char *id, enum part_outcome outcome);
+void fx_worker_state(size_t dev, enum worker_state st, const char *reason);

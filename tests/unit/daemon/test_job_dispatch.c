@@ -1,0 +1,157 @@
+/* job_dispatch.c: a GPU runs one part at a time, the highest priority first and then in
+ * submission order; a supervisor that cannot take a part leaves it queued; a faulted worker
+ * fails what waits for it; a paused GPU holds its queue (and says why) until resumed; another
+ * process on the GPU fails a busy_policy "fail" part; a result over max_result_bytes fails
+ * its part. A real store, a fake supervisor (jobs_fixture.h). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "devices.h"
+#include "gpustate.h"
+#include "jobs_fixture.h"
+#include "util.h"
+
+#define COPY0 "{\"benchmark\": \"copy\", \"device\": 0, \"params\": {\"size\": \"4MiB\"}}"
+#define COPY0_PRIO(p)                                                                              \
+        "{\"benchmark\": \"copy\", \"device\": 0, \"priority\": \"" p                              \
+        "\", \"params\": {\"size\": \"4MiB\"}}"
+
+static void test_the_highest_priority_runs_next_then_submission_order(void **state)
+{
+        char a[JOB_ID_MAX], low[JOB_ID_MAX], high[JOB_ID_MAX], high2[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY0_PRIO("low"), NULL, NULL, low), 202);
+        assert_int_equal(fx_submit(COPY0_PRIO("high"), NULL, NULL, high), 202);
+        assert_int_equal(fx_submit(COPY0_PRIO("high"), NULL, NULL, high2), 202);
+        assert_int_equal(fx->n_dispatched, 1); /* one part at a time on a GPU */
+        fx_part_done(0, a, PART_SUCCEEDED);
+        fx_part_done(0, high, PART_SUCCEEDED);
+        fx_part_done(0, high2, PART_FAILED);
+        assert_int_equal(fx->n_dispatched, 4);
+        assert_string_equal(fx->dispatched[1].job, high);
+        assert_string_equal(fx->dispatched[2].job, high2);
+        assert_string_equal(fx->dispatched[3].job, low);
+        assert_string_equal(fx_state(high2), "failed");
+        assert_string_equal(json_string_value(json_object_get(fx_part(high2, 0), "error")),
+                            "it failed");
+}
+
+static void test_a_part_the_supervisor_cannot_take_stays_queued(void **state)
+{
+        char a[JOB_ID_MAX];
+
+        (void)state;
+        fx->dispatch_errno = EBUSY;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_string_equal(fx_state(a), "queued");
+        fx->dispatch_errno = 0;
+        fx_worker_state(0, WORKER_IDLE, NULL);
+        assert_string_equal(fx_state(a), "running");
+        assert_string_equal(fx->dispatched[0].job, a);
+}
+
+static void test_a_faulted_worker_fails_what_waits_for_it(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        fx_worker_state(0, WORKER_FAULTED, "it keeps crashing");
+        assert_string_equal(fx_state(b), "failed");
+        assert_non_null(strstr(json_string_value(json_object_get(fx_part(b, 0), "error")),
+                               "is faulted: it keeps crashing"));
+}
+
+/* POST /v1/devices/{dev}/pause or /resume, as an admin would (devctl.c). */
+static void set_paused(const char *dev, bool paused)
+{
+        json_t *body = json_pack("{s:s}", "reason", "maintenance"), *d = NULL;
+        struct problem p = {0};
+
+        if (paused)
+                assert_int_equal(core_device_pause(dev, body, &d, &p), 0);
+        else
+                assert_int_equal(core_device_resume(dev, &d, &p), 0);
+        json_decref(d);
+        json_decref(body);
+}
+
+static void test_a_paused_gpu_holds_its_queue_until_resumed(void **state)
+{
+        char a[JOB_ID_MAX];
+
+        (void)state;
+        set_paused("0", true);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_string_equal(fx_state(a), "queued");
+        assert_string_equal(json_string_value(json_object_get(fx_part(a, 0), "waiting")),
+                            "device paused: maintenance");
+        assert_int_equal(fx->n_dispatched, 0);
+        set_paused("0", false);
+        assert_string_equal(fx_state(a), "running");
+        assert_null(json_object_get(fx_part(a, 0), "waiting"));
+}
+
+static void test_another_process_fails_a_busy_policy_fail_part(void **state)
+{
+        struct gpu_state st = {.known = true, .other_processes = 1, .compute_mode = "default"};
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms());
+        assert_int_equal(fx_submit("{\"benchmark\": \"copy\", \"device\": 0, \"busy_policy\": "
+                                   "\"fail\", \"params\": {\"size\": \"4MiB\"}}",
+                                   NULL, NULL, a),
+                         202);
+        assert_string_equal(fx_state(a), "failed");
+        assert_non_null(
+            strstr(json_string_value(json_object_get(fx_part(a, 0), "error")), "busy_policy fail"));
+        /* The default policy waits, and says why. */
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        assert_string_equal(fx_state(b), "queued");
+        assert_string_equal(json_string_value(json_object_get(fx_part(b, 0), "waiting")),
+                            "GPU in use by 1 other process");
+        st.other_processes = 0;
+        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms());
+        assert_string_equal(fx_state(b), "running");
+}
+
+static void test_a_result_over_max_result_bytes_fails_the_part(void **state)
+{
+        char a[JOB_ID_MAX];
+
+        (void)state;
+        fx->cfg.max_result_bytes = 4;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        fx_part_done(0, a, PART_SUCCEEDED);
+        assert_string_equal(fx_state(a), "failed");
+        assert_non_null(
+            strstr(json_string_value(json_object_get(fx_part(a, 0), "error")), "max_result_bytes"));
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(
+                test_the_highest_priority_runs_next_then_submission_order, fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_part_the_supervisor_cannot_take_stays_queued,
+                                            fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_faulted_worker_fails_what_waits_for_it, fx_setup,
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_paused_gpu_holds_its_queue_until_resumed,
+                                            fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_another_process_fails_a_busy_policy_fail_part,
+                                            fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_result_over_max_result_bytes_fails_the_part,
+                                            fx_setup, fx_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,106 @@
+/* job_index.c's recovery at start: after a crash a running job is interrupted and the jobs
+ * queued behind it run again in their order; after an orderly stop the same, with shutdown's
+ * own reason; a queued part whose GPU is gone is failed; finished jobs are read from the
+ * store. A real store, a fake supervisor (jobs_fixture.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "jobs_fixture.h"
+
+#define COPY(dev)                                                                                  \
+        "{\"benchmark\": \"copy\", \"device\": " #dev ", \"params\": {\"size\": \"4MiB\"}}"
+
+static const char *part_error(const char *id)
+{
+        return json_string_value(json_object_get(fx_part(id, 0), "error"));
+}
+
+static void test_after_a_crash_running_is_interrupted_and_the_queue_runs_in_order(void **state)
+{
+        char a[JOB_ID_MAX], b[3][JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(fx_submit(COPY(0), NULL, NULL, b[i]), 202);
+        fx_restart(2, true);
+        assert_string_equal(fx_state(a), "interrupted");
+        assert_string_equal(part_error(a), "umd stopped while the job ran (interrupted)");
+        assert_int_equal(fx->n_dispatched, 1);
+        assert_string_equal(fx->dispatched[0].job, b[0]);
+        fx_part_done(0, b[0], PART_SUCCEEDED);
+        fx_part_done(0, b[1], PART_SUCCEEDED);
+        assert_int_equal(fx->n_dispatched, 3);
+        assert_string_equal(fx->dispatched[1].job, b[1]);
+        assert_string_equal(fx->dispatched[2].job, b[2]);
+}
+
+static void test_an_orderly_stop_interrupts_what_runs_and_keeps_what_waits(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(1), NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202);
+        fx_restart(2, false);
+        assert_string_equal(fx_state(a), "interrupted");
+        assert_string_equal(part_error(a), "umd stopped while the part ran");
+        assert_string_equal(fx_state(b), "running");
+        assert_string_equal(fx->dispatched[0].job, b);
+}
+
+static void test_a_part_queued_for_a_gpu_that_is_gone_is_failed(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], c[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(1), NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202);
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, c), 202);
+        fx_restart(1, true);
+        assert_string_equal(fx_state(b), "failed");
+        assert_string_equal(part_error(b),
+                            "the device this part was queued for is no longer present");
+        assert_string_equal(fx_state(c), "interrupted");
+}
+
+static void test_finished_jobs_are_read_from_the_store_after_a_restart(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
+        fx_part_done(0, a, PART_SUCCEEDED);
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202);
+        assert_int_equal(fx_cancel(b, NULL, true), 200);
+        fx_restart(2, true);
+        assert_string_equal(fx_state(a), "succeeded");
+        assert_true(json_is_object(json_object_get(fx_part(a, 0), "result")));
+        assert_int_equal(fx->n_dispatched, 0);
+        size_t queued, running, total;
+        job_query_counts(fx->d.jobs, &queued, &running, &total);
+        assert_int_equal(queued, 0);
+        assert_int_equal(running, 0);
+        assert_int_equal(total, 2);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(
+                test_after_a_crash_running_is_interrupted_and_the_queue_runs_in_order, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_an_orderly_stop_interrupts_what_runs_and_keeps_what_waits, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_part_queued_for_a_gpu_that_is_gone_is_failed,
+                                            fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_finished_jobs_are_read_from_the_store_after_a_restart, fx_setup, fx_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

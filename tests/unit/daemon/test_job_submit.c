@@ -1,0 +1,136 @@
+/* job_submit.c through core_job_submit: a job is answered once committed and only then
+ * dispatched; an Idempotency-Key replays its job or refuses another body; capacity and a
+ * client's quota refuse with 429 and a Retry-After; a commit that fails answers 507 and leaves
+ * nothing queued. A real store, a fake supervisor (jobs_fixture.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "jobs_fixture.h"
+
+#define COPY0 "{\"benchmark\": \"copy\", \"device\": 0, \"params\": {\"size\": \"4MiB\"}}"
+#define COPY1 "{\"benchmark\": \"copy\", \"device\": 1, \"params\": {\"size\": \"4MiB\"}}"
+
+static void test_a_committed_job_is_dispatched_and_runs(void **state)
+{
+        char id[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, id), 202);
+        assert_int_equal(fx->n_dispatched, 1);
+        assert_string_equal(fx->dispatched[0].job, id);
+        assert_int_equal(fx->dispatched[0].device, 0);
+        assert_string_equal(fx_state(id), "running");
+        fx_part_done(0, id, PART_SUCCEEDED);
+        assert_string_equal(fx_state(id), "succeeded");
+        assert_true(json_is_object(json_object_get(fx_part(id, 0), "result")));
+}
+
+static void test_an_idempotency_key_replays_its_job_and_refuses_another_body(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY1, "key-1", "alice", a), 202);
+        assert_int_equal(fx_submit(COPY1, "key-1", "alice", b), 200);
+        assert_string_equal(a, b);
+        assert_int_equal(fx_submit(COPY0, "key-1", "alice", NULL), 409);
+        /* The key is the client's own: another client's is another job. */
+        assert_int_equal(fx_submit(COPY1, "key-1", "bob", b), 202);
+        assert_string_not_equal(a, b);
+        /* A replay once the job finished and left memory comes from the store. */
+        fx_part_done(1, a, PART_SUCCEEDED);
+        fx_part_done(1, b, PART_SUCCEEDED);
+        assert_int_equal(fx_submit(COPY1, "key-1", "alice", b), 200);
+        assert_string_equal(a, b);
+}
+
+static void test_a_full_queue_is_429_with_retry_after(void **state)
+{
+        json_t *body = json_loads(COPY0, 0, NULL), *job = NULL;
+        struct problem p = {0};
+        unsigned cap = fx->cfg.queue_capacity;
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, NULL), 202); /* runs: leaves the queue */
+        fx->cfg.queue_capacity = 1;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, NULL), 202); /* queued behind it */
+        assert_true(core_job_submit(body, NULL, NULL, &job, &p) < 0);
+        assert_int_equal(p.status, 429);
+        assert_int_equal(p.retry_after_s, 5);
+        assert_null(job);
+        fx->cfg.queue_capacity = cap;
+        json_decref(body);
+}
+
+static void test_a_client_over_its_quota_is_429(void **state)
+{
+        unsigned quota = fx->cfg.jobs_per_token;
+
+        (void)state;
+        fx->cfg.jobs_per_token = 1;
+        assert_int_equal(fx_submit(COPY1, NULL, "carol", NULL), 202);
+        assert_int_equal(fx_submit(COPY1, NULL, "carol", NULL), 429);
+        assert_int_equal(fx_submit(COPY1, NULL, "dave", NULL), 202);
+        fx->cfg.jobs_per_token = quota;
+}
+
+static void test_a_commit_that_fails_is_507_and_queues_nothing(void **state)
+{
+        size_t queued, running, total, before = fx->n_dispatched;
+
+        (void)state;
+        job_query_counts(fx->d.jobs, &queued, &running, &total);
+        fx->fail_wait = 1;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, NULL), 507);
+        assert_int_equal(fx->fail_wait, 0);
+        size_t queued2, running2;
+        job_query_counts(fx->d.jobs, &queued2, &running2, &total);
+        assert_int_equal(queued2, queued);
+        assert_int_equal(running2, running);
+        assert_int_equal(fx->n_dispatched, before);
+}
+
+static void test_a_write_that_cannot_be_queued_is_500(void **state)
+{
+        (void)state;
+        fx->fail_put = 1;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, NULL), 500);
+        assert_int_equal(fx->fail_put, 0);
+}
+
+static void test_a_bad_body_is_400_and_touches_nothing(void **state)
+{
+        size_t before = fx->n_dispatched;
+
+        (void)state;
+        assert_int_equal(fx_submit("{\"benchmark\": \"nope\"}", NULL, NULL, NULL), 400);
+        assert_int_equal(fx_submit("{\"benchmark\": \"copy\", \"device\": 7}", NULL, NULL, NULL),
+                         400);
+        assert_int_equal(fx->n_dispatched, before);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(test_a_committed_job_is_dispatched_and_runs, fx_setup,
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_an_idempotency_key_replays_its_job_and_refuses_another_body, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_full_queue_is_429_with_retry_after, fx_setup,
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_client_over_its_quota_is_429, fx_setup,
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_commit_that_fails_is_507_and_queues_nothing,
+                                            fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_write_that_cannot_be_queued_is_500, fx_setup,
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_bad_body_is_400_and_touches_nothing, fx_setup,
+                                            fx_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
