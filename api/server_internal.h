@@ -36,7 +36,10 @@ struct conn {
         int fd;
         bool remote;
         bool cut;
-        uint64_t deadline_ms; /* 0: none (the request is whole and being answered) */
+        /* 0: none (the request is whole and being answered). Atomic: the connection's own
+         * thread sets it twice a request, and a lock for that would be taken by every request
+         * on every thread; the reaper reads it with conns_lock held, for the list. */
+        _Atomic uint64_t deadline_ms;
 };
 
 struct api_server {
@@ -66,7 +69,8 @@ struct api_server {
 struct request_ctx {
         struct api_server *srv;
         enum http_method method;
-        const char *pattern; /* for metrics: the route, never the raw path */
+        const struct route *route; /* NULL: no route matches the path */
+        const char *pattern;       /* for metrics: the route, never the raw path */
         char *body;
         size_t len, cap;
         uint64_t discarded; /* bytes dropped after the body passed the cap */

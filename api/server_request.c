@@ -225,7 +225,7 @@ static enum MHD_Result add_framing(void *cls, enum MHD_ValueKind kind, const cha
 
 static enum MHD_Result on_headers(struct MHD_Connection *c, struct request_ctx *r, const char *url)
 {
-        const struct route *route = router_match(url, NULL, NULL);
+        const struct route *route = r->route;
         const struct route_method *m = route ? route_method_find(route, r->method) : NULL;
         struct request_framing f = {0};
         struct problem p = {0};
@@ -407,7 +407,9 @@ enum MHD_Result server_on_request(void *cls, struct MHD_Connection *c, const cha
                         return MHD_NO;
                 r->srv = s;
                 r->method = http_method_from_string(method);
-                r->pattern = router_pattern_for(url);
+                /* Matched once: the headers' checks and the metrics both need it. */
+                r->route = router_match(url, NULL, NULL);
+                r->pattern = r->route ? r->route->pattern : "other";
                 atomic_fetch_add(&s->inflight, 1);
                 *con_cls = r;
                 return on_headers(c, r, url);
