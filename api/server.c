@@ -1,7 +1,7 @@
 /* The HTTP server's listeners and connections: opens every listener (systemd's sockets first,
  * then TCP and the unix socket from the configuration), serves TCP over TLS when a certificate
- * is configured, runs one libmicrohttpd daemon per socket, each polling with poll() from a pool
- * of http_threads threads (one per CPU by default), loads the bearer tokens once, keeps a reserve
+ * is configured, runs one libmicrohttpd daemon per socket, each on epoll from a pool of
+ * http_threads threads (one per CPU by default), loads the bearer tokens once, keeps a reserve
  * of connection slots for loopback and the unix socket, cuts connections whose request does not
  * arrive in time, and shuts down by quiescing, answering every waiter and draining. Requests are
  * server_request.c's; ?wait= reads are server_wait.c's. */
@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -362,10 +363,14 @@ static unsigned http_threads(const struct umd_config *cfg)
 static int start_daemon(struct api_server *s, struct listener *l)
 {
         const struct umd_config *cfg = s->cfg;
-        /* poll(), not epoll: libmicrohttpd 0.9.75's epoll loop leaves waiting connections
-         * unserved under load until other traffic wakes it (bench/load/mhd_epoll_stall.c
-         * reproduces it: 160-1,750 req/s with epoll against 83k-119k with poll). */
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+        unsigned threads = http_threads(cfg);
+        /* epoll, so thousands of connections cost nothing while they idle: poll() walks every
+         * descriptor on every wake-up. But libmicrohttpd 0.9.75's epoll loop with one internal
+         * thread (no pool) leaves waiting connections unserved under load until other traffic
+         * wakes it (bench/load/mhd_epoll_stall.c: a few hundred req/s); with a pool of two or
+         * more it does not (30k-85k req/s, like poll), so one thread polls. */
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
+                         (threads >= 2 ? MHD_USE_EPOLL : MHD_USE_POLL) | MHD_USE_ITC |
                          MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
         bool tls = s->tls_cert && !l->is_unix;
         /* libmicrohttpd copies neither string: both stay in s until the daemon stops. */
@@ -388,8 +393,8 @@ static int start_daemon(struct api_server *s, struct listener *l)
             (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
             (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, server_on_completed, s,
             MHD_OPTION_UNESCAPE_CALLBACK, server_on_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-            on_connection, s, MHD_OPTION_THREAD_POOL_SIZE, http_threads(cfg), MHD_OPTION_ARRAY,
-            tls_opts, MHD_OPTION_END);
+            on_connection, s, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_ARRAY, tls_opts,
+            MHD_OPTION_END);
         if (!l->daemon) {
                 if (tls)
                         log_error("cannot start HTTPS on %s: tls_cert %s and tls_key %s are not a "
@@ -526,6 +531,30 @@ static int check_exposure(const struct api_server *s)
         return 0;
 }
 
+/* Descriptors beside the connections: the store's database and readers, the workers' pipes,
+ * the listeners, log and the rest. */
+#define NOFILE_SLACK 256
+
+/* Each connection is a descriptor, so max_connections on every listener needs as many open
+ * files: raise the soft limit toward the hard one (systemd's default soft limit is 1024, kept
+ * low for programs that use select(); nothing in umd does). A limit still too low is said once
+ * here; libmicrohttpd would otherwise refuse connections with no word as to why. */
+static void nofile_raise(const struct umd_config *cfg, size_t n_listeners)
+{
+        rlim_t need = (rlim_t)cfg->max_connections * n_listeners + NOFILE_SLACK;
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+                return;
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < need)
+                log_warning("open files are limited to %llu, below the %llu that max_connections "
+                            "(%u on %zu listener(s)) needs: connections beyond it are refused "
+                            "(raise LimitNOFILE= or lower max_connections)",
+                            (unsigned long long)rl.rlim_cur, (unsigned long long)need,
+                            cfg->max_connections, n_listeners);
+}
+
 int api_start(const struct umd_config *cfg, struct api_server **ret)
 {
         struct api_server *s;
@@ -625,6 +654,7 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
         if (r < 0)
                 goto fail;
 
+        nofile_raise(cfg, s->n_listeners);
         r = reaper_start(s);
         if (r < 0)
                 goto fail;

@@ -56,8 +56,9 @@ static const struct key keys[] = {
          "Refuse to start when listening beyond loopback without tokens (else warn)."},
         {"max_body_bytes", K_SIZE, F(max_body_bytes), "64KiB", 256, 16 * 1024 * 1024,
          "Largest request body accepted (413 beyond)."},
-        {"max_connections", K_UINT, F(max_connections), "256", 1, 65536,
-         "Open HTTP connections at once, all clients together."},
+        {"max_connections", K_UINT, F(max_connections), "4096", 1, 65536,
+         "Open HTTP connections at once on each listener, all clients together (umd raises its "
+         "open-file limit to fit)."},
         {"http_threads", K_UINT, F(http_threads), "0", 0, 256,
          "Threads serving HTTP on each listener (one request is never slowed by another's); 0: "
          "one per CPU online."},
