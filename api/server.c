@@ -1,10 +1,10 @@
 /* The HTTP server's listeners and connections: opens every listener (systemd's sockets first,
  * then TCP and the unix socket from the configuration), serves TCP over TLS when a certificate
- * is configured, runs one libmicrohttpd daemon per socket, each on epoll from a pool of
- * http_threads threads (one per CPU by default), loads the bearer tokens once, keeps a reserve
- * of connection slots for loopback and the unix socket, cuts connections whose request does not
- * arrive in time, and shuts down by quiescing, answering every waiter and draining. Requests are
- * server_request.c's; ?wait= reads are server_wait.c's. */
+ * is configured, runs one libmicrohttpd daemon per socket, each polling with poll() from a
+ * pool of http_threads threads (one per CPU by default), loads the bearer tokens once, keeps a
+ * reserve of connection slots for loopback and the unix socket, cuts connections whose request does
+ * not arrive in time, and shuts down by quiescing, answering every waiter and draining. Requests
+ * are server_request.c's; ?wait= reads are server_wait.c's. */
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
@@ -364,13 +364,14 @@ static int start_daemon(struct api_server *s, struct listener *l)
 {
         const struct umd_config *cfg = s->cfg;
         unsigned threads = http_threads(cfg);
-        /* epoll, so thousands of connections cost nothing while they idle: poll() walks every
-         * descriptor on every wake-up. But libmicrohttpd 0.9.75's epoll loop with one internal
-         * thread (no pool) leaves waiting connections unserved under load until other traffic
-         * wakes it (bench/load/mhd_epoll_stall.c: a few hundred req/s); with a pool of two or
-         * more it does not (30k-85k req/s, like poll), so one thread polls. */
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
-                         (threads >= 2 ? MHD_USE_EPOLL : MHD_USE_POLL) | MHD_USE_ITC |
+        /* poll(), not epoll. libmicrohttpd 0.9.75's epoll loop leaves waiting connections
+         * unserved under load until other traffic wakes it: with one thread always
+         * (bench/load/mhd_epoll_stall.c: a few hundred req/s against ~100k with poll), and from
+         * a pool of two now and then (bench/load/run, 2026-12-02: every one of 256 connections
+         * waited over 5 s, 13k req/s against 56k). poll() walks each thread's descriptors on
+         * every wake-up, microseconds with thousands of connections, and has stalled in no
+         * run. */
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
                          MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
         bool tls = s->tls_cert && !l->is_unix;
         /* libmicrohttpd copies neither string: both stay in s until the daemon stops. */
