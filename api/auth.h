@@ -1,6 +1,6 @@
 /* Bearer tokens: the tokens file (one "NAME ROLE TOKEN" a line), its permission check, and
  * resolving an Authorization header to a token's name and role in constant time. Nothing
- * here touches a socket; server.c decides what each route needs. A token's secret never
+ * here touches a socket; server_request.c decides what each route needs. A token's secret never
  * leaves this file: not in logs, not in errors, not in what lookups return. */
 #pragma once
 

@@ -1,7 +1,7 @@
 /* One function per route: read the request, ask daemon/core.h, fill the reply. Handlers never
  * touch a socket, a device or the store; whatever the daemon says goes out as JSON, and
  * whatever it refuses goes out as problem+json. A read that may wait (?wait=) says so in the
- * reply; holding the connection is server.c's business. */
+ * reply; holding the connection is server_wait.c's business. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>

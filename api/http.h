@@ -1,4 +1,4 @@
-/* The request layer between libmicrohttpd (server.c) and the handlers: a request as the
+/* The request layer between libmicrohttpd (server_request.c) and the handlers: a request as the
  * handlers see it, the reply they fill, the route table, and the pure checks on headers,
  * query strings and bodies. Nothing here touches a socket, so all of it is unit-tested. */
 #pragma once
@@ -24,7 +24,7 @@ enum http_method {
         HTTP_OTHER = 1u << 4, /* PUT, PATCH, anything else: never routed */
 };
 
-/* The least role a route needs once a tokens_file is set (server.c checks it; without one
+/* The least role a route needs once a tokens_file is set (server_request.c checks it; without one
  * every caller is let through). Ordered: a higher role may do what a lower one may. */
 enum api_role {
         ROLE_NONE,

@@ -1,5 +1,5 @@
 /* Filling a struct api_reply: JSON bodies (dumped with stable key order), static bytes,
- * text the daemon produced, and problem+json for every error. server.c turns the reply into
+ * text the daemon produced, and problem+json for every error. server_request.c turns the reply into
  * a libmicrohttpd response; the unit tests read it directly. */
 #include <stdarg.h>
 #include <stdio.h>

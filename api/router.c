@@ -86,7 +86,8 @@ static bool pattern_match(const char *pattern, const char *path, size_t *ret_off
         size_t off = 0, len = 0;
 
         while (*p) {
-                if (strncmp(p, "{id}", 4) == 0) {
+                /* The first byte first: this runs for every byte of every pattern tried. */
+                if (*p == '{' && strncmp(p, "{id}", 4) == 0) {
                         size_t n = strcspn(s, "/");
                         if (n == 0)
                                 return false;

@@ -1,13 +1,10 @@
-/* The HTTP server: opens every listener (systemd's sockets first, then TCP and the unix
- * socket from the configuration), serves TCP over TLS when a certificate is configured, runs
- * one libmicrohttpd daemon per socket, each polling with poll() from a pool of http_threads
- * threads, checks each request's bearer token against the role its route needs (tokens from
- * auth.c, loaded once here), reads request bodies across callbacks up to max_body_bytes, turns
- * handler replies into responses, holds the connections of reads that ?wait= (suspended, no
- * thread held, max_waiters at most) until a job changes or their deadline, reports each finished
- * request to the daemon's metrics, and shuts down by quiescing, answering every waiter and
- * draining. It never interprets a request itself: that is
- * router.c and handlers.c. */
+/* The HTTP server's listeners and connections: opens every listener (systemd's sockets first,
+ * then TCP and the unix socket from the configuration), serves TCP over TLS when a certificate
+ * is configured, runs one libmicrohttpd daemon per socket, each polling with poll() from a
+ * pool of http_threads threads (one per CPU by default), loads the bearer tokens once, keeps a
+ * reserve of connection slots for loopback and the unix socket, cuts connections whose request does
+ * not arrive in time, and shuts down by quiescing, answering every waiter and draining. Requests
+ * are server_request.c's; ?wait= reads are server_wait.c's. */
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
@@ -22,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -36,380 +34,17 @@
 #include "http.h"
 #include "log.h"
 #include "netaddr.h"
+#include "server_internal.h"
 #include "util.h"
 
-#define LISTEN_NAME_MAX 128
-/* How often a ?wait= read asks again when a job changed between its read and its suspend. */
-#define WAIT_ROUNDS_MAX 4
+/* Each connection's memory pool in libmicrohttpd: the request line and headers, and the
+ * response's headers. libmicrohttpd 0.9.75 zeroes the whole pool between two requests on a
+ * kept-alive connection (a 32 KiB memset by default, 13% of umd's CPU per GET); 16 KiB still
+ * holds request headers of up to about 14 KiB (measured: 14,000 bytes in one header served, 20,000
+ * answered 431), and halves what a connection that carried a request takes. */
+#define HTTP_CONNECTION_MEMORY (16 * 1024)
 /* Certificate chains are a few KiB; refuse to read anything absurd. */
 #define TLS_FILE_MAX (1024 * 1024)
-
-struct listener {
-        struct MHD_Daemon *daemon;
-        int fd;
-        int quiesced_fd;
-        bool is_unix;
-        char name[LISTEN_NAME_MAX];
-};
-
-/* One open connection, for the request deadline and the local reserve. libmicrohttpd's
- * connection_timeout is an idle timeout: a client sending a header line every few seconds
- * keeps a slot forever. The reaper thread shuts down the socket of a connection whose request
- * has not arrived whole by its deadline; libmicrohttpd then reads EOF and closes it. The fd
- * stays valid while the entry is listed: libmicrohttpd calls the CLOSED notification, which
- * unlists it under conns_lock, before it closes the socket. */
-struct conn {
-        struct conn *prev, *next;
-        int fd;
-        bool remote;
-        bool cut;
-        uint64_t deadline_ms; /* 0: none (the request is whole and being answered) */
-};
-
-struct api_server {
-        const struct umd_config *cfg;
-        pthread_mutex_t conns_lock;
-        pthread_cond_t reaper_cond;
-        struct conn *conns;
-        unsigned remote_conns; /* connections from beyond loopback, all listeners */
-        unsigned remote_max;   /* max_connections less the slots kept for local clients */
-        bool reaper_started, reaper_stop;
-        pthread_t reaper;
-        struct listener *listeners;
-        size_t n_listeners;
-        char *unix_path;            /* the socket file we created, removed at stop */
-        struct auth_tokens *tokens; /* NULL: no tokens_file, everyone is an anonymous admin */
-        char *tls_cert, *tls_key;   /* PEM text, NULL without TLS */
-        atomic_uint inflight;
-        /* Suspended ?wait= reads. wait_lock is taken before libmicrohttpd's own locks (suspend,
-         * resume) and never from its callbacks, so the order is always core_lock, wait_lock,
-         * libmicrohttpd. */
-        pthread_mutex_t wait_lock;
-        struct request_ctx *waiters;
-        unsigned n_waiters;
-        bool stopping; /* answer every wait now */
-};
-
-struct request_ctx {
-        struct api_server *srv;
-        enum http_method method;
-        const char *pattern; /* for metrics: the route, never the raw path */
-        char *body;
-        size_t len, cap;
-        uint64_t discarded; /* bytes dropped after the body passed the cap */
-        bool too_large;
-        bool replied;
-        bool close; /* answer with Connection: close (the framing could not be trusted) */
-        int status;
-        const char *client; /* a token's name, owned by srv->tokens */
-        bool admin;
-        const char *www_authenticate; /* set with a 401 */
-        /* While suspended in a ?wait=: listed in srv->waiters (under wait_lock). */
-        struct request_ctx *wprev, *wnext;
-        struct MHD_Connection *conn;
-        bool waiting;
-        uint64_t wait_deadline_ms; /* 0: not waited yet */
-        char wait_id[48];          /* the job waited for; "": any job (a list) */
-};
-
-/* libmicrohttpd reports client misbehaviour through this logger too; only start-up problems
- * are worth more than a debug line. */
-static atomic_int mhd_log_level = LOG_WARNING;
-
-static void mhd_logger(void *cls, const char *fmt, va_list ap)
-{
-        char buf[512];
-        size_t n;
-
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        n = strlen(buf);
-        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-                buf[--n] = '\0';
-        log_msg(atomic_load(&mhd_log_level), "http: %s", buf);
-}
-
-/* ---- replies ---- */
-
-/* libmicrohttpd's free callback for a body that is a blob: the response's reference goes. */
-static void blob_release(void *cls)
-{
-        blob_unref(cls);
-}
-
-static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx *r,
-                                   struct api_reply *rep)
-{
-        struct MHD_Response *resp;
-        enum MHD_Result ok;
-        char retry[16] = "";
-
-        if (rep->retry_after_s > 0)
-                snprintf(retry, sizeof(retry), "%u", rep->retry_after_s);
-        if (rep->blob)
-                resp = MHD_create_response_from_buffer_with_free_callback_cls(
-                    rep->body_len, rep->body, blob_release, rep->blob);
-        else if (rep->body_static)
-                resp = MHD_create_response_from_buffer(rep->body_len, rep->body,
-                                                       MHD_RESPMEM_PERSISTENT);
-        else
-                resp = MHD_create_response_from_buffer_with_free_callback(rep->body_len, rep->body,
-                                                                          free);
-        if (!resp) {
-                reply_free(rep);
-                return MHD_NO;
-        }
-        /* The response owns the body (or the blob's reference) now. */
-        rep->blob = NULL;
-        rep->body = NULL;
-        rep->body_len = 0;
-
-        if ((rep->content_type && MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                                          rep->content_type) == MHD_NO) ||
-            (rep->location[0] &&
-             MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, rep->location) == MHD_NO) ||
-            (rep->allow[0] &&
-             MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rep->allow) == MHD_NO) ||
-            (retry[0] &&
-             MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry) == MHD_NO) ||
-            (r->www_authenticate && MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                                                            r->www_authenticate) == MHD_NO) ||
-            (rep->etag[0] &&
-             MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, rep->etag) == MHD_NO) ||
-            (rep->link && MHD_add_response_header(resp, "Link", rep->link) == MHD_NO) ||
-            (r->close &&
-             MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_NO)) {
-                reply_free(rep);
-                MHD_destroy_response(resp);
-                return MHD_NO;
-        }
-        reply_free(rep);
-        ok = MHD_queue_response(c, (unsigned)rep->status, resp);
-        MHD_destroy_response(resp);
-        if (ok == MHD_YES) {
-                r->replied = true;
-                r->status = rep->status;
-        }
-        return ok;
-}
-
-static enum MHD_Result queue_problem(struct MHD_Connection *c, struct request_ctx *r,
-                                     const struct problem *p)
-{
-        struct api_reply rep = {0};
-
-        reply_problem(&rep, p);
-        return queue_reply(c, r, &rep);
-}
-
-/* ---- the access handler ---- */
-
-struct header_walk {
-        const char *value;      /* the header whose line we want the end of */
-        const char *prev_value; /* the value of the header before it, if any */
-        const char *next_key;   /* the key of the header after it, if any */
-        const char *last_value;
-        bool found, done;
-};
-
-static enum MHD_Result walk_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value)
-{
-        struct header_walk *w = cls;
-
-        if (w->found) {
-                w->next_key = key;
-                w->done = true;
-                return MHD_NO;
-        }
-        w->found = value == w->value;
-        if (w->found)
-                w->prev_value = w->last_value;
-        w->last_value = value;
-        return MHD_YES;
-}
-
-/* Whether the client sent more of a header's line than its value. libmicrohttpd 0.9.75
- * measures header values with strlen(), so "Bearer TOKEN\0junk" arrives as "Bearer TOKEN"
- * whatever API reads it. It keeps the headers in its read buffer in the order they came, each
- * line end (CR LF or LF) overwritten with NULs: a header's line ends exactly where the next
- * header's key starts, 1 or 2 bytes after its value; the last header's value is followed by
- * its line end and the blank line's, 4 NULs with CR LF. Anything else means bytes the string
- * hid. (The last header with 4 or more NULs and then junk cannot be told from one followed by
- * a body; every other form is caught.) */
-static bool header_hides_bytes(struct MHD_Connection *c, const char *value, size_t len)
-{
-        struct header_walk w = {.value = value};
-        bool crlf = true;
-
-        MHD_get_connection_values(c, MHD_HEADER_KIND, walk_header, &w);
-        if (!w.found)
-                return true;
-        if (w.done)
-                return w.next_key != value + len + 1 && w.next_key != value + len + 2;
-        /* The client's line ends, from the header before: "value\0\0Key" is CR LF. */
-        if (w.prev_value) {
-                const char *p = w.prev_value + strlen(w.prev_value);
-                crlf = p[1] == '\0';
-        }
-        if (value[len + 1] != '\0')
-                return true;
-        return crlf && (value[len + 2] != '\0' || value[len + 3] != '\0');
-}
-
-/* Resolve the caller from its bearer token and check the route's role. Without a tokens file
- * there is no one to refuse, so every caller is an anonymous administrator. Reads need a token
- * only with auth_reads. Who owns a job is the core's question: cancelling is let through here
- * with the caller's name and whether it is admin. */
-static int request_authorize(struct MHD_Connection *c, struct request_ctx *r,
-                             const struct route_method *m, struct problem *p)
-{
-        const struct api_server *s = r->srv;
-        enum api_role need = m->role, role = ROLE_NONE;
-        const char *name = NULL, *hv = NULL;
-        size_t hv_len = 0;
-        int k;
-
-        r->client = NULL;
-        r->admin = !s->tokens;
-        if (!s->tokens)
-                return 0;
-        if (need == ROLE_READ && !s->cfg->auth_reads)
-                need = ROLE_NONE;
-        if (need == ROLE_NONE)
-                return 0;
-        /* By length, not as a C string: a NUL in the header must not hide what follows it. */
-        if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
-                                          strlen(MHD_HTTP_HEADER_AUTHORIZATION), &hv,
-                                          &hv_len) != MHD_YES)
-                hv = NULL;
-        k = auth_tokens_check_n(s->tokens, hv, hv ? hv_len : 0, &name, &role);
-        if (k == 0 && header_hides_bytes(c, hv, hv_len))
-                k = -EACCES;
-        if (k == -ENOKEY) {
-                r->www_authenticate = "Bearer realm=\"umd\"";
-                return problem_set(p, 401, NULL,
-                                   "%s %s needs a bearer token with the %s role "
-                                   "(Authorization: Bearer TOKEN)",
-                                   http_method_name(r->method), r->pattern, auth_role_name(need));
-        }
-        if (k < 0) {
-                r->www_authenticate = "Bearer realm=\"umd\", error=\"invalid_token\"";
-                return problem_set(p, 401, NULL, "the bearer token is not one umd knows");
-        }
-        if (role < need)
-                return problem_set(p, 403, NULL, "token '%s' has the %s role; %s %s needs %s", name,
-                                   auth_role_name(role), http_method_name(r->method), r->pattern,
-                                   auth_role_name(need));
-        r->client = name;
-        r->admin = role >= ROLE_ADMIN;
-        return 0;
-}
-
-static enum MHD_Result add_framing(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value)
-{
-        request_framing_add(cls, key, value);
-        return MHD_YES;
-}
-
-static enum MHD_Result on_headers(struct MHD_Connection *c, struct request_ctx *r, const char *url)
-{
-        const struct route *route = router_match(url, NULL, NULL);
-        const struct route_method *m = route ? route_method_find(route, r->method) : NULL;
-        struct request_framing f = {0};
-        struct problem p = {0};
-
-        /* First, before anything is read past the headers: with framing that two parsers may
-         * read two ways, the bytes after this request's headers could be answered as a second
-         * request (smuggled past whatever stands in front of umd). Answer 400 and close, so
-         * nothing after the headers is ever read as a request. */
-        MHD_get_connection_values(c, MHD_HEADER_KIND, add_framing, &f);
-        if (request_framing_check(&f, &p) < 0) {
-                r->close = true;
-                return queue_problem(c, r, &p);
-        }
-        if (!m) {
-                /* 404 or 405 before any body is read: let the router say which. */
-                struct api_request req = {.method = r->method, .path = url};
-                struct api_reply rep = {0};
-
-                api_dispatch(&req, &rep);
-                return queue_reply(c, r, &rep);
-        }
-        if (request_authorize(c, r, m, &p) < 0)
-                return queue_problem(c, r, &p);
-        if (m->takes_body &&
-            request_check_content_type(
-                MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE), &p) <
-                0)
-                return queue_problem(c, r, &p);
-        if (request_check_content_length(
-                MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH),
-                r->srv->cfg->max_body_bytes, &p) < 0)
-                return queue_problem(c, r, &p);
-        return MHD_YES;
-}
-
-static enum MHD_Result on_body(struct request_ctx *r, const char *data, size_t *size)
-{
-        uint64_t max = r->srv->cfg->max_body_bytes;
-        size_t n = *size;
-
-        *size = 0;
-        if (r->too_large) {
-                /* libmicrohttpd cannot answer mid-body, so the rest is read and dropped to
-                 * send the 413 at the end; a client that keeps going past twice the cap is
-                 * cut off instead. */
-                r->discarded += n;
-                return r->discarded > max ? MHD_NO : MHD_YES;
-        }
-        if ((uint64_t)r->len + n > max) {
-                r->too_large = true;
-                r->discarded = n;
-                free(r->body);
-                r->body = NULL;
-                r->len = r->cap = 0;
-                return MHD_YES;
-        }
-        if (r->len + n > r->cap) {
-                size_t cap = r->cap ? r->cap : 4096;
-                char *b;
-
-                while (cap < r->len + n)
-                        cap *= 2;
-                if (cap > max)
-                        cap = (size_t)max;
-                b = realloc(r->body, cap);
-                if (!b)
-                        return MHD_NO;
-                r->body = b;
-                r->cap = cap;
-        }
-        memcpy(r->body + r->len, data, n);
-        r->len += n;
-        return MHD_YES;
-}
-
-struct args_state {
-        struct query_arg args[API_MAX_QUERY_ARGS];
-        size_t n;
-        bool overflow;
-};
-
-static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value)
-{
-        struct args_state *st = cls;
-
-        if (st->n >= ELEMENTSOF(st->args)) {
-                st->overflow = true;
-                return MHD_NO;
-        }
-        st->args[st->n].key = key;
-        st->args[st->n].value = value ? value : "";
-        st->n++;
-        return MHD_YES;
-}
 
 /* The connection's entry (set by on_connection), or NULL. */
 static struct conn *conn_of(struct MHD_Connection *c)
@@ -420,234 +55,12 @@ static struct conn *conn_of(struct MHD_Connection *c)
         return ci ? ci->socket_context : NULL;
 }
 
-static void conn_set_deadline(struct api_server *s, struct MHD_Connection *c, uint64_t deadline)
+void server_conn_set_deadline(struct api_server *s, struct MHD_Connection *c, uint64_t deadline)
 {
         struct conn *k = conn_of(c);
 
-        if (!k)
-                return;
-        pthread_mutex_lock(&s->conns_lock);
-        k->deadline_ms = deadline;
-        pthread_mutex_unlock(&s->conns_lock);
-}
-
-/* ---- ?wait=: suspended connections ---- */
-
-/* With wait_lock held: unlist r and let libmicrohttpd call on_request for it again. */
-static void waiter_resume_locked(struct api_server *s, struct request_ctx *r)
-{
-        if (!r->waiting)
-                return;
-        if (r->wprev)
-                r->wprev->wnext = r->wnext;
-        else
-                s->waiters = r->wnext;
-        if (r->wnext)
-                r->wnext->wprev = r->wprev;
-        r->wprev = r->wnext = NULL;
-        r->waiting = false;
-        s->n_waiters--;
-        MHD_resume_connection(r->conn);
-}
-
-/* Hold the connection of a read that asked to wait. 0: suspended (libmicrohttpd calls
- * on_request again when it is resumed); -EAGAIN: a job changed since the handler read it, ask
- * again now; -ETIME: the deadline passed or umd is stopping, answer now; -EBUSY: max_waiters
- * are waiting already. */
-static int wait_suspend(struct MHD_Connection *c, struct request_ctx *r,
-                        const struct api_reply *rep)
-{
-        struct api_server *s = r->srv;
-        uint64_t now = now_monotonic_ms();
-        int ret = 0;
-
-        /* The deadline counts from the first ask, not from each wake-up. */
-        if (r->wait_deadline_ms == 0)
-                r->wait_deadline_ms = now + rep->wait_ms;
-        if (now >= r->wait_deadline_ms)
-                return -ETIME;
-        pthread_mutex_lock(&s->wait_lock);
-        if (s->stopping)
-                ret = -ETIME;
-        else if (core_jobs_generation() != rep->wait_gen)
-                ret = -EAGAIN;
-        else if (s->n_waiters >= s->cfg->max_waiters)
-                ret = -EBUSY;
-        if (ret == 0) {
-                snprintf(r->wait_id, sizeof(r->wait_id), "%s", rep->wait_id);
-                r->conn = c;
-                r->waiting = true;
-                r->wprev = NULL;
-                r->wnext = s->waiters;
-                if (s->waiters)
-                        s->waiters->wprev = r;
-                s->waiters = r;
-                s->n_waiters++;
-                /* Under wait_lock: no wake-up can come between listing and suspending. */
-                MHD_suspend_connection(c);
-        }
-        pthread_mutex_unlock(&s->wait_lock);
-        if (ret == 0) {
-                /* The reaper keeps the deadline; it may be sooner than its next round. */
-                pthread_mutex_lock(&s->conns_lock);
-                pthread_cond_signal(&s->reaper_cond);
-                pthread_mutex_unlock(&s->conns_lock);
-        }
-        return ret;
-}
-
-/* The jobs' listener, called with core_lock held: wake who waits for this job, and every list
- * waiting for something new (each asks again and goes back to waiting if nothing it wants
- * came). */
-static void wait_job_changed(const char *id, void *userdata)
-{
-        struct api_server *s = userdata;
-
-        pthread_mutex_lock(&s->wait_lock);
-        for (struct request_ctx *r = s->waiters, *next; r; r = next) {
-                next = r->wnext;
-                if (!r->wait_id[0] || strcasecmp(r->wait_id, id) == 0)
-                        waiter_resume_locked(s, r);
-        }
-        pthread_mutex_unlock(&s->wait_lock);
-}
-
-/* Resume waiters whose deadline passed (all of them when stopping); the earliest deadline
- * left, 0 when none. */
-static uint64_t wait_expire(struct api_server *s, uint64_t now)
-{
-        uint64_t next = 0;
-
-        pthread_mutex_lock(&s->wait_lock);
-        for (struct request_ctx *r = s->waiters, *n; r; r = n) {
-                n = r->wnext;
-                if (s->stopping || now >= r->wait_deadline_ms)
-                        waiter_resume_locked(s, r);
-                else if (!next || r->wait_deadline_ms < next)
-                        next = r->wait_deadline_ms;
-        }
-        pthread_mutex_unlock(&s->wait_lock);
-        return next;
-}
-
-static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx *r, const char *url)
-{
-        struct api_request req = {
-            .method = r->method,
-            .path = url,
-            .body = r->body,
-            .body_len = r->len,
-            .client = r->client,
-            .admin = r->admin,
-        };
-        struct api_reply rep = {0};
-        struct args_state st = {0};
-        struct problem p = {0};
-
-        /* The request is whole: answering it (a ?wait= long poll too) has no deadline. */
-        conn_set_deadline(r->srv, c, 0);
-        if (r->too_large) {
-                problem_set(&p, 413, NULL,
-                            "body is over the limit of %" PRIu64 " bytes (max_body_bytes)",
-                            r->srv->cfg->max_body_bytes);
-                return queue_problem(c, r, &p);
-        }
-        MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &st);
-        if (st.overflow) {
-                problem_set(&p, 400, NULL, "more than %d query arguments", API_MAX_QUERY_ARGS);
-                return queue_problem(c, r, &p);
-        }
-        req.args = st.args;
-        req.n_args = st.n;
-        req.idempotency_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
-        req.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-        req.if_none_match =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
-
-        /* Asked again after a change that came between the handler's read and the suspend:
-         * a few rounds at most, then the answer is what the handler last saw. The last
-         * round's reply is kept, never cleared: a waiter that keeps seeing changes is
-         * answered with its last read, never with nothing (status 0, which libmicrohttpd
-         * refuses by closing the connection). */
-        for (int round = 0;; round++) {
-                int w;
-
-                api_dispatch(&req, &rep);
-                if (rep.wait_ms == 0)
-                        break;
-                w = wait_suspend(c, r, &rep);
-                if (w == 0) {
-                        /* Asked again when resumed: this answer is stale by then. */
-                        reply_free(&rep);
-                        return MHD_YES;
-                }
-                if (w == -EBUSY) {
-                        reply_free(&rep);
-                        problem_set(&p, 503, "wait",
-                                    "%u reads are waiting already (max_waiters); ask again "
-                                    "without wait or later",
-                                    r->srv->cfg->max_waiters);
-                        p.retry_after_s = 1;
-                        return queue_problem(c, r, &p);
-                }
-                if (w != -EAGAIN || round == WAIT_ROUNDS_MAX - 1)
-                        break; /* the deadline passed, or it keeps changing: answer this */
-                reply_free(&rep);
-                memset(&rep, 0, sizeof(rep));
-        }
-        assert(rep.status > 0);
-        return queue_reply(c, r, &rep);
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls)
-{
-        struct api_server *s = cls;
-        struct request_ctx *r = *con_cls;
-
-        /* An absolute-form target is served as its path (RFC 9112 section 3.2.2: a server
-         * must accept it); umd has one host, so the authority in it changes nothing. */
-        url = request_target_path(url);
-        if (!r) {
-                r = calloc(1, sizeof(*r));
-                if (!r)
-                        return MHD_NO;
-                r->srv = s;
-                r->method = http_method_from_string(method);
-                r->pattern = router_pattern_for(url);
-                atomic_fetch_add(&s->inflight, 1);
-                *con_cls = r;
-                return on_headers(c, r, url);
-        }
-        if (r->replied) {
-                *upload_data_size = 0;
-                return MHD_YES;
-        }
-        if (*upload_data_size > 0)
-                return on_body(r, upload_data, upload_data_size);
-        return on_complete(c, r, url);
-}
-
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
-{
-        struct api_server *s = cls;
-        struct request_ctx *r = *con_cls;
-
-        if (!r)
-                return;
-        /* status 0: the client went away or timed out before any response was queued. */
-        core_http_observe(r->pattern, http_method_name(r->method), r->status);
-        /* Kept alive, the next request may start at any moment the idle timeout allows, and
-         * must then arrive within request_timeout_s. */
-        conn_set_deadline(s, c,
-                          now_monotonic_ms() +
-                              1000ull * (s->cfg->connection_timeout_s + s->cfg->request_timeout_s));
-        free(r->body);
-        free(r);
-        *con_cls = NULL;
-        atomic_fetch_sub(&s->inflight, 1);
+        if (k)
+                atomic_store_explicit(&k->deadline_ms, deadline, memory_order_relaxed);
 }
 
 /* ---- connections: request deadline, slots kept for local clients ---- */
@@ -741,13 +154,17 @@ static void *reaper_main(void *arg)
                 struct timespec until;
                 unsigned cut = 0;
 
-                for (struct conn *k = s->conns; k; k = k->next)
-                        if (!k->cut && k->deadline_ms && now >= k->deadline_ms) {
+                for (struct conn *k = s->conns; k; k = k->next) {
+                        uint64_t deadline =
+                            atomic_load_explicit(&k->deadline_ms, memory_order_relaxed);
+
+                        if (!k->cut && deadline && now >= deadline) {
                                 /* shutdown, not close: the fd is libmicrohttpd's to close. */
                                 (void)shutdown(k->fd, SHUT_RDWR);
                                 k->cut = true;
                                 cut++;
                         }
+                }
                 if (cut)
                         log_debug("http: closed %u connection(s) whose request did not arrive "
                                   "within request_timeout_s (%us)",
@@ -755,7 +172,7 @@ static void *reaper_main(void *arg)
                 /* Waits end on time to the tick: their deadline, or 250 ms, whichever is
                  * first. wait_lock is never taken with conns_lock held. */
                 pthread_mutex_unlock(&s->conns_lock);
-                uint64_t next = wait_expire(s, now), step = 250;
+                uint64_t next = server_wait_expire(s, now), step = 250;
                 pthread_mutex_lock(&s->conns_lock);
                 now = now_monotonic_ms();
                 if (next && next <= now)
@@ -798,11 +215,6 @@ static void reaper_stop(struct api_server *s)
 }
 
 /* ---- listeners ---- */
-
-static size_t on_unescape(void *cls, struct MHD_Connection *c, char *s)
-{
-        return url_unescape(s);
-}
 
 static int open_tcp(const char *addr, int *ret_fd)
 {
@@ -936,12 +348,29 @@ static int take_activated(int fd)
         return 0;
 }
 
+/* http_threads, or one per CPU online when it is 0: the default follows the machine, since two
+ * threads capped reads and group commit alike on larger nodes (issue 23). */
+static unsigned http_threads(const struct umd_config *cfg)
+{
+        long n;
+
+        if (cfg->http_threads > 0)
+                return cfg->http_threads;
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n < 1 ? 1u : n > 256 ? 256u : (unsigned)n;
+}
+
 static int start_daemon(struct api_server *s, struct listener *l)
 {
         const struct umd_config *cfg = s->cfg;
-        /* poll(), not epoll: libmicrohttpd 0.9.75's epoll loop leaves waiting connections
-         * unserved under load until other traffic wakes it (bench/load/mhd_epoll_stall.c
-         * reproduces it: 160-1,750 req/s with epoll against 83k-119k with poll). */
+        unsigned threads = http_threads(cfg);
+        /* poll(), not epoll. libmicrohttpd 0.9.75's epoll loop leaves waiting connections
+         * unserved under load until other traffic wakes it: with one thread always
+         * (bench/load/mhd_epoll_stall.c: a few hundred req/s against ~100k with poll), and from
+         * a pool of two now and then (bench/load/run, 2026-12-02: every one of 256 connections
+         * waited over 5 s, 13k req/s against 56k). poll() walks each thread's descriptors on
+         * every wake-up, microseconds with thousands of connections, and has stalled in no
+         * run. */
         unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
                          MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
         bool tls = s->tls_cert && !l->is_unix;
@@ -958,14 +387,15 @@ static int start_daemon(struct api_server *s, struct listener *l)
         /* libmicrohttpd's defaults are no timeout and no connection limits: set all three.
          * Per-IP limits mean nothing on a unix socket, where every peer has no address. */
         l->daemon = MHD_start_daemon(
-            flags, 0, on_accept, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
-            MHD_OPTION_LISTEN_SOCKET, l->fd, MHD_OPTION_CONNECTION_LIMIT,
+            flags, 0, on_accept, s, server_on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+            server_mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, l->fd, MHD_OPTION_CONNECTION_LIMIT,
             (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)(l->is_unix ? 0 : cfg->max_connections_per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)cfg->connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-            MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-            on_connection, s, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
-            MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+            (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, server_on_completed, s,
+            MHD_OPTION_UNESCAPE_CALLBACK, server_on_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, s, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_ARRAY, tls_opts,
+            MHD_OPTION_END);
         if (!l->daemon) {
                 if (tls)
                         log_error("cannot start HTTPS on %s: tls_cert %s and tls_key %s are not a "
@@ -979,19 +409,9 @@ static int start_daemon(struct api_server *s, struct listener *l)
         return 0;
 }
 
-/* Answer every ?wait= now; none may stay suspended when a daemon stops. */
-static void wait_stop(struct api_server *s)
-{
-        pthread_mutex_lock(&s->wait_lock);
-        s->stopping = true;
-        pthread_mutex_unlock(&s->wait_lock);
-        core_set_job_listener(NULL, NULL);
-        (void)wait_expire(s, now_monotonic_ms());
-}
-
 static void server_free(struct api_server *s)
 {
-        wait_stop(s);
+        server_wait_stop(s);
         for (size_t i = 0; i < s->n_listeners; i++) {
                 struct listener *l = &s->listeners[i];
                 if (l->daemon)
@@ -1112,6 +532,30 @@ static int check_exposure(const struct api_server *s)
         return 0;
 }
 
+/* Descriptors beside the connections: the store's database and readers, the workers' pipes,
+ * the listeners, log and the rest. */
+#define NOFILE_SLACK 256
+
+/* Each connection is a descriptor, so max_connections on every listener needs as many open
+ * files: raise the soft limit toward the hard one (systemd's default soft limit is 1024, kept
+ * low for programs that use select(); nothing in umd does). A limit still too low is said once
+ * here; libmicrohttpd would otherwise refuse connections with no word as to why. */
+static void nofile_raise(const struct umd_config *cfg, size_t n_listeners)
+{
+        rlim_t need = (rlim_t)cfg->max_connections * n_listeners + NOFILE_SLACK;
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+                return;
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < need)
+                log_warning("open files are limited to %llu, below the %llu that max_connections "
+                            "(%u on %zu listener(s)) needs: connections beyond it are refused "
+                            "(raise LimitNOFILE= or lower max_connections)",
+                            (unsigned long long)rl.rlim_cur, (unsigned long long)need,
+                            cfg->max_connections, n_listeners);
+}
+
 int api_start(const struct umd_config *cfg, struct api_server **ret)
 {
         struct api_server *s;
@@ -1211,17 +655,18 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
         if (r < 0)
                 goto fail;
 
+        nofile_raise(cfg, s->n_listeners);
         r = reaper_start(s);
         if (r < 0)
                 goto fail;
-        atomic_store(&mhd_log_level, LOG_WARNING);
+        atomic_store(&server_mhd_log_level, LOG_WARNING);
         for (size_t i = 0; i < s->n_listeners; i++) {
                 r = start_daemon(s, &s->listeners[i]);
                 if (r < 0)
                         goto fail;
         }
-        atomic_store(&mhd_log_level, LOG_DEBUG);
-        core_set_job_listener(wait_job_changed, s);
+        atomic_store(&server_mhd_log_level, LOG_DEBUG);
+        core_set_job_listener(server_wait_job_changed, s);
         *ret = s;
         return 0;
 
@@ -1249,7 +694,7 @@ void api_stop(struct api_server *s, unsigned timeout_ms)
                         log_warning("cannot stop accepting on %s", l->name);
         }
         /* Waiting reads are answered with what there is, then drain like any request. */
-        wait_stop(s);
+        server_wait_stop(s);
         deadline = now_monotonic_ms() + timeout_ms;
         while ((left = atomic_load(&s->inflight)) > 0 && now_monotonic_ms() < deadline)
                 nanosleep(&pause, NULL);

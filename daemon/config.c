@@ -65,10 +65,12 @@ static const struct key keys[] = {
          "Refuse to start when listening beyond loopback without tokens (else warn)."},
         {"max_body_bytes", K_SIZE, F(max_body_bytes), "64KiB", 256, 16 * 1024 * 1024,
          "Largest request body accepted (413 beyond)."},
-        {"max_connections", K_UINT, F(max_connections), "256", 1, 65536,
-         "Open HTTP connections at once, all clients together."},
-        {"http_threads", K_UINT, F(http_threads), "2", 1, 64,
-         "Threads serving HTTP on each listener (one request is never slowed by another's)."},
+        {"max_connections", K_UINT, F(max_connections), "4096", 1, 65536,
+         "Open HTTP connections at once on each listener, all clients together (umd raises its "
+         "open-file limit to fit)."},
+        {"http_threads", K_UINT, F(http_threads), "0", 0, 256,
+         "Threads serving HTTP on each listener (one request is never slowed by another's); 0: "
+         "one per CPU online."},
         {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
          "Open HTTP connections at once from one address."},
         {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,

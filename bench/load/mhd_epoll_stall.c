@@ -3,7 +3,10 @@
  * (first call: set *con_cls and return; second call: queue the reply), and 256 keep-alive
  * connections at once: the polling thread sleeps in epoll_wait() for the connection timeout while
  * requests wait on most connections (wrk: a few hundred requests/s). The same program with
- * MHD_USE_POLL serves ~100k requests/s. Not part of the build:
+ * MHD_USE_POLL serves ~100k requests/s. From a thread pool of two (MHD_OPTION_THREAD_POOL_SIZE 2)
+ * this program did not stall in three 10 s runs, but umd on epoll from a pool of two did in
+ * bench/load/run (2026-12-02: all 256 connections waited over 5 s in one of two runs), so umd
+ * stays on poll(). Not part of the build:
  *   cc -O2 mhd_epoll_stall.c -o /tmp/stall -lmicrohttpd
  *   /tmp/stall 18480 1 & wrk -t2 -c256 -d5s http://127.0.0.1:18480/   # epoll: stalls
  *   /tmp/stall 18481 0 & wrk -t2 -c256 -d5s http://127.0.0.1:18481/   # poll: fine */

@@ -68,8 +68,10 @@ int job_query_get_finished(struct jobs *js, const char *id, struct blob **ret_bo
 
         if (!uuid_is_valid(id))
                 return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
+        /* No pruning here: it walks every job in memory on each GET, under the one lock the
+         * supervisor and submits need too. jobs_retry_unsaved prunes every store_retry_ms;
+         * until then a committed job is served from memory, the same bytes. */
         core_lock();
-        jobs_prune_finished(js);
         in_memory = job_find(js, id) != NULL;
         core_unlock();
         if (in_memory)

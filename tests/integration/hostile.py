@@ -175,3 +175,64 @@ def problem(status, detail, field=None):
     if field:
         body["field"] = field
     return (status, "application/problem+json", body)
+
+
+# -- hostile clients: connections that hold a slot and never finish a request --
+
+class SlowClients:
+    """n connections from source address src to (host, port), each sending a request's headers
+    a byte every half second and never ending them (the slow-loris attack): every one holds a
+    connection slot until the server cuts it. .open counts those the server still holds (a
+    send that fails means it was cut or refused).
+
+        with SlowClients("127.0.0.2", ("127.0.0.1", port), 64) as s:
+            ...
+    """
+
+    def __init__(self, src, addr, n):
+        self.src, self.addr, self.n = src, addr, n
+        self.socks = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._trickle, daemon=True)
+
+    def __enter__(self):
+        for _ in range(self.n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((self.src, 0))
+            s.settimeout(5)
+            s.connect(self.addr)
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            self.socks.append(s)
+        self.thread.start()
+        return self
+
+    def _trickle(self):
+        while not self.stopping.wait(0.5):
+            for s in self.socks:
+                try:
+                    s.sendall(b"x")
+                except OSError:
+                    pass
+
+    @property
+    def open(self):
+        """The connections the server has not closed: a closed one reads EOF or an error."""
+        n = 0
+        for s in self.socks:
+            try:
+                s.setblocking(False)
+                n += 0 if s.recv(1) == b"" else 1
+            except BlockingIOError:
+                n += 1
+            except OSError:
+                pass
+            finally:
+                s.setblocking(True)
+                s.settimeout(5)
+        return n
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        self.thread.join(5)
+        for s in self.socks:
+            s.close()

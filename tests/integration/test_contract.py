@@ -121,3 +121,23 @@ def test_an_undocumented_answer_fails_the_check():
         c.check("GET", "http://h/v1/version", Answer(418, ok))
     with pytest.raises(AssertionError, match="not in openapi.json"):
         c.check("GET", "http://h/v1/nope", Answer(200, ok))
+
+
+def test_a_results_context_is_described_closed(umd):
+    """Issue 23: context is umd's own shape, so the document describes it whole: a real
+    result's context validates, and one key the document lacks, at the top or inside the
+    conditions or the placement, fails."""
+    d = umd(fake_devices=1)
+    doc = d.get("/v1/openapi.json").json()
+    v = jsonschema.Draft202012Validator(
+        {"$ref": "#/components/schemas/ResultContext", "components": doc["components"]})
+    jid = d.post("/v1/jobs", json={"benchmark": "copy", "params": {"iterations": 3}}).json()["id"]
+    j = d.get(f"/v1/jobs/{jid}?wait=60s", timeout=90).json()
+    assert j["state"] == "succeeded", j
+    ctx = j["parts"][0]["result"]["context"]
+    v.validate(ctx)
+    for where in (ctx, ctx["conditions"], ctx["placement"], ctx["conditions"]["hmm"]):
+        where["undocumented"] = 1
+        assert not v.is_valid(ctx), where
+        del where["undocumented"]
+    v.validate(ctx)

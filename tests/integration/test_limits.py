@@ -53,3 +53,54 @@ def test_result_larger_than_max_result_bytes_fails_the_job_and_says_why(umd):
     again = wait_job(d, submit(d, {"benchmark": "copy", "params": {"iterations": 2}})["id"])
     assert again["state"] == "succeeded"
     assert len(job_files(d)) == 3
+
+
+def _get_health(sock_family, addr, src=None):
+    """One GET /v1/health on a fresh connection: its status, or None when no answer came."""
+    try:
+        with socket.socket(sock_family, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            if src:
+                s.bind((src, 0))
+            s.connect(addr)
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def test_four_addresses_at_their_limit_leave_a_fifth_and_the_unix_socket_served(umd, tmp_path):
+    """Issue 23: four addresses each hold max_connections_per_ip slow (header-trickling)
+    connections; a fifth address and the unix socket are served every time meanwhile, and
+    the slow ones are still held (the fifth was not served by cutting them)."""
+    from hostile import SlowClients
+
+    path = tmp_path / "umd.sock"
+    if len(str(path)) >= 108:
+        pytest.skip("tmp path too long for a unix socket")
+    per_ip = 64
+    # Default max_connections and threads; a request deadline past the test, so nothing is
+    # cut for being slow while the fifth is asked.
+    d = umd(args=["--unix-socket", str(path), "--max-connections-per-ip", str(per_ip),
+                  "--request-timeout-s", "120"])
+    addr = ("127.0.0.1", d.port)
+    slow = [SlowClients(f"127.0.0.{2 + i}", addr, per_ip) for i in range(4)]
+    try:
+        for s in slow:
+            s.__enter__()
+        time.sleep(0.5)  # let the server accept them all
+        assert [s.open for s in slow] == [per_ip] * 4
+        # Each address is at its limit: one more from it is refused.
+        assert _get_health(socket.AF_INET, addr, "127.0.0.2") is None
+        fifth = [_get_health(socket.AF_INET, addr, "127.0.0.6") for _ in range(40)]
+        local = [_get_health(socket.AF_UNIX, str(path)) for _ in range(40)]
+        assert fifth == [200] * 40, fifth
+        assert local == [200] * 40, local
+        assert [s.open for s in slow] == [per_ip] * 4
+    finally:
+        for s in slow:
+            s.__exit__(None, None, None)
+    assert d.get("/v1/health").status_code == 200

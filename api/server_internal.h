@@ -1,0 +1,119 @@
+/* What the three parts of the HTTP server share: the server object, a request's context and a
+ * connection's entry, and the calls between them. server.c listens and tracks connections,
+ * server_wait.c holds the ?wait= reads, server_request.c is libmicrohttpd's request callbacks.
+ * Nothing outside api/server*.c includes this. */
+#pragma once
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "http.h"
+
+#define LISTEN_NAME_MAX 128
+
+struct api_reply;
+
+struct listener {
+        struct MHD_Daemon *daemon;
+        int fd;
+        int quiesced_fd;
+        bool is_unix;
+        char name[LISTEN_NAME_MAX];
+};
+
+/* One open connection, for the request deadline and the local reserve. libmicrohttpd's
+ * connection_timeout is an idle timeout: a client sending a header line every few seconds
+ * keeps a slot forever. The reaper thread shuts down the socket of a connection whose request
+ * has not arrived whole by its deadline; libmicrohttpd then reads EOF and closes it. The fd
+ * stays valid while the entry is listed: libmicrohttpd calls the CLOSED notification, which
+ * unlists it under conns_lock, before it closes the socket. */
+struct conn {
+        struct conn *prev, *next;
+        int fd;
+        bool remote;
+        bool cut;
+        /* 0: none (the request is whole and being answered). Atomic: the connection's own
+         * thread sets it twice a request, and a lock for that would be taken by every request
+         * on every thread; the reaper reads it with conns_lock held, for the list. */
+        _Atomic uint64_t deadline_ms;
+};
+
+struct api_server {
+        const struct umd_config *cfg;
+        pthread_mutex_t conns_lock;
+        pthread_cond_t reaper_cond;
+        struct conn *conns;
+        unsigned remote_conns; /* connections from beyond loopback, all listeners */
+        unsigned remote_max;   /* max_connections less the slots kept for local clients */
+        bool reaper_started, reaper_stop;
+        pthread_t reaper;
+        struct listener *listeners;
+        size_t n_listeners;
+        char *unix_path;            /* the socket file we created, removed at stop */
+        struct auth_tokens *tokens; /* NULL: no tokens_file, everyone is an anonymous admin */
+        char *tls_cert, *tls_key;   /* PEM text, NULL without TLS */
+        atomic_uint inflight;
+        /* Suspended ?wait= reads. wait_lock is taken before libmicrohttpd's own locks (suspend,
+         * resume) and never from its callbacks, so the order is always core_lock, wait_lock,
+         * libmicrohttpd. */
+        pthread_mutex_t wait_lock;
+        struct request_ctx *waiters;
+        unsigned n_waiters;
+        bool stopping; /* answer every wait now */
+};
+
+struct request_ctx {
+        struct api_server *srv;
+        enum http_method method;
+        const struct route *route; /* NULL: no route matches the path */
+        const char *pattern;       /* for metrics: the route, never the raw path */
+        char *body;
+        size_t len, cap;
+        uint64_t discarded; /* bytes dropped after the body passed the cap */
+        bool too_large;
+        bool replied;
+        bool close; /* answer with Connection: close (the framing could not be trusted) */
+        int status;
+        const char *client; /* a token's name, owned by srv->tokens */
+        bool admin;
+        const char *www_authenticate; /* set with a 401 */
+        /* While suspended in a ?wait=: listed in srv->waiters (under wait_lock). */
+        struct request_ctx *wprev, *wnext;
+        struct MHD_Connection *conn;
+        bool waiting;
+        uint64_t wait_deadline_ms; /* 0: not waited yet */
+        char wait_id[48];          /* the job waited for; "": any job (a list) */
+};
+
+/* server.c: set the request deadline of c's connection (0: none). */
+void server_conn_set_deadline(struct api_server *s, struct MHD_Connection *c, uint64_t deadline);
+
+/* server_wait.c */
+/* Hold the connection of a read that asked to wait. 0: suspended (libmicrohttpd calls
+ * on_request again when it is resumed); -EAGAIN: a job changed since the handler read it, ask
+ * again now; -ETIME: the deadline passed or umd is stopping, answer now; -EBUSY: max_waiters
+ * are waiting already. */
+int server_wait_suspend(struct MHD_Connection *c, struct request_ctx *r,
+                        const struct api_reply *rep);
+/* The jobs' listener (core_set_job_listener), called with core_lock held. */
+void server_wait_job_changed(const char *id, void *userdata);
+/* Resume waiters whose deadline passed (all of them when stopping); the earliest deadline
+ * left, 0 when none. */
+uint64_t server_wait_expire(struct api_server *s, uint64_t now);
+/* Answer every ?wait= now; none may stay suspended when a daemon stops. */
+void server_wait_stop(struct api_server *s);
+
+/* server_request.c: libmicrohttpd's callbacks for requests. */
+/* The level libmicrohttpd's messages are logged at: warnings while starting, debug after. */
+extern atomic_int server_mhd_log_level;
+void server_mhd_logger(void *cls, const char *fmt, va_list ap);
+enum MHD_Result server_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls);
+void server_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe);
+size_t server_on_unescape(void *cls, struct MHD_Connection *c, char *s);
