@@ -533,6 +533,7 @@ int store_open(const char *state_dir, struct store **ret)
         s->max_jobs = UINT_MAX;
         s->wal_max_bytes = UINT64_MAX; /* unbounded until store_set_wal_max */
         s->page_size = 4096;
+        s->ckpt_next_pages = CHECKPOINT_PAGES;
         s->dir = strdup(state_dir);
         if (!s->dir || asprintf(&s->db_path, "%s/" DB_NAME, state_dir) < 0) {
                 s->db_path = NULL;

@@ -28,6 +28,13 @@ int store_open(const char *state_dir, struct store **ret);
  * a TRUNCATE checkpoint, any WAL once the writer has been idle a second, and journal_size_limit
  * caps what a WAL reset leaves. Without a call the WAL is checkpointed passively only. */
 void store_set_wal_max(struct store *s, uint64_t bytes);
+/* What the WAL's policy did since store_open: commits seen, passive checkpoints asked for (one
+ * per CHECKPOINT_PAGES of WAL growth at most), truncations past wal_max_bytes and truncations
+ * when the writer was idle. For tests and benchmarks. */
+struct store_wal_stats {
+        uint64_t commits, checkpoints, truncations, idle_truncations;
+};
+void store_wal_stats(struct store *s, struct store_wal_stats *ret);
 /* Commit what is queued, stop the writer, close everything. */
 void store_close(struct store *s);
 

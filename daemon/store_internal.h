@@ -109,6 +109,9 @@ struct store {
         uint64_t wal_max_bytes;
         int page_size;
         bool wal_truncate, wal_dirty, wal_limit_set;
+        /* The WAL's length in pages at which wal_hook next asks for a passive checkpoint. */
+        unsigned ckpt_next_pages;
+        struct store_wal_stats wal;
 
         pthread_mutex_t readers_mu;
         struct reader *readers;

@@ -268,10 +268,22 @@ static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
 
         pthread_mutex_lock(&s->mu);
         s->wal_dirty = true;
-        if ((uint64_t)pages * (uint64_t)s->page_size > s->wal_max_bytes)
+        s->wal.commits++;
+        /* A WAL shorter than at the last look was reset (a checkpoint had copied all of it and
+         * no reader held it): count growth from its start again. */
+        if ((unsigned)pages < s->ckpt_next_pages - CHECKPOINT_PAGES)
+                s->ckpt_next_pages = CHECKPOINT_PAGES;
+        if ((uint64_t)pages * (uint64_t)s->page_size > s->wal_max_bytes) {
                 s->wal_truncate = true; /* the writer does it, after this batch */
-        else if (pages >= CHECKPOINT_PAGES)
+        } else if ((unsigned)pages >= s->ckpt_next_pages) {
+                /* Once per CHECKPOINT_PAGES of growth, not after every commit past the mark:
+                 * while a reader keeps the WAL from being reset, a passive checkpoint cannot
+                 * shorten it, and asking after each commit cost two fdatasyncs for 70-77% of
+                 * commits (issue 23) to copy a few pages each. */
                 s->ckpt_pending = true;
+                s->ckpt_next_pages = (unsigned)pages + CHECKPOINT_PAGES;
+                s->wal.checkpoints++;
+        }
         /* Always: the checkpointer times the writer's idleness from the last commit. */
         pthread_cond_signal(&s->ckpt);
         pthread_mutex_unlock(&s->mu);
@@ -331,6 +343,10 @@ static void *checkpoint_main(void *userdata)
                     s->cdb, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
                     NULL, NULL);
                 pthread_mutex_lock(&s->mu);
+                if (truncate)
+                        s->wal.idle_truncations++;
+                if (rc == SQLITE_OK && truncate)
+                        s->ckpt_next_pages = CHECKPOINT_PAGES;
                 if (rc == SQLITE_BUSY && truncate) {
                         /* A reader held on past WAL_TRUNCATE_WAIT_MS: another idle second. */
                         log_debug("SQLite: truncating the WAL of %s: busy", s->db_path);
@@ -341,6 +357,13 @@ static void *checkpoint_main(void *userdata)
         }
         pthread_mutex_unlock(&s->mu);
         return NULL;
+}
+
+void store_wal_stats(struct store *s, struct store_wal_stats *ret)
+{
+        pthread_mutex_lock(&s->mu);
+        *ret = s->wal;
+        pthread_mutex_unlock(&s->mu);
 }
 
 void store_set_wal_max(struct store *s, uint64_t bytes)
@@ -366,6 +389,11 @@ static void wal_truncate_now(struct store *s)
         sqlite3_busy_timeout(s->wdb, WAL_TRUNCATE_WAIT_MS);
         rc = sqlite3_wal_checkpoint_v2(s->wdb, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         sqlite3_busy_timeout(s->wdb, BUSY_TIMEOUT_MS);
+        pthread_mutex_lock(&s->mu);
+        s->wal.truncations++;
+        if (rc == SQLITE_OK)
+                s->ckpt_next_pages = CHECKPOINT_PAGES;
+        pthread_mutex_unlock(&s->mu);
 
         if (rc == SQLITE_BUSY)
                 log_debug("SQLite: truncating the WAL of %s: busy; tried again after the next "
