@@ -450,7 +450,14 @@ static int import_one(json_t *job, void *userdata)
                 r = 0;
                 goto out;
         }
-        r = store_write_job(s, copy);
+        {
+                struct store_row row = {0};
+
+                r = store_row_from_job(copy, &row);
+                if (r == 0)
+                        r = store_write_row(s, &row);
+                store_row_free(&row);
+        }
         im->in_tx++;
         im->n++;
         if (r == 0 && im->in_tx >= IMPORT_BATCH) {

@@ -38,11 +38,11 @@ void store_wal_stats(struct store *s, struct store_wal_stats *ret);
 /* Commit what is queued, stop the writer, close everything. */
 void store_close(struct store *s);
 
-/* Queue a write of job (internal form, valid "id"). A shallow snapshot is taken now, so the
- * caller may change the document's top level and its part objects afterwards (nothing below
- * them may change: results, params and labels are shared). Serialising and committing happen on
- * the writer thread. With ret_ticket, the caller must store_wait() or store_poll() it; without,
- * a failure is only logged. 0 or -ENOMEM. */
+/* Queue a write of job (internal form, valid "id"). The document is serialised now, on the
+ * caller's thread (once; twice when some part has a result, for the results-free summary), so
+ * the caller may change it as soon as this returns; the writer thread only binds and commits.
+ * With ret_ticket, the caller must store_wait() or store_poll() it; without, a failure is only
+ * logged. 0, -EINVAL (no valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
 /* Wait for the ticket's commit and free it: 0, or -errno when it was not committed (-ENOSPC:
  * disk full, -EIO: anything else). */

@@ -34,7 +34,7 @@ enum {
         W_ROLLBACK,
         W_UPSERT,
         W_DEL_PARTS,
-        W_INS_PART,
+        W_UPSERT_PART,
         W_STATS,
         W_OLD_BY_AGE,
         W_OLD_BY_ID,
@@ -68,9 +68,27 @@ struct reader {
         struct reader *next;
 };
 
+/* A job's rows as the writer binds them, made from the document on the caller's thread
+ * (store_row_from_job): the public document dumped once, its summary (the same buffer when no
+ * part has a result) and the indexed columns. */
+struct store_part_row {
+        char *uuid, *state, *verdict;
+};
+
+struct store_row {
+        char id[UUID_STRING_MAX];
+        char *state, *benchmark, *client, *idem, *request;
+        int64_t created_ms, finished_ms;
+        bool finished;
+        char *doc, *summary;
+        size_t doc_len, sum_len;
+        struct store_part_row *parts;
+        size_t n_parts;
+};
+
 struct store_ticket {
         struct store_ticket *next;
-        json_t *snap;
+        struct store_row row;
         bool waited; /* someone will store_wait/poll: the writer must not free it */
         bool done;
         int r;
@@ -147,7 +165,11 @@ json_t *store_internal_from_row(sqlite3_stmt *st);
  * logged); a text parameter or NULL; one job's rows inside the open transaction; the counts. */
 int store_wstep(struct store *s, sqlite3_stmt *st);
 void store_bind_text_or_null(sqlite3_stmt *st, int i, const char *v);
-int store_write_job(struct store *s, const json_t *snap);
+int store_write_row(struct store *s, const struct store_row *row);
+/* The rows of job (internal form) into *ret: 0, -EINVAL (no id or parts) or -ENOMEM, logged;
+ * *ret untouched on failure. store_row_free frees what it holds (a zeroed row is fine). */
+int store_row_from_job(const json_t *job, struct store_row *ret);
+void store_row_free(struct store_row *row);
 void store_read_stats(struct store *s);
 /* Start the checkpointer and the writer (0 or -errno, logged); stop both after the writer has
  * committed what is queued, and close the checkpointer's connection (safe if never started). */

@@ -28,9 +28,10 @@ const char *const store_wsql[W_COUNT] = {
                  "finished_ms, bytes, request, summary, doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
                  "?8, ?9, ?10, ?11) ON CONFLICT (id) DO UPDATE SET state = ?2, finished_ms = ?7, "
                  "bytes = ?8, summary = ?10, doc = ?11",
-    [W_DEL_PARTS] = "DELETE FROM parts WHERE job_id = ?1",
-    [W_INS_PART] = "INSERT OR REPLACE INTO parts (job_id, idx, uuid, state, verdict) VALUES (?1, "
-                   "?2, ?3, ?4, ?5)",
+    [W_DEL_PARTS] = "DELETE FROM parts WHERE job_id = ?1 AND idx >= ?2",
+    [W_UPSERT_PART] = "INSERT INTO parts (job_id, idx, uuid, state, verdict) VALUES (?1, ?2, ?3, "
+                      "?4, ?5) ON CONFLICT (job_id, idx) DO UPDATE SET uuid = ?3, state = ?4, "
+                      "verdict = ?5",
     [W_STATS] = "SELECT jobs, finished, bytes FROM stats",
     [W_OLD_BY_AGE] = "SELECT id FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms < ?1 "
                      "ORDER BY finished_ms LIMIT ?2",
@@ -90,69 +91,171 @@ void store_bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
                 sqlite3_bind_null(st, i);
 }
 
-/* Write one job's rows inside the open transaction. */
-int store_write_job(struct store *s, const json_t *snap)
+void store_row_free(struct store_row *row)
 {
-        const char *id = json_string_value(json_object_get(snap, "id"));
-        const char *request = json_string_value(json_object_get(snap, "request"));
-        json_t *fin = json_object_get(snap, "finished_ms"), *parts = json_object_get(snap, "parts");
-        _cleanup_json_ json_t *pub = store_public_copy(snap, true);
-        _cleanup_json_ json_t *sum = store_public_copy(snap, false);
-        _cleanup_free_ char *doc = NULL, *summary = NULL;
-        size_t doc_len = 0, sum_len = 0;
-        sqlite3_stmt *st = s->w[W_UPSERT];
-        json_t *p;
+        if (!row)
+                return;
+        if (row->summary != row->doc)
+                free(row->summary);
+        free(row->doc);
+        free(row->state);
+        free(row->benchmark);
+        free(row->client);
+        free(row->idem);
+        free(row->request);
+        for (size_t i = 0; i < row->n_parts; i++) {
+                free(row->parts[i].uuid);
+                free(row->parts[i].state);
+                free(row->parts[i].verdict);
+        }
+        free(row->parts);
+        *row = (struct store_row){0};
+}
+
+/* strdup that keeps NULL, setting *oom when a copy fails. */
+static char *dup_or_null(const char *v, bool *oom)
+{
+        char *c;
+
+        if (!v)
+                return NULL;
+        c = strdup(v);
+        if (!c)
+                *oom = true;
+        return c;
+}
+
+int store_row_from_job(const json_t *job, struct store_row *ret)
+{
+        const char *id = json_string_value(json_object_get(job, "id"));
+        json_t *parts = json_object_get(job, "parts"), *fin = json_object_get(job, "finished_ms");
+        _cleanup_json_ json_t *pub = NULL;
+        struct store_row row = {0};
+        bool oom = false, results = false;
+        const char *k;
+        json_t *v, *p;
         size_t i;
-        int r;
 
         if (!id || !uuid_is_valid(id) || !json_is_array(parts))
                 return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
-        if (!pub || !sum || !(doc = json_dump_compact(pub, &doc_len)) ||
-            !(summary = json_dump_compact(sum, &sum_len)))
-                return log_error_errno(ENOMEM, "Cannot serialise job %s", id);
+        /* The public document is the internal one less three keys: a new top level that
+         * shares every value, dumped once. The summary (what lists serve) is the same bytes
+         * unless some part has a result, which is all a queued or running job ever has. */
+        pub = json_object();
+        if (!pub)
+                goto oom;
+        json_object_foreach((json_t *)job, k, v)
+        {
+                if (strcmp(k, "request") == 0 || strcmp(k, "created_ms") == 0 ||
+                    strcmp(k, "finished_ms") == 0)
+                        continue;
+                if (json_object_set(pub, k, v) < 0)
+                        goto oom;
+        }
+        row.doc = json_dump_compact(pub, &row.doc_len);
+        if (!row.doc)
+                goto oom;
+        json_array_foreach(parts, i, p) results = results || json_object_get(p, "result");
+        if (results) {
+                json_t *sum = json_array();
 
-        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-        store_bind_text_or_null(st, 2, json_string_value(json_object_get(snap, "state")));
-        store_bind_text_or_null(st, 3, json_string_value(json_object_get(snap, "benchmark")));
-        store_bind_text_or_null(st, 4, json_string_value(json_object_get(snap, "client")));
-        store_bind_text_or_null(st, 5, json_string_value(json_object_get(snap, "idempotency_key")));
-        sqlite3_bind_int64(st, 6, json_integer_value(json_object_get(snap, "created_ms")));
-        if (json_is_integer(fin))
-                sqlite3_bind_int64(st, 7, json_integer_value(fin));
+                if (!sum || json_object_set_new(pub, "parts", sum) < 0)
+                        goto oom;
+                json_array_foreach(parts, i, p)
+                {
+                        json_t *c = json_copy(p);
+
+                        if (!c || json_array_append_new(sum, c) < 0)
+                                goto oom;
+                        json_object_del(c, "result");
+                }
+                row.summary = json_dump_compact(pub, &row.sum_len);
+                if (!row.summary)
+                        goto oom;
+        } else {
+                row.summary = row.doc;
+                row.sum_len = row.doc_len;
+        }
+
+        snprintf(row.id, sizeof(row.id), "%s", id);
+        row.state = dup_or_null(json_string_value(json_object_get(job, "state")), &oom);
+        row.benchmark = dup_or_null(json_string_value(json_object_get(job, "benchmark")), &oom);
+        row.client = dup_or_null(json_string_value(json_object_get(job, "client")), &oom);
+        row.idem = dup_or_null(json_string_value(json_object_get(job, "idempotency_key")), &oom);
+        row.request = dup_or_null(json_string_value(json_object_get(job, "request")), &oom);
+        row.created_ms = json_integer_value(json_object_get(job, "created_ms"));
+        row.finished = json_is_integer(fin);
+        row.finished_ms = json_integer_value(fin);
+        row.parts = calloc(json_array_size(parts) ?: 1, sizeof(*row.parts));
+        if (!row.parts)
+                goto oom;
+        json_array_foreach(parts, i, p)
+        {
+                struct store_part_row *pr = &row.parts[row.n_parts++];
+
+                pr->uuid = dup_or_null(json_string_value(json_object_get(p, "uuid")) ?: "", &oom);
+                pr->state = dup_or_null(json_string_value(json_object_get(p, "state")) ?: "", &oom);
+                pr->verdict = dup_or_null(
+                    json_string_value(json_object_get(json_object_get(p, "verdict"), "verdict")),
+                    &oom);
+        }
+        if (oom)
+                goto oom;
+        *ret = row;
+        return 0;
+oom:
+        store_row_free(&row);
+        return log_error_errno(ENOMEM, "Cannot serialise job %s", id);
+}
+
+/* Write one job's rows inside the open transaction: binds only, no JSON. */
+int store_write_row(struct store *s, const struct store_row *row)
+{
+        sqlite3_stmt *st = s->w[W_UPSERT];
+        int r;
+
+        sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
+        store_bind_text_or_null(st, 2, row->state);
+        store_bind_text_or_null(st, 3, row->benchmark);
+        store_bind_text_or_null(st, 4, row->client);
+        store_bind_text_or_null(st, 5, row->idem);
+        sqlite3_bind_int64(st, 6, row->created_ms);
+        if (row->finished)
+                sqlite3_bind_int64(st, 7, row->finished_ms);
         else
                 sqlite3_bind_null(st, 7);
         sqlite3_bind_int64(st, 8,
-                           (sqlite3_int64)(doc_len + sum_len + (request ? strlen(request) : 0)));
-        store_bind_text_or_null(st, 9, request);
-        sqlite3_bind_text(st, 10, summary, (int)sum_len, SQLITE_STATIC);
-        sqlite3_bind_text(st, 11, doc, (int)doc_len, SQLITE_STATIC);
+                           (sqlite3_int64)(row->doc_len + row->sum_len +
+                                           (row->request ? strlen(row->request) : 0)));
+        store_bind_text_or_null(st, 9, row->request);
+        sqlite3_bind_text(st, 10, row->summary, (int)row->sum_len, SQLITE_STATIC);
+        sqlite3_bind_text(st, 11, row->doc, (int)row->doc_len, SQLITE_STATIC);
         r = store_wstep(s, st);
         sqlite3_clear_bindings(st);
         if (r < 0)
                 return r;
 
-        sqlite3_bind_text(s->w[W_DEL_PARTS], 1, id, -1, SQLITE_STATIC);
-        r = store_wstep(s, s->w[W_DEL_PARTS]);
-        if (r < 0)
-                return r;
-        json_array_foreach(parts, i, p)
-        {
-                st = s->w[W_INS_PART];
-                sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        /* A part's row is updated in place (its key and device never change), so a state
+         * change rewrites one small row and leaves the device index alone. */
+        for (size_t i = 0; i < row->n_parts; i++) {
+                st = s->w[W_UPSERT_PART];
+                sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
                 sqlite3_bind_int64(st, 2, (sqlite3_int64)i);
-                sqlite3_bind_text(st, 3, json_string_value(json_object_get(p, "uuid")) ?: "", -1,
-                                  SQLITE_STATIC);
-                sqlite3_bind_text(st, 4, json_string_value(json_object_get(p, "state")) ?: "", -1,
-                                  SQLITE_STATIC);
-                store_bind_text_or_null(
-                    st, 5,
-                    json_string_value(json_object_get(json_object_get(p, "verdict"), "verdict")));
+                sqlite3_bind_text(st, 3, row->parts[i].uuid, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 4, row->parts[i].state, -1, SQLITE_STATIC);
+                store_bind_text_or_null(st, 5, row->parts[i].verdict);
                 r = store_wstep(s, st);
                 sqlite3_clear_bindings(st);
                 if (r < 0)
                         return r;
         }
-        return 0;
+        /* Parts beyond the job's (none, unless a document shrank): gone. */
+        st = s->w[W_DEL_PARTS];
+        sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)row->n_parts);
+        r = store_wstep(s, st);
+        sqlite3_clear_bindings(st);
+        return r;
 }
 
 void store_read_stats(struct store *s)
@@ -174,7 +277,7 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
         size_t n = 0;
 
         for (struct store_ticket *t = list; r == 0 && t && n < max; t = t->next, n++)
-                r = store_write_job(s, t->snap);
+                r = store_write_row(s, &t->row);
         if (r == 0)
                 r = store_wstep(s, s->w[W_COMMIT]);
         if (r < 0 && !sqlite3_get_autocommit(s->wdb))
@@ -437,8 +540,7 @@ static void *writer_main(void *userdata)
                         for (struct store_ticket *t = batch; t; t = next) {
                                 next = t->next;
                                 n++;
-                                json_decref(t->snap);
-                                t->snap = NULL;
+                                store_row_free(&t->row);
                                 if (t->waited) {
                                         t->done = true;
                                 } else {
@@ -476,25 +578,20 @@ static void *writer_main(void *userdata)
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
 {
         struct store_ticket *t = calloc(1, sizeof(*t));
-        json_t *parts = json_array();
-        size_t i;
-        json_t *p;
+        int r;
 
-        if (!t || !parts || !(t->snap = json_copy((json_t *)job)))
-                goto oom;
+        if (!t)
+                return log_error_errno(ENOMEM, "Cannot queue a job's change");
+        /* The JSON work (one dump, two when results must leave the summary) is done here, on
+         * the caller's thread, so the one writer thread only binds and commits. */
+        r = store_row_from_job(job, &t->row);
+        if (r < 0) {
+                free(t);
+                return r;
+        }
         /* Only finished jobs are cached, and nothing writes those again; a write says the
          * cached bytes (if any) are no longer the truth all the same. */
-        if (json_is_string(json_object_get(job, "id")))
-                store_cache_evict(s, json_string_value(json_object_get(job, "id")));
-        json_array_foreach(json_object_get(job, "parts"), i, p)
-        {
-                if (json_array_append_new(parts, json_copy(p)) < 0)
-                        goto oom;
-        }
-        if (json_object_set_new(t->snap, "parts", parts) < 0) {
-                parts = NULL;
-                goto oom;
-        }
+        store_cache_evict(s, t->row.id);
         t->waited = ret_ticket != NULL;
         pthread_mutex_lock(&s->mu);
         if (s->tail)
@@ -508,12 +605,6 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
         if (ret_ticket)
                 *ret_ticket = t;
         return 0;
-oom:
-        json_decref(parts);
-        if (t)
-                json_decref(t->snap);
-        free(t);
-        return log_error_errno(ENOMEM, "Cannot queue a job's change");
 }
 
 /* store_internal.h: the store a ticket belongs to is needed to wait on its condition; tickets
