@@ -89,7 +89,8 @@ struct store_row {
 struct store_ticket {
         struct store_ticket *next;
         struct store_row row;
-        bool waited; /* someone will store_wait/poll: the writer must not free it */
+        bool superseded; /* a later ticket of the same batch writes the same job */
+        bool waited;     /* someone will store_wait/poll: the writer must not free it */
         bool done;
         int r;
 };

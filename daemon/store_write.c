@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "jsonutil.h"
@@ -277,7 +278,8 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
         size_t n = 0;
 
         for (struct store_ticket *t = list; r == 0 && t && n < max; t = t->next, n++)
-                r = store_write_row(s, &t->row);
+                if (max == 1 || !t->superseded)
+                        r = store_write_row(s, &t->row);
         if (r == 0)
                 r = store_wstep(s, s->w[W_COMMIT]);
         if (r < 0 && !sqlite3_get_autocommit(s->wdb))
@@ -285,11 +287,47 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
         return r;
 }
 
+/* Mark each ticket that a later one in batch writes again (the same job): its rows would be
+ * replaced inside the same transaction, so writing them is work for nothing. A job's running
+ * and final changes often meet in one batch. Without memory for the table nothing is marked. */
+static void mark_superseded(struct store_ticket *batch)
+{
+        size_t n = 0, size = 16;
+        struct store_ticket **tab;
+
+        for (struct store_ticket *t = batch; t; t = t->next)
+                n++;
+        if (n < 2)
+                return;
+        while (size < 2 * n)
+                size *= 2;
+        tab = calloc(size, sizeof(*tab));
+        if (!tab)
+                return;
+        for (struct store_ticket *t = batch; t; t = t->next) {
+                uint64_t h = UINT64_C(14695981039346656037);
+                size_t k;
+
+                for (const char *c = t->row.id; *c; c++)
+                        h = (h ^ (unsigned char)(*c | 0x20)) * UINT64_C(1099511628211);
+                for (k = h & (size - 1); tab[k]; k = (k + 1) & (size - 1))
+                        if (strcasecmp(tab[k]->row.id, t->row.id) == 0)
+                                break;
+                if (tab[k])
+                        tab[k]->superseded = true;
+                tab[k] = t;
+        }
+        free(tab);
+}
+
 /* Group commit: every ticket waiting goes into one transaction. Should it fail, each is tried
  * alone, so one job that cannot be written does not take the others down with it. */
 static void commit_batch(struct store *s, struct store_ticket *batch)
 {
-        int r = commit_list(s, batch, SIZE_MAX);
+        int r;
+
+        mark_superseded(batch);
+        r = commit_list(s, batch, SIZE_MAX);
 
         for (struct store_ticket *t = batch; t; t = t->next)
                 t->r = r;

@@ -109,6 +109,38 @@ static void test_put_get_public_form(void **state)
         json_decref(j);
 }
 
+/* Changes of one job queued back to back (often one batch, where only the last is written):
+ * what is stored is the last, parts included. */
+static void test_changes_of_one_job_keep_the_last(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A, DEV_B};
+        const char *states[] = {"queued", "running", "succeeded"};
+        char id[UUID_STRING_MAX];
+        json_t *j = job_at(id, 2000000, "queued", "copy", u, 2), *got = NULL;
+        struct store_ticket *t = NULL;
+
+        for (size_t k = 0; k < 3; k++) {
+                json_object_set_new(j, "state", json_string(states[k]));
+                json_object_set_new(json_array_get(json_object_get(j, "parts"), 1), "state",
+                                    json_string(states[k]));
+                if (k == 2) {
+                        json_object_set_new(j, "finished_ms", json_integer(2000001));
+                        assert_int_equal(store_put(f->s, j, &t), 0);
+                } else
+                        assert_int_equal(store_put(f->s, j, NULL), 0);
+        }
+        assert_int_equal(store_wait(t), 0);
+        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_string_equal(json_string_value(json_object_get(got, "state")), "succeeded");
+        assert_string_equal(json_string_value(json_object_get(
+                                json_array_get(json_object_get(got, "parts"), 1), "state")),
+                            "succeeded");
+        assert_int_equal(store_count(f->s), 1);
+        json_decref(got);
+        json_decref(j);
+}
+
 static uint64_t wal_bytes(const char *dir)
 {
         char path[4096];
@@ -439,6 +471,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_retention_by_count, setup, teardown),
             cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_export_writes_every_job, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_changes_of_one_job_keep_the_last, setup, teardown),
             cmocka_unit_test_setup_teardown(test_checkpoints_follow_wal_growth_not_commits, setup,
                                             teardown),
             cmocka_unit_test(test_import_once_sets_aside_and_skips_duplicates),
