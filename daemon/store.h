@@ -49,6 +49,10 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
 int store_wait(struct store_ticket *t);
 /* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. */
 int store_poll(struct store_ticket *t, int *ret_r);
+/* How many tickets have finished (committed or failed) since store_open; it only grows, and
+ * reading it takes no lock (0 for NULL). A caller that polls tickets can skip looking while it
+ * stands still: no ticket finished meanwhile. */
+uint64_t store_commits(struct store *s);
 /* Wait until everything queued so far is committed (read-your-writes for queries). */
 void store_sync(struct store *s);
 

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -89,9 +90,9 @@ struct store_row {
 struct store_ticket {
         struct store_ticket *next;
         struct store_row row;
-        bool superseded; /* a later ticket of the same batch writes the same job */
-        bool waited;     /* someone will store_wait/poll: the writer must not free it */
-        bool done;
+        bool superseded;  /* a later ticket of the same batch writes the same job */
+        bool waited;      /* someone will store_wait/poll: the writer must not free it */
+        atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
         int r;
 };
 
@@ -107,7 +108,8 @@ struct store {
         pthread_mutex_t mu; /* guards everything below */
         pthread_cond_t work, done;
         struct store_ticket *head, *tail;
-        uint64_t queued, committed; /* tickets queued and finished, for store_sync */
+        uint64_t queued;            /* tickets queued, for store_sync */
+        _Atomic uint64_t committed; /* tickets finished (store_commits reads it unlocked) */
         bool stopping, thread_started;
         bool retention_pending;
         unsigned max_jobs, retention_days;

@@ -580,7 +580,7 @@ static void *writer_main(void *userdata)
                                 n++;
                                 store_row_free(&t->row);
                                 if (t->waited) {
-                                        t->done = true;
+                                        atomic_store_explicit(&t->done, true, memory_order_release);
                                 } else {
                                         if (t->r < 0)
                                                 log_error("store: a job's change was not "
@@ -666,17 +666,18 @@ int store_wait(struct store_ticket *t)
 
 int store_poll(struct store_ticket *t, int *ret_r)
 {
-        struct store *s = store_singleton;
-        bool done;
-
-        pthread_mutex_lock(&s->mu);
-        done = t->done;
-        pthread_mutex_unlock(&s->mu);
-        if (!done)
+        /* Without the store's lock: jobs.c polls every finished job's ticket under its own
+         * lock, and taking the writer's mutex for each made them wait on each other. */
+        if (!atomic_load_explicit(&t->done, memory_order_acquire))
                 return 0;
         *ret_r = t->r;
         free(t);
         return 1;
+}
+
+uint64_t store_commits(struct store *s)
+{
+        return s ? atomic_load_explicit(&s->committed, memory_order_acquire) : 0;
 }
 
 void store_sync(struct store *s)
