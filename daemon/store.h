@@ -24,9 +24,10 @@ struct store_ticket;
  * corrupt one is renamed to umd.db.corrupt-<time> and replaced), import STATE_DIR/jobs once,
  * start the writer. 0 or -errno, logged (-EBUSY: another umd holds the state directory). */
 int store_open(const char *state_dir, struct store **ret);
-/* Bound the write-ahead log (wal_max_bytes): a WAL past bytes after a commit is truncated by
- * a TRUNCATE checkpoint, any WAL once the writer has been idle a second, and journal_size_limit
- * caps what a WAL reset leaves. Without a call the WAL is checkpointed passively only. */
+/* Bound the write-ahead log (wal_max_bytes): a WAL past three quarters of bytes after a commit
+ * is truncated by a TRUNCATE checkpoint (the quarter left is for what commits meanwhile), any WAL
+ * once the writer has been idle a second, and journal_size_limit caps what a WAL reset leaves.
+ * Without a call the WAL is checkpointed passively only. */
 void store_set_wal_max(struct store *s, uint64_t bytes);
 /* What the WAL's policy did since store_open: commits seen, passive checkpoints asked for (one
  * per CHECKPOINT_PAGES of WAL growth at most), truncations past wal_max_bytes and truncations

@@ -192,6 +192,31 @@ static void test_checkpoints_follow_wal_growth_not_commits(void **state)
         assert_true(w.idle_truncations >= 1);
 }
 
+/* With wal_max_bytes set, the WAL is cut once a commit takes it past three quarters of the
+ * bound, so no commit leaves it past the bound itself. */
+static void test_the_wal_stays_under_wal_max_bytes(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX], pad[3000];
+        struct store_wal_stats w;
+        const uint64_t max = 1024 * 1024;
+
+        store_set_wal_max(f->s, max);
+        memset(pad, 'x', sizeof(pad) - 1);
+        pad[sizeof(pad) - 1] = '\0';
+        for (size_t i = 0; i < 300; i++) {
+                json_t *j = job_at(id, 3000000 + i, "queued", "copy", u, 1);
+
+                json_object_set_new(json_object_get(j, "labels"), "pad", json_string(pad));
+                put_sync(f->s, j);
+                json_decref(j);
+                assert_true(wal_bytes(f->path) <= max);
+        }
+        store_wal_stats(f->s, &w);
+        assert_true(w.truncations >= 1);
+}
+
 static int collect(json_t *job, void *userdata)
 {
         json_array_append(userdata, json_object_get(job, "id"));
@@ -472,6 +497,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_export_writes_every_job, setup, teardown),
             cmocka_unit_test_setup_teardown(test_changes_of_one_job_keep_the_last, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_the_wal_stays_under_wal_max_bytes, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(test_checkpoints_follow_wal_growth_not_commits, setup,
                                             teardown),
             cmocka_unit_test(test_import_once_sets_aside_and_skips_duplicates),
