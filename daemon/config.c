@@ -100,8 +100,9 @@ static const struct key keys[] = {
          "A finished job whose write failed (a full disk) is written again this often until it "
          "commits, and at shutdown for up to shutdown_timeout_s."},
         {"wal_max_bytes", K_SIZE, F(wal_max_bytes), "64MiB", 64 * 1024, 64 * GiB,
-         "The database's write-ahead log is cut back to nothing when a commit leaves it larger "
-         "than this, and whenever the writer has been idle for a second."},
+         "The database's write-ahead log stays under this: it is cut back to nothing when a "
+         "commit leaves it past three quarters of this, and whenever the writer has been idle "
+         "for a second."},
         {"job_cache_bytes", K_SIZE, F(job_cache_bytes), "16MiB", 0, 4 * GiB,
          "Finished jobs' documents kept in memory for GET /v1/jobs/{id} (they never change; "
          "0: read each from the database)."},

@@ -24,24 +24,36 @@ struct store_ticket;
  * corrupt one is renamed to umd.db.corrupt-<time> and replaced), import STATE_DIR/jobs once,
  * start the writer. 0 or -errno, logged (-EBUSY: another umd holds the state directory). */
 int store_open(const char *state_dir, struct store **ret);
-/* Bound the write-ahead log (wal_max_bytes): a WAL past bytes after a commit is truncated by
- * a TRUNCATE checkpoint, any WAL once the writer has been idle a second, and journal_size_limit
- * caps what a WAL reset leaves. Without a call the WAL is checkpointed passively only. */
+/* Bound the write-ahead log (wal_max_bytes): a WAL past three quarters of bytes after a commit
+ * is truncated by a TRUNCATE checkpoint (the quarter left is for what commits meanwhile), any WAL
+ * once the writer has been idle a second, and journal_size_limit caps what a WAL reset leaves.
+ * Without a call the WAL is checkpointed passively only. */
 void store_set_wal_max(struct store *s, uint64_t bytes);
+/* What the WAL's policy did since store_open: commits seen, passive checkpoints asked for (one
+ * per CHECKPOINT_PAGES of WAL growth at most), truncations past wal_max_bytes and truncations
+ * when the writer was idle. For tests and benchmarks. */
+struct store_wal_stats {
+        uint64_t commits, checkpoints, truncations, idle_truncations;
+};
+void store_wal_stats(struct store *s, struct store_wal_stats *ret);
 /* Commit what is queued, stop the writer, close everything. */
 void store_close(struct store *s);
 
-/* Queue a write of job (internal form, valid "id"). A shallow snapshot is taken now, so the
- * caller may change the document's top level and its part objects afterwards (nothing below
- * them may change: results, params and labels are shared). Serialising and committing happen on
- * the writer thread. With ret_ticket, the caller must store_wait() or store_poll() it; without,
- * a failure is only logged. 0 or -ENOMEM. */
+/* Queue a write of job (internal form, valid "id"). The document is serialised now, on the
+ * caller's thread (once; twice when some part has a result, for the results-free summary), so
+ * the caller may change it as soon as this returns; the writer thread only binds and commits.
+ * With ret_ticket, the caller must store_wait() or store_poll() it; without, a failure is only
+ * logged. 0, -EINVAL (no valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
 /* Wait for the ticket's commit and free it: 0, or -errno when it was not committed (-ENOSPC:
  * disk full, -EIO: anything else). */
 int store_wait(struct store_ticket *t);
 /* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. */
 int store_poll(struct store_ticket *t, int *ret_r);
+/* How many tickets have finished (committed or failed) since store_open; it only grows, and
+ * reading it takes no lock (0 for NULL). A caller that polls tickets can skip looking while it
+ * stands still: no ticket finished meanwhile. */
+uint64_t store_commits(struct store *s);
 /* Wait until everything queued so far is committed (read-your-writes for queries). */
 void store_sync(struct store *s);
 

@@ -60,6 +60,7 @@ struct jobs {
         json_t *node_last_verdict;    /* the canonical check's last verdict on the GPU pairs */
         json_t *node_verdict_by_tier; /* each tier's last one: {"quick": ..., "extended": ...} */
         uint64_t node_last_check_ms;  /* the pairs' last scheduled check (realtime) */
+        uint64_t prune_seen_commits;  /* store_commits at the last prune (UINT64_MAX: none yet) */
         /* Waiters (GET ?wait=) learn of changes through these: the generation moves first, then
          * the listener is told, both under the lock (so a reader that saw the old generation is
          * woken). The generation is read without the lock. */

@@ -1,6 +1,6 @@
 /* The SQLite job store: writes and reads, recovery of unfinished jobs, the one-time import of
  * jobs/ (and what it sets aside), the state directory lock, a corrupt database, list filters,
- * health history, retention and export. */
+ * health history, retention, export and the WAL's checkpoint policy. */
 #include "../common/testutil.h"
 
 #include <ctype.h>
@@ -12,6 +12,8 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <cmocka.h>
+#include <sqlite3.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "log.h"
@@ -105,6 +107,114 @@ static void test_put_get_public_form(void **state)
         json_decref(got);
         assert_int_equal(store_get(f->s, "01a22ea6-c294-7427-ba85-54940c685e37", &got), -ENOENT);
         json_decref(j);
+}
+
+/* Changes of one job queued back to back (often one batch, where only the last is written):
+ * what is stored is the last, parts included. */
+static void test_changes_of_one_job_keep_the_last(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A, DEV_B};
+        const char *states[] = {"queued", "running", "succeeded"};
+        char id[UUID_STRING_MAX];
+        json_t *j = job_at(id, 2000000, "queued", "copy", u, 2), *got = NULL;
+        struct store_ticket *t = NULL;
+
+        for (size_t k = 0; k < 3; k++) {
+                json_object_set_new(j, "state", json_string(states[k]));
+                json_object_set_new(json_array_get(json_object_get(j, "parts"), 1), "state",
+                                    json_string(states[k]));
+                if (k == 2) {
+                        json_object_set_new(j, "finished_ms", json_integer(2000001));
+                        assert_int_equal(store_put(f->s, j, &t), 0);
+                } else
+                        assert_int_equal(store_put(f->s, j, NULL), 0);
+        }
+        assert_int_equal(store_wait(t), 0);
+        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_string_equal(json_string_value(json_object_get(got, "state")), "succeeded");
+        assert_string_equal(json_string_value(json_object_get(
+                                json_array_get(json_object_get(got, "parts"), 1), "state")),
+                            "succeeded");
+        assert_int_equal(store_count(f->s), 1);
+        json_decref(got);
+        json_decref(j);
+}
+
+static uint64_t wal_bytes(const char *dir)
+{
+        char path[4096];
+        struct stat st;
+
+        snprintf(path, sizeof(path), "%s/umd.db-wal", dir);
+        return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* While a reader keeps the WAL from being reset, commits past the checkpoint mark ask for a
+ * passive checkpoint once per CHECKPOINT_PAGES of growth, not after each commit (which cost
+ * two fdatasyncs for most commits); once the reader leaves and the writer is idle, the WAL is
+ * truncated to nothing. */
+static void test_checkpoints_follow_wal_growth_not_commits(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char path[4096], id[UUID_STRING_MAX], pad[3000];
+        struct store_wal_stats w;
+        sqlite3 *db = NULL;
+        const size_t n = 400;
+
+        snprintf(path, sizeof(path), "%s/umd.db", f->path);
+        assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "BEGIN; SELECT count(*) FROM jobs", NULL, NULL, NULL),
+                         SQLITE_OK);
+        memset(pad, 'x', sizeof(pad) - 1);
+        pad[sizeof(pad) - 1] = '\0';
+        for (size_t i = 0; i < n; i++) {
+                json_t *j = job_at(id, 1000000 + i, "queued", "copy", u, 1);
+
+                json_object_set_new(json_object_get(j, "labels"), "pad", json_string(pad));
+                put_sync(f->s, j);
+                json_decref(j);
+        }
+        store_wal_stats(f->s, &w);
+        assert_true(w.commits >= n);
+        /* Each commit adds a few pages: 400 of them pass the 1000-page mark a few times. */
+        assert_true(wal_bytes(f->path) > 1000 * 4096);
+        assert_true(w.checkpoints >= 1);
+        assert_true(w.checkpoints <= 6);
+
+        assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        for (int i = 0; i < 100 && wal_bytes(f->path) > 0; i++)
+                usleep(100 * 1000);
+        assert_int_equal(wal_bytes(f->path), 0);
+        store_wal_stats(f->s, &w);
+        assert_true(w.idle_truncations >= 1);
+}
+
+/* With wal_max_bytes set, the WAL is cut once a commit takes it past three quarters of the
+ * bound, so no commit leaves it past the bound itself. */
+static void test_the_wal_stays_under_wal_max_bytes(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX], pad[3000];
+        struct store_wal_stats w;
+        const uint64_t max = 1024 * 1024;
+
+        store_set_wal_max(f->s, max);
+        memset(pad, 'x', sizeof(pad) - 1);
+        pad[sizeof(pad) - 1] = '\0';
+        for (size_t i = 0; i < 300; i++) {
+                json_t *j = job_at(id, 3000000 + i, "queued", "copy", u, 1);
+
+                json_object_set_new(json_object_get(j, "labels"), "pad", json_string(pad));
+                put_sync(f->s, j);
+                json_decref(j);
+                assert_true(wal_bytes(f->path) <= max);
+        }
+        store_wal_stats(f->s, &w);
+        assert_true(w.truncations >= 1);
 }
 
 static int collect(json_t *job, void *userdata)
@@ -386,6 +496,11 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_retention_by_count, setup, teardown),
             cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_export_writes_every_job, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_changes_of_one_job_keep_the_last, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_the_wal_stays_under_wal_max_bytes, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_checkpoints_follow_wal_growth_not_commits, setup,
+                                            teardown),
             cmocka_unit_test(test_import_once_sets_aside_and_skips_duplicates),
             cmocka_unit_test(test_corrupt_database_is_set_aside),
         };

@@ -1,0 +1,190 @@
+/* What store.c, store_write.c and store_read.c share and nothing else may include: the store's
+ * struct, its prepared statements' numbering, and the helpers each of the three files uses. The
+ * store is one object split over three files by concern: store.c opens, locks, sets up the
+ * schema, recovers and exports; store_write.c owns the writer and checkpointer threads, group
+ * commit and retention; store_read.c owns the reader connections, the finished-job cache and the
+ * queries. */
+#pragma once
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store.h"
+#include "util.h"
+
+#define DB_NAME          "umd.db"
+#define LOCK_NAME        "umd.lock"
+#define BUSY_TIMEOUT_MS  5000
+#define RETENTION_BATCH  256
+#define IMPORT_BATCH     1000
+#define READERS_MAX      16
+#define STORE_JSON_DEPTH 64
+/* WAL pages after which the checkpointer copies them into umd.db (SQLite's default). */
+#define CHECKPOINT_PAGES 1000
+
+/* How long a truncation waits for readers to leave older WAL pages. It holds the write lock
+ * meanwhile, so the writer's commits wait too: short, and tried again if it is not enough. */
+#define WAL_TRUNCATE_WAIT_MS 250
+
+enum {
+        W_BEGIN,
+        W_COMMIT,
+        W_ROLLBACK,
+        W_UPSERT,
+        W_DEL_PARTS,
+        W_UPSERT_PART,
+        W_STATS,
+        W_OLD_BY_AGE,
+        W_OLD_BY_ID,
+        W_DELETE,
+        W_EXISTS,
+        W_COUNT
+};
+
+/* The writer's statements, prepared on its connection by store.c's writer_open. */
+extern const char *const store_wsql[W_COUNT];
+
+enum { R_GET, R_IDEM, R_OPEN, R_HEALTH, R_HEALTH_PASS, R_COUNT };
+
+/* List queries are built from which filters are present (6 bits) and kept per connection. */
+enum {
+        Q_STATE = 1,
+        Q_BENCH = 2,
+        Q_UUID = 4,
+        Q_BEFORE = 8,
+        Q_SINCE = 16,
+        Q_UNTIL = 32,
+        Q_AFTER = 64,
+        Q_DOC = 128,
+        Q_N = 256
+};
+
+struct reader {
+        sqlite3 *db;
+        sqlite3_stmt *st[R_COUNT];
+        sqlite3_stmt *list[Q_N];
+        struct reader *next;
+};
+
+/* A job's rows as the writer binds them, made from the document on the caller's thread
+ * (store_row_from_job): the public document dumped once, its summary (the same buffer when no
+ * part has a result) and the indexed columns. */
+struct store_part_row {
+        char *uuid, *state, *verdict;
+};
+
+struct store_row {
+        char id[UUID_STRING_MAX];
+        char *state, *benchmark, *client, *idem, *request;
+        int64_t created_ms, finished_ms;
+        bool finished;
+        char *doc, *summary;
+        size_t doc_len, sum_len;
+        struct store_part_row *parts;
+        size_t n_parts;
+};
+
+struct store_ticket {
+        struct store_ticket *next;
+        struct store_row row;
+        bool superseded;  /* a later ticket of the same batch writes the same job */
+        bool waited;      /* someone will store_wait/poll: the writer must not free it */
+        atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
+        int r;
+};
+
+struct store {
+        char *dir, *db_path;
+        int lock_fd;
+        int dir_fd;       /* the state directory, flocked: the lock no one can delete */
+        char damage[256]; /* what PRAGMA quick_check found at open; "" when nothing; set once */
+
+        sqlite3 *wdb;
+        sqlite3_stmt *w[W_COUNT];
+
+        pthread_mutex_t mu; /* guards everything below */
+        pthread_cond_t work, done;
+        struct store_ticket *head, *tail;
+        uint64_t queued;            /* tickets queued, for store_sync */
+        _Atomic uint64_t committed; /* tickets finished (store_commits reads it unlocked) */
+        bool stopping, thread_started;
+        bool retention_pending;
+        unsigned max_jobs, retention_days;
+        uint64_t max_bytes;
+        size_t count;
+        pthread_t thread;
+
+        /* Checkpoints run on their own thread and connection (PASSIVE: never blocking the
+         * writer), not inside a commit, so no submit waits for umd.db's fsync. */
+        sqlite3 *cdb;
+        pthread_t ckpt_thread;
+        bool ckpt_started, ckpt_pending;
+        pthread_cond_t ckpt;
+        /* The WAL's bound (store_set_wal_max): past it, the writer truncates the WAL after
+         * the batch (wal_truncate asks for that); wal_dirty says a write came, which the
+         * checkpointer truncates once the writer is idle; and
+         * wal_limit_set tells the writer to apply journal_size_limit on its connection. */
+        uint64_t wal_max_bytes;
+        int page_size;
+        bool wal_truncate, wal_dirty, wal_limit_set;
+        /* The WAL's length in pages at which wal_hook next asks for a passive checkpoint. */
+        unsigned ckpt_next_pages;
+        struct store_wal_stats wal;
+
+        pthread_mutex_t readers_mu;
+        struct reader *readers;
+        unsigned n_readers;
+
+        /* Finished jobs' documents as served, by id: they never change, so a read need not
+         * ask SQLite again. Direct-mapped (a new entry takes its slot), bounded in bytes. */
+        pthread_mutex_t cache_mu;
+        struct cache_slot *cache; /* CACHE_SLOTS, NULL: no cache */
+        uint64_t cache_bytes, cache_max;
+};
+
+#define CACHE_SLOTS 4096
+
+struct cache_slot {
+        char id[UUID_STRING_MAX]; /* lower case; "" when empty */
+        struct blob *blob;        /* the cache's reference */
+};
+
+/* The store a ticket belongs to (tickets keep none; there is one store per process). */
+extern struct store *store_singleton;
+
+/* store.c: SQLite's result codes as -errno; a connection with the settings every one needs;
+ * a persistent prepared statement. Each logs its failure. */
+int store_errno_from_sqlite(int rc);
+bool store_is_corrupt(int rc);
+int store_db_open(const char *path, bool writer, sqlite3 **ret);
+int store_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret);
+/* The internal form of a job from a row of (doc, request, created_ms, finished_ms). */
+json_t *store_internal_from_row(sqlite3_stmt *st);
+
+/* store_write.c, on the writer's connection: step st to its end and reset it (0 or -errno,
+ * logged); a text parameter or NULL; one job's rows inside the open transaction; the counts. */
+int store_wstep(struct store *s, sqlite3_stmt *st);
+void store_bind_text_or_null(sqlite3_stmt *st, int i, const char *v);
+int store_write_row(struct store *s, const struct store_row *row);
+/* The rows of job (internal form) into *ret: 0, -EINVAL (no id or parts) or -ENOMEM, logged;
+ * *ret untouched on failure. store_row_free frees what it holds (a zeroed row is fine). */
+int store_row_from_job(const json_t *job, struct store_row *ret);
+void store_row_free(struct store_row *row);
+void store_read_stats(struct store *s);
+/* Start the checkpointer and the writer (0 or -errno, logged); stop both after the writer has
+ * committed what is queued, and close the checkpointer's connection (safe if never started). */
+int store_writer_start(struct store *s);
+void store_writer_stop(struct store *s);
+
+/* store_read.c: a reader connection from the pool (0 or -errno) and back; a column's text
+ * parsed (NULL when it is not JSON); drop a job's cached bytes; free every idle reader and the
+ * cache (at close). */
+int store_reader_take(struct store *s, struct reader **ret);
+void store_reader_give(struct store *s, struct reader *r);
+json_t *store_parse_text(sqlite3_stmt *st, int col);
+void store_cache_evict(struct store *s, const char *id);
+void store_readers_close(struct store *s);
+void store_cache_free(struct store *s);

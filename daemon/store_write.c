@@ -1,0 +1,769 @@
+/* The store's writer (store.h, store_internal.h): one connection on its own thread that commits
+ * every waiting change in one transaction (group commit), the checkpointer that keeps the WAL
+ * bounded without making a submit wait for umd.db's fsync, tickets that say when a change is
+ * durable, and background retention. Never reads for a client: store_read.c does. */
+#include "store.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "jsonutil.h"
+#include "log.h"
+#include "store_internal.h"
+#include "util.h"
+
+const char *const store_wsql[W_COUNT] = {
+    [W_BEGIN] = "BEGIN IMMEDIATE",
+    [W_COMMIT] = "COMMIT",
+    [W_ROLLBACK] = "ROLLBACK",
+    [W_UPSERT] = "INSERT INTO jobs (id, state, benchmark, client, idempotency_key, created_ms, "
+                 "finished_ms, bytes, request, summary, doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                 "?8, ?9, ?10, ?11) ON CONFLICT (id) DO UPDATE SET state = ?2, finished_ms = ?7, "
+                 "bytes = ?8, summary = ?10, doc = ?11",
+    [W_DEL_PARTS] = "DELETE FROM parts WHERE job_id = ?1 AND idx >= ?2",
+    [W_UPSERT_PART] = "INSERT INTO parts (job_id, idx, uuid, state, verdict) VALUES (?1, ?2, ?3, "
+                      "?4, ?5) ON CONFLICT (job_id, idx) DO UPDATE SET uuid = ?3, state = ?4, "
+                      "verdict = ?5",
+    [W_STATS] = "SELECT jobs, finished, bytes FROM stats",
+    [W_OLD_BY_AGE] = "SELECT id FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms < ?1 "
+                     "ORDER BY finished_ms LIMIT ?2",
+    [W_OLD_BY_ID] = "SELECT id FROM jobs WHERE finished_ms IS NOT NULL ORDER BY id LIMIT ?1",
+    [W_DELETE] = "DELETE FROM jobs WHERE id = ?1",
+    [W_EXISTS] = "SELECT 1 FROM jobs WHERE id = ?1",
+};
+
+/* ---- the public form of a job ---- */
+
+/* What clients see: the internal document less the bookkeeping only umd needs; without results
+ * for lists. Shallow: what lies below the top level and the part objects is shared. */
+json_t *store_public_copy(const json_t *doc, bool with_results)
+{
+        json_t *j = json_copy((json_t *)doc), *parts = json_array();
+        size_t i;
+        json_t *p;
+
+        if (!j || !parts) {
+                json_decref(j);
+                json_decref(parts);
+                return NULL;
+        }
+        json_object_del(j, "request");
+        json_object_del(j, "created_ms");
+        json_object_del(j, "finished_ms");
+        json_array_foreach(json_object_get(doc, "parts"), i, p)
+        {
+                json_t *c = json_copy(p);
+                if (c && !with_results)
+                        json_object_del(c, "result");
+                json_array_append_new(parts, c);
+        }
+        json_object_set_new(j, "parts", parts);
+        return j;
+}
+
+/* ---- the writer ---- */
+
+int store_wstep(struct store *s, sqlite3_stmt *st)
+{
+        int rc = sqlite3_step(st);
+
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+                log_error("SQLite: %s: %s", sqlite3_sql(st), sqlite3_errmsg(s->wdb));
+                return store_errno_from_sqlite(rc);
+        }
+        return 0;
+}
+
+void store_bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+        if (v)
+                sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, i);
+}
+
+void store_row_free(struct store_row *row)
+{
+        if (!row)
+                return;
+        if (row->summary != row->doc)
+                free(row->summary);
+        free(row->doc);
+        free(row->state);
+        free(row->benchmark);
+        free(row->client);
+        free(row->idem);
+        free(row->request);
+        for (size_t i = 0; i < row->n_parts; i++) {
+                free(row->parts[i].uuid);
+                free(row->parts[i].state);
+                free(row->parts[i].verdict);
+        }
+        free(row->parts);
+        *row = (struct store_row){0};
+}
+
+/* strdup that keeps NULL, setting *oom when a copy fails. */
+static char *dup_or_null(const char *v, bool *oom)
+{
+        char *c;
+
+        if (!v)
+                return NULL;
+        c = strdup(v);
+        if (!c)
+                *oom = true;
+        return c;
+}
+
+int store_row_from_job(const json_t *job, struct store_row *ret)
+{
+        const char *id = json_string_value(json_object_get(job, "id"));
+        json_t *parts = json_object_get(job, "parts"), *fin = json_object_get(job, "finished_ms");
+        _cleanup_json_ json_t *pub = NULL;
+        struct store_row row = {0};
+        bool oom = false, results = false;
+        const char *k;
+        json_t *v, *p;
+        size_t i;
+
+        if (!id || !uuid_is_valid(id) || !json_is_array(parts))
+                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+        /* The public document is the internal one less three keys: a new top level that
+         * shares every value, dumped once. The summary (what lists serve) is the same bytes
+         * unless some part has a result, which is all a queued or running job ever has. */
+        pub = json_object();
+        if (!pub)
+                goto oom;
+        json_object_foreach((json_t *)job, k, v)
+        {
+                if (strcmp(k, "request") == 0 || strcmp(k, "created_ms") == 0 ||
+                    strcmp(k, "finished_ms") == 0)
+                        continue;
+                if (json_object_set(pub, k, v) < 0)
+                        goto oom;
+        }
+        row.doc = json_dump_compact(pub, &row.doc_len);
+        if (!row.doc)
+                goto oom;
+        json_array_foreach(parts, i, p) results = results || json_object_get(p, "result");
+        if (results) {
+                json_t *sum = json_array();
+
+                if (!sum || json_object_set_new(pub, "parts", sum) < 0)
+                        goto oom;
+                json_array_foreach(parts, i, p)
+                {
+                        json_t *c = json_copy(p);
+
+                        if (!c || json_array_append_new(sum, c) < 0)
+                                goto oom;
+                        json_object_del(c, "result");
+                }
+                row.summary = json_dump_compact(pub, &row.sum_len);
+                if (!row.summary)
+                        goto oom;
+        } else {
+                row.summary = row.doc;
+                row.sum_len = row.doc_len;
+        }
+
+        snprintf(row.id, sizeof(row.id), "%s", id);
+        row.state = dup_or_null(json_string_value(json_object_get(job, "state")), &oom);
+        row.benchmark = dup_or_null(json_string_value(json_object_get(job, "benchmark")), &oom);
+        row.client = dup_or_null(json_string_value(json_object_get(job, "client")), &oom);
+        row.idem = dup_or_null(json_string_value(json_object_get(job, "idempotency_key")), &oom);
+        row.request = dup_or_null(json_string_value(json_object_get(job, "request")), &oom);
+        row.created_ms = json_integer_value(json_object_get(job, "created_ms"));
+        row.finished = json_is_integer(fin);
+        row.finished_ms = json_integer_value(fin);
+        row.parts = calloc(json_array_size(parts) ?: 1, sizeof(*row.parts));
+        if (!row.parts)
+                goto oom;
+        json_array_foreach(parts, i, p)
+        {
+                struct store_part_row *pr = &row.parts[row.n_parts++];
+
+                pr->uuid = dup_or_null(json_string_value(json_object_get(p, "uuid")) ?: "", &oom);
+                pr->state = dup_or_null(json_string_value(json_object_get(p, "state")) ?: "", &oom);
+                pr->verdict = dup_or_null(
+                    json_string_value(json_object_get(json_object_get(p, "verdict"), "verdict")),
+                    &oom);
+        }
+        if (oom)
+                goto oom;
+        *ret = row;
+        return 0;
+oom:
+        store_row_free(&row);
+        return log_error_errno(ENOMEM, "Cannot serialise job %s", id);
+}
+
+/* Write one job's rows inside the open transaction: binds only, no JSON. */
+int store_write_row(struct store *s, const struct store_row *row)
+{
+        sqlite3_stmt *st = s->w[W_UPSERT];
+        int r;
+
+        sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
+        store_bind_text_or_null(st, 2, row->state);
+        store_bind_text_or_null(st, 3, row->benchmark);
+        store_bind_text_or_null(st, 4, row->client);
+        store_bind_text_or_null(st, 5, row->idem);
+        sqlite3_bind_int64(st, 6, row->created_ms);
+        if (row->finished)
+                sqlite3_bind_int64(st, 7, row->finished_ms);
+        else
+                sqlite3_bind_null(st, 7);
+        sqlite3_bind_int64(st, 8,
+                           (sqlite3_int64)(row->doc_len + row->sum_len +
+                                           (row->request ? strlen(row->request) : 0)));
+        store_bind_text_or_null(st, 9, row->request);
+        sqlite3_bind_text(st, 10, row->summary, (int)row->sum_len, SQLITE_STATIC);
+        sqlite3_bind_text(st, 11, row->doc, (int)row->doc_len, SQLITE_STATIC);
+        r = store_wstep(s, st);
+        sqlite3_clear_bindings(st);
+        if (r < 0)
+                return r;
+
+        /* A part's row is updated in place (its key and device never change), so a state
+         * change rewrites one small row and leaves the device index alone. */
+        for (size_t i = 0; i < row->n_parts; i++) {
+                st = s->w[W_UPSERT_PART];
+                sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, (sqlite3_int64)i);
+                sqlite3_bind_text(st, 3, row->parts[i].uuid, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 4, row->parts[i].state, -1, SQLITE_STATIC);
+                store_bind_text_or_null(st, 5, row->parts[i].verdict);
+                r = store_wstep(s, st);
+                sqlite3_clear_bindings(st);
+                if (r < 0)
+                        return r;
+        }
+        /* Parts beyond the job's (none, unless a document shrank): gone. */
+        st = s->w[W_DEL_PARTS];
+        sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)row->n_parts);
+        r = store_wstep(s, st);
+        sqlite3_clear_bindings(st);
+        return r;
+}
+
+void store_read_stats(struct store *s)
+{
+        sqlite3_stmt *st = s->w[W_STATS];
+
+        if (sqlite3_step(st) == SQLITE_ROW) {
+                pthread_mutex_lock(&s->mu);
+                s->count = (size_t)sqlite3_column_int64(st, 0);
+                pthread_mutex_unlock(&s->mu);
+        }
+        sqlite3_reset(st);
+}
+
+/* One transaction for the tickets in list; 0 or -errno for all of them. */
+static int commit_list(struct store *s, struct store_ticket *list, size_t max)
+{
+        int r = store_wstep(s, s->w[W_BEGIN]);
+        size_t n = 0;
+
+        for (struct store_ticket *t = list; r == 0 && t && n < max; t = t->next, n++)
+                if (max == 1 || !t->superseded)
+                        r = store_write_row(s, &t->row);
+        if (r == 0)
+                r = store_wstep(s, s->w[W_COMMIT]);
+        if (r < 0 && !sqlite3_get_autocommit(s->wdb))
+                (void)store_wstep(s, s->w[W_ROLLBACK]);
+        return r;
+}
+
+/* Mark each ticket that a later one in batch writes again (the same job): its rows would be
+ * replaced inside the same transaction, so writing them is work for nothing. A job's running
+ * and final changes often meet in one batch. Without memory for the table nothing is marked. */
+static void mark_superseded(struct store_ticket *batch)
+{
+        size_t n = 0, size = 16;
+        struct store_ticket **tab;
+
+        for (struct store_ticket *t = batch; t; t = t->next)
+                n++;
+        if (n < 2)
+                return;
+        while (size < 2 * n)
+                size *= 2;
+        tab = calloc(size, sizeof(*tab));
+        if (!tab)
+                return;
+        for (struct store_ticket *t = batch; t; t = t->next) {
+                uint64_t h = UINT64_C(14695981039346656037);
+                size_t k;
+
+                for (const char *c = t->row.id; *c; c++)
+                        h = (h ^ (unsigned char)(*c | 0x20)) * UINT64_C(1099511628211);
+                for (k = h & (size - 1); tab[k]; k = (k + 1) & (size - 1))
+                        if (strcasecmp(tab[k]->row.id, t->row.id) == 0)
+                                break;
+                if (tab[k])
+                        tab[k]->superseded = true;
+                tab[k] = t;
+        }
+        free(tab);
+}
+
+/* Group commit: every ticket waiting goes into one transaction. Should it fail, each is tried
+ * alone, so one job that cannot be written does not take the others down with it. */
+static void commit_batch(struct store *s, struct store_ticket *batch)
+{
+        int r;
+
+        mark_superseded(batch);
+        r = commit_list(s, batch, SIZE_MAX);
+
+        for (struct store_ticket *t = batch; t; t = t->next)
+                t->r = r;
+        if (r < 0 && batch->next)
+                for (struct store_ticket *t = batch; t; t = t->next)
+                        t->r = commit_list(s, t, 1);
+        store_read_stats(s);
+}
+
+/* One small transaction of retention; true when there may be more to delete. */
+static bool retention_step(struct store *s)
+{
+        unsigned max_jobs, days;
+        uint64_t max_bytes;
+        sqlite3_int64 finished = 0, bytes = 0;
+        sqlite3_stmt *st = s->w[W_STATS], *sel = NULL;
+        char ids[RETENTION_BATCH][UUID_STRING_MAX];
+        size_t n = 0;
+        int r;
+
+        pthread_mutex_lock(&s->mu);
+        max_jobs = s->max_jobs;
+        days = s->retention_days;
+        max_bytes = s->max_bytes;
+        pthread_mutex_unlock(&s->mu);
+
+        if (sqlite3_step(st) == SQLITE_ROW) {
+                finished = sqlite3_column_int64(st, 1);
+                bytes = sqlite3_column_int64(st, 2);
+        }
+        sqlite3_reset(st);
+
+        if (days > 0) {
+                sel = s->w[W_OLD_BY_AGE];
+                sqlite3_bind_int64(
+                    sel, 1, (sqlite3_int64)(now_realtime_ms() - (uint64_t)days * 86400000ull));
+                sqlite3_bind_int64(sel, 2, RETENTION_BATCH);
+                while (n < RETENTION_BATCH && sqlite3_step(sel) == SQLITE_ROW)
+                        snprintf(ids[n++], UUID_STRING_MAX, "%s", sqlite3_column_text(sel, 0));
+                sqlite3_reset(sel);
+        }
+        if (n == 0 && (finished > (sqlite3_int64)max_jobs ||
+                       (max_bytes > 0 && bytes > (sqlite3_int64)max_bytes))) {
+                sqlite3_int64 want = finished > (sqlite3_int64)max_jobs
+                                         ? finished - (sqlite3_int64)max_jobs
+                                         : 16; /* by bytes: a few at a time, then look again */
+                sel = s->w[W_OLD_BY_ID];
+                sqlite3_bind_int64(sel, 1, want < RETENTION_BATCH ? want : RETENTION_BATCH);
+                while (n < RETENTION_BATCH && sqlite3_step(sel) == SQLITE_ROW)
+                        snprintf(ids[n++], UUID_STRING_MAX, "%s", sqlite3_column_text(sel, 0));
+                sqlite3_reset(sel);
+        }
+        if (n == 0)
+                return false;
+        r = store_wstep(s, s->w[W_BEGIN]);
+        for (size_t i = 0; r == 0 && i < n; i++) {
+                sqlite3_bind_text(s->w[W_DELETE], 1, ids[i], -1, SQLITE_STATIC);
+                r = store_wstep(s, s->w[W_DELETE]);
+        }
+        if (r == 0)
+                r = store_wstep(s, s->w[W_COMMIT]);
+        if (r < 0) {
+                if (!sqlite3_get_autocommit(s->wdb))
+                        (void)store_wstep(s, s->w[W_ROLLBACK]);
+                log_warning("retention: cannot delete %zu jobs: %s", n, strerror(-r));
+                return false;
+        }
+        for (size_t i = 0; i < n; i++)
+                store_cache_evict(s, ids[i]);
+        log_debug("retention: deleted %zu finished jobs", n);
+        store_read_stats(s);
+        return true;
+}
+
+/* After each commit, on the writer's thread: pages is the WAL's length in pages. */
+static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
+{
+        struct store *s = userdata;
+
+        pthread_mutex_lock(&s->mu);
+        s->wal_dirty = true;
+        s->wal.commits++;
+        /* A WAL shorter than at the last look was reset (a checkpoint had copied all of it and
+         * no reader held it): count growth from its start again. */
+        if ((unsigned)pages < s->ckpt_next_pages - CHECKPOINT_PAGES)
+                s->ckpt_next_pages = CHECKPOINT_PAGES;
+        /* Past three quarters of the bound, not past the bound: the truncation runs after
+         * this batch, and what commits meanwhile must still fit under wal_max_bytes (cut at
+         * the bound itself, a 64 MiB WAL peaked at 64.3-65.5 MiB under a 60 s load). */
+        if ((uint64_t)pages * (uint64_t)s->page_size > s->wal_max_bytes / 4 * 3) {
+                s->wal_truncate = true; /* the writer does it, after this batch */
+        } else if ((unsigned)pages >= s->ckpt_next_pages) {
+                /* Once per CHECKPOINT_PAGES of growth, not after every commit past the mark:
+                 * while a reader keeps the WAL from being reset, a passive checkpoint cannot
+                 * shorten it, and asking after each commit cost two fdatasyncs for 70-77% of
+                 * commits (issue 23) to copy a few pages each. */
+                s->ckpt_pending = true;
+                s->ckpt_next_pages = (unsigned)pages + CHECKPOINT_PAGES;
+                s->wal.checkpoints++;
+        }
+        /* Always: the checkpointer times the writer's idleness from the last commit. */
+        pthread_cond_signal(&s->ckpt);
+        pthread_mutex_unlock(&s->mu);
+        return SQLITE_OK;
+}
+
+/* Passive checkpoints never wait for anyone, but they only copy pages back into umd.db: the
+ * WAL file itself stays at its peak (hundreds of MiB after a heavy hour) until umd stops.
+ * So any WAL, once the writer has been idle for WAL_IDLE_TRUNCATE_MS, gets a TRUNCATE
+ * checkpoint here, which waits (busy_timeout) for readers to leave the WAL's pages and then
+ * cuts the file to nothing. A WAL past wal_max_bytes under load is cut by the writer itself
+ * (wal_truncate_now): from this thread the checkpoint would have to win the write lock from a
+ * writer that takes it back between every batch, and under steady submits it never did. */
+#define WAL_IDLE_TRUNCATE_MS 1000
+
+static void *checkpoint_main(void *userdata)
+{
+        struct store *s = userdata;
+        bool armed = false; /* a write came since the WAL was last truncated */
+        struct timespec idle_at = {0};
+
+        pthread_mutex_lock(&s->mu);
+        for (;;) {
+                bool idle = false;
+
+                while (!s->ckpt_pending && !s->stopping) {
+                        if (s->wal_dirty) {
+                                /* A write came: truncate once none has come for a while. */
+                                s->wal_dirty = false;
+                                armed = true;
+                                clock_gettime(CLOCK_MONOTONIC, &idle_at);
+                                idle_at.tv_sec += WAL_IDLE_TRUNCATE_MS / 1000;
+                                idle_at.tv_nsec += (long)(WAL_IDLE_TRUNCATE_MS % 1000) * 1000000;
+                                if (idle_at.tv_nsec >= 1000000000) {
+                                        idle_at.tv_sec++;
+                                        idle_at.tv_nsec -= 1000000000;
+                                }
+                        }
+                        if (!armed) {
+                                pthread_cond_wait(&s->ckpt, &s->mu);
+                                continue;
+                        }
+                        if (pthread_cond_timedwait(&s->ckpt, &s->mu, &idle_at) == ETIMEDOUT &&
+                            !s->wal_dirty && !s->ckpt_pending) {
+                                idle = true;
+                                break;
+                        }
+                }
+                if (s->stopping)
+                        break;
+                bool truncate = idle;
+                s->ckpt_pending = false;
+                if (truncate)
+                        armed = false;
+                pthread_mutex_unlock(&s->mu);
+                int rc = sqlite3_wal_checkpoint_v2(
+                    s->cdb, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
+                    NULL, NULL);
+                pthread_mutex_lock(&s->mu);
+                if (truncate)
+                        s->wal.idle_truncations++;
+                if (rc == SQLITE_OK && truncate)
+                        s->ckpt_next_pages = CHECKPOINT_PAGES;
+                if (rc == SQLITE_BUSY && truncate) {
+                        /* A reader held on past WAL_TRUNCATE_WAIT_MS: another idle second. */
+                        log_debug("SQLite: truncating the WAL of %s: busy", s->db_path);
+                        s->wal_dirty = true;
+                } else if (rc != SQLITE_OK)
+                        log_warning("SQLite: checkpoint of %s: %s", s->db_path,
+                                    sqlite3_errmsg(s->cdb));
+        }
+        pthread_mutex_unlock(&s->mu);
+        return NULL;
+}
+
+void store_wal_stats(struct store *s, struct store_wal_stats *ret)
+{
+        pthread_mutex_lock(&s->mu);
+        *ret = s->wal;
+        pthread_mutex_unlock(&s->mu);
+}
+
+void store_set_wal_max(struct store *s, uint64_t bytes)
+{
+        assert(s);
+        assert(bytes > 0);
+        pthread_mutex_lock(&s->mu);
+        s->wal_max_bytes = bytes;
+        s->wal_limit_set = true;
+        /* Wake the writer: it applies journal_size_limit on its own connection. */
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->mu);
+}
+
+/* On the writer's thread, between batches: the one writer needs no lock from anyone, so the
+ * checkpoint waits only for readers still on older WAL pages (each a short query). Writes
+ * queue meanwhile and go out as the next group commit. */
+static void wal_truncate_now(struct store *s)
+{
+        int rc;
+
+        /* Commits wait while it runs: wait for readers a little, not busy_timeout's seconds. */
+        sqlite3_busy_timeout(s->wdb, WAL_TRUNCATE_WAIT_MS);
+        rc = sqlite3_wal_checkpoint_v2(s->wdb, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        sqlite3_busy_timeout(s->wdb, BUSY_TIMEOUT_MS);
+        pthread_mutex_lock(&s->mu);
+        s->wal.truncations++;
+        if (rc == SQLITE_OK)
+                s->ckpt_next_pages = CHECKPOINT_PAGES;
+        pthread_mutex_unlock(&s->mu);
+
+        if (rc == SQLITE_BUSY)
+                log_debug("SQLite: truncating the WAL of %s: busy; tried again after the next "
+                          "commit",
+                          s->db_path);
+        else if (rc != SQLITE_OK)
+                log_warning("SQLite: truncating the WAL of %s: %s", s->db_path,
+                            sqlite3_errmsg(s->wdb));
+}
+
+static void *writer_main(void *userdata)
+{
+        struct store *s = userdata;
+
+        pthread_mutex_lock(&s->mu);
+        for (;;) {
+                while (!s->head && !s->stopping && !s->retention_pending && !s->wal_limit_set)
+                        pthread_cond_wait(&s->work, &s->mu);
+                if (s->wal_limit_set) {
+                        char sql[64];
+
+                        /* What a WAL reset (the first write after a whole checkpoint) leaves
+                         * of the file: at most the bound. */
+                        snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit=%" PRIu64,
+                                 s->wal_max_bytes);
+                        s->wal_limit_set = false;
+                        pthread_mutex_unlock(&s->mu);
+                        if (sqlite3_exec(s->wdb, sql, NULL, NULL, NULL) != SQLITE_OK)
+                                log_warning("SQLite: %s: %s", sql, sqlite3_errmsg(s->wdb));
+                        pthread_mutex_lock(&s->mu);
+                        continue;
+                }
+                if (s->head) {
+                        struct store_ticket *batch = s->head, *next;
+                        uint64_t n = 0;
+
+                        s->head = s->tail = NULL;
+                        pthread_mutex_unlock(&s->mu);
+                        commit_batch(s, batch);
+                        pthread_mutex_lock(&s->mu);
+                        for (struct store_ticket *t = batch; t; t = next) {
+                                next = t->next;
+                                n++;
+                                store_row_free(&t->row);
+                                if (t->waited) {
+                                        atomic_store_explicit(&t->done, true, memory_order_release);
+                                } else {
+                                        if (t->r < 0)
+                                                log_error("store: a job's change was not "
+                                                          "committed: %s",
+                                                          strerror(-t->r));
+                                        free(t);
+                                }
+                        }
+                        s->committed += n;
+                        pthread_cond_broadcast(&s->done);
+                        if (s->wal_truncate) {
+                                s->wal_truncate = false;
+                                pthread_mutex_unlock(&s->mu);
+                                wal_truncate_now(s);
+                                pthread_mutex_lock(&s->mu);
+                        }
+                        continue;
+                }
+                if (s->stopping)
+                        break;
+                /* Nothing to write: one batch of retention, then look for writes again, so
+                 * submits never wait behind a long delete. */
+                pthread_mutex_unlock(&s->mu);
+                bool more = retention_step(s);
+                pthread_mutex_lock(&s->mu);
+                if (!more)
+                        s->retention_pending = false;
+        }
+        pthread_mutex_unlock(&s->mu);
+        return NULL;
+}
+
+int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+{
+        struct store_ticket *t = calloc(1, sizeof(*t));
+        int r;
+
+        if (!t)
+                return log_error_errno(ENOMEM, "Cannot queue a job's change");
+        /* The JSON work (one dump, two when results must leave the summary) is done here, on
+         * the caller's thread, so the one writer thread only binds and commits. */
+        r = store_row_from_job(job, &t->row);
+        if (r < 0) {
+                free(t);
+                return r;
+        }
+        /* Only finished jobs are cached, and nothing writes those again; a write says the
+         * cached bytes (if any) are no longer the truth all the same. */
+        store_cache_evict(s, t->row.id);
+        t->waited = ret_ticket != NULL;
+        pthread_mutex_lock(&s->mu);
+        if (s->tail)
+                s->tail->next = t;
+        else
+                s->head = t;
+        s->tail = t;
+        s->queued++;
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->mu);
+        if (ret_ticket)
+                *ret_ticket = t;
+        return 0;
+}
+
+/* store_internal.h: the store a ticket belongs to is needed to wait on its condition; tickets
+ * keep none, so
+ * there is one store per process and this points at it. */
+struct store *store_singleton;
+
+int store_wait(struct store_ticket *t)
+{
+        struct store *s = store_singleton;
+        int r;
+
+        pthread_mutex_lock(&s->mu);
+        while (!t->done)
+                pthread_cond_wait(&s->done, &s->mu);
+        pthread_mutex_unlock(&s->mu);
+        r = t->r;
+        free(t);
+        return r;
+}
+
+int store_poll(struct store_ticket *t, int *ret_r)
+{
+        /* Without the store's lock: jobs.c polls every finished job's ticket under its own
+         * lock, and taking the writer's mutex for each made them wait on each other. */
+        if (!atomic_load_explicit(&t->done, memory_order_acquire))
+                return 0;
+        *ret_r = t->r;
+        free(t);
+        return 1;
+}
+
+uint64_t store_commits(struct store *s)
+{
+        return s ? atomic_load_explicit(&s->committed, memory_order_acquire) : 0;
+}
+
+void store_sync(struct store *s)
+{
+        pthread_mutex_lock(&s->mu);
+        uint64_t want = s->queued;
+        while (s->committed < want)
+                pthread_cond_wait(&s->done, &s->mu);
+        pthread_mutex_unlock(&s->mu);
+}
+
+void store_retention(struct store *s, unsigned max_jobs, unsigned retention_days,
+                     uint64_t max_bytes)
+{
+        pthread_mutex_lock(&s->mu);
+        s->max_jobs = max_jobs;
+        s->retention_days = retention_days;
+        s->max_bytes = max_bytes;
+        s->retention_pending = true;
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->mu);
+}
+
+size_t store_count(struct store *s)
+{
+        size_t n;
+
+        pthread_mutex_lock(&s->mu);
+        n = s->count;
+        pthread_mutex_unlock(&s->mu);
+        return n;
+}
+
+int store_writer_start(struct store *s)
+{
+        int r = store_db_open(s->db_path, false, &s->cdb);
+
+        if (r < 0)
+                return r;
+        sqlite3_exec(s->cdb, "PRAGMA query_only=0", NULL, NULL, NULL);
+        /* The checkpointer's passive checkpoints never wait; its truncations wait briefly. */
+        sqlite3_busy_timeout(s->cdb, WAL_TRUNCATE_WAIT_MS);
+        {
+                sqlite3_stmt *st = NULL;
+
+                if (sqlite3_prepare_v2(s->cdb, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK &&
+                    sqlite3_step(st) == SQLITE_ROW)
+                        s->page_size = sqlite3_column_int(st, 0);
+                sqlite3_finalize(st);
+                if (s->page_size <= 0)
+                        s->page_size = 4096;
+        }
+        r = pthread_create(&s->ckpt_thread, NULL, checkpoint_main, s);
+        if (r != 0)
+                return log_error_errno(r, "Cannot start the store's checkpoint thread: %m");
+        s->ckpt_started = true;
+        if (sqlite3_exec(s->wdb, "PRAGMA wal_autocheckpoint=0", NULL, NULL, NULL) == SQLITE_OK)
+                sqlite3_wal_hook(s->wdb, wal_hook, s);
+        r = pthread_create(&s->thread, NULL, writer_main, s);
+        if (r != 0)
+                return log_error_errno(r, "Cannot start the store's writer thread: %m");
+        s->thread_started = true;
+        return 0;
+}
+
+void store_writer_stop(struct store *s)
+{
+        if (s->thread_started) {
+                pthread_mutex_lock(&s->mu);
+                s->stopping = true;
+                pthread_cond_signal(&s->work);
+                pthread_mutex_unlock(&s->mu);
+                pthread_join(s->thread, NULL);
+                s->thread_started = false;
+        }
+        if (s->ckpt_started) {
+                pthread_mutex_lock(&s->mu);
+                s->stopping = true;
+                pthread_cond_signal(&s->ckpt);
+                pthread_mutex_unlock(&s->mu);
+                pthread_join(s->ckpt_thread, NULL);
+                s->ckpt_started = false;
+        }
+        sqlite3_close(s->cdb);
+        s->cdb = NULL;
+}
