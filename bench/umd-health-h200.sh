@@ -10,7 +10,9 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.gpu-bundle/lib
 B=.gpu-bundle/bin
 state=$(mktemp -d)
-printf 'worker_idle_s = 5\npool_idle_s = 2\n' >"$state/umd.conf"
+printf '[umd]\nworker_idle_s = 5\npool_idle_s = 2\n' >"$state/umd.conf"
+# The bundle's libraries are umd's: the system curl keeps its own.
+curl() { env -u LD_LIBRARY_PATH curl "$@"; }
 $B/umd --config "$state/umd.conf" --listen 127.0.0.1:8470 --state-dir "$state/s" \
         --worker-path $B/kernels/umd-worker >"$out/umd.log" 2>&1 &
 umd=$!
