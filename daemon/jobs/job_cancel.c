@@ -28,12 +28,10 @@ enum cancel_where {
         CANCEL_FINISHED_MEANWHILE, /* finished and left memory while the cancel was committed */
 };
 
-/* Only the client that submitted a job, or an admin, may cancel it. */
-static int check_owner(const json_t *doc, const char *id, const char *client, bool admin,
+/* Only the client that submitted a job (owner, NULL: none), or an admin, may cancel it. */
+static int check_owner(const char *owner, const char *id, const char *client, bool admin,
                        struct problem *p)
 {
-        const char *owner = json_string_value(json_object_get(doc, "client"));
-
         if (client && !admin && !streq_ptr(owner, client))
                 return problem_set(p, 403, "",
                                    "job %s was submitted by another client; cancelling it needs "
@@ -55,7 +53,7 @@ static int cancel_check_locked(struct jobs *js, const char *id, const char *clie
         j = job_find(js, id);
         if (!j)
                 return CANCEL_GONE;
-        r = check_owner(job_doc(j), id, client, admin, p);
+        r = check_owner(j->client, id, client, admin, p); /* cached: a refusal makes no tree */
         if (r < 0)
                 return r;
         if (job_state_final(j->st))
@@ -191,7 +189,7 @@ static int cancel_answer_stored(struct jobs *js, enum cancel_where where, const 
         r = job_query_store_problem(r, id, p);
         if (r < 0)
                 return r;
-        r = check_owner(doc, id, client, admin, p);
+        r = check_owner(json_string_value(json_object_get(doc, "client")), id, client, admin, p);
         if (r < 0)
                 return r;
         return problem_set(p, 409, "id", "job %s already finished (%s)", id,

@@ -205,10 +205,12 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                                                 "this Idempotency-Key was used for job %s with a "
                                                 "different body",
                                                 prev_id);
-                                goto out;
+                        } else {
+                                *ret_job = prev ? job_public_of(prev) : json_incref(stored);
+                                r = 1;
                         }
-                        *ret_job = prev ? job_public_of(prev) : json_incref(stored);
-                        r = 1;
+                        if (prev) /* req pointed into its tree: given up only now */
+                                job_compact(prev);
                         goto out;
                 }
         }
