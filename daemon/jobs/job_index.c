@@ -99,14 +99,42 @@ void job_free(struct job *j)
         free(j);
 }
 
+/* Keys a waiting job's bytes leave out because struct job has their values (id, and a queued
+ * job's state and priority): 100 bytes less a job is what brings it under a kilobyte. Each is
+ * left out only when the document says exactly what is put back, so nothing changes. */
+enum {
+        STRIPPED_ID = 1 << 0,
+        STRIPPED_STATE = 1 << 1,
+        STRIPPED_PRIORITY = 1 << 2,
+};
+
+/* The tree of a compact job's bytes, with the keys they leave out put back (after the others:
+ * every dump that leaves umd sorts the keys, so the order is not seen). NULL: out of memory. */
+static json_t *job_parse_text(const struct job *j, json_error_t *e)
+{
+        /* Its own dump, so it parses; a real's 17 digits read back as the same double. */
+        json_t *doc = json_loadb(j->text, j->text_len, 0, e);
+
+        if (doc &&
+            (((j->stripped & STRIPPED_ID) &&
+              json_object_set_new(doc, "id", json_string(j->id)) < 0) ||
+             ((j->stripped & STRIPPED_STATE) &&
+              json_object_set_new(doc, "state", json_string(job_state_names[JOB_QUEUED])) < 0) ||
+             ((j->stripped & STRIPPED_PRIORITY) &&
+              json_object_set_new(doc, "priority", json_string(spec_priority_name(j->prio))) <
+                  0))) {
+                json_decref(doc);
+                doc = NULL;
+        }
+        return doc;
+}
+
 json_t *job_doc(struct job *j)
 {
         if (!j->doc && j->text) {
-                json_error_t e;
+                json_error_t e = {.text = "out of memory"};
 
-                /* Its own dump, so it parses; the tree is the same document (jansson keeps
-                 * the keys' order, and a real's 17 digits read back as the same double). */
-                j->doc = json_loadb(j->text, j->text_len, 0, &e);
+                j->doc = job_parse_text(j, &e);
                 if (!j->doc) {
                         log_error("job %s: its document cannot be made again: %s", j->id, e.text);
                         return NULL;
@@ -114,6 +142,7 @@ json_t *job_doc(struct job *j)
                 free(j->text);
                 j->text = NULL;
                 j->text_len = 0;
+                j->stripped = 0;
         }
         return j->doc;
 }
@@ -128,16 +157,33 @@ void job_compact(struct job *j)
         for (size_t i = 0; i < j->n_parts; i++)
                 if (j->parts[i].st != JOB_QUEUED)
                         return;
-        /* Not json_dump_compact: sorting the keys costs a third of the dump, and the tree made
-         * again keeps the keys' order it has now. */
-        char *text = json_dumps(j->doc, JSON_COMPACT);
-        if (!text)
+        /* The keys struct job can put back leave a shallow copy, so that a failure below
+         * changes nothing. */
+        _cleanup_json_ json_t *top = json_copy(j->doc);
+        unsigned stripped = 0;
+        if (!top)
                 return; /* out of memory: it keeps its tree, which is as true */
+        if (streq_ptr(json_string_value(json_object_get(top, "id")), j->id) &&
+            json_object_del(top, "id") == 0)
+                stripped |= STRIPPED_ID;
+        if (streq_ptr(json_string_value(json_object_get(top, "state")),
+                      job_state_names[JOB_QUEUED]) &&
+            json_object_del(top, "state") == 0)
+                stripped |= STRIPPED_STATE;
+        if (streq_ptr(json_string_value(json_object_get(top, "priority")),
+                      spec_priority_name(j->prio)) &&
+            json_object_del(top, "priority") == 0)
+                stripped |= STRIPPED_PRIORITY;
+        /* Not json_dump_compact: sorting the keys would cost a third of the dump. */
+        char *text = json_dumps(top, JSON_COMPACT);
+        if (!text)
+                return;
         size_t len = strlen(text);
         json_decref(j->doc); /* the store's writer holds its own references to what it writes */
         j->doc = NULL;
         j->text = text;
         j->text_len = len;
+        j->stripped = stripped;
 }
 
 int job_cache_keys(struct job *j, const char *client, const char *idempotency_key)
@@ -162,7 +208,7 @@ json_t *job_public_of(struct job *j)
                 return job_public(j->doc);
         /* A read leaves a waiting job compact: the tree is made for the copy and dropped (the
          * copy keeps what it shares of it). */
-        _cleanup_json_ json_t *doc = json_loadb(j->text, j->text_len, 0, NULL);
+        _cleanup_json_ json_t *doc = job_parse_text(j, NULL);
         return doc ? job_public(doc) : NULL;
 }
 

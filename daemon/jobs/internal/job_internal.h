@@ -30,10 +30,12 @@ struct part {
 
 struct job {
         char id[JOB_ID_MAX];
-        /* The flags next to id's 37 bytes, where they cost no padding (thousands of jobs wait). */
-        bool cancel_requested;
-        bool committed;     /* its submission is durable: it may run */
-        bool final_unsaved; /* its final write failed: written again every store_retry_ms */
+        /* The flags in the byte after id's 37, where they cost no padding (thousands of jobs
+         * wait). */
+        bool cancel_requested : 1;
+        bool committed : 1;     /* its submission is durable: it may run */
+        bool final_unsaved : 1; /* its final write failed: written again every store_retry_ms */
+        unsigned stripped : 3;  /* the keys text leaves out (job_index.c's STRIPPED_*) */
         /* The stored document: the truth; the fields below cache what queues need. A job that is
          * only waiting holds it as its compact bytes instead (text, doc NULL): a tree costs about
          * ten times its text, and thousands of jobs may wait. job_doc() makes the tree again;
