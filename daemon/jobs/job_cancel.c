@@ -28,12 +28,10 @@ enum cancel_where {
         CANCEL_FINISHED_MEANWHILE, /* finished and left memory while the cancel was committed */
 };
 
-/* Only the client that submitted a job, or an admin, may cancel it. */
-static int check_owner(const json_t *doc, const char *id, const char *client, bool admin,
+/* Only the client that submitted a job (owner, NULL: none), or an admin, may cancel it. */
+static int check_owner(const char *owner, const char *id, const char *client, bool admin,
                        struct problem *p)
 {
-        const char *owner = json_string_value(json_object_get(doc, "client"));
-
         if (client && !admin && !streq_ptr(owner, client))
                 return problem_set(p, 403, "",
                                    "job %s was submitted by another client; cancelling it needs "
@@ -55,7 +53,7 @@ static int cancel_check_locked(struct jobs *js, const char *id, const char *clie
         j = job_find(js, id);
         if (!j)
                 return CANCEL_GONE;
-        r = check_owner(j->doc, id, client, admin, p);
+        r = check_owner(j->client, id, client, admin, p); /* cached: a refusal makes no tree */
         if (r < 0)
                 return r;
         if (job_state_final(j->st))
@@ -71,10 +69,11 @@ static void cancel_undo_locked(struct jobs *js, struct job *j, const struct canc
         assert_locked();
         j->final_unsaved = false;
         j->cancel_requested = u->was_requested;
+        json_t *doc = job_doc(j);
         if (u->was_requested)
-                json_object_set_new(j->doc, "cancel_requested", json_true());
+                json_object_set_new(doc, "cancel_requested", json_true());
         else
-                json_object_del(j->doc, "cancel_requested");
+                json_object_del(doc, "cancel_requested");
         for (size_t i = 0; i < j->n_parts; i++) {
                 json_t *pd = job_part_doc(j, i);
                 if (i >= SPEC_MAX_DEVICES || !u->was_queued[i] || j->parts[i].st != JOB_CANCELLED)
@@ -88,15 +87,16 @@ static void cancel_undo_locked(struct jobs *js, struct job *j, const struct canc
         }
         if (job_state_final(j->st)) {
                 j->finished_ms = 0;
-                json_object_set_new(j->doc, "finished", json_null());
-                json_object_del(j->doc, "finished_ms");
+                json_object_set_new(doc, "finished", json_null());
+                json_object_del(doc, "finished_ms");
         }
         j->st = job_derive_state(j);
-        json_object_set_new(j->doc, "state", json_string(job_state_names[j->st]));
+        json_object_set_new(doc, "state", json_string(job_state_names[j->st]));
         if (j->final_ticket) { /* the failed final write: nothing to wait for any more */
                 (void)store_wait(j->final_ticket);
                 j->final_ticket = NULL;
         }
+        job_compact(j); /* waiting again, as before the cancel */
 }
 
 /* The effect: j's queued parts are cancelled at once (its running ones once the supervisor has
@@ -109,9 +109,13 @@ static int cancel_start_locked(struct jobs *js, struct job *j, struct cancel_und
         int r;
 
         assert_locked();
+        json_t *doc = job_doc(j);
+
+        if (!doc)
+                return problem_set(p, 500, "", "out of memory");
         u->was_requested = j->cancel_requested;
         j->cancel_requested = true;
-        json_object_set_new(j->doc, "cancel_requested", json_true());
+        json_object_set_new(doc, "cancel_requested", json_true());
         for (size_t i = 0; i < j->n_parts; i++) {
                 if (j->parts[i].st == JOB_QUEUED && i < SPEC_MAX_DEVICES) {
                         u->was_queued[i] = true;
@@ -120,7 +124,7 @@ static int cancel_start_locked(struct jobs *js, struct job *j, struct cancel_und
         }
         if (job_update_state(js, j))
                 job_finished(j);
-        r = job_state_final(j->st) ? job_persist(js, j) : store_put(js->store, j->doc, ret_ticket);
+        r = job_state_final(j->st) ? job_persist(js, j) : store_put(js->store, doc, ret_ticket);
         if (r < 0) {
                 cancel_undo_locked(js, j, u);
                 return problem_set(p, 500, "", "out of memory");
@@ -163,7 +167,7 @@ static int cancel_finish_locked(struct jobs *js, struct job *j, int w, const str
                 if (j->parts[i].st == JOB_RUNNING && js->sup)
                         supervisor_cancel(js->sup, (size_t)j->parts[i].device, j->id);
         log_info("job %s: cancel requested (%s)", j->id, job_state_names[j->st]);
-        *ret_job = job_public(j->doc);
+        *ret_job = job_public_of(j);
         return 0;
 }
 
@@ -185,7 +189,7 @@ static int cancel_answer_stored(struct jobs *js, enum cancel_where where, const 
         r = job_query_store_problem(r, id, p);
         if (r < 0)
                 return r;
-        r = check_owner(doc, id, client, admin, p);
+        r = check_owner(json_string_value(json_object_get(doc, "client")), id, client, admin, p);
         if (r < 0)
                 return r;
         return problem_set(p, 409, "id", "job %s already finished (%s)", id,

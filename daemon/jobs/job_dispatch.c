@@ -40,9 +40,10 @@ static void part_set_waiting(struct jobs *js, struct job *j, size_t i, const cha
         job_persist(js, j);
 }
 
-static unsigned job_busy_policy(struct jobs *js, const struct job *j)
+static unsigned job_busy_policy(struct jobs *js, struct job *j)
 {
-        int r = busy_policy_from_string(json_string_value(json_object_get(j->doc, "busy_policy")));
+        int r =
+            busy_policy_from_string(json_string_value(json_object_get(job_doc(j), "busy_policy")));
         return r >= 0 ? (unsigned)r : js->cfg->busy_policy;
 }
 
@@ -130,9 +131,12 @@ static const struct queue_entry *node_head(struct jobs *js)
  * take it now: the part stays queued. */
 static int part_send(struct jobs *js, struct job *j, size_t slot)
 {
-        json_int_t timeout_s = json_integer_value(json_object_get(j->doc, "timeout_s"));
-        int r = supervisor_dispatch(js->sup, slot, j->id, job_benchmark(j),
-                                    json_object_get(j->doc, "params"), (uint64_t)timeout_s * 1000);
+        json_t *doc = job_doc(j);
+        json_int_t timeout_s = json_integer_value(json_object_get(doc, "timeout_s"));
+        int r =
+            doc ? supervisor_dispatch(js->sup, slot, j->id, job_benchmark(j),
+                                      json_object_get(doc, "params"), (uint64_t)timeout_s * 1000)
+                : -ENOMEM;
         if (r < 0) {
                 if (is_node(slot))
                         log_debug("node: dispatch of %s deferred: %s", j->id, strerror(-r));
@@ -308,9 +312,9 @@ static void dispatch_all(struct jobs *js)
 
 /* ---- supervisor callbacks (supervisor thread) ---- */
 
-static bool job_canonical(const struct job *j)
+static bool job_canonical(struct job *j)
 {
-        return json_is_true(json_object_get(j->doc, "canonical"));
+        return json_is_true(json_object_get(job_doc(j), "canonical"));
 }
 
 /* The canonical check's figures for the fleet's comparison of peers (metrics.c): a GPU's part

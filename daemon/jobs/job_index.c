@@ -92,8 +92,124 @@ void job_free(struct job *j)
         if (j->final_ticket)
                 (void)store_wait(j->final_ticket);
         json_decref(j->doc);
+        free(j->text);
+        free(j->client);
+        free(j->idempotency_key);
         free(j->parts);
         free(j);
+}
+
+/* Keys a waiting job's bytes leave out because struct job has their values (id, and a queued
+ * job's state and priority): 100 bytes less a job is what brings it under a kilobyte. Each is
+ * left out only when the document says exactly what is put back, so nothing changes. */
+enum {
+        STRIPPED_ID = 1 << 0,
+        STRIPPED_STATE = 1 << 1,
+        STRIPPED_PRIORITY = 1 << 2,
+};
+
+/* The tree of a compact job's bytes, with the keys they leave out put back (after the others:
+ * every dump that leaves umd sorts the keys, so the order is not seen). NULL: out of memory. */
+static json_t *job_parse_text(const struct job *j, json_error_t *e)
+{
+        /* Its own dump, so it parses; a real's 17 digits read back as the same double. */
+        json_t *doc = json_loadb(j->text, j->text_len, 0, e);
+
+        if (doc &&
+            (((j->stripped & STRIPPED_ID) &&
+              json_object_set_new(doc, "id", json_string(j->id)) < 0) ||
+             ((j->stripped & STRIPPED_STATE) &&
+              json_object_set_new(doc, "state", json_string(job_state_names[JOB_QUEUED])) < 0) ||
+             ((j->stripped & STRIPPED_PRIORITY) &&
+              json_object_set_new(doc, "priority", json_string(spec_priority_name(j->prio))) <
+                  0))) {
+                json_decref(doc);
+                doc = NULL;
+        }
+        return doc;
+}
+
+json_t *job_doc(struct job *j)
+{
+        if (!j->doc && j->text) {
+                json_error_t e = {.text = "out of memory"};
+
+                j->doc = job_parse_text(j, &e);
+                if (!j->doc) {
+                        log_error("job %s: its document cannot be made again: %s", j->id, e.text);
+                        return NULL;
+                }
+                free(j->text);
+                j->text = NULL;
+                j->text_len = 0;
+                j->stripped = 0;
+        }
+        return j->doc;
+}
+
+void job_compact(struct job *j)
+{
+        /* Only a job nothing is about to change: queued and committed (submit waits for its
+         * commit with the tree), not asked to cancel, no final write pending. */
+        if (!j->doc || j->st != JOB_QUEUED || !j->committed || j->cancel_requested ||
+            j->final_ticket || j->final_unsaved)
+                return;
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].st != JOB_QUEUED)
+                        return;
+        /* The keys struct job can put back leave a shallow copy, so that a failure below
+         * changes nothing. */
+        _cleanup_json_ json_t *top = json_copy(j->doc);
+        unsigned stripped = 0;
+        if (!top)
+                return; /* out of memory: it keeps its tree, which is as true */
+        if (streq_ptr(json_string_value(json_object_get(top, "id")), j->id) &&
+            json_object_del(top, "id") == 0)
+                stripped |= STRIPPED_ID;
+        if (streq_ptr(json_string_value(json_object_get(top, "state")),
+                      job_state_names[JOB_QUEUED]) &&
+            json_object_del(top, "state") == 0)
+                stripped |= STRIPPED_STATE;
+        if (streq_ptr(json_string_value(json_object_get(top, "priority")),
+                      spec_priority_name(j->prio)) &&
+            json_object_del(top, "priority") == 0)
+                stripped |= STRIPPED_PRIORITY;
+        /* Not json_dump_compact: sorting the keys would cost a third of the dump. */
+        char *text = json_dumps(top, JSON_COMPACT);
+        if (!text)
+                return;
+        size_t len = strlen(text);
+        json_decref(j->doc); /* the store's writer holds its own references to what it writes */
+        j->doc = NULL;
+        j->text = text;
+        j->text_len = len;
+        j->stripped = stripped;
+}
+
+int job_cache_keys(struct job *j, const char *client, const char *idempotency_key)
+{
+        char *c = NULL, *k = NULL;
+
+        if ((client && !(c = strdup(client))) ||
+            (idempotency_key && !(k = strdup(idempotency_key)))) {
+                free(c);
+                return -ENOMEM;
+        }
+        free(j->client);
+        free(j->idempotency_key);
+        j->client = c;
+        j->idempotency_key = k;
+        return 0;
+}
+
+json_t *job_public_of(struct job *j)
+{
+        if (j->doc || !j->text)
+                return job_public(j->doc);
+        /* A read leaves a waiting job compact: the tree is made for the copy and dropped (the
+         * copy keeps what it shares of it). */
+        _cleanup_json_ json_t *doc = job_parse_text(j, NULL);
+        return doc ? job_public(doc) : NULL;
 }
 
 json_t *job_now_json(void)
@@ -104,12 +220,12 @@ json_t *job_now_json(void)
 
 json_t *job_part_doc(struct job *j, size_t i)
 {
-        return json_array_get(json_object_get(j->doc, "parts"), i);
+        return json_array_get(json_object_get(job_doc(j), "parts"), i);
 }
 
-const char *job_benchmark(const struct job *j)
+const char *job_benchmark(struct job *j)
 {
-        return json_string_value(json_object_get(j->doc, "benchmark"));
+        return json_string_value(json_object_get(job_doc(j), "benchmark"));
 }
 
 /* The job's state follows from its parts' (job_state.c). */
@@ -151,20 +267,21 @@ bool job_update_state(struct jobs *js, struct job *j)
                 return false;
         j->st = st;
         job_changed(js, j);
-        json_object_set_new(j->doc, "state", json_string(job_state_names[st]));
-        if (st == JOB_RUNNING && json_is_null(json_object_get(j->doc, "started")))
-                json_object_set_new(j->doc, "started", job_now_json());
+        json_t *doc = job_doc(j);
+        json_object_set_new(doc, "state", json_string(job_state_names[st]));
+        if (st == JOB_RUNNING && json_is_null(json_object_get(doc, "started")))
+                json_object_set_new(doc, "started", job_now_json());
         if (!job_state_final(st))
                 return false;
         j->finished_ms = now_realtime_ms();
-        json_object_set_new(j->doc, "finished", job_now_json());
-        json_object_set_new(j->doc, "finished_ms", json_integer((json_int_t)j->finished_ms));
+        json_object_set_new(doc, "finished", job_now_json());
+        json_object_set_new(doc, "finished_ms", json_integer((json_int_t)j->finished_ms));
         return true;
 }
 
 void job_finished(struct job *j)
 {
-        uint64_t start = (uint64_t)json_integer_value(json_object_get(j->doc, "created_ms"));
+        uint64_t start = (uint64_t)json_integer_value(json_object_get(job_doc(j), "created_ms"));
         double dur = j->finished_ms > start ? (double)(j->finished_ms - start) / 1000.0 : 0;
         metrics_job_finished(job_benchmark(j), job_state_names[j->st], dur);
 }
@@ -174,9 +291,13 @@ void job_finished(struct job *j)
  * (the writer logs a failure). */
 int job_persist(struct jobs *js, struct job *j)
 {
+        json_t *doc = job_doc(j);
+
+        if (!doc)
+                return -ENOMEM;
         if (job_state_final(j->st) && !j->final_ticket)
-                return store_put(js->store, j->doc, &j->final_ticket);
-        return store_put(js->store, j->doc, NULL);
+                return store_put(js->store, doc, &j->final_ticket);
+        return store_put(js->store, doc, NULL);
 }
 
 ssize_t job_index(struct jobs *js, const char *id)
@@ -434,6 +555,11 @@ static struct job *job_from_doc(json_t *doc)
                 return NULL;
         }
         snprintf(j->id, sizeof(j->id), "%s", id);
+        if (job_cache_keys(j, json_string_value(json_object_get(doc, "client")),
+                           json_string_value(json_object_get(doc, "idempotency_key"))) < 0) {
+                job_free(j);
+                return NULL;
+        }
         j->doc = json_incref(doc);
         j->st = (enum job_state)st;
         j->prio = 1;
@@ -458,12 +584,24 @@ static struct job *job_from_doc(json_t *doc)
         return j;
 }
 
+/* store_recover's userdata: the object being built, how many jobs recovery changed, and the
+ * last submission recover_check judged with its verdict (queued jobs come in runs of the same
+ * submission, and judging one again costs more than comparing it). */
+struct recovery {
+        struct jobs *js;
+        unsigned changed;
+        json_t *last_body;
+        bool last_ok;
+        char last_why[800];
+};
+
 /* A stored unfinished job is checked as strictly as a submission (job_spec.c), from what dispatch
  * will use: its benchmark, params, timeout and priority, on the devices of its parts. NULL when
- * it passes, else why not (static). */
-static const char *recover_check(struct jobs *js, const json_t *doc)
+ * it passes, else why not (in rc, valid until the next call). */
+static const char *recover_check(struct recovery *rc, const json_t *doc)
 {
-        static char why[800];
+        struct jobs *js = rc->js;
+        char *why = rc->last_why;
         struct problem p = {0};
         struct job_spec spec = {0};
         const struct bench_def *b;
@@ -489,21 +627,19 @@ static const char *recover_check(struct jobs *js, const json_t *doc)
                 return "its document cannot be checked (out of memory or malformed)";
         if (!json_is_integer(json_object_get(doc, "timeout_s")))
                 return "its stored timeout_s is not a whole number";
-        if (spec_check_body(body, &b, &p) < 0 || spec_parse(js->cfg, body, b, &spec, &p) < 0) {
-                snprintf(why, sizeof(why), "it is no longer a valid job: %s%s%s", p.field,
-                         p.field[0] ? ": " : "", p.detail);
-                spec_done(&spec);
-                return why;
-        }
+        if (rc->last_body && json_equal(body, rc->last_body))
+                return rc->last_ok ? NULL : why;
+        json_decref(rc->last_body);
+        rc->last_body = json_incref(body);
+        rc->last_ok =
+            spec_check_body(body, &b, &p) == 0 && spec_parse(js->cfg, body, b, &spec, &p) == 0;
         spec_done(&spec);
-        return NULL;
+        if (rc->last_ok)
+                return NULL;
+        snprintf(why, sizeof(rc->last_why), "it is no longer a valid job: %s%s%s", p.field,
+                 p.field[0] ? ": " : "", p.detail);
+        return why;
 }
-
-/* store_recover's userdata: the object being built and how many jobs recovery changed. */
-struct recovery {
-        struct jobs *js;
-        unsigned changed;
-};
 
 static int recover_one(json_t *doc, void *userdata)
 {
@@ -531,7 +667,7 @@ static int recover_one(json_t *doc, void *userdata)
         }
         static char malformed_why[200];
         snprintf(malformed_why, sizeof(malformed_why), "its stored document is malformed: %s", why);
-        bad = malformed ? malformed_why : j->st == JOB_QUEUED ? recover_check(js, doc) : NULL;
+        bad = malformed ? malformed_why : j->st == JOB_QUEUED ? recover_check(rc, doc) : NULL;
         if (bad)
                 log_warning("store: queued job %s is failed: %s", j->id, bad);
         for (size_t i = 0; i < j->n_parts; i++) {
@@ -563,6 +699,7 @@ static int recover_one(json_t *doc, void *userdata)
         for (size_t i = 0; i < j->n_parts; i++)
                 if (j->parts[i].st == JOB_QUEUED && (r = job_enqueue(js, j, i)) < 0)
                         return r;
+        job_compact(j);
         return 0;
 }
 
@@ -587,6 +724,7 @@ int jobs_init(const struct umd_daemon *d, struct jobs **ret)
                 return log_error_errno(ENOMEM, "out of memory");
         }
         r = store_recover(s, recover_one, &rc);
+        json_decref(rc.last_body);
         if (r < 0) {
                 jobs_free(rc.js);
                 return log_error_errno(r, "cannot recover jobs from the store: %m");

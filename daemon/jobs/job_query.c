@@ -50,7 +50,7 @@ int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct prob
         jobs_prune_finished(js);
         struct job *j = job_find(js, id);
         if (j)
-                *ret_job = job_public(j->doc);
+                *ret_job = job_public_of(j);
         core_unlock();
         if (j) {
                 /* What a client reads is on disk: wait for the commit of what it shows. */

@@ -23,11 +23,10 @@
 
 static struct job *idempotent_find(struct jobs *js, const char *key, const char *client)
 {
+        /* The keys cached in struct job: a scan of every job makes no tree. */
         for (size_t k = js->n_jobs; k-- > 0;) {
-                json_t *d = js->jobs[k]->doc;
-                const char *jk = json_string_value(json_object_get(d, "idempotency_key"));
-                const char *jc = json_string_value(json_object_get(d, "client"));
-                if (jk && strcmp(jk, key) == 0 && streq_ptr(jc, client))
+                const char *jk = js->jobs[k]->idempotency_key;
+                if (jk && strcmp(jk, key) == 0 && streq_ptr(js->jobs[k]->client, client))
                         return js->jobs[k];
         }
         return NULL;
@@ -49,9 +48,7 @@ static size_t active_jobs_of(struct jobs *js, const char *client)
 {
         size_t n = 0;
         for (size_t k = 0; k < js->n_jobs; k++)
-                if (!job_state_final(js->jobs[k]->st) &&
-                    streq_ptr(json_string_value(json_object_get(js->jobs[k]->doc, "client")),
-                              client))
+                if (!job_state_final(js->jobs[k]->st) && streq_ptr(js->jobs[k]->client, client))
                         n++;
         return n;
 }
@@ -98,7 +95,8 @@ static struct job *job_new(const json_t *body, const char *request, const struct
         bool fake = false;
 
         /* One part more than devices: the canonical check's part on the node. */
-        if (!j || !(j->parts = calloc(n + 1, sizeof(*j->parts))) || uuid7_generate(j->id) < 0) {
+        if (!j || !(j->parts = calloc(n + 1, sizeof(*j->parts))) || uuid7_generate(j->id) < 0 ||
+            job_cache_keys(j, client, idem) < 0) {
                 job_free(j);
                 return NULL;
         }
@@ -164,6 +162,10 @@ static struct job *job_new(const json_t *body, const char *request, const struct
         }
         if (json_is_string(json_object_get(body, "busy_policy")))
                 json_object_set(j->doc, "busy_policy", json_object_get(body, "busy_policy"));
+        /* The node's spare slot given back when unused: the job may wait a long time. */
+        struct part *fit = realloc(j->parts, j->n_parts * sizeof(*j->parts));
+        if (fit)
+                j->parts = fit;
         return j;
 }
 
@@ -190,7 +192,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                 const char *req = NULL, *prev_id = NULL;
 
                 if (prev) {
-                        req = json_string_value(json_object_get(prev->doc, "request"));
+                        req = json_string_value(json_object_get(job_doc(prev), "request"));
                         prev_id = prev->id;
                 } else if (store_find_idempotent(js->store, idem, client, &stored, &stored_req) ==
                            0) {
@@ -203,10 +205,12 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                                                 "this Idempotency-Key was used for job %s with a "
                                                 "different body",
                                                 prev_id);
-                                goto out;
+                        } else {
+                                *ret_job = prev ? job_public_of(prev) : json_incref(stored);
+                                r = 1;
                         }
-                        *ret_job = prev ? job_public(prev->doc) : json_incref(stored);
-                        r = 1;
+                        if (prev) /* req pointed into its tree: given up only now */
+                                job_compact(prev);
                         goto out;
                 }
         }
@@ -264,11 +268,13 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                 job_persist(js, j);
         }
         log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, j->n_parts);
-        *ret_job = job_public(j->doc);
+        *ret_job = job_public_of(j);
         for (size_t i = 0; i < spec.n_devs; i++)
                 job_dispatch_try(js, spec.devs[i]);
         if (have_node())
                 job_dispatch_try_node(js);
+        /* Still waiting (a queue's head may have run at once): its bytes are enough. */
+        job_compact(j);
         r = 0;
 out:
         jobs_unlock(js);

@@ -30,16 +30,29 @@ struct part {
 
 struct job {
         char id[JOB_ID_MAX];
-        json_t *doc; /* the stored document: the truth; the fields below cache what queues need */
+        /* The flags in the byte after id's 37, where they cost no padding (thousands of jobs
+         * wait). */
+        bool cancel_requested : 1;
+        bool committed : 1;     /* its submission is durable: it may run */
+        bool final_unsaved : 1; /* its final write failed: written again every store_retry_ms */
+        unsigned stripped : 3;  /* the keys text leaves out (job_index.c's STRIPPED_*) */
+        /* The stored document: the truth; the fields below cache what queues need. A job that is
+         * only waiting holds it as its compact bytes instead (text, doc NULL): a tree costs about
+         * ten times its text, and thousands of jobs may wait. job_doc() makes the tree again;
+         * read it through job_doc(), never through doc. */
+        json_t *doc;
+        char *text; /* the document's compact bytes while doc is NULL, else NULL */
+        size_t text_len;
+        /* What scans of every job compare (idempotency, jobs_per_token), kept out of the
+         * document so that a scan makes no tree; NULL: none. */
+        char *client;
+        char *idempotency_key;
         enum job_state st;
         int prio;
         size_t n_parts;
         struct part *parts;
-        bool cancel_requested;
         uint64_t finished_ms;
-        bool committed;                    /* its submission is durable: it may run */
         struct store_ticket *final_ticket; /* its final write; pruned from memory once done */
-        bool final_unsaved; /* that write failed: written again every store_retry_ms */
 };
 
 /* One instance (jobs_init), behind core_lock. */
@@ -80,12 +93,22 @@ ssize_t job_index(struct jobs *js, const char *id);
 int jobs_append(struct jobs *js, struct job *j);
 void jobs_remove_at(struct jobs *js, size_t i);
 void job_free(struct job *j);
+/* The job's document as a tree, made again from its compact bytes when it has none (the bytes
+ * are then dropped: the tree is the truth again). NULL only when that runs out of memory. */
+json_t *job_doc(struct job *j);
+/* A job that is only waiting (queued, committed, nothing pending) gives its tree up for its
+ * compact bytes. Leaves the tree when the job must keep it or the dump fails. */
+void job_compact(struct job *j);
+/* Caches client and idempotency_key from the document. 0 or -ENOMEM (the job unchanged). */
+int job_cache_keys(struct job *j, const char *client, const char *idempotency_key);
+/* job_public() of the job's document, without keeping a tree a compact job does not hold. */
+json_t *job_public_of(struct job *j);
 json_t *job_now_json(void);
 /* job_query.c: a store read's outcome r for job id as the API says it (0, or a 404 / 500). */
 struct problem;
 int job_query_store_problem(int r, const char *id, struct problem *p);
 json_t *job_part_doc(struct job *j, size_t i);
-const char *job_benchmark(const struct job *j);
+const char *job_benchmark(struct job *j);
 enum job_state job_derive_state(const struct job *j);
 /* Moves part i to st (leaving its queue when it was queued), recording result and error when
  * st is final. */

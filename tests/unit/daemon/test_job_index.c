@@ -1,7 +1,8 @@
 /* job_index.c's recovery at start: after a crash a running job is interrupted and the jobs
  * queued behind it run again in their order; after an orderly stop the same, with shutdown's
  * own reason; a queued part whose GPU is gone is failed; finished jobs are read from the
- * store. A real store, a fake supervisor (jobs_fixture.h). */
+ * store; a waiting job, held as bytes, answers as it is stored. A real store, a fake supervisor
+ * (jobs_fixture.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h>
 
 #include "jobs_fixture.h"
+#include "store.h"
 
 #define COPY(dev)                                                                                  \
         "{\"benchmark\": \"copy\", \"device\": " #dev ", \"params\": {\"size\": \"4MiB\"}}"
@@ -88,6 +90,45 @@ static void test_finished_jobs_are_read_from_the_store_after_a_restart(void **st
         assert_int_equal(total, 2);
 }
 
+/* A job that only waits holds its document as bytes (job_compact) less the keys struct job
+ * can put back: it answers as it is stored, and after a restart runs with the same document. */
+static void test_a_waiting_job_answers_as_it_is_stored_before_and_after_a_restart(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], again[JOB_ID_MAX];
+        const char *body = "{\"benchmark\": \"copy\", \"device\": 0, \"priority\": \"low\", "
+                           "\"labels\": {\"k\": \"v\"}, \"params\": {\"size\": \"4MiB\"}}";
+        json_t *stored = NULL;
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(body, "key-1", NULL, b), 202);
+        assert_string_equal(fx_state(b), "queued");
+        assert_string_equal(json_string_value(fx_field(b, "id")), b);
+        assert_string_equal(json_string_value(fx_field(b, "priority")), "low");
+        assert_int_equal(store_get(fx->d.store, b, &stored), 0);
+        const char *key;
+        json_t *value;
+        json_object_foreach(stored, key, value)
+        {
+                assert_true(json_equal(fx_field(b, key), value));
+        }
+        json_decref(stored);
+        /* The cached idempotency key finds it without its tree. */
+        assert_int_equal(fx_submit(body, "key-1", NULL, again), 200);
+        assert_string_equal(again, b);
+
+        fx_restart(2, true);
+        assert_string_equal(fx_state(a), "interrupted");
+        assert_int_equal(fx->n_dispatched, 1);
+        assert_string_equal(fx->dispatched[0].job, b);
+        assert_string_equal(fx_state(b), "running");
+        assert_string_equal(json_string_value(fx_field(b, "priority")), "low");
+        assert_string_equal(json_string_value(json_object_get(fx_field(b, "labels"), "k")), "v");
+        fx_part_done(0, b, PART_SUCCEEDED);
+        assert_string_equal(fx_state(b), "succeeded");
+        assert_string_equal(json_string_value(fx_field(b, "id")), b);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -101,6 +142,9 @@ int main(void)
                                             fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_finished_jobs_are_read_from_the_store_after_a_restart, fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_waiting_job_answers_as_it_is_stored_before_and_after_a_restart, fx_setup,
+                fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
