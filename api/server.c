@@ -575,13 +575,8 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
         atomic_init(&s->inflight, 0);
         pthread_mutex_init(&s->conns_lock, NULL);
         pthread_mutex_init(&s->wait_lock, NULL);
-        /* The reaper's deadlines are CLOCK_MONOTONIC: so must its condition's clock be (the
-         * default, CLOCK_REALTIME, made every timed wait return at once: the reaper spun). */
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&s->reaper_cond, &ca);
-        pthread_condattr_destroy(&ca);
+        /* The reaper's deadlines are CLOCK_MONOTONIC (with CLOCK_REALTIME the reaper spun). */
+        cond_init_monotonic(&s->reaper_cond);
         api_wait_max_s = cfg->wait_max_s;
         /* An eighth of the slots (at least one) are kept for loopback and the unix socket. */
         s->remote_max = cfg->max_connections -

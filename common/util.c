@@ -25,6 +25,16 @@ uint64_t now_monotonic_ms(void)
         return clock_ms(CLOCK_MONOTONIC);
 }
 
+void cond_init_monotonic(pthread_cond_t *c)
+{
+        pthread_condattr_t ca;
+
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(c, &ca);
+        pthread_condattr_destroy(&ca);
+}
+
 void deadline_after_ms(clockid_t id, unsigned ms, struct timespec *ret)
 {
         struct timespec ts;

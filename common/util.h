@@ -1,6 +1,7 @@
 /* Small helpers shared by both programs: cleanup attributes, time, string limits. */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,9 @@ uint64_t now_realtime_ms(void);  /* CLOCK_REALTIME, ms since the epoch */
 uint64_t now_monotonic_ms(void); /* CLOCK_MONOTONIC */
 /* The time ms from now on clock id, as pthread_cond_timedwait and sem_timedwait take it. */
 void deadline_after_ms(clockid_t id, unsigned ms, struct timespec *ret);
+/* A condition variable whose timed waits take CLOCK_MONOTONIC deadlines (deadline_after_ms):
+ * the default clock, CLOCK_REALTIME, makes a monotonic deadline expire at once. */
+void cond_init_monotonic(pthread_cond_t *c);
 /* RFC 3339 UTC with milliseconds, "2026-11-29T23:19:51.123Z"; buf at least 32 bytes. */
 char *format_rfc3339_ms(uint64_t realtime_ms, char *buf, size_t len);
 

@@ -116,16 +116,12 @@ static void coexist_poke(void)
 
 int coexist_start(const struct umd_daemon *d)
 {
-        pthread_condattr_t ca;
         int r;
 
         cfg = d->cfg;
         sup = d->sup;
         jobs = d->jobs;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&cond, &ca);
-        pthread_condattr_destroy(&ca);
+        cond_init_monotonic(&cond);
         /* One look before the first dispatch would be ideal, but READY must not wait on NVML:
          * parts dispatched before it run on a GPU whose state is still "unknown". */
         r = -pthread_create(&thread, NULL, coexist_main, NULL);

@@ -528,15 +528,7 @@ int store_open(const char *state_dir, struct store **ret)
         pthread_mutex_init(&s->cache_mu, NULL);
         pthread_cond_init(&s->work, NULL);
         pthread_cond_init(&s->done, NULL);
-        {
-                /* The checkpointer's idle wait is timed on CLOCK_MONOTONIC. */
-                pthread_condattr_t ca;
-
-                pthread_condattr_init(&ca);
-                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-                pthread_cond_init(&s->ckpt, &ca);
-                pthread_condattr_destroy(&ca);
-        }
+        cond_init_monotonic(&s->ckpt); /* the checkpointer's idle wait */
         s->max_jobs = UINT_MAX;
         s->wal_max_bytes = UINT64_MAX; /* unbounded until store_set_wal_max */
         s->page_size = 4096;

@@ -469,7 +469,6 @@ int main(int argc, char **argv)
         bool list = false, implements = false, fake = false;
         uint64_t fake_n = 0, v;
         char *why = NULL;
-        pthread_condattr_t ca;
         int c, r;
 
         log_set_ident("umd-worker");
@@ -613,10 +612,7 @@ int main(int argc, char **argv)
 
         pthread_mutex_init(&w.send_lock, NULL);
         pthread_mutex_init(&w.lock, NULL);
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&w.cond, &ca);
-        pthread_condattr_destroy(&ca);
+        cond_init_monotonic(&w.cond);
 
         r = serve(&w);
 
