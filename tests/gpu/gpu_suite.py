@@ -344,6 +344,14 @@ def test_suites(args):
     print(f"health d2d {d2d['gbps']:.0f} GB/s (read+write, 256 MiB)")
     if not h["result"]["link"]["theoretical_gbps_max"] > 0:
         fail(f"health link {h['result']['link']}")
+    # Each sub-run's time (phases), and the quick tier takes only the managed and latency
+    # measurements it judges (their "only" parameter).
+    ph = h["result"].get("phases") or fail("health: no phases")
+    if [p["benchmark"] for p in ph] != ["copy", "copy", "copy", "managed_prefetch", "latency",
+                                         "d2d"] or sum(p["elapsed_ms"] for p in ph) > h["wall_ms"]:
+        fail(f"health phases {ph} against {h['wall_ms']:.0f} ms")
+    if not all('"only"' in p["overrides"] for p in ph[3:5]):
+        fail(f"health takes every managed or latency measurement: {ph}")
     print(f"health (warm worker) ran in {h['wall_ms']:.0f} ms; cold first {L[2]['wall_ms']:.0f} ms")
     if h["wall_ms"] > 2000:
         fail(f"health took {h['wall_ms']:.0f} ms on a warm worker (limit 2000)")
