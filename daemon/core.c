@@ -176,11 +176,12 @@ int core_health(json_t **ret_body)
         }
 
         *ret_body = json_pack(
-            "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o}", "status", status,
-            "reason", reason, "devices", "total", (json_int_t)n, "usable", (json_int_t)usable,
-            "faulted", (json_int_t)faulted, "failing_health", (json_int_t)failing, "jobs", "queued",
-            (json_int_t)queued, "running", (json_int_t)running, "problems", problems_arr,
-            "device_health", verdicts, "node", node ? node : json_null());
+            "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s}", "status",
+            status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
+            (json_int_t)usable, "faulted", (json_int_t)faulted, "failing_health",
+            (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
+            (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
+            node ? node : json_null(), "store_check", job_query_store_check(core_jobs()));
         return usable && !damage ? 200 : 503;
 }
 

@@ -34,6 +34,8 @@
 #include "util.h"
 
 #define TICK_MS 1000
+/* Jobs recovered unchecked that one turn of the main loop checks (jobs_check_recovered). */
+#define CHECK_BATCH 64
 
 static void notify_status(struct jobs *jobs, const char *phase)
 {
@@ -175,16 +177,25 @@ static int run(struct umd_daemon *d)
         if (sd_watchdog_enabled(0, &watchdog_usec) <= 0)
                 watchdog_usec = 0;
         sd_notify(0, "READY=1");
+        size_t unchecked = SIZE_MAX;       /* jobs_check_recovered says how many there are */
+        (void)store_check_start(d->store); /* logged; the store runs unchecked */
         notify_status(d->jobs, "ready");
         log_info("umd %s ready: %zu devices, state in %s", UMD_VERSION, devices_count(),
                  cfg->state_dir);
 
         for (;;) {
                 struct pollfd pfd = {.fd = d->signal_fd, .events = POLLIN};
+                /* The jobs recovered unchecked are checked in batches between looks at the
+                 * signals: 64 hold core_lock about a millisecond, and the millisecond after each
+                 * lets the HTTP threads take it (a lock taken again at once would starve them). */
+                bool checking =
+                    unchecked > 0 && (unchecked = jobs_check_recovered(d->jobs, CHECK_BATCH)) > 0;
                 /* Woken often enough for the retry of failed writes (store_retry_ms). */
-                int pr = poll(
-                    &pfd, 1,
-                    (int)(cfg->store_retry_ms < TICK_MS / 4 ? cfg->store_retry_ms : TICK_MS / 4));
+                int pr =
+                    poll(&pfd, 1,
+                         checking ? 1
+                                  : (int)(cfg->store_retry_ms < TICK_MS / 4 ? cfg->store_retry_ms
+                                                                            : TICK_MS / 4));
                 if (pr < 0 && errno != EINTR) {
                         r = log_error_errno(errno, "poll: %m");
                         break;

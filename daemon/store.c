@@ -29,8 +29,11 @@
 #include "store_internal.h"
 #include "util.h"
 
-/* Bumping this needs a migration; a database from a newer umd is refused. */
-#define SCHEMA_VERSION 1
+/* Bumping this needs a migration; a database from a newer umd is refused. 2 added priority and
+ * cancel_requested (add_recovery_columns), so that recovery queues a waiting job from its
+ * columns without parsing its document. */
+#define SCHEMA_VERSION     2
+#define SCHEMA_SET_VERSION "PRAGMA user_version = 2; COMMIT"
 
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS jobs ("
@@ -44,7 +47,9 @@ static const char schema[] =
     " bytes INTEGER NOT NULL,"
     " request TEXT,"
     " summary TEXT NOT NULL," /* doc less results: what lists serve */
-    " doc TEXT NOT NULL);"    /* what GET serves, byte for byte */
+    " doc TEXT NOT NULL,"     /* what GET serves, byte for byte */
+    " priority TEXT,"         /* the document's, for recovery; NULL: written by schema 1 */
+    " cancel_requested INTEGER);"
     "CREATE TABLE IF NOT EXISTS parts ("
     " job_id TEXT NOT NULL COLLATE NOCASE,"
     " idx INTEGER NOT NULL,"
@@ -53,6 +58,9 @@ static const char schema[] =
     " verdict TEXT,"
     " PRIMARY KEY (job_id, idx)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS parts_uuid ON parts(uuid, job_id);"
+    /* The verdicts restored at start (R_HEALTH): without it, every queued part of the GPU is
+     * read to find the few with a verdict. */
+    "CREATE INDEX IF NOT EXISTS parts_verdict ON parts(uuid, job_id) WHERE verdict IS NOT NULL;"
     "CREATE INDEX IF NOT EXISTS jobs_open ON jobs(id) WHERE finished_ms IS NULL;"
     "CREATE INDEX IF NOT EXISTS jobs_finished ON jobs(finished_ms) WHERE finished_ms IS NOT "
     "NULL;"
@@ -159,8 +167,181 @@ json_t *store_internal_from_row(sqlite3_stmt *st)
         return j;
 }
 
-int store_recover(struct store *s, store_job_fn fn, void *userdata)
+json_t *store_parse_doc(const char *text, size_t len, json_error_t *e)
 {
+        return json_parse_strict(text, len, STORE_JSON_DEPTH, e);
+}
+
+/* The job store_recover is gathering from its rows (one a part), with what the rows' pointers
+ * stop holding at the next step copied. */
+struct open_job {
+        struct store_open_job pub;
+        char *id, *state, *client, *idem, *priority;
+        char *text;
+        struct store_open_part *parts;
+        size_t cap_parts;
+        bool oom;
+};
+
+static void open_job_clear(struct open_job *o)
+{
+        free(o->id);
+        free(o->state);
+        free(o->client);
+        free(o->idem);
+        free(o->priority);
+        free(o->text);
+        for (size_t i = 0; i < o->pub.n_parts; i++) {
+                free((char *)o->parts[i].uuid);
+                free((char *)o->parts[i].state);
+        }
+        free(o->parts);
+        *o = (struct open_job){0};
+}
+
+static char *dup_column(sqlite3_stmt *st, int col, bool *oom)
+{
+        const char *v = (const char *)sqlite3_column_text(st, col);
+        char *d = v ? strdup(v) : NULL;
+
+        if (v && !d)
+                *oom = true;
+        return d;
+}
+
+/* The internal document as text: the stored one (an object) with request (quoted by the query)
+ * and created_ms appended, as store_internal_from_row adds them to the tree. Pieces copied, no
+ * formatting: this runs once for each of thousands of queued jobs before READY. A stored document
+ * that is not an object is handed on as it is, for whoever parses it to refuse. */
+static char *internal_text(sqlite3_stmt *st, int doc_col, int req_col, int created_col,
+                           size_t *ret_len)
+{
+        static const char req_key[] = "\"request\":", created_key[] = "\"created_ms\":";
+        const char *doc = (const char *)sqlite3_column_text(st, doc_col);
+        size_t len = (size_t)sqlite3_column_bytes(st, doc_col);
+        const char *req = NULL;
+        size_t req_len = 0, n = 0;
+        char num[24], *out;
+        int num_len;
+
+        if (!doc)
+                return NULL;
+        if (len < 2 || doc[0] != '{' || doc[len - 1] != '}') {
+                out = strndup(doc, len);
+                *ret_len = out ? len : 0;
+                return out;
+        }
+        if (sqlite3_column_type(st, req_col) != SQLITE_NULL) {
+                req = (const char *)sqlite3_column_text(st, req_col);
+                req_len = (size_t)sqlite3_column_bytes(st, req_col);
+        }
+        num_len =
+            snprintf(num, sizeof(num), "%" PRId64, (int64_t)sqlite3_column_int64(st, created_col));
+        /* "{...", ",\"request\":" req, ",\"created_ms\":" num, "}" */
+        out = malloc(len + 1 + sizeof(req_key) + req_len + 1 + sizeof(created_key) +
+                     (size_t)num_len + 1);
+        if (!out)
+                return NULL;
+        memcpy(out, doc, len - 1);
+        n = len - 1;
+        if (req) {
+                if (n > 1)
+                        out[n++] = ',';
+                memcpy(out + n, req_key, sizeof(req_key) - 1);
+                n += sizeof(req_key) - 1;
+                memcpy(out + n, req, req_len);
+                n += req_len;
+        }
+        if (n > 1)
+                out[n++] = ',';
+        memcpy(out + n, created_key, sizeof(created_key) - 1);
+        n += sizeof(created_key) - 1;
+        memcpy(out + n, num, (size_t)num_len);
+        n += (size_t)num_len;
+        out[n++] = '}';
+        *ret_len = n;
+        return out;
+}
+
+/* Columns of R_OPEN. */
+enum {
+        O_ID,
+        O_STATE,
+        O_PRIORITY,
+        O_CANCEL,
+        O_CLIENT,
+        O_IDEM,
+        O_CREATED,
+        O_REQUEST,
+        O_DOC,
+        O_IDX,
+        O_UUID,
+        O_PSTATE
+};
+
+/* A part's row into o->parts[idx] (growing the array; a gap is left NULL). An index past what a
+ * job may have is ignored: the rows were written from a document that had it. */
+static void open_job_add_part(struct open_job *o, sqlite3_stmt *st)
+{
+        sqlite3_int64 idx = sqlite3_column_int64(st, O_IDX);
+
+        if (sqlite3_column_type(st, O_IDX) == SQLITE_NULL || idx < 0 || idx >= 4096)
+                return;
+        if ((size_t)idx >= o->cap_parts) {
+                size_t cap = o->cap_parts ? o->cap_parts : 4;
+                while (cap <= (size_t)idx)
+                        cap *= 2;
+                struct store_open_part *p = realloc(o->parts, cap * sizeof(*p));
+                if (!p) {
+                        o->oom = true;
+                        return;
+                }
+                memset(p + o->cap_parts, 0, (cap - o->cap_parts) * sizeof(*p));
+                o->parts = p;
+                o->cap_parts = cap;
+        }
+        struct store_open_part *p = &o->parts[idx];
+        free((char *)p->uuid);
+        free((char *)p->state);
+        p->uuid = dup_column(st, O_UUID, &o->oom);
+        p->state = dup_column(st, O_PSTATE, &o->oom);
+        if ((size_t)idx >= o->pub.n_parts)
+                o->pub.n_parts = (size_t)idx + 1;
+}
+
+static void open_job_start(struct open_job *o, sqlite3_stmt *st)
+{
+        o->id = dup_column(st, O_ID, &o->oom);
+        o->state = dup_column(st, O_STATE, &o->oom);
+        o->client = dup_column(st, O_CLIENT, &o->oom);
+        o->idem = dup_column(st, O_IDEM, &o->oom);
+        o->priority = dup_column(st, O_PRIORITY, &o->oom);
+        o->text = internal_text(st, O_DOC, O_REQUEST, O_CREATED, &o->pub.text_len);
+        if (!o->text && sqlite3_column_type(st, O_DOC) != SQLITE_NULL)
+                o->oom = true;
+        o->pub.cancel_requested = sqlite3_column_type(st, O_CANCEL) == SQLITE_NULL
+                                      ? -1
+                                      : sqlite3_column_int(st, O_CANCEL) != 0;
+        o->pub.created_ms = sqlite3_column_int64(st, O_CREATED);
+}
+
+static int open_job_emit(struct open_job *o, store_open_fn fn, void *userdata)
+{
+        if (o->oom)
+                return log_error_errno(ENOMEM, "store: out of memory reading unfinished jobs");
+        o->pub.id = o->id;
+        o->pub.state = o->state;
+        o->pub.client = o->client;
+        o->pub.idempotency_key = o->idem;
+        o->pub.priority = o->priority;
+        o->pub.text = o->text;
+        o->pub.parts = o->parts;
+        return fn(&o->pub, userdata);
+}
+
+int store_recover(struct store *s, store_open_fn fn, void *userdata)
+{
+        struct open_job o = {0};
         struct reader *rd;
         sqlite3_stmt *st;
         int rc, r;
@@ -170,17 +351,24 @@ int store_recover(struct store *s, store_job_fn fn, void *userdata)
                 return r;
         st = rd->st[R_OPEN];
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_t *j = store_internal_from_row(st);
+                const char *id = (const char *)sqlite3_column_text(st, O_ID);
 
-                if (!j) {
-                        log_warning("store: an unfinished job is not valid JSON; skipped");
-                        continue;
+                if (!o.id || !id || strcasecmp(o.id, id) != 0) {
+                        if (o.id && (r = open_job_emit(&o, fn, userdata)) < 0)
+                                break;
+                        open_job_clear(&o);
+                        open_job_start(&o, st);
+                        if (!o.id) {
+                                log_warning("store: an unfinished job has no id; skipped");
+                                open_job_clear(&o);
+                                continue;
+                        }
                 }
-                r = fn(j, userdata);
-                json_decref(j);
-                if (r < 0)
-                        break;
+                open_job_add_part(&o, st);
         }
+        if (r >= 0 && rc == SQLITE_DONE && o.id)
+                r = open_job_emit(&o, fn, userdata);
+        open_job_clear(&o);
         sqlite3_reset(st);
         store_reader_give(s, rd);
         if (r < 0)
@@ -319,6 +507,24 @@ static void writer_close(struct store *s)
         s->wdb = NULL;
 }
 
+/* Schema 1 to 2, inside writer_open's transaction: the two columns recovery reads in place of
+ * the document. Rows written before keep NULL there, which recovery takes as "parse the
+ * document", so nothing is rewritten. A table schema 2 created has them already. */
+static int add_recovery_columns(sqlite3 *db)
+{
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(db, "SELECT priority, cancel_requested FROM jobs LIMIT 0", -1,
+                                    &st, NULL);
+
+        sqlite3_finalize(st);
+        if (rc == SQLITE_OK)
+                return SQLITE_OK;
+        return sqlite3_exec(db,
+                            "ALTER TABLE jobs ADD COLUMN priority TEXT;"
+                            "ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER;",
+                            NULL, NULL, NULL);
+}
+
 /* Open the writer connection, create or check the schema. -EBADMSG when the file is damaged. */
 static int writer_open(struct store *s)
 {
@@ -341,11 +547,18 @@ static int writer_open(struct store *s)
                                        "%s was written by a newer umd (schema %d, this one knows "
                                        "%d): refusing to touch it",
                                        s->db_path, version, SCHEMA_VERSION);
-        rc = sqlite3_exec(s->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        /* A file already at this schema is not written to at all: setting user_version writes a
+         * page even when it does not change, and a umd restarted on a full disk must start. */
+        rc = version == SCHEMA_VERSION ? SQLITE_DONE
+                                       : sqlite3_exec(s->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL);
         if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->wdb, schema, NULL, NULL, NULL);
+        if (rc == SQLITE_OK && version < 2)
+                rc = add_recovery_columns(s->wdb);
         if (rc == SQLITE_OK)
-                rc = sqlite3_exec(s->wdb, "PRAGMA user_version = 1; COMMIT", NULL, NULL, NULL);
+                rc = sqlite3_exec(s->wdb, SCHEMA_SET_VERSION, NULL, NULL, NULL);
+        if (rc == SQLITE_DONE)
+                rc = SQLITE_OK;
         if (rc != SQLITE_OK) {
                 log_error("SQLite: cannot set up %s: %s", s->db_path, sqlite3_errmsg(s->wdb));
                 sqlite3_exec(s->wdb, "ROLLBACK", NULL, NULL, NULL);
@@ -367,21 +580,32 @@ static int writer_open(struct store *s)
         return 0;
 }
 
-/* The whole file's structure, once at open (PRAGMA quick_check: every page, without the
- * index-against-table cross-check of integrity_check, so seconds even for a large store).
- * writer_open read only what start-up needs (the open jobs, by their index); a damaged page
- * among finished jobs would otherwise show only as lists answering 500 while /v1/health says
- * 200. umd starts anyway, degraded (store_damage): refusing would keep the GPUs from being
- * checked and the queued jobs from running, and setting the file aside would throw away the
- * history that is still readable. */
-static void quick_check(struct store *s)
+/* The whole file's structure, once after start (PRAGMA quick_check: every page, without the
+ * index-against-table cross-check of integrity_check, so seconds even for a large store). Start-up
+ * read only what it needs (the open jobs, by their index); a damaged page among finished jobs
+ * would otherwise show only as lists answering 500 while /v1/health says 200. umd runs anyway,
+ * degraded (store_damage): refusing would keep the GPUs from being checked and the queued jobs
+ * from running, and setting the file aside would throw away the history that is still readable.
+ * It runs on its own connection and thread, after READY: reading the whole file costs start-up
+ * tens of milliseconds for each 50 MB, and nothing needs its answer first. */
+static void *check_main(void *userdata)
 {
+        struct store *s = userdata;
+        sqlite3 *db = NULL;
         sqlite3_stmt *st = NULL;
         uint64_t t0 = now_monotonic_ms();
         const char *what = NULL;
-        int rc;
+        int rc, r;
 
-        rc = sqlite3_prepare_v2(s->wdb, "PRAGMA quick_check(1)", -1, &st, NULL);
+        r = store_db_open(s->db_path, false, &db);
+        if (r < 0) {
+                atomic_store_explicit(&s->check_state, STORE_CHECK_PENDING, memory_order_release);
+                return NULL; /* logged; the check is left undone, not called damage */
+        }
+        pthread_mutex_lock(&s->check_mu);
+        s->check_db = db;
+        pthread_mutex_unlock(&s->check_mu);
+        rc = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &st, NULL);
         if (rc == SQLITE_OK)
                 rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
@@ -390,23 +614,52 @@ static void quick_check(struct store *s)
                         what = NULL;
                 else if (!what)
                         what = "quick_check gave no answer";
-        } else
-                what = sqlite3_errmsg(s->wdb);
+        } else if ((rc & 0xff) == SQLITE_INTERRUPT)
+                goto out; /* store_close: not an answer */
+        else
+                what = sqlite3_errmsg(db);
         if (what) {
                 snprintf(s->damage, sizeof(s->damage), "%s", what);
+                atomic_store_explicit(&s->check_state, STORE_CHECK_DAMAGED, memory_order_release);
                 log_error("store: %s is damaged (PRAGMA quick_check: %s): some finished jobs "
                           "cannot be read; umd runs degraded and /v1/health answers 503 until "
                           "the file is repaired or set aside",
                           s->db_path, s->damage);
-        } else
+        } else {
+                atomic_store_explicit(&s->check_state, STORE_CHECK_OK, memory_order_release);
                 log_debug("store: quick_check of %s passed in %" PRIu64 " ms", s->db_path,
                           now_monotonic_ms() - t0);
+        }
+out:
         sqlite3_finalize(st);
+        pthread_mutex_lock(&s->check_mu);
+        s->check_db = NULL;
+        pthread_mutex_unlock(&s->check_mu);
+        sqlite3_close(db);
+        return NULL;
+}
+
+int store_check_start(struct store *s)
+{
+        int r;
+
+        assert(s && !s->check_started);
+        r = pthread_create(&s->check_thread, NULL, check_main, s);
+        if (r != 0)
+                return log_error_errno(r, "store: cannot start the file's check: %m");
+        s->check_started = true;
+        return 0;
+}
+
+enum store_check store_check_state(const struct store *s)
+{
+        return s ? (enum store_check)atomic_load_explicit(&s->check_state, memory_order_acquire)
+                 : STORE_CHECK_PENDING;
 }
 
 const char *store_damage(const struct store *s)
 {
-        return s && s->damage[0] ? s->damage : NULL;
+        return store_check_state(s) == STORE_CHECK_DAMAGED ? s->damage : NULL;
 }
 
 struct import {
@@ -526,6 +779,8 @@ int store_open(const char *state_dir, struct store **ret)
         pthread_mutex_init(&s->mu, NULL);
         pthread_mutex_init(&s->readers_mu, NULL);
         pthread_mutex_init(&s->cache_mu, NULL);
+        pthread_mutex_init(&s->check_mu, NULL);
+        atomic_init(&s->check_state, STORE_CHECK_PENDING);
         pthread_cond_init(&s->work, NULL);
         pthread_cond_init(&s->done, NULL);
         cond_init_monotonic(&s->ckpt); /* the checkpointer's idle wait */
@@ -556,7 +811,6 @@ int store_open(const char *state_dir, struct store **ret)
         }
         if (r < 0)
                 goto fail;
-        quick_check(s);
         r = import_files(s);
         if (r < 0)
                 goto fail;
@@ -576,6 +830,13 @@ void store_close(struct store *s)
 {
         if (!s)
                 return;
+        if (s->check_started) {
+                pthread_mutex_lock(&s->check_mu);
+                if (s->check_db)
+                        sqlite3_interrupt(s->check_db);
+                pthread_mutex_unlock(&s->check_mu);
+                pthread_join(s->check_thread, NULL);
+        }
         store_writer_stop(s);
         store_readers_close(s);
         writer_close(s);
@@ -592,6 +853,7 @@ void store_close(struct store *s)
         pthread_mutex_destroy(&s->readers_mu);
         store_cache_free(s);
         pthread_mutex_destroy(&s->cache_mu);
+        pthread_mutex_destroy(&s->check_mu);
         free(s->dir);
         free(s->db_path);
         free(s);

@@ -62,10 +62,29 @@ void store_sync(struct store *s);
  * part objects are copied, what lies below them is shared. NULL on OOM. */
 json_t *store_public_copy(const json_t *doc, bool with_results);
 
-/* Unfinished jobs (no finished_ms), in id order, internal form. The callback takes a reference
- * if it keeps job; <0 aborts. 0 or -errno. */
-typedef int (*store_job_fn)(json_t *job, void *userdata);
-int store_recover(struct store *s, store_job_fn fn, void *userdata);
+/* One unfinished job as store_recover reads it: its columns, its parts' rows, and its internal
+ * document as JSON text (the stored document with request and created_ms added to it as bytes),
+ * so that recovery can queue a waiting job without parsing it. Nothing of the text is checked:
+ * it is what the disk holds. Valid during the callback only. */
+struct store_open_part {
+        const char *uuid, *state; /* NULL where the parts table has no row for this index */
+};
+struct store_open_job {
+        const char *id, *state, *client, *idempotency_key;
+        const char *priority; /* NULL: the row predates the column (schema 1) */
+        int cancel_requested; /* 0 or 1; -1: the row predates the column */
+        int64_t created_ms;
+        const char *text;
+        size_t text_len;
+        const struct store_open_part *parts;
+        size_t n_parts; /* the highest idx in the parts table, plus one */
+};
+/* Unfinished jobs (no finished_ms), in id order. <0 from the callback aborts. 0 or -errno. */
+typedef int (*store_open_fn)(const struct store_open_job *job, void *userdata);
+int store_recover(struct store *s, store_open_fn fn, void *userdata);
+/* A document read from the store (such as store_open_job's text) as a tree, parsed with the
+ * store's limits (depth, no NUL). NULL with e set when it is not one. */
+json_t *store_parse_doc(const char *text, size_t len, json_error_t *e);
 
 /* The public document of job id (any case). 0, -ENOENT or -errno. */
 int store_get(struct store *s, const char *id, json_t **ret);
@@ -117,8 +136,17 @@ void store_retention(struct store *s, unsigned max_jobs, unsigned retention_days
                      uint64_t max_bytes);
 /* Jobs stored (committed). */
 size_t store_count(struct store *s);
-/* What PRAGMA quick_check found wrong with the file when it was opened, or NULL: the store
- * then runs, but some finished jobs cannot be read. Never changes after store_open. */
+/* PRAGMA quick_check over the whole file, on a thread of its own (once, after READY: start-up
+ * does not wait for it). 0 or -errno, logged. store_close interrupts it. */
+int store_check_start(struct store *s);
+enum store_check {
+        STORE_CHECK_PENDING, /* not started, running, or could not run (logged) */
+        STORE_CHECK_OK,
+        STORE_CHECK_DAMAGED,
+};
+enum store_check store_check_state(const struct store *s);
+/* What the check found wrong with the file, or NULL (also while it runs): the store then runs,
+ * but some finished jobs cannot be read. Never changes once set. */
 const char *store_damage(const struct store *s);
 
 /* `umd --export DIR`: write every job in STATE_DIR/umd.db to DIR/<id>.json (internal form, the

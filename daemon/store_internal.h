@@ -78,9 +78,9 @@ struct store_part_row {
 
 struct store_row {
         char id[UUID_STRING_MAX];
-        char *state, *benchmark, *client, *idem, *request;
+        char *state, *benchmark, *client, *idem, *request, *priority;
         int64_t created_ms, finished_ms;
-        bool finished;
+        bool finished, cancel_requested;
         char *doc, *summary;
         size_t doc_len, sum_len;
         struct store_part_row *parts;
@@ -99,8 +99,16 @@ struct store_ticket {
 struct store {
         char *dir, *db_path;
         int lock_fd;
-        int dir_fd;       /* the state directory, flocked: the lock no one can delete */
-        char damage[256]; /* what PRAGMA quick_check found at open; "" when nothing; set once */
+        int dir_fd; /* the state directory, flocked: the lock no one can delete */
+        /* The whole file's check (store_check_start): its thread, the connection it runs on
+         * (for store_close to interrupt, under check_mu), what it found ("" when nothing) and
+         * its state, published with release after damage is written. */
+        pthread_t check_thread;
+        bool check_started;
+        pthread_mutex_t check_mu;
+        sqlite3 *check_db;
+        char damage[256];
+        _Atomic int check_state; /* enum store_check */
 
         sqlite3 *wdb;
         sqlite3_stmt *w[W_COUNT];

@@ -22,8 +22,15 @@ static const char *const rsql[R_COUNT] = {
     [R_GET] = "SELECT doc FROM jobs WHERE id = ?1",
     [R_IDEM] = "SELECT doc, request FROM jobs WHERE idempotency_key = ?1 AND client IS ?2 "
                "ORDER BY id DESC LIMIT 1",
-    [R_OPEN] = "SELECT doc, request, created_ms, finished_ms FROM jobs WHERE finished_ms IS NULL "
-               "ORDER BY id",
+    /* One row per part (store_recover groups them). jobs_open is named because the planner
+     * would otherwise walk every job's row by id to find the few unfinished ones; parts come in
+     * their primary key's order, and store_recover places them by idx regardless. The request
+     * comes escaped as a JSON string (SQLite's json_quote), ready to be put into the text. */
+    [R_OPEN] = "SELECT j.id, j.state, j.priority, j.cancel_requested, j.client, "
+               "j.idempotency_key, j.created_ms, json_quote(j.request), j.doc, p.idx, p.uuid, "
+               "p.state FROM "
+               "jobs j INDEXED BY jobs_open LEFT JOIN parts p ON p.job_id = j.id WHERE "
+               "j.finished_ms IS NULL ORDER BY j.id",
     [R_HEALTH] = "SELECT j.doc FROM parts p CROSS JOIN jobs j ON j.id = p.job_id WHERE p.uuid = "
                  "?1 AND p.verdict IS NOT NULL AND p.job_id <> ?2 AND j.benchmark = 'health' "
                  "ORDER BY p.job_id DESC LIMIT ?3",

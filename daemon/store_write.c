@@ -26,9 +26,10 @@ const char *const store_wsql[W_COUNT] = {
     [W_COMMIT] = "COMMIT",
     [W_ROLLBACK] = "ROLLBACK",
     [W_UPSERT] = "INSERT INTO jobs (id, state, benchmark, client, idempotency_key, created_ms, "
-                 "finished_ms, bytes, request, summary, doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-                 "?8, ?9, ?10, ?11) ON CONFLICT (id) DO UPDATE SET state = ?2, finished_ms = ?7, "
-                 "bytes = ?8, summary = ?10, doc = ?11",
+                 "finished_ms, bytes, request, summary, doc, priority, cancel_requested) VALUES "
+                 "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (id) DO "
+                 "UPDATE SET state = ?2, finished_ms = ?7, bytes = ?8, summary = ?10, doc = ?11, "
+                 "priority = ?12, cancel_requested = ?13",
     [W_DEL_PARTS] = "DELETE FROM parts WHERE job_id = ?1 AND idx >= ?2",
     [W_UPSERT_PART] = "INSERT INTO parts (job_id, idx, uuid, state, verdict) VALUES (?1, ?2, ?3, "
                       "?4, ?5) ON CONFLICT (job_id, idx) DO UPDATE SET uuid = ?3, state = ?4, "
@@ -104,6 +105,7 @@ void store_row_free(struct store_row *row)
         free(row->client);
         free(row->idem);
         free(row->request);
+        free(row->priority);
         for (size_t i = 0; i < row->n_parts; i++) {
                 free(row->parts[i].uuid);
                 free(row->parts[i].state);
@@ -184,6 +186,8 @@ int store_row_from_job(const json_t *job, struct store_row *ret)
         row.client = dup_or_null(json_string_value(json_object_get(job, "client")), &oom);
         row.idem = dup_or_null(json_string_value(json_object_get(job, "idempotency_key")), &oom);
         row.request = dup_or_null(json_string_value(json_object_get(job, "request")), &oom);
+        row.priority = dup_or_null(json_string_value(json_object_get(job, "priority")), &oom);
+        row.cancel_requested = json_is_true(json_object_get(job, "cancel_requested"));
         row.created_ms = json_integer_value(json_object_get(job, "created_ms"));
         row.finished = json_is_integer(fin);
         row.finished_ms = json_integer_value(fin);
@@ -231,6 +235,8 @@ int store_write_row(struct store *s, const struct store_row *row)
         store_bind_text_or_null(st, 9, row->request);
         sqlite3_bind_text(st, 10, row->summary, (int)row->sum_len, SQLITE_STATIC);
         sqlite3_bind_text(st, 11, row->doc, (int)row->doc_len, SQLITE_STATIC);
+        store_bind_text_or_null(st, 12, row->priority);
+        sqlite3_bind_int(st, 13, row->cancel_requested);
         r = store_wstep(s, st);
         sqlite3_clear_bindings(st);
         if (r < 0)

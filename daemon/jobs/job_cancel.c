@@ -50,7 +50,7 @@ static int cancel_check_locked(struct jobs *js, const char *id, const char *clie
 
         assert_locked();
         jobs_prune_finished(js);
-        j = job_find(js, id);
+        j = job_checked(js, job_find(js, id));
         if (!j)
                 return CANCEL_GONE;
         r = check_owner(j->client, id, client, admin, p); /* cached: a refusal makes no tree */

@@ -70,6 +70,11 @@ static const struct queue_entry *dispatchable(struct jobs *js, struct device *d,
                 struct job *j = e->job;
                 size_t i = e->part;
                 int others = d->gpu.other_processes;
+
+                if (j->unchecked) { /* may fail or drop it: the head is looked at again */
+                        job_checked(js, j);
+                        continue;
+                }
                 unsigned policy = job_busy_policy(js, j);
                 uint64_t since = j->parts[i].waiting_since_ms, now = now_realtime_ms();
 
@@ -190,6 +195,10 @@ static void node_try(struct jobs *js, bool fresh)
                 size_t i = e->part;
                 bool ok = true;
 
+                if (j->unchecked) {
+                        job_checked(js, j);
+                        continue;
+                }
                 if (!j->committed)
                         return;
                 for (size_t g = 0; ok && g < devices_count(); g++) {

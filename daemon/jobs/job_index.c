@@ -485,6 +485,7 @@ static void jobs_free(struct jobs *js)
         free(js->queues);
         json_decref(js->node_last_verdict);
         json_decref(js->node_verdict_by_tier);
+        json_decref(js->rec.last_body);
         free(js);
 }
 
@@ -534,212 +535,42 @@ void jobs_shutdown(struct jobs *js)
         jobs_free(js);
 }
 
-/* ---- recovery ---- */
-
-static struct job *job_from_doc(json_t *doc)
-{
-        const char *id = json_string_value(json_object_get(doc, "id"));
-        json_t *parts = json_object_get(doc, "parts");
-        int st = job_state_from_string(json_string_value(json_object_get(doc, "state")));
-        const char *prio = json_string_value(json_object_get(doc, "priority"));
-
-        if (!id || !uuid_is_valid(id) || !json_is_array(parts) || st < 0 ||
-            json_array_size(parts) == 0 || !json_is_string(json_object_get(doc, "benchmark")))
-                return NULL;
-        struct job *j = calloc(1, sizeof(*j));
-        if (!j)
-                return NULL;
-        j->parts = calloc(json_array_size(parts), sizeof(*j->parts));
-        if (!j->parts) {
-                free(j);
-                return NULL;
-        }
-        snprintf(j->id, sizeof(j->id), "%s", id);
-        if (job_cache_keys(j, json_string_value(json_object_get(doc, "client")),
-                           json_string_value(json_object_get(doc, "idempotency_key"))) < 0) {
-                job_free(j);
-                return NULL;
-        }
-        j->doc = json_incref(doc);
-        j->st = (enum job_state)st;
-        j->prio = 1;
-        if (prio && spec_priority_from_string(prio) >= 0)
-                j->prio = spec_priority_from_string(prio);
-        j->cancel_requested = json_is_true(json_object_get(doc, "cancel_requested"));
-        j->finished_ms = (uint64_t)json_integer_value(json_object_get(doc, "finished_ms"));
-        j->n_parts = json_array_size(parts);
-        for (size_t i = 0; i < j->n_parts; i++) {
-                json_t *p = json_array_get(parts, i);
-                const char *uuid = json_string_value(json_object_get(p, "uuid"));
-                int ps = job_state_from_string(json_string_value(json_object_get(p, "state")));
-                if (!uuid || ps < 0) {
-                        job_free(j);
-                        return NULL;
-                }
-                j->parts[i].device = strcmp(uuid, "node") == 0
-                                         ? (have_node() ? (ssize_t)node_index() : -1)
-                                         : devices_lookup_uuid(uuid);
-                j->parts[i].st = (enum job_state)ps;
-        }
-        return j;
-}
-
-/* store_recover's userdata: the object being built, how many jobs recovery changed, and the
- * last submission recover_check judged with its verdict (queued jobs come in runs of the same
- * submission, and judging one again costs more than comparing it). */
-struct recovery {
-        struct jobs *js;
-        unsigned changed;
-        json_t *last_body;
-        bool last_ok;
-        char last_why[800];
-};
-
-/* A stored unfinished job is checked as strictly as a submission (job_spec.c), from what dispatch
- * will use: its benchmark, params, timeout and priority, on the devices of its parts. NULL when
- * it passes, else why not (in rc, valid until the next call). */
-static const char *recover_check(struct recovery *rc, const json_t *doc)
-{
-        struct jobs *js = rc->js;
-        char *why = rc->last_why;
-        struct problem p = {0};
-        struct job_spec spec = {0};
-        const struct bench_def *b;
-        json_t *devs = json_array(), *part;
-        size_t i;
-
-        /* A part on the node (a benchmark spanning GPUs) names every GPU: "all". */
-        json_array_foreach(json_object_get(doc, "parts"), i, part)
-        {
-                if (streq_ptr(json_string_value(json_object_get(part, "uuid")), "node")) {
-                        json_decref(devs);
-                        devs = json_string("all");
-                        break;
-                }
-                json_array_append(devs, json_object_get(part, "uuid"));
-        }
-        _cleanup_json_ json_t *body = json_pack(
-            "{s:O?, s:O?, s:O?, s:O?, s:O?, s:o}", "benchmark", json_object_get(doc, "benchmark"),
-            "params", json_object_get(doc, "params"), "timeout_s",
-            json_object_get(doc, "timeout_s"), "priority", json_object_get(doc, "priority"),
-            "labels", json_object_get(doc, "labels"), "devices", devs);
-        if (!body)
-                return "its document cannot be checked (out of memory or malformed)";
-        if (!json_is_integer(json_object_get(doc, "timeout_s")))
-                return "its stored timeout_s is not a whole number";
-        if (rc->last_body && json_equal(body, rc->last_body))
-                return rc->last_ok ? NULL : why;
-        json_decref(rc->last_body);
-        rc->last_body = json_incref(body);
-        rc->last_ok =
-            spec_check_body(body, &b, &p) == 0 && spec_parse(js->cfg, body, b, &spec, &p) == 0;
-        spec_done(&spec);
-        if (rc->last_ok)
-                return NULL;
-        snprintf(why, sizeof(rc->last_why), "it is no longer a valid job: %s%s%s", p.field,
-                 p.field[0] ? ": " : "", p.detail);
-        return why;
-}
-
-static int recover_one(json_t *doc, void *userdata)
-{
-        struct recovery *rc = userdata;
-        struct jobs *js = rc->js;
-        struct job *j = NULL;
-        bool dirty = false;
-        const char *bad;
-        char why[160] = "";
-
-        /* What comes back from disk is trusted no more than a submission: the filters and
-         * handlers below assume the shapes job_index.c writes. A job that cannot even be read as
-         * one is left alone; one that can is failed below with the reason. */
-        bool malformed = spec_validate_stored(doc, why, sizeof(why)) < 0;
-        if (!(j = job_from_doc(doc))) {
-                log_warning("store: job %.40s: %s; ignored",
-                            json_string_value(json_object_get(doc, "id")) ?: "?",
-                            why[0] ? why : "unexpected shape");
-                return 0;
-        }
-        j->committed = true;
-        if (job_state_final(j->st)) { /* finished, but its finished_ms was lost: nothing to do */
-                job_free(j);
-                return 0;
-        }
-        static char malformed_why[200];
-        snprintf(malformed_why, sizeof(malformed_why), "its stored document is malformed: %s", why);
-        bad = malformed ? malformed_why : j->st == JOB_QUEUED ? recover_check(rc, doc) : NULL;
-        if (bad)
-                log_warning("store: queued job %s is failed: %s", j->id, bad);
-        for (size_t i = 0; i < j->n_parts; i++) {
-                struct part *p = &j->parts[i];
-                if (p->st == JOB_RUNNING || (p->st == JOB_QUEUED && j->st == JOB_RUNNING)) {
-                        job_set_part(js, j, i, JOB_INTERRUPTED, NULL,
-                                     "umd stopped while the job ran (interrupted)");
-                        dirty = true;
-                } else if (p->st == JOB_QUEUED && p->device < 0) {
-                        job_set_part(js, j, i, JOB_FAILED, NULL,
-                                     "the device this part was queued for is no longer present");
-                        dirty = true;
-                } else if (p->st == JOB_QUEUED && bad) {
-                        job_set_part(js, j, i, JOB_FAILED, NULL, bad);
-                        dirty = true;
-                }
-        }
-        if (dirty) {
-                if (job_update_state(js, j))
-                        job_finished(j);
-                rc->changed++;
-                job_persist(js, j);
-        }
-        int r = jobs_append(js, j);
-        if (r < 0) {
-                job_free(j);
-                return r;
-        }
-        for (size_t i = 0; i < j->n_parts; i++)
-                if (j->parts[i].st == JOB_QUEUED && (r = job_enqueue(js, j, i)) < 0)
-                        return r;
-        job_compact(j);
-        return 0;
-}
-
 int jobs_init(const struct umd_daemon *d, struct jobs **ret)
 {
-        struct store *s = d->store;
-        struct recovery rc = {0};
+        struct jobs *js;
         size_t queued;
         int r;
 
-        rc.js = calloc(1, sizeof(*rc.js));
-        if (!rc.js)
+        js = calloc(1, sizeof(*js));
+        if (!js)
                 return log_error_errno(ENOMEM, "out of memory");
-        rc.js->node_wstate = WORKER_COLD;
-        rc.js->prune_seen_commits = UINT64_MAX;
-        atomic_init(&rc.js->generation, 1);
-        rc.js->cfg = d->cfg;
-        rc.js->store = s;
-        rc.js->queues = calloc(devices_count() + 1, sizeof(*rc.js->queues));
-        if (!rc.js->queues) {
-                jobs_free(rc.js);
+        js->node_wstate = WORKER_COLD;
+        js->prune_seen_commits = UINT64_MAX;
+        atomic_init(&js->generation, 1);
+        js->cfg = d->cfg;
+        js->store = d->store;
+        js->queues = calloc(devices_count() + 1, sizeof(*js->queues));
+        if (!js->queues) {
+                jobs_free(js);
                 return log_error_errno(ENOMEM, "out of memory");
         }
-        r = store_recover(s, recover_one, &rc);
-        json_decref(rc.last_body);
+        r = job_recover_all(js);
         if (r < 0) {
-                jobs_free(rc.js);
+                jobs_free(js);
                 return log_error_errno(r, "cannot recover jobs from the store: %m");
         }
         /* Before READY: what recovery changed is durable. */
-        store_sync(s);
+        store_sync(js->store);
         /* No other thread runs yet; the lock is taken for what asserts it. */
         core_lock();
-        jobs_prune_finished(rc.js);
-        jobs_retention_apply(rc.js);
-        queued = jobs_queued_total(rc.js);
+        jobs_prune_finished(js);
+        jobs_retention_apply(js);
+        queued = jobs_queued_total(js);
         core_unlock();
-        log_info("store: %zu jobs (%zu parts queued), %u interrupted or failed at recovery",
-                 store_count(s), queued, rc.changed);
-        *ret = rc.js;
+        log_info("store: %zu jobs (%zu parts queued, %zu of them to be checked after start), %u "
+                 "interrupted or failed at recovery",
+                 store_count(js->store), queued, js->rec.unchecked, js->rec.changed);
+        *ret = js;
         return 0;
 }
 

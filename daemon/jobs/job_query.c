@@ -31,6 +31,16 @@ const char *job_query_store_damage(struct jobs *js)
         return store_damage(js->store);
 }
 
+const char *job_query_store_check(struct jobs *js)
+{
+        static const char *const names[] = {
+            [STORE_CHECK_PENDING] = "pending",
+            [STORE_CHECK_OK] = "ok",
+            [STORE_CHECK_DAMAGED] = "damaged",
+        };
+        return names[store_check_state(js->store)];
+}
+
 /* A store read's outcome r for job id as the API says it: 0, or a 404 / 500 problem. */
 int job_query_store_problem(int r, const char *id, struct problem *p)
 {
@@ -48,7 +58,7 @@ int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct prob
                 return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
         core_lock();
         jobs_prune_finished(js);
-        struct job *j = job_find(js, id);
+        struct job *j = job_checked(js, job_find(js, id));
         if (j)
                 *ret_job = job_public_of(j);
         core_unlock();

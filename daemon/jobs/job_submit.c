@@ -186,7 +186,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         core_lock();
         jobs_prune_finished(js);
         if (idem) {
-                struct job *prev = idempotent_find(js, idem, client);
+                struct job *prev = job_checked(js, idempotent_find(js, idem, client));
                 _cleanup_json_ json_t *stored = NULL;
                 _cleanup_free_ char *stored_req = NULL;
                 const char *req = NULL, *prev_id = NULL;

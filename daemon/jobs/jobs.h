@@ -40,6 +40,10 @@ void job_dispatch_callbacks(struct jobs *js, struct supervisor_callbacks *ret);
 void job_dispatch_attach_supervisor(struct jobs *js, struct supervisor *s);
 /* Periodic upkeep (retention by age). */
 void jobs_tick(struct jobs *js);
+/* Checks up to max of the jobs recovered without their documents parsed (job_checked), under
+ * core_lock, and returns how many are left: the main loop calls it until 0, so that start-up
+ * does not wait for it. */
+size_t jobs_check_recovered(struct jobs *js, size_t max);
 /* Every store_retry_ms: write again each finished job whose final write failed. */
 void jobs_retry_unsaved(struct jobs *js);
 /* At shutdown, before supervisor_stop: no more dispatches; running parts will be marked
@@ -60,6 +64,8 @@ json_t *job_query_node_json_locked(struct jobs *js);
 void job_query_counts(struct jobs *js, size_t *ret_queued, size_t *ret_running, size_t *ret_total);
 /* What is wrong with the job store's file (store_damage), or NULL. */
 const char *job_query_store_damage(struct jobs *js);
+/* The state of the store file's check after start: "pending", "ok" or "damaged". */
+const char *job_query_store_check(struct jobs *js);
 
 struct gpu_state;
 /* What the last look at device dev's GPU found (coexist.c): other processes hold its queue

@@ -97,6 +97,58 @@ def test_a_tampered_queued_job_is_failed_with_a_reason_and_the_gpu_keeps_working
     assert wait_job(d2, submit(d2, COPY)["id"])["state"] == "succeeded"
 
 
+def test_a_tampered_queued_job_no_one_reads_is_failed_soon_after_start(umd, tmp_path):
+    """Waiting jobs are queued from their columns and checked after READY: one whose document
+    no longer passes is failed by that check, without a read or a dispatch reaching it."""
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    assert d.post("/v1/devices/0/pause", json={"reason": "tamper test"}).status_code == 200
+    ids = [submit(d, COPY)["id"] for _ in range(5)]
+    assert d.stop() == 0
+    db_execute(state, "UPDATE jobs SET doc = json_set(doc, '$.params.iterations', -3) WHERE id = ?",
+               (ids[2],))
+    d2 = umd(fake_devices=1, state_dir=state)
+    deadline = time.monotonic() + 30
+    while True:
+        failed = d2.get("/v1/jobs", params={"status": "failed"}).json()["jobs"]
+        if failed or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert [j["id"] for j in failed] == [ids[2]]
+    bad = d2.get("/v1/jobs/" + ids[2], contract=False).json()
+    assert "iterations" in bad["parts"][0]["error"], bad
+    assert "no longer a valid job" in bad["parts"][0]["error"], bad
+    # The others still wait, and run once the device is resumed.
+    assert d2.post("/v1/devices/0/resume").status_code == 200
+    for i in ids[:2] + ids[3:]:
+        assert wait_job(d2, i)["state"] == "succeeded"
+
+
+def test_a_store_of_schema_1_is_migrated_and_its_queue_recovered_in_order(umd, tmp_path):
+    """A database written before the recovery columns existed: they are added, its rows keep
+    NULL there and are recovered from their documents, priorities and all."""
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    assert d.post("/v1/devices/0/pause", json={"reason": "migration test"}).status_code == 200
+    low = submit(d, {**COPY, "priority": "low"})["id"]
+    normal = submit(d, COPY)["id"]
+    high = submit(d, {**COPY, "priority": "high"})["id"]
+    before = {i: d.get("/v1/jobs/" + i).json() for i in (low, normal, high)}
+    assert d.stop() == 0
+    db_execute(state, "ALTER TABLE jobs DROP COLUMN priority")
+    db_execute(state, "ALTER TABLE jobs DROP COLUMN cancel_requested")
+    db_execute(state, "PRAGMA user_version = 1")
+    d2 = umd(fake_devices=1, state_dir=state)
+    assert {i: d2.get("/v1/jobs/" + i).json() for i in before} == before
+    cols = [r[1] for r in db_execute(state, "PRAGMA table_info(jobs)")]
+    assert "priority" in cols and "cancel_requested" in cols
+    assert db_execute(state, "PRAGMA user_version") == [(2,)]
+    assert d2.post("/v1/devices/0/resume").status_code == 200
+    done = [wait_job(d2, i) for i in (low, normal, high)]
+    started = sorted(done, key=lambda j: j["parts"][0]["started"])
+    assert [j["id"] for j in started] == [high, normal, low]
+
+
 def test_history_queries_by_device_time_and_state(umd):
     d = umd()
     devs = d.get("/v1/devices").json()
@@ -143,14 +195,7 @@ def test_full_disk_gives_507_and_loses_nothing_stored(umd, tmp_path):
         blocker = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 60000}})
         wait_job(d, blocker["id"], ("running",))
         queued = submit(d, QUICK)
-        # Fill the disk.
-        with open(mnt / "filler", "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
+        fill(mnt / "filler")
         codes = set()
         acked = []
         for _ in range(300):
@@ -183,11 +228,11 @@ def test_full_disk_gives_507_and_loses_nothing_stored(umd, tmp_path):
 
 def fill(path):
     """Write path until the disk is full; returns it (unlink it to give the space back)."""
-    with open(path, "wb") as f:
+    # Unbuffered: a write cut short raises here, not again when the file is closed.
+    with open(path, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError:
             pass
     return path
@@ -305,6 +350,16 @@ def damage_a_finished_jobs_page(state_dir):
         f.write(b"\x0d\xff\xff\xff\xff\xff\xff\xff")  # a leaf whose cell count and offsets lie
 
 
+def store_checked(d, timeout=30):
+    """/v1/health once the store file's check (run after READY, in the background) answered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = d.get("/v1/health")
+        if r.json()["store_check"] != "pending" or time.monotonic() > deadline:
+            return r
+        time.sleep(0.02)
+
+
 def test_a_damaged_page_among_finished_jobs_makes_health_say_so(umd, tmp_path):
     state = tmp_path / "state"
     d = umd(fake_devices=1, state_dir=state)
@@ -314,8 +369,9 @@ def test_a_damaged_page_among_finished_jobs_makes_health_say_so(umd, tmp_path):
     assert d.stop() == 0
     damage_a_finished_jobs_page(state)
     d2 = umd(fake_devices=1, state_dir=state)
-    r = d2.get("/v1/health")
+    r = store_checked(d2)
     assert r.status_code == 503, r.text
+    assert r.json()["store_check"] == "damaged"
     body = r.json()
     assert body["status"] == "degraded"
     assert "job store is damaged" in body["reason"]
@@ -331,7 +387,8 @@ def test_a_whole_store_passes_the_quick_check(umd, tmp_path):
     wait_job(d, submit(d, QUICK)["id"])
     assert d.stop() == 0
     d2 = umd(fake_devices=1, state_dir=state)
-    assert d2.get("/v1/health").json()["status"] == "ok"
+    r = store_checked(d2)
+    assert r.json()["status"] == "ok" and r.json()["store_check"] == "ok"
     assert "damaged" not in d2.log()
 
 

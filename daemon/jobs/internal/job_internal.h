@@ -36,6 +36,7 @@ struct job {
         bool committed : 1;     /* its submission is durable: it may run */
         bool final_unsaved : 1; /* its final write failed: written again every store_retry_ms */
         unsigned stripped : 3;  /* the keys text leaves out (job_index.c's STRIPPED_*) */
+        bool unchecked : 1;     /* recovered from its columns; job_checked() not yet run */
         /* The stored document: the truth; the fields below cache what queues need. A job that is
          * only waiting holds it as its compact bytes instead (text, doc NULL): a tree costs about
          * ten times its text, and thousands of jobs may wait. job_doc() makes the tree again;
@@ -53,6 +54,18 @@ struct job {
         struct part *parts;
         uint64_t finished_ms;
         struct store_ticket *final_ticket; /* its final write; pruned from memory once done */
+};
+
+/* What recovery keeps (job_recover.c): counts for the log, and the last submission
+ * recover_check judged with its verdict (queued jobs come in runs of the same submission, and
+ * judging one again costs more than comparing it). It outlives start-up because the jobs
+ * recovered from their columns alone are checked afterwards. */
+struct job_recovery {
+        unsigned changed;
+        size_t unchecked; /* jobs with unchecked set */
+        json_t *last_body;
+        bool last_ok;
+        char last_why[800];
 };
 
 /* One instance (jobs_init), behind core_lock. */
@@ -80,6 +93,7 @@ struct jobs {
         _Atomic uint64_t generation;
         core_job_listener listener;
         void *listener_data;
+        struct job_recovery rec;
 };
 
 static inline bool is_node(size_t dev)
@@ -135,6 +149,16 @@ size_t jobs_queued_on_locked(struct jobs *js, size_t dev);
 void jobs_publish_locked(struct jobs *js);
 /* jobs_publish_locked, then core_unlock. */
 void jobs_unlock(struct jobs *js);
+
+/* job_recover.c: every unfinished job from the store into the index and the queues, at start
+ * (0 or -errno, logged). */
+int job_recover_all(struct jobs *js);
+/* A job recovered from its columns alone gets the checks every other recovered job had at start,
+ * the first time something needs more than its queue entries (a read, a cancel, dispatch) or
+ * when jobs_check_recovered reaches it. What it returns replaces j: the same job, checked (it
+ * may now be failed), or NULL when its stored document turned out not to be a job at all
+ * (dropped from memory, as recovery ignores such a row). */
+struct job *job_checked(struct jobs *js, struct job *j);
 
 /* job_dispatch.c */
 void job_dispatch_try(struct jobs *js, size_t dev);

@@ -1,7 +1,8 @@
 /* job_index.c's recovery at start: after a crash a running job is interrupted and the jobs
  * queued behind it run again in their order; after an orderly stop the same, with shutdown's
  * own reason; a queued part whose GPU is gone is failed; finished jobs are read from the
- * store; a waiting job, held as bytes, answers as it is stored. A real store, a fake supervisor
+ * store; a waiting job, held as bytes, answers as it is stored; waiting jobs recovered from
+ * their columns are checked after start (job_recover.c). A real store, a fake supervisor
  * (jobs_fixture.h). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +10,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+
+#include <sqlite3.h>
+#include <stdio.h>
 
 #include "jobs_fixture.h"
 #include "store.h"
@@ -129,6 +133,70 @@ static void test_a_waiting_job_answers_as_it_is_stored_before_and_after_a_restar
         assert_string_equal(json_string_value(fx_field(b, "id")), b);
 }
 
+/* One statement on the fixture's database through a connection of its own, as a hand or a
+ * damaged disk would change it while umd is down. */
+static void db_exec(const char *sql, const char *id)
+{
+        char path[4096];
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+
+        snprintf(path, sizeof(path), "%s/umd.db", fx->dir);
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        sqlite3_busy_timeout(db, 5000);
+        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        assert_int_equal(sqlite3_changes(db), 1);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+}
+
+static void test_waiting_jobs_are_recovered_unchecked_and_checked_after_start(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], c[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202); /* runs */
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202);
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, c), 202);
+        /* c's document no longer passes a submission's checks. */
+        db_exec("UPDATE jobs SET doc = json_set(doc, '$.params.iterations', -3) WHERE id = ?1", c);
+        fx_restart(2, true);
+        /* Dispatch checked the head (b) as it reached it; c waits unchecked behind it. */
+        assert_string_equal(fx->dispatched[0].job, b);
+        assert_int_equal(jobs_check_recovered(fx->d.jobs, 100), 0);
+        assert_string_equal(fx_state(c), "failed");
+        assert_non_null(strstr(part_error(c), "no longer a valid job"));
+        assert_non_null(strstr(part_error(c), "iterations"));
+        assert_string_equal(fx_state(b), "running");
+        assert_int_equal(jobs_check_recovered(fx->d.jobs, 100), 0);
+}
+
+static void test_a_job_whose_columns_disagree_with_its_document_follows_the_document(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], c[JOB_ID_MAX], d[JOB_ID_MAX];
+        const char *high = "{\"benchmark\": \"copy\", \"device\": 0, \"priority\": \"high\", "
+                           "\"params\": {\"size\": \"4MiB\"}}";
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202); /* runs */
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202);
+        assert_int_equal(fx_submit(high, NULL, NULL, c), 202);
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, d), 202);
+        /* c says high in its document, low in its column. */
+        db_exec("UPDATE jobs SET priority = 'low' WHERE id = ?1", c);
+        fx_restart(2, true);
+        /* Queued by its column, c came last; its check puts it where its document says. */
+        assert_string_equal(fx->dispatched[0].job, b);
+        assert_int_equal(jobs_check_recovered(fx->d.jobs, 100), 0);
+        assert_string_equal(json_string_value(fx_field(c, "priority")), "high");
+        fx_part_done(0, b, PART_SUCCEEDED);
+        assert_string_equal(fx->dispatched[1].job, c);
+        fx_part_done(0, c, PART_SUCCEEDED);
+        assert_string_equal(fx->dispatched[2].job, d);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -144,6 +212,12 @@ int main(void)
                 test_finished_jobs_are_read_from_the_store_after_a_restart, fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_waiting_job_answers_as_it_is_stored_before_and_after_a_restart, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_waiting_jobs_are_recovered_unchecked_and_checked_after_start, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_job_whose_columns_disagree_with_its_document_follows_the_document, fx_setup,
                 fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -217,11 +217,60 @@ static void test_the_wal_stays_under_wal_max_bytes(void **state)
         assert_true(w.truncations >= 1);
 }
 
-static int collect(json_t *job, void *userdata)
+static int collect(const struct store_open_job *o, void *userdata)
 {
+        json_error_t e;
+        json_t *job = store_parse_doc(o->text, o->text_len, &e);
+
+        assert_non_null(job);
+        assert_string_equal(json_string_value(json_object_get(job, "id")), o->id);
         json_array_append(userdata, json_object_get(job, "id"));
-        assert_non_null(json_object_get(job, "created_ms")); /* internal form */
+        /* internal form: the request and created_ms are put back beside the stored document */
+        assert_int_equal(json_integer_value(json_object_get(job, "created_ms")), o->created_ms);
+        assert_string_equal(json_string_value(json_object_get(job, "request")), "{}");
+        assert_string_equal(json_string_value(json_object_get(job, "state")), o->state);
+        assert_int_equal(o->n_parts, 1);
+        assert_string_equal(o->parts[0].uuid, DEV_A);
+        assert_string_equal(o->parts[0].state, o->state);
+        json_decref(job);
         return 0;
+}
+
+/* The columns recovery reads without parsing the document: priority and cancel_requested as
+ * the document says, and the parts in index order; the text is the internal document, a
+ * request needing escapes included. */
+static int keep_first(const struct store_open_job *o, void *userdata)
+{
+        json_error_t e;
+        json_t **ret = userdata;
+
+        assert_null(*ret);
+        assert_string_equal(o->priority, "high");
+        assert_int_equal(o->cancel_requested, 1);
+        assert_int_equal(o->n_parts, 2);
+        assert_string_equal(o->parts[0].uuid, DEV_A);
+        assert_string_equal(o->parts[1].uuid, DEV_B);
+        *ret = store_parse_doc(o->text, o->text_len, &e);
+        assert_non_null(*ret);
+        return 0;
+}
+
+static void test_recover_gives_the_columns_and_the_internal_text(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A, DEV_B};
+        char a[UUID_STRING_MAX];
+        json_t *ja = job_at(a, 3000, "queued", "copy", u, 2), *got = NULL;
+
+        json_object_set_new(ja, "priority", json_string("high"));
+        json_object_set_new(ja, "cancel_requested", json_true());
+        json_object_set_new(ja, "request",
+                            json_string("{\"labels\":{\"n\":\"\u00e9 \\\" \\\\\"}}"));
+        put_sync(f->s, ja);
+        assert_int_equal(store_recover(f->s, keep_first, &got), 0);
+        assert_true(json_equal(got, ja));
+        json_decref(got);
+        json_decref(ja);
 }
 
 static void test_recover_only_unfinished_in_id_order(void **state)
@@ -491,6 +540,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_put_get_public_form, setup, teardown),
             cmocka_unit_test_setup_teardown(test_recover_only_unfinished_in_id_order, setup,
                                             teardown),
+            cmocka_unit_test_setup_teardown(test_recover_gives_the_columns_and_the_internal_text,
+                                            setup, teardown),
             cmocka_unit_test_setup_teardown(test_list_filters_and_paging, setup, teardown),
             cmocka_unit_test_setup_teardown(test_health_parts_newest_first, setup, teardown),
             cmocka_unit_test_setup_teardown(test_retention_by_count, setup, teardown),

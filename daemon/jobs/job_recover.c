@@ -1,0 +1,378 @@
+/* Recovery: every unfinished job the store holds back into the index and the queues at start,
+ * checked as strictly as a submission, and what a restart changes (running parts interrupted,
+ * parts of a GPU no longer present failed). A job that is only waiting (queued in every part, on
+ * devices that are present) is queued from its columns and its document's bytes, unparsed: a
+ * parse and a dump of each cost start-up ~30 µs a job, seconds with a long queue. Its checks run
+ * once start-up is over (jobs_check_recovered, from the main loop) or as soon as something needs
+ * it (job_checked); until then it is a queued job like any other, whose bytes are what the disk
+ * holds. */
+#include "jobs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core.h"
+#include "devices.h"
+#include "job_internal.h"
+#include "job_queue.h"
+#include "job_spec.h"
+#include "jsonutil.h"
+#include "lock.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+#include "uuid.h"
+
+static ssize_t device_of_uuid(const char *uuid)
+{
+        if (strcmp(uuid, "node") == 0)
+                return have_node() ? (ssize_t)node_index() : -1;
+        return devices_lookup_uuid(uuid);
+}
+
+static struct job *job_from_doc(json_t *doc)
+{
+        const char *id = json_string_value(json_object_get(doc, "id"));
+        json_t *parts = json_object_get(doc, "parts");
+        int st = job_state_from_string(json_string_value(json_object_get(doc, "state")));
+        const char *prio = json_string_value(json_object_get(doc, "priority"));
+
+        if (!id || !uuid_is_valid(id) || !json_is_array(parts) || st < 0 ||
+            json_array_size(parts) == 0 || !json_is_string(json_object_get(doc, "benchmark")))
+                return NULL;
+        struct job *j = calloc(1, sizeof(*j));
+        if (!j)
+                return NULL;
+        j->parts = calloc(json_array_size(parts), sizeof(*j->parts));
+        if (!j->parts) {
+                free(j);
+                return NULL;
+        }
+        snprintf(j->id, sizeof(j->id), "%s", id);
+        if (job_cache_keys(j, json_string_value(json_object_get(doc, "client")),
+                           json_string_value(json_object_get(doc, "idempotency_key"))) < 0) {
+                job_free(j);
+                return NULL;
+        }
+        j->doc = json_incref(doc);
+        j->st = (enum job_state)st;
+        j->prio = 1;
+        if (prio && spec_priority_from_string(prio) >= 0)
+                j->prio = spec_priority_from_string(prio);
+        j->cancel_requested = json_is_true(json_object_get(doc, "cancel_requested"));
+        j->finished_ms = (uint64_t)json_integer_value(json_object_get(doc, "finished_ms"));
+        j->n_parts = json_array_size(parts);
+        for (size_t i = 0; i < j->n_parts; i++) {
+                json_t *p = json_array_get(parts, i);
+                const char *uuid = json_string_value(json_object_get(p, "uuid"));
+                int ps = job_state_from_string(json_string_value(json_object_get(p, "state")));
+                if (!uuid || ps < 0) {
+                        job_free(j);
+                        return NULL;
+                }
+                j->parts[i].device = device_of_uuid(uuid);
+                j->parts[i].st = (enum job_state)ps;
+        }
+        return j;
+}
+
+/* A stored unfinished job is checked as strictly as a submission (job_spec.c), from what dispatch
+ * will use: its benchmark, params, timeout and priority, on the devices of its parts. NULL when
+ * it passes, else why not (valid until the next call). */
+static const char *recover_check(struct jobs *js, const json_t *doc)
+{
+        struct job_recovery *rc = &js->rec;
+        char *why = rc->last_why;
+        struct problem p = {0};
+        struct job_spec spec = {0};
+        const struct bench_def *b;
+        json_t *devs = json_array(), *part;
+        size_t i;
+
+        /* A part on the node (a benchmark spanning GPUs) names every GPU: "all". */
+        json_array_foreach(json_object_get(doc, "parts"), i, part)
+        {
+                if (streq_ptr(json_string_value(json_object_get(part, "uuid")), "node")) {
+                        json_decref(devs);
+                        devs = json_string("all");
+                        break;
+                }
+                json_array_append(devs, json_object_get(part, "uuid"));
+        }
+        _cleanup_json_ json_t *body = json_pack(
+            "{s:O?, s:O?, s:O?, s:O?, s:O?, s:o}", "benchmark", json_object_get(doc, "benchmark"),
+            "params", json_object_get(doc, "params"), "timeout_s",
+            json_object_get(doc, "timeout_s"), "priority", json_object_get(doc, "priority"),
+            "labels", json_object_get(doc, "labels"), "devices", devs);
+        if (!body)
+                return "its document cannot be checked (out of memory or malformed)";
+        if (!json_is_integer(json_object_get(doc, "timeout_s")))
+                return "its stored timeout_s is not a whole number";
+        if (rc->last_body && json_equal(body, rc->last_body))
+                return rc->last_ok ? NULL : why;
+        json_decref(rc->last_body);
+        rc->last_body = json_incref(body);
+        rc->last_ok =
+            spec_check_body(body, &b, &p) == 0 && spec_parse(js->cfg, body, b, &spec, &p) == 0;
+        spec_done(&spec);
+        if (rc->last_ok)
+                return NULL;
+        snprintf(why, sizeof(rc->last_why), "it is no longer a valid job: %s%s%s", p.field,
+                 p.field[0] ? ": " : "", p.detail);
+        return why;
+}
+
+/* What a restart changes in a job read from its document (j, with doc its tree), and the checks
+ * of its shape and its submission: running parts are interrupted, parts of a GPU gone and parts
+ * of a job that is no longer valid are failed. malformed_why: spec_validate_stored's complaint,
+ * or NULL. */
+static void recover_judge(struct jobs *js, struct job *j, const json_t *doc,
+                          const char *malformed_why)
+{
+        char bad_buf[200];
+        const char *bad = NULL;
+        bool dirty = false;
+
+        if (malformed_why) {
+                snprintf(bad_buf, sizeof(bad_buf), "its stored document is malformed: %s",
+                         malformed_why);
+                bad = bad_buf;
+        } else if (j->st == JOB_QUEUED)
+                bad = recover_check(js, doc);
+        if (bad)
+                log_warning("store: queued job %s is failed: %s", j->id, bad);
+        for (size_t i = 0; i < j->n_parts; i++) {
+                struct part *p = &j->parts[i];
+                if (p->st == JOB_RUNNING || (p->st == JOB_QUEUED && j->st == JOB_RUNNING)) {
+                        job_set_part(js, j, i, JOB_INTERRUPTED, NULL,
+                                     "umd stopped while the job ran (interrupted)");
+                        dirty = true;
+                } else if (p->st == JOB_QUEUED && p->device < 0) {
+                        job_set_part(js, j, i, JOB_FAILED, NULL,
+                                     "the device this part was queued for is no longer present");
+                        dirty = true;
+                } else if (p->st == JOB_QUEUED && bad) {
+                        job_set_part(js, j, i, JOB_FAILED, NULL, bad);
+                        dirty = true;
+                }
+        }
+        if (dirty) {
+                if (job_update_state(js, j))
+                        job_finished(j);
+                js->rec.changed++;
+                job_persist(js, j);
+                job_changed(js, j);
+        }
+}
+
+/* A job whose document was parsed: into the index and its queues, judged. */
+static int recover_doc(struct jobs *js, json_t *doc)
+{
+        struct job *j;
+        char why[160] = "";
+
+        /* What comes back from disk is trusted no more than a submission: the filters and
+         * handlers assume the shapes job_index.c writes. A job that cannot even be read as one
+         * is left alone; one that can is failed by recover_judge with the reason. */
+        bool malformed = spec_validate_stored(doc, why, sizeof(why)) < 0;
+        if (!(j = job_from_doc(doc))) {
+                log_warning("store: job %.40s: %s; ignored",
+                            json_string_value(json_object_get(doc, "id")) ?: "?",
+                            why[0] ? why : "unexpected shape");
+                return 0;
+        }
+        j->committed = true;
+        if (job_state_final(j->st)) { /* finished, but its finished_ms was lost: nothing to do */
+                job_free(j);
+                return 0;
+        }
+        recover_judge(js, j, doc, malformed ? why : NULL);
+        int r = jobs_append(js, j);
+        if (r < 0) {
+                job_free(j);
+                return r;
+        }
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].st == JOB_QUEUED && (r = job_enqueue(js, j, i)) < 0)
+                        return r;
+        job_compact(j);
+        return 0;
+}
+
+/* A job that is only waiting, from its columns (0: it is not one; recover_doc takes it). Its
+ * text is the internal document unchanged (no keys left out), the same bytes job_compact would
+ * make but for those. */
+static int recover_fast(struct jobs *js, const struct store_open_job *o)
+{
+        int prio = o->priority ? spec_priority_from_string(o->priority) : -1;
+        struct job *j;
+        int r;
+
+        if (!streq_ptr(o->state, job_state_names[JOB_QUEUED]) || prio < 0 ||
+            o->cancel_requested != 0 || o->n_parts == 0 || !o->text || !uuid_is_valid(o->id))
+                return 0;
+        for (size_t i = 0; i < o->n_parts; i++)
+                if (!o->parts[i].uuid ||
+                    !streq_ptr(o->parts[i].state, job_state_names[JOB_QUEUED]) ||
+                    device_of_uuid(o->parts[i].uuid) < 0)
+                        return 0;
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        j->parts = calloc(o->n_parts, sizeof(*j->parts));
+        j->text = malloc(o->text_len);
+        if (!j->parts || !j->text || job_cache_keys(j, o->client, o->idempotency_key) < 0) {
+                job_free(j);
+                return -ENOMEM;
+        }
+        memcpy(j->text, o->text, o->text_len);
+        j->text_len = o->text_len;
+        snprintf(j->id, sizeof(j->id), "%s", o->id);
+        j->st = JOB_QUEUED;
+        j->prio = prio;
+        j->committed = true;
+        j->unchecked = true;
+        j->n_parts = o->n_parts;
+        for (size_t i = 0; i < o->n_parts; i++) {
+                j->parts[i].device = device_of_uuid(o->parts[i].uuid);
+                j->parts[i].st = JOB_QUEUED;
+        }
+        r = jobs_append(js, j);
+        if (r < 0) {
+                job_free(j);
+                return r;
+        }
+        js->rec.unchecked++;
+        for (size_t i = 0; i < j->n_parts; i++)
+                if ((r = job_enqueue(js, j, i)) < 0)
+                        return r;
+        return 1;
+}
+
+static int recover_one(const struct store_open_job *o, void *userdata)
+{
+        struct jobs *js = userdata;
+        json_error_t e;
+        int r;
+
+        r = recover_fast(js, o);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        _cleanup_json_ json_t *doc = o->text ? store_parse_doc(o->text, o->text_len, &e) : NULL;
+        if (!doc) {
+                log_warning("store: unfinished job %s is not valid JSON; skipped", o->id);
+                return 0;
+        }
+        return recover_doc(js, doc);
+}
+
+int job_recover_all(struct jobs *js)
+{
+        return store_recover(js->store, recover_one, js);
+}
+
+/* Out of the queues and the index, freed. */
+static void job_drop(struct jobs *js, struct job *j)
+{
+        ssize_t k = job_index(js, j->id);
+
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].st == JOB_QUEUED && j->parts[i].device >= 0)
+                        queue_remove(&js->queues[j->parts[i].device], j, i);
+        if (j->unchecked)
+                js->rec.unchecked--;
+        if (k >= 0)
+                jobs_remove_at(js, (size_t)k);
+        else
+                job_free(j);
+}
+
+/* What the columns said (j) against what job_from_doc makes of the document (d). */
+static bool job_same(const struct job *j, const struct job *d)
+{
+        if (strcasecmp(j->id, d->id) != 0 || j->st != d->st || j->prio != d->prio ||
+            j->cancel_requested != d->cancel_requested || j->n_parts != d->n_parts ||
+            !streq_ptr(j->client, d->client) || !streq_ptr(j->idempotency_key, d->idempotency_key))
+                return false;
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].device != d->parts[i].device || j->parts[i].st != d->parts[i].st)
+                        return false;
+        return true;
+}
+
+struct job *job_checked(struct jobs *js, struct job *j)
+{
+        char id[JOB_ID_MAX], why[160] = "";
+        json_error_t e;
+        struct job *d;
+
+        assert_locked();
+        if (!j || !j->unchecked)
+                return j;
+        snprintf(id, sizeof(id), "%s", j->id);
+        /* A tree already made of the bytes (job_doc, by a look at the queue's head) is as good
+         * as a parse of them. */
+        _cleanup_json_ json_t *doc =
+            j->doc ? json_incref(j->doc) : store_parse_doc(j->text, j->text_len, &e);
+        if (!doc) {
+                log_warning("store: unfinished job %s is not valid JSON (%s); skipped", id, e.text);
+                job_drop(js, j);
+                return NULL;
+        }
+        d = job_from_doc(doc);
+        if (!d || !job_same(j, d)) {
+                /* The document says something else than its columns (written by hand, or
+                 * damaged): it is the truth, as it is for every other recovered job. */
+                log_warning("store: job %s: its stored document and its columns disagree; "
+                            "recovered from the document",
+                            id);
+                job_free(d);
+                job_drop(js, j);
+                int r = recover_doc(js, doc);
+                if (r < 0)
+                        log_error_errno(r, "store: job %s cannot be recovered: %m", id);
+                return job_find(js, id);
+        }
+        job_free(d);
+        /* Its tree is what the bytes were; the bytes go. */
+        if (!j->doc)
+                j->doc = json_incref(doc);
+        free(j->text);
+        j->text = NULL;
+        j->text_len = 0;
+        j->stripped = 0;
+        j->unchecked = false;
+        js->rec.unchecked--;
+        bool malformed = spec_validate_stored(doc, why, sizeof(why)) < 0;
+        recover_judge(js, j, doc, malformed ? why : NULL);
+        job_compact(j);
+        return j;
+}
+
+size_t jobs_check_recovered(struct jobs *js, size_t max)
+{
+        size_t left;
+
+        core_lock();
+        /* The recovered jobs are among the first in the index (recovery appended them before
+         * any submission), so the walk is short once they are checked. */
+        for (size_t k = 0; k < js->n_jobs && max > 0 && js->rec.unchecked > 0;) {
+                struct job *j = js->jobs[k];
+                if (!j->unchecked) {
+                        k++;
+                        continue;
+                }
+                size_t n = js->n_jobs;
+                job_checked(js, j);
+                max--;
+                /* A job dropped or recovered again moved the index: start over from here. */
+                if (js->n_jobs == n)
+                        k++;
+        }
+        left = js->rec.unchecked;
+        jobs_unlock(js);
+        return left;
+}
