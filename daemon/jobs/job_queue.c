@@ -24,8 +24,11 @@ int queue_push(struct queue *q, const struct queue_entry *e)
                 q->e = n;
                 q->cap = nc;
         }
-        /* Binary search for the first entry that sorts after e. */
+        /* Binary search for the first entry that sorts after e; most go last (ids grow with
+         * time, and recovery pushes thousands in order), so that is looked at first. */
         size_t lo = 0, hi = q->n;
+        if (q->n && entry_cmp(&q->e[q->n - 1], e) <= 0)
+                lo = q->n;
         while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
                 if (entry_cmp(&q->e[mid], e) <= 0)
