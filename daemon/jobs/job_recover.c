@@ -9,6 +9,7 @@
 #include "jobs.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,7 +272,10 @@ static int recover_one(const struct store_open_job *o, void *userdata)
 
 int job_recover_all(struct jobs *js)
 {
-        return store_recover(js->store, recover_one, js);
+        int r = store_recover(js->store, recover_one, js);
+
+        js->rec.recovered_unchecked = js->rec.unchecked;
+        return r;
 }
 
 /* Out of the queues and the index, freed. */
@@ -357,6 +361,8 @@ size_t jobs_check_recovered(struct jobs *js, size_t max)
         size_t left;
 
         core_lock();
+        if (!js->rec.checks_started_ms)
+                js->rec.checks_started_ms = now_monotonic_ms();
         /* The recovered jobs are among the first in the index (recovery appended them before
          * any submission), so the walk is short once they are checked. */
         for (size_t k = 0; k < js->n_jobs && max > 0 && js->rec.unchecked > 0;) {
@@ -373,6 +379,13 @@ size_t jobs_check_recovered(struct jobs *js, size_t max)
                         k++;
         }
         left = js->rec.unchecked;
+        if (left == 0 && js->rec.recovered_unchecked) {
+                log_info("store: the %zu waiting jobs recovered unchecked are checked, in %" PRIu64
+                         " ms after start-up (%u jobs changed by recovery in all)",
+                         js->rec.recovered_unchecked,
+                         now_monotonic_ms() - js->rec.checks_started_ms, js->rec.changed);
+                js->rec.recovered_unchecked = 0;
+        }
         jobs_unlock(js);
         return left;
 }

@@ -62,7 +62,9 @@ struct job {
  * recovered from their columns alone are checked afterwards. */
 struct job_recovery {
         unsigned changed;
-        size_t unchecked; /* jobs with unchecked set */
+        size_t unchecked;           /* jobs with unchecked set */
+        size_t recovered_unchecked; /* how many there were after recovery, for the log */
+        uint64_t checks_started_ms; /* the first jobs_check_recovered (monotonic), 0 before */
         json_t *last_body;
         bool last_ok;
         char last_why[800];
