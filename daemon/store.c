@@ -172,42 +172,15 @@ json_t *store_parse_doc(const char *text, size_t len, json_error_t *e)
         return json_parse_strict(text, len, STORE_JSON_DEPTH, e);
 }
 
-/* The job store_recover is gathering from its rows (one a part), with what the rows' pointers
- * stop holding at the next step copied. */
-struct open_job {
-        struct store_open_job pub;
-        char *id, *state, *client, *idem, *priority;
-        char *text;
+/* What store_recover keeps of a job's parts' rows while the callback runs: the strings are
+ * copied into one buffer, reused from job to job (a row's pointers last only to its next
+ * step). */
+struct open_parts {
         struct store_open_part *parts;
-        size_t cap_parts;
-        bool oom;
+        size_t cap;
+        char *buf;
+        size_t buf_len, buf_cap;
 };
-
-static void open_job_clear(struct open_job *o)
-{
-        free(o->id);
-        free(o->state);
-        free(o->client);
-        free(o->idem);
-        free(o->priority);
-        free(o->text);
-        for (size_t i = 0; i < o->pub.n_parts; i++) {
-                free((char *)o->parts[i].uuid);
-                free((char *)o->parts[i].state);
-        }
-        free(o->parts);
-        *o = (struct open_job){0};
-}
-
-static char *dup_column(sqlite3_stmt *st, int col, bool *oom)
-{
-        const char *v = (const char *)sqlite3_column_text(st, col);
-        char *d = v ? strdup(v) : NULL;
-
-        if (v && !d)
-                *oom = true;
-        return d;
-}
 
 /* The internal document as text: the stored one (an object) with request (quoted by the query)
  * and created_ms appended, as store_internal_from_row adds them to the tree. Pieces copied, no
@@ -274,74 +247,87 @@ enum {
         O_CREATED,
         O_REQUEST,
         O_DOC,
-        O_IDX,
-        O_UUID,
-        O_PSTATE
 };
 
-/* A part's row into o->parts[idx] (growing the array; a gap is left NULL). An index past what a
- * job may have is ignored: the rows were written from a document that had it. */
-static void open_job_add_part(struct open_job *o, sqlite3_stmt *st)
-{
-        sqlite3_int64 idx = sqlite3_column_int64(st, O_IDX);
+/* Parts store_recover hands on for a job: one a GPU (64 at most, as fake_devices) or one on the
+ * node. A job with more would be handed on with fewer, which its check finds different from its
+ * document, recovering it from that. */
+#define OPEN_PARTS_MAX 64
 
-        if (sqlite3_column_type(st, O_IDX) == SQLITE_NULL || idx < 0 || idx >= 4096)
-                return;
-        if ((size_t)idx >= o->cap_parts) {
-                size_t cap = o->cap_parts ? o->cap_parts : 4;
-                while (cap <= (size_t)idx)
+/* Appends s (NUL included) to op's buffer; its offset, or -1 (out of memory). Offsets, not
+ * pointers: the buffer moves as it grows. */
+static ssize_t open_parts_keep(struct open_parts *op, const char *s)
+{
+        size_t n = strlen(s) + 1, at = op->buf_len;
+
+        if (op->buf_len + n > op->buf_cap) {
+                size_t cap = op->buf_cap ? op->buf_cap : 256;
+                while (cap < op->buf_len + n)
                         cap *= 2;
-                struct store_open_part *p = realloc(o->parts, cap * sizeof(*p));
-                if (!p) {
-                        o->oom = true;
-                        return;
-                }
-                memset(p + o->cap_parts, 0, (cap - o->cap_parts) * sizeof(*p));
-                o->parts = p;
-                o->cap_parts = cap;
+                char *b = realloc(op->buf, cap);
+                if (!b)
+                        return -1;
+                op->buf = b;
+                op->buf_cap = cap;
         }
-        struct store_open_part *p = &o->parts[idx];
-        free((char *)p->uuid);
-        free((char *)p->state);
-        p->uuid = dup_column(st, O_UUID, &o->oom);
-        p->state = dup_column(st, O_PSTATE, &o->oom);
-        if ((size_t)idx >= o->pub.n_parts)
-                o->pub.n_parts = (size_t)idx + 1;
+        memcpy(op->buf + at, s, n);
+        op->buf_len += n;
+        return (ssize_t)at;
 }
 
-static void open_job_start(struct open_job *o, sqlite3_stmt *st)
+/* Job id's parts' rows into op, by idx (a gap is left NULL; an index past what a job may have is
+ * ignored: its rows were written from a document that had it). 0, -ENOMEM or -EIO. */
+static int open_parts_read(struct open_parts *op, sqlite3_stmt *st, const char *id, size_t *ret_n)
 {
-        o->id = dup_column(st, O_ID, &o->oom);
-        o->state = dup_column(st, O_STATE, &o->oom);
-        o->client = dup_column(st, O_CLIENT, &o->oom);
-        o->idem = dup_column(st, O_IDEM, &o->oom);
-        o->priority = dup_column(st, O_PRIORITY, &o->oom);
-        o->text = internal_text(st, O_DOC, O_REQUEST, O_CREATED, &o->pub.text_len);
-        if (!o->text && sqlite3_column_type(st, O_DOC) != SQLITE_NULL)
-                o->oom = true;
-        o->pub.cancel_requested = sqlite3_column_type(st, O_CANCEL) == SQLITE_NULL
-                                      ? -1
-                                      : sqlite3_column_int(st, O_CANCEL) != 0;
-        o->pub.created_ms = sqlite3_column_int64(st, O_CREATED);
-}
+        ssize_t offs[2 * OPEN_PARTS_MAX];
+        size_t n = 0;
+        int rc;
 
-static int open_job_emit(struct open_job *o, store_open_fn fn, void *userdata)
-{
-        if (o->oom)
-                return log_error_errno(ENOMEM, "store: out of memory reading unfinished jobs");
-        o->pub.id = o->id;
-        o->pub.state = o->state;
-        o->pub.client = o->client;
-        o->pub.idempotency_key = o->idem;
-        o->pub.priority = o->priority;
-        o->pub.text = o->text;
-        o->pub.parts = o->parts;
-        return fn(&o->pub, userdata);
+        op->buf_len = 0;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                sqlite3_int64 idx = sqlite3_column_int64(st, 0);
+                const char *uuid = (const char *)sqlite3_column_text(st, 1);
+                const char *state = (const char *)sqlite3_column_text(st, 2);
+
+                if (idx < 0 || idx >= OPEN_PARTS_MAX || !uuid || !state)
+                        continue; /* the document's check will say: job_checked */
+                while (n <= (size_t)idx) {
+                        offs[2 * n] = offs[2 * n + 1] = -1;
+                        n++;
+                }
+                offs[2 * idx] = open_parts_keep(op, uuid);
+                offs[2 * idx + 1] = open_parts_keep(op, state);
+                if (offs[2 * idx] < 0 || offs[2 * idx + 1] < 0)
+                        rc = SQLITE_NOMEM;
+                if (rc == SQLITE_NOMEM)
+                        break;
+        }
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc == SQLITE_NOMEM)
+                return -ENOMEM;
+        if (rc != SQLITE_DONE)
+                return log_error_errno(EIO, "SQLite: cannot read the parts of job %s: %s", id,
+                                       sqlite3_errstr(rc));
+        if (n > op->cap) {
+                struct store_open_part *p = realloc(op->parts, n * sizeof(*p));
+                if (!p)
+                        return -ENOMEM;
+                op->parts = p;
+                op->cap = n;
+        }
+        for (size_t i = 0; i < n; i++) {
+                op->parts[i].uuid = offs[2 * i] < 0 ? NULL : op->buf + offs[2 * i];
+                op->parts[i].state = offs[2 * i + 1] < 0 ? NULL : op->buf + offs[2 * i + 1];
+        }
+        *ret_n = n;
+        return 0;
 }
 
 int store_recover(struct store *s, store_open_fn fn, void *userdata)
 {
-        struct open_job o = {0};
+        struct open_parts op = {0};
         struct reader *rd;
         sqlite3_stmt *st;
         int rc, r;
@@ -351,26 +337,42 @@ int store_recover(struct store *s, store_open_fn fn, void *userdata)
                 return r;
         st = rd->st[R_OPEN];
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                const char *id = (const char *)sqlite3_column_text(st, O_ID);
+                struct store_open_job o = {
+                    .id = (const char *)sqlite3_column_text(st, O_ID),
+                    .state = (const char *)sqlite3_column_text(st, O_STATE),
+                    .priority = (const char *)sqlite3_column_text(st, O_PRIORITY),
+                    .client = (const char *)sqlite3_column_text(st, O_CLIENT),
+                    .idempotency_key = (const char *)sqlite3_column_text(st, O_IDEM),
+                    .cancel_requested = sqlite3_column_type(st, O_CANCEL) == SQLITE_NULL
+                                            ? -1
+                                            : sqlite3_column_int(st, O_CANCEL) != 0,
+                    .created_ms = sqlite3_column_int64(st, O_CREATED),
+                };
 
-                if (!o.id || !id || strcasecmp(o.id, id) != 0) {
-                        if (o.id && (r = open_job_emit(&o, fn, userdata)) < 0)
-                                break;
-                        open_job_clear(&o);
-                        open_job_start(&o, st);
-                        if (!o.id) {
-                                log_warning("store: an unfinished job has no id; skipped");
-                                open_job_clear(&o);
-                                continue;
-                        }
+                if (!o.id) {
+                        log_warning("store: an unfinished job has no id; skipped");
+                        continue;
                 }
-                open_job_add_part(&o, st);
+                r = open_parts_read(&op, rd->st[R_OPEN_PARTS], o.id, &o.n_parts);
+                if (r < 0)
+                        break;
+                o.parts = op.parts;
+                o.text = internal_text(st, O_DOC, O_REQUEST, O_CREATED, &o.text_len);
+                if (!o.text && sqlite3_column_type(st, O_DOC) != SQLITE_NULL) {
+                        r = -ENOMEM;
+                        break;
+                }
+                r = fn(&o, userdata);
+                free(o.text);
+                if (r < 0)
+                        break;
         }
-        if (r >= 0 && rc == SQLITE_DONE && o.id)
-                r = open_job_emit(&o, fn, userdata);
-        open_job_clear(&o);
         sqlite3_reset(st);
         store_reader_give(s, rd);
+        free(op.parts);
+        free(op.buf);
+        if (r == -ENOMEM)
+                return log_error_errno(ENOMEM, "store: out of memory reading unfinished jobs");
         if (r < 0)
                 return r;
         if (rc != SQLITE_DONE)

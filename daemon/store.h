@@ -65,7 +65,8 @@ json_t *store_public_copy(const json_t *doc, bool with_results);
 /* One unfinished job as store_recover reads it: its columns, its parts' rows, and its internal
  * document as JSON text (the stored document with request and created_ms added to it as bytes),
  * so that recovery can queue a waiting job without parsing it. Nothing of the text is checked:
- * it is what the disk holds. Valid during the callback only. */
+ * it is what the disk holds. Valid during the callback only, but for text: the callback may
+ * take it (setting text to NULL), and then frees it. */
 struct store_open_part {
         const char *uuid, *state; /* NULL where the parts table has no row for this index */
 };
@@ -74,13 +75,13 @@ struct store_open_job {
         const char *priority; /* NULL: the row predates the column (schema 1) */
         int cancel_requested; /* 0 or 1; -1: the row predates the column */
         int64_t created_ms;
-        const char *text;
+        char *text;
         size_t text_len;
         const struct store_open_part *parts;
         size_t n_parts; /* the highest idx in the parts table, plus one */
 };
 /* Unfinished jobs (no finished_ms), in id order. <0 from the callback aborts. 0 or -errno. */
-typedef int (*store_open_fn)(const struct store_open_job *job, void *userdata);
+typedef int (*store_open_fn)(struct store_open_job *job, void *userdata);
 int store_recover(struct store *s, store_open_fn fn, void *userdata);
 /* A document read from the store (such as store_open_job's text) as a tree, parsed with the
  * store's limits (depth, no NUL). NULL with e set when it is not one. */

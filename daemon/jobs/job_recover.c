@@ -206,7 +206,7 @@ static int recover_doc(struct jobs *js, json_t *doc)
 /* A job that is only waiting, from its columns (0: it is not one; recover_doc takes it). Its
  * text is the internal document unchanged (no keys left out), the same bytes job_compact would
  * make but for those. */
-static int recover_fast(struct jobs *js, const struct store_open_job *o)
+static int recover_fast(struct jobs *js, struct store_open_job *o)
 {
         int prio = o->priority ? spec_priority_from_string(o->priority) : -1;
         struct job *j;
@@ -224,13 +224,13 @@ static int recover_fast(struct jobs *js, const struct store_open_job *o)
         if (!j)
                 return -ENOMEM;
         j->parts = calloc(o->n_parts, sizeof(*j->parts));
-        j->text = malloc(o->text_len);
-        if (!j->parts || !j->text || job_cache_keys(j, o->client, o->idempotency_key) < 0) {
+        if (!j->parts || job_cache_keys(j, o->client, o->idempotency_key) < 0) {
                 job_free(j);
                 return -ENOMEM;
         }
-        memcpy(j->text, o->text, o->text_len);
+        j->text = o->text; /* taken: the store would only free it */
         j->text_len = o->text_len;
+        o->text = NULL;
         snprintf(j->id, sizeof(j->id), "%s", o->id);
         j->st = JOB_QUEUED;
         j->prio = prio;
@@ -253,7 +253,7 @@ static int recover_fast(struct jobs *js, const struct store_open_job *o)
         return 1;
 }
 
-static int recover_one(const struct store_open_job *o, void *userdata)
+static int recover_one(struct store_open_job *o, void *userdata)
 {
         struct jobs *js = userdata;
         json_error_t e;

@@ -155,25 +155,34 @@ def test_verify(args):
 
 
 def test_fidelity(args):
+    """umd's copies against the plain reference loops, in three alternating rounds: the best
+    of each side's rounds are compared, so that one slow round of either (the shared host's
+    noise only ever slows a copy) does not decide the ratio, and neither side is favoured."""
     size = 1 << 30
-    ref = subprocess.run([args.reference, "--size", str(size), "--iterations", "5"],
-                         capture_output=True, text=True, timeout=300)
-    if ref.returncode == SKIP:
-        return SKIP
-    if ref.returncode != 0:
-        fail("reference: " + ref.stderr)
-    ref = json.loads(ref.stdout)
-    lines = drive(args, [f"copy direction=h2d size={size} iterations=5 warmup=2",
-                         f"copy direction=d2h size={size} iterations=5 warmup=2"])
+    rounds = 3
+    refs, umds = {"h2d": [], "d2h": []}, {"h2d": [], "d2h": []}
+    for _ in range(rounds):
+        ref = subprocess.run([args.reference, "--size", str(size), "--iterations", "5"],
+                             capture_output=True, text=True, timeout=300)
+        if ref.returncode == SKIP:
+            return SKIP
+        if ref.returncode != 0:
+            fail("reference: " + ref.stderr)
+        ref = json.loads(ref.stdout)
+        lines = drive(args, [f"copy direction=h2d size={size} iterations=5 warmup=2",
+                             f"copy direction=d2h size={size} iterations=5 warmup=2"])
+        for line, d in zip(lines, ("h2d", "d2h")):
+            if not line["ok"]:
+                fail(line["error"])
+            umds[d].append(measurement(line, d)["gbps"])
+            refs[d].append(ref[d + "_gbps"])
     worst = 0
-    for line, d in zip(lines, ("h2d", "d2h")):
-        if not line["ok"]:
-            fail(line["error"])
-        umd = measurement(line, d)["gbps"]
-        ratio = umd / ref[d + "_gbps"]
+    for d in ("h2d", "d2h"):
+        ratio = max(umds[d]) / max(refs[d])
         worst = max(worst, abs(1 - ratio))
-        print(f"fidelity {d}: umd {umd:.2f} GB/s, reference {ref[d + '_gbps']:.2f} GB/s, "
-              f"ratio {ratio:.4f}")
+        print(f"fidelity {d}: umd {max(umds[d]):.2f} GB/s (rounds "
+              f"{', '.join(f'{x:.2f}' for x in umds[d])}), reference {max(refs[d]):.2f} GB/s "
+              f"(rounds {', '.join(f'{x:.2f}' for x in refs[d])}), ratio {ratio:.4f}")
     if worst > 0.02:
         fail(f"umd differs from the reference by {worst * 100:.1f}% (limit 2%)")
     return 0

@@ -217,7 +217,7 @@ static void test_the_wal_stays_under_wal_max_bytes(void **state)
         assert_true(w.truncations >= 1);
 }
 
-static int collect(const struct store_open_job *o, void *userdata)
+static int collect(struct store_open_job *o, void *userdata)
 {
         json_error_t e;
         json_t *job = store_parse_doc(o->text, o->text_len, &e);
@@ -239,7 +239,7 @@ static int collect(const struct store_open_job *o, void *userdata)
 /* The columns recovery reads without parsing the document: priority and cancel_requested as
  * the document says, and the parts in index order; the text is the internal document, a
  * request needing escapes included. */
-static int keep_first(const struct store_open_job *o, void *userdata)
+static int keep_first(struct store_open_job *o, void *userdata)
 {
         json_error_t e;
         json_t **ret = userdata;
