@@ -154,6 +154,9 @@ void job_compact(struct job *j)
         if (!j->doc || j->st != JOB_QUEUED || !j->committed || j->cancel_requested ||
             j->final_ticket || j->final_unsaved)
                 return;
+        /* Nor one recovered unchecked: job_checked reads its bytes as the disk's, whole. */
+        if (j->unchecked)
+                return;
         for (size_t i = 0; i < j->n_parts; i++)
                 if (j->parts[i].st != JOB_QUEUED)
                         return;
