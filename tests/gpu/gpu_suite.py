@@ -512,12 +512,15 @@ def test_multi(args):
         return SKIP
     if not args.umd or not os.access(args.umd, os.X_OK):
         fail("multi needs --umd")
-    with running_umd(args) as (umd, base, state):
+    umdctl = os.path.join(os.path.dirname(args.umd), "client", "umdctl")
+    with running_umd(args, "--worker-idle-s", "5") as (umd, base, state):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
                               "multi-gpu.py")
+        out = os.path.join(os.environ.get("OUT") or state, "multi-gpu")
         r = subprocess.run([sys.executable, script, "--url", base, "--umd-pid", str(umd.pid),
-                            "--reference-multi", ref_multi, "--out", os.path.join(state, "out")],
-                           timeout=540)
+                            "--reference-multi", ref_multi, "--out", out, "--idle-s", "5"]
+                           + (["--umdctl", umdctl] if os.access(umdctl, os.X_OK) else []),
+                           timeout=560)
         if r.returncode != 0:
             fail("bench/multi-gpu.py found failures (above)")
         return 0
