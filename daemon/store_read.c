@@ -22,14 +22,15 @@ static const char *const rsql[R_COUNT] = {
     [R_GET] = "SELECT doc FROM jobs WHERE id = ?1",
     [R_IDEM] = "SELECT doc, request FROM jobs WHERE idempotency_key = ?1 AND client IS ?2 "
                "ORDER BY id DESC LIMIT 1",
-    /* The unfinished jobs (jobs_open is named because the planner would otherwise walk every
-     * job's row by id to find the few unfinished ones), and each one's parts: a second
-     * statement rather than a join, so that the job's row stays valid, uncopied, while its parts
-     * are read. The request comes escaped as a JSON string (SQLite's json_quote), ready to be
-     * put into the text. */
+    /* The unfinished jobs, by the partial index jobs_open (the planner's choice for this
+     * query; not forced with INDEXED BY, which would make every reader fail to open should the
+     * index be missing), and each one's parts: a second statement rather than a join, so that
+     * the job's row stays valid, uncopied, while its parts are read (and a join made the planner
+     * walk every job by id). The request comes escaped as a JSON string (SQLite's json_quote),
+     * ready to be put into the text. */
     [R_OPEN] = "SELECT id, state, priority, cancel_requested, client, idempotency_key, "
-               "created_ms, json_quote(request), doc FROM jobs INDEXED BY jobs_open WHERE "
-               "finished_ms IS NULL ORDER BY id",
+               "created_ms, json_quote(request), doc FROM jobs WHERE finished_ms IS NULL ORDER "
+               "BY id",
     [R_OPEN_PARTS] = "SELECT idx, uuid, state FROM parts WHERE job_id = ?1 ORDER BY idx",
     [R_HEALTH] = "SELECT j.doc FROM parts p CROSS JOIN jobs j ON j.id = p.job_id WHERE p.uuid = "
                  "?1 AND p.verdict IS NOT NULL AND p.job_id <> ?2 AND j.benchmark = 'health' "
