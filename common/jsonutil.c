@@ -20,6 +20,50 @@ char *json_dump_compact(const json_t *j, size_t *ret_len)
         return s;
 }
 
+/* Adds to *n the longest compact dump of j; false as soon as *n passes max. */
+static bool dump_bound(const json_t *j, size_t max, size_t *n)
+{
+        const char *k;
+        json_t *v;
+        size_t i;
+
+        switch (json_typeof(j)) {
+        case JSON_OBJECT:
+                *n += 2 + 2 * json_object_size(j); /* braces, a colon and a comma each */
+                json_object_foreach((json_t *)j, k, v)
+                {
+                        *n += 2 + 6 * strlen(k); /* quoted, every byte as \u00XX */
+                        if (*n > max || !dump_bound(v, max, n))
+                                return false;
+                }
+                break;
+        case JSON_ARRAY:
+                *n += 2 + json_array_size(j);
+                json_array_foreach(j, i, v) if (*n > max || !dump_bound(v, max, n)) return false;
+                break;
+        case JSON_STRING:
+                *n += 2 + 6 * json_string_length(j);
+                break;
+        case JSON_INTEGER:
+                *n += 20; /* -9223372036854775808 */
+                break;
+        case JSON_REAL:
+                *n += 26; /* "%.17g" with a sign, "e-308", and the ".0" jansson may add */
+                break;
+        default:
+                *n += 5; /* false */
+                break;
+        }
+        return *n <= max;
+}
+
+bool json_dump_compact_fits(const json_t *j, size_t max)
+{
+        size_t n = 0;
+
+        return j && dump_bound(j, max, &n);
+}
+
 char *json_dump_pretty(const json_t *j, size_t *ret_len)
 {
         char *s, *t;

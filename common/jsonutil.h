@@ -2,6 +2,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* jansson >= 2.14 provides json_decrefp() for this. */
@@ -9,6 +10,10 @@
 
 /* Dump compactly with sorted keys (stable bytes), NUL-terminated; NULL on OOM. */
 char *json_dump_compact(const json_t *j, size_t *ret_len);
+/* Whether json_dump_compact(j) is surely at most max bytes, found without dumping: a walk that
+ * adds each value's longest dump (a string's bytes all escaped, a real's 17 digits). false
+ * means only "perhaps not": dump to know. */
+bool json_dump_compact_fits(const json_t *j, size_t max);
 /* Dump indented for files people read. */
 char *json_dump_pretty(const json_t *j, size_t *ret_len);
 /* Parse with JSON_REJECT_DUPLICATES, at most max_depth nesting; NULL with err filled. */

@@ -477,7 +477,10 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 if (st == JOB_CANCELLED && !j->cancel_requested &&
                     pause_explains_cancel(dev, why, sizeof(why)))
                         error = why;
-                if (st == JOB_SUCCEEDED && result) {
+                /* The dump only when the bound cannot tell: a result a thousandth of the
+                 * limit was dumped once more here only to be measured. */
+                if (st == JOB_SUCCEEDED && result &&
+                    !json_dump_compact_fits(result, js->cfg->max_result_bytes)) {
                         _cleanup_free_ char *dump = json_dump_compact(result, NULL);
                         if (!dump || strlen(dump) > js->cfg->max_result_bytes) {
                                 snprintf(why, sizeof(why),

@@ -143,6 +143,38 @@ static void test_array_find_takes_the_first_with_that_string(void **state)
         json_decref(a);
 }
 
+/* The bound never says "fits" for a dump longer than max: the worst cases of each type (reals
+ * of 17 digits and an exponent, control bytes escaped as \u00XX, the smallest integer) and a
+ * result-like mix, each against its own dump's length and one byte less. */
+static void test_dump_fits_bounds_the_dump(void **state)
+{
+        (void)state;
+        const char *docs[] = {
+            "-2.2250738585072014e-308",
+            "[0.1,0.3,1e-07,-9223372036854775808,true,false,null]",
+            "{\"\\u0001\\u001f\":\"\\u0003\\u0002\\\"\\\\\"}",
+            "{\"a\":{\"b\":[1,2.5,{\"c\":\"d\"}]},\"e\":[],\"f\":{}}",
+        };
+
+        for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+                json_t *j = json_loads(docs[i], JSON_DECODE_ANY, NULL);
+                size_t len = 0;
+                char *d;
+
+                assert_non_null(j);
+                d = json_dump_compact(j, &len);
+                assert_non_null(d);
+                assert_false(json_dump_compact_fits(j, len - 1));
+                free(d);
+                json_decref(j);
+        }
+        json_t *big = json_loads("{\"samples\":[0.0080519710557391683,1.5]}", 0, NULL);
+        assert_true(json_dump_compact_fits(big, 4096));
+        assert_false(json_dump_compact_fits(big, 10));
+        assert_false(json_dump_compact_fits(NULL, 4096));
+        json_decref(big);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -156,6 +188,7 @@ int main(void)
             cmocka_unit_test(test_array_find_takes_the_first_with_that_string),
             cmocka_unit_test(test_dump_pretty_ends_with_newline),
             cmocka_unit_test(test_result_measurement_finds_by_name),
+            cmocka_unit_test(test_dump_fits_bounds_the_dump),
         };
 
         return cmocka_run_group_tests_name("jsonutil", tests, NULL, NULL);
