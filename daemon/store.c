@@ -783,7 +783,7 @@ int store_open(const char *state_dir, struct store **ret)
         pthread_mutex_init(&s->cache_mu, NULL);
         pthread_mutex_init(&s->check_mu, NULL);
         atomic_init(&s->check_state, STORE_CHECK_PENDING);
-        pthread_cond_init(&s->work, NULL);
+        cond_init_monotonic(&s->work); /* the writer's wait for more of the lazy changes */
         pthread_cond_init(&s->done, NULL);
         cond_init_monotonic(&s->ckpt); /* the checkpointer's idle wait */
         s->max_jobs = UINT_MAX;

@@ -45,16 +45,19 @@ void store_close(struct store *s);
  * With ret_ticket, the caller must store_wait() or store_poll() it; without, a failure is only
  * logged. 0, -EINVAL (no valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-/* Wait for the ticket's commit and free it: 0, or -errno when it was not committed (-ENOSPC:
+/* Wait for the ticket's commit and free it (a wait makes the writer commit what is queued now,
+ * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
  * disk full, -EIO: anything else). */
 int store_wait(struct store_ticket *t);
-/* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. */
+/* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. A
+ * ticket only polled is committed within STORE_LAZY_MS, with whatever else came meanwhile. */
 int store_poll(struct store_ticket *t, int *ret_r);
 /* How many tickets have finished (committed or failed) since store_open; it only grows, and
  * reading it takes no lock (0 for NULL). A caller that polls tickets can skip looking while it
  * stands still: no ticket finished meanwhile. */
 uint64_t store_commits(struct store *s);
-/* Wait until everything queued so far is committed (read-your-writes for queries). */
+/* Wait until everything queued so far is committed (read-your-writes for queries); like
+ * store_wait, it ends the writer's wait for more changes. */
 void store_sync(struct store *s);
 
 /* What clients see of a job: the internal document less the bookkeeping only umd needs

@@ -25,6 +25,13 @@
 /* WAL pages after which the checkpointer copies them into umd.db (SQLite's default). */
 #define CHECKPOINT_PAGES 1000
 
+/* How long the writer lets a change nobody waits for (a job's end, made by umd) wait for others
+ * before it commits: a drain of short jobs then shares one commit among several, instead of
+ * one commit (and one fdatasync) each. A store_wait or store_sync (an answer about to be given)
+ * ends the wait at once, so no answer waits for it; what it risks is a crash within it losing
+ * a change no client was told of, which comes back as it was last stored. */
+#define STORE_LAZY_MS 20
+
 /* How long a truncation waits for readers to leave older WAL pages. It holds the write lock
  * meanwhile, so the writer's commits wait too: short, and tried again if it is not enough. */
 #define WAL_TRUNCATE_WAIT_MS 250
@@ -116,6 +123,8 @@ struct store {
         pthread_mutex_t mu; /* guards everything below */
         pthread_cond_t work, done;
         struct store_ticket *head, *tail;
+        uint64_t head_ms;           /* monotonic: when the oldest queued ticket came */
+        bool urgent;                /* someone waits for what is queued: commit it now */
         uint64_t queued;            /* tickets queued, for store_sync */
         _Atomic uint64_t committed; /* tickets finished (store_commits reads it unlocked) */
         bool stopping, thread_started;

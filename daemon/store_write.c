@@ -576,11 +576,26 @@ static void *writer_main(void *userdata)
                         pthread_mutex_lock(&s->mu);
                         continue;
                 }
+                if (s->head && !s->urgent && !s->stopping) {
+                        uint64_t now = now_monotonic_ms();
+
+                        /* Nobody waits yet: let more changes come for one commit. */
+                        if (now < s->head_ms + STORE_LAZY_MS) {
+                                struct timespec at;
+
+                                deadline_after_ms(CLOCK_MONOTONIC,
+                                                  (unsigned)(s->head_ms + STORE_LAZY_MS - now),
+                                                  &at);
+                                (void)pthread_cond_timedwait(&s->work, &s->mu, &at);
+                                continue;
+                        }
+                }
                 if (s->head) {
                         struct store_ticket *batch = s->head, *next;
                         uint64_t n = 0;
 
                         s->head = s->tail = NULL;
+                        s->urgent = false; /* those who wait, wait for this batch */
                         pthread_mutex_unlock(&s->mu);
                         commit_batch(s, batch);
                         pthread_mutex_lock(&s->mu);
@@ -643,11 +658,15 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
         pthread_mutex_lock(&s->mu);
         if (s->tail)
                 s->tail->next = t;
-        else
+        else {
                 s->head = t;
+                s->head_ms = now_monotonic_ms();
+                /* Only the first wakes the writer: it then waits STORE_LAZY_MS for more, or
+                 * less when someone waits (store_wait, store_sync). */
+                pthread_cond_signal(&s->work);
+        }
         s->tail = t;
         s->queued++;
-        pthread_cond_signal(&s->work);
         pthread_mutex_unlock(&s->mu);
         if (ret_ticket)
                 *ret_ticket = t;
@@ -665,6 +684,10 @@ int store_wait(struct store_ticket *t)
         int r;
 
         pthread_mutex_lock(&s->mu);
+        if (!t->done) {
+                s->urgent = true; /* the writer stops waiting for more */
+                pthread_cond_signal(&s->work);
+        }
         while (!t->done)
                 pthread_cond_wait(&s->done, &s->mu);
         pthread_mutex_unlock(&s->mu);
@@ -693,6 +716,10 @@ void store_sync(struct store *s)
 {
         pthread_mutex_lock(&s->mu);
         uint64_t want = s->queued;
+        if (s->committed < want) {
+                s->urgent = true;
+                pthread_cond_signal(&s->work);
+        }
         while (s->committed < want)
                 pthread_cond_wait(&s->done, &s->mu);
         pthread_mutex_unlock(&s->mu);
