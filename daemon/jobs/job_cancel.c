@@ -167,6 +167,7 @@ static int cancel_finish_locked(struct jobs *js, struct job *j, int w, const str
                 if (j->parts[i].st == JOB_RUNNING && js->sup)
                         supervisor_cancel(js->sup, (size_t)j->parts[i].device, j->id);
         log_info("job %s: cancel requested (%s)", j->id, job_state_names[j->st]);
+        job_persist_shown(js, j);
         *ret_job = job_public_of(j);
         return 0;
 }

@@ -160,6 +160,8 @@ static void part_mark_running(struct jobs *js, struct job *j, size_t i)
         json_object_del(job_part_doc(j, i), "waiting");
         job_set_part(js, j, i, JOB_RUNNING, NULL, NULL);
         job_update_state(js, j);
+        /* Queued at once, not with the part's end: a restart after a crash must find it
+         * running, to say it was interrupted rather than run it again. */
         job_persist(js, j);
 }
 
@@ -523,9 +525,14 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 job_finished(j);
                 log_info("job %s (%s) %s", j->id, job_benchmark(j), job_state_names[j->st]);
         }
-        job_persist(js, j);
-        if (job_state_final(j->st))
+        /* A part's end before the job's (its result: the bulk of the document) waits, for
+         * JOB_PERSIST_DELAY_MS at most, for the write of the job's final document or of
+         * another part's start, either of which carries it. */
+        if (job_state_final(j->st)) {
+                job_persist(js, j);
                 jobs_retention_apply(js);
+        } else
+                job_persist_soon(js, j);
         jobs_prune_finished(js);
 out:
         if (d) {

@@ -81,6 +81,9 @@ void jobs_publish_locked(struct jobs *js)
  * /metrics shows as current as what the API shows. */
 void jobs_unlock(struct jobs *js)
 {
+        /* Every change ends here (and a look at each GPU comes every busy_poll_ms), so a
+         * pending change waits JOB_PERSIST_DELAY_MS, or little more, for its write. */
+        jobs_persist_pending_locked(js, false);
         jobs_publish_locked(js);
         core_unlock();
 }
@@ -295,12 +298,58 @@ void job_finished(struct job *j)
 int job_persist(struct jobs *js, struct job *j)
 {
         json_t *doc = job_doc(j);
+        int r;
 
         if (!doc)
                 return -ENOMEM;
         if (job_state_final(j->st) && !j->final_ticket)
-                return store_put(js->store, doc, &j->final_ticket);
-        return store_put(js->store, doc, NULL);
+                r = store_put(js->store, doc, &j->final_ticket);
+        else
+                r = store_put(js->store, doc, NULL);
+        if (r == 0)
+                j->persist_due_ms = 0; /* the whole document: the pending change with it */
+        return r;
+}
+
+void job_persist_soon(struct jobs *js, struct job *j)
+{
+        if (j->persist_due_ms)
+                return; /* its first pending change sets when it is written */
+        j->persist_due_ms = now_monotonic_ms() + JOB_PERSIST_DELAY_MS;
+        if (!js->persist_due_ms || j->persist_due_ms < js->persist_due_ms)
+                js->persist_due_ms = j->persist_due_ms;
+}
+
+void job_persist_shown(struct jobs *js, struct job *j)
+{
+        if (j->persist_due_ms)
+                (void)job_persist(js, j); /* logged; it stays pending and is tried again */
+}
+
+void jobs_persist_pending_locked(struct jobs *js, bool all)
+{
+        assert_locked();
+        uint64_t now = now_monotonic_ms();
+
+        if (!js->persist_due_ms || (!all && now < js->persist_due_ms))
+                return;
+        js->persist_due_ms = 0;
+        /* What falls due within a quarter of the delay is written now too, so that a pass (a
+         * walk of the index: cheaper than keeping a second list of the pending jobs in step)
+         * comes four times per delay at most, not once per pending job. */
+        uint64_t upto = all ? UINT64_MAX : now + JOB_PERSIST_DELAY_MS / 4;
+        for (size_t k = 0; k < js->n_jobs; k++) {
+                struct job *j = js->jobs[k];
+                uint64_t due = j->persist_due_ms;
+
+                if (!due)
+                        continue;
+                if (due <= upto && job_persist(js, j) == 0)
+                        continue;
+                /* Not due yet, or out of memory (logged): the next pass. */
+                if (!js->persist_due_ms || due < js->persist_due_ms)
+                        js->persist_due_ms = due;
+        }
 }
 
 ssize_t job_index(struct jobs *js, const char *id)
@@ -522,6 +571,7 @@ void jobs_shutdown(struct jobs *js)
                         job_persist(js, j);
                 }
         }
+        jobs_persist_pending_locked(js, true); /* what the next start should read back */
         flush_unsaved_locked(js);
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);

@@ -59,8 +59,10 @@ int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct prob
         core_lock();
         jobs_prune_finished(js);
         struct job *j = job_checked(js, job_find(js, id));
-        if (j)
+        if (j) {
+                job_persist_shown(js, j);
                 *ret_job = job_public_of(j);
+        }
         core_unlock();
         if (j) {
                 /* What a client reads is on disk: wait for the commit of what it shows. */

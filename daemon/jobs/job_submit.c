@@ -206,6 +206,8 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                                                 "different body",
                                                 prev_id);
                         } else {
+                                if (prev)
+                                        job_persist_shown(js, prev);
                                 *ret_job = prev ? job_public_of(prev) : json_incref(stored);
                                 r = 1;
                         }

@@ -21,6 +21,16 @@ struct store;
 struct store_ticket;
 struct queue;
 
+/* How long a change nobody waits for may wait for its write (job_persist_soon: a part's end
+ * while other parts of the job are not final): longer than the parts of a job on every GPU
+ * take to end one after another, so that they meet in its final write (they run from separate
+ * queues, which drift apart: at 100 ms nearly every job of a drain was written once more, at a
+ * second about a third of them); short beside a real benchmark. What a crash within it loses
+ * was told to no one (an answer showing the job writes it first): the next start finds that
+ * part as it was stored, running, and says it was interrupted, as if the crash had come a
+ * second earlier. */
+#define JOB_PERSIST_DELAY_MS 1000
+
 struct part {
         ssize_t device; /* -1: device gone */
         enum job_state st;
@@ -53,6 +63,9 @@ struct job {
         size_t n_parts;
         struct part *parts;
         uint64_t finished_ms;
+        /* Monotonic: the tree is newer than what was queued to the store, and is written by
+         * then (job_persist_soon); 0: nothing pending. */
+        uint64_t persist_due_ms;
         struct store_ticket *final_ticket; /* its final write; pruned from memory once done */
 };
 
@@ -89,6 +102,7 @@ struct jobs {
         json_t *node_verdict_by_tier; /* each tier's last one: {"quick": ..., "extended": ...} */
         uint64_t node_last_check_ms;  /* the pairs' last scheduled check (realtime) */
         uint64_t prune_seen_commits;  /* store_commits at the last prune (UINT64_MAX: none yet) */
+        uint64_t persist_due_ms;      /* monotonic: the earliest job's persist_due_ms; 0: none */
         /* Waiters (GET ?wait=) learn of changes through these: the generation moves first, then
          * the listener is told, both under the lock (so a reader that saw the old generation is
          * woken). The generation is read without the lock. */
@@ -135,6 +149,15 @@ bool job_update_state(struct jobs *js, struct job *j);
 /* A job reached a final state: counted in metrics. */
 void job_finished(struct job *j);
 int job_persist(struct jobs *js, struct job *j);
+/* A change nobody waits for and no answer has shown (a part finished while the job is not
+ * final): written within JOB_PERSIST_DELAY_MS by jobs_unlock, or sooner by any job_persist of
+ * the job, so that the parts' ends usually go to the store as one final document. */
+void job_persist_soon(struct jobs *js, struct job *j);
+/* Before an answer shows the job: its pending change, if any, is queued now (an answer only
+ * shows what is committed or queued ahead of its store_sync). */
+void job_persist_shown(struct jobs *js, struct job *j);
+/* Queue every pending change (all) or those whose delay has passed. */
+void jobs_persist_pending_locked(struct jobs *js, bool all);
 /* The generation moved: waiters are told. */
 void job_changed(struct jobs *js, const struct job *j);
 int job_enqueue(struct jobs *js, struct job *j, size_t i);
