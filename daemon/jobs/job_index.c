@@ -429,7 +429,10 @@ void jobs_prune_finished(struct jobs *js)
         if (commits == js->prune_seen_commits)
                 return;
         js->prune_seen_commits = commits;
-        for (size_t i = 0; i < js->n_jobs;) {
+        /* One pass that closes the gaps as it goes: removing each job where it stands would
+         * move the rest of the index once per job (thousands queued behind them). */
+        size_t w = 0;
+        for (size_t i = 0; i < js->n_jobs; i++) {
                 struct job *j = js->jobs[i];
                 int r;
 
@@ -437,13 +440,14 @@ void jobs_prune_finished(struct jobs *js)
                     store_poll(j->final_ticket, &r) > 0) {
                         j->final_ticket = NULL;
                         if (r == 0) {
-                                jobs_remove_at(js, i);
+                                job_free(j);
                                 continue;
                         }
                         j->final_unsaved = true;
                 }
-                i++;
+                js->jobs[w++] = j;
         }
+        js->n_jobs = w;
 }
 
 /* With the lock held: queue again every final write that failed. The number of jobs still

@@ -16,6 +16,12 @@ static int entry_cmp(const struct queue_entry *a, const struct queue_entry *b)
 
 int queue_push(struct queue *q, const struct queue_entry *e)
 {
+        if (q->n == q->cap && q->head > 0) {
+                /* The room popped entries left at the front, before growing. */
+                memmove(&q->e[0], &q->e[q->head], (q->n - q->head) * sizeof(*q->e));
+                q->n -= q->head;
+                q->head = 0;
+        }
         if (q->n == q->cap) {
                 size_t nc = q->cap ? q->cap * 2 : 16;
                 struct queue_entry *n = realloc(q->e, nc * sizeof(*n));
@@ -26,8 +32,8 @@ int queue_push(struct queue *q, const struct queue_entry *e)
         }
         /* Binary search for the first entry that sorts after e; most go last (ids grow with
          * time, and recovery pushes thousands in order), so that is looked at first. */
-        size_t lo = 0, hi = q->n;
-        if (q->n && entry_cmp(&q->e[q->n - 1], e) <= 0)
+        size_t lo = q->head, hi = q->n;
+        if (q->n > q->head && entry_cmp(&q->e[q->n - 1], e) <= 0)
                 lo = q->n;
         while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
@@ -44,21 +50,31 @@ int queue_push(struct queue *q, const struct queue_entry *e)
 
 const struct queue_entry *queue_peek(const struct queue *q)
 {
-        return q->n ? &q->e[0] : NULL;
+        return q->head < q->n ? &q->e[q->head] : NULL;
+}
+
+/* The head moves instead of the entries: a dispatch from a queue thousands long would
+ * otherwise move all of them. */
+static void advance_head(struct queue *q)
+{
+        if (++q->head == q->n)
+                q->head = q->n = 0;
 }
 
 void queue_pop(struct queue *q)
 {
-        if (!q->n)
-                return;
-        memmove(&q->e[0], &q->e[1], (q->n - 1) * sizeof(*q->e));
-        q->n--;
+        if (q->head < q->n)
+                advance_head(q);
 }
 
 bool queue_remove(struct queue *q, const void *job, size_t part)
 {
-        for (size_t i = 0; i < q->n; i++)
+        for (size_t i = q->head; i < q->n; i++)
                 if (q->e[i].job == job && q->e[i].part == part) {
+                        if (i == q->head) {
+                                advance_head(q);
+                                return true;
+                        }
                         memmove(&q->e[i], &q->e[i + 1], (q->n - i - 1) * sizeof(*q->e));
                         q->n--;
                         return true;
@@ -68,7 +84,7 @@ bool queue_remove(struct queue *q, const void *job, size_t part)
 
 size_t queue_len(const struct queue *q)
 {
-        return q->n;
+        return q->n - q->head;
 }
 
 void queue_free(struct queue *q)

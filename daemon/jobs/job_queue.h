@@ -14,8 +14,8 @@ struct queue_entry {
 };
 
 struct queue {
-        struct queue_entry *e;
-        size_t n, cap;
+        struct queue_entry *e; /* e[head] to e[n - 1] are queued, in order */
+        size_t head, n, cap;
 };
 
 /* Insert in order; an entry equal in priority and id to others goes after them. 0 or -ENOMEM. */
