@@ -1,8 +1,9 @@
 /* The HTTP server's listeners and connections: opens every listener (systemd's sockets first,
  * then TCP and the unix socket from the configuration), serves TCP over TLS when a certificate
- * is configured, runs one libmicrohttpd daemon per socket, each polling with poll() from a
- * pool of http_threads threads (one per CPU by default), loads the bearer tokens once, keeps a
- * reserve of connection slots for loopback and the unix socket, cuts connections whose request does
+ * is configured, runs http_threads workers per socket (one per CPU by default), each a
+ * libmicrohttpd daemon on epoll run by a thread of umd's (why not libmicrohttpd's: see "workers"
+ * below), loads the bearer tokens once, counts connections per listener and per address and
+ * keeps a reserve of slots for loopback and the unix socket, cuts connections whose request does
  * not arrive in time, and shuts down by quiescing, answering every waiter and draining. Requests
  * are server_request.c's; ?wait= reads are server_wait.c's. */
 #include <arpa/inet.h>
@@ -145,12 +146,12 @@ static void addr_put_locked(struct api_server *s, struct addr_count *a)
         free(a);
 }
 
-/* Each listener takes max_connections; remote clients get max_connections less a reserve, over
- * all listeners; the reserve is for loopback and the unix socket, so remote clients filling
- * every slot cannot lock out the node's own health checks. Each address gets
- * max_connections_per_ip. umd counts all three over every worker (each worker's daemon counts
- * its own connections only). This is a first look, before libmicrohttpd allocates anything;
- * the workers accept at the same time, so on_connection counts again and cuts what got past. */
+/* Remote clients get max_connections less a reserve, over all listeners; the reserve is for
+ * loopback and the unix socket, so remote clients filling every slot cannot lock out the node's
+ * own health checks. Each address gets max_connections_per_ip, over all listeners and workers
+ * (each worker's daemon counts its own connections only). This is a first look, before
+ * libmicrohttpd allocates anything; the workers accept at the same time, so on_connection
+ * counts again and cuts what got past. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
         struct http_worker *w = cls;
@@ -159,8 +160,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
         bool keyed = addr_key(addr, key), ok = true;
 
         pthread_mutex_lock(&s->conns_lock);
-        ok = w->l->n_conns < s->cfg->max_connections;
-        if (ok && !addr_is_local(addr, addrlen))
+        if (!addr_is_local(addr, addrlen))
                 ok = s->remote_conns < s->remote_max;
         if (ok && keyed) {
                 const struct addr_count *a = addr_find_locked(s, key, false);
@@ -201,8 +201,6 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 if (s->conns)
                         s->conns->prev = k;
                 s->conns = k;
-                if (++w->l->n_conns > s->cfg->max_connections)
-                        over = true;
                 if (k->remote && ++s->remote_conns > s->remote_max)
                         over = true;
                 if (keyed) {
@@ -229,7 +227,6 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 s->conns = k->next;
         if (k->next)
                 k->next->prev = k->prev;
-        k->worker->l->n_conns--;
         if (k->remote)
                 s->remote_conns--;
         if (k->addr)
@@ -463,30 +460,40 @@ static unsigned http_threads(const struct umd_config *cfg)
  * one call returns all 128 (MAX_EVENTS) events, the next blocks for that timeout (the
  * connection timeout, 30 s) although the connections just reported are on the ready list,
  * unserved; their clients wait for the answer and send nothing, so no event ends the wait. Any
- * thread with 128 connections ready at once can stall (bench/load/mhd_epoll_stall.c: 1,130
- * requests in 5 s, then nothing; patched to wait 0 ms after the first call, 85k requests/s).
+ * thread with 128 connections ready at once can stall (bench/load/mhd_epoll_stall.c, one
+ * thread, 256 wrk connections: about 670 requests in 10 s, then nothing; the same source with
+ * 0 ms after the first call: 85k requests/s; umd's loop below: 66k to 102k, never stalled).
  * libmicrohttpd's own thread always calls MHD_epoll with "wait as long as needed" (-1);
  * MHD_run calls it with 0, so every epoll_wait in that loop returns at once, and the worker
  * below waits in poll() instead, for as long as MHD_get_timeout says (0 while any connection
  * is ready). Edge-triggered epoll then costs each wake-up what is ready, not every descriptor
  * the thread holds, as poll() did.
  *
- * Each listener gets http_threads workers; each has its own daemon and its own descriptor of
- * the listening socket (a dup; all accept from the one queue), and they share the listener's
- * max_connections, which umd counts (libmicrohttpd's pool gave each thread max_connections /
- * http_threads, refusing on a full thread while another had room). Without an internal thread
+ * Each listener gets http_threads workers; each has its own daemon, its own descriptor of the
+ * listening socket (a dup; all accept from the one queue) and max_connections / http_threads
+ * connections, as libmicrohttpd's pool split them. Without an internal thread
  * 0.9.75 keeps no inter-thread channel (MHD_USE_ITC is dropped), so a connection resumed from
  * another thread must wake its worker (server_conn_resume), and api_stop asks each worker to
  * quiesce its own daemon. */
 
 enum { WORKER_RUN, WORKER_QUIESCE, WORKER_STOP };
 
-/* A daemon takes its listening socket out of its epoll set while it is at its connection limit
- * or out of descriptors, and puts it back only on its next run, so a worker waiting for events
- * would never see the next connection. umd keeps the limits itself (on_accept) and gives each
- * daemon one it never reaches (max_connections + 1: a worker holds at most what its listener
- * does); running out of descriptors is left, and this bounds how long it holds a listener. */
+/* A daemon takes its listening socket out of its epoll set at the start of a run that finds it
+ * at its connection limit (connections then wait in the backlog, as with libmicrohttpd's own
+ * threads) or out of descriptors, and puts it back only at the start of a later run: a worker
+ * waiting for events after the run that freed a slot would not see the next connection. The
+ * worker runs again at once when a run began at the limit and ended below it; running out of
+ * descriptors it cannot see, and this bounds how long that holds a listener. */
 #define WORKER_WAIT_MAX_MS 1000
+
+/* Connections the daemon holds, the count its limit is checked against. */
+static unsigned worker_connections(struct http_worker *w)
+{
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+        return info ? info->num_connections : 0;
+}
 
 static void worker_wake(struct http_worker *w)
 {
@@ -519,6 +526,8 @@ static void *worker_main(void *arg)
         struct http_worker *w = arg;
         struct pollfd p[2] = {{.fd = w->epoll_fd, .events = POLLIN},
                               {.fd = w->wake_fd, .events = POLLIN}};
+        bool full = false, again = false;
+        unsigned held;
 
         for (;;) {
                 int want = atomic_load(&w->want);
@@ -532,15 +541,23 @@ static void *worker_main(void *arg)
                         w->quiesced_fd = MHD_quiesce_daemon(w->daemon);
                         atomic_store(&w->quiesced, true);
                 }
-                if (MHD_get_timeout(w->daemon, &left) == MHD_YES && left < WORKER_WAIT_MAX_MS)
+                if (again)
+                        ms = 0;
+                else if (MHD_get_timeout(w->daemon, &left) == MHD_YES && left < WORKER_WAIT_MAX_MS)
                         ms = (int)left;
                 if (poll(p, 2, ms) < 0 && errno != EINTR) {
+                        /* EINVAL and ENOMEM only; the worker stays, for api_stop's requests. */
+                        struct timespec pause = {.tv_nsec = 100 * 1000 * 1000};
                         log_error_errno(-errno, "http: poll: %m");
-                        break;
+                        nanosleep(&pause, NULL);
                 }
                 if (p[1].revents & POLLIN)
                         (void)!read(w->wake_fd, &n, sizeof(n));
                 MHD_run(w->daemon);
+                /* full: this run began at the limit, so it took the listening socket out. */
+                held = worker_connections(w);
+                again = full && held < w->limit;
+                full = held >= w->limit;
         }
         return NULL;
 }
@@ -574,7 +591,8 @@ static void worker_free(struct http_worker *w)
         w->wake_fd = -1;
 }
 
-static int start_worker(struct api_server *s, struct listener *l, struct http_worker *w)
+static int start_worker(struct api_server *s, struct listener *l, struct http_worker *w,
+                        unsigned limit)
 {
         const struct umd_config *cfg = s->cfg;
         unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
@@ -589,7 +607,7 @@ static int start_worker(struct api_server *s, struct listener *l, struct http_wo
         int r;
 
         w->srv = s;
-        w->l = l;
+        w->limit = limit;
         w->quiesced_fd = MHD_INVALID_SOCKET;
         atomic_init(&w->want, WORKER_RUN);
         atomic_init(&w->quiesced, false);
@@ -601,14 +619,12 @@ static int start_worker(struct api_server *s, struct listener *l, struct http_wo
                 flags |= MHD_USE_TLS;
 
         /* libmicrohttpd's defaults are no timeout and no connection limits: set all three. Its
-         * limits count this daemon's connections alone: the one on connections is out of its
-         * reach (WORKER_WAIT_MAX_MS says why), the per-IP one a backstop; on_accept and
-         * on_connection count every worker's. Per-IP limits mean nothing on a unix socket. */
+         * per-IP count is this daemon's alone, a backstop: on_accept and on_connection count
+         * every worker's. Per-IP limits mean nothing on a unix socket (no address). */
         w->daemon = MHD_start_daemon(
             flags, 0, on_accept, w, server_on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
             server_mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, w->listen_fd,
-            MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections + 1,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)(l->is_unix ? 0 : cfg->max_connections_per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
             (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, server_on_completed, s,
@@ -654,7 +670,8 @@ static int start_listener(struct api_server *s, struct listener *l)
                 l->workers[i].listen_fd = l->workers[i].wake_fd = -1;
         l->n_workers = threads;
         for (unsigned i = 0; i < threads; i++) {
-                r = start_worker(s, l, &l->workers[i]);
+                /* Split as libmicrohttpd's pool did: the first ones take what is left over. */
+                r = start_worker(s, l, &l->workers[i], max / threads + (i < max % threads));
                 if (r < 0)
                         return r;
         }

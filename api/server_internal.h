@@ -23,12 +23,12 @@ struct api_server;
  * the loop and not libmicrohttpd). */
 struct http_worker {
         struct api_server *srv;
-        struct listener *l;
         struct MHD_Daemon *daemon;
         int listen_fd;   /* this daemon's own descriptor of the listener's socket (a dup) */
         int epoll_fd;    /* the daemon's, for poll() */
         int wake_fd;     /* eventfd: a resumed connection, or api_stop asking */
         int quiesced_fd; /* handed back by MHD_quiesce_daemon, ours to close */
+        unsigned limit;  /* the daemon's connection limit, its share of max_connections */
         pthread_t thread;
         bool started;
         atomic_int want;      /* WORKER_RUN, WORKER_QUIESCE, WORKER_STOP */
@@ -38,7 +38,6 @@ struct http_worker {
 struct listener {
         struct http_worker *workers;
         unsigned n_workers;
-        unsigned n_conns; /* open on every worker, under the server's conns_lock */
         int fd;
         bool is_unix;
         char name[LISTEN_NAME_MAX];
