@@ -462,38 +462,31 @@ static unsigned http_threads(const struct umd_config *cfg)
  * unserved; their clients wait for the answer and send nothing, so no event ends the wait. Any
  * thread with 128 connections ready at once can stall (bench/load/mhd_epoll_stall.c, one
  * thread, 256 wrk connections: about 670 requests in 10 s, then nothing; the same source with
- * 0 ms after the first call: 85k requests/s; umd's loop below: 66k to 102k, never stalled).
- * libmicrohttpd's own thread always calls MHD_epoll with "wait as long as needed" (-1);
- * MHD_run calls it with 0, so every epoll_wait in that loop returns at once, and the worker
- * below waits in poll() instead, for as long as MHD_get_timeout says (0 while any connection
- * is ready). Edge-triggered epoll then costs each wake-up what is ready, not every descriptor
- * the thread holds, as poll() did.
+ * 0 ms after the first call: 85k requests/s; a loop like the one below: 66k to 102k, never
+ * stalled). libmicrohttpd's own thread always calls MHD_epoll with "wait as long as needed"
+ * (-1); MHD_run calls it with 0, so every epoll_wait in that loop returns at once, and the
+ * worker below waits in poll() instead, for as long as MHD_get_timeout says (0 while any
+ * connection is ready). Edge-triggered epoll then costs each wake-up what is ready, not every
+ * descriptor the thread holds, as poll() did.
  *
- * Each listener gets http_threads workers; each has its own daemon, its own descriptor of the
- * listening socket (a dup; all accept from the one queue) and max_connections / http_threads
- * connections, as libmicrohttpd's pool split them. Without an internal thread
- * 0.9.75 keeps no inter-thread channel (MHD_USE_ITC is dropped), so a connection resumed from
- * another thread must wake its worker (server_conn_resume), and api_stop asks each worker to
- * quiesce its own daemon. */
+ * Each listener gets http_threads workers, each with its own daemon (MHD_USE_NO_LISTEN_SOCKET)
+ * and max_connections / http_threads connections, as libmicrohttpd's pool split them. The
+ * workers accept themselves and hand each connection to their daemon (MHD_add_connection, which
+ * applies the same limits and on_accept): on epoll, 0.9.75 accepts up to ten connections a run
+ * (on poll one), so a burst of connections went 181 to one thread and 75 to the other, and one
+ * core served 70% of the requests. A worker polls the listening socket only while it holds
+ * fewer than its share and at most ACCEPT_SLACK more than the least loaded worker; past its
+ * share, connections wait in the backlog, as with libmicrohttpd's pool. Without an internal
+ * thread 0.9.75 keeps no inter-thread channel (MHD_USE_ITC is dropped), so a connection resumed
+ * from another thread must wake its worker (server_conn_resume). */
 
 enum { WORKER_RUN, WORKER_QUIESCE, WORKER_STOP };
 
-/* A daemon takes its listening socket out of its epoll set at the start of a run that finds it
- * at its connection limit (connections then wait in the backlog, as with libmicrohttpd's own
- * threads) or out of descriptors, and puts it back only at the start of a later run: a worker
- * waiting for events after the run that freed a slot would not see the next connection. The
- * worker runs again at once when a run began at the limit and ended below it; running out of
- * descriptors it cannot see, and this bounds how long that holds a listener. */
-#define WORKER_WAIT_MAX_MS 1000
-
-/* Connections the daemon holds, the count its limit is checked against. */
-static unsigned worker_connections(struct http_worker *w)
-{
-        const union MHD_DaemonInfo *info =
-            MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-
-        return info ? info->num_connections : 0;
-}
+/* How many connections a worker may hold beyond the least loaded one and still accept. */
+#define ACCEPT_SLACK 8
+/* After accept failed for want of descriptors or memory: how long the worker leaves the
+ * listening socket alone (it stays readable; polling it would spin). */
+#define ACCEPT_BACKOFF_MS 100
 
 static void worker_wake(struct http_worker *w)
 {
@@ -521,43 +514,107 @@ void server_conn_resume(struct api_server *s, struct MHD_Connection *c)
                                 worker_wake(&s->listeners[i].workers[j]);
 }
 
+/* Connections the daemon holds, the count its limit is checked against. */
+static unsigned worker_connections(struct http_worker *w)
+{
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+        return info ? info->num_connections : 0;
+}
+
+/* Whether w should take the next connection: below its share, and not ACCEPT_SLACK ahead of
+ * the least loaded worker of its listener (that one always may, unless it is full). */
+static bool worker_may_accept(const struct http_worker *w, unsigned held)
+{
+        unsigned least = held;
+
+        if (held >= w->limit)
+                return false;
+        for (unsigned i = 0; i < w->l->n_workers; i++) {
+                unsigned h = atomic_load_explicit(&w->l->workers[i].held, memory_order_relaxed);
+                if (w->l->workers[i].started && h < least)
+                        least = h;
+        }
+        return held <= least + ACCEPT_SLACK;
+}
+
+/* Accept what is waiting while w may; false when accept ran out of descriptors or memory. */
+static bool worker_accept(struct http_worker *w, unsigned *held)
+{
+        while (worker_may_accept(w, *held)) {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof(ss);
+                int fd =
+                    accept4(w->l->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+                if (fd < 0) {
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                            errno == ENOMEM) {
+                                log_debug("http: cannot accept on %s: %m", w->l->name);
+                                return false;
+                        }
+                        /* EAGAIN: another worker took it, or nothing more waits; a connection
+                         * that failed before it was accepted (ECONNABORTED) is gone. */
+                        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                                continue;
+                        return true;
+                }
+                /* Closes fd itself when it refuses (a limit, on_accept, no memory). */
+                if (MHD_add_connection(w->daemon, fd, (struct sockaddr *)&ss, len) == MHD_YES)
+                        (*held)++;
+                atomic_store_explicit(&w->held, *held, memory_order_relaxed);
+        }
+        return true;
+}
+
 static void *worker_main(void *arg)
 {
         struct http_worker *w = arg;
-        struct pollfd p[2] = {{.fd = w->epoll_fd, .events = POLLIN},
-                              {.fd = w->wake_fd, .events = POLLIN}};
-        bool full = false, again = false;
-        unsigned held;
+        struct pollfd p[3] = {{.fd = w->epoll_fd, .events = POLLIN},
+                              {.fd = w->wake_fd, .events = POLLIN},
+                              {.fd = w->l->fd, .events = POLLIN}};
+        uint64_t backoff_until = 0;
+        bool accepting = false;
+        unsigned held = 0;
 
         for (;;) {
                 int want = atomic_load(&w->want);
+                bool was_accepting = accepting;
                 MHD_UNSIGNED_LONG_LONG left;
-                int ms = WORKER_WAIT_MAX_MS;
-                uint64_t n;
+                uint64_t now, n;
+                int ms = -1;
 
                 if (want == WORKER_STOP)
                         break;
-                if (want == WORKER_QUIESCE && !atomic_load(&w->quiesced)) {
-                        w->quiesced_fd = MHD_quiesce_daemon(w->daemon);
+                if (want == WORKER_QUIESCE && !atomic_load(&w->quiesced))
                         atomic_store(&w->quiesced, true);
-                }
-                if (again)
-                        ms = 0;
-                else if (MHD_get_timeout(w->daemon, &left) == MHD_YES && left < WORKER_WAIT_MAX_MS)
-                        ms = (int)left;
-                if (poll(p, 2, ms) < 0 && errno != EINTR) {
+                now = now_monotonic_ms();
+                accepting =
+                    want == WORKER_RUN && now >= backoff_until && worker_may_accept(w, held);
+                /* The peers may have left the listening socket to this worker. */
+                if (was_accepting && !accepting && want == WORKER_RUN)
+                        for (unsigned i = 0; i < w->l->n_workers; i++)
+                                if (&w->l->workers[i] != w && w->l->workers[i].started)
+                                        worker_wake(&w->l->workers[i]);
+                if (MHD_get_timeout(w->daemon, &left) == MHD_YES)
+                        ms = left > INT_MAX ? INT_MAX : (int)left;
+                if (now < backoff_until && (ms < 0 || (uint64_t)ms > backoff_until - now))
+                        ms = (int)(backoff_until - now);
+                if (poll(p, accepting ? 3 : 2, ms) < 0 && errno != EINTR) {
                         /* EINVAL and ENOMEM only; the worker stays, for api_stop's requests. */
                         struct timespec pause = {.tv_nsec = 100 * 1000 * 1000};
                         log_error_errno(-errno, "http: poll: %m");
                         nanosleep(&pause, NULL);
+                        continue;
                 }
                 if (p[1].revents & POLLIN)
                         (void)!read(w->wake_fd, &n, sizeof(n));
+                if (accepting && (p[2].revents & POLLIN) && !worker_accept(w, &held))
+                        backoff_until = now_monotonic_ms() + ACCEPT_BACKOFF_MS;
                 MHD_run(w->daemon);
-                /* full: this run began at the limit, so it took the listening socket out. */
                 held = worker_connections(w);
-                again = full && held < w->limit;
-                full = held >= w->limit;
+                atomic_store_explicit(&w->held, held, memory_order_relaxed);
         }
         return NULL;
 }
@@ -573,19 +630,12 @@ static void worker_join(struct http_worker *w)
         w->started = false;
 }
 
-/* After worker_join: stops the daemon (which closes listen_fd unless it was quiesced). */
 static void worker_free(struct http_worker *w)
 {
         worker_join(w);
-        if (w->daemon) {
+        if (w->daemon)
                 MHD_stop_daemon(w->daemon);
-                w->daemon = NULL;
-                if (w->quiesced_fd != MHD_INVALID_SOCKET)
-                        close(w->quiesced_fd);
-        } else if (w->listen_fd >= 0) {
-                close(w->listen_fd);
-        }
-        w->listen_fd = w->quiesced_fd = -1;
+        w->daemon = NULL;
         if (w->wake_fd >= 0)
                 close(w->wake_fd);
         w->wake_fd = -1;
@@ -595,7 +645,8 @@ static int start_worker(struct api_server *s, struct listener *l, struct http_wo
                         unsigned limit)
 {
         const struct umd_config *cfg = s->cfg;
-        unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+        unsigned flags =
+            MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
         bool tls = s->tls_cert && !l->is_unix;
         /* libmicrohttpd copies neither string: both stay in s until the daemon stops. */
         struct MHD_OptionItem tls_opts[] = {
@@ -607,13 +658,13 @@ static int start_worker(struct api_server *s, struct listener *l, struct http_wo
         int r;
 
         w->srv = s;
+        w->l = l;
         w->limit = limit;
-        w->quiesced_fd = MHD_INVALID_SOCKET;
+        atomic_init(&w->held, 0);
         atomic_init(&w->want, WORKER_RUN);
         atomic_init(&w->quiesced, false);
         w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        w->listen_fd = fcntl(l->fd, F_DUPFD_CLOEXEC, 0);
-        if (w->wake_fd < 0 || w->listen_fd < 0)
+        if (w->wake_fd < 0)
                 return log_error_errno(-errno, "cannot start the HTTP server on %s: %m", l->name);
         if (tls)
                 flags |= MHD_USE_TLS;
@@ -623,17 +674,14 @@ static int start_worker(struct api_server *s, struct listener *l, struct http_wo
          * every worker's. Per-IP limits mean nothing on a unix socket (no address). */
         w->daemon = MHD_start_daemon(
             flags, 0, on_accept, w, server_on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-            server_mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, w->listen_fd,
-            MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            server_mhd_logger, NULL, MHD_OPTION_CONNECTION_LIMIT, limit,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)(l->is_unix ? 0 : cfg->max_connections_per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
             (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, server_on_completed, s,
             MHD_OPTION_UNESCAPE_CALLBACK, server_on_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION,
             on_connection, w, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
         if (!w->daemon) {
-                /* 0.9.75 closes the socket it was given on some failures and not on others:
-                 * leave it (one descriptor, and umd does not start). */
-                w->listen_fd = -1;
                 if (tls)
                         log_error("cannot start HTTPS on %s: tls_cert %s and tls_key %s are not a "
                                   "valid PEM certificate and its private key",
@@ -667,7 +715,7 @@ static int start_listener(struct api_server *s, struct listener *l)
         if (!l->workers)
                 return -ENOMEM;
         for (unsigned i = 0; i < threads; i++)
-                l->workers[i].listen_fd = l->workers[i].wake_fd = -1;
+                l->workers[i].wake_fd = -1;
         l->n_workers = threads;
         for (unsigned i = 0; i < threads; i++) {
                 /* Split as libmicrohttpd's pool did: the first ones take what is left over. */
@@ -954,9 +1002,8 @@ void api_stop(struct api_server *s, unsigned timeout_ms)
 
         if (!s)
                 return;
-        /* Stop accepting everywhere first, then drain: each worker quiesces its own daemon
-         * (libmicrohttpd's loop and MHD_quiesce_daemon both change its epoll set), and the
-         * quiesced descriptor stays ours to close after the daemon stops. */
+        /* Stop accepting everywhere first, then drain: each worker stops polling its listener's
+         * socket (umd's to close, in server_free), and says so. */
         for (size_t i = 0; i < s->n_listeners; i++)
                 for (unsigned j = 0; j < s->listeners[i].n_workers; j++) {
                         struct http_worker *w = &s->listeners[i].workers[j];
@@ -968,12 +1015,8 @@ void api_stop(struct api_server *s, unsigned timeout_ms)
         for (size_t i = 0; i < s->n_listeners; i++)
                 for (unsigned j = 0; j < s->listeners[i].n_workers; j++) {
                         struct http_worker *w = &s->listeners[i].workers[j];
-                        if (!w->started)
-                                continue;
-                        while (!atomic_load(&w->quiesced))
+                        while (w->started && !atomic_load(&w->quiesced))
                                 nanosleep(&tick, NULL);
-                        if (w->quiesced_fd == MHD_INVALID_SOCKET)
-                                log_warning("cannot stop accepting on %s", s->listeners[i].name);
                 }
         /* Waiting reads are answered with what there is, then drain like any request. */
         server_wait_stop(s);

@@ -20,19 +20,19 @@ struct api_reply;
 struct api_server;
 
 /* One libmicrohttpd daemon on epoll and the thread that runs it (server.c says why umd runs
- * the loop and not libmicrohttpd). */
+ * the loop and accepts, and not libmicrohttpd). */
 struct http_worker {
         struct api_server *srv;
+        struct listener *l;
         struct MHD_Daemon *daemon;
-        int listen_fd;   /* this daemon's own descriptor of the listener's socket (a dup) */
-        int epoll_fd;    /* the daemon's, for poll() */
-        int wake_fd;     /* eventfd: a resumed connection, or api_stop asking */
-        int quiesced_fd; /* handed back by MHD_quiesce_daemon, ours to close */
-        unsigned limit;  /* the daemon's connection limit, its share of max_connections */
+        int epoll_fd;   /* the daemon's, for poll() */
+        int wake_fd;    /* eventfd: a resumed connection, a peer that stopped accepting, api_stop */
+        unsigned limit; /* the daemon's connection limit, its share of max_connections */
         pthread_t thread;
         bool started;
+        atomic_uint held;     /* connections the daemon holds, for the other workers */
         atomic_int want;      /* WORKER_RUN, WORKER_QUIESCE, WORKER_STOP */
-        atomic_bool quiesced; /* set by the worker once it quiesced its daemon */
+        atomic_bool quiesced; /* set by the worker once it stopped accepting for good */
 };
 
 struct listener {
