@@ -4,9 +4,10 @@
  *   /tmp/stall PORT MODE [THREADS]  &  wrk -t2 -c256 -d10s http://127.0.0.1:PORT/
  * MODE 0: MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, libmicrohttpd's threads on poll();
  * MODE 1: MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, libmicrohttpd's threads on epoll;
- * MODE 2: what api/server.c does: THREADS daemons with MHD_USE_EPOLL and no internal thread,
+ * MODE 2: api/server.c's loop: THREADS daemons with MHD_USE_EPOLL and no internal thread,
  *         each on a dup of one listening socket, each run by a thread of ours that waits in
- *         poll() on the daemon's epoll fd for MHD_get_timeout and then calls MHD_run.
+ *         poll() on the daemon's epoll fd for MHD_get_timeout and then calls MHD_run (umd
+ *         also accepts itself, to spread connections evenly; the stall does not need that).
  * THREADS (default 1) is MHD_OPTION_THREAD_POOL_SIZE in modes 0 and 1. The handler answers in
  * the usual two steps (first call: set *con_cls and return; second: queue the reply).
  *
