@@ -85,7 +85,8 @@ static void *loop(void *arg)
 
 static int listen_on(unsigned short port)
 {
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons(port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
 
