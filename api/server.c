@@ -1,8 +1,9 @@
 /* The HTTP server's listeners and connections: opens every listener (systemd's sockets first,
  * then TCP and the unix socket from the configuration), serves TCP over TLS when a certificate
- * is configured, runs one libmicrohttpd daemon per socket, each polling with poll() from a
- * pool of http_threads threads (one per CPU by default), loads the bearer tokens once, keeps a
- * reserve of connection slots for loopback and the unix socket, cuts connections whose request does
+ * is configured, runs http_threads workers per socket (one per CPU by default), each a
+ * libmicrohttpd daemon on epoll run by a thread of umd's (why not libmicrohttpd's: see "workers"
+ * below), loads the bearer tokens once, counts connections per listener and per address and
+ * keeps a reserve of slots for loopback and the unix socket, cuts connections whose request does
  * not arrive in time, and shuts down by quiescing, answering every waiter and draining. Requests
  * are server_request.c's; ?wait= reads are server_wait.c's. */
 #include <arpa/inet.h>
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <grp.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -19,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -80,17 +84,88 @@ static bool addr_is_local(const struct sockaddr *sa, socklen_t len)
         return sa->sa_family == AF_UNIX;
 }
 
-/* Remote clients get max_connections less a reserve; the reserve is for loopback and the unix
- * socket, so remote clients filling every slot cannot lock out the node's own health checks. */
+/* The key of an IPv4 or IPv6 peer, false for any other (a unix-socket peer is not counted). */
+static bool addr_key(const struct sockaddr *sa, unsigned char key[17])
+{
+        memset(key, 0, 17);
+        if (!sa)
+                return false;
+        if (sa->sa_family == AF_INET) {
+                key[0] = 4;
+                memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+                return true;
+        }
+        if (sa->sa_family == AF_INET6) {
+                key[0] = 6;
+                memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+                return true;
+        }
+        return false;
+}
+
+static size_t addr_bucket(const unsigned char key[17])
+{
+        uint32_t h = 2166136261u; /* FNV-1a */
+
+        for (int i = 0; i < 17; i++)
+                h = (h ^ key[i]) * 16777619u;
+        return h % ADDR_BUCKETS;
+}
+
+/* With conns_lock held: the entry of key, created (n 0) when create is set; NULL when there is
+ * none, or no memory for it. */
+static struct addr_count *addr_find_locked(struct api_server *s, const unsigned char key[17],
+                                           bool create)
+{
+        struct addr_count **head = &s->addrs[addr_bucket(key)];
+
+        for (struct addr_count *a = *head; a; a = a->next)
+                if (memcmp(a->key, key, 17) == 0)
+                        return a;
+        if (!create)
+                return NULL;
+        struct addr_count *a = calloc(1, sizeof(*a));
+        if (!a)
+                return NULL;
+        memcpy(a->key, key, 17);
+        a->next = *head;
+        *head = a;
+        return a;
+}
+
+/* With conns_lock held: one connection fewer from a, freed at none. */
+static void addr_put_locked(struct api_server *s, struct addr_count *a)
+{
+        if (--a->n > 0)
+                return;
+        for (struct addr_count **p = &s->addrs[addr_bucket(a->key)]; *p; p = &(*p)->next)
+                if (*p == a) {
+                        *p = a->next;
+                        break;
+                }
+        free(a);
+}
+
+/* Remote clients get max_connections less a reserve, over all listeners; the reserve is for
+ * loopback and the unix socket, so remote clients filling every slot cannot lock out the node's
+ * own health checks. Each address gets max_connections_per_ip, over all listeners and workers
+ * (each worker's daemon counts its own connections only). This is a first look, before
+ * libmicrohttpd allocates anything; the workers accept at the same time, so on_connection
+ * counts again and cuts what got past. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
-        struct api_server *s = cls;
-        bool ok;
+        struct http_worker *w = cls;
+        struct api_server *s = w->srv;
+        unsigned char key[17];
+        bool keyed = addr_key(addr, key), ok = true;
 
-        if (addr_is_local(addr, addrlen))
-                return MHD_YES;
         pthread_mutex_lock(&s->conns_lock);
-        ok = s->remote_conns < s->remote_max;
+        if (!addr_is_local(addr, addrlen))
+                ok = s->remote_conns < s->remote_max;
+        if (ok && keyed) {
+                const struct addr_count *a = addr_find_locked(s, key, false);
+                ok = !a || a->n < s->cfg->max_connections_per_ip;
+        }
         pthread_mutex_unlock(&s->conns_lock);
         return ok ? MHD_YES : MHD_NO;
 }
@@ -98,7 +173,8 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-        struct api_server *s = cls;
+        struct http_worker *w = cls;
+        struct api_server *s = w->srv;
         struct conn *k = *socket_context;
 
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
@@ -106,6 +182,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                     MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
                 const union MHD_ConnectionInfo *addr_info =
                     MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+                const struct sockaddr *sa = addr_info ? addr_info->client_addr : NULL;
+                unsigned char key[17];
+                bool keyed = addr_key(sa, key), over = false;
 
                 k = calloc(1, sizeof(*k));
                 if (!k || !fd_info) {
@@ -113,17 +192,28 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                         free(k);
                         return;
                 }
+                k->worker = w;
                 k->fd = fd_info->connect_fd;
-                k->remote = addr_info && addr_info->client_addr &&
-                            !addr_is_local(addr_info->client_addr, sizeof(struct sockaddr_in6));
+                k->remote = sa && !addr_is_local(sa, sizeof(struct sockaddr_in6));
                 k->deadline_ms = now_monotonic_ms() + 1000ull * s->cfg->request_timeout_s;
                 pthread_mutex_lock(&s->conns_lock);
                 k->next = s->conns;
                 if (s->conns)
                         s->conns->prev = k;
                 s->conns = k;
-                if (k->remote)
-                        s->remote_conns++;
+                if (k->remote && ++s->remote_conns > s->remote_max)
+                        over = true;
+                if (keyed) {
+                        k->addr = addr_find_locked(s, key, true);
+                        if (!k->addr || ++k->addr->n > s->cfg->max_connections_per_ip)
+                                over = true;
+                }
+                if (over) {
+                        /* What libmicrohttpd does past its limits: close, nothing answered.
+                         * shutdown, not close: the fd is libmicrohttpd's to close. */
+                        (void)shutdown(k->fd, SHUT_RDWR);
+                        k->cut = true;
+                }
                 pthread_mutex_unlock(&s->conns_lock);
                 *socket_context = k;
                 return;
@@ -139,6 +229,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 k->next->prev = k->prev;
         if (k->remote)
                 s->remote_conns--;
+        if (k->addr)
+                addr_put_locked(s, k->addr);
         pthread_mutex_unlock(&s->conns_lock);
         free(k);
         *socket_context = NULL;
@@ -360,19 +452,201 @@ static unsigned http_threads(const struct umd_config *cfg)
         return n < 1 ? 1u : n > 256 ? 256u : (unsigned)n;
 }
 
-static int start_daemon(struct api_server *s, struct listener *l)
+/* ---- workers: libmicrohttpd on epoll, each daemon run by a thread of umd's ----
+ *
+ * Why not libmicrohttpd's own threads: its internal polling thread (alone or in a pool) stalls
+ * on epoll in 0.9.75. MHD_epoll (src/microhttpd/daemon.c) computes one timeout before its
+ * loop "while (MAX_EVENTS == num_events)" and passes it to every epoll_wait in the loop: when
+ * one call returns all 128 (MAX_EVENTS) events, the next blocks for that timeout (the
+ * connection timeout, 30 s) although the connections just reported are on the ready list,
+ * unserved; their clients wait for the answer and send nothing, so no event ends the wait. Any
+ * thread with 128 connections ready at once can stall (bench/load/mhd_epoll_stall.c, one
+ * thread, 256 wrk connections: about 670 requests in 10 s, then nothing; the same source with
+ * 0 ms after the first call: 85k requests/s; a loop like the one below: 66k to 102k, never
+ * stalled). libmicrohttpd's own thread always calls MHD_epoll with "wait as long as needed"
+ * (-1); MHD_run calls it with 0, so every epoll_wait in that loop returns at once, and the
+ * worker below waits in poll() instead, for as long as MHD_get_timeout says (0 while any
+ * connection is ready). Edge-triggered epoll then costs each wake-up what is ready, not every
+ * descriptor the thread holds, as poll() did.
+ *
+ * Each listener gets http_threads workers, each with its own daemon (MHD_USE_NO_LISTEN_SOCKET)
+ * and max_connections / http_threads connections, as libmicrohttpd's pool split them. The
+ * workers accept themselves and hand each connection to their daemon (MHD_add_connection, which
+ * applies the same limits and on_accept): on epoll, 0.9.75 accepts up to ten connections a run
+ * (on poll one), so a burst of connections went 181 to one thread and 75 to the other, and one
+ * core served 70% of the requests. A worker polls the listening socket only while it holds
+ * fewer than its share and at most ACCEPT_SLACK more than the least loaded worker; past its
+ * share, connections wait in the backlog, as with libmicrohttpd's pool. Without an internal
+ * thread 0.9.75 keeps no inter-thread channel (MHD_USE_ITC is dropped), so a connection resumed
+ * from another thread must wake its worker (server_conn_resume). */
+
+enum { WORKER_RUN, WORKER_QUIESCE, WORKER_STOP };
+
+/* How many connections a worker may hold beyond the least loaded one and still accept. */
+#define ACCEPT_SLACK 8
+/* After accept failed for want of descriptors or memory: how long the worker leaves the
+ * listening socket alone (it stays readable; polling it would spin). */
+#define ACCEPT_BACKOFF_MS 100
+
+static void worker_wake(struct http_worker *w)
+{
+        uint64_t one = 1;
+
+        /* Fails only when the counter is full: the worker has a wake-up pending anyway. */
+        (void)!write(w->wake_fd, &one, sizeof(one));
+}
+
+void server_conn_resume(struct api_server *s, struct MHD_Connection *c)
+{
+        struct conn *k = conn_of(c);
+        /* Read before resuming: once resumed, the connection may end on its worker at once. */
+        struct http_worker *w = k ? k->worker : NULL;
+
+        MHD_resume_connection(c);
+        if (w) {
+                worker_wake(w);
+                return;
+        }
+        /* An untracked connection (no memory for its entry): wake them all. */
+        for (size_t i = 0; i < s->n_listeners; i++)
+                for (unsigned j = 0; j < s->listeners[i].n_workers; j++)
+                        if (s->listeners[i].workers[j].started)
+                                worker_wake(&s->listeners[i].workers[j]);
+}
+
+/* Connections the daemon holds, the count its limit is checked against. */
+static unsigned worker_connections(struct http_worker *w)
+{
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+        return info ? info->num_connections : 0;
+}
+
+/* Whether w should take the next connection: below its share, and not ACCEPT_SLACK ahead of
+ * the least loaded worker of its listener (that one always may, unless it is full). */
+static bool worker_may_accept(const struct http_worker *w, unsigned held)
+{
+        unsigned least = held;
+
+        if (held >= w->limit)
+                return false;
+        for (unsigned i = 0; i < w->l->n_workers; i++) {
+                unsigned h = atomic_load_explicit(&w->l->workers[i].held, memory_order_relaxed);
+                if (w->l->workers[i].started && h < least)
+                        least = h;
+        }
+        return held <= least + ACCEPT_SLACK;
+}
+
+/* Accept what is waiting while w may; false when accept ran out of descriptors or memory. */
+static bool worker_accept(struct http_worker *w, unsigned *held)
+{
+        while (worker_may_accept(w, *held)) {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof(ss);
+                int fd =
+                    accept4(w->l->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+                if (fd < 0) {
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                            errno == ENOMEM) {
+                                log_debug("http: cannot accept on %s: %m", w->l->name);
+                                return false;
+                        }
+                        /* EAGAIN: another worker took it, or nothing more waits; a connection
+                         * that failed before it was accepted (ECONNABORTED) is gone. */
+                        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                                continue;
+                        return true;
+                }
+                /* Closes fd itself when it refuses (a limit, on_accept, no memory). */
+                if (MHD_add_connection(w->daemon, fd, (struct sockaddr *)&ss, len) == MHD_YES)
+                        (*held)++;
+                atomic_store_explicit(&w->held, *held, memory_order_relaxed);
+        }
+        return true;
+}
+
+static void *worker_main(void *arg)
+{
+        struct http_worker *w = arg;
+        struct pollfd p[3] = {{.fd = w->epoll_fd, .events = POLLIN},
+                              {.fd = w->wake_fd, .events = POLLIN},
+                              {.fd = w->l->fd, .events = POLLIN}};
+        uint64_t backoff_until = 0;
+        bool accepting = false;
+        unsigned held = 0;
+
+        for (;;) {
+                int want = atomic_load(&w->want);
+                bool was_accepting = accepting;
+                MHD_UNSIGNED_LONG_LONG left;
+                uint64_t now, n;
+                int ms = -1;
+
+                if (want == WORKER_STOP)
+                        break;
+                if (want == WORKER_QUIESCE && !atomic_load(&w->quiesced))
+                        atomic_store(&w->quiesced, true);
+                now = now_monotonic_ms();
+                accepting =
+                    want == WORKER_RUN && now >= backoff_until && worker_may_accept(w, held);
+                /* The peers may have left the listening socket to this worker. */
+                if (was_accepting && !accepting && want == WORKER_RUN)
+                        for (unsigned i = 0; i < w->l->n_workers; i++)
+                                if (&w->l->workers[i] != w && w->l->workers[i].started)
+                                        worker_wake(&w->l->workers[i]);
+                if (MHD_get_timeout(w->daemon, &left) == MHD_YES)
+                        ms = left > INT_MAX ? INT_MAX : (int)left;
+                if (now < backoff_until && (ms < 0 || (uint64_t)ms > backoff_until - now))
+                        ms = (int)(backoff_until - now);
+                if (poll(p, accepting ? 3 : 2, ms) < 0 && errno != EINTR) {
+                        /* EINVAL and ENOMEM only; the worker stays, for api_stop's requests. */
+                        struct timespec pause = {.tv_nsec = 100 * 1000 * 1000};
+                        log_error_errno(-errno, "http: poll: %m");
+                        nanosleep(&pause, NULL);
+                        continue;
+                }
+                if (p[1].revents & POLLIN)
+                        (void)!read(w->wake_fd, &n, sizeof(n));
+                if (accepting && (p[2].revents & POLLIN) && !worker_accept(w, &held))
+                        backoff_until = now_monotonic_ms() + ACCEPT_BACKOFF_MS;
+                MHD_run(w->daemon);
+                held = worker_connections(w);
+                atomic_store_explicit(&w->held, held, memory_order_relaxed);
+        }
+        return NULL;
+}
+
+/* Asks w's thread to end and waits for it; the daemon stays, to be stopped. */
+static void worker_join(struct http_worker *w)
+{
+        if (!w->started)
+                return;
+        atomic_store(&w->want, WORKER_STOP);
+        worker_wake(w);
+        pthread_join(w->thread, NULL);
+        w->started = false;
+}
+
+static void worker_free(struct http_worker *w)
+{
+        worker_join(w);
+        if (w->daemon)
+                MHD_stop_daemon(w->daemon);
+        w->daemon = NULL;
+        if (w->wake_fd >= 0)
+                close(w->wake_fd);
+        w->wake_fd = -1;
+}
+
+static int start_worker(struct api_server *s, struct listener *l, struct http_worker *w,
+                        unsigned limit)
 {
         const struct umd_config *cfg = s->cfg;
-        unsigned threads = http_threads(cfg);
-        /* poll(), not epoll. libmicrohttpd 0.9.75's epoll loop leaves waiting connections
-         * unserved under load until other traffic wakes it: with one thread always
-         * (bench/load/mhd_epoll_stall.c: a few hundred req/s against ~100k with poll), and from
-         * a pool of two now and then (bench/load/run, 2026-12-02: every one of 256 connections
-         * waited over 5 s, 13k req/s against 56k). poll() walks each thread's descriptors on
-         * every wake-up, microseconds with thousands of connections, and has stalled in no
-         * run. */
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
-                         MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+        unsigned flags =
+            MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
         bool tls = s->tls_cert && !l->is_unix;
         /* libmicrohttpd copies neither string: both stay in s until the daemon stops. */
         struct MHD_OptionItem tls_opts[] = {
@@ -380,23 +654,34 @@ static int start_daemon(struct api_server *s, struct listener *l)
             {MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert},
             {MHD_OPTION_END, 0, NULL},
         };
+        const union MHD_DaemonInfo *info;
+        int r;
 
+        w->srv = s;
+        w->l = l;
+        w->limit = limit;
+        atomic_init(&w->held, 0);
+        atomic_init(&w->want, WORKER_RUN);
+        atomic_init(&w->quiesced, false);
+        w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (w->wake_fd < 0)
+                return log_error_errno(-errno, "cannot start the HTTP server on %s: %m", l->name);
         if (tls)
                 flags |= MHD_USE_TLS;
 
-        /* libmicrohttpd's defaults are no timeout and no connection limits: set all three.
-         * Per-IP limits mean nothing on a unix socket, where every peer has no address. */
-        l->daemon = MHD_start_daemon(
-            flags, 0, on_accept, s, server_on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-            server_mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, l->fd, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        /* libmicrohttpd's defaults are no timeout and no connection limits: set all three. Its
+         * per-IP count is this daemon's alone, a backstop: on_accept and on_connection count
+         * every worker's. Per-IP limits mean nothing on a unix socket (no address). */
+        w->daemon = MHD_start_daemon(
+            flags, 0, on_accept, w, server_on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+            server_mhd_logger, NULL, MHD_OPTION_CONNECTION_LIMIT, limit,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)(l->is_unix ? 0 : cfg->max_connections_per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
             (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, server_on_completed, s,
             MHD_OPTION_UNESCAPE_CALLBACK, server_on_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-            on_connection, s, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_ARRAY, tls_opts,
-            MHD_OPTION_END);
-        if (!l->daemon) {
+            on_connection, w, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+        if (!w->daemon) {
                 if (tls)
                         log_error("cannot start HTTPS on %s: tls_cert %s and tls_key %s are not a "
                                   "valid PEM certificate and its private key",
@@ -404,6 +689,39 @@ static int start_daemon(struct api_server *s, struct listener *l)
                 else
                         log_error("cannot start the HTTP server on %s", l->name);
                 return -EIO;
+        }
+        info = MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!info || info->epoll_fd < 0) {
+                log_error("cannot start the HTTP server on %s: no epoll descriptor", l->name);
+                return -EIO;
+        }
+        w->epoll_fd = info->epoll_fd;
+        r = pthread_create(&w->thread, NULL, worker_main, w);
+        if (r != 0)
+                return log_error_errno(r, "cannot start an HTTP thread for %s: %m", l->name);
+        w->started = true;
+        return 0;
+}
+
+static int start_listener(struct api_server *s, struct listener *l)
+{
+        unsigned threads = http_threads(s->cfg), max = s->cfg->max_connections;
+        int r;
+
+        /* Every worker takes at least one connection. */
+        if (threads > max)
+                threads = max;
+        l->workers = calloc(threads, sizeof(*l->workers));
+        if (!l->workers)
+                return -ENOMEM;
+        for (unsigned i = 0; i < threads; i++)
+                l->workers[i].wake_fd = -1;
+        l->n_workers = threads;
+        for (unsigned i = 0; i < threads; i++) {
+                /* Split as libmicrohttpd's pool did: the first ones take what is left over. */
+                r = start_worker(s, l, &l->workers[i], max / threads + (i < max % threads));
+                if (r < 0)
+                        return r;
         }
         log_info("listening on %s", l->name);
         return 0;
@@ -414,12 +732,18 @@ static void server_free(struct api_server *s)
         server_wait_stop(s);
         for (size_t i = 0; i < s->n_listeners; i++) {
                 struct listener *l = &s->listeners[i];
-                if (l->daemon)
-                        MHD_stop_daemon(l->daemon); /* closes l->fd too */
-                else if (l->fd >= 0)
+                for (unsigned j = 0; j < l->n_workers; j++)
+                        worker_free(&l->workers[j]);
+                free(l->workers);
+                if (l->fd >= 0)
                         close(l->fd);
         }
         reaper_stop(s);
+        for (size_t i = 0; i < ADDR_BUCKETS; i++)
+                for (struct addr_count *a = s->addrs[i], *n; a; a = n) {
+                        n = a->next;
+                        free(a);
+                }
         pthread_cond_destroy(&s->reaper_cond);
         pthread_mutex_destroy(&s->conns_lock);
         pthread_mutex_destroy(&s->wait_lock);
@@ -440,7 +764,6 @@ static struct listener *listener_add(struct api_server *s, int fd, bool is_unix)
         struct listener *l = &s->listeners[s->n_listeners++];
 
         l->fd = fd;
-        l->quiesced_fd = MHD_INVALID_SOCKET;
         l->is_unix = is_unix;
         return l;
 }
@@ -656,7 +979,7 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
                 goto fail;
         atomic_store(&server_mhd_log_level, LOG_WARNING);
         for (size_t i = 0; i < s->n_listeners; i++) {
-                r = start_daemon(s, &s->listeners[i]);
+                r = start_listener(s, &s->listeners[i]);
                 if (r < 0)
                         goto fail;
         }
@@ -673,21 +996,28 @@ fail:
 void api_stop(struct api_server *s, unsigned timeout_ms)
 {
         struct timespec pause = {.tv_nsec = 10 * 1000 * 1000};
+        struct timespec tick = {.tv_nsec = 1000 * 1000};
         uint64_t deadline;
         unsigned left;
 
         if (!s)
                 return;
-        /* Stop accepting everywhere first, then drain: the quiesced socket stays ours to
-         * close, after the daemon's thread is gone. */
-        for (size_t i = 0; i < s->n_listeners; i++) {
-                struct listener *l = &s->listeners[i];
-                if (!l->daemon)
-                        continue;
-                l->quiesced_fd = MHD_quiesce_daemon(l->daemon);
-                if (l->quiesced_fd == MHD_INVALID_SOCKET)
-                        log_warning("cannot stop accepting on %s", l->name);
-        }
+        /* Stop accepting everywhere first, then drain: each worker stops polling its listener's
+         * socket (umd's to close, in server_free), and says so. */
+        for (size_t i = 0; i < s->n_listeners; i++)
+                for (unsigned j = 0; j < s->listeners[i].n_workers; j++) {
+                        struct http_worker *w = &s->listeners[i].workers[j];
+                        if (!w->started)
+                                continue;
+                        atomic_store(&w->want, WORKER_QUIESCE);
+                        worker_wake(w);
+                }
+        for (size_t i = 0; i < s->n_listeners; i++)
+                for (unsigned j = 0; j < s->listeners[i].n_workers; j++) {
+                        struct http_worker *w = &s->listeners[i].workers[j];
+                        while (w->started && !atomic_load(&w->quiesced))
+                                nanosleep(&tick, NULL);
+                }
         /* Waiting reads are answered with what there is, then drain like any request. */
         server_wait_stop(s);
         deadline = now_monotonic_ms() + timeout_ms;
@@ -695,17 +1025,7 @@ void api_stop(struct api_server *s, unsigned timeout_ms)
                 nanosleep(&pause, NULL);
         if (left > 0)
                 log_warning("stopping the HTTP server with %u request(s) unfinished", left);
-        for (size_t i = 0; i < s->n_listeners; i++) {
-                struct listener *l = &s->listeners[i];
-                if (!l->daemon)
-                        continue;
-                MHD_stop_daemon(l->daemon);
-                l->daemon = NULL;
-                /* Quiesced, libmicrohttpd handed the socket back; else it closed it. */
-                if (l->quiesced_fd != MHD_INVALID_SOCKET)
-                        close(l->quiesced_fd);
-                l->fd = -1;
-        }
+        /* server_free joins the workers, stops the daemons and closes the sockets. */
         server_free(s);
 }
 

@@ -17,13 +17,40 @@
 
 struct api_reply;
 
-struct listener {
+struct api_server;
+
+/* One libmicrohttpd daemon on epoll and the thread that runs it (server.c says why umd runs
+ * the loop and accepts, and not libmicrohttpd). */
+struct http_worker {
+        struct api_server *srv;
+        struct listener *l;
         struct MHD_Daemon *daemon;
+        int epoll_fd;   /* the daemon's, for poll() */
+        int wake_fd;    /* eventfd: a resumed connection, a peer that stopped accepting, api_stop */
+        unsigned limit; /* the daemon's connection limit, its share of max_connections */
+        pthread_t thread;
+        bool started;
+        atomic_uint held;     /* connections the daemon holds, for the other workers */
+        atomic_int want;      /* WORKER_RUN, WORKER_QUIESCE, WORKER_STOP */
+        atomic_bool quiesced; /* set by the worker once it stopped accepting for good */
+};
+
+struct listener {
+        struct http_worker *workers;
+        unsigned n_workers;
         int fd;
-        int quiesced_fd;
         bool is_unix;
         char name[LISTEN_NAME_MAX];
 };
+
+/* Connections from one IP address, over every listener and worker (libmicrohttpd counts per
+ * daemon only). */
+struct addr_count {
+        struct addr_count *next;
+        unsigned char key[17]; /* family (4 or 6), then the address */
+        unsigned n;
+};
+#define ADDR_BUCKETS 1024
 
 /* One open connection, for the request deadline and the local reserve. libmicrohttpd's
  * connection_timeout is an idle timeout: a client sending a header line every few seconds
@@ -33,6 +60,8 @@ struct listener {
  * unlists it under conns_lock, before it closes the socket. */
 struct conn {
         struct conn *prev, *next;
+        struct http_worker *worker;
+        struct addr_count *addr; /* NULL: a unix-socket peer, not counted */
         int fd;
         bool remote;
         bool cut;
@@ -49,6 +78,7 @@ struct api_server {
         struct conn *conns;
         unsigned remote_conns; /* connections from beyond loopback, all listeners */
         unsigned remote_max;   /* max_connections less the slots kept for local clients */
+        struct addr_count *addrs[ADDR_BUCKETS]; /* under conns_lock */
         bool reaper_started, reaper_stop;
         pthread_t reaper;
         struct listener *listeners;
@@ -91,6 +121,9 @@ struct request_ctx {
 
 /* server.c: set the request deadline of c's connection (0: none). */
 void server_conn_set_deadline(struct api_server *s, struct MHD_Connection *c, uint64_t deadline);
+/* server.c: MHD_resume_connection, from any thread, and wake the thread that runs c's daemon
+ * (libmicrohttpd 0.9.75 wakes no one when it runs no thread of its own). */
+void server_conn_resume(struct api_server *s, struct MHD_Connection *c);
 
 /* server_wait.c */
 /* Hold the connection of a read that asked to wait. 0: suspended (libmicrohttpd calls

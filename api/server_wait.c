@@ -26,7 +26,7 @@ static void waiter_resume_locked(struct api_server *s, struct request_ctx *r)
         r->wprev = r->wnext = NULL;
         r->waiting = false;
         s->n_waiters--;
-        MHD_resume_connection(r->conn);
+        server_conn_resume(s, r->conn);
 }
 
 /* Hold the connection of a read that asked to wait. 0: suspended (libmicrohttpd calls
