@@ -394,6 +394,19 @@ int jobs_append(struct jobs *js, struct job *j)
         return 0;
 }
 
+void jobs_remove(struct jobs *js, struct job *j)
+{
+        ssize_t k = job_index(js, j->id);
+
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].st == JOB_QUEUED && j->parts[i].device >= 0)
+                        queue_remove(&js->queues[j->parts[i].device], j, i);
+        if (k >= 0)
+                jobs_remove_at(js, (size_t)k);
+        else
+                job_free(j);
+}
+
 void jobs_remove_at(struct jobs *js, size_t i)
 {
         job_free(js->jobs[i]);

@@ -281,17 +281,9 @@ int job_recover_all(struct jobs *js)
 /* Out of the queues and the index, freed. */
 static void job_drop(struct jobs *js, struct job *j)
 {
-        ssize_t k = job_index(js, j->id);
-
-        for (size_t i = 0; i < j->n_parts; i++)
-                if (j->parts[i].st == JOB_QUEUED && j->parts[i].device >= 0)
-                        queue_remove(&js->queues[j->parts[i].device], j, i);
         if (j->unchecked)
                 js->rec.unchecked--;
-        if (k >= 0)
-                jobs_remove_at(js, (size_t)k);
-        else
-                job_free(j);
+        jobs_remove(js, j);
 }
 
 /* What the columns said (j) against what job_from_doc makes of the document (d). */

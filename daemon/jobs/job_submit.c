@@ -35,13 +35,7 @@ static struct job *idempotent_find(struct jobs *js, const char *key, const char 
 /* Remove a job whose submission could not be committed: it never existed. */
 static void job_unsubmit(struct jobs *js, struct job *j)
 {
-        ssize_t k = job_index(js, j->id);
-
-        for (size_t i = 0; i < j->n_parts; i++)
-                if (j->parts[i].st == JOB_QUEUED && j->parts[i].device >= 0)
-                        queue_remove(&js->queues[j->parts[i].device], j, i);
-        if (k >= 0)
-                jobs_remove_at(js, (size_t)k);
+        jobs_remove(js, j);
 }
 
 static size_t active_jobs_of(struct jobs *js, const char *client)

@@ -122,6 +122,8 @@ struct job *job_find(struct jobs *js, const char *id);
 ssize_t job_index(struct jobs *js, const char *id);
 int jobs_append(struct jobs *js, struct job *j);
 void jobs_remove_at(struct jobs *js, size_t i);
+/* Out of its queues and the index, freed (a job not in the index is only freed). */
+void jobs_remove(struct jobs *js, struct job *j);
 void job_free(struct job *j);
 /* The job's document as a tree, made again from its compact bytes when it has none (the bytes
  * are then dropped: the tree is the truth again). NULL only when that runs out of memory. */
