@@ -65,11 +65,12 @@ void store_sync(struct store *s);
  * part objects are copied, what lies below them is shared. NULL on OOM. */
 json_t *store_public_copy(const json_t *doc, bool with_results);
 
-/* One unfinished job as store_recover reads it: its columns, its parts' rows, and its internal
- * document as JSON text (the stored document with request and created_ms added to it as bytes),
- * so that recovery can queue a waiting job without parsing it. Nothing of the text is checked:
- * it is what the disk holds. Valid during the callback only, but for text: the callback may
- * take it (setting text to NULL), and then frees it. */
+/* One unfinished job as store_recover reads it: its columns and its parts' rows, from indexes
+ * alone, so that recovery can queue a waiting job without reading its document; and, when the
+ * callback asks for it, its internal document as JSON text (the stored document with request and
+ * created_ms added to it as bytes). Nothing of it is checked: it is what the disk holds. Valid
+ * during the callback only, but for text: the callback may take it (setting text to NULL), and
+ * then frees it. */
 struct store_open_part {
         const char *uuid, *state; /* NULL where the parts table has no row for this index */
 };
@@ -78,12 +79,15 @@ struct store_open_job {
         const char *priority; /* NULL: the row predates the column (schema 1) */
         int cancel_requested; /* 0 or 1; -1: the row predates the column */
         int64_t created_ms;
-        char *text;
+        char *text; /* NULL until the callback returns STORE_OPEN_WANT_TEXT */
         size_t text_len;
         const struct store_open_part *parts;
         size_t n_parts; /* the highest idx in the parts table, plus one */
 };
-/* Unfinished jobs (no finished_ms), in id order. <0 from the callback aborts. 0 or -errno. */
+/* A callback's answer: call me again with text (NULL then only when the row has no document). */
+#define STORE_OPEN_WANT_TEXT 1
+/* Unfinished jobs (no finished_ms), in id order. The callback returns 0, STORE_OPEN_WANT_TEXT,
+ * or <0 to abort. 0 or -errno. */
 typedef int (*store_open_fn)(struct store_open_job *job, void *userdata);
 int store_recover(struct store *s, store_open_fn fn, void *userdata);
 /* A document read from the store (such as store_open_job's text) as a tree, parsed with the
@@ -92,6 +96,9 @@ json_t *store_parse_doc(const char *text, size_t len, json_error_t *e);
 
 /* The public document of job id (any case). 0, -ENOENT or -errno. */
 int store_get(struct store *s, const char *id, json_t **ret);
+/* Its internal document (with request, created_ms and finished_ms), as store_recover's text
+ * parses to: what a job held only in the store reads back. 0, -ENOENT, -EBADMSG or -EIO. */
+int store_get_internal(struct store *s, const char *id, json_t **ret);
 /* Keep up to max_bytes of finished jobs' documents in memory for store_get_finished (0: no
  * cache). Once, before reads start. 0 or -ENOMEM. */
 int store_set_cache(struct store *s, uint64_t max_bytes);

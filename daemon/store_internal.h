@@ -54,7 +54,17 @@ enum {
 /* The writer's statements, prepared on its connection by store.c's writer_open. */
 extern const char *const store_wsql[W_COUNT];
 
-enum { R_GET, R_IDEM, R_OPEN, R_OPEN_PARTS, R_HEALTH, R_HEALTH_PASS, R_COUNT };
+enum {
+        R_GET,
+        R_IDEM,
+        R_OPEN,
+        R_OPEN_TEXT,
+        R_OPEN_PARTS,
+        R_INTERNAL,
+        R_HEALTH,
+        R_HEALTH_PASS,
+        R_COUNT
+};
 
 /* List queries are built from which filters are present (6 bits) and kept per connection. */
 enum {

@@ -22,15 +22,19 @@ static const char *const rsql[R_COUNT] = {
     [R_GET] = "SELECT doc FROM jobs WHERE id = ?1",
     [R_IDEM] = "SELECT doc, request FROM jobs WHERE idempotency_key = ?1 AND client IS ?2 "
                "ORDER BY id DESC LIMIT 1",
-    /* The unfinished jobs, by the partial index jobs_open (the planner's choice for this
-     * query; not forced with INDEXED BY, which would make every reader fail to open should the
-     * index be missing), and each one's parts: a second statement rather than a join, so that
-     * the job's row stays valid, uncopied, while its parts are read (and a join made the planner
-     * walk every job by id). The request comes escaped as a JSON string (SQLite's json_quote),
-     * ready to be put into the text. */
+    /* The unfinished jobs' columns, from the covering partial index jobs_open_cols alone (the
+     * planner's choice for this query; not forced with INDEXED BY, which would make every reader
+     * fail to open should the index be missing): start-up reads no table page, so no document,
+     * for a queue of any length. Each one's parts come by a second statement rather than a join,
+     * so that the job's row stays valid, uncopied, while its parts are read (and a join made the
+     * planner walk every job by id). */
     [R_OPEN] = "SELECT id, state, priority, cancel_requested, client, idempotency_key, "
-               "created_ms, json_quote(request), doc FROM jobs WHERE finished_ms IS NULL ORDER "
-               "BY id",
+               "created_ms FROM jobs WHERE finished_ms IS NULL ORDER BY id",
+    /* The text of one of them, for the jobs recovery must parse: the request comes escaped as a
+     * JSON string (SQLite's json_quote), ready to be put into the text. */
+    [R_OPEN_TEXT] = "SELECT doc, json_quote(request), created_ms FROM jobs WHERE id = ?1",
+    /* A job's internal document (store_internal_from_row's columns). */
+    [R_INTERNAL] = "SELECT doc, request, created_ms, finished_ms FROM jobs WHERE id = ?1",
     [R_OPEN_PARTS] = "SELECT idx, uuid, state FROM parts WHERE job_id = ?1 ORDER BY idx",
     [R_HEALTH] = "SELECT j.doc FROM parts p CROSS JOIN jobs j ON j.id = p.job_id WHERE p.uuid = "
                  "?1 AND p.verdict IS NOT NULL AND p.job_id <> ?2 AND j.benchmark = 'health' "
@@ -176,7 +180,9 @@ void store_readers_close(struct store *s)
 
 /* ---- reads ---- */
 
-int store_get(struct store *s, const char *id, json_t **ret)
+/* Job id's row by statement `which`, made a tree by `parse`. 0, -ENOENT, -EBADMSG or -EIO. */
+static int get_tree(struct store *s, int which, json_t *(*parse)(sqlite3_stmt *st), const char *id,
+                    json_t **ret)
 {
         struct reader *rd;
         sqlite3_stmt *st;
@@ -186,11 +192,11 @@ int store_get(struct store *s, const char *id, json_t **ret)
         r = store_reader_take(s, &rd);
         if (r < 0)
                 return r;
-        st = rd->st[R_GET];
+        st = rd->st[which];
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW)
-                j = store_parse_text(st, 0);
+                j = parse(st);
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         store_reader_give(s, rd);
@@ -203,6 +209,21 @@ int store_get(struct store *s, const char *id, json_t **ret)
                 return log_error_errno(EBADMSG, "store: job %s is not valid JSON", id);
         *ret = j;
         return 0;
+}
+
+static json_t *parse_doc_column(sqlite3_stmt *st)
+{
+        return store_parse_text(st, 0);
+}
+
+int store_get(struct store *s, const char *id, json_t **ret)
+{
+        return get_tree(s, R_GET, parse_doc_column, id, ret);
+}
+
+int store_get_internal(struct store *s, const char *id, json_t **ret)
+{
+        return get_tree(s, R_INTERNAL, store_internal_from_row, id, ret);
 }
 
 int store_set_cache(struct store *s, uint64_t max_bytes)

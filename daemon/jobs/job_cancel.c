@@ -115,6 +115,7 @@ static int cancel_start_locked(struct jobs *js, struct job *j, struct cancel_und
                 return problem_set(p, 500, "", "out of memory");
         u->was_requested = j->cancel_requested;
         j->cancel_requested = true;
+        j->rewritten = true; /* its own store_put below, not job_persist's */
         json_object_set_new(doc, "cancel_requested", json_true());
         for (size_t i = 0; i < j->n_parts; i++) {
                 if (j->parts[i].st == JOB_QUEUED && i < SPEC_MAX_DEVICES) {

@@ -134,7 +134,15 @@ static json_t *job_parse_text(const struct job *j, json_error_t *e)
 
 json_t *job_doc(struct job *j)
 {
-        if (!j->doc && j->text) {
+        if (!j->doc && j->stored) {
+                int r = store_get_internal(j->store, j->id, &j->doc);
+
+                if (r < 0) {
+                        log_error_errno(r, "job %s: its document cannot be read back: %m", j->id);
+                        return NULL;
+                }
+                j->stored = false;
+        } else if (!j->doc && j->text) {
                 json_error_t e = {.text = "out of memory"};
 
                 j->doc = job_parse_text(j, &e);
@@ -157,12 +165,19 @@ void job_compact(struct job *j)
         if (!j->doc || j->st != JOB_QUEUED || !j->committed || j->cancel_requested ||
             j->final_ticket || j->final_unsaved)
                 return;
-        /* Nor one recovered unchecked: job_checked reads its bytes as the disk's, whole. */
+        /* Nor one recovered unchecked: job_checked reads its document as the disk's, whole. */
         if (j->unchecked)
                 return;
         for (size_t i = 0; i < j->n_parts; i++)
                 if (j->parts[i].st != JOB_QUEUED)
                         return;
+        /* Written once, committed (j->committed): the store's row is this tree. */
+        if (!j->rewritten) {
+                json_decref(j->doc);
+                j->doc = NULL;
+                j->stored = true;
+                return;
+        }
         /* The keys struct job can put back leave a shallow copy, so that a failure below
          * changes nothing. */
         _cleanup_json_ json_t *top = json_copy(j->doc);
@@ -210,6 +225,15 @@ int job_cache_keys(struct job *j, const char *client, const char *idempotency_ke
 
 json_t *job_public_of(struct job *j)
 {
+        if (!j->doc && j->stored) {
+                /* The row's document is the public one. */
+                json_t *doc = NULL;
+                int r = store_get(j->store, j->id, &doc);
+
+                if (r < 0)
+                        log_error_errno(r, "job %s: its document cannot be read back: %m", j->id);
+                return doc;
+        }
         if (j->doc || !j->text)
                 return job_public(j->doc);
         /* A read leaves a waiting job compact: the tree is made for the copy and dropped (the
@@ -300,6 +324,7 @@ int job_persist(struct jobs *js, struct job *j)
         json_t *doc = job_doc(j);
         int r;
 
+        j->rewritten = true;
         if (!doc)
                 return -ENOMEM;
         if (job_state_final(j->st) && !j->final_ticket)
@@ -313,6 +338,7 @@ int job_persist(struct jobs *js, struct job *j)
 
 void job_persist_soon(struct jobs *js, struct job *j)
 {
+        j->rewritten = true;
         if (j->persist_due_ms)
                 return; /* its first pending change sets when it is written */
         j->persist_due_ms = now_monotonic_ms() + JOB_PERSIST_DELAY_MS;
@@ -384,6 +410,7 @@ int jobs_append(struct jobs *js, struct job *j)
                 js->jobs = n;
                 js->cap_jobs = nc;
         }
+        j->store = js->store;
         /* ids are time-ordered, so this is almost always the end. */
         size_t at = js->n_jobs;
         while (at > 0 && strcasecmp(js->jobs[at - 1]->id, j->id) > 0)

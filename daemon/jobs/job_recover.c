@@ -1,11 +1,11 @@
 /* Recovery: every unfinished job the store holds back into the index and the queues at start,
  * checked as strictly as a submission, and what a restart changes (running parts interrupted,
  * parts of a GPU no longer present failed). A job that is only waiting (queued in every part, on
- * devices that are present) is queued from its columns and its document's bytes, unparsed: a
- * parse and a dump of each cost start-up ~30 µs a job, seconds with a long queue. Its checks run
- * once start-up is over (jobs_check_recovered, from the main loop) or as soon as something needs
- * it (job_checked); until then it is a queued job like any other, whose bytes are what the disk
- * holds. */
+ * devices that are present) is queued from its columns alone, its document left in the store: a
+ * parse and a dump of each cost start-up ~30 µs a job, seconds with a long queue, and reading the
+ * documents at all half of what was left. Its checks run once start-up is over
+ * (jobs_check_recovered, from the main loop) or as soon as something needs it (job_checked);
+ * until then it is a queued job like any other, whose document is what the disk holds. */
 #include "jobs.h"
 
 #include <errno.h>
@@ -203,9 +203,9 @@ static int recover_doc(struct jobs *js, json_t *doc)
         return 0;
 }
 
-/* A job that is only waiting, from its columns (0: it is not one; recover_doc takes it). Its
- * text is the internal document unchanged (no keys left out), the same bytes job_compact would
- * make but for those. */
+/* A job that is only waiting, from its columns (0: it is not one; recover_doc takes it). It is
+ * held as job_compact leaves one committed and never written again: its document is the store's
+ * row (stored), read when something needs it. */
 static int recover_fast(struct jobs *js, struct store_open_job *o)
 {
         int prio = o->priority ? spec_priority_from_string(o->priority) : -1;
@@ -213,7 +213,7 @@ static int recover_fast(struct jobs *js, struct store_open_job *o)
         int r;
 
         if (!streq_ptr(o->state, job_state_names[JOB_QUEUED]) || prio < 0 ||
-            o->cancel_requested != 0 || o->n_parts == 0 || !o->text || !uuid_is_valid(o->id))
+            o->cancel_requested != 0 || o->n_parts == 0 || !uuid_is_valid(o->id))
                 return 0;
         for (size_t i = 0; i < o->n_parts; i++)
                 if (!o->parts[i].uuid ||
@@ -228,9 +228,7 @@ static int recover_fast(struct jobs *js, struct store_open_job *o)
                 job_free(j);
                 return -ENOMEM;
         }
-        j->text = o->text; /* taken: the store would only free it */
-        j->text_len = o->text_len;
-        o->text = NULL;
+        j->stored = true;
         snprintf(j->id, sizeof(j->id), "%s", o->id);
         j->st = JOB_QUEUED;
         j->prio = prio;
@@ -259,10 +257,13 @@ static int recover_one(struct store_open_job *o, void *userdata)
         json_error_t e;
         int r;
 
-        r = recover_fast(js, o);
-        if (r != 0)
-                return r < 0 ? r : 0;
-        _cleanup_json_ json_t *doc = o->text ? store_parse_doc(o->text, o->text_len, &e) : NULL;
+        if (!o->text) {
+                r = recover_fast(js, o);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+                return STORE_OPEN_WANT_TEXT;
+        }
+        _cleanup_json_ json_t *doc = store_parse_doc(o->text, o->text_len, &e);
         if (!doc) {
                 log_warning("store: unfinished job %s is not valid JSON; skipped", o->id);
                 return 0;
@@ -302,21 +303,27 @@ static bool job_same(const struct job *j, const struct job *d)
 struct job *job_checked(struct jobs *js, struct job *j)
 {
         char id[JOB_ID_MAX], why[160] = "";
-        json_error_t e;
         struct job *d;
 
         assert_locked();
         if (!j || !j->unchecked)
                 return j;
         snprintf(id, sizeof(id), "%s", j->id);
-        /* A tree already made of the bytes (job_doc, by a look at the queue's head) is as good
-         * as a parse of them. */
-        _cleanup_json_ json_t *doc =
-            j->doc ? json_incref(j->doc) : store_parse_doc(j->text, j->text_len, &e);
+        /* A tree already made of its row (job_doc, by a look at the queue's head) is as good as
+         * a read of it. */
+        _cleanup_json_ json_t *doc = j->doc ? json_incref(j->doc) : NULL;
         if (!doc) {
-                log_warning("store: unfinished job %s is not valid JSON (%s); skipped", id, e.text);
-                job_drop(js, j);
-                return NULL;
+                int r = store_get_internal(js->store, id, &doc);
+                if (r < 0) {
+                        /* Not valid JSON, gone, or unreadable: out of memory only; what the
+                         * store holds stays there, for a restart to try again. */
+                        log_warning_errno(r,
+                                          "store: unfinished job %s cannot be read back (%m); "
+                                          "skipped",
+                                          id);
+                        job_drop(js, j);
+                        return NULL;
+                }
         }
         d = job_from_doc(doc);
         if (!d || !job_same(j, d)) {
@@ -333,13 +340,11 @@ struct job *job_checked(struct jobs *js, struct job *j)
                 return job_find(js, id);
         }
         job_free(d);
-        /* Its tree is what the bytes were; the bytes go. */
+        /* Its tree is its row; job_compact below gives it up again unless the judgement wrote
+         * it. */
         if (!j->doc)
                 j->doc = json_incref(doc);
-        free(j->text);
-        j->text = NULL;
-        j->text_len = 0;
-        j->stripped = 0;
+        j->stored = false;
         j->unchecked = false;
         js->rec.unchecked--;
         bool malformed = spec_validate_stored(doc, why, sizeof(why)) < 0;

@@ -124,6 +124,40 @@ def test_a_tampered_queued_job_no_one_reads_is_failed_soon_after_start(umd, tmp_
         assert wait_job(d2, i)["state"] == "succeeded"
 
 
+def indexes(state):
+    return {r[0] for r in db_execute(state, "SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+def as_schema_2(state):
+    """The file as schema 2 left it: the open jobs indexed by id alone."""
+    db_execute(state, "DROP INDEX jobs_open_cols")
+    db_execute(state, "CREATE INDEX jobs_open ON jobs(id) WHERE finished_ms IS NULL")
+    db_execute(state, "PRAGMA user_version = 2")
+
+
+def test_a_store_of_schema_2_gets_the_covering_index_and_keeps_its_queue(umd, tmp_path):
+    """Schema 3 reads the open jobs' columns from one index: a schema 2 file gets it in place of
+    its own, and every job, waiting or finished, reads back as before and runs."""
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    done = wait_job(d, submit(d, COPY)["id"])
+    assert d.post("/v1/devices/0/pause", json={"reason": "migration test"}).status_code == 200
+    waiting = [submit(d, COPY)["id"] for _ in range(3)]
+    before = {i: d.get("/v1/jobs/" + i).json() for i in waiting + [done["id"]]}
+    assert d.stop() == 0
+    as_schema_2(state)
+    d2 = umd(fake_devices=1, state_dir=state)
+    assert {i: d2.get("/v1/jobs/" + i).json() for i in before} == before
+    assert db_execute(state, "PRAGMA user_version") == [(3,)]
+    assert "jobs_open_cols" in indexes(state) and "jobs_open" not in indexes(state)
+    plan = db_execute(state, "EXPLAIN QUERY PLAN SELECT id, state, priority, cancel_requested, "
+                             "client, idempotency_key, created_ms FROM jobs WHERE finished_ms IS "
+                             "NULL ORDER BY id")
+    assert "COVERING INDEX jobs_open_cols" in plan[0][-1], plan
+    assert d2.post("/v1/devices/0/resume").status_code == 200
+    assert [wait_job(d2, i)["state"] for i in waiting] == ["succeeded"] * 3
+
+
 def test_a_store_of_schema_1_is_migrated_and_its_queue_recovered_in_order(umd, tmp_path):
     """A database written before the recovery columns existed: they are added, its rows keep
     NULL there and are recovered from their documents, priorities and all."""
@@ -135,6 +169,7 @@ def test_a_store_of_schema_1_is_migrated_and_its_queue_recovered_in_order(umd, t
     high = submit(d, {**COPY, "priority": "high"})["id"]
     before = {i: d.get("/v1/jobs/" + i).json() for i in (low, normal, high)}
     assert d.stop() == 0
+    as_schema_2(state)
     db_execute(state, "ALTER TABLE jobs DROP COLUMN priority")
     db_execute(state, "ALTER TABLE jobs DROP COLUMN cancel_requested")
     db_execute(state, "PRAGMA user_version = 1")
@@ -142,7 +177,8 @@ def test_a_store_of_schema_1_is_migrated_and_its_queue_recovered_in_order(umd, t
     assert {i: d2.get("/v1/jobs/" + i).json() for i in before} == before
     cols = [r[1] for r in db_execute(state, "PRAGMA table_info(jobs)")]
     assert "priority" in cols and "cancel_requested" in cols
-    assert db_execute(state, "PRAGMA user_version") == [(2,)]
+    assert db_execute(state, "PRAGMA user_version") == [(3,)]
+    assert indexes(state) >= {"jobs_open_cols"} and "jobs_open" not in indexes(state)
     assert d2.post("/v1/devices/0/resume").status_code == 200
     done = [wait_job(d2, i) for i in (low, normal, high)]
     started = sorted(done, key=lambda j: j["parts"][0]["started"])

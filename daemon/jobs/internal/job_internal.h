@@ -40,20 +40,25 @@ struct part {
 
 struct job {
         char id[JOB_ID_MAX];
-        /* The flags in the byte after id's 37, where they cost no padding (thousands of jobs
+        /* The flags in the bytes after id's 37, where they cost no padding (thousands of jobs
          * wait). */
         bool cancel_requested : 1;
         bool committed : 1;     /* its submission is durable: it may run */
         bool final_unsaved : 1; /* its final write failed: written again every store_retry_ms */
         unsigned stripped : 3;  /* the keys text leaves out (job_index.c's STRIPPED_*) */
         bool unchecked : 1;     /* recovered from its columns; job_checked() not yet run */
+        bool stored : 1;        /* doc and text NULL: the document is the store's row */
+        bool rewritten : 1;     /* a write was queued after its submission's (job_persist...) */
         /* The stored document: the truth; the fields below cache what queues need. A job that is
-         * only waiting holds it as its compact bytes instead (text, doc NULL): a tree costs about
-         * ten times its text, and thousands of jobs may wait. job_doc() makes the tree again;
-         * read it through job_doc(), never through doc. */
+         * only waiting holds none of it: the store's committed row is the document (stored),
+         * unless it was written again since its submission, which the store may not have yet;
+         * then it holds its compact bytes (text, doc NULL). A tree costs about ten times its
+         * text, and thousands of jobs may wait. job_doc() makes the tree again; read it through
+         * job_doc(), never through doc. */
         json_t *doc;
         char *text; /* the document's compact bytes while doc is NULL, else NULL */
         size_t text_len;
+        struct store *store; /* where job_doc() reads a stored job's document (jobs_append) */
         /* What scans of every job compare (idempotency, jobs_per_token), kept out of the
          * document so that a scan makes no tree; NULL: none. */
         char *client;
@@ -125,11 +130,13 @@ void jobs_remove_at(struct jobs *js, size_t i);
 /* Out of its queues and the index, freed (a job not in the index is only freed). */
 void jobs_remove(struct jobs *js, struct job *j);
 void job_free(struct job *j);
-/* The job's document as a tree, made again from its compact bytes when it has none (the bytes
- * are then dropped: the tree is the truth again). NULL only when that runs out of memory. */
+/* The job's document as a tree, made again from its compact bytes or read from the store when
+ * it has none (the bytes are then dropped: the tree is the truth again). NULL only when that
+ * runs out of memory or the store cannot be read (logged). */
 json_t *job_doc(struct job *j);
-/* A job that is only waiting (queued, committed, nothing pending) gives its tree up for its
- * compact bytes. Leaves the tree when the job must keep it or the dump fails. */
+/* A job that is only waiting (queued, committed, nothing pending) gives its tree up: for
+ * nothing when the store's row is its document (stored), else for its compact bytes. Leaves
+ * the tree when the job must keep it or the dump fails. */
 void job_compact(struct job *j);
 /* Caches client and idempotency_key from the document. 0 or -ENOMEM (the job unchanged). */
 int job_cache_keys(struct job *j, const char *client, const char *idempotency_key);
@@ -183,8 +190,8 @@ int job_recover_all(struct jobs *js);
 /* A job recovered from its columns alone gets the checks every other recovered job had at start,
  * the first time something needs more than its queue entries (a read, a cancel, dispatch) or
  * when jobs_check_recovered reaches it. What it returns replaces j: the same job, checked (it
- * may now be failed), or NULL when its stored document turned out not to be a job at all
- * (dropped from memory, as recovery ignores such a row). */
+ * may now be failed), or NULL when its stored document turned out not to be a job at all or
+ * could not be read (dropped from memory, as recovery ignores such a row; the store keeps it). */
 struct job *job_checked(struct jobs *js, struct job *j);
 
 /* job_dispatch.c */

@@ -104,6 +104,21 @@ static void test_a_cancel_of_a_queued_job_that_does_not_commit_is_undone(void **
         assert_string_equal(fx->dispatched[1].job, queued);
 }
 
+/* The refused cancel's row may reach the disk all the same (here: only its poll fails). The
+ * job, waiting again, must answer from what it holds, never from that row: a job written again
+ * since its submission does not give its document up to the store (job_compact). */
+static void test_an_undone_cancel_answers_from_memory_not_from_its_row(void **state)
+{
+        (void)state;
+        fx->fail_poll = 1;
+        assert_int_equal(fx_cancel(queued, "alice", false), 507);
+        store_sync(fx->d.store);
+        assert_string_equal(fx_state(queued), "queued");
+        assert_null(fx_field(queued, "cancel_requested"));
+        fx_part_done(0, running, PART_SUCCEEDED);
+        assert_string_equal(fx->dispatched[1].job, queued);
+}
+
 static void test_a_cancel_of_a_running_job_that_does_not_commit_is_undone(void **state)
 {
         (void)state;
@@ -142,6 +157,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(
                 test_a_cancel_of_a_queued_job_that_does_not_commit_is_undone, two_jobs,
                 fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_an_undone_cancel_answers_from_memory_not_from_its_row, two_jobs, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_cancel_of_a_running_job_that_does_not_commit_is_undone, two_jobs,
                 fx_teardown),

@@ -224,8 +224,11 @@ static void test_the_wal_stays_under_wal_max_bytes(void **state)
 static int collect(struct store_open_job *o, void *userdata)
 {
         json_error_t e;
-        json_t *job = store_parse_doc(o->text, o->text_len, &e);
+        json_t *job;
 
+        if (!o->text)
+                return STORE_OPEN_WANT_TEXT;
+        job = store_parse_doc(o->text, o->text_len, &e);
         assert_non_null(job);
         assert_string_equal(json_string_value(json_object_get(job, "id")), o->id);
         json_array_append(userdata, json_object_get(job, "id"));
@@ -254,6 +257,8 @@ static int keep_first(struct store_open_job *o, void *userdata)
         assert_int_equal(o->n_parts, 2);
         assert_string_equal(o->parts[0].uuid, DEV_A);
         assert_string_equal(o->parts[1].uuid, DEV_B);
+        if (!o->text)
+                return STORE_OPEN_WANT_TEXT;
         *ret = store_parse_doc(o->text, o->text_len, &e);
         assert_non_null(*ret);
         return 0;
@@ -274,6 +279,58 @@ static void test_recover_gives_the_columns_and_the_internal_text(void **state)
         assert_int_equal(store_recover(f->s, keep_first, &got), 0);
         assert_true(json_equal(got, ja));
         json_decref(got);
+        json_decref(ja);
+}
+
+/* A callback that asks for nothing gets no text: start-up reads no document it does not
+ * parse. */
+static int count_without_text(struct store_open_job *o, void *userdata)
+{
+        size_t *n = userdata;
+
+        assert_null(o->text);
+        assert_string_equal(o->state, "queued");
+        (*n)++;
+        return 0;
+}
+
+static void test_recover_reads_no_text_unless_asked(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char a[UUID_STRING_MAX], b[UUID_STRING_MAX];
+        json_t *ja = job_at(a, 3000, "queued", "copy", u, 1);
+        json_t *jb = job_at(b, 4000, "queued", "copy", u, 1);
+        size_t n = 0;
+
+        put_sync(f->s, ja);
+        put_sync(f->s, jb);
+        assert_int_equal(store_recover(f->s, count_without_text, &n), 0);
+        assert_int_equal(n, 2);
+        json_decref(ja);
+        json_decref(jb);
+}
+
+/* What a job held only in the store reads back: its internal document, request and created_ms
+ * included, equal to what was put. */
+static void test_get_internal_reads_back_what_was_put(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A, DEV_B};
+        char a[UUID_STRING_MAX], upper[UUID_STRING_MAX];
+        json_t *ja = job_at(a, 3000, "queued", "copy", u, 2), *got = NULL;
+
+        json_object_set_new(ja, "request", json_string("{\"benchmark\":\"copy\"}"));
+        put_sync(f->s, ja);
+        for (size_t i = 0; i < sizeof(upper); i++)
+                upper[i] = (char)((a[i] >= 'a' && a[i] <= 'f') ? a[i] - 32 : a[i]);
+        assert_int_equal(store_get_internal(f->s, upper, &got), 0);
+        assert_true(json_equal(got, ja));
+        json_decref(got);
+        got = NULL;
+        assert_int_equal(store_get_internal(f->s, "00000000-0000-4000-8000-000000000000", &got),
+                         -ENOENT);
+        assert_null(got);
         json_decref(ja);
 }
 
@@ -542,6 +599,10 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_put_get_public_form, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_recover_reads_no_text_unless_asked, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_get_internal_reads_back_what_was_put, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(test_recover_only_unfinished_in_id_order, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_recover_gives_the_columns_and_the_internal_text,
