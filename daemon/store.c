@@ -281,20 +281,57 @@ static ssize_t open_parts_keep(struct open_parts *op, const char *s)
         return (ssize_t)at;
 }
 
+/* R_OPEN_PARTS, walked beside R_OPEN: rc is its last step's result (SQLITE_ROW: on a row), 0
+ * before the first. */
+struct parts_walk {
+        sqlite3_stmt *st;
+        int rc;
+};
+
+/* A walk that meets more rows than this of jobs that are not open (finished jobs' parts lie
+ * between the open ones) searches for the next open job instead: a long history then costs a
+ * search a job, not a read of every row. */
+#define PARTS_SKIP_MAX 16
+
+static void parts_walk_seek(struct parts_walk *w, const char *id)
+{
+        sqlite3_reset(w->st);
+        sqlite3_bind_text(w->st, 1, id, -1, SQLITE_TRANSIENT);
+        w->rc = sqlite3_step(w->st);
+}
+
+/* The walk's row's job_id against id, in the key's collation (NOCASE: ASCII folded, as
+ * strcasecmp does in the C locale). A row whose job_id cannot be read sorts first. */
+static int parts_walk_cmp(struct parts_walk *w, const char *id)
+{
+        const char *at = (const char *)sqlite3_column_text(w->st, 0);
+        return at ? strcasecmp(at, id) : -1;
+}
+
 /* Job id's parts' rows into op, by idx (a gap is left NULL; an index past what a job may have is
- * ignored: its rows were written from a document that had it). 0, -ENOMEM or -EIO. */
-static int open_parts_read(struct open_parts *op, sqlite3_stmt *st, const char *id, size_t *ret_n)
+ * ignored: its rows were written from a document that had it). Called for ascending ids. 0,
+ * -ENOMEM or -EIO. */
+static int open_parts_read(struct open_parts *op, struct parts_walk *w, const char *id,
+                           size_t *ret_n)
 {
         ssize_t offs[2 * OPEN_PARTS_MAX];
-        size_t n = 0;
-        int rc;
+        size_t n = 0, skipped = 0;
 
         op->buf_len = 0;
-        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                sqlite3_int64 idx = sqlite3_column_int64(st, 0);
-                const char *uuid = (const char *)sqlite3_column_text(st, 1);
-                const char *state = (const char *)sqlite3_column_text(st, 2);
+        if (w->rc == 0)
+                parts_walk_seek(w, id);
+        while (w->rc == SQLITE_ROW && parts_walk_cmp(w, id) < 0) {
+                if (++skipped > PARTS_SKIP_MAX) {
+                        parts_walk_seek(w, id);
+                        skipped = 0;
+                        continue;
+                }
+                w->rc = sqlite3_step(w->st);
+        }
+        for (; w->rc == SQLITE_ROW && parts_walk_cmp(w, id) == 0; w->rc = sqlite3_step(w->st)) {
+                sqlite3_int64 idx = sqlite3_column_int64(w->st, 1);
+                const char *uuid = (const char *)sqlite3_column_text(w->st, 2);
+                const char *state = (const char *)sqlite3_column_text(w->st, 3);
 
                 if (idx < 0 || idx >= OPEN_PARTS_MAX || !uuid || !state)
                         continue; /* the document's check will say: job_checked */
@@ -305,17 +342,13 @@ static int open_parts_read(struct open_parts *op, sqlite3_stmt *st, const char *
                 offs[2 * idx] = open_parts_keep(op, uuid);
                 offs[2 * idx + 1] = open_parts_keep(op, state);
                 if (offs[2 * idx] < 0 || offs[2 * idx + 1] < 0)
-                        rc = SQLITE_NOMEM;
-                if (rc == SQLITE_NOMEM)
-                        break;
+                        return -ENOMEM;
         }
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        if (rc == SQLITE_NOMEM)
+        if (w->rc == SQLITE_NOMEM)
                 return -ENOMEM;
-        if (rc != SQLITE_DONE)
+        if (w->rc != SQLITE_ROW && w->rc != SQLITE_DONE)
                 return log_error_errno(EIO, "SQLite: cannot read the parts of job %s: %s", id,
-                                       sqlite3_errstr(rc));
+                                       sqlite3_errstr(w->rc));
         if (n > op->cap) {
                 struct store_open_part *p = realloc(op->parts, n * sizeof(*p));
                 if (!p)
@@ -353,6 +386,7 @@ static int open_text_read(sqlite3_stmt *st, struct store_open_job *o)
 int store_recover(struct store *s, store_open_fn fn, void *userdata)
 {
         struct open_parts op = {0};
+        struct parts_walk w = {0};
         struct reader *rd;
         sqlite3_stmt *st;
         int rc, r;
@@ -361,6 +395,7 @@ int store_recover(struct store *s, store_open_fn fn, void *userdata)
         if (r < 0)
                 return r;
         st = rd->st[R_OPEN];
+        w.st = rd->st[R_OPEN_PARTS];
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 struct store_open_job o = {
                     .id = (const char *)sqlite3_column_text(st, O_ID),
@@ -378,7 +413,7 @@ int store_recover(struct store *s, store_open_fn fn, void *userdata)
                         log_warning("store: an unfinished job has no id; skipped");
                         continue;
                 }
-                r = open_parts_read(&op, rd->st[R_OPEN_PARTS], o.id, &o.n_parts);
+                r = open_parts_read(&op, &w, o.id, &o.n_parts);
                 if (r < 0)
                         break;
                 o.parts = op.parts;
@@ -393,6 +428,8 @@ int store_recover(struct store *s, store_open_fn fn, void *userdata)
                         break;
         }
         sqlite3_reset(st);
+        sqlite3_reset(w.st);
+        sqlite3_clear_bindings(w.st);
         store_reader_give(s, rd);
         free(op.parts);
         free(op.buf);

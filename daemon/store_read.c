@@ -25,8 +25,8 @@ static const char *const rsql[R_COUNT] = {
     /* The unfinished jobs' columns, from the covering partial index jobs_open_cols alone (the
      * planner's choice for this query; not forced with INDEXED BY, which would make every reader
      * fail to open should the index be missing): start-up reads no table page, so no document,
-     * for a queue of any length. Each one's parts come by a second statement rather than a join,
-     * so that the job's row stays valid, uncopied, while its parts are read (and a join made the
+     * for a queue of any length. Their parts come by a second statement rather than a join, so
+     * that the job's row stays valid, uncopied, while its parts are read (and a join made the
      * planner walk every job by id). */
     [R_OPEN] = "SELECT id, state, priority, cancel_requested, client, idempotency_key, "
                "created_ms FROM jobs WHERE finished_ms IS NULL ORDER BY id",
@@ -35,7 +35,11 @@ static const char *const rsql[R_COUNT] = {
     [R_OPEN_TEXT] = "SELECT doc, json_quote(request), created_ms FROM jobs WHERE id = ?1",
     /* A job's internal document (store_internal_from_row's columns). */
     [R_INTERNAL] = "SELECT doc, request, created_ms, finished_ms FROM jobs WHERE id = ?1",
-    [R_OPEN_PARTS] = "SELECT idx, uuid, state FROM parts WHERE job_id = ?1 ORDER BY idx",
+    /* Their parts, by one walk of the parts table from the first of them on, in the order of
+     * its key (store_recover merges it with R_OPEN, seeking again past a run of finished jobs'
+     * parts): a search for each job's was half of start-up. */
+    [R_OPEN_PARTS] = "SELECT job_id, idx, uuid, state FROM parts WHERE job_id >= ?1 ORDER BY "
+                     "job_id, idx",
     [R_HEALTH] = "SELECT j.doc FROM parts p CROSS JOIN jobs j ON j.id = p.job_id WHERE p.uuid = "
                  "?1 AND p.verdict IS NOT NULL AND p.job_id <> ?2 AND j.benchmark = 'health' "
                  "ORDER BY p.job_id DESC LIMIT ?3",

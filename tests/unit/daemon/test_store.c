@@ -311,6 +311,63 @@ static void test_recover_reads_no_text_unless_asked(void **state)
         json_decref(jb);
 }
 
+/* Each open job's parts, as recovery's walk of the parts table finds them: its own, in index
+ * order, whether a few finished jobs' parts lie between it and the previous open job or more
+ * than the walk steps over before it searches again. */
+struct seen_parts {
+        char ids[3][UUID_STRING_MAX];
+        char uuids[3][2][64];
+        size_t n_parts[3], n;
+};
+
+static int note_parts(struct store_open_job *o, void *userdata)
+{
+        struct seen_parts *seen = userdata;
+
+        assert_true(seen->n < 3);
+        snprintf(seen->ids[seen->n], UUID_STRING_MAX, "%s", o->id);
+        seen->n_parts[seen->n] = o->n_parts;
+        for (size_t i = 0; i < o->n_parts && i < 2; i++)
+                snprintf(seen->uuids[seen->n][i], 64, "%s", o->parts[i].uuid);
+        seen->n++;
+        return 0;
+}
+
+static void test_recover_finds_each_open_jobs_parts_past_finished_ones(void **state)
+{
+        struct fx *f = *state;
+        const char *ab[] = {DEV_A, DEV_B}, *b[] = {DEV_B}, *a[] = {DEV_A};
+        char open[3][UUID_STRING_MAX], done[UUID_STRING_MAX];
+        struct seen_parts seen = {0};
+        json_t *j;
+
+        put_sync(f->s, j = job_at(open[0], 1000, "queued", "copy", ab, 2));
+        json_decref(j);
+        for (size_t i = 0; i < 40; i++) { /* more than the walk steps over */
+                put_sync(f->s, j = job_at(done, 1001 + i, "succeeded", "copy", ab, 2));
+                json_decref(j);
+        }
+        put_sync(f->s, j = job_at(open[1], 2000, "queued", "copy", b, 1));
+        json_decref(j);
+        for (size_t i = 0; i < 3; i++) { /* fewer */
+                put_sync(f->s, j = job_at(done, 2001 + i, "failed", "copy", a, 1));
+                json_decref(j);
+        }
+        put_sync(f->s, j = job_at(open[2], 3000, "running", "copy", a, 1));
+        json_decref(j);
+        assert_int_equal(store_recover(f->s, note_parts, &seen), 0);
+        assert_int_equal(seen.n, 3);
+        for (size_t i = 0; i < 3; i++)
+                assert_string_equal(seen.ids[i], open[i]);
+        assert_int_equal(seen.n_parts[0], 2);
+        assert_string_equal(seen.uuids[0][0], DEV_A);
+        assert_string_equal(seen.uuids[0][1], DEV_B);
+        assert_int_equal(seen.n_parts[1], 1);
+        assert_string_equal(seen.uuids[1][0], DEV_B);
+        assert_int_equal(seen.n_parts[2], 1);
+        assert_string_equal(seen.uuids[2][0], DEV_A);
+}
+
 /* What a job held only in the store reads back: its internal document, request and created_ms
  * included, equal to what was put. */
 static void test_get_internal_reads_back_what_was_put(void **state)
@@ -601,6 +658,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_put_get_public_form, setup, teardown),
             cmocka_unit_test_setup_teardown(test_recover_reads_no_text_unless_asked, setup,
                                             teardown),
+            cmocka_unit_test_setup_teardown(
+                test_recover_finds_each_open_jobs_parts_past_finished_ones, setup, teardown),
             cmocka_unit_test_setup_teardown(test_get_internal_reads_back_what_was_put, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_recover_only_unfinished_in_id_order, setup,
