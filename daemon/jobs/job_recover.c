@@ -315,8 +315,8 @@ struct job *job_checked(struct jobs *js, struct job *j)
         if (!doc) {
                 int r = store_get_internal(js->store, id, &doc);
                 if (r < 0) {
-                        /* Not valid JSON, gone, or unreadable: out of memory only; what the
-                         * store holds stays there, for a restart to try again. */
+                        /* Not valid JSON, gone or unreadable: dropped from memory only, as
+                         * recovery skips such a row; the store keeps it for a restart. */
                         log_warning_errno(r,
                                           "store: unfinished job %s cannot be read back (%m); "
                                           "skipped",
