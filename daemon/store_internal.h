@@ -76,9 +76,9 @@ struct reader {
         struct reader *next;
 };
 
-/* A job's rows as the writer binds them, made from the document on the caller's thread
- * (store_row_from_job): the public document dumped once, its summary (the same buffer when no
- * part has a result) and the indexed columns. */
+/* A job's rows as the writer binds them, made on the writer's thread from the snapshot store_put
+ * took (store_row_from_job): the public document dumped once, its summary (the same buffer when
+ * no part has a result) and the indexed columns. */
 struct store_part_row {
         char *uuid, *state, *verdict;
 };
@@ -101,6 +101,9 @@ struct store_ticket {
         bool waited;      /* someone will store_wait/poll: the writer must not free it */
         atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
         int r;
+        /* The job as store_put saw it, until the writer makes row from it (store_put): its top
+         * level and part objects copied, everything below shared. NULL once row is made. */
+        json_t *snap;
 };
 
 struct store {

@@ -277,6 +277,23 @@ void store_read_stats(struct store *s)
         sqlite3_reset(st);
 }
 
+/* The ticket's rows, made from its snapshot the first time they are needed: a change that a
+ * later one of its batch writes again is never dumped at all (a part's start and the job's end
+ * meet in most batches of a drain). 0, or -errno (logged) for this ticket. */
+static int ticket_row(struct store_ticket *t)
+{
+        int r;
+
+        if (!t->snap)
+                return 0;
+        r = store_row_from_job(t->snap, &t->row);
+        if (r < 0)
+                return r; /* the snapshot stays: the ticket is tried again alone */
+        json_decref(t->snap);
+        t->snap = NULL;
+        return 0;
+}
+
 /* One transaction for the tickets in list; 0 or -errno for all of them. */
 static int commit_list(struct store *s, struct store_ticket *list, size_t max)
 {
@@ -284,8 +301,11 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
         size_t n = 0;
 
         for (struct store_ticket *t = list; r == 0 && t && n < max; t = t->next, n++)
-                if (max == 1 || !t->superseded)
-                        r = store_write_row(s, &t->row);
+                if (max == 1 || !t->superseded) {
+                        r = ticket_row(t);
+                        if (r == 0)
+                                r = store_write_row(s, &t->row);
+                }
         if (r == 0)
                 r = store_wstep(s, s->w[W_COMMIT]);
         if (r < 0 && !sqlite3_get_autocommit(s->wdb))
@@ -603,6 +623,8 @@ static void *writer_main(void *userdata)
                                 next = t->next;
                                 n++;
                                 store_row_free(&t->row);
+                                json_decref(t->snap); /* superseded: never made into rows */
+                                t->snap = NULL;
                                 if (t->waited) {
                                         atomic_store_explicit(&t->done, true, memory_order_release);
                                 } else {
@@ -637,20 +659,52 @@ static void *writer_main(void *userdata)
         return NULL;
 }
 
+/* What the writer will dump of job: a new top level and new part objects, the rest shared. The
+ * callers change a job only at those two levels (a key set to a new value), and leave what lies
+ * below alone once it is in the document, so the writer can dump the copy without their lock
+ * while they go on; jansson's reference counts are atomic. NULL: out of memory. */
+static json_t *job_snapshot(const json_t *job)
+{
+        json_t *snap = json_copy((json_t *)job), *parts = json_array(), *p;
+        size_t i;
+
+        if (!snap || !parts)
+                goto oom;
+        json_array_foreach(json_object_get(job, "parts"), i, p)
+        {
+                if (json_array_append_new(parts, json_copy(p)) < 0)
+                        goto oom;
+        }
+        if (json_object_set_new(snap, "parts", parts) < 0) {
+                parts = NULL; /* taken, and freed, by the failed set */
+                goto oom;
+        }
+        return snap;
+oom:
+        json_decref(parts);
+        json_decref(snap);
+        return NULL;
+}
+
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
 {
-        struct store_ticket *t = calloc(1, sizeof(*t));
-        int r;
+        const char *id = json_string_value(json_object_get(job, "id"));
+        struct store_ticket *t;
 
+        if (!id || !uuid_is_valid(id) || !json_is_array(json_object_get(job, "parts")))
+                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+        t = calloc(1, sizeof(*t));
         if (!t)
                 return log_error_errno(ENOMEM, "Cannot queue a job's change");
-        /* The JSON work (one dump, two when results must leave the summary) is done here, on
-         * the caller's thread, so the one writer thread only binds and commits. */
-        r = store_row_from_job(job, &t->row);
-        if (r < 0) {
+        /* The dumps (one, two when results must leave the summary) are the writer's, and only
+         * for a change no later one of its batch writes again: the caller (under core_lock)
+         * pays a shallow copy, not a dump that is often thrown away. */
+        t->snap = job_snapshot(job);
+        if (!t->snap) {
                 free(t);
-                return r;
+                return log_error_errno(ENOMEM, "Cannot queue job %s's change", id);
         }
+        snprintf(t->row.id, sizeof(t->row.id), "%s", id);
         /* Only finished jobs are cached, and nothing writes those again; a write says the
          * cached bytes (if any) are no longer the truth all the same. */
         store_cache_evict(s, t->row.id);
