@@ -104,6 +104,7 @@ struct store_ticket {
         /* The job as store_put saw it, until the writer makes row from it (store_put): its top
          * level and part objects copied, everything below shared. NULL once row is made. */
         json_t *snap;
+        uint64_t queued_ms; /* monotonic: when store_put queued it */
 };
 
 struct store {
@@ -163,6 +164,10 @@ struct store {
         pthread_mutex_t cache_mu;
         struct cache_slot *cache; /* CACHE_SLOTS, NULL: no cache */
         uint64_t cache_bytes, cache_max;
+
+        /* A store_sync waits (under mu): the next batch takes every ticket queued, leaving none
+         * of the young unwaited ones for the one after (take_batch). */
+        bool flush_all;
 };
 
 #define CACHE_SLOTS 4096

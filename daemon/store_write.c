@@ -574,6 +574,84 @@ static void wal_truncate_now(struct store *s)
                             sqlite3_errmsg(s->wdb));
 }
 
+/* The tickets the next batch commits, taken from the queue under mu. A commit that someone
+ * waits for (a submit, a cancel) would otherwise carry every change queued a moment before it,
+ * and under a load of submits a part's start was committed within a millisecond or two,
+ * before its end came to make it worthless. So a change nobody waits for keeps its
+ * STORE_LAZY_MS for the next batch, whatever commits meanwhile; its durability is what it was
+ * (committed within that window), and what a client was told rides no kept ticket: waited
+ * tickets always go, and a store_sync (an answer showing what is queued) takes everything.
+ * A job's tickets keep their order: one is kept only when every later ticket of its job is
+ * too. Without memory for the tables, everything goes, as before. */
+static struct store_ticket *take_batch(struct store *s, uint64_t now)
+{
+        struct store_ticket *all = s->head, *batch = NULL, *keep = NULL, **bt = &batch,
+                            **kt = &keep, *keep_tail = NULL;
+        struct slot {
+                const char *id;
+                bool keep;
+        } *tab = NULL;
+        struct store_ticket **arr = NULL;
+        bool *kept = NULL;
+        size_t n = 0, size = 16;
+
+        s->head = s->tail = NULL;
+        if (!s->urgent || s->flush_all || s->stopping)
+                goto all;
+        for (struct store_ticket *t = all; t; t = t->next)
+                n++;
+        while (size < 2 * n)
+                size *= 2;
+        arr = malloc(n * sizeof(*arr));
+        kept = malloc(n * sizeof(*kept));
+        tab = calloc(size, sizeof(*tab));
+        if (!arr || !kept || !tab)
+                goto all;
+        n = 0;
+        for (struct store_ticket *t = all; t; t = t->next)
+                arr[n++] = t;
+        for (size_t i = n; i-- > 0;) {
+                struct store_ticket *t = arr[i];
+                uint64_t h = UINT64_C(14695981039346656037);
+                size_t k;
+
+                for (const char *c = t->row.id; *c; c++)
+                        h = (h ^ (unsigned char)(*c | 0x20)) * UINT64_C(1099511628211);
+                for (k = h & (size - 1); tab[k].id; k = (k + 1) & (size - 1))
+                        if (strcasecmp(tab[k].id, t->row.id) == 0)
+                                break;
+                /* tab[k]: the nearest later ticket of the same job, if any. */
+                kept[i] =
+                    !t->waited && now < t->queued_ms + STORE_LAZY_MS && (!tab[k].id || tab[k].keep);
+                tab[k].id = t->row.id;
+                tab[k].keep = kept[i];
+        }
+        for (size_t i = 0; i < n; i++) {
+                arr[i]->next = NULL;
+                if (kept[i]) {
+                        *kt = keep_tail = arr[i];
+                        kt = &arr[i]->next;
+                } else {
+                        *bt = arr[i];
+                        bt = &arr[i]->next;
+                }
+        }
+        free(arr);
+        free(kept);
+        free(tab);
+        s->head = keep;
+        s->tail = keep_tail;
+        if (keep)
+                s->head_ms = keep->queued_ms;
+        return batch;
+all:
+        free(arr);
+        free(kept);
+        free(tab);
+        s->flush_all = false;
+        return all;
+}
+
 static void *writer_main(void *userdata)
 {
         struct store *s = userdata;
@@ -611,11 +689,12 @@ static void *writer_main(void *userdata)
                         }
                 }
                 if (s->head) {
-                        struct store_ticket *batch = s->head, *next;
+                        struct store_ticket *batch = take_batch(s, now_monotonic_ms()), *next;
                         uint64_t n = 0;
 
-                        s->head = s->tail = NULL;
                         s->urgent = false; /* those who wait, wait for this batch */
+                        if (!batch)
+                                continue; /* all kept: whoever was urgent is answered already */
                         pthread_mutex_unlock(&s->mu);
                         commit_batch(s, batch);
                         pthread_mutex_lock(&s->mu);
@@ -709,12 +788,13 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
          * cached bytes (if any) are no longer the truth all the same. */
         store_cache_evict(s, t->row.id);
         t->waited = ret_ticket != NULL;
+        t->queued_ms = now_monotonic_ms();
         pthread_mutex_lock(&s->mu);
         if (s->tail)
                 s->tail->next = t;
         else {
                 s->head = t;
-                s->head_ms = now_monotonic_ms();
+                s->head_ms = t->queued_ms;
                 /* Only the first wakes the writer: it then waits STORE_LAZY_MS for more, or
                  * less when someone waits (store_wait, store_sync). */
                 pthread_cond_signal(&s->work);
@@ -772,6 +852,7 @@ void store_sync(struct store *s)
         uint64_t want = s->queued;
         if (s->committed < want) {
                 s->urgent = true;
+                s->flush_all = true; /* the young unwaited changes too */
                 pthread_cond_signal(&s->work);
         }
         while (s->committed < want)
