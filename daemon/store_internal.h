@@ -104,7 +104,8 @@ struct store_ticket {
         /* The job as store_put saw it, until the writer makes row from it (store_put): its top
          * level and part objects copied, everything below shared. NULL once row is made. */
         json_t *snap;
-        uint64_t queued_ms; /* monotonic: when store_put queued it */
+        uint64_t queued_ms;     /* monotonic: when store_put queued it */
+        pthread_cond_t *waiter; /* store_wait's own condition, under mu; NULL: nobody blocks */
 };
 
 struct store {
@@ -168,6 +169,9 @@ struct store {
         /* A store_sync waits (under mu): the next batch takes every ticket queued, leaving none
          * of the young unwaited ones for the one after (take_batch). */
         bool flush_all;
+        /* store_sync calls blocked on done, under mu: a batch's end broadcasts only to them
+         * (store_wait has a condition of its own, signalled with its ticket). */
+        unsigned sync_waiters;
 };
 
 #define CACHE_SLOTS 4096

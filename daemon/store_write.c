@@ -706,6 +706,9 @@ static void *writer_main(void *userdata)
                                 t->snap = NULL;
                                 if (t->waited) {
                                         atomic_store_explicit(&t->done, true, memory_order_release);
+                                        /* The waiter frees t, but only once it has mu back. */
+                                        if (t->waiter)
+                                                pthread_cond_signal(t->waiter);
                                 } else {
                                         if (t->r < 0)
                                                 log_error("store: a job's change was not "
@@ -715,7 +718,10 @@ static void *writer_main(void *userdata)
                                 }
                         }
                         s->committed += n;
-                        pthread_cond_broadcast(&s->done);
+                        /* Not every store_wait: one woken for a ticket of a later batch costs
+                         * a switch to sleep again, and sixteen submits wait at once. */
+                        if (s->sync_waiters)
+                                pthread_cond_broadcast(&s->done);
                         if (s->wal_truncate) {
                                 s->wal_truncate = false;
                                 pthread_mutex_unlock(&s->mu);
@@ -819,11 +825,16 @@ int store_wait(struct store_ticket *t)
 
         pthread_mutex_lock(&s->mu);
         if (!t->done) {
+                pthread_cond_t done;
+
+                pthread_cond_init(&done, NULL);
+                t->waiter = &done;
                 s->urgent = true; /* the writer stops waiting for more */
                 pthread_cond_signal(&s->work);
+                while (!t->done)
+                        pthread_cond_wait(&done, &s->mu);
+                pthread_cond_destroy(&done);
         }
-        while (!t->done)
-                pthread_cond_wait(&s->done, &s->mu);
         pthread_mutex_unlock(&s->mu);
         r = t->r;
         free(t);
@@ -855,8 +866,10 @@ void store_sync(struct store *s)
                 s->flush_all = true; /* the young unwaited changes too */
                 pthread_cond_signal(&s->work);
         }
+        s->sync_waiters++;
         while (s->committed < want)
                 pthread_cond_wait(&s->done, &s->mu);
+        s->sync_waiters--;
         pthread_mutex_unlock(&s->mu);
 }
 
