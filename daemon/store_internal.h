@@ -172,6 +172,11 @@ struct store {
         /* store_sync calls blocked on done, under mu: a batch's end broadcasts only to them
          * (store_wait has a condition of its own, signalled with its ticket). */
         unsigned sync_waiters;
+        /* The checkpointer's idle truncation: armed once a write came since the last one, due
+         * WAL_IDLE_TRUNCATE_MS after the last commit (monotonic), which wal_hook moves without
+         * waking the thread (a wake-up each commit cost a thread switch each). */
+        bool ckpt_armed;
+        uint64_t last_commit_ms;
 };
 
 #define CACHE_SLOTS 4096

@@ -454,8 +454,11 @@ static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
                 s->ckpt_next_pages = (unsigned)pages + CHECKPOINT_PAGES;
                 s->wal.checkpoints++;
         }
-        /* Always: the checkpointer times the writer's idleness from the last commit. */
-        pthread_cond_signal(&s->ckpt);
+        /* The checkpointer times the writer's idleness from the last commit: it is woken to
+         * arm that timer or to checkpoint, and reads the time itself when its wait ends. */
+        s->last_commit_ms = now_monotonic_ms();
+        if (s->ckpt_pending || !s->ckpt_armed)
+                pthread_cond_signal(&s->ckpt);
         pthread_mutex_unlock(&s->mu);
         return SQLITE_OK;
 }
@@ -472,8 +475,6 @@ static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
 static void *checkpoint_main(void *userdata)
 {
         struct store *s = userdata;
-        bool armed = false; /* a write came since the WAL was last truncated */
-        struct timespec idle_at = {0};
 
         pthread_mutex_lock(&s->mu);
         for (;;) {
@@ -483,31 +484,28 @@ static void *checkpoint_main(void *userdata)
                         if (s->wal_dirty) {
                                 /* A write came: truncate once none has come for a while. */
                                 s->wal_dirty = false;
-                                armed = true;
-                                clock_gettime(CLOCK_MONOTONIC, &idle_at);
-                                idle_at.tv_sec += WAL_IDLE_TRUNCATE_MS / 1000;
-                                idle_at.tv_nsec += (long)(WAL_IDLE_TRUNCATE_MS % 1000) * 1000000;
-                                if (idle_at.tv_nsec >= 1000000000) {
-                                        idle_at.tv_sec++;
-                                        idle_at.tv_nsec -= 1000000000;
-                                }
+                                s->ckpt_armed = true;
                         }
-                        if (!armed) {
+                        if (!s->ckpt_armed) {
                                 pthread_cond_wait(&s->ckpt, &s->mu);
                                 continue;
                         }
-                        if (pthread_cond_timedwait(&s->ckpt, &s->mu, &idle_at) == ETIMEDOUT &&
-                            !s->wal_dirty && !s->ckpt_pending) {
+                        uint64_t now = now_monotonic_ms(),
+                                 due = s->last_commit_ms + WAL_IDLE_TRUNCATE_MS;
+                        if (now >= due) {
                                 idle = true;
                                 break;
                         }
+                        struct timespec at;
+                        deadline_after_ms(CLOCK_MONOTONIC, (unsigned)(due - now), &at);
+                        (void)pthread_cond_timedwait(&s->ckpt, &s->mu, &at);
                 }
                 if (s->stopping)
                         break;
                 bool truncate = idle;
                 s->ckpt_pending = false;
                 if (truncate)
-                        armed = false;
+                        s->ckpt_armed = false;
                 pthread_mutex_unlock(&s->mu);
                 int rc = sqlite3_wal_checkpoint_v2(
                     s->cdb, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
@@ -521,6 +519,7 @@ static void *checkpoint_main(void *userdata)
                         /* A reader held on past WAL_TRUNCATE_WAIT_MS: another idle second. */
                         log_debug("SQLite: truncating the WAL of %s: busy", s->db_path);
                         s->wal_dirty = true;
+                        s->last_commit_ms = now_monotonic_ms();
                 } else if (rc != SQLITE_OK)
                         log_warning("SQLite: checkpoint of %s: %s", s->db_path,
                                     sqlite3_errmsg(s->cdb));
