@@ -86,9 +86,9 @@ struct reader {
         struct reader *next;
 };
 
-/* A job's rows as the writer binds them, made from the document on the caller's thread
- * (store_row_from_job): the public document dumped once, its summary (the same buffer when no
- * part has a result) and the indexed columns. */
+/* A job's rows as the writer binds them, made on the writer's thread from the snapshot store_put
+ * took (store_row_from_job): the public document dumped once, its summary (the same buffer when
+ * no part has a result) and the indexed columns. */
 struct store_part_row {
         char *uuid, *state, *verdict;
 };
@@ -111,6 +111,11 @@ struct store_ticket {
         bool waited;      /* someone will store_wait/poll: the writer must not free it */
         atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
         int r;
+        /* The job as store_put saw it, until the writer makes row from it (store_put): its top
+         * level and part objects copied, everything below shared. NULL once row is made. */
+        json_t *snap;
+        uint64_t queued_ms;     /* monotonic: when store_put queued it */
+        pthread_cond_t *waiter; /* store_wait's own condition, under mu; NULL: nobody blocks */
 };
 
 struct store {
@@ -170,6 +175,18 @@ struct store {
         pthread_mutex_t cache_mu;
         struct cache_slot *cache; /* CACHE_SLOTS, NULL: no cache */
         uint64_t cache_bytes, cache_max;
+
+        /* A store_sync waits (under mu): the next batch takes every ticket queued, leaving none
+         * of the young unwaited ones for the one after (take_batch). */
+        bool flush_all;
+        /* store_sync calls blocked on done, under mu: a batch's end broadcasts only to them
+         * (store_wait has a condition of its own, signalled with its ticket). */
+        unsigned sync_waiters;
+        /* The checkpointer's idle truncation: armed once a write came since the last one, due
+         * WAL_IDLE_TRUNCATE_MS after the last commit (monotonic), which wal_hook moves without
+         * waking the thread (a wake-up each commit cost a thread switch each). */
+        bool ckpt_armed;
+        uint64_t last_commit_ms;
 };
 
 #define CACHE_SLOTS 4096

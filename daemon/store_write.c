@@ -277,6 +277,23 @@ void store_read_stats(struct store *s)
         sqlite3_reset(st);
 }
 
+/* The ticket's rows, made from its snapshot the first time they are needed: a change that a
+ * later one of its batch writes again is never dumped at all (a part's start and the job's end
+ * meet in most batches of a drain). 0, or -errno (logged) for this ticket. */
+static int ticket_row(struct store_ticket *t)
+{
+        int r;
+
+        if (!t->snap)
+                return 0;
+        r = store_row_from_job(t->snap, &t->row);
+        if (r < 0)
+                return r; /* the snapshot stays: the ticket is tried again alone */
+        json_decref(t->snap);
+        t->snap = NULL;
+        return 0;
+}
+
 /* One transaction for the tickets in list; 0 or -errno for all of them. */
 static int commit_list(struct store *s, struct store_ticket *list, size_t max)
 {
@@ -284,8 +301,11 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
         size_t n = 0;
 
         for (struct store_ticket *t = list; r == 0 && t && n < max; t = t->next, n++)
-                if (max == 1 || !t->superseded)
-                        r = store_write_row(s, &t->row);
+                if (max == 1 || !t->superseded) {
+                        r = ticket_row(t);
+                        if (r == 0)
+                                r = store_write_row(s, &t->row);
+                }
         if (r == 0)
                 r = store_wstep(s, s->w[W_COMMIT]);
         if (r < 0 && !sqlite3_get_autocommit(s->wdb))
@@ -434,8 +454,11 @@ static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
                 s->ckpt_next_pages = (unsigned)pages + CHECKPOINT_PAGES;
                 s->wal.checkpoints++;
         }
-        /* Always: the checkpointer times the writer's idleness from the last commit. */
-        pthread_cond_signal(&s->ckpt);
+        /* The checkpointer times the writer's idleness from the last commit: it is woken to
+         * arm that timer or to checkpoint, and reads the time itself when its wait ends. */
+        s->last_commit_ms = now_monotonic_ms();
+        if (s->ckpt_pending || !s->ckpt_armed)
+                pthread_cond_signal(&s->ckpt);
         pthread_mutex_unlock(&s->mu);
         return SQLITE_OK;
 }
@@ -452,8 +475,6 @@ static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
 static void *checkpoint_main(void *userdata)
 {
         struct store *s = userdata;
-        bool armed = false; /* a write came since the WAL was last truncated */
-        struct timespec idle_at = {0};
 
         pthread_mutex_lock(&s->mu);
         for (;;) {
@@ -463,31 +484,28 @@ static void *checkpoint_main(void *userdata)
                         if (s->wal_dirty) {
                                 /* A write came: truncate once none has come for a while. */
                                 s->wal_dirty = false;
-                                armed = true;
-                                clock_gettime(CLOCK_MONOTONIC, &idle_at);
-                                idle_at.tv_sec += WAL_IDLE_TRUNCATE_MS / 1000;
-                                idle_at.tv_nsec += (long)(WAL_IDLE_TRUNCATE_MS % 1000) * 1000000;
-                                if (idle_at.tv_nsec >= 1000000000) {
-                                        idle_at.tv_sec++;
-                                        idle_at.tv_nsec -= 1000000000;
-                                }
+                                s->ckpt_armed = true;
                         }
-                        if (!armed) {
+                        if (!s->ckpt_armed) {
                                 pthread_cond_wait(&s->ckpt, &s->mu);
                                 continue;
                         }
-                        if (pthread_cond_timedwait(&s->ckpt, &s->mu, &idle_at) == ETIMEDOUT &&
-                            !s->wal_dirty && !s->ckpt_pending) {
+                        uint64_t now = now_monotonic_ms(),
+                                 due = s->last_commit_ms + WAL_IDLE_TRUNCATE_MS;
+                        if (now >= due) {
                                 idle = true;
                                 break;
                         }
+                        struct timespec at;
+                        deadline_after_ms(CLOCK_MONOTONIC, (unsigned)(due - now), &at);
+                        (void)pthread_cond_timedwait(&s->ckpt, &s->mu, &at);
                 }
                 if (s->stopping)
                         break;
                 bool truncate = idle;
                 s->ckpt_pending = false;
                 if (truncate)
-                        armed = false;
+                        s->ckpt_armed = false;
                 pthread_mutex_unlock(&s->mu);
                 int rc = sqlite3_wal_checkpoint_v2(
                     s->cdb, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
@@ -501,6 +519,7 @@ static void *checkpoint_main(void *userdata)
                         /* A reader held on past WAL_TRUNCATE_WAIT_MS: another idle second. */
                         log_debug("SQLite: truncating the WAL of %s: busy", s->db_path);
                         s->wal_dirty = true;
+                        s->last_commit_ms = now_monotonic_ms();
                 } else if (rc != SQLITE_OK)
                         log_warning("SQLite: checkpoint of %s: %s", s->db_path,
                                     sqlite3_errmsg(s->cdb));
@@ -554,6 +573,84 @@ static void wal_truncate_now(struct store *s)
                             sqlite3_errmsg(s->wdb));
 }
 
+/* The tickets the next batch commits, taken from the queue under mu. A commit that someone
+ * waits for (a submit, a cancel) would otherwise carry every change queued a moment before it,
+ * and under a load of submits a part's start was committed within a millisecond or two,
+ * before its end came to make it worthless. So a change nobody waits for keeps its
+ * STORE_LAZY_MS for the next batch, whatever commits meanwhile; its durability is what it was
+ * (committed within that window), and what a client was told rides no kept ticket: waited
+ * tickets always go, and a store_sync (an answer showing what is queued) takes everything.
+ * A job's tickets keep their order: one is kept only when every later ticket of its job is
+ * too. Without memory for the tables, everything goes, as before. */
+static struct store_ticket *take_batch(struct store *s, uint64_t now)
+{
+        struct store_ticket *all = s->head, *batch = NULL, *keep = NULL, **bt = &batch,
+                            **kt = &keep, *keep_tail = NULL;
+        struct slot {
+                const char *id;
+                bool keep;
+        } *tab = NULL;
+        struct store_ticket **arr = NULL;
+        bool *kept = NULL;
+        size_t n = 0, size = 16;
+
+        s->head = s->tail = NULL;
+        if (!s->urgent || s->flush_all || s->stopping)
+                goto all;
+        for (struct store_ticket *t = all; t; t = t->next)
+                n++;
+        while (size < 2 * n)
+                size *= 2;
+        arr = malloc(n * sizeof(*arr));
+        kept = malloc(n * sizeof(*kept));
+        tab = calloc(size, sizeof(*tab));
+        if (!arr || !kept || !tab)
+                goto all;
+        n = 0;
+        for (struct store_ticket *t = all; t; t = t->next)
+                arr[n++] = t;
+        for (size_t i = n; i-- > 0;) {
+                struct store_ticket *t = arr[i];
+                uint64_t h = UINT64_C(14695981039346656037);
+                size_t k;
+
+                for (const char *c = t->row.id; *c; c++)
+                        h = (h ^ (unsigned char)(*c | 0x20)) * UINT64_C(1099511628211);
+                for (k = h & (size - 1); tab[k].id; k = (k + 1) & (size - 1))
+                        if (strcasecmp(tab[k].id, t->row.id) == 0)
+                                break;
+                /* tab[k]: the nearest later ticket of the same job, if any. */
+                kept[i] =
+                    !t->waited && now < t->queued_ms + STORE_LAZY_MS && (!tab[k].id || tab[k].keep);
+                tab[k].id = t->row.id;
+                tab[k].keep = kept[i];
+        }
+        for (size_t i = 0; i < n; i++) {
+                arr[i]->next = NULL;
+                if (kept[i]) {
+                        *kt = keep_tail = arr[i];
+                        kt = &arr[i]->next;
+                } else {
+                        *bt = arr[i];
+                        bt = &arr[i]->next;
+                }
+        }
+        free(arr);
+        free(kept);
+        free(tab);
+        s->head = keep;
+        s->tail = keep_tail;
+        if (keep)
+                s->head_ms = keep->queued_ms;
+        return batch;
+all:
+        free(arr);
+        free(kept);
+        free(tab);
+        s->flush_all = false;
+        return all;
+}
+
 static void *writer_main(void *userdata)
 {
         struct store *s = userdata;
@@ -591,11 +688,12 @@ static void *writer_main(void *userdata)
                         }
                 }
                 if (s->head) {
-                        struct store_ticket *batch = s->head, *next;
+                        struct store_ticket *batch = take_batch(s, now_monotonic_ms()), *next;
                         uint64_t n = 0;
 
-                        s->head = s->tail = NULL;
                         s->urgent = false; /* those who wait, wait for this batch */
+                        if (!batch)
+                                continue; /* all kept: whoever was urgent is answered already */
                         pthread_mutex_unlock(&s->mu);
                         commit_batch(s, batch);
                         pthread_mutex_lock(&s->mu);
@@ -603,8 +701,13 @@ static void *writer_main(void *userdata)
                                 next = t->next;
                                 n++;
                                 store_row_free(&t->row);
+                                json_decref(t->snap); /* superseded: never made into rows */
+                                t->snap = NULL;
                                 if (t->waited) {
                                         atomic_store_explicit(&t->done, true, memory_order_release);
+                                        /* The waiter frees t, but only once it has mu back. */
+                                        if (t->waiter)
+                                                pthread_cond_signal(t->waiter);
                                 } else {
                                         if (t->r < 0)
                                                 log_error("store: a job's change was not "
@@ -614,7 +717,10 @@ static void *writer_main(void *userdata)
                                 }
                         }
                         s->committed += n;
-                        pthread_cond_broadcast(&s->done);
+                        /* Not every store_wait: one woken for a ticket of a later batch costs
+                         * a switch to sleep again, and sixteen submits wait at once. */
+                        if (s->sync_waiters)
+                                pthread_cond_broadcast(&s->done);
                         if (s->wal_truncate) {
                                 s->wal_truncate = false;
                                 pthread_mutex_unlock(&s->mu);
@@ -637,30 +743,63 @@ static void *writer_main(void *userdata)
         return NULL;
 }
 
+/* What the writer will dump of job: a new top level and new part objects, the rest shared. The
+ * callers change a job only at those two levels (a key set to a new value), and leave what lies
+ * below alone once it is in the document, so the writer can dump the copy without their lock
+ * while they go on; jansson's reference counts are atomic. NULL: out of memory. */
+static json_t *job_snapshot(const json_t *job)
+{
+        json_t *snap = json_copy((json_t *)job), *parts = json_array(), *p;
+        size_t i;
+
+        if (!snap || !parts)
+                goto oom;
+        json_array_foreach(json_object_get(job, "parts"), i, p)
+        {
+                if (json_array_append_new(parts, json_copy(p)) < 0)
+                        goto oom;
+        }
+        if (json_object_set_new(snap, "parts", parts) < 0) {
+                parts = NULL; /* taken, and freed, by the failed set */
+                goto oom;
+        }
+        return snap;
+oom:
+        json_decref(parts);
+        json_decref(snap);
+        return NULL;
+}
+
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
 {
-        struct store_ticket *t = calloc(1, sizeof(*t));
-        int r;
+        const char *id = json_string_value(json_object_get(job, "id"));
+        struct store_ticket *t;
 
+        if (!id || !uuid_is_valid(id) || !json_is_array(json_object_get(job, "parts")))
+                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+        t = calloc(1, sizeof(*t));
         if (!t)
                 return log_error_errno(ENOMEM, "Cannot queue a job's change");
-        /* The JSON work (one dump, two when results must leave the summary) is done here, on
-         * the caller's thread, so the one writer thread only binds and commits. */
-        r = store_row_from_job(job, &t->row);
-        if (r < 0) {
+        /* The dumps (one, two when results must leave the summary) are the writer's, and only
+         * for a change no later one of its batch writes again: the caller (under core_lock)
+         * pays a shallow copy, not a dump that is often thrown away. */
+        t->snap = job_snapshot(job);
+        if (!t->snap) {
                 free(t);
-                return r;
+                return log_error_errno(ENOMEM, "Cannot queue job %s's change", id);
         }
+        snprintf(t->row.id, sizeof(t->row.id), "%s", id);
         /* Only finished jobs are cached, and nothing writes those again; a write says the
          * cached bytes (if any) are no longer the truth all the same. */
         store_cache_evict(s, t->row.id);
         t->waited = ret_ticket != NULL;
+        t->queued_ms = now_monotonic_ms();
         pthread_mutex_lock(&s->mu);
         if (s->tail)
                 s->tail->next = t;
         else {
                 s->head = t;
-                s->head_ms = now_monotonic_ms();
+                s->head_ms = t->queued_ms;
                 /* Only the first wakes the writer: it then waits STORE_LAZY_MS for more, or
                  * less when someone waits (store_wait, store_sync). */
                 pthread_cond_signal(&s->work);
@@ -685,11 +824,16 @@ int store_wait(struct store_ticket *t)
 
         pthread_mutex_lock(&s->mu);
         if (!t->done) {
+                pthread_cond_t done;
+
+                pthread_cond_init(&done, NULL);
+                t->waiter = &done;
                 s->urgent = true; /* the writer stops waiting for more */
                 pthread_cond_signal(&s->work);
+                while (!t->done)
+                        pthread_cond_wait(&done, &s->mu);
+                pthread_cond_destroy(&done);
         }
-        while (!t->done)
-                pthread_cond_wait(&s->done, &s->mu);
         pthread_mutex_unlock(&s->mu);
         r = t->r;
         free(t);
@@ -718,10 +862,13 @@ void store_sync(struct store *s)
         uint64_t want = s->queued;
         if (s->committed < want) {
                 s->urgent = true;
+                s->flush_all = true; /* the young unwaited changes too */
                 pthread_cond_signal(&s->work);
         }
+        s->sync_waiters++;
         while (s->committed < want)
                 pthread_cond_wait(&s->done, &s->mu);
+        s->sync_waiters--;
         pthread_mutex_unlock(&s->mu);
 }
 

@@ -130,6 +130,9 @@ struct supervisor {
 
         struct event *events, **events_tail;
         uint64_t loop_at; /* when the thread last went round */
+        /* When the thread's poll ends at the latest (monotonic): a new timer due no earlier
+         * needs no wake-up, the thread sees it when it next goes round. */
+        uint64_t wake_at;
         bool stopping;
         uint64_t stop_deadline;
 };
@@ -801,6 +804,7 @@ static void *supervisor_main(void *arg)
                         break;
                 }
                 timeout = next_wakeup(s, now);
+                s->wake_at = now + timeout;
                 pfd[nfd++] = (struct pollfd){.fd = s->efd, .events = POLLIN};
                 for (size_t i = 0; i < s->n; i++) {
                         if (s->w[i].fd >= 0)
@@ -1028,8 +1032,12 @@ int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
                 goto out;
         }
         take_part(w, job_id, timeout_ms, now);
-        set_state(s, w, WORKER_BUSY, "job %s", job_id);
-        wake(s);
+        /* The caller knows the worker is busy (this returns 0): no event says so, and the
+         * thread is woken only when the part's deadline comes before its next round. An event
+         * and a wake-up for every part cost a round of this thread and of core_lock each. */
+        w->state = WORKER_BUSY;
+        if (w->deadline && w->deadline < s->wake_at)
+                wake(s);
         r = 0;
 out:
         pthread_mutex_unlock(&s->lock);

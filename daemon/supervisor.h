@@ -71,7 +71,9 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
  *
  * Send a job part to an idle or cold worker (a cold one is started and gets the part once it
  * says hello; the deadline counts from now). timeout_ms from now (0 = none). 0, -EBUSY (not
- * idle, or exiting), -ENODEV (not running). params: normalized params (borrowed). */
+ * idle, or exiting), -ENODEV (not running). params: normalized params (borrowed). A warm
+ * worker is WORKER_BUSY once this returns 0, with no worker_state callback saying so (the
+ * caller knows); a cold one reports WORKER_STARTING, then WORKER_BUSY after its hello. */
 int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
                         const char *benchmark, const json_t *params, uint64_t timeout_ms);
 /* Ask the worker to stop the part; kill it after cfg->cancel_grace_ms. part_done follows

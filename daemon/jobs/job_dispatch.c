@@ -399,7 +399,21 @@ struct held_done {
         char *error;
         double cold_start_ms;
         uint64_t done_ms; /* monotonic: a look that began at or after this is "after" */
+        /* The queue's head when the worker was done, if it was ready to start then (committed
+         * and checked): the GPU became free for it at done_ms, so the look after the part is
+         * also a look taken since that head was ready. "" when there was none. */
+        char next_id[JOB_ID_MAX];
+        size_t next_part;
 };
+
+/* Whether the head of dev's queue is (still) the part that h found ready. */
+static bool held_next_is_head(struct jobs *js, size_t dev, const struct held_done *h)
+{
+        const struct queue_entry *e = queue_peek(&js->queues[dev]);
+
+        return h->next_id[0] && e && e->part == h->next_part &&
+               strcmp(((const struct job *)e->job)->id, h->next_id) == 0;
+}
 
 static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                              enum part_outcome outcome, json_t *result, const char *error,
@@ -411,6 +425,11 @@ static void release_held(struct jobs *js, size_t dev, struct device *d)
         struct held_done *h = d->held;
 
         d->held = NULL;
+        /* The look that releases the part began after its worker was done: for the head that
+         * was ready then, it is the look before its start as well, so the next part starts
+         * on it instead of asking for another (one look a part, not two). */
+        if (!d->look_wanted_ms && d->looked_ms >= h->done_ms && held_next_is_head(js, dev, h))
+                d->look_wanted_ms = h->done_ms;
         part_done_locked(js, dev, h->job_id, h->outcome, h->result, h->error, h->cold_start_ms);
         json_decref(h->result);
         free(h->error);
@@ -437,6 +456,12 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 h->error = error ? strdup(error) : NULL;
                 h->cold_start_ms = cold_start_ms;
                 h->done_ms = now_monotonic_ms();
+                const struct queue_entry *e = queue_peek(&js->queues[dev]);
+                const struct job *next = e ? e->job : NULL;
+                if (next && next->committed && !next->unchecked) {
+                        snprintf(h->next_id, sizeof(h->next_id), "%s", next->id);
+                        h->next_part = e->part;
+                }
                 if (error && !h->error) {
                         json_decref(h->result);
                         free(h);
