@@ -41,8 +41,9 @@ void store_close(struct store *s);
 
 /* Queue a write of job (internal form, valid "id"). The caller may set keys of the job's top
  * level and part objects as soon as this returns, but must not change values below those levels
- * in place: they are shared with the queued copy, which the writer dumps. With ret_ticket, the caller must store_wait() or store_poll() it; without, a failure is only
- * logged. 0, -EINVAL (no valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
+ * in place: they are shared with the queued copy, which the writer dumps. With ret_ticket, the
+ * caller must store_wait() or store_poll() it; without, a failure is only logged. 0, -EINVAL (no
+ * valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
 /* Wait for the ticket's commit and free it (a wait makes the writer commit what is queued now,
  * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
