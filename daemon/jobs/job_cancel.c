@@ -146,6 +146,8 @@ static int final_commit_locked(struct job *j)
                 j->final_ticket = NULL;
                 if (w < 0)
                         j->final_unsaved = true;
+                else
+                        j->final_committed = true; /* the ticket prune_finished polls is gone */
         }
         return w;
 }

@@ -485,6 +485,12 @@ void jobs_prune_finished(struct jobs *js)
                         }
                         j->final_unsaved = true;
                 }
+                /* Its ticket polled by a cancel's answer, which waits for the commit: left
+                 * here, every job cancelled before it ran stayed in memory until a restart. */
+                if (job_state_final(j->st) && j->final_committed && !j->final_ticket) {
+                        job_free(j);
+                        continue;
+                }
                 js->jobs[w++] = j;
         }
         js->n_jobs = w;

@@ -43,12 +43,13 @@ struct job {
         /* The flags in the bytes after id's 37, where they cost no padding (thousands of jobs
          * wait). */
         bool cancel_requested : 1;
-        bool committed : 1;     /* its submission is durable: it may run */
-        bool final_unsaved : 1; /* its final write failed: written again every store_retry_ms */
-        unsigned stripped : 3;  /* the keys text leaves out (job_index.c's STRIPPED_*) */
-        bool unchecked : 1;     /* recovered from its columns; job_checked() not yet run */
-        bool stored : 1;        /* doc and text NULL: the document is the store's row */
-        bool rewritten : 1;     /* a write was queued after its submission's (job_persist...) */
+        bool committed : 1;       /* its submission is durable: it may run */
+        bool final_unsaved : 1;   /* its final write failed: written again every store_retry_ms */
+        unsigned stripped : 3;    /* the keys text leaves out (job_index.c's STRIPPED_*) */
+        bool unchecked : 1;       /* recovered from its columns; job_checked() not yet run */
+        bool stored : 1;          /* doc and text NULL: the document is the store's row */
+        bool rewritten : 1;       /* a write was queued after its submission's (job_persist...) */
+        bool final_committed : 1; /* final, and a cancel saw that write commit: prune it */
         /* The stored document: the truth; the fields below cache what queues need. A job that is
          * only waiting holds none of it: the store's committed row is the document (stored),
          * unless it was written again since its submission, which the store may not have yet;
