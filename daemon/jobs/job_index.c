@@ -327,9 +327,10 @@ int job_persist(struct jobs *js, struct job *j)
         j->rewritten = true;
         if (!doc)
                 return -ENOMEM;
-        if (job_state_final(j->st) && !j->final_ticket)
+        if (job_state_final(j->st) && !j->final_ticket) {
+                j->final_committed = false; /* a newer final write: its ticket says */
                 r = store_put(js->store, doc, &j->final_ticket);
-        else
+        } else
                 r = store_put(js->store, doc, NULL);
         if (r == 0)
                 j->persist_due_ms = 0; /* the whole document: the pending change with it */

@@ -309,21 +309,13 @@ struct job *job_checked(struct jobs *js, struct job *j)
         if (!j || !j->unchecked)
                 return j;
         snprintf(id, sizeof(id), "%s", j->id);
-        /* A tree already made of its row (job_doc, by a look at the queue's head) is as good as
-         * a read of it. */
-        _cleanup_json_ json_t *doc = j->doc ? json_incref(j->doc) : NULL;
+        /* Its row, through job_doc (already read if a look at the queue's head needed it). */
+        _cleanup_json_ json_t *doc = json_incref(job_doc(j));
         if (!doc) {
-                int r = store_get_internal(js->store, id, &doc);
-                if (r < 0) {
-                        /* Not valid JSON, gone or unreadable: dropped from memory only, as
-                         * recovery skips such a row; the store keeps it for a restart. */
-                        log_warning_errno(r,
-                                          "store: unfinished job %s cannot be read back (%m); "
-                                          "skipped",
-                                          id);
-                        job_drop(js, j);
-                        return NULL;
-                }
+                /* Not valid JSON, gone or unreadable (job_doc said which): dropped from memory
+                 * only, as recovery skips such a row; the store keeps it for a restart. */
+                job_drop(js, j);
+                return NULL;
         }
         d = job_from_doc(doc);
         if (!d || !job_same(j, d)) {
@@ -340,11 +332,7 @@ struct job *job_checked(struct jobs *js, struct job *j)
                 return job_find(js, id);
         }
         job_free(d);
-        /* Its tree is its row; job_compact below gives it up again unless the judgement wrote
-         * it. */
-        if (!j->doc)
-                j->doc = json_incref(doc);
-        j->stored = false;
+        /* job_compact below gives its tree up again unless the judgement wrote it. */
         j->unchecked = false;
         js->rec.unchecked--;
         bool malformed = spec_validate_stored(doc, why, sizeof(why)) < 0;
