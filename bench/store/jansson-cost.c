@@ -4,7 +4,8 @@
  * once each, so these figures bound what JSON alone costs a job (bench/store/RESULTS.md, "Where
  * a job's CPU goes").
  * Build: cc -O2 bench/store/jansson-cost.c -ljansson -o /tmp/jansson-cost
- * Run:   /tmp/jansson-cost bench/store/job-2parts.json (a finished job of that load, from a fake GPU) */
+ * Run:   /tmp/jansson-cost bench/store/job-2parts.json (a finished job of that load, from a fake
+ * GPU) */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
