@@ -4,8 +4,8 @@
  * once each, so these figures bound what JSON alone costs a job (bench/store/RESULTS.md, "Where
  * a job's CPU goes").
  * Build: cc -O2 bench/store/jansson-cost.c -ljansson -o /tmp/jansson-cost
- * Run:   /tmp/jansson-cost bench/store/job-2parts.json (a finished job of that load, from a fake
- * GPU) */
+ * Run:   /tmp/jansson-cost bench/store/job-2parts.json
+ * (job-2parts.json: a finished job of that load, from a fake GPU.) */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +40,10 @@ int main(int argc, char **argv)
                 return 1;
         }
         text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!text) {
+                fprintf(stderr, "out of memory\n");
+                return 1;
+        }
         len = strlen(text);
 
         t = now_s();
