@@ -8,7 +8,7 @@ set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.gpu-bundle/lib
-B=.gpu-bundle/bin
+B=${B:-.gpu-bundle/bin}
 state=$(mktemp -d)
 printf '[umd]\nworker_idle_s = 5\npool_idle_s = 2\n' >"$state/umd.conf"
 # The bundle's libraries are umd's: the system curl keeps its own.

@@ -155,11 +155,11 @@ static const struct key keys[] = {
         {"max_buffer_bytes", K_SIZE, F(max_buffer_bytes), "4GiB", 4096, 1024 * GiB,
          "Largest buffer a benchmark may ask for (400 beyond)."},
         {"pool_bytes", K_SIZE, F(pool_bytes), "2GiB", 0, 1024 * GiB,
-         "Pinned host plus device buffers a worker keeps between jobs, at most (pinned host memory "
-         "is taken from the node's users: keep it to what a node can spare)."},
+         "Pinned host, pageable host and device buffers a worker keeps between jobs, at most "
+         "(pinned host memory is taken from the node's users: keep it to what a node can spare)."},
         {"pool_idle_s", K_UINT, F(pool_idle_s), "10", 0, 86400,
-         "A worker idle this long gives back its buffer pool (pinned host and device memory); the "
-         "next job allocates again. 0: right after each job."},
+         "A worker idle this long gives back its buffer pool (pinned host, pageable host and device "
+         "memory); the next job allocates again. 0: right after each job."},
         {"worker_idle_s", K_UINT, F(worker_idle_s), "30", 0, 86400,
          "A worker idle this long exits, and its CUDA context with it: the GPU holds nothing of "
          "umd's. The next job starts it again (a cold start, recorded in the result). 0: right "

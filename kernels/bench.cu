@@ -1,7 +1,8 @@
 /* The worker's CUDA side: the context with its dedicated streams and events (created once), the
- * pinned/device buffer pool kept between jobs, the data pattern and its verification, the
- * kernels every benchmark shares, and bench_run's dispatch and result. It never talks to umd
- * and never decides limits: those come in struct bench_limits and the validated params.
+ * pinned, pageable and device buffer pool kept between jobs, the data pattern and its
+ * verification, the kernels every benchmark shares, and bench_run's dispatch and result. It never
+ * talks to umd and never decides limits: those come in struct bench_limits and the validated
+ * params.
  *
  * Measurement names each benchmark reports (fake devices should imitate these; "bytes" is per
  * operation and "bytes_counted" says which bytes):
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "bench_internal.h"
@@ -433,16 +435,20 @@ static uint64_t pool_total(const struct bench_ctx *c)
 {
         uint64_t t = 0;
         for (int i = 0; i < BENCH_POOL_SLOTS; i++)
-                t += c->host[i].cap + c->dev[i].cap;
+                t += c->host[i].cap + c->pageable[i].cap + c->dev[i].cap;
         return t;
 }
 
-/* Frees one pool buffer (pinned host or device); the slot is empty after. */
-static void pool_free(struct bench_buf *b, bool host)
+enum pool_kind { POOL_PINNED, POOL_PAGEABLE, POOL_DEVICE };
+
+/* Frees one pool buffer; the slot is empty after. */
+static void pool_free(struct bench_buf *b, enum pool_kind kind)
 {
         if (b->p) {
-                if (host)
+                if (kind == POOL_PINNED)
                         cudaFreeHost(b->p);
+                else if (kind == POOL_PAGEABLE)
+                        free(b->p);
                 else
                         cudaFree(b->p);
         }
@@ -450,17 +456,39 @@ static void pool_free(struct bench_buf *b, bool host)
         b->cap = 0;
 }
 
+/* Every page of a new pageable buffer written once, so the kernel maps them here and not
+ * inside a job's fill (MADV_POPULATE_WRITE where the kernel has it, 5.14 on). */
+static void pageable_touch(void *p, size_t size)
+{
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+        if (madvise(p, size, MADV_POPULATE_WRITE) == 0)
+                return;
+        for (size_t off = 0; off < size; off += 4096)
+                ((volatile uint8_t *)p)[off] = 0;
+}
+
 /* Hands out slot b, first replacing it with a larger buffer when it holds less than size (the
  * old contents are not kept). Device buffers are held to the free-memory reserve. */
-static int pool_get(struct bench_job *j, struct bench_buf *b, bool host, size_t size, void **ret)
+static int pool_get(struct bench_job *j, struct bench_buf *b, enum pool_kind kind, size_t size,
+                    void **ret)
 {
         j->used_pool = true;
         if (b->cap < size) {
-                pool_free(b, host);
+                pool_free(b, kind);
                 j->all_reused = false;
-                if (host) {
+                if (kind == POOL_PINNED) {
                         CK(j,
                            cudaHostAlloc(&b->p, size, cudaHostAllocMapped | cudaHostAllocPortable));
+                } else if (kind == POOL_PAGEABLE) {
+                        size_t cap = (size + 4095) / 4096 * 4096;
+                        b->p = aligned_alloc(4096, cap);
+                        if (!b->p)
+                                return job_fail(j, -ENOMEM,
+                                                "cannot allocate %zu bytes of pageable memory",
+                                                size);
+                        pageable_touch(b->p, cap);
                 } else {
                         int r = check_free(j, size, "device buffer");
                         if (r < 0)
@@ -475,12 +503,17 @@ static int pool_get(struct bench_job *j, struct bench_buf *b, bool host, size_t 
 
 int pool_host(struct bench_job *j, int slot, size_t size, void **ret)
 {
-        return pool_get(j, &j->ctx->host[slot], true, size, ret);
+        return pool_get(j, &j->ctx->host[slot], POOL_PINNED, size, ret);
+}
+
+int pool_pageable(struct bench_job *j, int slot, size_t size, void **ret)
+{
+        return pool_get(j, &j->ctx->pageable[slot], POOL_PAGEABLE, size, ret);
 }
 
 int pool_dev(struct bench_job *j, int slot, size_t size, void **ret)
 {
-        return pool_get(j, &j->ctx->dev[slot], false, size, ret);
+        return pool_get(j, &j->ctx->dev[slot], POOL_DEVICE, size, ret);
 }
 
 uint64_t bench_pool_release(struct bench_ctx *c)
@@ -488,8 +521,9 @@ uint64_t bench_pool_release(struct bench_ctx *c)
         uint64_t freed = pool_total(c);
 
         for (int i = 0; i < BENCH_POOL_SLOTS; i++) {
-                pool_free(&c->host[i], true);
-                pool_free(&c->dev[i], false);
+                pool_free(&c->host[i], POOL_PINNED);
+                pool_free(&c->pageable[i], POOL_PAGEABLE);
+                pool_free(&c->dev[i], POOL_DEVICE);
         }
         return freed;
 }
@@ -497,22 +531,20 @@ uint64_t bench_pool_release(struct bench_ctx *c)
 /* Keep the pool within pool_bytes: drop the largest buffers first. */
 void bench_pool_trim(struct bench_ctx *c)
 {
+        struct bench_buf *slots[3] = {c->host, c->pageable, c->dev};
+
         while (pool_total(c) > c->lim.pool_bytes) {
                 struct bench_buf *big = NULL;
-                bool host = false;
-                for (int i = 0; i < BENCH_POOL_SLOTS; i++) {
-                        if (!big || c->host[i].cap > big->cap) {
-                                big = &c->host[i];
-                                host = true;
-                        }
-                        if (c->dev[i].cap > big->cap) {
-                                big = &c->dev[i];
-                                host = false;
-                        }
-                }
+                enum pool_kind kind = POOL_PINNED;
+                for (int k = 0; k < 3; k++)
+                        for (int i = 0; i < BENCH_POOL_SLOTS; i++)
+                                if (!big || slots[k][i].cap > big->cap) {
+                                        big = &slots[k][i];
+                                        kind = (enum pool_kind)k;
+                                }
                 if (!big || big->cap == 0)
                         break;
-                pool_free(big, host);
+                pool_free(big, kind);
         }
 }
 
@@ -619,8 +651,9 @@ void bench_ctx_destroy(struct bench_ctx *c)
         if (!c)
                 return;
         for (int i = 0; i < BENCH_POOL_SLOTS; i++) {
-                pool_free(&c->host[i], true);
-                pool_free(&c->dev[i], false);
+                pool_free(&c->host[i], POOL_PINNED);
+                pool_free(&c->pageable[i], POOL_PAGEABLE);
+                pool_free(&c->dev[i], POOL_DEVICE);
         }
         for (int i = 0; i < BENCH_STREAMS; i++) {
                 if (c->streams[i])

@@ -13,24 +13,15 @@ struct host_buf {
         bool pinned;
 };
 
+/* Host buffer slot, pinned or pageable, both from the pool. A pooled pageable buffer is still
+ * the application's own malloc (never pinned nor registered): it only skips the first-touch
+ * faults and the munmap that every job used to pay outside its samples. */
 static int get_host(struct bench_job *j, int slot, bool pinned, size_t size, struct host_buf *ret)
 {
         ret->pinned = pinned;
         if (pinned)
                 return pool_host(j, slot, size, &ret->p);
-        /* Pageable memory is the application's own malloc: not pooled, first-touched by the
-         * fill below so page faults stay out of the samples. */
-        ret->p = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
-        if (!ret->p)
-                return job_fail(j, -ENOMEM, "cannot allocate %zu bytes of pageable memory", size);
-        return 0;
-}
-
-static void put_host(struct host_buf *b)
-{
-        if (!b->pinned)
-                free(b->p);
-        b->p = NULL;
+        return pool_pageable(j, slot, size, &ret->p);
 }
 
 static int fill_host(struct bench_job *j, struct host_buf *b, size_t size, uint32_t seed)
@@ -87,7 +78,7 @@ int bench_copy(struct bench_job *j)
                 if (r >= 0)
                         r = fill_host(j, &src, size, j->seed);
                 if (r < 0)
-                        goto out;
+                        return r;
                 CK(j, cudaMemsetAsync(ddst, 0, size, s0));
         }
         if (d2h) {
@@ -97,7 +88,7 @@ int bench_copy(struct bench_job *j)
                 if (r >= 0)
                         r = dev_fill(j, dsrc, size, j->seed + 1, 0, s0);
                 if (r < 0)
-                        goto out;
+                        return r;
                 if (pinned)
                         CK(j, cudaMemsetAsync(dst.p, 0, size, s0));
                 else
@@ -130,34 +121,30 @@ int bench_copy(struct bench_job *j)
                     return 0;
             });
         if (r < 0)
-                goto out;
+                return r;
         samples_per_copy(j, samples, reps, gated, &gate_timeouts);
 
         /* Verification after the samples, outside every timed window. */
         if (h2d) {
                 r = dev_verify(j, ddst, size, j->seed, 0, "device buffer after h2d copies");
                 if (r < 0)
-                        goto out;
+                        return r;
         }
         if (d2h) {
                 r = verify_host(j, &dst, size, j->seed + 1, "host buffer after d2h copies");
                 if (r < 0)
-                        goto out;
+                        return r;
         }
         if (gate_timeouts)
                 add_note(j, "the spin kernel timed out before the copies were queued: samples "
                             "may include launch cost");
-        r = add_measurement(j,
-                            h2d && d2h ? MEAS_BIDIR
-                            : h2d      ? MEAS_H2D
-                                       : MEAS_D2H,
-                            (double)size * (h2d && d2h ? 2 : 1),
-                            h2d && d2h ? "both directions" : "one direction", samples, false,
-                            json_pack("{s:i, s:b}", "copies_per_sample", reps, "gated", gated));
-out:
-        put_host(&src);
-        put_host(&dst);
-        return r;
+        return add_measurement(j,
+                               h2d && d2h ? MEAS_BIDIR
+                               : h2d      ? MEAS_H2D
+                                          : MEAS_D2H,
+                               (double)size * (h2d && d2h ? 2 : 1),
+                               h2d && d2h ? "both directions" : "one direction", samples, false,
+                               json_pack("{s:i, s:b}", "copies_per_sample", reps, "gated", gated));
 }
 
 int bench_copy_overlap(struct bench_job *j)
@@ -189,14 +176,6 @@ int bench_copy_overlap(struct bench_job *j)
         r = get_host(j, 0, pinned, size, &hb);
         if (r < 0)
                 return r;
-        /* Every return below frees a pageable buffer; pooled pinned ones stay. */
-        struct guard {
-                struct host_buf *b;
-                ~guard()
-                {
-                        put_host(b);
-                }
-        } g = {&hb};
         host = hb.p;
         r = pool_dev(j, 0, size, &dev);
         if (r >= 0)

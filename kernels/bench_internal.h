@@ -19,7 +19,7 @@ extern "C" {
 }
 
 #define BENCH_STREAMS         8 /* dedicated non-blocking streams, created once */
-#define BENCH_POOL_SLOTS      2 /* pinned host and device buffers each: bidir needs two of each */
+#define BENCH_POOL_SLOTS      2 /* pinned, pageable and device buffers each: bidir needs two */
 #define BENCH_XOR_BYTE        0x5Au
 #define BENCH_XOR_WORD        0x5A5A5A5Au
 #define BENCH_GATE_BELOW      (16ull << 20) /* pinned copies under this are held behind a gate */
@@ -36,7 +36,8 @@ struct bench_ctx {
         struct bench_limits lim;
         cudaStream_t streams[BENCH_STREAMS];
         cudaEvent_t ev_start, ev_stop, ev_join[BENCH_STREAMS];
-        struct bench_buf host[BENCH_POOL_SLOTS]; /* pinned, mapped */
+        struct bench_buf host[BENCH_POOL_SLOTS];     /* pinned, mapped */
+        struct bench_buf pageable[BENCH_POOL_SLOTS]; /* the application's own malloc */
         struct bench_buf dev[BENCH_POOL_SLOTS];
         volatile uint32_t *gate;       /* mapped pinned: [0] release flag, [1] timed out */
         uint32_t *gate_dev;            /* the device's view of gate */
@@ -97,6 +98,11 @@ static inline bool bench_takes(const struct bench_job *j, const char *name)
 /* ---- memory ---- */
 /* Pooled pinned (mapped) host buffer / device buffer of at least size bytes. */
 int pool_host(struct bench_job *j, int slot, size_t size, void **ret);
+/* Pooled pageable host buffer (plain aligned_alloc, never pinned nor registered) of at least
+ * size bytes: the CPU has touched all of it before any job gets it, so neither the first-touch
+ * faults nor the munmap of 64 MiB are paid again by every job (issue 23: they were a third of
+ * the canonical check's pageable phase on the H200). */
+int pool_pageable(struct bench_job *j, int slot, size_t size, void **ret);
 int pool_dev(struct bench_job *j, int slot, size_t size, void **ret);
 /* Refuses (-ENOMEM, naming the limit) when bytes would take the GPU's free memory below
  * managed_reserve_bytes. */
