@@ -2,7 +2,8 @@
 # The canonical check's set-up on a GPU machine (issue 23, part 6), before and after, side by
 # side in one run: the plain-CUDA probe of the set-up steps, then bench-driver's warm `health`
 # six times a round from the base build and the new one alternately (two rounds each), then the
-# real umd's check through umdctl (bench/umd-health-h200.sh) for each build. Programs from
+# real umd's check through umdctl (bench/umd-health-h200.sh) for each build, then the changed
+# benchmarks' medians from each build (their figures must not move). Programs from
 # ../shared/tools/device-bundle: the new build in .gpu-bundle, the base build's bin/ copied to
 # .gpu-base/bin (same libraries). Output under $OUT (default gpu-out).
 #   bench/health-setup-run.sh
@@ -39,3 +40,29 @@ cp "$out/umd-new/umd-health.txt" "$out/umd-health-new.txt"
 OUT=$out/umd-base B=.gpu-base/bin bash bench/umd-health-h200.sh >/dev/null 2>&1
 cp "$out/umd-base/umd-health.txt" "$out/umd-health-base.txt"
 rm -rf "$out/umd-new" "$out/umd-base"
+
+# What the samples measure must not move: the benchmarks whose set-up changed, from each build
+# alternately, two rounds; each line the medians in GB/s.
+medians() {
+        python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    ms = (j.get("result") or {}).get("measurements", [])
+    print("%s %s: %s" % (sys.argv[2], j["benchmark"] + " " + " ".join(
+        "%s=%s" % kv for kv in sorted(j["params"].items()) if kv[0] in ("direction", "host_memory", "advice")),
+        ", ".join("%s %.2f" % (m["name"], m["gbps"]) for m in ms) if j["ok"] else j["error"]))
+' "$1" "$2"
+}
+jobs=("copy direction=h2d host_memory=pageable iterations=10"
+        "copy direction=d2h host_memory=pageable iterations=10"
+        "managed_prefetch iterations=10" "managed_on_demand iterations=10"
+        "managed_advise advice=read_mostly iterations=10")
+for round in 1 2; do
+        for build in base new; do
+                d=.gpu-bundle/bin
+                [ $build = base ] && d=.gpu-base/bin
+                $d/tests/gpu/bench-driver "${jobs[@]}" >/tmp/m-$build-$round.jsonl 2>/dev/null
+                medians /tmp/m-$build-$round.jsonl "round $round $build"
+        done
+done >"$out/same-measurements.txt" 2>&1

@@ -91,6 +91,7 @@ def link_rate_gbps(pcie):
 EVERY = [
     "copy direction=h2d", "copy direction=d2h", "copy direction=bidir",
     "copy direction=h2d host_memory=pageable", "copy direction=d2h host_memory=pageable",
+    "copy direction=bidir host_memory=pageable",
     "copy direction=h2d size=64KiB", "copy direction=bidir size=64KiB",
     "copy_overlap", "copy_overlap chunk=1MiB streams=8",
     "zero_copy", "zero_copy access=random", "zero_copy access=strided stride=1MiB",
@@ -149,6 +150,9 @@ def test_verify(args):
     # the pool: bidir uses the buffers the h2d and d2h jobs before it allocated
     if lines[2]["ok"] and not lines[2]["result"]["context"]["buffer_reused"]:
         bad.append("copy bidir after h2d and d2h did not report buffer_reused")
+    # pageable buffers are pooled too (still plain malloc memory): bidir reuses both
+    if lines[5]["ok"] and not lines[5]["result"]["context"]["buffer_reused"]:
+        bad.append("pageable copy bidir after h2d and d2h did not report buffer_reused")
     if bad:
         fail("; ".join(bad))
     return 0
