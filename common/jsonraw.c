@@ -408,9 +408,64 @@ bool json_raw_get(const json_t *j, const char **ret_bytes, size_t *ret_len)
         return true;
 }
 
+/* The value at sp, in bytes json_canonical accepted. The usual scalars are made without
+ * jansson's lexer (a buffer and a state each call): a string without a backslash is its bytes,
+ * a number is what jansson's strtoll or strtod reads. */
 static json_t *parse_span(const char *b, struct json_span sp)
 {
-        return json_loadb(b + sp.off, sp.len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+        const char *v = b + sp.off;
+        char tok[NUM_MAX + 1];
+
+        if (sp.len >= 2 && v[0] == '"' && !memchr(v, '\\', sp.len))
+                return json_stringn_nocheck(v + 1, sp.len - 2);
+        if (sp.len > 0 && sp.len <= NUM_MAX && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))) {
+                memcpy(tok, v, sp.len);
+                tok[sp.len] = '\0';
+                if (strpbrk(tok, ".eE"))
+                        return json_real(strtod(tok, NULL));
+                return json_integer(strtoll(tok, NULL, 10));
+        }
+        return json_loadb(v, sp.len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* Past the value at s->pos in bytes json_canonical accepted already: brackets counted and
+ * strings skipped to their closing quote, nothing checked again (checking a real costs a
+ * strtod and a print). */
+static bool skip_value(struct scan *s)
+{
+        size_t depth = 0;
+
+        do {
+                char c;
+
+                if (s->pos >= s->len)
+                        return false;
+                c = s->b[s->pos];
+                if (c == '"') {
+                        for (s->pos++; s->pos < s->len && s->b[s->pos] != '"';)
+                                s->pos += s->b[s->pos] == '\\' ? 2 : 1;
+                        if (s->pos >= s->len)
+                                return false;
+                        s->pos++;
+                } else if (c == '{' || c == '[') {
+                        depth++;
+                        s->pos++;
+                } else if (c == '}' || c == ']') {
+                        if (depth == 0)
+                                return false;
+                        depth--;
+                        s->pos++;
+                } else if (c == ',' || c == ':') {
+                        if (depth == 0)
+                                return false;
+                        s->pos++;
+                } else {
+                        while (s->pos < s->len && s->b[s->pos] != ',' && s->b[s->pos] != '}' &&
+                               s->b[s->pos] != ']')
+                                s->pos++;
+                }
+        } while (depth > 0);
+        return true;
 }
 
 json_t *json_raw_tree(const json_t *j)
@@ -444,8 +499,7 @@ static bool each_member(struct scan *s,
                         return false;
                 s->pos++;
                 from = s->pos;
-                if (!scan_value(s, 0, NULL, NULL) ||
-                    !fn(data, key, klen, (struct json_span){from, s->pos - from}))
+                if (!skip_value(s) || !fn(data, key, klen, (struct json_span){from, s->pos - from}))
                         return false;
                 e = item_end(s, '}');
                 if (e != 0)
@@ -508,7 +562,7 @@ static bool pick_array(struct pick *top, const char *key, size_t klen, struct js
                 if (peek(&s, '{')) {
                         if (!each_member(&s, pick_sub, &sub))
                                 return false;
-                } else if (!scan_value(&s, 0, NULL, NULL))
+                } else if (!skip_value(&s))
                         return false;
                 int e = item_end(&s, ']');
                 if (e != 0)

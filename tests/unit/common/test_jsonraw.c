@@ -296,6 +296,35 @@ static void test_pick_reads_only_the_paths(void **state)
         json_decref(raw);
 }
 
+/* Picking every member of an object gives the object: each value read as jansson reads it. */
+static void test_pick_of_every_member_is_the_tree(void **state)
+{
+        for (int i = 0; i < 5000; i++) {
+                json_t *j = json_object(), *raw, *got, *v;
+                const char *paths[8], *k;
+                size_t len, n = 0;
+                char *s;
+
+                for (unsigned m = rnd(6); m > 0; m--) {
+                        char key[16];
+                        snprintf(key, sizeof(key), "k%u", rnd(1000));
+                        json_object_set_new(j, key, random_value(1));
+                }
+                json_object_foreach(j, k, v) paths[n++] = k;
+                paths[n] = NULL;
+                s = json_dump_compact(j, &len);
+                assert_true(json_canonical(s, len, 64, NULL, NULL));
+                raw = json_raw_new(s, len);
+                got = json_raw_pick(raw, paths);
+                if (!json_equal(got, j))
+                        fail_msg("picked differently from %s", s);
+                free(s);
+                json_decref(got);
+                json_decref(raw);
+                json_decref(j);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -306,6 +335,7 @@ int main(void)
             cmocka_unit_test(test_member_span),
             cmocka_unit_test(test_raw_node),
             cmocka_unit_test(test_pick_reads_only_the_paths),
+            cmocka_unit_test(test_pick_of_every_member_is_the_tree),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
