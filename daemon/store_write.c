@@ -46,9 +46,8 @@ const char *const store_wsql[W_COUNT] = {
 /* ---- the public form of a job ---- */
 
 /* What clients see: the internal document less the bookkeeping only umd needs; without results
- * for lists. Shallow: what lies below the top level and the part objects is shared, but for a
- * result kept as the worker's bytes (a raw node), which is parsed: the copy is dumped by
- * jansson for an answer. */
+ * for lists. Shallow: what lies below the top level and the part objects is shared, results kept
+ * as the worker's bytes included (store_public_expand parses those, outside the caller's lock). */
 json_t *store_public_copy(const json_t *doc, bool with_results)
 {
         json_t *j = json_copy((json_t *)doc), *parts = json_array();
@@ -65,14 +64,9 @@ json_t *store_public_copy(const json_t *doc, bool with_results)
         json_object_del(j, "finished_ms");
         json_array_foreach(json_object_get(doc, "parts"), i, p)
         {
-                json_t *c = json_copy(p), *res = json_object_get(p, "result");
+                json_t *c = json_copy(p);
                 if (c && !with_results)
                         json_object_del(c, "result");
-                else if (c && json_raw_get(res, NULL, NULL) &&
-                         json_object_set_new(c, "result", json_raw_tree(res)) < 0) {
-                        json_decref(c);
-                        c = NULL;
-                }
                 if (!c || json_array_append_new(parts, c) < 0) {
                         json_decref(j);
                         json_decref(parts);
@@ -84,6 +78,22 @@ json_t *store_public_copy(const json_t *doc, bool with_results)
                 return NULL;
         }
         return j;
+}
+
+int store_public_expand(json_t *pub)
+{
+        size_t i;
+        json_t *p;
+
+        json_array_foreach(json_object_get(pub, "parts"), i, p)
+        {
+                json_t *res = json_object_get(p, "result");
+
+                if (json_raw_get(res, NULL, NULL) &&
+                    json_object_set_new(p, "result", json_raw_tree(res)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
 }
 
 /* ---- the writer ---- */

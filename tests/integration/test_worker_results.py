@@ -129,6 +129,20 @@ def test_the_workers_bytes_are_stored_as_they_came(relayed):
     assert 'benchmark="copy",mode="h2d"' in m
 
 
+def test_an_answer_from_memory_has_the_same_bytes(relayed):
+    d, mode, seen = relayed
+    job = conftest.submit(d, BODY)
+    # A waiter is answered at the final change, while the job is still in memory: its answer
+    # is made from the tree there, the result parsed from the bytes after core_lock.
+    r = d.get(f"/v1/jobs/{job['id']}?wait=10s", timeout=20)
+    assert r.status_code == 200 and r.json()["state"] == "succeeded", r.text
+    sent = seen.read_bytes().splitlines()[-1]
+    start = sent.index(b'"result":') + len(b'"result":')
+    raw = sent[start:sent.rindex(b',"type":"result"}')]
+    assert b'"result":' + raw + b',"started"' in r.content
+    assert r.content == stored_body(d, job["id"])
+
+
 def test_a_valid_result_written_otherwise_is_parsed_and_stored_canonically(relayed):
     d, mode, seen = relayed
     j = run_one(d, mode, "indent")
