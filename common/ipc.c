@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "jsonraw.h"
 #include "jsonutil.h"
 
 /* Messages are flat (results are at most a few levels deep): anything deeper is an error. */
@@ -82,7 +83,56 @@ int ipc_decoder_feed(struct ipc_decoder *d, const void *data, size_t len)
         return 0;
 }
 
+/* The payload p (canonical, its member raw_key at span, an object) as a tree whose raw_key is a
+ * raw node: the frame less that member's bytes is parsed, a few dozen bytes instead of a
+ * result's kilobytes. 0, or -ENOMEM. */
+static int parse_split(const uint8_t *p, size_t len, const char *raw_key, struct json_span span,
+                       json_t **ret)
+{
+        size_t rest = len - span.len;
+        _cleanup_json_ json_t *j = NULL;
+        json_t *raw;
+        uint8_t *skel;
+        int r;
+
+        skel = malloc(rest + 2);
+        if (!skel)
+                return -ENOMEM;
+        memcpy(skel, p, span.off);
+        memcpy(skel + span.off, "{}", 2);
+        memcpy(skel + span.off + 2, p + span.off + span.len, len - span.off - span.len);
+        r = parse_payload(skel, rest + 2, &j);
+        free(skel);
+        if (r < 0)
+                return r == -ENOMEM ? r : -EBADMSG; /* cannot be: it was canonical */
+        raw = json_raw_new((const char *)p + span.off, span.len);
+        if (!raw || json_object_set_new(j, raw_key, raw) < 0)
+                return -ENOMEM;
+        *ret = j;
+        j = NULL;
+        return 0;
+}
+
+static int parse_frame(const uint8_t *p, size_t n, const char *raw_key, json_t **ret)
+{
+        struct json_span span = {0, 0};
+        int r;
+
+        if (raw_key && json_canonical((const char *)p, n, IPC_MAX_DEPTH, raw_key, &span) &&
+            span.len > 0 && p[span.off] == '{') {
+                r = parse_split(p, n, raw_key, span, ret);
+                if (r != -EBADMSG)
+                        return r;
+        }
+        return parse_payload(p, n, ret);
+}
+
 int ipc_decoder_next(struct ipc_decoder *d, json_t **ret)
+{
+        return ipc_decoder_next_split(d, NULL, ret);
+}
+
+int ipc_decoder_next_split(struct ipc_decoder *d, const char *raw_key, json_t **ret)
 {
         size_t n, frame;
         json_t *j = NULL;
@@ -98,7 +148,7 @@ int ipc_decoder_next(struct ipc_decoder *d, json_t **ret)
                 return 0;
 
         frame = IPC_HEADER + n;
-        r = parse_payload(d->buf + IPC_HEADER, n, &j);
+        r = parse_frame(d->buf + IPC_HEADER, n, raw_key, &j);
         if (r == -ENOMEM)
                 return r; /* the frame stays: the caller may retry */
         /* A bad payload is consumed too, so a caller that chose to go on stays in step. */

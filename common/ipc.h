@@ -38,6 +38,11 @@ int ipc_decoder_feed(struct ipc_decoder *d, const void *data, size_t len);
  * 0 when more bytes are needed, -EMSGSIZE for an oversized or zero length, -EBADMSG for a
  * payload that is not a JSON object with a string "type". */
 int ipc_decoder_next(struct ipc_decoder *d, json_t **ret);
+/* ipc_decoder_next, but when the payload is canonical (json_canonical: what the peer's
+ * ipc_encode writes) and its member raw_key is an object, that member comes as a raw node
+ * (jsonraw.h) holding its bytes instead of a tree: only the rest of the frame is parsed. Any
+ * other payload is parsed whole, as ipc_decoder_next does, and refused the same way. */
+int ipc_decoder_next_split(struct ipc_decoder *d, const char *raw_key, json_t **ret);
 
 /* Encode msg as one frame; *ret malloc'd. 0, -ENOMEM or -EMSGSIZE. */
 int ipc_encode(const json_t *msg, uint8_t **ret, size_t *ret_len);

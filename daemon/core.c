@@ -17,6 +17,7 @@
 #include "job_state.h"
 #include "jobs.h"
 #include "metrics.h"
+#include "store.h"
 #include "umd-build.h"
 #include "util.h"
 
@@ -36,15 +37,28 @@ static struct jobs *core_jobs(void)
         return core_daemon->jobs;
 }
 
+/* A job's answer from memory leaves core_lock with the results that are kept as the worker's
+ * bytes unparsed (store_public_copy): they are parsed here, outside the lock, before the API
+ * dumps the answer. r: what the job function returned. */
+static int expanded(int r, json_t **ret_job, struct problem *p)
+{
+        if (r < 0 || !*ret_job || store_public_expand(*ret_job) == 0)
+                return r;
+        json_decref(*ret_job);
+        *ret_job = NULL;
+        return problem_set(p, 500, "", "out of memory reading the job's results");
+}
+
 int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
                     json_t **ret_job, struct problem *p)
 {
-        return job_submit(core_jobs(), body, idempotency_key, client, ret_job, p);
+        return expanded(job_submit(core_jobs(), body, idempotency_key, client, ret_job, p), ret_job,
+                        p);
 }
 
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)
 {
-        return job_query_get(core_jobs(), id, ret_job, p);
+        return expanded(job_query_get(core_jobs(), id, ret_job, p), ret_job, p);
 }
 
 int core_job_get_finished(const char *id, struct blob **ret_body, struct problem *p)
@@ -94,7 +108,7 @@ int core_device_index(const char *id, size_t *ret_index)
 int core_job_cancel(const char *id, const char *client, bool admin, json_t **ret_job,
                     struct problem *p)
 {
-        return job_cancel(core_jobs(), id, client, admin, ret_job, p);
+        return expanded(job_cancel(core_jobs(), id, client, admin, ret_job, p), ret_job, p);
 }
 
 json_t *core_node_json(void)

@@ -209,6 +209,9 @@ static size_t modes_of(const char *prefix)
         return n;
 }
 
+const char *const metrics_result_paths[] = {
+    "benchmark", "measurements[].name", "measurements[].gbps", "measurements[].latency_us", NULL};
+
 void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
 {
         const char *bench = json_string_value(json_object_get(result, "benchmark"));

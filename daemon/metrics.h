@@ -34,6 +34,9 @@ void metrics_job_finished(const char *benchmark, const char *state, double durat
  * to the canonical health check (a health job without params); an ad-hoc health job's figures
  * are exported as benchmark="health_adhoc" so that they never pass for the canonical ones. */
 void metrics_part_result(const char *uuid, const json_t *result, bool canonical);
+/* All that metrics_part_result reads of a result, as json_raw_pick's paths (NULL-terminated):
+ * a result kept as bytes is parsed only this far for it. */
+extern const char *const metrics_result_paths[];
 /* The canonical health check finished on GPU uuid. contended: another process used the GPU
  * while it ran; its figures then are not exported and umd_health_check_contended says so.
  * Otherwise its fleet figures (host copies each way, device memory) replace the GPU's last ones

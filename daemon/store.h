@@ -62,8 +62,13 @@ void store_sync(struct store *s);
 
 /* What clients see of a job: the internal document less the bookkeeping only umd needs
  * (request, created_ms, finished_ms); without results for lists. Shallow: the top level and the
- * part objects are copied, what lies below them is shared. NULL on OOM. */
+ * part objects are copied, what lies below them is shared. NULL on OOM. A result kept as the
+ * worker's bytes (a raw node, jsonraw.h) stays one: such a copy must go through
+ * store_public_expand before anything dumps it. */
 json_t *store_public_copy(const json_t *doc, bool with_results);
+/* Each part's result in pub (a store_public_copy: its part objects are its own) that is a raw
+ * node becomes its tree: an answer's parse, done once core_lock is released. 0 or -ENOMEM. */
+int store_public_expand(json_t *pub);
 
 /* One unfinished job as store_recover reads it: its columns and its parts' rows, from indexes
  * alone, so that recovery can queue a waiting job without reading its document; and, when the

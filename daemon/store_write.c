@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "jsonraw.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "store_internal.h"
@@ -45,7 +46,8 @@ const char *const store_wsql[W_COUNT] = {
 /* ---- the public form of a job ---- */
 
 /* What clients see: the internal document less the bookkeeping only umd needs; without results
- * for lists. Shallow: what lies below the top level and the part objects is shared. */
+ * for lists. Shallow: what lies below the top level and the part objects is shared, results kept
+ * as the worker's bytes included (store_public_expand parses those, outside the caller's lock). */
 json_t *store_public_copy(const json_t *doc, bool with_results)
 {
         json_t *j = json_copy((json_t *)doc), *parts = json_array();
@@ -65,10 +67,33 @@ json_t *store_public_copy(const json_t *doc, bool with_results)
                 json_t *c = json_copy(p);
                 if (c && !with_results)
                         json_object_del(c, "result");
-                json_array_append_new(parts, c);
+                if (!c || json_array_append_new(parts, c) < 0) {
+                        json_decref(j);
+                        json_decref(parts);
+                        return NULL;
+                }
         }
-        json_object_set_new(j, "parts", parts);
+        if (json_object_set_new(j, "parts", parts) < 0) {
+                json_decref(j);
+                return NULL;
+        }
         return j;
+}
+
+int store_public_expand(json_t *pub)
+{
+        size_t i;
+        json_t *p;
+
+        json_array_foreach(json_object_get(pub, "parts"), i, p)
+        {
+                json_t *res = json_object_get(p, "result");
+
+                if (json_raw_get(res, NULL, NULL) &&
+                    json_object_set_new(p, "result", json_raw_tree(res)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
 }
 
 /* ---- the writer ---- */
@@ -128,16 +153,114 @@ static char *dup_or_null(const char *v, bool *oom)
         return c;
 }
 
+/* What a part's result is dumped as before its bytes are spliced in: a string no parsed
+ * document holds (it starts with NUL), which jansson writes as RESULT_MARK. */
+#define RESULT_MARK_VALUE "\0result"
+#define RESULT_MARK       "\"\\u0000result\""
+#define RESULT_KEY        "\"result\":"
+
+/* The bytes of a part's result: a raw node's own (the worker's compact dump), else its dump,
+ * left in *ret_dump for the caller to free. 0 or -ENOMEM. */
+static int result_bytes(const json_t *res, const char **ret, size_t *ret_len, char **ret_dump)
+{
+        if (json_raw_get(res, ret, ret_len))
+                return 0;
+        *ret_dump = json_dump_compact(res, ret_len);
+        if (!*ret_dump)
+                return -ENOMEM;
+        *ret = *ret_dump;
+        return 0;
+}
+
+/* The row's document and summary from text, the public document dumped with each of its
+ * n_results parts' result a mark: the document with the results' bytes in place of the marks,
+ * the summary without the member at all (a dump of the parts without "result" is those bytes).
+ * So a result is never parsed nor dumped again for the row, and the job is dumped once.
+ * 0, -ENOMEM or -EINVAL (a mark not found: cannot be). */
+static int splice_results(const char *text, size_t len, const json_t *parts, size_t n_results,
+                          struct store_row *row)
+{
+        const size_t mark = strlen(RESULT_MARK), key = strlen(RESULT_KEY);
+        size_t cap = len + 1, dpos = 0, spos = 0, dcur = 0, scur = 0, i, k = 0;
+        char **dumps = calloc(n_results, sizeof(*dumps));
+        const char **bytes = calloc(n_results, sizeof(*bytes));
+        size_t *lens = calloc(n_results, sizeof(*lens));
+        int r = -ENOMEM;
+        json_t *p;
+
+        if (!dumps || !bytes || !lens)
+                goto out;
+        json_array_foreach(parts, i, p)
+        {
+                const json_t *res = json_object_get(p, "result");
+
+                if (!res)
+                        continue;
+                if (k == n_results || result_bytes(res, &bytes[k], &lens[k], &dumps[k]) < 0)
+                        goto out;
+                cap += lens[k++];
+        }
+        row->doc = malloc(cap);
+        row->summary = malloc(len + 1);
+        if (!row->doc || !row->summary)
+                goto out;
+        r = -EINVAL;
+        for (k = 0; k < n_results; k++) {
+                const char *at = memmem(text + dcur, len - dcur, RESULT_MARK, mark);
+                size_t off, cut_from, cut_to;
+
+                if (!at)
+                        goto out;
+                off = (size_t)(at - text);
+                /* Never a part's first member ("device" sorts before it), but cut it right if
+                 * it were: with the comma after it instead of the one before. */
+                if (off >= key + 1 && memcmp(text + off - key, RESULT_KEY, key) == 0 &&
+                    text[off - key - 1] == ',') {
+                        cut_from = off - key - 1;
+                        cut_to = off + mark;
+                } else if (off >= key + 1 && memcmp(text + off - key, RESULT_KEY, key) == 0) {
+                        cut_from = off - key;
+                        cut_to = off + mark + (off + mark < len && text[off + mark] == ',');
+                } else
+                        goto out;
+                memcpy(row->doc + dpos, text + dcur, off - dcur);
+                dpos += off - dcur;
+                memcpy(row->doc + dpos, bytes[k], lens[k]);
+                dpos += lens[k];
+                dcur = off + mark;
+                memcpy(row->summary + spos, text + scur, cut_from - scur);
+                spos += cut_from - scur;
+                scur = cut_to;
+        }
+        memcpy(row->doc + dpos, text + dcur, len - dcur);
+        row->doc_len = dpos + len - dcur;
+        row->doc[row->doc_len] = '\0';
+        memcpy(row->summary + spos, text + scur, len - scur);
+        row->sum_len = spos + len - scur;
+        row->summary[row->sum_len] = '\0';
+        r = 0;
+out:
+        for (k = 0; dumps && k < n_results; k++)
+                free(dumps[k]);
+        free(dumps);
+        free(bytes);
+        free(lens);
+        return r;
+}
+
 int store_row_from_job(const json_t *job, struct store_row *ret)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
         json_t *parts = json_object_get(job, "parts"), *fin = json_object_get(job, "finished_ms");
         _cleanup_json_ json_t *pub = NULL;
+        _cleanup_free_ char *text = NULL;
         struct store_row row = {0};
-        bool oom = false, results = false;
+        bool oom = false;
+        size_t n_results = 0, len;
         const char *k;
         json_t *v, *p;
         size_t i;
+        int r;
 
         if (!id || !uuid_is_valid(id) || !json_is_array(parts))
                 return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
@@ -155,29 +278,47 @@ int store_row_from_job(const json_t *job, struct store_row *ret)
                 if (json_object_set(pub, k, v) < 0)
                         goto oom;
         }
-        row.doc = json_dump_compact(pub, &row.doc_len);
-        if (!row.doc)
-                goto oom;
-        json_array_foreach(parts, i, p) results = results || json_object_get(p, "result");
-        if (results) {
-                json_t *sum = json_array();
+        json_array_foreach(parts, i, p) n_results += json_object_get(p, "result") != NULL;
+        if (n_results > 0) {
+                /* The parts again (copies of their top level), each result a mark. */
+                json_t *marked = json_array();
 
-                if (!sum || json_object_set_new(pub, "parts", sum) < 0)
+                if (!marked || json_object_set_new(pub, "parts", marked) < 0)
                         goto oom;
                 json_array_foreach(parts, i, p)
                 {
                         json_t *c = json_copy(p);
 
-                        if (!c || json_array_append_new(sum, c) < 0)
+                        if (!c || json_array_append_new(marked, c) < 0)
                                 goto oom;
-                        json_object_del(c, "result");
+                        if (json_object_get(c, "result") &&
+                            json_object_set_new(
+                                c, "result",
+                                json_stringn_nocheck(RESULT_MARK_VALUE,
+                                                     sizeof(RESULT_MARK_VALUE) - 1)) < 0)
+                                goto oom;
                 }
-                row.summary = json_dump_compact(pub, &row.sum_len);
-                if (!row.summary)
-                        goto oom;
-        } else {
+        }
+        text = json_dump_compact(pub, &len);
+        if (!text)
+                goto oom;
+        if (n_results == 0) {
+                row.doc = text;
+                text = NULL;
+                row.doc_len = len;
                 row.summary = row.doc;
                 row.sum_len = row.doc_len;
+        } else {
+                r = splice_results(text, len, parts, n_results, &row);
+                if (r == -EINVAL) {
+                        store_row_free(&row);
+                        return log_error_errno(EIO,
+                                               "Job %s: a result's place not found in its "
+                                               "dump",
+                                               id);
+                }
+                if (r < 0)
+                        goto oom;
         }
 
         snprintf(row.id, sizeof(row.id), "%s", id);

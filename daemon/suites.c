@@ -572,9 +572,20 @@ static json_t *pipeline_sweep_summary(const json_t *result)
                          touched ? touched : json_null(), "conclusion", sentence);
 }
 
+static const char *const suite_names[] = {"um_vs_explicit", "sweep", "copy_overlap", "pipeline",
+                                          "pipeline_sweep"};
+
+bool suite_summarises(const char *benchmark)
+{
+        for (size_t i = 0; benchmark && i < sizeof(suite_names) / sizeof(suite_names[0]); i++)
+                if (strcmp(benchmark, suite_names[i]) == 0)
+                        return true;
+        return topology_summarises(benchmark);
+}
+
 json_t *suite_summary(const char *benchmark, const json_t *result)
 {
-        if (!benchmark || !json_is_array(json_object_get(result, "measurements")))
+        if (!suite_summarises(benchmark) || !json_is_array(json_object_get(result, "measurements")))
                 return NULL;
         if (strcmp(benchmark, "um_vs_explicit") == 0)
                 return um_summary(result);

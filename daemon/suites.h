@@ -17,3 +17,5 @@
 
 /* A new "summary" object for result, or NULL when the benchmark has none. */
 json_t *suite_summary(const char *benchmark, const json_t *result);
+/* Whether suite_summary may summarise benchmark's results (false: it never reads them). */
+bool suite_summarises(const char *benchmark);

@@ -25,6 +25,7 @@
 
 #include "config.h"
 #include "ipc.h"
+#include "jsonraw.h"
 #include "log.h"
 #include "util.h"
 #include "uuid.h"
@@ -584,7 +585,11 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64
                 json_t *result = json_object_get(msg, "result");
                 const char *error = json_string_value(json_object_get(msg, "error"));
 
-                if (!job || !json_is_boolean(ok) || (json_is_true(ok) && !json_is_object(result)) ||
+                /* An object, or (read_worker) a raw node holding the worker's canonical bytes of
+                 * one, not parsed here: job_dispatch.c reads what it needs of them. */
+                bool object = json_is_object(result) || json_raw_get(result, NULL, NULL);
+
+                if (!job || !json_is_boolean(ok) || (json_is_true(ok) && !object) ||
                     (!json_is_true(ok) && !error)) {
                         protocol_error(w, "malformed result");
                         return;
@@ -638,14 +643,14 @@ static void read_worker(struct supervisor *s, struct slot *w, uint64_t now)
                         break;
                 /* EOF or error: the process is exiting; reap() gives the reason. Whatever was
                  * complete before still counts (a result written just before a crash). */
-                while (w->dec.len > 0 && ipc_decoder_next(&w->dec, &msg) == 1) {
+                while (w->dec.len > 0 && ipc_decoder_next_split(&w->dec, "result", &msg) == 1) {
                         handle_msg(s, w, msg, now);
                         json_decref(msg);
                 }
                 close_channel(w);
                 return;
         }
-        while ((r = ipc_decoder_next(&w->dec, &msg)) == 1) {
+        while ((r = ipc_decoder_next_split(&w->dec, "result", &msg)) == 1) {
                 handle_msg(s, w, msg, now);
                 json_decref(msg);
         }

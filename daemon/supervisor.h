@@ -36,7 +36,9 @@ enum part_outcome {
 };
 
 struct supervisor_callbacks {
-        /* result: the worker's result object (borrowed; json_incref to keep) or NULL. */
+        /* result: the worker's result object (borrowed; json_incref to keep) or NULL. When the
+         * worker wrote it canonically (as its own ipc_encode does) it is a raw node
+         * (jsonraw.h) of those bytes, unparsed: json_raw_tree or json_raw_pick reads it. */
         /* cold_start_ms: how long the worker took from spawn to ready when this part had to
          * start it, or a negative number when the part found it warm. */
         void (*part_done)(void *userdata, size_t device, const char *job_id,

@@ -317,9 +317,20 @@ static json_t *host_all_summary(const json_t *result)
                          "conclusion", sentence);
 }
 
+bool topology_summarises(const char *benchmark)
+{
+        static const char *const names[] = {"peer", "topology", "managed_peer", "host_all"};
+
+        for (size_t i = 0; benchmark && i < sizeof(names) / sizeof(names[0]); i++)
+                if (strcmp(benchmark, names[i]) == 0)
+                        return true;
+        return false;
+}
+
 json_t *topology_summary(const char *benchmark, const json_t *result)
 {
-        if (!benchmark || !json_is_array(json_object_get(result, "measurements")))
+        if (!topology_summarises(benchmark) ||
+            !json_is_array(json_object_get(result, "measurements")))
                 return NULL;
         if (strcmp(benchmark, "peer") == 0 || strcmp(benchmark, "topology") == 0)
                 return peer_summary(result);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 
 /* GB/s one direction that the link between two GPUs should carry: NVLink, its link count times
  * the per-link rate of the GPUs' generation (compute capability 6: 20, 7 to 9: 25, 10 and
@@ -27,3 +28,5 @@ const json_t *topology_link(const json_t *result, long long src, long long dst);
  *                    ratios}], "conclusion"}
  *   host_all:       {"alone_gbps": [..], "sum_alone_gbps", "all_gbps", "ratio", "conclusion"} */
 json_t *topology_summary(const char *benchmark, const json_t *result);
+/* Whether topology_summary summarises benchmark's results at all. */
+bool topology_summarises(const char *benchmark);

@@ -20,6 +20,7 @@
 #include "job_internal.h"
 #include "job_queue.h"
 #include "jobs.h"
+#include "jsonraw.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "metrics.h"
@@ -504,43 +505,70 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 if (st == JOB_CANCELLED && !j->cancel_requested &&
                     pause_explains_cancel(dev, why, sizeof(why)))
                         error = why;
-                /* The dump only when the bound cannot tell: a result a thousandth of the
-                 * limit was dumped once more here only to be measured. */
-                if (st == JOB_SUCCEEDED && result &&
+                bool canonical = job_canonical(j);
+                size_t raw_len = 0;
+                bool raw = st == JOB_SUCCEEDED && json_raw_get(result, NULL, &raw_len);
+                _cleanup_json_ json_t *tree = NULL;
+                /* Kept as the worker's bytes, the result's size is their length (they are its
+                 * compact dump). Else the dump only when the bound cannot tell: a result a
+                 * thousandth of the limit was dumped once more here only to be measured. */
+                bool too_big = raw && raw_len > js->cfg->max_result_bytes;
+                if (st == JOB_SUCCEEDED && result && !raw &&
                     !json_dump_compact_fits(result, js->cfg->max_result_bytes)) {
                         _cleanup_free_ char *dump = json_dump_compact(result, NULL);
-                        if (!dump || strlen(dump) > js->cfg->max_result_bytes) {
-                                snprintf(why, sizeof(why),
-                                         "result larger than max_result_bytes (%llu bytes)",
-                                         (unsigned long long)js->cfg->max_result_bytes);
+                        too_big = !dump || strlen(dump) > js->cfg->max_result_bytes;
+                }
+                if (too_big) {
+                        snprintf(why, sizeof(why),
+                                 "result larger than max_result_bytes (%llu bytes)",
+                                 (unsigned long long)js->cfg->max_result_bytes);
+                        st = JOB_FAILED;
+                        result = NULL;
+                        error = why;
+                        raw = false;
+                }
+                /* The worker's bytes go to the store as they came (store_write.c splices them
+                 * in), parsed only for what reads more than metrics do: a suite's summary, and
+                 * the canonical check's verdict and fleet figures. */
+                if (raw && (canonical || suite_summarises(job_benchmark(j)))) {
+                        result = tree = json_raw_tree(result);
+                        raw = false;
+                        if (!tree) {
                                 st = JOB_FAILED;
-                                result = NULL;
-                                error = why;
+                                error = "out of memory reading the worker's result";
                         }
                 }
                 if (st == JOB_TIMED_OUT && !error)
                         error = "deadline passed (timeout_s); the worker was killed";
                 json_t *summary =
-                    st == JOB_SUCCEEDED ? suite_summary(job_benchmark(j), result) : NULL;
-                if (summary) /* the worker's object is borrowed: summarise a copy */
-                        result = json_deep_copy(result);
+                    st == JOB_SUCCEEDED && !raw ? suite_summary(job_benchmark(j), result) : NULL;
+                /* The worker's object is borrowed: summarise a copy (a tree of its bytes is
+                 * ours already). */
+                if (summary && !tree)
+                        result = tree = json_deep_copy(result);
                 if (summary && result)
                         json_object_set_new(result, "summary", summary);
                 else
                         json_decref(summary);
                 bool contended = d && d->contended_by > 0, again = false;
-                if (st == JOB_SUCCEEDED && d && !contended && job_canonical(j))
+                if (st == JOB_SUCCEEDED && d && !contended && canonical)
                         again = job_verdict_judge(js, j, i, d, result);
-                else if (st == JOB_SUCCEEDED && is_node(dev) && job_canonical(j))
+                else if (st == JOB_SUCCEEDED && is_node(dev) && canonical)
                         again = job_verdict_judge_node(js, j, i, result);
                 if (!again)
                         job_set_part(js, j, i, st, result, error);
-                if (st == JOB_SUCCEEDED && d && !contended && !again)
-                        metrics_part_result(d->uuid, result, job_canonical(j));
-                if (st == JOB_SUCCEEDED && !again && job_canonical(j))
+                if (st == JOB_SUCCEEDED && d && !contended && !again) {
+                        _cleanup_json_ json_t *seen =
+                            raw ? json_raw_pick(result, metrics_result_paths) : json_incref(result);
+                        if (seen)
+                                metrics_part_result(d->uuid, seen, canonical);
+                        else
+                                log_error("job %s on device %zu: out of memory reading its "
+                                          "result for metrics",
+                                          j->id, dev);
+                }
+                if (st == JOB_SUCCEEDED && !again && canonical)
                         part_fleet_figures(d, dev, result, contended);
-                if (summary && result)
-                        json_decref(result);
                 if (st != JOB_SUCCEEDED)
                         log_info("job %s on device %zu: %s%s%s", j->id, dev, job_state_names[st],
                                  error ? ": " : "", error ? error : "");

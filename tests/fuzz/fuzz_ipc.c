@@ -1,15 +1,39 @@
 /* libFuzzer harness for the IPC frame decoder, umd's side of the worker socketpair: the bytes
  * are fed in pieces whose sizes the input chooses (a worker's writes arrive split anywhere), and
- * frames are taken until the decoder wants more or reports a protocol error, as umd does. Every
- * decoded message must re-encode to a frame that decodes again. */
+ * frames are taken until the decoder wants more or reports a protocol error, as umd does (its
+ * "result" member kept as bytes when the frame is canonical). Such bytes must be exactly the
+ * dump of what they parse to, and every decoded message must re-encode to a frame that decodes
+ * again. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ipc.h"
+#include "jsonraw.h"
+#include "jsonutil.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A "result" kept as bytes becomes its tree: checked to dump to those very bytes. */
+static void unraw(json_t *msg)
+{
+        json_t *res = json_object_get(msg, "result"), *tree;
+        const char *bytes;
+        size_t len, dlen;
+        char *dump;
+
+        if (!json_raw_get(res, &bytes, &len))
+                return;
+        tree = json_raw_tree(res);
+        if (!json_is_object(tree))
+                abort();
+        dump = json_dump_compact(tree, &dlen);
+        if (!dump || dlen != len || memcmp(dump, bytes, len) != 0)
+                abort();
+        free(dump);
+        json_object_set_new(msg, "result", tree);
+}
 
 static void roundtrip(json_t *msg)
 {
@@ -62,11 +86,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 for (;;) {
                         json_t *msg = NULL;
 
-                        r = ipc_decoder_next(&d, &msg);
+                        r = ipc_decoder_next_split(&d, "result", &msg);
                         if (r == 1) {
                                 if (!json_is_object(msg) ||
                                     !json_is_string(json_object_get(msg, "type")))
                                         abort();
+                                unraw(msg);
                                 roundtrip(msg);
                                 json_decref(msg);
                                 continue;

@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include "ipc.h"
+#include "jsonraw.h"
+#include "jsonutil.h"
 
 static size_t raw_frame(uint8_t *out, uint32_t len, const char *payload)
 {
@@ -47,6 +49,74 @@ static void test_round_trip(void **state)
         json_decref(msg);
         free(f);
         ipc_decoder_free(&d);
+}
+
+/* One payload through ipc_decoder_next_split(d, "result"): its return, *ret. */
+static int split_one(const char *payload, json_t **ret)
+{
+        struct ipc_decoder d;
+        uint8_t buf[512];
+        size_t n = raw_frame(buf, (uint32_t)strlen(payload), payload);
+        int r;
+
+        ipc_decoder_init(&d, 0);
+        assert_int_equal(ipc_decoder_feed(&d, buf, n), 0);
+        r = ipc_decoder_next_split(&d, "result", ret);
+        ipc_decoder_free(&d);
+        return r;
+}
+
+/* What ipc_encode writes comes with "result" as its bytes; anything else is parsed whole, and
+ * a broken frame is refused as by ipc_decoder_next, so the supervisor's handling is unchanged. */
+static void test_split_keeps_a_canonical_result_as_bytes(void **state)
+{
+        json_t *msg = json_pack("{s:s, s:s, s:b, s:{s:s, s:[{s:f, s:s}]}}", "type", "result", "job",
+                                "j1", "ok", 1, "result", "benchmark", "copy", "measurements",
+                                "gbps", 0.1, "name", "h2d");
+        json_t *got = NULL;
+        const char *bytes;
+        size_t len, want_len;
+        uint8_t *f = NULL;
+        struct ipc_decoder d;
+        char *want = json_dump_compact(json_object_get(msg, "result"), &want_len);
+
+        ipc_decoder_init(&d, 0);
+        assert_int_equal(ipc_encode(msg, &f, &len), 0);
+        assert_int_equal(ipc_decoder_feed(&d, f, len), 0);
+        assert_int_equal(ipc_decoder_next_split(&d, "result", &got), 1);
+        assert_true(json_raw_get(json_object_get(got, "result"), &bytes, &len));
+        assert_int_equal(len, want_len);
+        assert_memory_equal(bytes, want, len);
+        assert_string_equal(json_string_value(json_object_get(got, "job")), "j1");
+        assert_true(json_is_true(json_object_get(got, "ok")));
+        assert_int_equal(json_object_size(got), 4);
+        json_decref(got);
+        free(want);
+        free(f);
+        ipc_decoder_free(&d);
+
+        /* Not as jansson writes it (a space, keys out of order): parsed whole, a tree. */
+        assert_int_equal(split_one("{\"type\":\"result\",\"job\":\"j\",\"ok\":true,"
+                                   "\"result\":{\"b\":1, \"a\":2}}",
+                                   &got),
+                         1);
+        assert_true(json_is_object(json_object_get(got, "result")));
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(got, "result"), "a")),
+                         2);
+        json_decref(got);
+        /* A result that is not an object: left to the supervisor to refuse, as before. */
+        assert_int_equal(
+            split_one("{\"job\":\"j\",\"ok\":true,\"result\":\"x\",\"type\":\"result\"}", &got), 1);
+        assert_string_equal(json_string_value(json_object_get(got, "result")), "x");
+        assert_false(json_raw_get(json_object_get(got, "result"), NULL, NULL));
+        json_decref(got);
+        /* Broken frames: refused as ever. */
+        assert_int_equal(split_one("{\"job\":\"j\",\"ok\":true,\"result\":{\"a\":1}", &got),
+                         -EBADMSG);
+        assert_int_equal(
+            split_one("{\"job\":\"j\",\"ok\":true,\"result\":{\"a\":1},\"result\":{}}", &got),
+            -EBADMSG);
+        assert_int_equal(split_one("{\"job\":\"j\",\"result\":{\"a\":1}}", &got), -EBADMSG);
 }
 
 static void test_frame_header_is_big_endian_length(void **state)
@@ -286,6 +356,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_round_trip),
+            cmocka_unit_test(test_split_keeps_a_canonical_result_as_bytes),
             cmocka_unit_test(test_frame_header_is_big_endian_length),
             cmocka_unit_test(test_truncated_frame_across_feeds),
             cmocka_unit_test(test_two_frames_in_one_feed),

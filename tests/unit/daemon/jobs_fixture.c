@@ -103,6 +103,8 @@ void metrics_job_finished(const char *benchmark, const char *state, double durat
         (void)benchmark, (void)state, (void)duration_s;
 }
 
+const char *const metrics_result_paths[] = {"benchmark", "measurements[].name", NULL};
+
 void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
 {
         (void)uuid, (void)result, (void)canonical;

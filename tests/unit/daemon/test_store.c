@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "jsonraw.h"
+#include "jsonutil.h"
 #include "log.h"
 #include "store.h"
 #include "uuid.h"
@@ -107,6 +109,87 @@ static void test_put_get_public_form(void **state)
         json_decref(got);
         assert_int_equal(store_get(f->s, "01a22ea6-c294-7427-ba85-54940c685e37", &got), -ENOENT);
         json_decref(j);
+}
+
+/* The stored document and summary of job j (finished), as bytes. */
+static void stored_bytes(struct store *s, const char *id, char **ret_doc, char **ret_summary)
+{
+        struct store_query q = {.limit = 10};
+        char last[UUID_STRING_MAX];
+        struct blob *b = NULL;
+        size_t len, n;
+        bool more;
+
+        assert_int_equal(store_get_finished(s, id, &b), 0);
+        *ret_doc = strndup(b->data, b->len);
+        blob_unref(b);
+        assert_int_equal(store_list_raw(s, &q, ret_summary, &len, &n, last, &more), 0);
+        assert_int_equal(n, 1);
+}
+
+/* A result kept as the worker's bytes (a raw node) is stored exactly as its tree would have
+ * been: the same document (results spliced in at their places), the same summary (no result),
+ * for parts with and without one, a null result, and results with escapes, reals and nesting. */
+static void test_raw_results_store_the_same_bytes_as_trees(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A, DEV_B, DEV_A};
+        char id[UUID_STRING_MAX];
+        json_t *trees = job_at(id, 1000000, "succeeded", "copy", u, 3);
+        json_t *res = json_pack("{s:s, s:[{s:f, s:s, s:[f, f]}], s:{s:s, s:n, s:b}, s:i}",
+                                "benchmark", "copy", "measurements", "gbps", 0.50869532089046843,
+                                "name", "h2d", "samples_ms", 1e-5, 2.5, "context", "why",
+                                "quote \" slash / tab \t \xc3\xa9 \x01", "n", "ok", 1, "z", 7);
+        json_t *parts = json_object_get(trees, "parts"), *raws;
+        char *doc1, *sum1, *doc2, *sum2, *text;
+        size_t len;
+
+        json_object_set(json_array_get(parts, 0), "result", res);
+        json_object_set_new(json_array_get(parts, 1), "result", json_null());
+        json_object_del(json_array_get(parts, 2), "result");
+        json_object_set_new(json_array_get(parts, 0), "device", json_integer(0));
+        json_object_set_new(json_array_get(parts, 0), "finished", json_string("x"));
+        put_sync(f->s, trees);
+        stored_bytes(f->s, id, &doc1, &sum1);
+
+        raws = json_deep_copy(trees);
+        text = json_dump_compact(res, &len);
+        assert_true(json_canonical(text, len, 64, NULL, NULL));
+        json_object_set_new(json_array_get(json_object_get(raws, "parts"), 0), "result",
+                            json_raw_new(text, len));
+        free(text);
+        put_sync(f->s, raws);
+        stored_bytes(f->s, id, &doc2, &sum2);
+
+        assert_string_equal(doc2, doc1);
+        assert_string_equal(sum2, sum1);
+        assert_null(strstr(sum1, "\"result\""));
+        assert_non_null(strstr(doc1, "\"result\":{\"benchmark\":\"copy\""));
+        assert_non_null(strstr(doc1, "\"result\":null"));
+
+        /* An answer from memory: the copy keeps the bytes (made under core_lock), expanded
+         * afterwards into the tree, which dumps as the stored document. */
+        json_t *pub = store_public_copy(raws, true);
+        assert_true(json_raw_get(
+            json_object_get(json_array_get(json_object_get(pub, "parts"), 0), "result"), NULL,
+            NULL));
+        assert_int_equal(store_public_expand(pub), 0);
+        text = json_dump_compact(pub, NULL);
+        json_t *back = json_loads(doc1, 0, NULL);
+        char *want = json_dump_compact(back, NULL);
+        assert_string_equal(text, want);
+        free(text);
+        free(want);
+        json_decref(back);
+        json_decref(pub);
+
+        free(doc1);
+        free(sum1);
+        free(doc2);
+        free(sum2);
+        json_decref(res);
+        json_decref(raws);
+        json_decref(trees);
 }
 
 /* Changes of one job queued back to back (often one batch, where only the last is written):
@@ -656,6 +739,8 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_put_get_public_form, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_raw_results_store_the_same_bytes_as_trees, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(test_recover_reads_no_text_unless_asked, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "jsonraw.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -30,6 +31,7 @@ struct part {
         char job[64];
         enum part_outcome outcome;
         json_t *result;
+        bool raw; /* the result came as the worker's bytes (a raw node) */
         char error[256];
         double cold_start_ms;
 };
@@ -59,7 +61,9 @@ static void on_part(void *userdata, size_t device, const char *job_id, enum part
                 p->device = device;
                 snprintf(p->job, sizeof(p->job), "%s", job_id);
                 p->outcome = outcome;
-                p->result = result ? json_incref(result) : NULL;
+                /* A canonical result comes as its bytes (a raw node): read as a tree here. */
+                p->raw = json_raw_get(result, NULL, NULL);
+                p->result = result ? json_raw_tree(result) : NULL;
                 snprintf(p->error, sizeof(p->error), "%s", error ? error : "");
                 p->cold_start_ms = cold_start_ms;
         }
@@ -246,6 +250,7 @@ static void test_job_succeeds_on_each_device(void **state)
         assert_int_equal(p.outcome, PART_SUCCEEDED);
         assert_int_equal(p.device, 0);
         assert_non_null(p.result);
+        assert_true(p.raw); /* umd-worker writes its frames canonically: kept as bytes */
         assert_true(json_is_true(json_object_get(p.result, "fake")));
         assert_string_equal(
             json_string_value(json_object_get(

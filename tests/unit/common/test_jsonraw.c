@@ -1,0 +1,341 @@
+/* jsonraw.c: json_canonical accepts every compact sorted dump jansson makes, and whatever it
+ * accepts parses and dumps again to the same bytes (random trees, and random edits of their
+ * dumps); the forms jansson never writes are refused; raw nodes and json_raw_pick. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "jsonraw.h"
+#include "jsonutil.h"
+
+static unsigned long long rng = 88172645463325252ull;
+
+static unsigned rnd(unsigned n)
+{
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        return (unsigned)(rng % n);
+}
+
+static bool canon(const char *s)
+{
+        return json_canonical(s, strlen(s), 64, NULL, NULL);
+}
+
+/* A random string: ASCII, escapes jansson writes, control characters, and UTF-8 of 2-4 bytes. */
+static void random_text(char *buf, size_t cap)
+{
+        static const char *const pieces[] = {
+            "a",        "b",
+            "Z",        "0",
+            "\"",       "\\",
+            "/",        "\b",
+            "\f",       "\n",
+            "\r",       "\t",
+            "\x01",     "\x1f",
+            "\x7f",     "é",
+            "€",        "😀",
+            " ",        "result",
+            "{",        "]",
+            ":",        ",",
+            "\xc2\x80", "\xef\xbf\xbf",
+        };
+        size_t n = rnd(6), len = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < n; i++) {
+                const char *p = pieces[rnd(sizeof(pieces) / sizeof(pieces[0]))];
+                if (len + strlen(p) + 1 > cap)
+                        break;
+                strcpy(buf + len, p);
+                len += strlen(p);
+        }
+}
+
+static json_t *random_value(unsigned depth)
+{
+        static const double reals[] = {
+            0.0,     -0.0, 0.5,  1.0,     -1.5, 1e20,      1e-5, 1e300,  5e-324,
+            123.456, 1e16, 1e17, -2.5e-7, 0.1,  1.0 / 3.0, 1e21, 1e-300, 9007199254740993.0};
+        char text[64];
+
+        switch (depth > 3 ? rnd(5) : rnd(8)) {
+        case 0:
+                return rnd(2) ? json_true() : (rnd(2) ? json_false() : json_null());
+        case 1: {
+                static const json_int_t ints[] = {0, 1, -1, 42, INT64_MAX, INT64_MIN, 1000000};
+                return json_integer(rnd(2) ? ints[rnd(7)] : (json_int_t)rnd(100000) - 50000);
+        }
+        case 2:
+                if (rnd(2))
+                        return json_real(reals[rnd(sizeof(reals) / sizeof(reals[0]))]);
+                return json_real(((double)rnd(1000000) - 500000) / (double)(1 + rnd(10000)) *
+                                 pow(10.0, (double)rnd(40) - 20.0));
+        case 3:
+        case 4:
+                random_text(text, sizeof(text));
+                return json_string(text);
+        case 5: {
+                json_t *a = json_array();
+                unsigned n = rnd(4);
+                for (unsigned i = 0; i < n; i++)
+                        json_array_append_new(a, random_value(depth + 1));
+                return a;
+        }
+        default: {
+                json_t *o = json_object();
+                unsigned n = rnd(5);
+                for (unsigned i = 0; i < n; i++) {
+                        random_text(text, sizeof(text));
+                        json_object_set_new(o, text, random_value(depth + 1));
+                }
+                return o;
+        }
+        }
+}
+
+static void test_every_jansson_dump_is_canonical(void **state)
+{
+        for (int i = 0; i < 20000; i++) {
+                json_t *j = random_value(0);
+                size_t len;
+                char *s = json_dump_compact(j, &len);
+
+                assert_non_null(s);
+                if (!json_canonical(s, len, 64, NULL, NULL))
+                        fail_msg("refused jansson's own dump: %s", s);
+                free(s);
+                json_decref(j);
+        }
+}
+
+/* Whatever is accepted is what jansson would write for what it reads. */
+static void check_sound(const char *s, size_t len)
+{
+        json_error_t err;
+        json_t *j;
+        char *again;
+        size_t alen;
+
+        if (!json_canonical(s, len, 64, NULL, NULL))
+                return;
+        j = json_parse_strict(s, len, 64, &err);
+        if (!j) /* only objects and arrays at the top: values inside one */
+                j = json_loadb(s, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
+        if (!j)
+                fail_msg("accepted what jansson refuses (%s): %.*s", err.text, (int)len, s);
+        again = json_dump_compact(j, &alen);
+        if (alen != len || memcmp(again, s, len) != 0)
+                fail_msg("accepted %.*s, which jansson writes %s", (int)len, s, again);
+        free(again);
+        json_decref(j);
+}
+
+static void test_what_is_accepted_dumps_to_itself(void **state)
+{
+        static const char *const inserts[] = {" ", "\\",   "\"",   ",",    "-", "0",  "e", "E",
+                                              "+", ".",    "1",    "u",    "/", "{}", "[", "]",
+                                              "}", "\xff", "\x80", "\xc0", "n", "9",  "00"};
+        char buf[8192];
+
+        for (int i = 0; i < 40000; i++) {
+                json_t *j = random_value(0);
+                size_t len;
+                char *s = json_dump_compact(j, &len);
+
+                json_decref(j);
+                if (len + 8 > sizeof(buf) || len == 0) {
+                        free(s);
+                        continue;
+                }
+                memcpy(buf, s, len);
+                free(s);
+                for (int e = 0, n = 1 + (int)rnd(2); e < n && len > 0; e++) {
+                        size_t at = rnd((unsigned)len);
+                        switch (rnd(3)) {
+                        case 0: /* delete a byte */
+                                memmove(buf + at, buf + at + 1, len - at - 1);
+                                len--;
+                                break;
+                        case 1: { /* insert a piece */
+                                const char *p = inserts[rnd(sizeof(inserts) / sizeof(inserts[0]))];
+                                size_t pl = strlen(p);
+                                if (len + pl > sizeof(buf))
+                                        break;
+                                memmove(buf + at + pl, buf + at, len - at);
+                                memcpy(buf + at, p, pl);
+                                len += pl;
+                                break;
+                        }
+                        default: /* swap two bytes */
+                        {
+                                size_t b = rnd((unsigned)len);
+                                char t = buf[at];
+                                buf[at] = buf[b];
+                                buf[b] = t;
+                        }
+                        }
+                }
+                check_sound(buf, len);
+        }
+}
+
+static void test_forms_jansson_never_writes_are_refused(void **state)
+{
+        static const char *const refused[] = {
+            "{\"b\":1,\"a\":2}", /* unsorted */
+            "{\"a\":1,\"a\":1}", /* duplicate */
+            "{\"a\": 1}",        /* space */
+            " {}",
+            "{}\n",
+            "[1,]",
+            "[1 ,2]",
+            "-0",
+            "01",
+            "1.5E3",
+            "1e+5",
+            "1e05",
+            "1.50",
+            "100000000000000000000",
+            "9223372036854775808",
+            "1e400",
+            "0.10000000000000001e0",
+            "\"\\/\"",
+            "\"\\u001f\"", /* jansson writes capitals */
+            "\"\\u0041\"",
+            "\"\\u000A\"",
+            "\"\\u0000\"",
+            "\"\\ud83d\\ude00\"",
+            "\"\x01\"",
+            "\"\xc0\xaf\"",         /* overlong */
+            "\"\xed\xa0\x80\"",     /* a surrogate */
+            "\"\xf4\x90\x80\x80\"", /* past U+10FFFF */
+            "\"\xe2\x82\"",         /* cut short */
+            "tru",
+            "nul",
+            "{\"a\"}",
+            "[",
+            "",
+            "{\"a\":1}x",
+        };
+
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+                if (canon(refused[i]))
+                        fail_msg("accepted %s", refused[i]);
+        assert_true(canon("{\"a\":1.5,\"b\":[true,false,null],\"c\":\"\\u001F\\n\"}"));
+        assert_true(canon("[1e20,0.25,-0.0,0.0,9223372036854775807,-9223372036854775808]"));
+        assert_true(canon("{\"A\":1,\"a\":2,\"é\":3}")); /* bytes order: capitals first */
+}
+
+static void test_depth_limit_as_json_parse_strict(void **state)
+{
+        assert_true(json_canonical("{\"a\":[[1]]}", 11, 3, NULL, NULL));
+        assert_false(json_canonical("{\"a\":[[[1]]]}", 13, 3, NULL, NULL));
+}
+
+static void test_member_span(void **state)
+{
+        const char *f = "{\"job\":\"x\",\"ok\":true,\"result\":{\"a\":[1,{\"result\":2}]},"
+                        "\"type\":\"result\"}";
+        struct json_span sp = {99, 99};
+
+        assert_true(json_canonical(f, strlen(f), 64, "result", &sp));
+        assert_int_equal(sp.len, strlen("{\"a\":[1,{\"result\":2}]}"));
+        assert_memory_equal(f + sp.off, "{\"a\":[1,{\"result\":2}]}", sp.len);
+        assert_true(json_canonical(f, strlen(f), 64, "nothing", &sp));
+        assert_int_equal(sp.len, 0);
+}
+
+static void test_raw_node(void **state)
+{
+        const char *b = "{\"benchmark\":\"copy\",\"n\":[1,2]}";
+        json_t *raw = json_raw_new(b, strlen(b)), *tree, *plain = json_string("copy");
+        const char *got;
+        size_t len;
+
+        assert_non_null(raw);
+        assert_true(json_raw_get(raw, &got, &len));
+        assert_int_equal(len, strlen(b));
+        assert_memory_equal(got, b, len);
+        assert_false(json_raw_get(plain, NULL, NULL));
+        assert_false(json_raw_get(json_object_get(raw, "x"), NULL, NULL));
+        tree = json_raw_tree(raw);
+        assert_string_equal(json_string_value(json_object_get(tree, "benchmark")), "copy");
+        json_decref(tree);
+        tree = json_raw_tree(plain); /* not raw: itself */
+        assert_ptr_equal(tree, plain);
+        json_decref(tree);
+        json_decref(plain);
+        json_decref(raw);
+}
+
+static void test_pick_reads_only_the_paths(void **state)
+{
+        static const char *const paths[] = {"benchmark", "measurements[].name",
+                                            "measurements[].gbps", NULL};
+        const char *b = "{\"benchmark\":\"copy\",\"context\":{\"x\":1},\"measurements\":[{"
+                        "\"gbps\":0.5,\"name\":\"h2d\",\"samples_ms\":[1.0]},7,{\"name\":"
+                        "\"d2h\"}],\"notes\":[]}";
+        json_t *raw = json_raw_new(b, strlen(b));
+        json_t *v = json_raw_pick(raw, paths), *m;
+        char *s = json_dump_compact(v, NULL);
+
+        assert_string_equal(s, "{\"benchmark\":\"copy\",\"measurements\":[{\"gbps\":0.5,\"name\":"
+                               "\"h2d\"},{},{\"name\":\"d2h\"}]}");
+        m = result_measurement(v, "h2d");
+        assert_non_null(m);
+        free(s);
+        json_decref(v);
+        json_decref(raw);
+}
+
+/* Picking every member of an object gives the object: each value read as jansson reads it. */
+static void test_pick_of_every_member_is_the_tree(void **state)
+{
+        for (int i = 0; i < 5000; i++) {
+                json_t *j = json_object(), *raw, *got, *v;
+                const char *paths[8], *k;
+                size_t len, n = 0;
+                char *s;
+
+                for (unsigned m = rnd(6); m > 0; m--) {
+                        char key[16];
+                        snprintf(key, sizeof(key), "k%u", rnd(1000));
+                        json_object_set_new(j, key, random_value(1));
+                }
+                json_object_foreach(j, k, v) paths[n++] = k;
+                paths[n] = NULL;
+                s = json_dump_compact(j, &len);
+                assert_true(json_canonical(s, len, 64, NULL, NULL));
+                raw = json_raw_new(s, len);
+                got = json_raw_pick(raw, paths);
+                if (!json_equal(got, j))
+                        fail_msg("picked differently from %s", s);
+                free(s);
+                json_decref(got);
+                json_decref(raw);
+                json_decref(j);
+        }
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_every_jansson_dump_is_canonical),
+            cmocka_unit_test(test_what_is_accepted_dumps_to_itself),
+            cmocka_unit_test(test_forms_jansson_never_writes_are_refused),
+            cmocka_unit_test(test_depth_limit_as_json_parse_strict),
+            cmocka_unit_test(test_member_span),
+            cmocka_unit_test(test_raw_node),
+            cmocka_unit_test(test_pick_reads_only_the_paths),
+            cmocka_unit_test(test_pick_of_every_member_is_the_tree),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
