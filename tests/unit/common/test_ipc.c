@@ -91,6 +91,7 @@ static void test_split_keeps_a_canonical_result_as_bytes(void **state)
         assert_true(json_is_true(json_object_get(got, "ok")));
         assert_int_equal(json_object_size(got), 4);
         json_decref(got);
+        json_decref(msg);
         free(want);
         free(f);
         ipc_decoder_free(&d);
