@@ -113,6 +113,11 @@ static const struct key keys[] = {
          "Job parts waiting, all devices together (429 beyond)."},
         {"queue_capacity_per_device", K_UINT, F(queue_capacity_per_device), "256", 1, 1000000,
          "Job parts waiting for one device (429 beyond)."},
+        {"queue_trees_per_device", K_UINT, F(queue_trees_per_device), "32", 0, 1000000,
+         "Jobs near the head of a device's queue keep their document parsed in memory (about 6 "
+         "KB each) while they wait, so that their dispatch reads nothing back; a job submitted "
+         "behind more waiting parts than this keeps a few hundred bytes and is read back from "
+         "the database when its turn comes."},
         {"jobs_per_token", K_UINT, F(jobs_per_token), "100", 1, 1000000,
          "Queued or running jobs one client token may have."},
         {"job_timeout_default_s", K_UINT, F(job_timeout_default_s), "600", 1, 86400,

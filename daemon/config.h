@@ -41,6 +41,7 @@ struct umd_config {
         /* queue and jobs */
         unsigned queue_capacity;            /* queued parts, all devices */
         unsigned queue_capacity_per_device; /* queued parts per device */
+        unsigned queue_trees_per_device;    /* waiting jobs near a queue's head keep a tree */
         unsigned jobs_per_token;            /* queued+running jobs per client token */
         unsigned job_timeout_default_s;
         unsigned job_timeout_max_s;

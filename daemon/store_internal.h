@@ -43,6 +43,7 @@ enum {
         W_UPSERT,
         W_DEL_PARTS,
         W_UPSERT_PART,
+        W_PART_DEVICE,
         W_STATS,
         W_OLD_BY_AGE,
         W_OLD_BY_ID,

@@ -32,9 +32,14 @@ const char *const store_wsql[W_COUNT] = {
                  "UPDATE SET state = ?2, finished_ms = ?7, bytes = ?8, summary = ?10, doc = ?11, "
                  "priority = ?12, cancel_requested = ?13",
     [W_DEL_PARTS] = "DELETE FROM parts WHERE job_id = ?1 AND idx >= ?2",
+    /* uuid is not SET when it is the same: an UPDATE that names an indexed column rewrites
+     * the row's entry in that index whatever the value (parts_uuid was 4 of every commit's 23
+     * pages), so a device that changed takes W_PART_DEVICE. */
     [W_UPSERT_PART] = "INSERT INTO parts (job_id, idx, uuid, state, verdict) VALUES (?1, ?2, ?3, "
-                      "?4, ?5) ON CONFLICT (job_id, idx) DO UPDATE SET uuid = ?3, state = ?4, "
-                      "verdict = ?5",
+                      "?4, ?5) ON CONFLICT (job_id, idx) DO UPDATE SET state = ?4, verdict = ?5 "
+                      "WHERE uuid = ?3",
+    [W_PART_DEVICE] = "UPDATE parts SET uuid = ?3, state = ?4, verdict = ?5 WHERE job_id = ?1 AND "
+                      "idx = ?2",
     [W_STATS] = "SELECT jobs, finished, bytes FROM stats",
     [W_OLD_BY_AGE] = "SELECT id FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms < ?1 "
                      "ORDER BY finished_ms LIMIT ?2",
@@ -383,8 +388,9 @@ int store_write_row(struct store *s, const struct store_row *row)
         if (r < 0)
                 return r;
 
-        /* A part's row is updated in place (its key and device never change), so a state
-         * change rewrites one small row and leaves the device index alone. */
+        /* A part's row is updated in place (its key never changes, nor its device but when a
+         * recovered job's GPU is gone), so a state change rewrites one small row and leaves the
+         * device index alone. */
         for (size_t i = 0; i < row->n_parts; i++) {
                 st = s->w[W_UPSERT_PART];
                 sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
@@ -396,6 +402,18 @@ int store_write_row(struct store *s, const struct store_row *row)
                 sqlite3_clear_bindings(st);
                 if (r < 0)
                         return r;
+                if (sqlite3_changes(s->wdb) == 0) { /* the row is there, on another device */
+                        st = s->w[W_PART_DEVICE];
+                        sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
+                        sqlite3_bind_int64(st, 2, (sqlite3_int64)i);
+                        sqlite3_bind_text(st, 3, row->parts[i].uuid, -1, SQLITE_STATIC);
+                        sqlite3_bind_text(st, 4, row->parts[i].state, -1, SQLITE_STATIC);
+                        store_bind_text_or_null(st, 5, row->parts[i].verdict);
+                        r = store_wstep(s, st);
+                        sqlite3_clear_bindings(st);
+                        if (r < 0)
+                                return r;
+                }
         }
         /* Parts beyond the job's (none, unless a document shrank): gone. */
         st = s->w[W_DEL_PARTS];

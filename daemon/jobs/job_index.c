@@ -448,6 +448,16 @@ int job_enqueue(struct jobs *js, struct job *j, size_t i)
         return queue_push(&js->queues[j->parts[i].device], &e);
 }
 
+bool job_waits_near_head(struct jobs *js, const struct job *j)
+{
+        /* Asked right after the push: the part is at most this far from the head. */
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].st == JOB_QUEUED && j->parts[i].device >= 0 &&
+                    queue_len(&js->queues[j->parts[i].device]) <= js->cfg->queue_trees_per_device)
+                        return true;
+        return false;
+}
+
 /* Says in the part why it is not running yet; persisted only when the reason changes. */
 /* ---- retention ---- */
 

@@ -269,8 +269,10 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                 job_dispatch_try(js, spec.devs[i]);
         if (have_node())
                 job_dispatch_try_node(js);
-        /* Still waiting (a queue's head may have run at once): its bytes are enough. */
-        job_compact(j);
+        /* Still waiting (a queue's head may have run at once): its bytes are enough, unless it
+         * is about to run, when giving the tree up would only make the dispatch read it back. */
+        if (!job_waits_near_head(js, j))
+                job_compact(j);
         r = 0;
 out:
         jobs_unlock(js);

@@ -139,6 +139,12 @@ json_t *job_doc(struct job *j);
  * nothing when the store's row is its document (stored), else for its compact bytes. Leaves
  * the tree when the job must keep it or the dump fails. */
 void job_compact(struct job *j);
+/* Just submitted, a waiting part of j is among the first queue_trees_per_device of its queue:
+ * its dispatch is near, and job_compact would only make job_doc read the tree back from the
+ * store for it (a point query under core_lock and a parse: a third of the dispatching thread's
+ * time under a submit load). A queue so holds at most that many trees kept this way (each was
+ * pushed onto a queue no longer), whatever waits behind them. */
+bool job_waits_near_head(struct jobs *js, const struct job *j);
 /* Caches client and idempotency_key from the document. 0 or -ENOMEM (the job unchanged). */
 int job_cache_keys(struct job *j, const char *client, const char *idempotency_key);
 /* job_public() of the job's document, without keeping a tree a compact job does not hold. */

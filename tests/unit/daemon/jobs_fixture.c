@@ -139,6 +139,15 @@ int __real_store_poll(struct store_ticket *t, int *ret_r);
 int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
 int __wrap_store_wait(struct store_ticket *t);
 int __wrap_store_poll(struct store_ticket *t, int *ret_r);
+int __real_store_get_internal(struct store *s, const char *id, json_t **ret);
+int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret);
+
+int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret)
+{
+        if (fx)
+                fx->read_backs++;
+        return __real_store_get_internal(s, id, ret);
+}
 
 int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
 {

@@ -1,7 +1,8 @@
 /* job_submit.c through core_job_submit: a job is answered once committed and only then
- * dispatched; an Idempotency-Key replays its job or refuses another body; capacity and a
- * client's quota refuse with 429 and a Retry-After; a commit that fails answers 507 and leaves
- * nothing queued. A real store, a fake supervisor (jobs_fixture.h). */
+ * dispatched, with the tree it was submitted with when it waited near its queue's head, else
+ * read back from the store; an Idempotency-Key replays its job or refuses another body; capacity
+ * and a client's quota refuse with 429 and a Retry-After; a commit that fails answers 507 and
+ * leaves nothing queued. A real store, a fake supervisor (jobs_fixture.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +28,52 @@ static void test_a_committed_job_is_dispatched_and_runs(void **state)
         fx_part_done(0, id, PART_SUCCEEDED);
         assert_string_equal(fx_state(id), "succeeded");
         assert_true(json_is_object(json_object_get(fx_part(id, 0), "result")));
+}
+
+/* A job that waits near the head of its queue (queue_trees_per_device) keeps its tree, so its
+ * dispatch reads nothing back from the store. */
+static void test_a_job_near_its_queue_head_is_dispatched_without_a_read_back(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        assert_string_equal(fx_state(b), "queued");
+        fx->read_backs = 0;
+        fx_part_done(0, a, PART_SUCCEEDED);
+        assert_int_equal(fx->n_dispatched, 2);
+        assert_string_equal(fx->dispatched[1].job, b);
+        assert_int_equal(fx->read_backs, 0);
+        fx_part_done(0, b, PART_SUCCEEDED);
+        assert_string_equal(fx_state(b), "succeeded");
+}
+
+/* Behind more waiting parts than queue_trees_per_device, a job gives its tree up; its dispatch
+ * reads it back and runs the document that was stored. */
+static void test_a_job_far_from_its_queue_head_is_read_back_at_dispatch(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], c[JOB_ID_MAX];
+        const char *body = "{\"benchmark\": \"copy\", \"device\": 0, \"labels\": {\"k\": \"v\"}, "
+                           "\"params\": {\"size\": \"4MiB\"}}";
+
+        (void)state;
+        fx->cfg.queue_trees_per_device = 1;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202); /* first in the queue */
+        assert_int_equal(fx_submit(body, NULL, NULL, c), 202);  /* second: past the limit */
+        fx->read_backs = 0;
+        fx_part_done(0, a, PART_SUCCEEDED);
+        assert_string_equal(fx->dispatched[1].job, b);
+        assert_int_equal(fx->read_backs, 0);
+        fx_part_done(0, b, PART_SUCCEEDED);
+        assert_int_equal(fx->n_dispatched, 3);
+        assert_string_equal(fx->dispatched[2].job, c);
+        assert_int_equal(fx->read_backs, 1);
+        assert_string_equal(fx_state(c), "running");
+        assert_string_equal(json_string_value(json_object_get(fx_field(c, "labels"), "k")), "v");
+        fx_part_done(0, c, PART_SUCCEEDED);
+        assert_string_equal(fx_state(c), "succeeded");
 }
 
 static void test_an_idempotency_key_replays_its_job_and_refuses_another_body(void **state)
@@ -118,6 +165,11 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_a_committed_job_is_dispatched_and_runs, fx_setup,
                                             fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_job_near_its_queue_head_is_dispatched_without_a_read_back, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_job_far_from_its_queue_head_is_read_back_at_dispatch, fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_an_idempotency_key_replays_its_job_and_refuses_another_body, fx_setup,
                 fx_teardown),

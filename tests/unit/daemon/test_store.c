@@ -224,6 +224,42 @@ static void test_changes_of_one_job_keep_the_last(void **state)
         json_decref(j);
 }
 
+/* A part's row is updated without naming its device when the device is the same; a document
+ * whose part moved to another device still moves the row (a list by device finds it there). */
+static void test_a_part_that_changes_device_is_listed_under_the_new_one(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX];
+        json_t *j = job_at(id, 3000000, "queued", "copy", u, 1), *arr;
+        json_t *part = json_array_get(json_object_get(j, "parts"), 0);
+        bool more;
+
+        put_sync(f->s, j);
+        json_object_set_new(part, "state", json_string("running"));
+        put_sync(f->s, j); /* the same device: state only */
+        json_object_set_new(part, "uuid", json_string(DEV_B));
+        json_object_set_new(part, "state", json_string("succeeded"));
+        json_object_set_new(j, "state", json_string("succeeded"));
+        json_object_set_new(j, "finished_ms", json_integer(3000001));
+        put_sync(f->s, j);
+
+        struct store_query q = {.limit = 10, .uuid = DEV_A};
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 0);
+        json_decref(arr);
+        q.uuid = DEV_B;
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 1);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")), id);
+        json_decref(arr);
+        q = (struct store_query){.limit = 10, .uuid = DEV_B, .state = "succeeded"};
+        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(json_array_size(arr), 1);
+        json_decref(arr);
+        json_decref(j);
+}
+
 static uint64_t wal_bytes(const char *dir)
 {
         char path[4096];
@@ -757,6 +793,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_export_writes_every_job, setup, teardown),
             cmocka_unit_test_setup_teardown(test_changes_of_one_job_keep_the_last, setup, teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_part_that_changes_device_is_listed_under_the_new_one, setup, teardown),
             cmocka_unit_test_setup_teardown(test_the_wal_stays_under_wal_max_bytes, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_checkpoints_follow_wal_growth_not_commits, setup,
