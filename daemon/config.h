@@ -35,8 +35,9 @@ struct umd_config {
         unsigned retention_days;  /* finished jobs older than this are removed; 0 = never */
         uint64_t max_store_bytes; /* finished jobs removed while the store is larger; 0 = never */
         uint64_t max_result_bytes;
-        unsigned store_retry_ms; /* a failed final write is retried this often */
-        uint64_t wal_max_bytes;  /* the WAL is truncated once a commit leaves it larger */
+        unsigned store_retry_ms;   /* a failed final write is retried this often */
+        uint64_t wal_max_bytes;    /* the WAL is truncated once a commit leaves it larger */
+        unsigned commit_gather_us; /* a waited commit waits this long for as many waiters */
 
         /* queue and jobs */
         unsigned queue_capacity;            /* queued parts, all devices */

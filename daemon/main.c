@@ -134,6 +134,7 @@ static int run(struct umd_daemon *d)
         if (r < 0)
                 goto out;
         store_set_wal_max(d->store, cfg->wal_max_bytes);
+        store_set_commit_gather(d->store, cfg->commit_gather_us);
         r = store_set_cache(d->store, cfg->job_cache_bytes);
         if (r < 0) {
                 log_error_errno(r, "cannot set up the job cache (job_cache_bytes): %m");

@@ -29,6 +29,9 @@ int store_open(const char *state_dir, struct store **ret);
  * once the writer has been idle a second, and journal_size_limit caps what a WAL reset leaves.
  * Without a call the WAL is checkpointed passively only. */
 void store_set_wal_max(struct store *s, uint64_t bytes);
+/* A commit someone waits for waits up to us microseconds for as many waiters as the last one
+ * served (0: never waits; the default until this is called). */
+void store_set_commit_gather(struct store *s, uint64_t us);
 /* What the WAL's policy did since store_open: commits seen, passive checkpoints asked for (one
  * per CHECKPOINT_PAGES of WAL growth at most), truncations past wal_max_bytes and truncations
  * when the writer was idle. For tests and benchmarks. */

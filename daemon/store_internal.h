@@ -139,8 +139,13 @@ struct store {
         pthread_mutex_t mu; /* guards everything below */
         pthread_cond_t work, done;
         struct store_ticket *head, *tail;
-        uint64_t head_ms;           /* monotonic: when the oldest queued ticket came */
-        bool urgent;                /* someone waits for what is queued: commit it now */
+        uint64_t head_ms; /* monotonic: when the oldest queued ticket came */
+        bool urgent;      /* someone waits for what is queued: commit it now */
+        /* Gathering (store_set_commit_gather): threads in store_wait since the last batch was
+         * taken, how many the last batch served, and until when (monotonic µs, 0: not
+         * gathering) the writer waits for as many again. */
+        unsigned waiting, last_waiting;
+        uint64_t gather_us, gather_until_us;
         uint64_t queued;            /* tickets queued, for store_sync */
         _Atomic uint64_t committed; /* tickets finished (store_commits reads it unlocked) */
         bool stopping, thread_started;

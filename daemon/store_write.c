@@ -694,6 +694,46 @@ void store_wal_stats(struct store *s, struct store_wal_stats *ret)
         pthread_mutex_unlock(&s->mu);
 }
 
+void store_set_commit_gather(struct store *s, uint64_t us)
+{
+        pthread_mutex_lock(&s->mu);
+        s->gather_us = us;
+        pthread_mutex_unlock(&s->mu);
+}
+
+static uint64_t now_monotonic_us(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Under mu, with a waited commit due: whether to wait for more to share it. A commit costs the
+ * same pages and fdatasync for one submit as for sixteen, and on a busy machine the writer,
+ * committing the moment the first waiter arrives, took one or two submits a commit while
+ * sixteen clients were submitting (0.7 commits and 33 pwrites a job, against 0.1 and 5 with
+ * nothing else running). So it waits, at most gather_us, for as many waiters as the last batch
+ * served: a lone client's commit (one waiter, as before) never waits, and sixteen clients' fill
+ * each batch. A sync (an answer about to be given) and a stop never wait. */
+static bool gather_more(struct store *s, struct timespec *ret_until)
+{
+        if (!s->gather_us || s->flush_all || s->stopping || s->waiting >= s->last_waiting) {
+                s->gather_until_us = 0;
+                return false;
+        }
+        uint64_t now = now_monotonic_us();
+        if (!s->gather_until_us)
+                s->gather_until_us = now + s->gather_us;
+        if (now >= s->gather_until_us) {
+                s->gather_until_us = 0;
+                return false;
+        }
+        ret_until->tv_sec = (time_t)(s->gather_until_us / 1000000);
+        ret_until->tv_nsec = (long)(s->gather_until_us % 1000000) * 1000;
+        return true;
+}
+
 void store_set_wal_max(struct store *s, uint64_t bytes)
 {
         assert(s);
@@ -847,10 +887,18 @@ static void *writer_main(void *userdata)
                         }
                 }
                 if (s->head) {
+                        struct timespec until;
+
+                        if (gather_more(s, &until)) {
+                                (void)pthread_cond_timedwait(&s->work, &s->mu, &until);
+                                continue;
+                        }
                         struct store_ticket *batch = take_batch(s, now_monotonic_ms()), *next;
                         uint64_t n = 0;
 
                         s->urgent = false; /* those who wait, wait for this batch */
+                        s->last_waiting = s->waiting;
+                        s->waiting = 0;
                         if (!batch)
                                 continue; /* all kept: whoever was urgent is answered already */
                         pthread_mutex_unlock(&s->mu);
@@ -988,6 +1036,7 @@ int store_wait(struct store_ticket *t)
                 pthread_cond_init(&done, NULL);
                 t->waiter = &done;
                 s->urgent = true; /* the writer stops waiting for more */
+                s->waiting++;
                 pthread_cond_signal(&s->work);
                 while (!t->done)
                         pthread_cond_wait(&done, &s->mu);

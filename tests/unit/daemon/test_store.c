@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <cmocka.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -258,6 +259,29 @@ static void test_a_part_that_changes_device_is_listed_under_the_new_one(void **s
         assert_int_equal(json_array_size(arr), 1);
         json_decref(arr);
         json_decref(j);
+}
+
+/* A commit gathers waiters only while it expects more than it has: a lone client, whose
+ * commits each serve one waiter, never waits out commit_gather_us (2 s here: five submits one
+ * after another would take 10 s). */
+static void test_a_lone_waiter_does_not_wait_for_a_gathering_commit(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        struct timespec t0, t1;
+
+        store_set_commit_gather(f->s, 2000000);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int k = 0; k < 5; k++) {
+                char id[UUID_STRING_MAX];
+                json_t *j = job_at(id, 4000000 + (uint64_t)k, "queued", "copy", u, 1);
+                put_sync(f->s, j);
+                json_decref(j);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        assert_true(secs < 1.5);
+        assert_int_equal(store_count(f->s), 5);
 }
 
 static uint64_t wal_bytes(const char *dir)
@@ -795,6 +819,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_changes_of_one_job_keep_the_last, setup, teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_part_that_changes_device_is_listed_under_the_new_one, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_a_lone_waiter_does_not_wait_for_a_gathering_commit,
+                                            setup, teardown),
             cmocka_unit_test_setup_teardown(test_the_wal_stays_under_wal_max_bytes, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_checkpoints_follow_wal_growth_not_commits, setup,
