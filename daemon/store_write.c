@@ -1037,7 +1037,9 @@ int store_wait(struct store_ticket *t)
                 t->waiter = &done;
                 s->urgent = true; /* the writer stops waiting for more */
                 s->waiting++;
-                pthread_cond_signal(&s->work);
+                /* A gathering writer needs waking only once it has as many as it waits for. */
+                if (!s->gather_until_us || s->waiting >= s->last_waiting)
+                        pthread_cond_signal(&s->work);
                 while (!t->done)
                         pthread_cond_wait(&done, &s->mu);
                 pthread_cond_destroy(&done);
