@@ -359,6 +359,21 @@ oom:
         return log_error_errno(ENOMEM, "Cannot serialise job %s", id);
 }
 
+/* Part i of row through st (W_UPSERT_PART or W_PART_DEVICE, which bind alike). */
+static int write_part(struct store *s, sqlite3_stmt *st, const struct store_row *row, size_t i)
+{
+        int r;
+
+        sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)i);
+        sqlite3_bind_text(st, 3, row->parts[i].uuid, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, row->parts[i].state, -1, SQLITE_STATIC);
+        store_bind_text_or_null(st, 5, row->parts[i].verdict);
+        r = store_wstep(s, st);
+        sqlite3_clear_bindings(st);
+        return r;
+}
+
 /* Write one job's rows inside the open transaction: binds only, no JSON. */
 int store_write_row(struct store *s, const struct store_row *row)
 {
@@ -388,29 +403,15 @@ int store_write_row(struct store *s, const struct store_row *row)
         if (r < 0)
                 return r;
 
-        /* A part's row is updated in place (its key never changes, nor its device but when a
-         * recovered job's GPU is gone), so a state change rewrites one small row and leaves the
-         * device index alone. */
+        /* A part's row is updated in place (its key and, but for a document that says
+         * otherwise, its device never change), so a state change rewrites one small row and
+         * leaves the device index alone. */
         for (size_t i = 0; i < row->n_parts; i++) {
-                st = s->w[W_UPSERT_PART];
-                sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
-                sqlite3_bind_int64(st, 2, (sqlite3_int64)i);
-                sqlite3_bind_text(st, 3, row->parts[i].uuid, -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 4, row->parts[i].state, -1, SQLITE_STATIC);
-                store_bind_text_or_null(st, 5, row->parts[i].verdict);
-                r = store_wstep(s, st);
-                sqlite3_clear_bindings(st);
+                r = write_part(s, s->w[W_UPSERT_PART], row, i);
                 if (r < 0)
                         return r;
                 if (sqlite3_changes(s->wdb) == 0) { /* the row is there, on another device */
-                        st = s->w[W_PART_DEVICE];
-                        sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
-                        sqlite3_bind_int64(st, 2, (sqlite3_int64)i);
-                        sqlite3_bind_text(st, 3, row->parts[i].uuid, -1, SQLITE_STATIC);
-                        sqlite3_bind_text(st, 4, row->parts[i].state, -1, SQLITE_STATIC);
-                        store_bind_text_or_null(st, 5, row->parts[i].verdict);
-                        r = store_wstep(s, st);
-                        sqlite3_clear_bindings(st);
+                        r = write_part(s, s->w[W_PART_DEVICE], row, i);
                         if (r < 0)
                                 return r;
                 }
@@ -709,13 +710,13 @@ static uint64_t now_monotonic_us(void)
         return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-/* Under mu, with a waited commit due: whether to wait for more to share it. A commit costs the
- * same pages and fdatasync for one submit as for sixteen, and on a busy machine the writer,
- * committing the moment the first waiter arrives, took one or two submits a commit while
- * sixteen clients were submitting (0.7 commits and 33 pwrites a job, against 0.1 and 5 with
- * nothing else running). So it waits, at most gather_us, for as many waiters as the last batch
- * served: a lone client's commit (one waiter, as before) never waits, and sixteen clients' fill
- * each batch. A sync (an answer about to be given) and a stop never wait. */
+/* Under mu, with a waited commit due: whether to wait for more to share it. A commit costs
+ * about the same pages and fdatasync for one submit as for sixteen, and on a busy machine the
+ * writer, committing the moment the first waiter arrives, took a few submits a commit while
+ * sixteen clients were submitting (bench/store/phases: 0.25-0.54 fdatasyncs a job). So it
+ * waits, at most gather_us, for as many waiters as the last batch served: a lone client's
+ * commit (one waiter, as before) never waits, and concurrent clients share more of each. A
+ * sync (an answer about to be given) and a stop never wait. */
 static bool gather_more(struct store *s, struct timespec *ret_until)
 {
         if (!s->gather_us || s->flush_all || s->stopping || s->waiting >= s->last_waiting) {
