@@ -134,6 +134,30 @@ static void test_out_of_range_number_is_rejected(void **state)
         config_free(&c);
 }
 
+/* The store's and the queues' newer limits are bounded like the others. */
+static void test_commit_gather_and_queue_trees_are_bounded(void **state)
+{
+        struct umd_config c;
+        const char *bad[][2] = {{"--commit-gather-us", "100001"},
+                                {"--commit-gather-us", "-1"},
+                                {"--queue-trees-per-device", "1000001"},
+                                {"--queue-trees-per-device", "many"}};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *argv[] = {"umd", bad[i][0], bad[i][1]};
+                assert_int_equal(parse(&c, 3, argv), -EINVAL);
+                config_free(&c);
+        }
+        const char *ok[] = {"umd", "--commit-gather-us", "0", "--queue-trees-per-device", "0"};
+        assert_int_equal(parse(&c, 5, ok), 0);
+        assert_int_equal(c.commit_gather_us, 0);
+        assert_int_equal(c.queue_trees_per_device, 0);
+        config_free(&c);
+        config_init(&c);
+        assert_int_equal(c.commit_gather_us, 2000);
+        assert_int_equal(c.queue_trees_per_device, 32);
+        config_free(&c);
+}
+
 static void test_bad_listen_address_is_rejected(void **state)
 {
         struct umd_config c;
@@ -299,6 +323,7 @@ int main(void)
             cmocka_unit_test(test_abbreviations_operands_and_run_together_flags_are_rejected),
             cmocka_unit_test(test_underscores_and_bool_forms),
             cmocka_unit_test(test_out_of_range_number_is_rejected),
+            cmocka_unit_test(test_commit_gather_and_queue_trees_are_bounded),
             cmocka_unit_test(test_bad_listen_address_is_rejected),
             cmocka_unit_test(test_missing_value_is_rejected),
             cmocka_unit_test(test_unreadable_config_file_is_rejected),
