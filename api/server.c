@@ -290,6 +290,7 @@ static int reaper_start(struct api_server *s)
         if (r != 0)
                 return log_error_errno(r, "cannot start the HTTP request reaper: %m");
         s->reaper_started = true;
+        pthread_setname_np(s->reaper, "umd-reaper");
         return 0;
 }
 
@@ -700,6 +701,7 @@ static int start_worker(struct api_server *s, struct listener *l, struct http_wo
         if (r != 0)
                 return log_error_errno(r, "cannot start an HTTP thread for %s: %m", l->name);
         w->started = true;
+        pthread_setname_np(w->thread, "umd-http");
         return 0;
 }
 

@@ -128,6 +128,7 @@ int coexist_start(const struct umd_daemon *d)
         if (r < 0)
                 return log_error_errno(r, "cannot start the GPU watch thread: %m");
         started = true;
+        pthread_setname_np(thread, "umd-look");
         job_dispatch_attach_looks(jobs, coexist_poke);
         return 0;
 }

@@ -15,6 +15,7 @@
 #include "metrics.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -396,6 +397,29 @@ char *metrics_text(size_t *ret_len)
                 "# HELP umd_jobs_running Job parts running now.\n# TYPE umd_jobs_running gauge\n"
                 "umd_jobs_running %zu\n",
                 total, running);
+        if (daemon_state && daemon_state->store) {
+                struct store_wal_stats w;
+
+                store_wal_stats(daemon_state->store, &w);
+                fprintf(f,
+                        "# HELP umd_store_commits_total SQLite commits of the job store.\n"
+                        "# TYPE umd_store_commits_total counter\numd_store_commits_total %" PRIu64
+                        "\n# HELP umd_store_changes_total Job changes committed, by whether an "
+                        "answer waited for the commit (a submit, a cancel, a read of a change "
+                        "not yet written).\n"
+                        "# TYPE umd_store_changes_total counter\n"
+                        "umd_store_changes_total{waited=\"true\"} %" PRIu64 "\n"
+                        "umd_store_changes_total{waited=\"false\"} %" PRIu64 "\n"
+                        "# HELP umd_store_wal_checkpoints_total Passive checkpoints asked for as "
+                        "the WAL grew.\n# TYPE umd_store_wal_checkpoints_total counter\n"
+                        "umd_store_wal_checkpoints_total %" PRIu64 "\n"
+                        "# HELP umd_store_wal_truncations_total TRUNCATE checkpoints (the WAL "
+                        "past three quarters of wal_max_bytes, or the writer idle).\n"
+                        "# TYPE umd_store_wal_truncations_total counter\n"
+                        "umd_store_wal_truncations_total %" PRIu64 "\n",
+                        w.commits, w.waited_changes, w.changes - w.waited_changes, w.checkpoints,
+                        w.truncations + w.idle_truncations);
+        }
 
         fprintf(f, "# HELP umd_device_info The GPUs umd owns, labelled as dcgm-exporter labels "
                    "them (gpu, UUID, pci_bus_id, modelName, Hostname) to join on.\n"

@@ -717,6 +717,7 @@ int store_check_start(struct store *s)
         if (r != 0)
                 return log_error_errno(r, "store: cannot start the file's check: %m");
         s->check_started = true;
+        pthread_setname_np(s->check_thread, "umd-check");
         return 0;
 }
 

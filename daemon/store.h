@@ -37,6 +37,10 @@ void store_set_commit_gather(struct store *s, uint64_t us);
  * when the writer was idle. For tests and benchmarks. */
 struct store_wal_stats {
         uint64_t commits, checkpoints, truncations, idle_truncations;
+        /* Job changes the writer's batches committed, and of those the ones an answer waited
+         * for (a submit, a cancel, a read of a change not yet written): with commits, how
+         * much each commit shared. */
+        uint64_t changes, waited_changes;
 };
 void store_wal_stats(struct store *s, struct store_wal_stats *ret);
 /* Commit what is queued, stop the writer, close everything. */

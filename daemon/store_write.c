@@ -908,6 +908,7 @@ static void *writer_main(void *userdata)
                         for (struct store_ticket *t = batch; t; t = next) {
                                 next = t->next;
                                 n++;
+                                s->wal.waited_changes += t->waited;
                                 store_row_free(&t->row);
                                 json_decref(t->snap); /* superseded: never made into rows */
                                 t->snap = NULL;
@@ -925,6 +926,7 @@ static void *writer_main(void *userdata)
                                 }
                         }
                         s->committed += n;
+                        s->wal.changes += n;
                         /* Not every store_wait: one woken for a ticket of a later batch costs
                          * a switch to sleep again, and sixteen submits wait at once. */
                         if (s->sync_waiters)
@@ -1128,12 +1130,14 @@ int store_writer_start(struct store *s)
         if (r != 0)
                 return log_error_errno(r, "Cannot start the store's checkpoint thread: %m");
         s->ckpt_started = true;
+        pthread_setname_np(s->ckpt_thread, "umd-checkpoint");
         if (sqlite3_exec(s->wdb, "PRAGMA wal_autocheckpoint=0", NULL, NULL, NULL) == SQLITE_OK)
                 sqlite3_wal_hook(s->wdb, wal_hook, s);
         r = pthread_create(&s->thread, NULL, writer_main, s);
         if (r != 0)
                 return log_error_errno(r, "Cannot start the store's writer thread: %m");
         s->thread_started = true;
+        pthread_setname_np(s->thread, "umd-store");
         return 0;
 }
 

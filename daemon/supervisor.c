@@ -940,6 +940,7 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
                 goto fail;
         }
         s->thread_started = true;
+        pthread_setname_np(s->thread, "umd-supervisor");
         *ret = s;
         return 0;
 fail:

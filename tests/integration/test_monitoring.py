@@ -106,6 +106,41 @@ def test_metrics_are_in_base_units_and_join_dcgm(measured):
             assert re.search(rf'\b{key}="[^"]+"', labels), labels
 
 
+def store_counts(text):
+    def one(pattern):
+        m = re.search(pattern, text, re.M)
+        assert m, pattern
+        return int(m.group(1))
+    return (one(r"^umd_store_commits_total (\d+)$"),
+            one(r'^umd_store_changes_total\{waited="true"\} (\d+)$'),
+            one(r'^umd_store_changes_total\{waited="false"\} (\d+)$'))
+
+
+def test_store_counts_commits_and_the_submits_they_carried(umd):
+    d = umd(fake_devices=1)
+    commits0, waited0, lazy0 = store_counts(d.get("/metrics").text)
+    ids = [d.post("/v1/jobs", json={"benchmark": "copy", "device": 0}).json()["id"]
+           for _ in range(3)]
+    commits, waited, _ = store_counts(d.get("/metrics").text)
+    # Each submit was answered after its own commit (one client, one at a time).
+    assert waited - waited0 == 3
+    assert commits - commits0 >= 3
+    for i in ids:
+        assert d.get(f"/v1/jobs/{i}?wait=30s", timeout=40).json()["state"] in FINAL
+    # The jobs' ends, made by umd, are committed too, counted apart (nobody waited for them).
+    assert wait_for(lambda: store_counts(d.get("/metrics").text)[2] - lazy0 >= 3, 10)
+    assert re.search(r"^# TYPE umd_store_changes_total counter$", d.get("/metrics").text, re.M)
+
+
+def test_threads_are_named_for_top(umd):
+    """top -H and perf tell umd's threads apart by name (bench/store/cpu splits its CPU so)."""
+    d = umd(fake_devices=1)
+    names = {(t / "comm").read_text().strip()
+             for t in Path(f"/proc/{d.process.pid}/task").iterdir()}
+    assert {"umd-store", "umd-checkpoint", "umd-supervisor", "umd-look", "umd-http",
+            "umd-reaper"} <= names, names
+
+
 def test_sweep_sizes_never_become_label_values(umd):
     d = umd(fake_devices=1)
     j = run(d, {"benchmark": "sweep", "device": 0,

@@ -339,6 +339,36 @@ static void test_checkpoints_follow_wal_growth_not_commits(void **state)
         assert_true(w.idle_truncations >= 1);
 }
 
+/* The counts /metrics shows: every change the writer committed, and apart the ones an answer
+ * waited for; a change nobody waited for is still counted once it is synced. */
+static void test_wal_stats_count_waited_and_lazy_changes(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX];
+        struct store_wal_stats before, after;
+
+        store_wal_stats(f->s, &before);
+        for (size_t i = 0; i < 3; i++) {
+                json_t *j = job_at(id, 2000000 + i, "queued", "copy", u, 1);
+
+                put_sync(f->s, j);
+                json_decref(j);
+        }
+        for (size_t i = 0; i < 2; i++) {
+                json_t *j = job_at(id, 3000000 + i, "queued", "copy", u, 1);
+
+                assert_int_equal(store_put(f->s, j, NULL), 0);
+                json_decref(j);
+        }
+        store_sync(f->s);
+        store_wal_stats(f->s, &after);
+        assert_int_equal(after.changes - before.changes, 5);
+        assert_int_equal(after.waited_changes - before.waited_changes, 3);
+        assert_true(after.commits - before.commits >= 2);
+        assert_true(after.commits - before.commits <= 4);
+}
+
 /* With wal_max_bytes set, the WAL is cut once a commit takes it past three quarters of the
  * bound, so no commit leaves it past the bound itself. */
 static void test_the_wal_stays_under_wal_max_bytes(void **state)
@@ -799,6 +829,8 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_put_get_public_form, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_wal_stats_count_waited_and_lazy_changes, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(test_raw_results_store_the_same_bytes_as_trees, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_recover_reads_no_text_unless_asked, setup,
