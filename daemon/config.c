@@ -103,10 +103,11 @@ static const struct key keys[] = {
          "The database's write-ahead log stays under this: it is cut back to nothing when a "
          "commit leaves it past three quarters of this, and whenever the writer has been idle "
          "for a second."},
-        {"commit_gather_us", K_UINT, F(commit_gather_us), "2000", 0, 100000,
-         "A submit's commit waits up to this long (microseconds) for as many others as the last "
-         "commit carried, so that concurrent clients share one commit; a lone client's never "
-         "waits. 0: commit as soon as anyone waits."},
+        {"commit_gather_us", K_UINT, F(commit_gather_us), "0", 0, 100000,
+         "A submit's commit may wait up to this long (microseconds) for as many others as the "
+         "last commit carried, so that concurrent clients share one commit; a lone client's "
+         "never waits. 0 (the default): commit as soon as anyone waits. Under a sustained load "
+         "the writer is the bottleneck and such a wait only idles it."},
         {"job_cache_bytes", K_SIZE, F(job_cache_bytes), "16MiB", 0, 4 * GiB,
          "Finished jobs' documents kept in memory for GET /v1/jobs/{id} (they never change; "
          "0: read each from the database)."},
