@@ -714,9 +714,11 @@ static uint64_t now_monotonic_us(void)
  * about the same pages and fdatasync for one submit as for sixteen, and on a busy machine the
  * writer, committing the moment the first waiter arrives, took a few submits a commit while
  * sixteen clients were submitting (bench/store/phases: 0.25-0.54 fdatasyncs a job). So it
- * waits, at most gather_us, for as many waiters as the last batch served: a lone client's
+ * may wait, at most gather_us, for as many waiters as the last batch served: a lone client's
  * commit (one waiter, as before) never waits, and concurrent clients share more of each. A
- * sync (an answer about to be given) and a stop never wait. */
+ * sync (an answer about to be given) and a stop never wait. Off by default: under a
+ * sustained load the writer is the bottleneck and the wait only idled it (bench/store/ratio,
+ * bench/store/RESULTS.md). */
 static bool gather_more(struct store *s, struct timespec *ret_until)
 {
         if (!s->gather_us || s->flush_all || s->stopping || s->waiting >= s->last_waiting) {
