@@ -34,7 +34,7 @@ void store_set_wal_max(struct store *s, uint64_t bytes);
 void store_set_commit_gather(struct store *s, uint64_t us);
 /* What the WAL's policy did since store_open: commits seen, passive checkpoints asked for (one
  * per CHECKPOINT_PAGES of WAL growth at most), truncations past wal_max_bytes and truncations
- * when the writer was idle. For tests and benchmarks. */
+ * when the writer was idle. For tests, benchmarks and /metrics. */
 struct store_wal_stats {
         uint64_t commits, checkpoints, truncations, idle_truncations;
         /* Job changes the writer's batches committed, and of those the ones an answer waited

@@ -910,7 +910,10 @@ static void *writer_main(void *userdata)
                         for (struct store_ticket *t = batch; t; t = next) {
                                 next = t->next;
                                 n++;
-                                s->wal.waited_changes += t->waited;
+                                if (t->r == 0) { /* what /metrics counts: committed */
+                                        s->wal.changes++;
+                                        s->wal.waited_changes += t->waited;
+                                }
                                 store_row_free(&t->row);
                                 json_decref(t->snap); /* superseded: never made into rows */
                                 t->snap = NULL;
@@ -928,7 +931,6 @@ static void *writer_main(void *userdata)
                                 }
                         }
                         s->committed += n;
-                        s->wal.changes += n;
                         /* Not every store_wait: one woken for a ticket of a later batch costs
                          * a switch to sleep again, and sixteen submits wait at once. */
                         if (s->sync_waiters)
