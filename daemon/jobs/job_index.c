@@ -316,6 +316,38 @@ void job_finished(struct job *j)
         metrics_job_finished(job_benchmark(j), job_state_names[j->st], dur);
 }
 
+/* j has a final write in flight: prune_finished is to look at it. */
+static void finals_add(struct jobs *js, struct job *j)
+{
+        if (j->in_finals)
+                return;
+        if (js->n_finals == js->cap_finals) {
+                size_t nc = js->cap_finals ? js->cap_finals * 2 : 64;
+                struct job **n = realloc(js->finals, nc * sizeof(*n));
+
+                if (!n) {
+                        js->finals_lost = true; /* the next prune walks every job */
+                        return;
+                }
+                js->finals = n;
+                js->cap_finals = nc;
+        }
+        js->finals[js->n_finals++] = j;
+        j->in_finals = true;
+}
+
+void jobs_finals_forget(struct jobs *js, struct job *j)
+{
+        if (!j->in_finals)
+                return;
+        for (size_t k = 0; k < js->n_finals; k++)
+                if (js->finals[k] == j) {
+                        js->finals[k] = js->finals[--js->n_finals];
+                        break;
+                }
+        j->in_finals = false;
+}
+
 /* Queue the job's current document for the writer. A finished job keeps a ticket, so that it
  * leaves memory (prune_finished) only once the store has it; other changes are fire and forget
  * (the writer logs a failure). */
@@ -330,6 +362,8 @@ int job_persist(struct jobs *js, struct job *j)
         if (job_state_final(j->st) && !j->final_ticket) {
                 j->final_committed = false; /* a newer final write: its ticket says */
                 r = store_put(js->store, doc, &j->final_ticket);
+                if (r == 0)
+                        finals_add(js, j);
         } else
                 r = store_put(js->store, doc, NULL);
         if (r == 0)
@@ -437,6 +471,7 @@ void jobs_remove(struct jobs *js, struct job *j)
 
 void jobs_remove_at(struct jobs *js, size_t i)
 {
+        jobs_finals_forget(js, js->jobs[i]);
         job_free(js->jobs[i]);
         memmove(&js->jobs[i], &js->jobs[i + 1], (js->n_jobs - i - 1) * sizeof(*js->jobs));
         js->n_jobs--;
@@ -471,40 +506,110 @@ void jobs_retention_apply(struct jobs *js)
 /* Finished jobs leave memory once their final write is committed: from then on the store
  * answers for them. A failed write keeps the job here and is retried by jobs_retry_unsaved
  * (every store_retry_ms) and at shutdown. */
-void jobs_prune_finished(struct jobs *js)
-{
-        uint64_t commits = store_commits(js->store);
+/* What prune_finished does with a final job: free it (its final write committed, or a cancel
+ * saw it commit), keep it listed (its write is still in flight), or drop it from the list (its
+ * write failed, final_unsaved, and retry_unsaved writes it again; or a cancel was undone). */
+enum prune_verdict { PRUNE_FREE, PRUNE_KEEP, PRUNE_DROP };
 
-        /* No ticket finished since the last look: nothing to prune (the scan of every job in
-         * memory, queued ones included, was a tenth of umd's CPU under a submit load). */
-        if (commits == js->prune_seen_commits)
-                return;
-        js->prune_seen_commits = commits;
-        /* One pass that closes the gaps as it goes: removing each job where it stands would
-         * move the rest of the index once per job (thousands queued behind them). */
+static enum prune_verdict prune_judge(struct job *j)
+{
+        int r;
+
+        if (!job_state_final(j->st))
+                return PRUNE_DROP;
+        if (j->final_ticket && store_poll(j->final_ticket, &r) > 0) {
+                j->final_ticket = NULL;
+                if (r == 0)
+                        return PRUNE_FREE;
+                j->final_unsaved = true;
+        }
+        /* Its ticket polled by a cancel's answer, which waits for the commit: left here, every
+         * job cancelled before it ran stayed in memory until a restart. */
+        if (j->final_committed && !j->final_ticket)
+                return PRUNE_FREE;
+        return j->final_ticket ? PRUNE_KEEP : PRUNE_DROP;
+}
+
+/* The old way, when a job could not be listed in finals: one pass over every job that closes
+ * the gaps as it goes, and finals made again from what stays. */
+static void prune_walk_all(struct jobs *js)
+{
         size_t w = 0;
+
+        js->n_finals = 0;
+        js->finals_lost = false;
         for (size_t i = 0; i < js->n_jobs; i++) {
                 struct job *j = js->jobs[i];
-                int r;
 
-                if (job_state_final(j->st) && j->final_ticket &&
-                    store_poll(j->final_ticket, &r) > 0) {
-                        j->final_ticket = NULL;
-                        if (r == 0) {
-                                job_free(j);
-                                continue;
-                        }
-                        j->final_unsaved = true;
-                }
-                /* Its ticket polled by a cancel's answer, which waits for the commit: left
-                 * here, every job cancelled before it ran stayed in memory until a restart. */
-                if (job_state_final(j->st) && j->final_committed && !j->final_ticket) {
+                j->in_finals = false;
+                enum prune_verdict v = prune_judge(j);
+                if (v == PRUNE_FREE) {
                         job_free(j);
                         continue;
                 }
+                if (v == PRUNE_KEEP)
+                        finals_add(js, j);
                 js->jobs[w++] = j;
         }
         js->n_jobs = w;
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+        size_t x = *(const size_t *)a, y = *(const size_t *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+void jobs_prune_finished(struct jobs *js)
+{
+        uint64_t commits = store_commits(js->store);
+        size_t keep = 0, n_at = 0, *at;
+
+        /* No ticket finished since the last look: nothing to prune. */
+        if (commits == js->prune_seen_commits && !js->finals_lost)
+                return;
+        js->prune_seen_commits = commits;
+        if (js->finals_lost || !(at = malloc((js->n_finals ?: 1) * sizeof(*at)))) {
+                prune_walk_all(js);
+                return;
+        }
+        /* Where each job to free stands in the index (a binary search: no walk of every job),
+         * then one pass over the pointers from the first of them closes the gaps. */
+        for (size_t k = 0; k < js->n_finals; k++) {
+                struct job *j = js->finals[k];
+                enum prune_verdict v = prune_judge(j);
+                ssize_t i;
+
+                if (v == PRUNE_KEEP) {
+                        js->finals[keep++] = j;
+                        continue;
+                }
+                j->in_finals = false;
+                if (v == PRUNE_DROP)
+                        continue;
+                i = job_index(js, j->id);
+                if (i >= 0 && js->jobs[i] == j)
+                        at[n_at++] = (size_t)i;
+                else /* cannot happen: whatever frees an indexed job forgets it */
+                        log_error("job %s: final but not in the index; left in memory", j->id);
+        }
+        js->n_finals = keep;
+        if (n_at > 0) {
+                size_t w;
+
+                qsort(at, n_at, sizeof(*at), cmp_size);
+                w = at[0];
+                for (size_t k = 0; k < n_at; k++) {
+                        size_t from = at[k] + 1, to = k + 1 < n_at ? at[k + 1] : js->n_jobs;
+
+                        job_free(js->jobs[at[k]]);
+                        memmove(&js->jobs[w], &js->jobs[from], (to - from) * sizeof(*js->jobs));
+                        w += to - from;
+                }
+                js->n_jobs = w;
+        }
+        free(at);
 }
 
 /* With the lock held: queue again every final write that failed. The number of jobs still
@@ -592,6 +697,7 @@ static void jobs_free(struct jobs *js)
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
         free(js->jobs);
+        free(js->finals);
         /* One queue per device and one for the node (allocated whether or not it is used). */
         for (size_t i = 0; js->queues && i <= devices_count(); i++)
                 queue_free(&js->queues[i]);
@@ -639,6 +745,9 @@ void jobs_shutdown(struct jobs *js)
         free(js->jobs);
         js->jobs = NULL;
         js->n_jobs = js->cap_jobs = 0;
+        free(js->finals);
+        js->finals = NULL;
+        js->n_finals = js->cap_finals = 0;
         /* One queue per device and one for the node (allocated whether or not it is used). */
         for (size_t i = 0; js->queues && i <= devices_count(); i++)
                 queue_free(&js->queues[i]);

@@ -193,6 +193,7 @@ static int recover_doc(struct jobs *js, json_t *doc)
         recover_judge(js, j, doc, malformed ? why : NULL);
         int r = jobs_append(js, j);
         if (r < 0) {
+                jobs_finals_forget(js, j); /* recover_judge may have written it final */
                 job_free(j);
                 return r;
         }

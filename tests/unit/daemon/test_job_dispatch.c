@@ -2,7 +2,8 @@
  * submission order; a supervisor that cannot take a part leaves it queued; a faulted worker
  * fails what waits for it; a paused GPU holds its queue (and says why) until resumed; another
  * process on the GPU fails a busy_policy "fail" part; a result over max_result_bytes fails
- * its part. A real store, a fake supervisor (jobs_fixture.h). */
+ * its part; finished jobs leave memory once committed. A real store, a fake supervisor
+ * (jobs_fixture.h). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,9 +12,12 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "blob.h"
 #include "devices.h"
 #include "gpustate.h"
 #include "jobs_fixture.h"
+#include "problem.h"
+#include "store.h"
 #include "util.h"
 
 #define COPY0 "{\"benchmark\": \"copy\", \"device\": 0, \"params\": {\"size\": \"4MiB\"}}"
@@ -137,6 +141,55 @@ static void test_a_result_over_max_result_bytes_fails_the_part(void **state)
             strstr(json_string_value(json_object_get(fx_part(a, 0), "error")), "max_result_bytes"));
 }
 
+#define COPY1 "{\"benchmark\": \"copy\", \"device\": 1, \"params\": {\"size\": \"4MiB\"}}"
+
+/* 1: in memory; 0: gone from memory, the store answers with its final document. */
+static int in_memory(const char *id)
+{
+        struct problem p = {0};
+        struct blob *b = NULL;
+        int r = job_query_get_finished(fx->d.jobs, id, &b, &p);
+
+        blob_unref(b);
+        return r;
+}
+
+/* Finished jobs leave memory once their final writes commit, wherever they stand among the
+ * jobs that stay (prune_finished closes the gaps between them in one pass). */
+static void test_finished_jobs_leave_memory_and_the_rest_stay_in_order(void **state)
+{
+        char a[JOB_ID_MAX], x[JOB_ID_MAX], b[JOB_ID_MAX], y[JOB_ID_MAX], c[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY1, NULL, NULL, x), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        assert_int_equal(fx_submit(COPY1, NULL, NULL, y), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, c), 202);
+        fx_part_done(0, a, PART_SUCCEEDED);
+        fx_part_done(0, b, PART_FAILED);
+        store_sync(fx->d.store);
+        jobs_tick(fx->d.jobs);
+        assert_int_equal(in_memory(a), 0);
+        assert_int_equal(in_memory(b), 0);
+        assert_int_equal(in_memory(x), 1);
+        assert_int_equal(in_memory(y), 1);
+        assert_int_equal(in_memory(c), 1);
+        /* What stays is still found (the index is searched by id, so its order must hold). */
+        assert_string_equal(fx_state(x), "running");
+        assert_string_equal(fx_state(y), "queued");
+        assert_string_equal(fx_state(c), "running");
+        assert_string_equal(fx_state(a), "succeeded");
+        assert_string_equal(fx_state(b), "failed");
+        fx_part_done(1, x, PART_SUCCEEDED);
+        store_sync(fx->d.store);
+        jobs_tick(fx->d.jobs);
+        assert_int_equal(in_memory(x), 0);
+        assert_string_equal(fx_state(y), "running");
+        assert_int_equal(in_memory(y), 1);
+        assert_int_equal(in_memory(c), 1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -152,6 +205,8 @@ int main(void)
                                             fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_result_over_max_result_bytes_fails_the_part,
                                             fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_finished_jobs_leave_memory_and_the_rest_stay_in_order, fx_setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
