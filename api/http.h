@@ -59,7 +59,7 @@ struct api_reply {
         char *body; /* malloc'd unless body_static or blob */
         size_t body_len;
         bool body_static;
-        struct blob *blob; /* when set, body is blob->data and the reply holds this reference */
+        struct blob *blob;  /* when set, body is blob->data and the reply holds this reference */
         char location[128]; /* "" = no Location header */
         char allow[64];     /* "" = no Allow header */
         unsigned retry_after_s;
@@ -175,7 +175,8 @@ void reply_static(struct api_reply *rep, int status, const char *content_type, c
 void reply_text(struct api_reply *rep, int status, const char *content_type, char *body,
                 size_t len);
 /* Serve b's bytes (taking over the caller's reference to b). */
-void reply_blob(struct api_reply *rep, int status, const char *content_type, struct blob *b); /* steals body */
+void reply_blob(struct api_reply *rep, int status, const char *content_type,
+                struct blob *b); /* steals body */
 void reply_problem(struct api_reply *rep, const struct problem *p);
 void reply_errorf(struct api_reply *rep, int status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -74,7 +74,8 @@ static void CUPTIAPI done(CUcontext ctx, uint32_t stream, uint8_t *b, size_t siz
                         continue;
                 }
                 auto *u = (CUpti_ActivityUnifiedMemoryCounter3 *)rec;
-                if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD) {
+                if (u->counterKind ==
+                    CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD) {
                         bytes_htod += u->value;
                         rec_htod++;
                         first_ts = std::min<uint64_t>(first_ts, u->start);
@@ -161,7 +162,7 @@ __global__ void k_grid(uint4 *p, size_t n16, uint64_t *stamps)
                 uint4 v = p[i];
                 if (stamps && threadIdx.x == 0) {
                         asm volatile("" ::"r"(v.x)); /* the load has returned ... */
-                        stamps[i / 256] = gtimer();   /* ... before the clock is read */
+                        stamps[i / 256] = gtimer();  /* ... before the clock is read */
                 }
                 v.x ^= 0x5a5a5a5au;
                 p[i] = v;
@@ -176,38 +177,66 @@ int main(int argc, char **argv)
         bool alloc_after = false, early_register = false;
         const char *prep = "host";
         bool want_stamps = false;
-        static const struct option opts[] = {
-            {"size", required_argument, 0, 's'},   {"kinds", required_argument, 0, 'k'},
-            {"flush-us", required_argument, 0, 'f'}, {"forced", no_argument, 0, 'F'},
-            {"pieces", required_argument, 0, 'p'}, {"prep", required_argument, 0, 'P'},
-            {"buffer-mib", required_argument, 0, 'b'}, {"stamps", no_argument, 0, 'S'},
-            {"alloc-after", no_argument, 0, 'A'}, {"early-register", no_argument, 0, 'E'},
-            {"flush-period", required_argument, 0, 'T'}, {"quiet-ms", required_argument, 0, 'Q'},
-            {0, 0, 0, 0}};
+        static const struct option opts[] = {{"size", required_argument, 0, 's'},
+                                             {"kinds", required_argument, 0, 'k'},
+                                             {"flush-us", required_argument, 0, 'f'},
+                                             {"forced", no_argument, 0, 'F'},
+                                             {"pieces", required_argument, 0, 'p'},
+                                             {"prep", required_argument, 0, 'P'},
+                                             {"buffer-mib", required_argument, 0, 'b'},
+                                             {"stamps", no_argument, 0, 'S'},
+                                             {"alloc-after", no_argument, 0, 'A'},
+                                             {"early-register", no_argument, 0, 'E'},
+                                             {"flush-period", required_argument, 0, 'T'},
+                                             {"quiet-ms", required_argument, 0, 'Q'},
+                                             {0, 0, 0, 0}};
         char argstr[512] = "";
         for (int i = 1; i < argc; i++)
                 snprintf(argstr + strlen(argstr), sizeof(argstr) - strlen(argstr), "%s%s",
                          i > 1 ? " " : "", argv[i]);
         for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
                 switch (c) {
-                case 's': size = strtoull(optarg, NULL, 0); break;
+                case 's':
+                        size = strtoull(optarg, NULL, 0);
+                        break;
                 case 'k': {
                         kinds = 0;
                         for (char *t = strtok(optarg, ","); t && kinds < 8; t = strtok(NULL, ","))
                                 kind_list[kinds++] = atoi(t);
                         break;
                 }
-                case 'A': alloc_after = true; break;
-                case 'E': early_register = true; break;
-                case 'T': flush_period = atoi(optarg); break;
-                case 'Q': quiet_ms = atof(optarg); break;
-                case 'f': flush_us = atoi(optarg); break;
-                case 'F': flush_forced = true; break;
-                case 'p': pieces = strtoull(optarg, NULL, 0); break;
-                case 'P': prep = optarg; break;
-                case 'b': buffer_bytes = (size_t)atoi(optarg) << 20; break;
-                case 'S': want_stamps = true; break;
-                default: return 2;
+                case 'A':
+                        alloc_after = true;
+                        break;
+                case 'E':
+                        early_register = true;
+                        break;
+                case 'T':
+                        flush_period = atoi(optarg);
+                        break;
+                case 'Q':
+                        quiet_ms = atof(optarg);
+                        break;
+                case 'f':
+                        flush_us = atoi(optarg);
+                        break;
+                case 'F':
+                        flush_forced = true;
+                        break;
+                case 'p':
+                        pieces = strtoull(optarg, NULL, 0);
+                        break;
+                case 'P':
+                        prep = optarg;
+                        break;
+                case 'b':
+                        buffer_bytes = (size_t)atoi(optarg) << 20;
+                        break;
+                case 'S':
+                        want_stamps = true;
+                        break;
+                default:
+                        return 2;
                 }
         }
         if (early_register)

@@ -45,198 +45,196 @@ struct key {
 #define GiB      (1024.0 * 1024.0 * 1024.0)
 
 static const struct key keys[] = {
-        {"listen", K_LISTEN, F(listen), UMD_DEFAULT_LISTEN, 0, 0,
-         "TCP address to serve HTTP on, ADDR:PORT or [V6ADDR]:PORT. Repeat the flag for several; "
-         "in the file separate with spaces. Empty: none (unix socket or systemd sockets only)."},
-        {"unix_socket", K_STR, F(unix_socket), "", 0, 0,
-         "Also serve HTTP on this unix socket path (empty: none)."},
-        {"unix_socket_mode", K_MODE, F(unix_socket_mode), "0660", 0, 0777,
-         "Permissions of the unix socket (octal)."},
-        {"unix_socket_group", K_STR, F(unix_socket_group), "",
-         0, 0, "Group owning the unix socket (empty: the daemon's)."},
-        {"tls_cert", K_STR, F(tls_cert), "", 0, 0, "PEM certificate for HTTPS (with tls_key)."},
-        {"tls_key", K_STR, F(tls_key), "", 0, 0, "PEM private key for HTTPS."},
-        {"tokens_file", K_STR, F(tokens_file), "", 0, 0,
-         "File of bearer tokens, one 'NAME ROLE TOKEN' per line (roles read, submit, admin); must "
-         "not be readable or writable by group or others. Empty: no authentication."},
-        {"auth_reads", K_BOOL, F(auth_reads), "false", 0, 0,
-         "With tokens configured, require the read role for GET requests too."},
-        {"require_auth_off_loopback", K_BOOL, F(require_auth_off_loopback), "false", 0, 0,
-         "Refuse to start when listening beyond loopback without tokens (else warn)."},
-        {"max_body_bytes", K_SIZE, F(max_body_bytes), "64KiB", 256, 16 * 1024 * 1024,
-         "Largest request body accepted (413 beyond)."},
-        {"max_connections", K_UINT, F(max_connections), "4096", 1, 65536,
-         "Open HTTP connections at once on each listener, all clients together (umd raises its "
-         "open-file limit to fit)."},
-        {"http_threads", K_UINT, F(http_threads), "0", 0, 256,
-         "Threads serving HTTP on each listener (one request is never slowed by another's); 0: "
-         "one per CPU online."},
-        {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
-         "Open HTTP connections at once from one address."},
-        {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
-         "Seconds an idle or slow connection is kept."},
-        {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
-         "Seconds a request may take to arrive whole (headers and body), however steadily it "
-         "trickles; the connection is closed after that."},
-        {"wait_max_s", K_UINT, F(wait_max_s), "60", 0, 3600,
-         "Longest ?wait= a job or list read may hold its connection (longer asks are cut to "
-         "this; 0: ?wait= answers at once)."},
-        {"max_waiters", K_UINT, F(max_waiters), "256", 0, 65536,
-         "Reads waiting with ?wait= at once, all clients together (503 beyond)."},
-        {"shutdown_timeout_s", K_UINT, F(shutdown_timeout_s), "10", 0, 600,
-         "Seconds in-flight requests and workers get to finish at shutdown."},
+    {"listen", K_LISTEN, F(listen), UMD_DEFAULT_LISTEN, 0, 0,
+     "TCP address to serve HTTP on, ADDR:PORT or [V6ADDR]:PORT. Repeat the flag for several; "
+     "in the file separate with spaces. Empty: none (unix socket or systemd sockets only)."},
+    {"unix_socket", K_STR, F(unix_socket), "", 0, 0,
+     "Also serve HTTP on this unix socket path (empty: none)."},
+    {"unix_socket_mode", K_MODE, F(unix_socket_mode), "0660", 0, 0777,
+     "Permissions of the unix socket (octal)."},
+    {"unix_socket_group", K_STR, F(unix_socket_group), "", 0, 0,
+     "Group owning the unix socket (empty: the daemon's)."},
+    {"tls_cert", K_STR, F(tls_cert), "", 0, 0, "PEM certificate for HTTPS (with tls_key)."},
+    {"tls_key", K_STR, F(tls_key), "", 0, 0, "PEM private key for HTTPS."},
+    {"tokens_file", K_STR, F(tokens_file), "", 0, 0,
+     "File of bearer tokens, one 'NAME ROLE TOKEN' per line (roles read, submit, admin); must "
+     "not be readable or writable by group or others. Empty: no authentication."},
+    {"auth_reads", K_BOOL, F(auth_reads), "false", 0, 0,
+     "With tokens configured, require the read role for GET requests too."},
+    {"require_auth_off_loopback", K_BOOL, F(require_auth_off_loopback), "false", 0, 0,
+     "Refuse to start when listening beyond loopback without tokens (else warn)."},
+    {"max_body_bytes", K_SIZE, F(max_body_bytes), "64KiB", 256, 16 * 1024 * 1024,
+     "Largest request body accepted (413 beyond)."},
+    {"max_connections", K_UINT, F(max_connections), "4096", 1, 65536,
+     "Open HTTP connections at once on each listener, all clients together (umd raises its "
+     "open-file limit to fit)."},
+    {"http_threads", K_UINT, F(http_threads), "0", 0, 256,
+     "Threads serving HTTP on each listener (one request is never slowed by another's); 0: "
+     "one per CPU online."},
+    {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
+     "Open HTTP connections at once from one address."},
+    {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
+     "Seconds an idle or slow connection is kept."},
+    {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
+     "Seconds a request may take to arrive whole (headers and body), however steadily it "
+     "trickles; the connection is closed after that."},
+    {"wait_max_s", K_UINT, F(wait_max_s), "60", 0, 3600,
+     "Longest ?wait= a job or list read may hold its connection (longer asks are cut to "
+     "this; 0: ?wait= answers at once)."},
+    {"max_waiters", K_UINT, F(max_waiters), "256", 0, 65536,
+     "Reads waiting with ?wait= at once, all clients together (503 beyond)."},
+    {"shutdown_timeout_s", K_UINT, F(shutdown_timeout_s), "10", 0, 600,
+     "Seconds in-flight requests and workers get to finish at shutdown."},
 
-        {"state_dir", K_STR, F(state_dir), UMD_DEFAULT_STATE_DIR, 0, 0,
-         "Where job results are kept ($STATE_DIRECTORY wins over the default, not over this key "
-         "when set)."},
-        {"max_jobs", K_UINT, F(max_jobs), "10000", 1, 10000000,
-         "Finished jobs kept; the oldest beyond this are deleted."},
-        {"retention_days", K_UINT, F(retention_days), "90", 0, 36500,
-         "Finished jobs older than this are deleted (0: kept by count only)."},
-        {"max_store_bytes", K_SIZE, F(max_store_bytes), "4GiB", 0, 1024 * GiB,
-         "Finished jobs are deleted, oldest first, while the stored documents take more than "
-         "this (0: no limit)."},
-        {"store_retry_ms", K_UINT, F(store_retry_ms), "1000", 10, 600000,
-         "A finished job whose write failed (a full disk) is written again this often until it "
-         "commits, and at shutdown for up to shutdown_timeout_s."},
-        {"wal_max_bytes", K_SIZE, F(wal_max_bytes), "64MiB", 64 * 1024, 64 * GiB,
-         "The database's write-ahead log stays under this: it is cut back to nothing when a "
-         "commit leaves it past three quarters of this, and whenever the writer has been idle "
-         "for a second."},
-        {"commit_gather_us", K_UINT, F(commit_gather_us), "0", 0, 100000,
-         "A submit's commit may wait up to this long (microseconds) for as many others as the "
-         "last commit carried, so that concurrent clients share one commit; a lone client's "
-         "never waits. 0 (the default): commit as soon as anyone waits. Under a sustained load "
-         "the writer is the bottleneck and such a wait only idles it."},
-        {"job_cache_bytes", K_SIZE, F(job_cache_bytes), "16MiB", 0, 4 * GiB,
-         "Finished jobs' documents kept in memory for GET /v1/jobs/{id} (they never change; "
-         "0: read each from the database)."},
-        {"max_result_bytes", K_SIZE, F(max_result_bytes), "4MiB", 4096, 16 * 1024 * 1024,
-         "Largest result a worker may return for one device."},
+    {"state_dir", K_STR, F(state_dir), UMD_DEFAULT_STATE_DIR, 0, 0,
+     "Where job results are kept ($STATE_DIRECTORY wins over the default, not over this key "
+     "when set)."},
+    {"max_jobs", K_UINT, F(max_jobs), "10000", 1, 10000000,
+     "Finished jobs kept; the oldest beyond this are deleted."},
+    {"retention_days", K_UINT, F(retention_days), "90", 0, 36500,
+     "Finished jobs older than this are deleted (0: kept by count only)."},
+    {"max_store_bytes", K_SIZE, F(max_store_bytes), "4GiB", 0, 1024 * GiB,
+     "Finished jobs are deleted, oldest first, while the stored documents take more than "
+     "this (0: no limit)."},
+    {"store_retry_ms", K_UINT, F(store_retry_ms), "1000", 10, 600000,
+     "A finished job whose write failed (a full disk) is written again this often until it "
+     "commits, and at shutdown for up to shutdown_timeout_s."},
+    {"wal_max_bytes", K_SIZE, F(wal_max_bytes), "64MiB", 64 * 1024, 64 * GiB,
+     "The database's write-ahead log stays under this: it is cut back to nothing when a "
+     "commit leaves it past three quarters of this, and whenever the writer has been idle "
+     "for a second."},
+    {"commit_gather_us", K_UINT, F(commit_gather_us), "0", 0, 100000,
+     "A submit's commit may wait up to this long (microseconds) for as many others as the "
+     "last commit carried, so that concurrent clients share one commit; a lone client's "
+     "never waits. 0 (the default): commit as soon as anyone waits. Under a sustained load "
+     "the writer is the bottleneck and such a wait only idles it."},
+    {"job_cache_bytes", K_SIZE, F(job_cache_bytes), "16MiB", 0, 4 * GiB,
+     "Finished jobs' documents kept in memory for GET /v1/jobs/{id} (they never change; "
+     "0: read each from the database)."},
+    {"max_result_bytes", K_SIZE, F(max_result_bytes), "4MiB", 4096, 16 * 1024 * 1024,
+     "Largest result a worker may return for one device."},
 
-        {"queue_capacity", K_UINT, F(queue_capacity), "1000", 1, 1000000,
-         "Job parts waiting, all devices together (429 beyond)."},
-        {"queue_capacity_per_device", K_UINT, F(queue_capacity_per_device), "256", 1, 1000000,
-         "Job parts waiting for one device (429 beyond)."},
-        {"queue_trees_per_device", K_UINT, F(queue_trees_per_device), "32", 0, 1000000,
-         "Jobs near the head of a device's queue keep their document parsed in memory (about 6 "
-         "KB each) while they wait, so that their dispatch reads nothing back; a job submitted "
-         "behind more waiting parts than this keeps a few hundred bytes and is read back from "
-         "the database when its turn comes."},
-        {"jobs_per_token", K_UINT, F(jobs_per_token), "100", 1, 1000000,
-         "Queued or running jobs one client token may have."},
-        {"job_timeout_default_s", K_UINT, F(job_timeout_default_s), "600", 1, 86400,
-         "Deadline of a job that gives no timeout_s."},
-        {"job_timeout_max_s", K_UINT, F(job_timeout_max_s), "3600", 1, 86400,
-         "Largest timeout_s a job may ask for."},
-        {"cancel_grace_ms", K_UINT, F(cancel_grace_ms), "2000", 0, 600000,
-         "After asking a worker to stop a cancelled job, kill it after this long."},
-        {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
-         "Largest page GET /v1/jobs returns."},
-        {"list_results_max_bytes", K_SIZE, F(list_results_max_bytes), "4MiB", 4096,
-         256 * 1024 * 1024,
-         "Stored bytes one GET /v1/jobs?include=results page may carry (the page ends early, "
-         "with a next link, beyond)."},
-        {"max_labels", K_UINT, F(max_labels), "16", 0, 1024, "Labels one job may carry."},
-        {"max_label_key_len", K_UINT, F(max_label_key_len), "64", 1, 4096,
-         "Longest label key, in bytes."},
-        {"max_label_value_len", K_UINT, F(max_label_value_len), "256", 0, 65536,
-         "Longest label value, in bytes."},
+    {"queue_capacity", K_UINT, F(queue_capacity), "1000", 1, 1000000,
+     "Job parts waiting, all devices together (429 beyond)."},
+    {"queue_capacity_per_device", K_UINT, F(queue_capacity_per_device), "256", 1, 1000000,
+     "Job parts waiting for one device (429 beyond)."},
+    {"queue_trees_per_device", K_UINT, F(queue_trees_per_device), "32", 0, 1000000,
+     "Jobs near the head of a device's queue keep their document parsed in memory (about 6 "
+     "KB each) while they wait, so that their dispatch reads nothing back; a job submitted "
+     "behind more waiting parts than this keeps a few hundred bytes and is read back from "
+     "the database when its turn comes."},
+    {"jobs_per_token", K_UINT, F(jobs_per_token), "100", 1, 1000000,
+     "Queued or running jobs one client token may have."},
+    {"job_timeout_default_s", K_UINT, F(job_timeout_default_s), "600", 1, 86400,
+     "Deadline of a job that gives no timeout_s."},
+    {"job_timeout_max_s", K_UINT, F(job_timeout_max_s), "3600", 1, 86400,
+     "Largest timeout_s a job may ask for."},
+    {"cancel_grace_ms", K_UINT, F(cancel_grace_ms), "2000", 0, 600000,
+     "After asking a worker to stop a cancelled job, kill it after this long."},
+    {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
+     "Largest page GET /v1/jobs returns."},
+    {"list_results_max_bytes", K_SIZE, F(list_results_max_bytes), "4MiB", 4096, 256 * 1024 * 1024,
+     "Stored bytes one GET /v1/jobs?include=results page may carry (the page ends early, "
+     "with a next link, beyond)."},
+    {"max_labels", K_UINT, F(max_labels), "16", 0, 1024, "Labels one job may carry."},
+    {"max_label_key_len", K_UINT, F(max_label_key_len), "64", 1, 4096,
+     "Longest label key, in bytes."},
+    {"max_label_value_len", K_UINT, F(max_label_value_len), "256", 0, 65536,
+     "Longest label value, in bytes."},
 
-        {"worker_path", K_STR, F(worker_path), "", 0, 0,
-         "The umd-worker program (empty: the installed one, else the one beside umd)."},
-        {"devices", K_STR, F(devices), "all", 0, 0,
-         "GPUs to own: 'all' or a comma-separated list of indexes and UUIDs."},
-        {"fake_devices", K_UINT, F(fake_devices), "0", 0, 64,
-         "Emulate this many GPUs instead of using real ones (tests only; results say fake)."},
-        {"heartbeat_interval_ms", K_UINT, F(heartbeat_interval_ms), "1000", 50, 60000,
-         "How often workers report they are alive."},
-        {"heartbeat_timeout_ms", K_UINT, F(heartbeat_timeout_ms), "10000", 100, 600000,
-         "A worker silent this long is killed and respawned."},
-        {"max_crashes", K_UINT, F(max_crashes), "3", 1, 1000,
-         "Worker crashes in a row before its device is marked faulted."},
-        {"respawn_backoff_ms", K_UINT, F(respawn_backoff_ms), "200", 0, 600000,
-         "Delay before respawning a dead worker, doubled per crash in a row."},
-        {"respawn_backoff_max_ms", K_UINT, F(respawn_backoff_max_ms), "30000", 0, 3600000,
-         "Longest delay between respawns."},
-        {"discovery_timeout_ms", K_UINT, F(discovery_timeout_ms), "30000", 100, 600000,
-         "How long 'umd-worker --list' may take at start."},
+    {"worker_path", K_STR, F(worker_path), "", 0, 0,
+     "The umd-worker program (empty: the installed one, else the one beside umd)."},
+    {"devices", K_STR, F(devices), "all", 0, 0,
+     "GPUs to own: 'all' or a comma-separated list of indexes and UUIDs."},
+    {"fake_devices", K_UINT, F(fake_devices), "0", 0, 64,
+     "Emulate this many GPUs instead of using real ones (tests only; results say fake)."},
+    {"heartbeat_interval_ms", K_UINT, F(heartbeat_interval_ms), "1000", 50, 60000,
+     "How often workers report they are alive."},
+    {"heartbeat_timeout_ms", K_UINT, F(heartbeat_timeout_ms), "10000", 100, 600000,
+     "A worker silent this long is killed and respawned."},
+    {"max_crashes", K_UINT, F(max_crashes), "3", 1, 1000,
+     "Worker crashes in a row before its device is marked faulted."},
+    {"respawn_backoff_ms", K_UINT, F(respawn_backoff_ms), "200", 0, 600000,
+     "Delay before respawning a dead worker, doubled per crash in a row."},
+    {"respawn_backoff_max_ms", K_UINT, F(respawn_backoff_max_ms), "30000", 0, 3600000,
+     "Longest delay between respawns."},
+    {"discovery_timeout_ms", K_UINT, F(discovery_timeout_ms), "30000", 100, 600000,
+     "How long 'umd-worker --list' may take at start."},
 
-        {"max_buffer_bytes", K_SIZE, F(max_buffer_bytes), "4GiB", 4096, 1024 * GiB,
-         "Largest buffer a benchmark may ask for (400 beyond)."},
-        {"pool_bytes", K_SIZE, F(pool_bytes), "2GiB", 0, 1024 * GiB,
-         "Pinned host, pageable host and device buffers a worker keeps between jobs, at most "
-         "(pinned host memory is taken from the node's users: keep it to what a node can spare)."},
-        {"pool_idle_s", K_UINT, F(pool_idle_s), "10", 0, 86400,
-         "A worker idle this long gives back its buffer pool (pinned host, pageable host and device "
-         "memory); the next job allocates again. 0: right after each job."},
-        {"worker_idle_s", K_UINT, F(worker_idle_s), "30", 0, 86400,
-         "A worker idle this long exits, and its CUDA context with it: the GPU holds nothing of "
-         "umd's. The next job starts it again (a cold start, recorded in the result). 0: right "
-         "after each job. On a GPU in EXCLUSIVE_PROCESS mode it always exits after each job."},
-        {"busy_policy", K_BUSY, F(busy_policy), "wait", 0, 0,
-         "A GPU with compute processes that are not umd's: 'wait' queues the part until they are "
-         "gone, 'run' runs it anyway (marked contended, never judged), 'fail' fails the part. A "
-         "job may ask for another policy with its own busy_policy."},
-        {"busy_poll_ms", K_UINT, F(busy_poll_ms), "500", 50, 60000,
-         "How often the GPUs are looked at for other processes (NVML), also while a part runs."},
-        {"busy_wait_max_s", K_UINT, F(busy_wait_max_s), "3600", 1, 604800,
-         "A part waiting this long for a GPU in use by others fails."},
-        {"placement", K_BOOL, F(placement), "true", 0, 0,
-         "Run each worker on its GPU's local CPUs and prefer its NUMA node for host buffers."},
-        {"fake_gpu_state", K_STR, F(fake_gpu_state), "", 0, 0,
-         "Tests only: a JSON file that stands in for NVML on fake devices (other processes, "
-         "compute mode, PCIe link, replay counter, bandwidth); re-read at every look."},
-        {"managed_reserve_bytes", K_SIZE, F(managed_reserve_bytes), "2GiB", 0, 1024 * GiB,
-         "Free GPU memory never taken by managed allocations (too much can hang a GPU)."},
+    {"max_buffer_bytes", K_SIZE, F(max_buffer_bytes), "4GiB", 4096, 1024 * GiB,
+     "Largest buffer a benchmark may ask for (400 beyond)."},
+    {"pool_bytes", K_SIZE, F(pool_bytes), "2GiB", 0, 1024 * GiB,
+     "Pinned host, pageable host and device buffers a worker keeps between jobs, at most "
+     "(pinned host memory is taken from the node's users: keep it to what a node can spare)."},
+    {"pool_idle_s", K_UINT, F(pool_idle_s), "10", 0, 86400,
+     "A worker idle this long gives back its buffer pool (pinned host, pageable host and device "
+     "memory); the next job allocates again. 0: right after each job."},
+    {"worker_idle_s", K_UINT, F(worker_idle_s), "30", 0, 86400,
+     "A worker idle this long exits, and its CUDA context with it: the GPU holds nothing of "
+     "umd's. The next job starts it again (a cold start, recorded in the result). 0: right "
+     "after each job. On a GPU in EXCLUSIVE_PROCESS mode it always exits after each job."},
+    {"busy_policy", K_BUSY, F(busy_policy), "wait", 0, 0,
+     "A GPU with compute processes that are not umd's: 'wait' queues the part until they are "
+     "gone, 'run' runs it anyway (marked contended, never judged), 'fail' fails the part. A "
+     "job may ask for another policy with its own busy_policy."},
+    {"busy_poll_ms", K_UINT, F(busy_poll_ms), "500", 50, 60000,
+     "How often the GPUs are looked at for other processes (NVML), also while a part runs."},
+    {"busy_wait_max_s", K_UINT, F(busy_wait_max_s), "3600", 1, 604800,
+     "A part waiting this long for a GPU in use by others fails."},
+    {"placement", K_BOOL, F(placement), "true", 0, 0,
+     "Run each worker on its GPU's local CPUs and prefer its NUMA node for host buffers."},
+    {"fake_gpu_state", K_STR, F(fake_gpu_state), "", 0, 0,
+     "Tests only: a JSON file that stands in for NVML on fake devices (other processes, "
+     "compute mode, PCIe link, replay counter, bandwidth); re-read at every look."},
+    {"managed_reserve_bytes", K_SIZE, F(managed_reserve_bytes), "2GiB", 0, 1024 * GiB,
+     "Free GPU memory never taken by managed allocations (too much can hang a GPU)."},
 
-        {"health_warn_fraction", K_DOUBLE, F(health_warn_fraction), "0.70", 0, 1,
-         "Health: pinned copy bandwidth below this fraction of the link's rate warns."},
-        {"health_fail_fraction", K_DOUBLE, F(health_fail_fraction), "0.40", 0, 1,
-         "Health: below this fraction of the link's rate fails."},
-        {"health_baseline_runs", K_UINT, F(health_baseline_runs), "5", 1, 1000,
-         "Health: the baseline is the median of this many past passing results of the GPU."},
-        {"health_baseline_min_runs", K_UINT, F(health_baseline_min_runs), "3", 1, 1000,
-         "Health: the baseline is judged against only once this many passing runs exist (one "
-         "run is too noisy a baseline)."},
-        {"health_baseline_tolerance", K_DOUBLE, F(health_baseline_tolerance), "0.15", 0, 1,
-         "Health: a drop below the baseline by more than this fraction fails for pinned copies "
-         "(bound by the link) and warns for pageable and managed paths (which also depend on the "
-         "host's memory and CPU, and vary more from run to run)."},
-        {"health_host_tolerance", K_DOUBLE, F(health_host_tolerance), "0.30", 0, 1,
-         "Health: pageable and managed copies warn only when they drop below the baseline by "
-         "more than this fraction (on an H200 pageable H2D swung 8.4 to 10.4 GB/s between "
-         "runs of an idle host)."},
+    {"health_warn_fraction", K_DOUBLE, F(health_warn_fraction), "0.70", 0, 1,
+     "Health: pinned copy bandwidth below this fraction of the link's rate warns."},
+    {"health_fail_fraction", K_DOUBLE, F(health_fail_fraction), "0.40", 0, 1,
+     "Health: below this fraction of the link's rate fails."},
+    {"health_baseline_runs", K_UINT, F(health_baseline_runs), "5", 1, 1000,
+     "Health: the baseline is the median of this many past passing results of the GPU."},
+    {"health_baseline_min_runs", K_UINT, F(health_baseline_min_runs), "3", 1, 1000,
+     "Health: the baseline is judged against only once this many passing runs exist (one "
+     "run is too noisy a baseline)."},
+    {"health_baseline_tolerance", K_DOUBLE, F(health_baseline_tolerance), "0.15", 0, 1,
+     "Health: a drop below the baseline by more than this fraction fails for pinned copies "
+     "(bound by the link) and warns for pageable and managed paths (which also depend on the "
+     "host's memory and CPU, and vary more from run to run)."},
+    {"health_host_tolerance", K_DOUBLE, F(health_host_tolerance), "0.30", 0, 1,
+     "Health: pageable and managed copies warn only when they drop below the baseline by "
+     "more than this fraction (on an H200 pageable H2D swung 8.4 to 10.4 GB/s between "
+     "runs of an idle host)."},
 
-        {"health_size", K_SIZE, F(health_size), "64MiB", 4096, 1024 * GiB,
-         "The canonical health check's buffer size. Only the canonical check (a health job "
-         "submitted without params) gives verdicts and feeds baselines."},
-        {"health_iterations", K_UINT, F(health_iterations), "10", 1, 1000,
-         "The canonical health check's timed samples per mode."},
-        {"health_interval_s", K_UINT, F(health_interval_s), "0", 0, 31536000,
-         "Run the canonical health check on every idle GPU this often (skipping busy and paused "
-         "ones), and the GPU pairs with them when every GPU is idle at once. 0: never (a "
-         "systemd timer running umd-healthcheck is the alternative)."},
-        {"health_d2d_size", K_SIZE, F(health_d2d_size), "256MiB", 4096, 1024 * GiB,
-         "The canonical health check's device-to-device copy (device memory bandwidth). Larger "
-         "than the GPU's L2 cache, or the copy measures the cache (an H200 has 50 MB); at 256 MiB "
-         "it adds a few milliseconds to the check."},
-        {"health_memory_warn_fraction", K_DOUBLE, F(health_memory_warn_fraction), "0.70", 0, 1,
-         "Health: a device-to-device copy below this fraction of the GPU model's nominal memory "
-         "bandwidth warns (an H200 copies at 85% of its 4.8 TB/s)."},
-        {"health_memory_fail_fraction", K_DOUBLE, F(health_memory_fail_fraction), "0.50", 0, 1,
-         "Health: below this fraction of the model's nominal memory bandwidth fails."},
-        {"health_extended_budget_s", K_UINT, F(health_extended_budget_s), "30", 1, 3600,
-         "The extended health tier's time budget for the whole node (seconds): each GPU's part "
-         "(run side by side) gets two thirds of it when the GPU pairs are checked too, the pairs "
-         "the rest; what does not fit is skipped, and the verdict says what."},
-        {"gpu_models_file", K_STR, F(gpu_models_file), "/etc/umd/gpu-models.conf", 0, 0,
-         "GPU models that override or add to the shipped table of what each model should reach "
-         "(INI: a [name] section per model; see gpu-models.conf). A missing file: the shipped "
-         "table alone."},
+    {"health_size", K_SIZE, F(health_size), "64MiB", 4096, 1024 * GiB,
+     "The canonical health check's buffer size. Only the canonical check (a health job "
+     "submitted without params) gives verdicts and feeds baselines."},
+    {"health_iterations", K_UINT, F(health_iterations), "10", 1, 1000,
+     "The canonical health check's timed samples per mode."},
+    {"health_interval_s", K_UINT, F(health_interval_s), "0", 0, 31536000,
+     "Run the canonical health check on every idle GPU this often (skipping busy and paused "
+     "ones), and the GPU pairs with them when every GPU is idle at once. 0: never (a "
+     "systemd timer running umd-healthcheck is the alternative)."},
+    {"health_d2d_size", K_SIZE, F(health_d2d_size), "256MiB", 4096, 1024 * GiB,
+     "The canonical health check's device-to-device copy (device memory bandwidth). Larger "
+     "than the GPU's L2 cache, or the copy measures the cache (an H200 has 50 MB); at 256 MiB "
+     "it adds a few milliseconds to the check."},
+    {"health_memory_warn_fraction", K_DOUBLE, F(health_memory_warn_fraction), "0.70", 0, 1,
+     "Health: a device-to-device copy below this fraction of the GPU model's nominal memory "
+     "bandwidth warns (an H200 copies at 85% of its 4.8 TB/s)."},
+    {"health_memory_fail_fraction", K_DOUBLE, F(health_memory_fail_fraction), "0.50", 0, 1,
+     "Health: below this fraction of the model's nominal memory bandwidth fails."},
+    {"health_extended_budget_s", K_UINT, F(health_extended_budget_s), "30", 1, 3600,
+     "The extended health tier's time budget for the whole node (seconds): each GPU's part "
+     "(run side by side) gets two thirds of it when the GPU pairs are checked too, the pairs "
+     "the rest; what does not fit is skipped, and the verdict says what."},
+    {"gpu_models_file", K_STR, F(gpu_models_file), "/etc/umd/gpu-models.conf", 0, 0,
+     "GPU models that override or add to the shipped table of what each model should reach "
+     "(INI: a [name] section per model; see gpu-models.conf). A missing file: the shipped "
+     "table alone."},
 
-        {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0,
-         "error, warning, notice, info or debug."},
+    {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0, "error, warning, notice, info or debug."},
 };
 
 static const char *const busy_policy_names[] = {"wait", "run", "fail"};
@@ -304,8 +302,8 @@ static int listen_add(struct umd_config *c, const char *s, char *err, size_t err
 }
 
 /* Set one key from its text form. append: a repeated --listen adds rather than replaces. */
-static int key_set(struct umd_config *c, const struct key *k, const char *v, bool append,
-                   char *err, size_t errlen)
+static int key_set(struct umd_config *c, const struct key *k, const char *v, bool append, char *err,
+                   size_t errlen)
 {
         void *p = field(c, k);
         uint64_t u;
@@ -328,7 +326,8 @@ static int key_set(struct umd_config *c, const struct key *k, const char *v, boo
                 if (!copy)
                         return -ENOMEM;
                 char *save = NULL;
-                for (char *w = strtok_r(copy, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+                for (char *w = strtok_r(copy, " \t,", &save); w;
+                     w = strtok_r(NULL, " \t,", &save)) {
                         r = listen_add(c, w, err, errlen);
                         if (r < 0)
                                 return r;
@@ -553,9 +552,8 @@ void config_print_help(FILE *f, const char *prog)
             prog);
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 flag_name(&keys[i], flag, sizeof(flag));
-                fprintf(f, "      --%s %s\n          %s (default: %s)\n", flag,
-                        type_hint(&keys[i]), keys[i].help,
-                        keys[i].def[0] ? keys[i].def : "none");
+                fprintf(f, "      --%s %s\n          %s (default: %s)\n", flag, type_hint(&keys[i]),
+                        keys[i].help, keys[i].def[0] ? keys[i].def : "none");
         }
 }
 

@@ -1,5 +1,6 @@
 /* Job and part states: the one table of their names, and the pure rule that derives a job's
- * state from its parts'. No locks, no store: unit-tested alone (tests/unit/daemon/test_job_state.c). */
+ * state from its parts'. No locks, no store: unit-tested alone
+ * (tests/unit/daemon/test_job_state.c). */
 #pragma once
 
 #include <stdbool.h>

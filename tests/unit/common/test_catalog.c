@@ -80,7 +80,8 @@ static void test_every_benchmark_listed(void **state)
                 assert_non_null(b);
                 assert_string_equal(b->kind, suite[i] ? "suite" : "benchmark");
                 assert_int_equal(catalog_is_suite(b), suite[i]);
-                /* spanning GPUs: the node worker runs it (daemon/jobs/job_dispatch.c, kernels/worker.c) */
+                /* spanning GPUs: the node worker runs it (daemon/jobs/job_dispatch.c,
+                 * kernels/worker.c) */
                 assert_int_equal(b->multi_gpu, multi[i]);
                 /* every benchmark carries the fake-only fault injection params */
                 bool has_fake = false;

@@ -147,8 +147,7 @@ static void test_commit_gather_and_queue_trees_are_bounded(void **state)
                 assert_int_equal(parse(&c, 3, argv), -EINVAL);
                 config_free(&c);
         }
-        const char *ok[] = {"umd", "--commit-gather-us", "1500", "--queue-trees-per-device",
-                            "0"};
+        const char *ok[] = {"umd", "--commit-gather-us", "1500", "--queue-trees-per-device", "0"};
         assert_int_equal(parse(&c, 5, ok), 0);
         assert_int_equal(c.commit_gather_us, 1500);
         assert_int_equal(c.queue_trees_per_device, 0);
