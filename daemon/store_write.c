@@ -437,13 +437,110 @@ void store_read_stats(struct store *s)
         sqlite3_reset(st);
 }
 
-/* The ticket's rows, made from its snapshot the first time they are needed: a change that a
- * later one of its batch writes again is never dumped at all (a part's start and the job's end
- * meet in most batches of a drain). 0, or -errno (logged) for this ticket. */
-static int ticket_row(struct store_ticket *t)
-{
-        int r;
+/* ---- the prep thread and the prep list ---- */
 
+static void prep_unlink(struct store *s, struct store_ticket *t)
+{
+        if (!t->in_prep_list)
+                return;
+        if (t->prep_prev)
+                t->prep_prev->prep_next = t->prep_next;
+        else
+                s->prep_head = t->prep_next;
+        if (t->prep_next)
+                t->prep_next->prep_prev = t->prep_prev;
+        else
+                s->prep_tail = t->prep_prev;
+        t->prep_prev = t->prep_next = NULL;
+        t->in_prep_list = false;
+}
+
+/* Under mu: until the prep thread is done with t (if it has it); then t is the caller's to
+ * free. Its row, if the prep thread made one that nobody took (a superseded change), freed. */
+static void prep_release(struct store *s, struct store_ticket *t)
+{
+        prep_unlink(s, t);
+        if (atomic_load_explicit(&t->prep, memory_order_acquire) == PREP_BUSY) {
+                s->prep_waiting++;
+                while (atomic_load_explicit(&t->prep, memory_order_acquire) == PREP_BUSY)
+                        pthread_cond_wait(&s->prep_done, &s->mu);
+                s->prep_waiting--;
+        }
+        store_row_free(&t->prep_row);
+        memset(&t->prep_row, 0, sizeof(t->prep_row));
+}
+
+/* Make the rows of the changes queued, oldest first, while the writer commits others. A
+ * ticket the writer reaches first it makes itself (PREP_OWNED), so neither ever waits for
+ * the other but for the one ticket in hand. */
+static void *prep_main(void *userdata)
+{
+        struct store *s = userdata;
+
+        pthread_mutex_lock(&s->mu);
+        for (;;) {
+                struct store_ticket *t;
+                struct store_row row = {0};
+                int st = PREP_NONE, r;
+
+                while (!s->prep_head && !s->stopping) {
+                        s->prep_idle = true;
+                        pthread_cond_wait(&s->prep_work, &s->mu);
+                        s->prep_idle = false;
+                }
+                if (s->stopping)
+                        break; /* what is left, the writer makes */
+                t = s->prep_head;
+                prep_unlink(s, t);
+                if (!atomic_compare_exchange_strong(&t->prep, &st, PREP_BUSY))
+                        continue;
+                pthread_mutex_unlock(&s->mu);
+                /* A failure (logged) leaves the snapshot to the writer, which tries again. */
+                r = store_row_from_job(t->snap, &row);
+                if (r == 0) {
+                        json_decref(t->snap);
+                        t->snap = NULL;
+                        t->prep_row = row;
+                }
+                pthread_mutex_lock(&s->mu);
+                atomic_store_explicit(&t->prep, r == 0 ? PREP_DONE : PREP_NONE,
+                                      memory_order_release);
+                if (s->prep_waiting)
+                        pthread_cond_broadcast(&s->prep_done);
+        }
+        pthread_mutex_unlock(&s->mu);
+        return NULL;
+}
+
+/* The ticket's rows: the prep thread's if it made them, else made here from the snapshot, the
+ * first time they are needed (a change that a later one of its batch writes again is never
+ * dumped by the writer). 0, or -errno (logged) for this ticket. */
+static int ticket_row(struct store *s, struct store_ticket *t)
+{
+        int st = PREP_NONE, r;
+
+        while (!atomic_compare_exchange_strong(&t->prep, &st, PREP_OWNED)) {
+                if (st == PREP_OWNED)
+                        break; /* tried before: its row made, or its snapshot kept */
+                if (st == PREP_DONE) {
+                        char id[sizeof(t->row.id)];
+
+                        memcpy(id, t->row.id, sizeof(id));
+                        t->row = t->prep_row;
+                        memcpy(t->row.id, id, sizeof(id));
+                        memset(&t->prep_row, 0, sizeof(t->prep_row));
+                        atomic_store_explicit(&t->prep, PREP_OWNED, memory_order_relaxed);
+                        return 0;
+                }
+                /* PREP_BUSY: the prep thread is making it now; wait for that one dump. */
+                pthread_mutex_lock(&s->mu);
+                s->prep_waiting++;
+                while (atomic_load_explicit(&t->prep, memory_order_acquire) == PREP_BUSY)
+                        pthread_cond_wait(&s->prep_done, &s->mu);
+                s->prep_waiting--;
+                pthread_mutex_unlock(&s->mu);
+                st = PREP_NONE; /* PREP_DONE, or PREP_NONE when its dump failed */
+        }
         if (!t->snap)
                 return 0;
         r = store_row_from_job(t->snap, &t->row);
@@ -462,7 +559,7 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
 
         for (struct store_ticket *t = list; r == 0 && t && n < max; t = t->next, n++)
                 if (max == 1 || !t->superseded) {
-                        r = ticket_row(t);
+                        r = ticket_row(s, t);
                         if (r == 0)
                                 r = store_write_row(s, &t->row);
                 }
@@ -914,6 +1011,7 @@ static void *writer_main(void *userdata)
                                         s->wal.changes++;
                                         s->wal.waited_changes += t->waited;
                                 }
+                                prep_release(s, t);
                                 store_row_free(&t->row);
                                 json_decref(t->snap); /* superseded: never made into rows */
                                 t->snap = NULL;
@@ -994,9 +1092,10 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
         t = calloc(1, sizeof(*t));
         if (!t)
                 return log_error_errno(ENOMEM, "Cannot queue a job's change");
-        /* The dumps (one, two when results must leave the summary) are the writer's, and only
-         * for a change no later one of its batch writes again: the caller (under core_lock)
-         * pays a shallow copy, not a dump that is often thrown away. */
+        /* The dumps (one, two when results must leave the summary) are made after the caller
+         * has let core_lock go: by the prep thread, or by the writer when it reaches the
+         * change first (then only for a change no later one of its batch writes again). The
+         * caller pays a shallow copy. */
         t->snap = job_snapshot(job);
         if (!t->snap) {
                 free(t);
@@ -1020,6 +1119,15 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
         }
         s->tail = t;
         s->queued++;
+        t->prep_prev = s->prep_tail;
+        if (s->prep_tail)
+                s->prep_tail->prep_next = t;
+        else
+                s->prep_head = t;
+        s->prep_tail = t;
+        t->in_prep_list = true;
+        if (s->prep_idle)
+                pthread_cond_signal(&s->prep_work);
         pthread_mutex_unlock(&s->mu);
         if (ret_ticket)
                 *ret_ticket = t;
@@ -1137,6 +1245,11 @@ int store_writer_start(struct store *s)
         pthread_setname_np(s->ckpt_thread, "umd-checkpoint");
         if (sqlite3_exec(s->wdb, "PRAGMA wal_autocheckpoint=0", NULL, NULL, NULL) == SQLITE_OK)
                 sqlite3_wal_hook(s->wdb, wal_hook, s);
+        r = pthread_create(&s->prep_thread, NULL, prep_main, s);
+        if (r != 0)
+                return log_error_errno(r, "Cannot start the store's prep thread: %m");
+        s->prep_started = true;
+        pthread_setname_np(s->prep_thread, "umd-store-prep");
         r = pthread_create(&s->thread, NULL, writer_main, s);
         if (r != 0)
                 return log_error_errno(r, "Cannot start the store's writer thread: %m");
@@ -1154,6 +1267,14 @@ void store_writer_stop(struct store *s)
                 pthread_mutex_unlock(&s->mu);
                 pthread_join(s->thread, NULL);
                 s->thread_started = false;
+        }
+        if (s->prep_started) {
+                pthread_mutex_lock(&s->mu);
+                s->stopping = true;
+                pthread_cond_signal(&s->prep_work);
+                pthread_mutex_unlock(&s->mu);
+                pthread_join(s->prep_thread, NULL);
+                s->prep_started = false;
         }
         if (s->ckpt_started) {
                 pthread_mutex_lock(&s->mu);
