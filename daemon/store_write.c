@@ -455,17 +455,23 @@ static void prep_unlink(struct store *s, struct store_ticket *t)
         t->in_prep_list = false;
 }
 
-/* Under mu: until the prep thread is done with t (if it has it); then t is the caller's to
- * free. Its row, if the prep thread made one that nobody took (a superseded change), freed. */
+/* Under mu: until the prep thread has finished the dump of t it has in hand, if any. */
+static void prep_wait_locked(struct store *s, struct store_ticket *t)
+{
+        if (atomic_load_explicit(&t->prep, memory_order_acquire) != PREP_BUSY)
+                return;
+        s->prep_waiting++;
+        while (atomic_load_explicit(&t->prep, memory_order_acquire) == PREP_BUSY)
+                pthread_cond_wait(&s->prep_done, &s->mu);
+        s->prep_waiting--;
+}
+
+/* Under mu: t, out of the prep thread's reach, is the caller's to free. Its row, if the prep
+ * thread made one that nobody took (a superseded change), freed. */
 static void prep_release(struct store *s, struct store_ticket *t)
 {
         prep_unlink(s, t);
-        if (atomic_load_explicit(&t->prep, memory_order_acquire) == PREP_BUSY) {
-                s->prep_waiting++;
-                while (atomic_load_explicit(&t->prep, memory_order_acquire) == PREP_BUSY)
-                        pthread_cond_wait(&s->prep_done, &s->mu);
-                s->prep_waiting--;
-        }
+        prep_wait_locked(s, t);
         store_row_free(&t->prep_row);
         memset(&t->prep_row, 0, sizeof(t->prep_row));
 }
@@ -534,10 +540,7 @@ static int ticket_row(struct store *s, struct store_ticket *t)
                 }
                 /* PREP_BUSY: the prep thread is making it now; wait for that one dump. */
                 pthread_mutex_lock(&s->mu);
-                s->prep_waiting++;
-                while (atomic_load_explicit(&t->prep, memory_order_acquire) == PREP_BUSY)
-                        pthread_cond_wait(&s->prep_done, &s->mu);
-                s->prep_waiting--;
+                prep_wait_locked(s, t);
                 pthread_mutex_unlock(&s->mu);
                 st = PREP_NONE; /* PREP_DONE, or PREP_NONE when its dump failed */
         }

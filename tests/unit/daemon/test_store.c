@@ -1,9 +1,11 @@
 /* The SQLite job store: writes and reads, recovery of unfinished jobs, the one-time import of
- * jobs/ (and what it sets aside), the state directory lock, a corrupt database, list filters,
- * health history, retention, export and the WAL's checkpoint policy. */
+ * jobs/ (and what it sets aside), changes from several threads at once, the state directory lock, a
+ * corrupt database, list filters, health history, retention, export and the WAL's checkpoint
+ * policy. */
 #include "../common/testutil.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -223,6 +225,85 @@ static void test_changes_of_one_job_keep_the_last(void **state)
         assert_int_equal(store_count(f->s), 1);
         json_decref(got);
         json_decref(j);
+}
+
+#define PUTTERS 4
+#define PUTS    150
+
+/* One thread's changes: each of its jobs queued, running, then final (that one with a ticket). */
+struct putter {
+        struct store *s;
+        json_t *docs[PUTS][3];
+        struct store_ticket *final[PUTS];
+        int r;
+};
+
+static void *putter_main(void *userdata)
+{
+        struct putter *p = userdata;
+
+        for (size_t i = 0; i < PUTS && p->r == 0; i++)
+                for (size_t k = 0; k < 3 && p->r == 0; k++)
+                        p->r = store_put(p->s, p->docs[i][k], k == 2 ? &p->final[i] : NULL);
+        return NULL;
+}
+
+/* Changes from several threads at once, whoever makes each one's rows (the prep thread or the
+ * writer, whichever reaches it first): every job reads back as its last change, and none is
+ * lost or counted twice. */
+static void test_concurrent_changes_are_stored_as_their_last(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A, DEV_B};
+        const char *states[] = {"queued", "running", "succeeded"};
+        static struct putter p[PUTTERS];
+        static char ids[PUTTERS][PUTS][UUID_STRING_MAX];
+        pthread_t th[PUTTERS];
+
+        for (size_t k = 0; k < PUTTERS; k++) {
+                p[k] = (struct putter){.s = f->s};
+                for (size_t i = 0; i < PUTS; i++) {
+                        json_t *j =
+                            job_at(ids[k][i], 3000000 + k * PUTS + i, "queued", "copy", u, 2);
+
+                        for (size_t c = 0; c < 3; c++) {
+                                json_t *d = p[k].docs[i][c] = json_deep_copy(j);
+
+                                json_object_set_new(d, "state", json_string(states[c]));
+                                json_object_set_new(json_array_get(json_object_get(d, "parts"), 0),
+                                                    "state", json_string(states[c]));
+                        }
+                        json_object_set_new(p[k].docs[i][2], "finished_ms", json_integer(3000001));
+                        json_decref(j);
+                }
+        }
+        for (size_t k = 0; k < PUTTERS; k++)
+                assert_int_equal(pthread_create(&th[k], NULL, putter_main, &p[k]), 0);
+        for (size_t k = 0; k < PUTTERS; k++) {
+                assert_int_equal(pthread_join(th[k], NULL), 0);
+                assert_int_equal(p[k].r, 0);
+        }
+        for (size_t k = 0; k < PUTTERS; k++)
+                for (size_t i = 0; i < PUTS; i++)
+                        assert_int_equal(store_wait(p[k].final[i]), 0);
+        assert_int_equal(store_count(f->s), PUTTERS * PUTS);
+        for (size_t k = 0; k < PUTTERS; k++)
+                for (size_t i = 0; i < PUTS; i++) {
+                        json_t *got = NULL, *want = store_public_copy(p[k].docs[i][2], true);
+                        char *a, *b;
+
+                        assert_int_equal(store_get(f->s, ids[k][i], &got), 0);
+                        assert_int_equal(store_public_expand(want), 0);
+                        a = json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT);
+                        b = json_dumps(want, JSON_SORT_KEYS | JSON_COMPACT);
+                        assert_string_equal(a, b);
+                        free(a);
+                        free(b);
+                        json_decref(got);
+                        json_decref(want);
+                        for (size_t c = 0; c < 3; c++)
+                                json_decref(p[k].docs[i][c]);
+                }
 }
 
 /* A part's row is updated without naming its device when the device is the same; a document
@@ -849,6 +930,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_export_writes_every_job, setup, teardown),
             cmocka_unit_test_setup_teardown(test_changes_of_one_job_keep_the_last, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_concurrent_changes_are_stored_as_their_last, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_part_that_changes_device_is_listed_under_the_new_one, setup, teardown),
             cmocka_unit_test_setup_teardown(test_a_lone_waiter_does_not_wait_for_a_gathering_commit,
