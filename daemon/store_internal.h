@@ -123,7 +123,6 @@ struct store_ticket {
         _Atomic int prep;
         struct store_row prep_row;
         struct store_ticket *prep_prev, *prep_next;
-        bool in_prep_list;
         bool superseded;  /* a later ticket of the same batch writes the same job */
         bool waited;      /* someone will store_wait/poll: the writer must not free it */
         atomic_bool done; /* set (release) after r: store_poll reads it without the lock */

@@ -441,8 +441,8 @@ void store_read_stats(struct store *s)
 
 static void prep_unlink(struct store *s, struct store_ticket *t)
 {
-        if (!t->in_prep_list)
-                return;
+        if (!t->prep_prev && s->prep_head != t)
+                return; /* not listed */
         if (t->prep_prev)
                 t->prep_prev->prep_next = t->prep_next;
         else
@@ -452,7 +452,6 @@ static void prep_unlink(struct store *s, struct store_ticket *t)
         else
                 s->prep_tail = t->prep_prev;
         t->prep_prev = t->prep_next = NULL;
-        t->in_prep_list = false;
 }
 
 /* Under mu: until the prep thread has finished the dump of t it has in hand, if any. */
@@ -473,7 +472,6 @@ static void prep_release(struct store *s, struct store_ticket *t)
         prep_unlink(s, t);
         prep_wait_locked(s, t);
         store_row_free(&t->prep_row);
-        memset(&t->prep_row, 0, sizeof(t->prep_row));
 }
 
 /* Make the rows of the changes queued, oldest first, while the writer commits others. A
@@ -1128,7 +1126,6 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
         else
                 s->prep_head = t;
         s->prep_tail = t;
-        t->in_prep_list = true;
         if (s->prep_idle)
                 pthread_cond_signal(&s->prep_work);
         pthread_mutex_unlock(&s->mu);
@@ -1261,32 +1258,25 @@ int store_writer_start(struct store *s)
         return 0;
 }
 
+/* One of the store's threads told to stop (stopping, its condition signalled) and joined. */
+static void stop_thread(struct store *s, pthread_cond_t *wake, pthread_t thread, bool *started)
+{
+        if (!*started)
+                return;
+        pthread_mutex_lock(&s->mu);
+        s->stopping = true;
+        pthread_cond_signal(wake);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(thread, NULL);
+        *started = false;
+}
+
 void store_writer_stop(struct store *s)
 {
-        if (s->thread_started) {
-                pthread_mutex_lock(&s->mu);
-                s->stopping = true;
-                pthread_cond_signal(&s->work);
-                pthread_mutex_unlock(&s->mu);
-                pthread_join(s->thread, NULL);
-                s->thread_started = false;
-        }
-        if (s->prep_started) {
-                pthread_mutex_lock(&s->mu);
-                s->stopping = true;
-                pthread_cond_signal(&s->prep_work);
-                pthread_mutex_unlock(&s->mu);
-                pthread_join(s->prep_thread, NULL);
-                s->prep_started = false;
-        }
-        if (s->ckpt_started) {
-                pthread_mutex_lock(&s->mu);
-                s->stopping = true;
-                pthread_cond_signal(&s->ckpt);
-                pthread_mutex_unlock(&s->mu);
-                pthread_join(s->ckpt_thread, NULL);
-                s->ckpt_started = false;
-        }
+        /* The writer first: it drains what is queued, making what the prep thread has not. */
+        stop_thread(s, &s->work, s->thread, &s->thread_started);
+        stop_thread(s, &s->prep_work, s->prep_thread, &s->prep_started);
+        stop_thread(s, &s->ckpt, s->ckpt_thread, &s->ckpt_started);
         sqlite3_close(s->cdb);
         s->cdb = NULL;
 }
