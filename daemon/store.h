@@ -52,6 +52,14 @@ void store_close(struct store *s);
  * caller must store_wait() or store_poll() it; without, a failure is only logged. 0, -EINVAL (no
  * valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+/* Queue a write of part idx's state alone, the job's document left as it is: a part's start,
+ * which a restart must find (to say the part was interrupted rather than run it again), costs a
+ * small row instead of a dump and the job's whole row. The document catches up with a later
+ * store_put; until then the job's columns and lists show its last store_put, and store_recover
+ * hands on the part's row (store_open_job.parts), which recovery lays over the document. state
+ * must live as long as the program (a job_state_names string). Fire and forget: a failure to
+ * commit is logged. 0, -EINVAL (no valid id) or -ENOMEM, logged; nothing is queued on failure. */
+int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
 /* Wait for the ticket's commit and free it (a wait makes the writer commit what is queued now,
  * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
  * disk full, -EIO: anything else). */

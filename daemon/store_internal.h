@@ -44,6 +44,7 @@ enum {
         W_DEL_PARTS,
         W_UPSERT_PART,
         W_PART_DEVICE,
+        W_PART_STATE,
         W_STATS,
         W_OLD_BY_AGE,
         W_OLD_BY_ID,
@@ -123,7 +124,12 @@ struct store_ticket {
         _Atomic int prep;
         struct store_row prep_row;
         struct store_ticket *prep_prev, *prep_next;
-        bool superseded;  /* a later ticket of the same batch writes the same job */
+        bool superseded; /* a later ticket of the same batch writes the same job's document */
+        /* store_put_part's: only part part_idx's state (a static string), no document, no
+         * snapshot; prep is PREP_OWNED from the start, so the prep thread never sees it. */
+        bool part_only;
+        size_t part_idx;
+        const char *part_state;
         bool waited;      /* someone will store_wait/poll: the writer must not free it */
         atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
         int r;

@@ -40,6 +40,8 @@ const char *const store_wsql[W_COUNT] = {
                       "WHERE uuid = ?3",
     [W_PART_DEVICE] = "UPDATE parts SET uuid = ?3, state = ?4, verdict = ?5 WHERE job_id = ?1 AND "
                       "idx = ?2",
+    /* A part's start (store_put_part): one small row, no index touched (state is in none). */
+    [W_PART_STATE] = "UPDATE parts SET state = ?3 WHERE job_id = ?1 AND idx = ?2",
     [W_STATS] = "SELECT jobs, finished, bytes FROM stats",
     [W_OLD_BY_AGE] = "SELECT id FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms < ?1 "
                      "ORDER BY finished_ms LIMIT ?2",
@@ -552,18 +554,38 @@ static int ticket_row(struct store *s, struct store_ticket *t)
         return 0;
 }
 
+/* A part's state alone (store_put_part). Its row is there unless the job's first write failed
+ * or retention deleted the job: then nothing changes, as nothing should. */
+static int write_part_state(struct store *s, const struct store_ticket *t)
+{
+        sqlite3_stmt *st = s->w[W_PART_STATE];
+        int r;
+
+        sqlite3_bind_text(st, 1, t->row.id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)t->part_idx);
+        sqlite3_bind_text(st, 3, t->part_state, -1, SQLITE_STATIC);
+        r = store_wstep(s, st);
+        sqlite3_clear_bindings(st);
+        return r;
+}
+
 /* One transaction for the tickets in list; 0 or -errno for all of them. */
 static int commit_list(struct store *s, struct store_ticket *list, size_t max)
 {
         int r = store_wstep(s, s->w[W_BEGIN]);
         size_t n = 0;
 
-        for (struct store_ticket *t = list; r == 0 && t && n < max; t = t->next, n++)
-                if (max == 1 || !t->superseded) {
-                        r = ticket_row(s, t);
-                        if (r == 0)
-                                r = store_write_row(s, &t->row);
+        for (struct store_ticket *t = list; r == 0 && t && n < max; t = t->next, n++) {
+                if (max != 1 && t->superseded)
+                        continue;
+                if (t->part_only) {
+                        r = write_part_state(s, t);
+                        continue;
                 }
+                r = ticket_row(s, t);
+                if (r == 0)
+                        r = store_write_row(s, &t->row);
+        }
         if (r == 0)
                 r = store_wstep(s, s->w[W_COMMIT]);
         if (r < 0 && !sqlite3_get_autocommit(s->wdb))
@@ -571,13 +593,15 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
         return r;
 }
 
-/* Mark each ticket that a later one in batch writes again (the same job): its rows would be
- * replaced inside the same transaction, so writing them is work for nothing. A job's running
- * and final changes often meet in one batch. Without memory for the table nothing is marked. */
+/* Mark each ticket whose rows a later document of the same job in batch writes again: they
+ * would be replaced inside the same transaction, so writing them is work for nothing. A job's
+ * running and final changes often meet in one batch. A part's state alone (part_only) is
+ * superseded by a later document like any change, but supersedes nothing: the document before
+ * it must still be written. Without memory for the tables nothing is marked. */
 static void mark_superseded(struct store_ticket *batch)
 {
         size_t n = 0, size = 16;
-        struct store_ticket **tab;
+        struct store_ticket **arr, **tab;
 
         for (struct store_ticket *t = batch; t; t = t->next)
                 n++;
@@ -585,10 +609,15 @@ static void mark_superseded(struct store_ticket *batch)
                 return;
         while (size < 2 * n)
                 size *= 2;
-        tab = calloc(size, sizeof(*tab));
-        if (!tab)
-                return;
-        for (struct store_ticket *t = batch; t; t = t->next) {
+        arr = malloc(n * sizeof(*arr));
+        tab = calloc(size, sizeof(*tab)); /* per job: its latest document of those seen */
+        if (!arr || !tab)
+                goto out;
+        n = 0;
+        for (struct store_ticket *t = batch; t; t = t->next)
+                arr[n++] = t;
+        for (size_t i = n; i-- > 0;) { /* from the newest: is a document of t's job later? */
+                struct store_ticket *t = arr[i];
                 uint64_t h = UINT64_C(14695981039346656037);
                 size_t k;
 
@@ -598,9 +627,12 @@ static void mark_superseded(struct store_ticket *batch)
                         if (strcasecmp(tab[k]->row.id, t->row.id) == 0)
                                 break;
                 if (tab[k])
-                        tab[k]->superseded = true;
-                tab[k] = t;
+                        t->superseded = true;
+                else if (!t->part_only)
+                        tab[k] = t;
         }
+out:
+        free(arr);
         free(tab);
 }
 
@@ -1083,6 +1115,32 @@ oom:
         return NULL;
 }
 
+/* Under mu: t at the end of the writer's queue (and, unless part_only, of the prep list). */
+static void ticket_queue_locked(struct store *s, struct store_ticket *t)
+{
+        if (s->tail)
+                s->tail->next = t;
+        else {
+                s->head = t;
+                s->head_ms = t->queued_ms;
+                /* Only the first wakes the writer: it then waits STORE_LAZY_MS for more, or
+                 * less when someone waits (store_wait, store_sync). */
+                pthread_cond_signal(&s->work);
+        }
+        s->tail = t;
+        s->queued++;
+        if (t->part_only)
+                return;
+        t->prep_prev = s->prep_tail;
+        if (s->prep_tail)
+                s->prep_tail->prep_next = t;
+        else
+                s->prep_head = t;
+        s->prep_tail = t;
+        if (s->prep_idle)
+                pthread_cond_signal(&s->prep_work);
+}
+
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
@@ -1109,28 +1167,32 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
         t->waited = ret_ticket != NULL;
         t->queued_ms = now_monotonic_ms();
         pthread_mutex_lock(&s->mu);
-        if (s->tail)
-                s->tail->next = t;
-        else {
-                s->head = t;
-                s->head_ms = t->queued_ms;
-                /* Only the first wakes the writer: it then waits STORE_LAZY_MS for more, or
-                 * less when someone waits (store_wait, store_sync). */
-                pthread_cond_signal(&s->work);
-        }
-        s->tail = t;
-        s->queued++;
-        t->prep_prev = s->prep_tail;
-        if (s->prep_tail)
-                s->prep_tail->prep_next = t;
-        else
-                s->prep_head = t;
-        s->prep_tail = t;
-        if (s->prep_idle)
-                pthread_cond_signal(&s->prep_work);
+        ticket_queue_locked(s, t);
         pthread_mutex_unlock(&s->mu);
         if (ret_ticket)
                 *ret_ticket = t;
+        return 0;
+}
+
+int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state)
+{
+        struct store_ticket *t;
+
+        assert(state);
+        if (!job_id || !uuid_is_valid(job_id))
+                return log_error_errno(EINVAL, "Refusing to store a part of a job without id");
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return log_error_errno(ENOMEM, "Cannot queue job %s's part change", job_id);
+        snprintf(t->row.id, sizeof(t->row.id), "%s", job_id);
+        t->part_only = true;
+        t->part_idx = idx;
+        t->part_state = state;
+        atomic_init(&t->prep, PREP_OWNED);
+        t->queued_ms = now_monotonic_ms();
+        pthread_mutex_lock(&s->mu);
+        ticket_queue_locked(s, t);
+        pthread_mutex_unlock(&s->mu);
         return 0;
 }
 

@@ -163,7 +163,7 @@ static void part_mark_running(struct jobs *js, struct job *j, size_t i)
         job_update_state(js, j);
         /* Queued at once, not with the part's end: a restart after a crash must find it
          * running, to say it was interrupted rather than run it again. */
-        job_persist(js, j);
+        job_persist_part(js, j, i);
 }
 
 /* A look that began at or after `since` (0: none asked for) is a look right before a start. */

@@ -371,6 +371,18 @@ int job_persist(struct jobs *js, struct job *j)
         return r;
 }
 
+/* The part's row now (store_put_part), the document as a part's end's is (job_persist_soon):
+ * mostly within its job's final write. A start's whole document was nearly half of the
+ * documents a job's changes wrote under a submit load (issue 23); a restart still finds the
+ * part running, since recovery lays the part's row over the document. */
+void job_persist_part(struct jobs *js, struct job *j, size_t i)
+{
+        if (store_put_part(js->store, j->id, i, job_state_names[j->parts[i].st]) == 0)
+                job_persist_soon(js, j);
+        else
+                (void)job_persist(js, j); /* out of memory (logged): the whole document */
+}
+
 void job_persist_soon(struct jobs *js, struct job *j)
 {
         j->rewritten = true;

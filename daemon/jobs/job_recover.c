@@ -252,6 +252,29 @@ static int recover_fast(struct jobs *js, struct store_open_job *o)
         return 1;
 }
 
+/* A part's start is written as its row alone (store_put_part), the document following later:
+ * a part whose row says running while the document still says queued was started, and is
+ * recovered as running (so interrupted), its job with it. Nothing else is taken from the rows:
+ * the document is the truth for every other state. */
+static void overlay_started_parts(json_t *doc, const struct store_open_job *o)
+{
+        json_t *parts = json_object_get(doc, "parts");
+        const char *queued = job_state_names[JOB_QUEUED], *running = job_state_names[JOB_RUNNING];
+        bool started = false;
+
+        for (size_t i = 0; i < o->n_parts && i < json_array_size(parts); i++) {
+                json_t *p = json_array_get(parts, i);
+
+                if (!json_is_object(p) || !streq_ptr(o->parts[i].state, running) ||
+                    !streq_ptr(json_string_value(json_object_get(p, "state")), queued))
+                        continue;
+                if (json_object_set_new(p, "state", json_string(running)) == 0)
+                        started = true;
+        }
+        if (started && streq_ptr(json_string_value(json_object_get(doc, "state")), queued))
+                json_object_set_new(doc, "state", json_string(running));
+}
+
 static int recover_one(struct store_open_job *o, void *userdata)
 {
         struct jobs *js = userdata;
@@ -269,6 +292,7 @@ static int recover_one(struct store_open_job *o, void *userdata)
                 log_warning("store: unfinished job %s is not valid JSON; skipped", o->id);
                 return 0;
         }
+        overlay_started_parts(doc, o);
         return recover_doc(js, doc);
 }
 

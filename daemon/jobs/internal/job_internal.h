@@ -177,6 +177,9 @@ int job_persist(struct jobs *js, struct job *j);
  * final): written within JOB_PERSIST_DELAY_MS by jobs_unlock, or sooner by any job_persist of
  * the job, so that the parts' ends usually go to the store as one final document. */
 void job_persist_soon(struct jobs *js, struct job *j);
+/* Part i just started: its state row is queued now (a restart must find it running), the
+ * rest of the change as job_persist_soon's. */
+void job_persist_part(struct jobs *js, struct job *j, size_t i);
 /* Before an answer shows the job: its pending change, if any, is queued now (an answer only
  * shows what is committed or queued ahead of its store_sync). */
 void job_persist_shown(struct jobs *js, struct job *j);

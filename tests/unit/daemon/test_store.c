@@ -622,6 +622,133 @@ static void test_recover_finds_each_open_jobs_parts_past_finished_ones(void **st
         assert_string_equal(seen.uuids[2][0], DEV_A);
 }
 
+/* Part idx's state in the parts table ("" when it has no row), read on a connection of its own. */
+static void part_row_state(const char *dir, const char *id, int idx, char ret[32])
+{
+        char *path = NULL;
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+
+        assert_true(asprintf(&path, "%s/umd.db", dir) > 0);
+        assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        assert_int_equal(
+            sqlite3_prepare_v2(db, "SELECT state FROM parts WHERE job_id = ?1 AND idx = ?2", -1,
+                               &st, NULL),
+            SQLITE_OK);
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, idx);
+        ret[0] = '\0';
+        if (sqlite3_step(st) == SQLITE_ROW)
+                snprintf(ret, 32, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        free(path);
+}
+
+/* What store_recover handed on of the one open job: its state column, its parts' row states. */
+struct open_states {
+        char state[32], parts[2][32];
+        size_t n;
+};
+
+static int note_states(struct store_open_job *o, void *userdata)
+{
+        struct open_states *seen = userdata;
+
+        seen->n++;
+        snprintf(seen->state, sizeof(seen->state), "%s", o->state);
+        for (size_t i = 0; i < o->n_parts && i < 2; i++)
+                snprintf(seen->parts[i], sizeof(seen->parts[i]), "%s", o->parts[i].state);
+        return 0;
+}
+
+static void test_a_part_state_alone_changes_its_row_and_not_the_document(void **state)
+{
+        struct fx *f = *state;
+        const char *ab[] = {DEV_A, DEV_B};
+        char id[UUID_STRING_MAX];
+        struct open_states seen = {0};
+        json_t *j = job_at(id, 5000, "queued", "copy", ab, 2), *got = NULL;
+
+        put_sync(f->s, j);
+        assert_int_equal(store_put_part(f->s, id, 1, "running"), 0);
+        store_sync(f->s);
+        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_string_equal(json_string_value(json_object_get(got, "state")), "queued");
+        assert_string_equal(json_string_value(json_object_get(
+                                json_array_get(json_object_get(got, "parts"), 1), "state")),
+                            "queued");
+        /* recovery is handed the part's row beside the document's columns */
+        assert_int_equal(store_recover(f->s, note_states, &seen), 0);
+        assert_int_equal(seen.n, 1);
+        assert_string_equal(seen.state, "queued");
+        assert_string_equal(seen.parts[0], "queued");
+        assert_string_equal(seen.parts[1], "running");
+        json_decref(got);
+        json_decref(j);
+}
+
+static void test_a_part_state_keeps_the_document_queued_before_it(void **state)
+{
+        struct fx *f = *state;
+        const char *a[] = {DEV_A};
+        char id[UUID_STRING_MAX], row[32];
+        json_t *j = job_at(id, 6000, "queued", "copy", a, 1), *got = NULL;
+
+        put_sync(f->s, j);
+        /* A document, then a part's state, then the sync: one batch, in which the part's state
+         * must not count as a later write of the job's document. */
+        json_object_set_new(j, "labels", json_pack("{s:s}", "team", "b"));
+        assert_int_equal(store_put(f->s, j, NULL), 0);
+        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
+        store_sync(f->s);
+        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(got, "labels"), "team")), "b");
+        part_row_state(f->path, id, 0, row);
+        assert_string_equal(row, "running");
+        json_decref(got);
+        json_decref(j);
+}
+
+static void test_a_later_document_replaces_a_part_state_queued_before_it(void **state)
+{
+        struct fx *f = *state;
+        const char *a[] = {DEV_A};
+        char id[UUID_STRING_MAX], row[32];
+        json_t *j = job_at(id, 7000, "queued", "copy", a, 1);
+        struct store_ticket *t = NULL;
+
+        put_sync(f->s, j);
+        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
+        json_object_set_new(j, "state", json_string("succeeded"));
+        json_object_set_new(json_array_get(json_object_get(j, "parts"), 0), "state",
+                            json_string("succeeded"));
+        json_object_set_new(j, "finished_ms", json_integer(7001));
+        assert_int_equal(store_put(f->s, j, &t), 0);
+        assert_int_equal(store_wait(t), 0);
+        part_row_state(f->path, id, 0, row);
+        assert_string_equal(row, "succeeded");
+        json_decref(j);
+}
+
+static void test_a_part_state_of_an_unknown_job_changes_nothing(void **state)
+{
+        struct fx *f = *state;
+        char id[UUID_STRING_MAX], row[32];
+        struct open_states seen = {0};
+
+        assert_int_equal(uuid7_generate_at(8000, id), 0);
+        assert_int_equal(store_put_part(f->s, "not-a-uuid", 0, "running"), -EINVAL);
+        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
+        store_sync(f->s);
+        part_row_state(f->path, id, 0, row);
+        assert_string_equal(row, "");
+        assert_int_equal(store_count(f->s), 0);
+        assert_int_equal(store_recover(f->s, note_states, &seen), 0);
+        assert_int_equal(seen.n, 0);
+}
+
 /* What a job held only in the store reads back: its internal document, request and created_ms
  * included, equal to what was put. */
 static void test_get_internal_reads_back_what_was_put(void **state)
@@ -930,6 +1057,14 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_export_writes_every_job, setup, teardown),
             cmocka_unit_test_setup_teardown(test_changes_of_one_job_keep_the_last, setup, teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_part_state_alone_changes_its_row_and_not_the_document, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_a_part_state_keeps_the_document_queued_before_it,
+                                            setup, teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_later_document_replaces_a_part_state_queued_before_it, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_a_part_state_of_an_unknown_job_changes_nothing,
+                                            setup, teardown),
             cmocka_unit_test_setup_teardown(test_concurrent_changes_are_stored_as_their_last, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(
