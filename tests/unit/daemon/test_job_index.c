@@ -154,6 +154,47 @@ static void db_exec(const char *sql, const char *id)
         sqlite3_close(db);
 }
 
+/* One text the fixture's database answers for id ("" when no row), on a connection of its own. */
+static void db_text(const char *sql, const char *id, char *ret, size_t size)
+{
+        char path[4096];
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+
+        snprintf(path, sizeof(path), "%s/umd.db", fx->dir);
+        assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        ret[0] = '\0';
+        if (sqlite3_step(st) == SQLITE_ROW)
+                snprintf(ret, size, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+}
+
+static void test_a_start_is_stored_as_its_part_row_and_the_document_follows_when_shown(void **state)
+{
+        char a[JOB_ID_MAX], txt[64];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
+        assert_int_equal(fx->n_dispatched, 1);
+        store_sync(fx->d.store);
+        /* The part's row says it runs (a crash now recovers it interrupted); the document, not
+         * yet written again, still says queued. */
+        db_text("SELECT state FROM parts WHERE job_id = ?1 AND idx = 0", a, txt, sizeof(txt));
+        assert_string_equal(txt, "running");
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "queued");
+        /* An answer that shows the job writes its document first. */
+        assert_string_equal(fx_state(a), "running");
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "running");
+        db_text("SELECT json_extract(doc, '$.parts[0].state') FROM jobs WHERE id = ?1", a, txt,
+                sizeof(txt));
+        assert_string_equal(txt, "running");
+}
+
 static void test_waiting_jobs_are_recovered_unchecked_and_checked_after_start(void **state)
 {
         char a[JOB_ID_MAX], b[JOB_ID_MAX], c[JOB_ID_MAX];
@@ -221,6 +262,9 @@ int main(void)
             cmocka_unit_test_setup_teardown(
                 test_a_job_whose_columns_disagree_with_its_document_follows_the_document, fx_setup,
                 fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_start_is_stored_as_its_part_row_and_the_document_follows_when_shown,
+                fx_setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
