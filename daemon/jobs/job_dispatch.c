@@ -579,8 +579,8 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 log_info("job %s (%s) %s", j->id, job_benchmark(j), job_state_names[j->st]);
         }
         /* A part's end before the job's (its result: the bulk of the document) waits, for
-         * JOB_PERSIST_DELAY_MS at most, for the write of the job's final document or of
-         * another part's start, either of which carries it. */
+         * JOB_PERSIST_DELAY_MS at most, for the write of the job's final document, which
+         * carries it (another part's start writes only that part's row). */
         if (job_state_final(j->st)) {
                 job_persist(js, j);
                 jobs_retention_apply(js);

@@ -21,9 +21,9 @@ struct store;
 struct store_ticket;
 struct queue;
 
-/* How long a change nobody waits for may wait for its write (job_persist_soon: a part's end
- * while other parts of the job are not final): longer than the parts of a job on every GPU
- * take to end one after another, so that they meet in its final write (they run from separate
+/* How long a change nobody waits for may wait for its write (job_persist_soon: a part's start
+ * or its end while other parts of the job are not final): longer than the parts of a job on every
+ * GPU take to end one after another, so that they meet in its final write (they run from separate
  * queues, which drift apart: at 100 ms nearly every job of a drain was written once more, at a
  * second about a third of them); short beside a real benchmark. What a crash within it loses
  * was told to no one (an answer showing the job writes it first): the next start finds that
