@@ -138,6 +138,8 @@ int __real_store_wait(struct store_ticket *t);
 int __real_store_poll(struct store_ticket *t, int *ret_r);
 int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
 int __wrap_store_wait(struct store_ticket *t);
+int __real_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
+int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
 int __wrap_store_poll(struct store_ticket *t, int *ret_r);
 int __real_store_get_internal(struct store *s, const char *id, json_t **ret);
 int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret);
@@ -156,6 +158,15 @@ int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **r
                 return -ENOMEM;
         }
         return __real_store_put(s, job, ret_ticket);
+}
+
+int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state)
+{
+        if (fx && fx->fail_put_part > 0) {
+                fx->fail_put_part--;
+                return -ENOMEM;
+        }
+        return __real_store_put_part(s, job_id, idx, state);
 }
 
 int __wrap_store_wait(struct store_ticket *t)

@@ -195,6 +195,23 @@ static void test_a_start_is_stored_as_its_part_row_and_the_document_follows_when
         assert_string_equal(txt, "running");
 }
 
+static void test_a_start_whose_part_row_cannot_be_queued_writes_the_whole_document(void **state)
+{
+        char a[JOB_ID_MAX], txt[64];
+
+        (void)state;
+        fx->fail_put_part = 1;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
+        assert_int_equal(fx->n_dispatched, 1);
+        assert_int_equal(fx->fail_put_part, 0);
+        store_sync(fx->d.store);
+        /* No answer showed the job: the document was queued at once all the same. */
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "running");
+        db_text("SELECT state FROM parts WHERE job_id = ?1 AND idx = 0", a, txt, sizeof(txt));
+        assert_string_equal(txt, "running");
+}
+
 static void test_waiting_jobs_are_recovered_unchecked_and_checked_after_start(void **state)
 {
         char a[JOB_ID_MAX], b[JOB_ID_MAX], c[JOB_ID_MAX];
@@ -265,6 +282,9 @@ int main(void)
             cmocka_unit_test_setup_teardown(
                 test_a_start_is_stored_as_its_part_row_and_the_document_follows_when_shown,
                 fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_start_whose_part_row_cannot_be_queued_writes_the_whole_document, fx_setup,
+                fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
