@@ -593,6 +593,38 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
         return r;
 }
 
+/* The tickets of list in order, as an array of *ret_n (so that a batch can be walked from its
+ * newest), and the size of an open-addressing table by job id for them: a power of two, at
+ * least twice as many. NULL when out of memory (*ret_n is still set). */
+static struct store_ticket **tickets_array(struct store_ticket *list, size_t *ret_n,
+                                           size_t *ret_size)
+{
+        size_t n = 0, size = 16;
+        struct store_ticket **arr;
+
+        for (struct store_ticket *t = list; t; t = t->next)
+                n++;
+        while (size < 2 * n)
+                size *= 2;
+        *ret_n = n;
+        *ret_size = size;
+        arr = malloc((n ?: 1) * sizeof(*arr));
+        n = 0;
+        for (struct store_ticket *t = list; arr && t; t = t->next)
+                arr[n++] = t;
+        return arr;
+}
+
+/* Where a job id's probe starts in a table of size slots (a power of two): ids in any case. */
+static size_t id_slot(const char *id, size_t size)
+{
+        uint64_t h = UINT64_C(14695981039346656037);
+
+        for (const char *c = id; *c; c++)
+                h = (h ^ (unsigned char)(*c | 0x20)) * UINT64_C(1099511628211);
+        return h & (size - 1);
+}
+
 /* Mark each ticket whose rows a later document of the same job in batch writes again: they
  * would be replaced inside the same transaction, so writing them is work for nothing. A job's
  * running and final changes often meet in one batch. A part's state alone (part_only) is
@@ -600,30 +632,20 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
  * it must still be written. Without memory for the tables nothing is marked. */
 static void mark_superseded(struct store_ticket *batch)
 {
-        size_t n = 0, size = 16;
-        struct store_ticket **arr, **tab;
+        size_t n, size;
+        struct store_ticket **arr, **tab = NULL;
 
-        for (struct store_ticket *t = batch; t; t = t->next)
-                n++;
-        if (n < 2)
+        if (!batch || !batch->next)
                 return;
-        while (size < 2 * n)
-                size *= 2;
-        arr = malloc(n * sizeof(*arr));
+        arr = tickets_array(batch, &n, &size);
         tab = calloc(size, sizeof(*tab)); /* per job: its latest document of those seen */
         if (!arr || !tab)
                 goto out;
-        n = 0;
-        for (struct store_ticket *t = batch; t; t = t->next)
-                arr[n++] = t;
         for (size_t i = n; i-- > 0;) { /* from the newest: is a document of t's job later? */
                 struct store_ticket *t = arr[i];
-                uint64_t h = UINT64_C(14695981039346656037);
                 size_t k;
 
-                for (const char *c = t->row.id; *c; c++)
-                        h = (h ^ (unsigned char)(*c | 0x20)) * UINT64_C(1099511628211);
-                for (k = h & (size - 1); tab[k]; k = (k + 1) & (size - 1))
+                for (k = id_slot(t->row.id, size); tab[k]; k = (k + 1) & (size - 1))
                         if (strcasecmp(tab[k]->row.id, t->row.id) == 0)
                                 break;
                 if (tab[k])
@@ -924,31 +946,21 @@ static struct store_ticket *take_batch(struct store *s, uint64_t now)
         } *tab = NULL;
         struct store_ticket **arr = NULL;
         bool *kept = NULL;
-        size_t n = 0, size = 16;
+        size_t n, size;
 
         s->head = s->tail = NULL;
         if (!s->urgent || s->flush_all || s->stopping)
                 goto all;
-        for (struct store_ticket *t = all; t; t = t->next)
-                n++;
-        while (size < 2 * n)
-                size *= 2;
-        arr = malloc(n * sizeof(*arr));
-        kept = malloc(n * sizeof(*kept));
+        arr = tickets_array(all, &n, &size);
+        kept = malloc((n ?: 1) * sizeof(*kept));
         tab = calloc(size, sizeof(*tab));
         if (!arr || !kept || !tab)
                 goto all;
-        n = 0;
-        for (struct store_ticket *t = all; t; t = t->next)
-                arr[n++] = t;
         for (size_t i = n; i-- > 0;) {
                 struct store_ticket *t = arr[i];
-                uint64_t h = UINT64_C(14695981039346656037);
                 size_t k;
 
-                for (const char *c = t->row.id; *c; c++)
-                        h = (h ^ (unsigned char)(*c | 0x20)) * UINT64_C(1099511628211);
-                for (k = h & (size - 1); tab[k].id; k = (k + 1) & (size - 1))
+                for (k = id_slot(t->row.id, size); tab[k].id; k = (k + 1) & (size - 1))
                         if (strcasecmp(tab[k].id, t->row.id) == 0)
                                 break;
                 /* tab[k]: the nearest later ticket of the same job, if any. */
