@@ -1,13 +1,16 @@
 /* The look at the GPUs (see coexist.h). Owns one thread; never holds core_lock while asking the
- * driver, because NVML may take long on a GPU in trouble and the API must stay up. Looks every
- * busy_poll_ms, and at once when dispatch pokes it: right before a part starts and right after
- * it ends, so a verdict never rests on a look up to busy_poll_ms old. */
+ * driver, because NVML may take long on a GPU in trouble and the API must stay up. Looks at
+ * every GPU every busy_poll_ms, and at once at the GPU dispatch pokes it for: right before a
+ * part starts and right after it ends, so a verdict never rests on a look up to busy_poll_ms
+ * old. A poke looks at its own GPU alone: on a node of eight, a part's end asked the driver
+ * about all eight, and under a steady stream of pokes that was the only look there was. */
 #include "coexist.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "config.h"
@@ -28,9 +31,13 @@ static const struct umd_config *cfg;
 static struct supervisor *sup;
 static struct jobs *jobs; /* d->jobs: told what each look found */
 
-static bool poked; /* a look was asked for (coexist_poke), under lock */
+/* Under lock: a look was asked for (coexist_poke), at every GPU, or at those marked. */
+static bool poked, poked_all;
+static bool *poked_dev;
+static size_t n_devs;
 
-static void look(void)
+/* Looks at the GPUs marked in only, or at every one when only is NULL. */
+static void look(const bool *only)
 {
         for (size_t i = 0; i < devices_count(); i++) {
                 char uuid[64];
@@ -38,6 +45,8 @@ static void look(void)
                 struct gpu_state st;
                 uint64_t at = now_monotonic_ms();
 
+                if (only && (i >= n_devs || !only[i]))
+                        continue;
                 core_lock();
                 struct device *d = devices_get(i);
                 snprintf(uuid, sizeof(uuid), "%s", d->uuid);
@@ -86,29 +95,44 @@ static void schedule(void)
 
 static void *coexist_main(void *arg)
 {
-        (void)arg;
+        bool *only = arg;
+        uint64_t full_due = 0; /* when every GPU is looked at again */
+
         pthread_mutex_lock(&lock);
         while (!stopping) {
                 struct timespec ts;
+                uint64_t now = now_monotonic_ms();
+                bool full = poked_all || now >= full_due;
 
-                poked = false;
+                /* The periodic look keeps its period under a stream of pokes. */
+                if (full)
+                        full_due = now + cfg->busy_poll_ms;
+                memcpy(only, poked_dev, n_devs * sizeof(*only));
+                memset(poked_dev, 0, n_devs * sizeof(*poked_dev));
+                poked = poked_all = false;
                 pthread_mutex_unlock(&lock);
-                look();
+                look(full ? NULL : only);
                 schedule();
                 pthread_mutex_lock(&lock);
-                deadline_after_ms(CLOCK_MONOTONIC, cfg->busy_poll_ms, &ts);
+                now = now_monotonic_ms();
+                deadline_after_ms(CLOCK_MONOTONIC, full_due > now ? (unsigned)(full_due - now) : 0,
+                                  &ts);
                 while (!stopping && !poked && pthread_cond_timedwait(&cond, &lock, &ts) == 0)
                         ;
         }
         pthread_mutex_unlock(&lock);
-        return NULL;
+        return only;
 }
 
 /* Called with core_lock held (dispatch): takes only this file's lock, which the thread never
  * holds while it takes core_lock. */
-static void coexist_poke(void)
+static void coexist_poke(ssize_t dev)
 {
         pthread_mutex_lock(&lock);
+        if (dev >= 0 && (size_t)dev < n_devs)
+                poked_dev[dev] = true;
+        else
+                poked_all = true;
         poked = true;
         pthread_cond_broadcast(&cond);
         pthread_mutex_unlock(&lock);
@@ -116,17 +140,31 @@ static void coexist_poke(void)
 
 int coexist_start(const struct umd_daemon *d)
 {
+        bool *only;
         int r;
 
         cfg = d->cfg;
         sup = d->sup;
         jobs = d->jobs;
         cond_init_monotonic(&cond);
+        n_devs = devices_count();
+        poked_dev = calloc(n_devs ?: 1, sizeof(*poked_dev));
+        only = calloc(n_devs ?: 1, sizeof(*only));
+        if (!poked_dev || !only) {
+                free(poked_dev);
+                free(only);
+                poked_dev = NULL;
+                return log_error_errno(ENOMEM, "cannot start the GPU watch thread: %m");
+        }
         /* One look before the first dispatch would be ideal, but READY must not wait on NVML:
          * parts dispatched before it run on a GPU whose state is still "unknown". */
-        r = -pthread_create(&thread, NULL, coexist_main, NULL);
-        if (r < 0)
+        r = -pthread_create(&thread, NULL, coexist_main, only);
+        if (r < 0) {
+                free(poked_dev);
+                free(only);
+                poked_dev = NULL;
                 return log_error_errno(r, "cannot start the GPU watch thread: %m");
+        }
         started = true;
         pthread_setname_np(thread, "umd-look");
         job_dispatch_attach_looks(jobs, coexist_poke);
@@ -135,6 +173,8 @@ int coexist_start(const struct umd_daemon *d)
 
 void coexist_stop(void)
 {
+        void *only;
+
         if (!started)
                 return;
         /* No look will come: parts held for one finish now. */
@@ -143,6 +183,9 @@ void coexist_stop(void)
         stopping = true;
         pthread_cond_broadcast(&cond);
         pthread_mutex_unlock(&lock);
-        pthread_join(thread, NULL);
+        pthread_join(thread, &only);
+        free(only);
+        free(poked_dev);
+        poked_dev = NULL;
         started = false;
 }

@@ -172,13 +172,13 @@ static bool looked_since(const struct device *d, uint64_t since)
         return since && d->looked_ms >= since;
 }
 
-/* Ask for a look at once, unless one is asked for already. */
-static void want_look(struct jobs *js, uint64_t *wanted)
+/* Ask for a look at once at GPU dev (-1: every GPU), unless one is asked for already. */
+static void want_look(struct jobs *js, uint64_t *wanted, ssize_t dev)
 {
         if (*wanted)
                 return;
         *wanted = now_monotonic_ms();
-        js->poke();
+        js->poke(dev);
 }
 
 /* Starts the node's head once every GPU is free: no part running, its worker idle or cold
@@ -237,7 +237,7 @@ static void node_try(struct jobs *js, bool fresh)
                 /* Every GPU looked free, but the look may be busy_poll_ms old: start only on a
                  * look of each taken since the node's head was ready. */
                 if (js->poke && !fresh) {
-                        want_look(js, &js->node_look_wanted_ms);
+                        want_look(js, &js->node_look_wanted_ms, -1);
                         return;
                 }
                 if (part_send(js, j, node_index()) < 0)
@@ -302,7 +302,7 @@ static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh)
         /* The decision above read the last look, which may be busy_poll_ms old: a part starts
          * only on a look that began after it was ready (coexist.c looks at once when asked). */
         if (js->poke && !fresh) {
-                want_look(js, &d->look_wanted_ms);
+                want_look(js, &d->look_wanted_ms, (ssize_t)dev);
                 return;
         }
 
@@ -471,7 +471,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         }
         if (h) {
                 d->held = h;
-                js->poke();
+                js->poke((ssize_t)dev);
         } else
                 part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms);
         jobs_unlock(js);
@@ -655,7 +655,7 @@ out:
 
 /* ---- sharing the GPU (coexist.c looks, devctl.c pauses) ---- */
 
-void job_dispatch_attach_looks(struct jobs *js, void (*poke)(void))
+void job_dispatch_attach_looks(struct jobs *js, void (*poke)(ssize_t dev))
 {
         core_lock();
         js->poke = poke;

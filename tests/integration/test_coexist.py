@@ -384,3 +384,30 @@ def test_an_undisturbed_part_is_not_marked_by_the_looks_around_it(umd, tmp_path)
     assert j["state"] == "succeeded"
     assert "contended" not in part(j)
     assert part(j)["verdict"]["verdict"] in ("pass", "warn")
+
+
+def test_a_look_asked_for_one_gpu_leaves_the_others_to_the_periodic_look(umd, tmp_path):
+    d, gpu = start(umd, tmp_path, *RARE_POLL)
+    wait_for(lambda: device(d, 1)["other_processes"] == 0)  # the look at start
+    gpu.set({"1": {"other_processes": 1}})
+    # Device 0's part asks for a look before its start and after its end: at device 0 alone.
+    j = wait_job(d, submit(d, QUICK)["id"])
+    assert j["state"] == "succeeded"
+    assert device(d, 1)["other_processes"] == 0
+    # Device 1's own part asks for its own look, which sees the other process.
+    jid = submit(d, {**QUICK, "device": 1, "busy_policy": "wait"})["id"]
+    j = wait_for(lambda: waiting_part(d, jid), timeout=5, what="the part on device 1 to wait")
+    assert part(j)["waiting"] == "GPU in use by 1 other process"
+    assert device(d, 1)["other_processes"] == 1
+
+
+def test_periodic_looks_keep_their_period_under_a_stream_of_pokes(umd, tmp_path):
+    d, gpu = start(umd, tmp_path, "--busy-poll-ms", "200")
+    wait_for(lambda: device(d, 1)["other_processes"] == 0)
+    gpu.set({"1": {"other_processes": 1}})
+    # Parts on device 0 one after another: a poke every few milliseconds for two seconds.
+    seen, until = False, time.monotonic() + 2
+    while time.monotonic() < until and not seen:
+        wait_job(d, submit(d, QUICK)["id"])
+        seen = device(d, 1)["other_processes"] == 1
+    assert seen, "device 1 was not looked at while device 0's parts poked"

@@ -97,7 +97,7 @@ struct jobs {
         /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown. */
         struct supervisor *sup;
         /* Asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks). */
-        void (*poke)(void);
+        void (*poke)(ssize_t dev);
         bool quiescing;
         struct job **jobs; /* ascending id (submission order) */
         size_t n_jobs, cap_jobs;
