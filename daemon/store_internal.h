@@ -68,7 +68,8 @@ enum {
         R_COUNT
 };
 
-/* List queries are built from which filters are present (6 bits) and kept per connection. */
+/* List queries are built from which filters are present and kept per connection. Q_FINAL:
+ * the state filter names a final state (else an open one). */
 enum {
         Q_STATE = 1,
         Q_BENCH = 2,
@@ -78,7 +79,8 @@ enum {
         Q_UNTIL = 32,
         Q_AFTER = 64,
         Q_DOC = 128,
-        Q_N = 256
+        Q_FINAL = 256,
+        Q_N = 512
 };
 
 struct reader {

@@ -409,6 +409,10 @@ static sqlite3_stmt *list_stmt(struct reader *rd, unsigned mask)
         if ((mask & (bit)) && at < sizeof(sql))                                                    \
                 at += (size_t)snprintf(sql + at, sizeof(sql) - at, " AND %s", cond);
         ADD(Q_STATE, "j.state = ?1");
+        /* Implied by the state, said so that the planner takes the partial index of its kind
+         * (store.c: jobs_state_final, jobs_open_cols). */
+        ADD(Q_STATE,
+            (mask & Q_FINAL) ? "j.state NOT IN ('queued', 'running')" : "j.finished_ms IS NULL");
         ADD(Q_BENCH, "j.benchmark = ?2");
         ADD(Q_BEFORE, (mask & Q_UUID) ? "p.job_id < ?4" : "j.id < ?4");
         ADD(Q_SINCE, (mask & Q_UUID) ? "p.job_id >= ?5" : "j.id >= ?5");
@@ -445,7 +449,8 @@ int store_list_raw(struct store *s, const struct store_query *q, char **ret_text
         unsigned mask = (q->state ? Q_STATE : 0) | (q->benchmark ? Q_BENCH : 0) |
                         (q->uuid ? Q_UUID : 0) | (q->before ? Q_BEFORE : 0) |
                         (q->since_ms ? Q_SINCE : 0) | (q->until_ms ? Q_UNTIL : 0) |
-                        (q->after ? Q_AFTER : 0) | (q->with_results ? Q_DOC : 0);
+                        (q->after ? Q_AFTER : 0) | (q->with_results ? Q_DOC : 0) |
+                        (q->state && q->state_final ? Q_FINAL : 0);
         uint64_t bytes = 0;
         struct reader *rd;
         sqlite3_stmt *st;

@@ -128,8 +128,16 @@ def indexes(state):
     return {r[0] for r in db_execute(state, "SELECT name FROM sqlite_master WHERE type = 'index'")}
 
 
+def as_schema_3(state):
+    """The file as schema 3 left it: every job indexed by its state."""
+    db_execute(state, "DROP INDEX jobs_state_final")
+    db_execute(state, "CREATE INDEX jobs_state ON jobs(state, id)")
+    db_execute(state, "PRAGMA user_version = 3")
+
+
 def as_schema_2(state):
     """The file as schema 2 left it: the open jobs indexed by id alone."""
+    as_schema_3(state)
     db_execute(state, "DROP INDEX jobs_open_cols")
     db_execute(state, "CREATE INDEX jobs_open ON jobs(id) WHERE finished_ms IS NULL")
     db_execute(state, "PRAGMA user_version = 2")
@@ -148,7 +156,7 @@ def test_a_store_of_schema_2_gets_the_covering_index_and_keeps_its_queue(umd, tm
     as_schema_2(state)
     d2 = umd(fake_devices=1, state_dir=state)
     assert {i: d2.get("/v1/jobs/" + i).json() for i in before} == before
-    assert db_execute(state, "PRAGMA user_version") == [(3,)]
+    assert db_execute(state, "PRAGMA user_version") == [(4,)]
     assert "jobs_open_cols" in indexes(state) and "jobs_open" not in indexes(state)
     plan = db_execute(state, "EXPLAIN QUERY PLAN SELECT id, state, priority, cancel_requested, "
                              "client, idempotency_key, created_ms FROM jobs WHERE finished_ms IS "
@@ -156,6 +164,49 @@ def test_a_store_of_schema_2_gets_the_covering_index_and_keeps_its_queue(umd, tm
     assert "COVERING INDEX jobs_open_cols" in plan[0][-1], plan
     assert d2.post("/v1/devices/0/resume").status_code == 200
     assert [wait_job(d2, i)["state"] for i in waiting] == ["succeeded"] * 3
+
+
+def ids_by_status(d, status):
+    return [j["id"] for j in d.get(f"/v1/jobs?status={status}&limit=500").json()["jobs"]]
+
+
+def test_a_store_of_schema_3_gets_the_final_state_index_and_lists_by_state_as_before(umd,
+                                                                                      tmp_path):
+    """Schema 4 indexes only final jobs by state: a schema 3 file loses jobs_state, gets
+    jobs_state_final, and lists by an open or a final state say what they said."""
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    done = [wait_job(d, submit(d, COPY)["id"])["id"] for _ in range(2)]
+    assert d.post("/v1/devices/0/pause", json={"reason": "migration test"}).status_code == 200
+    waiting = [submit(d, COPY)["id"] for _ in range(3)]
+    cancelled = submit(d, COPY)["id"]
+    assert d.delete("/v1/jobs/" + cancelled).status_code == 200
+    before = {s: ids_by_status(d, s) for s in ("queued", "succeeded", "cancelled", "running")}
+    assert sorted(before["queued"]) == sorted(waiting) and sorted(before["succeeded"]) == done
+    assert before["cancelled"] == [cancelled] and before["running"] == []
+    assert d.stop() == 0
+    as_schema_3(state)
+    d2 = umd(fake_devices=1, state_dir=state)
+    assert {s: ids_by_status(d2, s) for s in before} == before
+    assert db_execute(state, "PRAGMA user_version") == [(4,)]
+    assert "jobs_state_final" in indexes(state) and "jobs_state" not in indexes(state)
+
+
+def test_lists_by_state_take_the_partial_index_of_their_kind(umd, tmp_path):
+    """The statements store_read.c makes for a state filter, planned on umd's own file: a final
+    state walks jobs_state_final, an open one jobs_open_cols, neither the whole table."""
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    wait_job(d, submit(d, COPY)["id"])
+    assert d.stop() == 0
+    final = db_execute(state, "EXPLAIN QUERY PLAN SELECT j.summary, j.id FROM jobs j WHERE 1 AND "
+                              "j.state = 'failed' AND j.state NOT IN ('queued', 'running') ORDER "
+                              "BY j.id DESC LIMIT 50")
+    assert "jobs_state_final" in final[0][-1], final
+    open_ = db_execute(state, "EXPLAIN QUERY PLAN SELECT j.summary, j.id FROM jobs j WHERE 1 AND "
+                              "j.state = 'queued' AND j.finished_ms IS NULL ORDER BY j.id DESC "
+                              "LIMIT 50")
+    assert "jobs_open_cols" in open_[0][-1], open_
 
 
 def test_a_store_of_schema_1_is_migrated_and_its_queue_recovered_in_order(umd, tmp_path):
@@ -177,8 +228,9 @@ def test_a_store_of_schema_1_is_migrated_and_its_queue_recovered_in_order(umd, t
     assert {i: d2.get("/v1/jobs/" + i).json() for i in before} == before
     cols = [r[1] for r in db_execute(state, "PRAGMA table_info(jobs)")]
     assert "priority" in cols and "cancel_requested" in cols
-    assert db_execute(state, "PRAGMA user_version") == [(3,)]
-    assert indexes(state) >= {"jobs_open_cols"} and "jobs_open" not in indexes(state)
+    assert db_execute(state, "PRAGMA user_version") == [(4,)]
+    assert indexes(state) >= {"jobs_open_cols", "jobs_state_final"}
+    assert not indexes(state) & {"jobs_open", "jobs_state"}
     assert d2.post("/v1/devices/0/resume").status_code == 200
     done = [wait_job(d2, i) for i in (low, normal, high)]
     started = sorted(done, key=lambda j: j["parts"][0]["started"])
