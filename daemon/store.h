@@ -134,7 +134,6 @@ int store_find_idempotent(struct store *s, const char *key, const char *client, 
 
 struct store_query {
         const char *state;     /* NULL: any */
-        bool state_final;      /* state is a final one (jobs.h's job_state_final) */
         const char *benchmark; /* NULL: any */
         const char *uuid;      /* a part on this device; NULL: any */
         const char *label_key; /* with label_key_len and label_value; NULL: any */

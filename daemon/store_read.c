@@ -442,6 +442,12 @@ static bool label_matches(const json_t *job, const struct store_query *q)
         return false;
 }
 
+/* The states jobs_state_final leaves out (store.c), named as its condition names them. */
+static bool state_is_open(const char *state)
+{
+        return strcmp(state, "queued") == 0 || strcmp(state, "running") == 0;
+}
+
 int store_list_raw(struct store *s, const struct store_query *q, char **ret_text, size_t *ret_len,
                    size_t *ret_n, char ret_last[UUID_STRING_MAX], bool *ret_more)
 {
@@ -450,7 +456,7 @@ int store_list_raw(struct store *s, const struct store_query *q, char **ret_text
                         (q->uuid ? Q_UUID : 0) | (q->before ? Q_BEFORE : 0) |
                         (q->since_ms ? Q_SINCE : 0) | (q->until_ms ? Q_UNTIL : 0) |
                         (q->after ? Q_AFTER : 0) | (q->with_results ? Q_DOC : 0) |
-                        (q->state && q->state_final ? Q_FINAL : 0);
+                        (q->state && !state_is_open(q->state) ? Q_FINAL : 0);
         uint64_t bytes = 0;
         struct reader *rd;
         sqlite3_stmt *st;

@@ -105,7 +105,6 @@ int job_query_list(struct jobs *js, const struct job_filter *f, struct job_rows 
                 core_unlock();
         }
         q.state = f->state >= 0 ? job_state_names[f->state] : NULL;
-        q.state_final = f->state >= 0 && job_state_final(f->state);
         q.benchmark = f->benchmark;
         q.uuid = f->device >= 0 ? uuid : NULL;
         q.label_key = f->label_key;
