@@ -399,6 +399,7 @@ struct held_done {
         json_t *result;
         char *error;
         double cold_start_ms;
+        json_t *seen;     /* what metrics read of the result (on_part_done), or NULL */
         uint64_t done_ms; /* monotonic: a look that began at or after this is "after" */
         /* The queue's head when the worker was done, if it was ready to start then (committed
          * and checked): the GPU became free for it at done_ms, so the look after the part is
@@ -418,7 +419,7 @@ static bool held_next_is_head(struct jobs *js, size_t dev, const struct held_don
 
 static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                              enum part_outcome outcome, json_t *result, const char *error,
-                             double cold_start_ms);
+                             double cold_start_ms, json_t *seen);
 
 /* Finish the part held on d, with what the looks since have added to d->contended_by. */
 static void release_held(struct jobs *js, size_t dev, struct device *d)
@@ -431,8 +432,10 @@ static void release_held(struct jobs *js, size_t dev, struct device *d)
          * on it instead of asking for another (one look a part, not two). */
         if (!d->look_wanted_ms && d->looked_ms >= h->done_ms && held_next_is_head(js, dev, h))
                 d->look_wanted_ms = h->done_ms;
-        part_done_locked(js, dev, h->job_id, h->outcome, h->result, h->error, h->cold_start_ms);
+        part_done_locked(js, dev, h->job_id, h->outcome, h->result, h->error, h->cold_start_ms,
+                         h->seen);
         json_decref(h->result);
+        json_decref(h->seen);
         free(h->error);
         free(h);
 }
@@ -447,6 +450,11 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         struct jobs *js = userdata;
         struct held_done *h = NULL;
         struct device *d;
+        /* What metrics read of a result kept as bytes, found before core_lock is taken: the
+         * walk through the bytes was a tenth of what a part's end held the lock for. */
+        _cleanup_json_ json_t *seen = outcome == PART_SUCCEEDED && json_raw_get(result, NULL, NULL)
+                                          ? json_raw_pick(result, metrics_result_paths)
+                                          : NULL;
 
         core_lock();
         d = devices_get(dev);
@@ -456,6 +464,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 h->result = json_incref(result);
                 h->error = error ? strdup(error) : NULL;
                 h->cold_start_ms = cold_start_ms;
+                h->seen = json_incref(seen);
                 h->done_ms = now_monotonic_ms();
                 const struct queue_entry *e = queue_peek(&js->queues[dev]);
                 const struct job *next = e ? e->job : NULL;
@@ -465,6 +474,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 }
                 if (error && !h->error) {
                         json_decref(h->result);
+                        json_decref(h->seen);
                         free(h);
                         h = NULL;
                 }
@@ -473,13 +483,14 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 d->held = h;
                 js->poke((ssize_t)dev);
         } else
-                part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms);
+                part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
         jobs_unlock(js);
 }
 
+/* seen: what metrics read of a result kept as bytes, picked already (NULL: picked here). */
 static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                              enum part_outcome outcome, json_t *result, const char *error,
-                             double cold_start_ms)
+                             double cold_start_ms, json_t *seen)
 {
         assert_locked();
         static const enum job_state map[] = {
@@ -558,10 +569,12 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 if (!again)
                         job_set_part(js, j, i, st, result, error);
                 if (st == JOB_SUCCEEDED && d && !contended && !again) {
-                        _cleanup_json_ json_t *seen =
-                            raw ? json_raw_pick(result, metrics_result_paths) : json_incref(result);
-                        if (seen)
-                                metrics_part_result(d->uuid, seen, canonical);
+                        _cleanup_json_ json_t *read =
+                            !raw   ? json_incref(result)
+                            : seen ? json_incref(seen)
+                                   : json_raw_pick(result, metrics_result_paths);
+                        if (read)
+                                metrics_part_result(d->uuid, read, canonical);
                         else
                                 log_error("job %s on device %zu: out of memory reading its "
                                           "result for metrics",

@@ -1,7 +1,10 @@
 /* Submitting jobs: idempotency keys, queue capacity and per-client quotas, the new job's
  * document, and answering only once the change is committed (waited for without core_lock).
  * Submissions are validated by job_spec.c; a submission that cannot be committed is removed
- * again (job_unsubmit): it never existed. */
+ * again (job_unsubmit): it never existed. The validation and the new document are made before
+ * core_lock is taken: they read only what is fixed for the daemon's life (the configuration,
+ * the devices' identities), and under a load of submits from many CPUs every thread waited for
+ * the lock while another built its tree inside it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,8 +91,9 @@ static struct job *job_new(const json_t *body, const char *request, const struct
         struct job *j = calloc(1, sizeof(*j));
         bool fake = false;
 
-        /* One part more than devices: the canonical check's part on the node. */
-        if (!j || !(j->parts = calloc(n + 1, sizeof(*j->parts))) || uuid7_generate(j->id) < 0 ||
+        /* One part more than devices: the canonical check's part on the node. The id comes
+         * under core_lock (job_submit), so that ids follow the order jobs are queued in. */
+        if (!j || !(j->parts = calloc(n + 1, sizeof(*j->parts))) ||
             job_cache_keys(j, client, idem) < 0) {
                 job_free(j);
                 return NULL;
@@ -137,14 +141,14 @@ static struct job *job_new(const json_t *body, const char *request, const struct
                                      "started", "finished", "result", "error"));
         }
         json_t *labels = json_object_get(body, "labels");
-        j->doc = json_pack("{s:s, s:s, s:s, s:O, s:s, s:I, s:o, s:s?, s:s?, s:s, s:o, s:I, s:n, "
+        j->doc = json_pack("{s:s, s:s, s:O, s:s, s:I, s:o, s:s?, s:s?, s:s, s:o, s:I, s:n, "
                            "s:n, s:b, s:o, s:s}",
-                           "id", j->id, "benchmark", b->name, "kind", b->kind, "params", params,
-                           "priority", spec_priority_name(prio), "timeout_s", (json_int_t)timeout_s,
-                           "labels", labels ? json_incref(labels) : json_object(),
-                           "idempotency_key", idem, "client", client, "state", "queued", "created",
-                           job_now_json(), "created_ms", (json_int_t)now_realtime_ms(), "started",
-                           "finished", "fake", fake, "parts", parts, "request", request);
+                           "benchmark", b->name, "kind", b->kind, "params", params, "priority",
+                           spec_priority_name(prio), "timeout_s", (json_int_t)timeout_s, "labels",
+                           labels ? json_incref(labels) : json_object(), "idempotency_key", idem,
+                           "client", client, "state", "queued", "created", job_now_json(),
+                           "created_ms", (json_int_t)now_realtime_ms(), "started", "finished",
+                           "fake", fake, "parts", parts, "request", request);
         if (!j->doc) {
                 job_free(j);
                 return NULL;
@@ -163,12 +167,24 @@ static struct job *job_new(const json_t *body, const char *request, const struct
         return j;
 }
 
+/* The job's id, taken now, in its document. 0 or -ENOMEM. */
+static int job_take_id(struct job *j)
+{
+        json_t *id;
+
+        if (uuid7_generate(j->id) < 0 || !(id = json_string(j->id)))
+                return -ENOMEM;
+        return json_object_set_new(j->doc, "id", id) < 0 ? -ENOMEM : 0;
+}
+
 int job_submit(struct jobs *js, const json_t *body, const char *idem, const char *client,
                json_t **ret_job, struct problem *p)
 {
         struct job_spec spec = {0};
+        struct problem parse_p = {0};
         const struct bench_def *b;
-        int r;
+        struct job *fresh = NULL, *j;
+        int r, parsed;
 
         r = spec_check_body(body, &b, p);
         if (r < 0)
@@ -176,6 +192,13 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         _cleanup_free_ char *request = json_dump_compact(body, NULL);
         if (!request)
                 return problem_set(p, 500, "", "out of memory");
+        /* Outside the lock (see the top); what it finds wrong is said only once the key is known
+         * not to name an earlier job, which is answered whatever this body would be now. */
+        parsed = spec_parse(js->cfg, body, b, &spec, &parse_p);
+        if (parsed >= 0 && !(fresh = job_new(body, request, &spec, idem, client))) {
+                spec_done(&spec);
+                return problem_set(p, 500, "", "out of memory");
+        }
 
         core_lock();
         jobs_prune_finished(js);
@@ -210,24 +233,22 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                         goto out;
                 }
         }
-        r = spec_parse(js->cfg, body, b, &spec, p);
-        if (r < 0)
+        if (parsed < 0) {
+                *p = parse_p;
+                r = parsed;
                 goto out;
+        }
         r = check_capacity(js, spec.devs, spec.n_devs, client, p);
         if (r < 0)
                 goto out;
 
-        struct job *j = job_new(body, request, &spec, idem, client);
         struct store_ticket *ticket = NULL;
-        if (!j) {
+        if (job_take_id(fresh) < 0 || jobs_append(js, fresh) < 0) {
                 r = problem_set(p, 500, "", "out of memory");
                 goto out;
         }
-        if (jobs_append(js, j) < 0) {
-                job_free(j);
-                r = problem_set(p, 500, "", "out of memory");
-                goto out;
-        }
+        j = fresh;
+        fresh = NULL; /* the index has it */
         if (store_put(js->store, j->doc, &ticket) < 0) {
                 job_unsubmit(js, j);
                 r = problem_set(p, 500, "", "out of memory");
@@ -276,6 +297,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         r = 0;
 out:
         jobs_unlock(js);
+        job_free(fresh); /* made, never queued: a replay, a full queue, no memory */
         spec_done(&spec);
         return r;
 }

@@ -220,6 +220,18 @@ def test_same_idempotency_key_with_another_body_is_409(umd):
     assert len(job_files(d)) == 1
 
 
+def test_a_used_key_is_answered_before_what_is_wrong_with_the_body(umd):
+    """umd validates a submission before it takes its lock, but says what is wrong with it only
+    once the key is known not to name an earlier job: the answer stays the key's."""
+    d = umd()
+    h = {"Idempotency-Key": "nightly-44"}
+    submit(d, COPY, headers=h)
+    bad = {**COPY, "device": 7}  # two fake devices
+    problem(d.post("/v1/jobs", json=bad, headers=h), 409)
+    problem(d.post("/v1/jobs", json=bad, headers={"Idempotency-Key": "nightly-45"}), 400)
+    assert len(job_files(d)) == 1
+
+
 # -- listing --
 
 def test_list_filters_and_paginates_over_hundreds_of_jobs(umd):
