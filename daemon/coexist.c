@@ -45,7 +45,7 @@ static void look(const bool *only)
                 struct gpu_state st;
                 uint64_t at = now_monotonic_ms();
 
-                if (only && (i >= n_devs || !only[i]))
+                if (only && !only[i])
                         continue;
                 core_lock();
                 struct device *d = devices_get(i);

@@ -487,7 +487,8 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         jobs_unlock(js);
 }
 
-/* seen: what metrics read of a result kept as bytes, picked already (NULL: picked here). */
+/* seen: what metrics read of a result kept as bytes, picked by on_part_done (NULL: none, or no
+ * memory for it). */
 static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                              enum part_outcome outcome, json_t *result, const char *error,
                              double cold_start_ms, json_t *seen)
@@ -569,10 +570,7 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 if (!again)
                         job_set_part(js, j, i, st, result, error);
                 if (st == JOB_SUCCEEDED && d && !contended && !again) {
-                        _cleanup_json_ json_t *read =
-                            !raw   ? json_incref(result)
-                            : seen ? json_incref(seen)
-                                   : json_raw_pick(result, metrics_result_paths);
+                        _cleanup_json_ json_t *read = json_incref(raw ? seen : result);
                         if (read)
                                 metrics_part_result(d->uuid, read, canonical);
                         else
