@@ -3,7 +3,8 @@
  * every GPU every busy_poll_ms, and at once at the GPU dispatch pokes it for: right before a
  * part starts and right after it ends, so a verdict never rests on a look up to busy_poll_ms
  * old. A poke looks at its own GPU alone: on a node of eight, a part's end asked the driver
- * about all eight, and under a steady stream of pokes that was the only look there was. */
+ * about all eight, and under a steady stream of pokes that was the only look there was. The
+ * thread is woken only once the poker lets go of core_lock, which a look ends by taking. */
 #include "coexist.h"
 
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include "devices.h"
 #include "gpustate.h"
 #include "jobs.h"
+#include "lock.h"
 #include "log.h"
 #include "supervisor.h"
 #include "util.h"
@@ -47,11 +49,11 @@ static void look(const bool *only)
 
                 if (only && !only[i])
                         continue;
-                core_lock();
+                /* Fixed once the devices are found (devices.h): read without core_lock, which
+                 * every part's end and start would otherwise take once more. */
                 struct device *d = devices_get(i);
                 snprintf(uuid, sizeof(uuid), "%s", d->uuid);
                 fake_index = d->fake_index;
-                core_unlock();
                 /* The node worker, when there is one, is the slot after the GPUs. */
                 gpustate_query(uuid, fake_index, supervisor_worker_pid(sup, i),
                                have_node() ? supervisor_worker_pid(sup, node_index()) : 0, &st);
@@ -124,8 +126,17 @@ static void *coexist_main(void *arg)
         return only;
 }
 
+/* Without this file's lock: the flags were set under it, and the thread tests them under it
+ * before it waits, so a wake-up given after the unlock is not lost. */
+static void coexist_wake(void)
+{
+        pthread_cond_signal(&cond);
+}
+
 /* Called with core_lock held (dispatch): takes only this file's lock, which the thread never
- * holds while it takes core_lock. */
+ * holds while it takes core_lock. The wake-up waits for core_lock's release: the look ends in
+ * job_dispatch_gpu_observed, which takes it, and a thread woken under it would wait for it
+ * (on a 2-CPU machine it would often preempt the poker first). */
 static void coexist_poke(ssize_t dev)
 {
         pthread_mutex_lock(&lock);
@@ -134,8 +145,8 @@ static void coexist_poke(ssize_t dev)
         else
                 poked_all = true;
         poked = true;
-        pthread_cond_broadcast(&cond);
         pthread_mutex_unlock(&lock);
+        core_after_unlock(coexist_wake);
 }
 
 int coexist_start(const struct umd_daemon *d)

@@ -15,6 +15,8 @@ struct umd_config;
 
 struct device {
         size_t index; /* umd's index: position in the device list */
+        /* index, uuid, fake and fake_index are fixed once devices_discover returns, before any
+         * thread starts: they may be read without core_lock. */
         char uuid[64];
         bool fake;
         json_t *info; /* the --list entry */
@@ -25,7 +27,7 @@ struct device {
         unsigned running_jobs;   /* 0 or 1 */
 
         /* Sharing the GPU with its owners (job_index.c and devctl.c keep these). */
-        int fake_index;          /* for gpustate: -1 for a real GPU */
+        int fake_index;          /* for gpustate: -1 for a real GPU (fixed, see uuid) */
         struct gpu_state gpu;    /* the last look (gpustate_query) */
         uint64_t looked_ms;      /* when that look began (monotonic); 0: never */
         uint64_t look_wanted_ms; /* a part may start once a look began after this; 0: none */

@@ -11,6 +11,11 @@ void core_lock(void);
 void core_unlock(void);
 /* Whether the calling thread holds core_lock. */
 bool core_lock_held(void);
+/* Runs fn right after the calling thread releases core_lock, or at once when it does not hold
+ * it. For waking a thread whose first act is to take core_lock: woken while the lock is still
+ * held, it only wakes to sleep again on the lock, two more switches for nothing. One fn a
+ * thread at a time (asserted): the one user is the look's wake-up (coexist.c). */
+void core_after_unlock(void (*fn)(void));
 
 /* At the top of every *_locked function: aborts (in builds with assertions) when the caller
  * does not hold core_lock. A macro, so that the message names the function that was misused. */

@@ -1275,11 +1275,17 @@ void store_retention(struct store *s, unsigned max_jobs, unsigned retention_days
                      uint64_t max_bytes)
 {
         pthread_mutex_lock(&s->mu);
+        /* Called at every job's end. The writer waits without a deadline only when it has no
+         * change queued and no retention pending; otherwise it comes back to retention by
+         * itself once its queue is empty, and a wake-up would only cut its wait for more
+         * changes short (a job's final write is queued right before this). */
+        bool wake = !s->head && !s->retention_pending;
         s->max_jobs = max_jobs;
         s->retention_days = retention_days;
         s->max_bytes = max_bytes;
         s->retention_pending = true;
-        pthread_cond_signal(&s->work);
+        if (wake)
+                pthread_cond_signal(&s->work);
         pthread_mutex_unlock(&s->mu);
 }
 
