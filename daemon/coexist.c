@@ -42,7 +42,7 @@ static size_t n_devs;
 static void look(const bool *only)
 {
         for (size_t i = 0; i < devices_count(); i++) {
-                char uuid[64], next[JOB_ID_MAX];
+                char uuid[64];
                 int fake_index;
                 struct gpu_state st;
                 uint64_t at = now_monotonic_ms();
@@ -57,8 +57,7 @@ static void look(const bool *only)
                 /* The node worker, when there is one, is the slot after the GPUs. */
                 gpustate_query(uuid, fake_index, supervisor_worker_pid(sup, i),
                                have_node() ? supervisor_worker_pid(sup, node_index()) : 0, &st);
-                job_dispatch_gpu_observed(jobs, i, &st, at, next);
-                job_dispatch_prefetch(jobs, next);
+                job_dispatch_gpu_observed(jobs, i, &st, at);
         }
 }
 

@@ -24,7 +24,6 @@
 #include "jsonutil.h"
 #include "log.h"
 #include "metrics.h"
-#include "store.h"
 #include "suites.h"
 #include "supervisor.h"
 #include "util.h"
@@ -684,21 +683,9 @@ void job_dispatch_attach_looks(struct jobs *js, void (*poke)(ssize_t dev))
         jobs_unlock(js);
 }
 
-/* The job whose part dev starts next, when its document is only in the store (compact, as a
- * waiting job written once is): job_dispatch_prefetch reads it without core_lock. */
-static void want_prefetch(struct jobs *js, size_t dev, char ret_id[JOB_ID_MAX])
-{
-        const struct queue_entry *e = queue_peek(&js->queues[dev]);
-        const struct job *j = e ? e->job : NULL;
-
-        if (j && !j->doc && j->stored && j->committed && !j->unchecked)
-                snprintf(ret_id, JOB_ID_MAX, "%s", j->id);
-}
-
 void job_dispatch_gpu_observed(struct jobs *js, size_t dev, const struct gpu_state *st,
-                               uint64_t looked_ms, char ret_prefetch[JOB_ID_MAX])
+                               uint64_t looked_ms)
 {
-        ret_prefetch[0] = 0;
         core_lock();
         struct device *d = devices_get(dev);
         if (!d)
@@ -719,29 +706,8 @@ void job_dispatch_gpu_observed(struct jobs *js, size_t dev, const struct gpu_sta
                 supervisor_exit_after_each_part(js->sup, dev,
                                                 strcmp(st->compute_mode, "exclusive_process") == 0);
         job_dispatch_try(js, dev);
-        want_prefetch(js, dev, ret_prefetch);
 out:
         jobs_unlock(js);
-}
-
-void job_dispatch_prefetch(struct jobs *js, const char *job_id)
-{
-        json_t *doc = NULL;
-        struct job *j;
-
-        if (!job_id[0] || store_get_internal(js->store, job_id, &doc) < 0)
-                return; /* the start reads it under the lock, and logs what goes wrong */
-        core_lock();
-        j = job_find(js, job_id);
-        /* Still only in the store: nothing read its tree meanwhile to change it (a change makes
-         * it rewritten, never compact as stored again), so the row read is its document. */
-        if (j && !j->doc && j->stored) {
-                j->doc = doc;
-                j->stored = false;
-                doc = NULL;
-        }
-        core_unlock();
-        json_decref(doc);
 }
 
 void job_dispatch_locked(struct jobs *js, size_t dev)

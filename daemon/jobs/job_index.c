@@ -81,41 +81,11 @@ void jobs_publish_locked(struct jobs *js)
  * /metrics shows as current as what the API shows. */
 void jobs_unlock(struct jobs *js)
 {
-        struct job **dead = js->dead;
-        size_t n_dead = js->n_dead;
-
         /* Every change ends here (and a look at each GPU comes every busy_poll_ms), so a
          * pending change waits JOB_PERSIST_DELAY_MS, or little more, for its write. */
         jobs_persist_pending_locked(js, false);
         jobs_publish_locked(js);
-        if (n_dead > 0) {
-                js->dead = NULL;
-                js->n_dead = js->cap_dead = 0;
-        }
         core_unlock();
-        if (n_dead == 0)
-                return;
-        for (size_t k = 0; k < n_dead; k++)
-                job_free(dead[k]);
-        free(dead);
-}
-
-/* A job out of the index and of every list, to free once the lock is released (jobs_unlock),
- * or now when it cannot be listed. */
-static void job_bury(struct jobs *js, struct job *j)
-{
-        if (js->n_dead == js->cap_dead) {
-                size_t cap = js->cap_dead ? 2 * js->cap_dead : 16;
-                struct job **grown = realloc(js->dead, cap * sizeof(*grown));
-
-                if (!grown) {
-                        job_free(j);
-                        return;
-                }
-                js->dead = grown;
-                js->cap_dead = cap;
-        }
-        js->dead[js->n_dead++] = j;
 }
 
 void job_free(struct job *j)
@@ -586,7 +556,7 @@ static void prune_walk_all(struct jobs *js)
                 j->in_finals = false;
                 enum prune_verdict v = prune_judge(j);
                 if (v == PRUNE_FREE) {
-                        job_bury(js, j);
+                        job_free(j);
                         continue;
                 }
                 if (v == PRUNE_KEEP)
@@ -645,7 +615,7 @@ void jobs_prune_finished(struct jobs *js)
                 for (size_t k = 0; k < n_at; k++) {
                         size_t from = at[k] + 1, to = k + 1 < n_at ? at[k + 1] : js->n_jobs;
 
-                        job_bury(js, js->jobs[at[k]]);
+                        job_free(js->jobs[at[k]]);
                         memmove(&js->jobs[w], &js->jobs[from], (to - from) * sizeof(*js->jobs));
                         w += to - from;
                 }
@@ -738,11 +708,6 @@ static void jobs_free(struct jobs *js)
                 return;
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
-        for (size_t k = 0; k < js->n_dead; k++)
-                job_free(js->dead[k]);
-        free(js->dead);
-        js->dead = NULL;
-        js->n_dead = js->cap_dead = 0;
         free(js->jobs);
         free(js->finals);
         /* One queue per device and one for the node (allocated whether or not it is used). */
@@ -789,11 +754,6 @@ void jobs_shutdown(struct jobs *js)
         flush_unsaved_locked(js);
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
-        for (size_t k = 0; k < js->n_dead; k++)
-                job_free(js->dead[k]);
-        free(js->dead);
-        js->dead = NULL;
-        js->n_dead = js->cap_dead = 0;
         free(js->jobs);
         js->jobs = NULL;
         js->n_jobs = js->cap_jobs = 0;

@@ -184,7 +184,6 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         struct problem parse_p = {0};
         const struct bench_def *b;
         struct job *fresh = NULL, *j;
-        json_t *given_up = NULL; /* the tree the queued job gave up (see below) */
         int r, parsed;
 
         r = spec_check_body(body, &b, p);
@@ -286,13 +285,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                 job_persist(js, j);
         }
         log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, j->n_parts);
-        /* The answer is the job as queued. A job far from every head cannot start below, and
-         * gives its tree up: the answer's copy is then made from that tree after the lock is
-         * released, as every submit waits for the lock. */
-        if (job_waits_near_head(js, j))
-                *ret_job = job_public_of(j);
-        else
-                given_up = json_incref(j->doc);
+        *ret_job = job_public_of(j);
         for (size_t i = 0; i < spec.n_devs; i++)
                 job_dispatch_try(js, spec.devs[i]);
         if (have_node())
@@ -301,18 +294,9 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
          * is about to run, when giving the tree up would only make the dispatch read it back. */
         if (!job_waits_near_head(js, j))
                 job_compact(j);
-        if (given_up && j->doc) { /* kept after all: it is the job's still */
-                json_decref(given_up);
-                given_up = NULL;
-                *ret_job = job_public_of(j);
-        }
         r = 0;
 out:
         jobs_unlock(js);
-        if (given_up) { /* NULL for lack of memory, as job_public_of answers then */
-                *ret_job = job_public(given_up);
-                json_decref(given_up);
-        }
         job_free(fresh); /* made, never queued: a replay, a full queue, no memory */
         spec_done(&spec);
         return r;

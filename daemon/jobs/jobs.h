@@ -73,12 +73,7 @@ struct gpu_state;
  * (busy_policy), mark a running part contended, and an EXCLUSIVE_PROCESS GPU gets no context
  * kept between parts. Takes core_lock. */
 void job_dispatch_gpu_observed(struct jobs *js, size_t dev, const struct gpu_state *st,
-                               uint64_t looked_ms, char ret_prefetch[JOB_ID_MAX]);
-/* After job_dispatch_gpu_observed, without core_lock held: reads back the document of the job
- * it named in ret_prefetch ("" for none), the one whose part dev starts next, when that
- * document is only in the store. The start, under core_lock, which every submit takes too,
- * then finds it read. Takes core_lock only to hand the document over. */
-void job_dispatch_prefetch(struct jobs *js, const char *job_id);
+                               uint64_t looked_ms);
 /* The looker (coexist.c) offers poke: a call asks it for a look now at GPU dev, or at every GPU
  * when dev is -1 (the node's part takes them all), without waiting for it. With one, a part
  * starts only on a look at its GPU that began after it was ready, and finishes only after a

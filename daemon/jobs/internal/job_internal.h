@@ -116,10 +116,6 @@ struct jobs {
         struct job **finals;
         size_t n_finals, cap_finals;
         bool finals_lost;
-        /* Jobs pruned under the lock, freed by jobs_unlock once it is released: freeing a
-         * finished job's tree is most of a prune, and every submit waits for the lock. */
-        struct job **dead;
-        size_t n_dead, cap_dead;
         uint64_t persist_due_ms; /* monotonic: the earliest job's persist_due_ms; 0: none */
         /* Waiters (GET ?wait=) learn of changes through these: the generation moves first, then
          * the listener is told, both under the lock (so a reader that saw the old generation is

@@ -146,10 +146,8 @@ int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret);
 
 int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret)
 {
-        if (fx) {
+        if (fx)
                 fx->read_backs++;
-                fx->read_backs_locked += core_lock_held();
-        }
         return __real_store_get_internal(s, id, ret);
 }
 

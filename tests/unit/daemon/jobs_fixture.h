@@ -39,9 +39,8 @@ struct fx {
         unsigned fail_put, fail_wait, fail_poll;
         /* How many of the next store_put_part calls fail (-ENOMEM, nothing queued). */
         unsigned fail_put_part;
-        /* store_get_internal calls: a waiting job's document read back from the store; and
-         * those made with core_lock held. */
-        unsigned read_backs, read_backs_locked;
+        /* store_get_internal calls: a waiting job's document read back from the store. */
+        unsigned read_backs;
 };
 
 extern struct fx *fx;

@@ -107,10 +107,10 @@ static void test_a_paused_gpu_holds_its_queue_until_resumed(void **state)
 static void test_another_process_fails_a_busy_policy_fail_part(void **state)
 {
         struct gpu_state st = {.known = true, .other_processes = 1, .compute_mode = "default"};
-        char a[JOB_ID_MAX], b[JOB_ID_MAX], next[JOB_ID_MAX];
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
 
         (void)state;
-        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms(), next);
+        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms());
         assert_int_equal(fx_submit("{\"benchmark\": \"copy\", \"device\": 0, \"busy_policy\": "
                                    "\"fail\", \"params\": {\"size\": \"4MiB\"}}",
                                    NULL, NULL, a),
@@ -124,7 +124,7 @@ static void test_another_process_fails_a_busy_policy_fail_part(void **state)
         assert_string_equal(json_string_value(json_object_get(fx_part(b, 0), "waiting")),
                             "GPU in use by 1 other process");
         st.other_processes = 0;
-        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms(), next);
+        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms());
         assert_string_equal(fx_state(b), "running");
 }
 
@@ -142,54 +142,6 @@ static void test_a_result_over_max_result_bytes_fails_the_part(void **state)
 }
 
 #define COPY1 "{\"benchmark\": \"copy\", \"device\": 1, \"params\": {\"size\": \"4MiB\"}}"
-
-/* A look names the job whose part its GPU starts next when that job's document is only in the
- * store; reading it then, without core_lock, spares the start its read under the lock.
- * (queue_trees_per_device 0: every waiting job is held as its stored row alone.) */
-static void test_the_next_start_is_read_back_after_a_look_without_the_lock(void **state)
-{
-        struct gpu_state st = {.known = true, .compute_mode = "default"};
-        char a[JOB_ID_MAX], b[JOB_ID_MAX], next[JOB_ID_MAX];
-
-        (void)state;
-        fx->cfg.queue_trees_per_device = 0;
-        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
-        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
-        assert_string_equal(fx_state(a), "running");
-        fx->read_backs = 0;
-        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms(), next);
-        assert_string_equal(next, b);
-        job_dispatch_prefetch(fx->d.jobs, next);
-        assert_int_equal(fx->read_backs, 1);
-        assert_int_equal(fx->read_backs_locked, 0);
-        fx_part_done(0, a, PART_SUCCEEDED);
-        assert_int_equal(fx->n_dispatched, 2);
-        assert_int_equal(fx->read_backs, 1); /* the start found it read */
-        assert_string_equal(fx_state(b), "running");
-        /* Nothing is named while the next part's job has its tree. */
-        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms(), next);
-        assert_string_equal(next, "");
-}
-
-/* A job read back for its start that changed meanwhile keeps what it has: the read is dropped. */
-static void test_a_read_back_for_a_job_changed_meanwhile_is_dropped(void **state)
-{
-        struct gpu_state st = {.known = true, .compute_mode = "default"};
-        char a[JOB_ID_MAX], b[JOB_ID_MAX], next[JOB_ID_MAX];
-
-        (void)state;
-        fx->cfg.queue_trees_per_device = 0;
-        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
-        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
-        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms(), next);
-        assert_string_equal(next, b);
-        assert_int_equal(fx_cancel(b, NULL, true), 200);
-        job_dispatch_prefetch(fx->d.jobs, next);
-        assert_string_equal(fx_state(b), "cancelled");
-        fx_part_done(0, a, PART_SUCCEEDED);
-        assert_int_equal(fx->n_dispatched, 1);
-        assert_string_equal(fx_state(b), "cancelled");
-}
 
 /* 1: in memory; 0: gone from memory, the store answers with its final document. */
 static int in_memory(const char *id)
@@ -243,11 +195,6 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(
                 test_the_highest_priority_runs_next_then_submission_order, fx_setup, fx_teardown),
-            cmocka_unit_test_setup_teardown(
-                test_the_next_start_is_read_back_after_a_look_without_the_lock, fx_setup,
-                fx_teardown),
-            cmocka_unit_test_setup_teardown(test_a_read_back_for_a_job_changed_meanwhile_is_dropped,
-                                            fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_part_the_supervisor_cannot_take_stays_queued,
                                             fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_faulted_worker_fails_what_waits_for_it, fx_setup,

@@ -11,7 +11,6 @@
 #include <cmocka.h>
 
 #include "jobs_fixture.h"
-#include "problem.h"
 
 #define COPY0 "{\"benchmark\": \"copy\", \"device\": 0, \"params\": {\"size\": \"4MiB\"}}"
 #define COPY1 "{\"benchmark\": \"copy\", \"device\": 1, \"params\": {\"size\": \"4MiB\"}}"
@@ -75,30 +74,6 @@ static void test_a_job_far_from_its_queue_head_is_read_back_at_dispatch(void **s
         assert_string_equal(json_string_value(json_object_get(fx_field(c, "labels"), "k")), "v");
         fx_part_done(0, c, PART_SUCCEEDED);
         assert_string_equal(fx_state(c), "succeeded");
-}
-
-/* A job far from its queue's head gives its tree up, and its answer is made from that tree
- * once core_lock is released: the job as queued, without what only the store keeps. */
-static void test_a_job_far_from_its_queue_head_is_answered_as_queued(void **state)
-{
-        char a[JOB_ID_MAX];
-        json_t *body = json_loads(COPY0, 0, NULL), *job = NULL;
-        struct problem p = {0};
-
-        (void)state;
-        fx->cfg.queue_trees_per_device = 0;
-        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202); /* runs at once */
-        assert_int_equal(core_job_submit(body, NULL, NULL, &job, &p), 0);
-        assert_string_equal(json_string_value(json_object_get(job, "state")), "queued");
-        assert_string_equal(json_string_value(json_object_get(
-                                json_array_get(json_object_get(job, "parts"), 0), "state")),
-                            "queued");
-        assert_null(json_object_get(job, "request"));
-        assert_null(json_object_get(job, "created_ms"));
-        assert_string_equal(fx_state(json_string_value(json_object_get(job, "id"))), "queued");
-        assert_int_equal(fx->n_dispatched, 1);
-        json_decref(job);
-        json_decref(body);
 }
 
 static void test_an_idempotency_key_replays_its_job_and_refuses_another_body(void **state)
@@ -195,8 +170,6 @@ int main(void)
                 fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_job_far_from_its_queue_head_is_read_back_at_dispatch, fx_setup, fx_teardown),
-            cmocka_unit_test_setup_teardown(
-                test_a_job_far_from_its_queue_head_is_answered_as_queued, fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_an_idempotency_key_replays_its_job_and_refuses_another_body, fx_setup,
                 fx_teardown),
