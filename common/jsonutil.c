@@ -5,19 +5,85 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-char *json_dump_compact(const json_t *j, size_t *ret_len)
+/* Each thread's dumps are written into one buffer it keeps, and copied out at their exact
+ * size: jansson's json_dumps grows its buffer from 16 bytes by doubling and then copies it, nine
+ * or ten allocations for a job's document, and the allocator was a third of umd's CPU under a
+ * load of submits (bench/store/RESULTS.md). A buffer grown past DUMP_KEEP_MAX is given back
+ * after the dump, so that one large result does not stay with its thread. */
+#define DUMP_KEEP_MAX (256u * 1024u)
+
+struct dump_buf {
+        char *data;
+        size_t len, cap;
+        bool oom;
+};
+
+static _Thread_local struct dump_buf dump_scratch;
+
+static int dump_append(const char *buf, size_t size, void *userdata)
 {
-        char *s;
+        struct dump_buf *d = userdata;
+
+        if (size > d->cap - d->len) {
+                size_t cap = d->cap ? d->cap : 4096;
+                char *n;
+
+                while (size > cap - d->len) {
+                        if (cap > SIZE_MAX / 2) {
+                                d->oom = true;
+                                return -1;
+                        }
+                        cap *= 2;
+                }
+                n = realloc(d->data, cap);
+                if (!n) {
+                        d->oom = true;
+                        return -1;
+                }
+                d->data = n;
+                d->cap = cap;
+        }
+        memcpy(d->data + d->len, buf, size);
+        d->len += size;
+        return 0;
+}
+
+/* j dumped with flags, then extra (may be ""), NUL-terminated, in a buffer of its exact size. */
+static char *dump_with(const json_t *j, size_t flags, const char *extra, size_t *ret_len)
+{
+        struct dump_buf *d = &dump_scratch;
+        size_t n = strlen(extra);
+        char *s = NULL;
 
         if (!j)
                 return NULL;
-        s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        d->len = 0;
+        d->oom = false;
+        if (json_dump_callback(j, dump_append, d, flags) == 0 &&
+            dump_append(extra, n + 1, d) == 0 && (s = malloc(d->len)))
+                memcpy(s, d->data, d->len);
         if (s && ret_len)
-                *ret_len = strlen(s);
+                *ret_len = d->len - 1;
+        if (d->cap > DUMP_KEEP_MAX) {
+                free(d->data);
+                *d = (struct dump_buf){0};
+        }
         return s;
+}
+
+char *json_dump_compact(const json_t *j, size_t *ret_len)
+{
+        return dump_with(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY, "", ret_len);
+}
+
+char *json_dump_unsorted(const json_t *j, size_t *ret_len)
+{
+        return dump_with(j, JSON_COMPACT | JSON_ENCODE_ANY, "", ret_len);
 }
 
 /* Adds to *n the longest compact dump of j; false as soon as *n passes max. */
@@ -66,26 +132,8 @@ bool json_dump_compact_fits(const json_t *j, size_t max)
 
 char *json_dump_pretty(const json_t *j, size_t *ret_len)
 {
-        char *s, *t;
-        size_t n;
-
-        if (!j)
-                return NULL;
-        s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-        if (!s)
-                return NULL;
         /* Files people read end with a newline. */
-        n = strlen(s);
-        t = realloc(s, n + 2);
-        if (!t) {
-                free(s);
-                return NULL;
-        }
-        t[n] = '\n';
-        t[n + 1] = '\0';
-        if (ret_len)
-                *ret_len = n + 1;
-        return t;
+        return dump_with(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY, "\n", ret_len);
 }
 
 static void set_error(json_error_t *err, const char *buf, enum json_error_code code, size_t pos,

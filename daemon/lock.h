@@ -13,8 +13,10 @@ void core_unlock(void);
 bool core_lock_held(void);
 /* Runs fn right after the calling thread releases core_lock, or at once when it does not hold
  * it. For waking a thread whose first act is to take core_lock: woken while the lock is still
- * held, it only wakes to sleep again on the lock, two more switches for nothing. One fn a
- * thread at a time (asserted): the one user is the look's wake-up (coexist.c). */
+ * held, it only wakes to sleep again on the lock, two more switches for nothing; and for work
+ * the holder itself should do, but not while others wait for the lock (the store's dumps of
+ * the changes it queued). A fn asked twice in one hold runs once; fns run in the order first
+ * asked; at most four different ones a hold (asserted). */
 void core_after_unlock(void (*fn)(void));
 
 /* At the top of every *_locked function: aborts (in builds with assertions) when the caller

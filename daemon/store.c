@@ -863,7 +863,6 @@ int store_open(const char *state_dir, struct store **ret)
         atomic_init(&s->check_state, STORE_CHECK_PENDING);
         cond_init_monotonic(&s->work); /* the writer's wait for more of the lazy changes */
         pthread_cond_init(&s->done, NULL);
-        pthread_cond_init(&s->prep_work, NULL);
         pthread_cond_init(&s->prep_done, NULL);
         cond_init_monotonic(&s->ckpt); /* the checkpointer's idle wait */
         s->max_jobs = UINT_MAX;
@@ -930,7 +929,6 @@ void store_close(struct store *s)
                 store_singleton = NULL;
         pthread_cond_destroy(&s->work);
         pthread_cond_destroy(&s->done);
-        pthread_cond_destroy(&s->prep_work);
         pthread_cond_destroy(&s->prep_done);
         pthread_cond_destroy(&s->ckpt);
         pthread_mutex_destroy(&s->mu);

@@ -108,34 +108,35 @@ struct store_row {
         size_t n_parts;
 };
 
-/* Who makes a ticket's row from its snapshot (store_write.c's prep thread or the writer),
+/* Who makes a ticket's row from its snapshot (store_write.c's prep_drain, on the thread that
+ * queued it, or the writer),
  * decided once by a compare-and-swap on ticket.prep. */
 enum {
         PREP_NONE,  /* not made: either may take it */
-        PREP_BUSY,  /* the prep thread makes it, outside mu */
-        PREP_DONE,  /* made by the prep thread: prep_row holds it, snap is released */
-        PREP_OWNED, /* the writer's: the prep thread leaves it alone */
+        PREP_BUSY,  /* a drain makes it, outside mu */
+        PREP_DONE,  /* made by a drain: prep_row holds it, snap is released */
+        PREP_OWNED, /* the writer's: drains leave it alone */
 };
 
 struct store_ticket {
         struct store_ticket *next;
         struct store_row row;
-        /* The prep thread's work: it makes prep_row (all but the id, which row keeps: the
+        /* A drain's work: it makes prep_row (all but the id, which row keeps: the
          * writer reads row.id under mu while this is made) from snap. The prep list (under
-         * mu) holds the tickets it has not looked at yet. */
+         * mu) holds the tickets no drain has looked at yet. */
         _Atomic int prep;
         struct store_row prep_row;
         struct store_ticket *prep_prev, *prep_next;
         bool superseded; /* a later ticket of the same batch writes the same job's document */
         /* store_put_part's: only part part_idx's state (a static string), no document, no
-         * snapshot; prep is PREP_OWNED from the start, so the prep thread never sees it. */
+         * snapshot; prep is PREP_OWNED from the start, so no drain ever sees it. */
         bool part_only;
         size_t part_idx;
         const char *part_state;
         bool waited;      /* someone will store_wait/poll: the writer must not free it */
         atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
         int r;
-        /* The job as store_put saw it, until the writer or the prep thread makes the row from
+        /* The job as store_put saw it, until the writer or a drain makes the row from
          * it (store_put): its top level and part objects copied, everything below shared.
          * Released (NULL) once the row is made; read only by who holds prep. */
         json_t *snap;
@@ -173,14 +174,12 @@ struct store {
         uint64_t queued;            /* tickets queued, for store_sync */
         _Atomic uint64_t committed; /* tickets finished (store_commits reads it unlocked) */
         bool stopping, thread_started;
-        /* The prep thread (umd-store-prep) dumps queued changes into rows while the writer
-         * commits, so that JSON is not the one writer's work (it bounds the submit rate where
-         * CPUs are many). The tickets it has yet to look at, oldest first; prep_idle: it waits
-         * on prep_work; prep_waiting: writers blocked on prep_done for a ticket it makes. */
+        /* The changes queued whose rows nobody has made yet, oldest first: the thread that
+         * queued one makes them once it has let core_lock go (prep_drain), so that JSON is not
+         * the one writer's work (it bounds the submit rate where CPUs are many);
+         * prep_waiting: writers blocked on prep_done for a ticket a drain makes. */
         struct store_ticket *prep_head, *prep_tail;
-        pthread_cond_t prep_work, prep_done;
-        pthread_t prep_thread;
-        bool prep_started, prep_idle;
+        pthread_cond_t prep_done;
         unsigned prep_waiting;
         bool retention_pending;
         unsigned max_jobs, retention_days;

@@ -18,6 +18,7 @@
 
 #include "jsonraw.h"
 #include "jsonutil.h"
+#include "lock.h"
 #include "log.h"
 #include "store_internal.h"
 #include "util.h"
@@ -439,7 +440,7 @@ void store_read_stats(struct store *s)
         sqlite3_reset(st);
 }
 
-/* ---- the prep thread and the prep list ---- */
+/* ---- the prep list: rows made by the threads that queue changes ---- */
 
 static void prep_unlink(struct store *s, struct store_ticket *t)
 {
@@ -456,7 +457,7 @@ static void prep_unlink(struct store *s, struct store_ticket *t)
         t->prep_prev = t->prep_next = NULL;
 }
 
-/* Under mu: until the prep thread has finished the dump of t it has in hand, if any. */
+/* Under mu: until the thread making t's row (prep_drain) has finished it, if one is. */
 static void prep_wait_locked(struct store *s, struct store_ticket *t)
 {
         if (atomic_load_explicit(&t->prep, memory_order_acquire) != PREP_BUSY)
@@ -467,8 +468,8 @@ static void prep_wait_locked(struct store *s, struct store_ticket *t)
         s->prep_waiting--;
 }
 
-/* Under mu: t, out of the prep thread's reach, is the caller's to free. Its row, if the prep
- * thread made one that nobody took (a superseded change), freed. */
+/* Under mu: t, out of prep_drain's reach, is the caller's to free. Its row, if a drain made
+ * one that nobody took (a superseded change), freed. */
 static void prep_release(struct store *s, struct store_ticket *t)
 {
         prep_unlink(s, t);
@@ -476,49 +477,74 @@ static void prep_release(struct store *s, struct store_ticket *t)
         store_row_free(&t->prep_row);
 }
 
-/* Make the rows of the changes queued, oldest first, while the writer commits others. A
- * ticket the writer reaches first it makes itself (PREP_OWNED), so neither ever waits for
- * the other but for the one ticket in hand. */
-static void *prep_main(void *userdata)
+/* The changes this thread queued since it last drained, for it to make the rows of (prep_drain).
+ * Past PREP_MINE_MAX in one hold of core_lock (retention, a queue failed at once) the rest are
+ * left to the writer. */
+#define PREP_MINE_MAX 8
+static _Thread_local struct store_ticket *prep_mine[PREP_MINE_MAX];
+static _Thread_local unsigned prep_n_mine;
+
+/* Under mu: whether t is still on the prep list. The writer unlinks a ticket (prep_release)
+ * before it frees it, so a ticket found here is alive; one not found is never dereferenced. */
+static bool prep_listed(const struct store *s, const struct store_ticket *t)
 {
-        struct store *s = userdata;
+        for (const struct store_ticket *l = s->prep_tail; l; l = l->prep_prev)
+                if (l == t)
+                        return true;
+        return false;
+}
 
+/* Make the rows of the changes this thread queued, once it has let core_lock go (store_put asks
+ * for it with core_after_unlock): the dumps are then neither under core_lock nor the one
+ * writer's work. They were a thread's of their own (umd-store-prep), woken for every change:
+ * two context switches a change, which cost more than the dump. A thread makes only its own, in
+ * one hold of mu before and one after, so that sixteen HTTP threads do not queue on mu for
+ * each other's. A ticket the writer reaches first it makes itself (PREP_OWNED), so neither
+ * ever waits for the other but for the one ticket in hand. */
+static void prep_drain(void)
+{
+        struct store *s = store_singleton;
+        struct store_ticket *todo[PREP_MINE_MAX];
+        unsigned n = 0;
+
+        if (!s || prep_n_mine == 0)
+                return;
         pthread_mutex_lock(&s->mu);
-        for (;;) {
-                struct store_ticket *t;
-                struct store_row row = {0};
-                int st = PREP_NONE, r;
+        for (unsigned i = 0; i < prep_n_mine; i++) {
+                struct store_ticket *t = prep_mine[i];
+                int st = PREP_NONE;
 
-                while (!s->prep_head && !s->stopping) {
-                        s->prep_idle = true;
-                        pthread_cond_wait(&s->prep_work, &s->mu);
-                        s->prep_idle = false;
-                }
-                if (s->stopping)
-                        break; /* what is left, the writer makes */
-                t = s->prep_head;
-                prep_unlink(s, t);
-                if (!atomic_compare_exchange_strong(&t->prep, &st, PREP_BUSY))
+                if (s->stopping || !prep_listed(s, t))
                         continue;
-                pthread_mutex_unlock(&s->mu);
+                prep_unlink(s, t);
+                if (atomic_compare_exchange_strong(&t->prep, &st, PREP_BUSY))
+                        todo[n++] = t;
+        }
+        prep_n_mine = 0;
+        pthread_mutex_unlock(&s->mu);
+        if (n == 0)
+                return;
+        for (unsigned i = 0; i < n; i++) {
+                struct store_ticket *t = todo[i];
+                struct store_row row = {0};
+
                 /* A failure (logged) leaves the snapshot to the writer, which tries again. */
-                r = store_row_from_job(t->snap, &row);
-                if (r == 0) {
+                if (store_row_from_job(t->snap, &row) == 0) {
                         json_decref(t->snap);
                         t->snap = NULL;
                         t->prep_row = row;
-                }
-                pthread_mutex_lock(&s->mu);
-                atomic_store_explicit(&t->prep, r == 0 ? PREP_DONE : PREP_NONE,
-                                      memory_order_release);
-                if (s->prep_waiting)
-                        pthread_cond_broadcast(&s->prep_done);
+                        atomic_store_explicit(&t->prep, PREP_DONE, memory_order_release);
+                } else
+                        atomic_store_explicit(&t->prep, PREP_NONE, memory_order_release);
+                /* The writer may take t from here on: its row is not touched again. */
         }
+        pthread_mutex_lock(&s->mu);
+        if (s->prep_waiting)
+                pthread_cond_broadcast(&s->prep_done);
         pthread_mutex_unlock(&s->mu);
-        return NULL;
 }
 
-/* The ticket's rows: the prep thread's if it made them, else made here from the snapshot, the
+/* The ticket's rows: prep_drain's if it made them, else made here from the snapshot, the
  * first time they are needed (a change that a later one of its batch writes again is never
  * dumped by the writer). 0, or -errno (logged) for this ticket. */
 static int ticket_row(struct store *s, struct store_ticket *t)
@@ -538,7 +564,7 @@ static int ticket_row(struct store *s, struct store_ticket *t)
                         atomic_store_explicit(&t->prep, PREP_OWNED, memory_order_relaxed);
                         return 0;
                 }
-                /* PREP_BUSY: the prep thread is making it now; wait for that one dump. */
+                /* PREP_BUSY: a drain is making it now; wait for that one dump. */
                 pthread_mutex_lock(&s->mu);
                 prep_wait_locked(s, t);
                 pthread_mutex_unlock(&s->mu);
@@ -1149,8 +1175,6 @@ static void ticket_queue_locked(struct store *s, struct store_ticket *t)
         else
                 s->prep_head = t;
         s->prep_tail = t;
-        if (s->prep_idle)
-                pthread_cond_signal(&s->prep_work);
 }
 
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
@@ -1164,9 +1188,9 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
         if (!t)
                 return log_error_errno(ENOMEM, "Cannot queue a job's change");
         /* The dumps (one, two when results must leave the summary) are made after the caller
-         * has let core_lock go: by the prep thread, or by the writer when it reaches the
-         * change first (then only for a change no later one of its batch writes again). The
-         * caller pays a shallow copy. */
+         * has let core_lock go: by the caller's thread (prep_drain), or by the writer when it
+         * reaches the change first (then only for a change no later one of its batch writes
+         * again). Under the lock the caller pays a shallow copy. */
         t->snap = job_snapshot(job);
         if (!t->snap) {
                 free(t);
@@ -1183,6 +1207,10 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
         pthread_mutex_unlock(&s->mu);
         if (ret_ticket)
                 *ret_ticket = t;
+        if (prep_n_mine < PREP_MINE_MAX) {
+                prep_mine[prep_n_mine++] = t;
+                core_after_unlock(prep_drain);
+        }
         return 0;
 }
 
@@ -1325,11 +1353,6 @@ int store_writer_start(struct store *s)
         pthread_setname_np(s->ckpt_thread, "umd-checkpoint");
         if (sqlite3_exec(s->wdb, "PRAGMA wal_autocheckpoint=0", NULL, NULL, NULL) == SQLITE_OK)
                 sqlite3_wal_hook(s->wdb, wal_hook, s);
-        r = pthread_create(&s->prep_thread, NULL, prep_main, s);
-        if (r != 0)
-                return log_error_errno(r, "Cannot start the store's prep thread: %m");
-        s->prep_started = true;
-        pthread_setname_np(s->prep_thread, "umd-store-prep");
         r = pthread_create(&s->thread, NULL, writer_main, s);
         if (r != 0)
                 return log_error_errno(r, "Cannot start the store's writer thread: %m");
@@ -1353,9 +1376,8 @@ static void stop_thread(struct store *s, pthread_cond_t *wake, pthread_t thread,
 
 void store_writer_stop(struct store *s)
 {
-        /* The writer first: it drains what is queued, making what the prep thread has not. */
+        /* The writer first: it drains what is queued, making the rows no caller has made. */
         stop_thread(s, &s->work, s->thread, &s->thread_started);
-        stop_thread(s, &s->prep_work, s->prep_thread, &s->prep_started);
         stop_thread(s, &s->ckpt, s->ckpt_thread, &s->ckpt_started);
         sqlite3_close(s->cdb);
         s->cdb = NULL;

@@ -196,10 +196,10 @@ void job_compact(struct job *j)
             json_object_del(top, "priority") == 0)
                 stripped |= STRIPPED_PRIORITY;
         /* Not json_dump_compact: sorting the keys would cost a third of the dump. */
-        char *text = json_dumps(top, JSON_COMPACT);
+        size_t len;
+        char *text = json_dump_unsorted(top, &len);
         if (!text)
                 return;
-        size_t len = strlen(text);
         json_decref(j->doc); /* the store's writer holds its own references to what it writes */
         j->doc = NULL;
         j->text = text;

@@ -137,7 +137,7 @@ def test_threads_are_named_for_top(umd):
     d = umd(fake_devices=1)
     names = {(t / "comm").read_text().strip()
              for t in Path(f"/proc/{d.process.pid}/task").iterdir()}
-    assert {"umd-store", "umd-store-prep", "umd-checkpoint", "umd-supervisor", "umd-look",
+    assert {"umd-store", "umd-checkpoint", "umd-supervisor", "umd-look",
             "umd-http", "umd-reaper"} <= names, names
 
 

@@ -276,6 +276,32 @@ static void test_raw_node(void **state)
         json_decref(raw);
 }
 
+/* A raw node larger than the buffer a thread keeps for making them, then a small one: both are
+ * their bytes exactly. */
+static void test_raw_nodes_after_a_large_one_are_their_bytes(void **state)
+{
+        size_t big = 300 * 1024;
+        char *b = malloc(big + 3);
+        const char *got, *small = "[1,2]";
+        size_t len;
+
+        assert_non_null(b);
+        b[0] = '"';
+        memset(b + 1, 'y', big);
+        b[big + 1] = '"';
+        b[big + 2] = '\0';
+        json_t *large = json_raw_new(b, big + 2), *other = json_raw_new(small, strlen(small));
+        assert_true(json_raw_get(large, &got, &len));
+        assert_int_equal(len, big + 2);
+        assert_memory_equal(got, b, len);
+        assert_true(json_raw_get(other, &got, &len));
+        assert_int_equal(len, strlen(small));
+        assert_memory_equal(got, small, len);
+        json_decref(large);
+        json_decref(other);
+        free(b);
+}
+
 static void test_pick_reads_only_the_paths(void **state)
 {
         static const char *const paths[] = {"benchmark", "measurements[].name",
@@ -334,6 +360,7 @@ int main(void)
             cmocka_unit_test(test_depth_limit_as_json_parse_strict),
             cmocka_unit_test(test_member_span),
             cmocka_unit_test(test_raw_node),
+            cmocka_unit_test(test_raw_nodes_after_a_large_one_are_their_bytes),
             cmocka_unit_test(test_pick_reads_only_the_paths),
             cmocka_unit_test(test_pick_of_every_member_is_the_tree),
         };

@@ -93,6 +93,44 @@ static void test_dump_compact_sorts_keys(void **state)
         json_decref(j);
 }
 
+static void test_dump_unsorted_keeps_insertion_order(void **state)
+{
+        json_t *j = json_pack("{s:i,s:i}", "b", 1, "a", 2);
+        size_t len = 0;
+        char *s = json_dump_unsorted(j, &len);
+
+        assert_string_equal(s, "{\"b\":1,\"a\":2}");
+        assert_int_equal(len, strlen(s));
+        free(s);
+        json_decref(j);
+}
+
+/* The thread's dump buffer, grown past what it keeps for a large dump and given back, serves
+ * the next dump as well: each comes out whole, at its own length. */
+static void test_dumps_after_a_large_one_are_whole(void **state)
+{
+        size_t big = 600 * 1024, len = 0;
+        char *v = malloc(big + 1);
+        assert_non_null(v);
+        memset(v, 'x', big);
+        v[big] = '\0';
+        json_t *large = json_pack("{s:s}", "v", v), *small = json_pack("{s:i}", "n", 7);
+        char *a = json_dump_compact(large, &len);
+
+        assert_non_null(a);
+        assert_int_equal(len, big + 8); /* {"v":"..."} */
+        assert_int_equal(strlen(a), len);
+        assert_memory_equal(a, "{\"v\":\"xxx", 9);
+        char *b = json_dump_compact(small, &len);
+        assert_string_equal(b, "{\"n\":7}");
+        assert_int_equal(len, 7);
+        free(a);
+        free(b);
+        free(v);
+        json_decref(large);
+        json_decref(small);
+}
+
 static void test_dump_pretty_ends_with_newline(void **state)
 {
         json_t *j = json_pack("{s:i}", "a", 1);
@@ -187,6 +225,8 @@ int main(void)
             cmocka_unit_test(test_dump_compact_sorts_keys),
             cmocka_unit_test(test_array_find_takes_the_first_with_that_string),
             cmocka_unit_test(test_dump_pretty_ends_with_newline),
+            cmocka_unit_test(test_dump_unsorted_keeps_insertion_order),
+            cmocka_unit_test(test_dumps_after_a_large_one_are_whole),
             cmocka_unit_test(test_result_measurement_finds_by_name),
             cmocka_unit_test(test_dump_fits_bounds_the_dump),
         };

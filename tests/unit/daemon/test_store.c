@@ -248,8 +248,8 @@ static void *putter_main(void *userdata)
         return NULL;
 }
 
-/* Changes from several threads at once, whoever makes each one's rows (the prep thread or the
- * writer, whichever reaches it first): every job reads back as its last change, and none is
+/* Changes from several threads at once, whoever makes each one's rows (a putting thread's drain
+ * or the writer, whichever reaches it first): every job reads back as its last change, and none is
  * lost or counted twice. */
 static void test_concurrent_changes_are_stored_as_their_last(void **state)
 {
