@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tbuf.h"
+
 #define KEY_MAX 256 /* a longer key is "not surely" (results use short ones) */
 #define NUM_MAX 64  /* likewise a number token: jansson writes reals in at most 24 */
 
@@ -380,41 +382,24 @@ bool json_canonical(const char *buf, size_t len, size_t max_depth, const char *m
 
 /* ---- raw nodes ---- */
 
-/* The marker and the bytes are put together in a buffer each thread keeps, which jansson then
- * copies: a result is kilobytes, and a fresh buffer each time made the allocator merge its free
- * lists at every one (malloc_consolidate was a tenth of the supervisor's CPU). A buffer grown
- * past RAW_KEEP_MAX is given back after use. */
+/* The marker and the bytes are put together in a buffer each thread keeps (tbuf.h), which
+ * jansson then copies: a result is kilobytes, and a fresh buffer each time made the allocator
+ * merge its free lists at every one (malloc_consolidate was a tenth of the supervisor's CPU). A
+ * buffer grown past RAW_KEEP_MAX is given back after use. */
 #define RAW_KEEP_MAX (256u * 1024u)
 
 json_t *json_raw_new(const char *bytes, size_t len)
 {
-        static _Thread_local char *buf;
-        static _Thread_local size_t cap;
+        char *buf;
         json_t *j;
 
-        if (len >= SIZE_MAX - 1)
+        if (len >= SIZE_MAX - 1 || !(buf = tbuf_get(TBUF_RAW, len + 1)))
                 return NULL;
-        if (len + 1 > cap) {
-                size_t want = cap ? cap : 4096;
-                char *b;
-
-                while (want < len + 1)
-                        want = want > SIZE_MAX / 2 ? len + 1 : want * 2;
-                b = realloc(buf, want);
-                if (!b)
-                        return NULL;
-                buf = b;
-                cap = want;
-        }
         buf[0] = '\0';
         memcpy(buf + 1, bytes, len);
         /* Checked by json_canonical already: valid UTF-8, and the NUL is the marker. */
         j = json_stringn_nocheck(buf, len + 1);
-        if (cap > RAW_KEEP_MAX) {
-                free(buf);
-                buf = NULL;
-                cap = 0;
-        }
+        tbuf_trim(TBUF_RAW, RAW_KEEP_MAX);
         return j;
 }
 

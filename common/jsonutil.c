@@ -10,44 +10,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Each thread's dumps are written into one buffer it keeps, and copied out at their exact
- * size: jansson's json_dumps grows its buffer from 16 bytes by doubling and then copies it, nine
- * or ten allocations for a job's document, and the allocator was a third of umd's CPU under a
- * load of submits (bench/store/RESULTS.md). A buffer grown past DUMP_KEEP_MAX is given back
- * after the dump, so that one large result does not stay with its thread. */
+#include "tbuf.h"
+
+/* Each thread's dumps are written into one buffer it keeps (tbuf.h), and copied out at their
+ * exact size: jansson's json_dumps grows its buffer from 16 bytes by doubling and then copies
+ * it, nine or ten allocations for a job's document, and the allocator was a third of umd's CPU
+ * under a load of submits (bench/store/RESULTS.md). A buffer grown past DUMP_KEEP_MAX is given
+ * back after the dump, so that one large result does not stay with its thread. */
 #define DUMP_KEEP_MAX (256u * 1024u)
 
 struct dump_buf {
         char *data;
-        size_t len, cap;
-        bool oom;
+        size_t len;
 };
-
-static _Thread_local struct dump_buf dump_scratch;
 
 static int dump_append(const char *buf, size_t size, void *userdata)
 {
         struct dump_buf *d = userdata;
+        char *data;
 
-        if (size > d->cap - d->len) {
-                size_t cap = d->cap ? d->cap : 4096;
-                char *n;
-
-                while (size > cap - d->len) {
-                        if (cap > SIZE_MAX / 2) {
-                                d->oom = true;
-                                return -1;
-                        }
-                        cap *= 2;
-                }
-                n = realloc(d->data, cap);
-                if (!n) {
-                        d->oom = true;
-                        return -1;
-                }
-                d->data = n;
-                d->cap = cap;
-        }
+        if (size > SIZE_MAX - d->len || !(data = tbuf_get(TBUF_DUMP, d->len + size)))
+                return -1;
+        d->data = data;
         memcpy(d->data + d->len, buf, size);
         d->len += size;
         return 0;
@@ -56,23 +40,17 @@ static int dump_append(const char *buf, size_t size, void *userdata)
 /* j dumped with flags, then extra (may be ""), NUL-terminated, in a buffer of its exact size. */
 static char *dump_with(const json_t *j, size_t flags, const char *extra, size_t *ret_len)
 {
-        struct dump_buf *d = &dump_scratch;
-        size_t n = strlen(extra);
+        struct dump_buf d = {0};
         char *s = NULL;
 
         if (!j)
                 return NULL;
-        d->len = 0;
-        d->oom = false;
-        if (json_dump_callback(j, dump_append, d, flags) == 0 &&
-            dump_append(extra, n + 1, d) == 0 && (s = malloc(d->len)))
-                memcpy(s, d->data, d->len);
+        if (json_dump_callback(j, dump_append, &d, flags) == 0 &&
+            dump_append(extra, strlen(extra) + 1, &d) == 0 && (s = malloc(d.len)))
+                memcpy(s, d.data, d.len);
         if (s && ret_len)
-                *ret_len = d->len - 1;
-        if (d->cap > DUMP_KEEP_MAX) {
-                free(d->data);
-                *d = (struct dump_buf){0};
-        }
+                *ret_len = d.len - 1;
+        tbuf_trim(TBUF_DUMP, DUMP_KEEP_MAX);
         return s;
 }
 
