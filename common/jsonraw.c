@@ -393,7 +393,7 @@ json_t *json_raw_new(const char *bytes, size_t len)
         char *buf;
         json_t *j;
 
-        if (len >= SIZE_MAX - 1 || !(buf = tbuf_get(TBUF_RAW, len + 1)))
+        if (len >= SIZE_MAX - 1 || !(buf = tbuf_get(TBUF_RAW, len + 1, NULL)))
                 return NULL;
         buf[0] = '\0';
         memcpy(buf + 1, bytes, len);

@@ -21,17 +21,20 @@
 
 struct dump_buf {
         char *data;
-        size_t len;
+        size_t len, cap;
 };
 
 static int dump_append(const char *buf, size_t size, void *userdata)
 {
         struct dump_buf *d = userdata;
-        char *data;
 
-        if (size > SIZE_MAX - d->len || !(data = tbuf_get(TBUF_DUMP, d->len + size)))
-                return -1;
-        d->data = data;
+        if (size > d->cap - d->len || !d->data) {
+                char *data =
+                    size <= SIZE_MAX - d->len ? tbuf_get(TBUF_DUMP, d->len + size, &d->cap) : NULL;
+                if (!data)
+                        return -1;
+                d->data = data;
+        }
         memcpy(d->data + d->len, buf, size);
         d->len += size;
         return 0;

@@ -35,7 +35,7 @@ static void key_make(void)
         key_made = pthread_key_create(&key, tbufs_free) == 0;
 }
 
-void *tbuf_get(enum tbuf_slot slot, size_t n)
+void *tbuf_get(enum tbuf_slot slot, size_t n, size_t *ret_cap)
 {
         struct tbufs *b = &tbufs;
         size_t cap;
@@ -50,8 +50,11 @@ void *tbuf_get(enum tbuf_slot slot, size_t n)
                         (void)pthread_setspecific(key, b);
                 registered = true;
         }
-        if (n <= b->cap[slot])
+        if (n <= b->cap[slot] && b->p[slot]) {
+                if (ret_cap)
+                        *ret_cap = b->cap[slot];
                 return b->p[slot];
+        }
         cap = b->cap[slot] ? b->cap[slot] : 4096;
         while (cap < n)
                 cap = cap > SIZE_MAX / 2 ? n : cap * 2;
@@ -60,6 +63,8 @@ void *tbuf_get(enum tbuf_slot slot, size_t n)
                 return NULL;
         b->p[slot] = p;
         b->cap[slot] = cap;
+        if (ret_cap)
+                *ret_cap = cap;
         return p;
 }
 
