@@ -174,10 +174,11 @@ struct store {
         uint64_t queued;            /* tickets queued, for store_sync */
         _Atomic uint64_t committed; /* tickets finished (store_commits reads it unlocked) */
         bool stopping, thread_started;
-        /* The changes queued whose rows nobody has made yet, oldest first: the thread that
-         * queued one makes them once it has let core_lock go (prep_drain), so that JSON is not
-         * the one writer's work (it bounds the submit rate where CPUs are many);
-         * prep_waiting: writers blocked on prep_done for a ticket a drain makes. */
+        /* The changes queued whose rows nobody has claimed yet. The thread that queued one
+         * makes its rows once it has let core_lock go (prep_drain), so that JSON is not the one
+         * writer's work (it bounds the submit rate where CPUs are many); the list is how that
+         * thread knows its ticket is still alive (the writer unlinks a ticket before freeing
+         * it). prep_waiting: writers blocked on prep_done for a ticket a drain makes. */
         struct store_ticket *prep_head, *prep_tail;
         pthread_cond_t prep_done;
         unsigned prep_waiting;
