@@ -793,8 +793,9 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                         config_print_help(stdout, argv[0]);
                         return 1;
                 case 'V':
-                        printf("umd %s (build %s, CUDA %s)\n", UMD_VERSION, UMD_BUILD,
-                               UMD_HAVE_CUDA ? "enabled in the worker" : "disabled");
+                        printf("umd %s (build %s, CUDA %s, malloc %s)\n", UMD_VERSION, UMD_BUILD,
+                               UMD_HAVE_CUDA ? "enabled in the worker" : "disabled",
+                               UMD_HAVE_JEMALLOC ? "jemalloc" : "glibc");
                         return 1;
                 case ':':
                         return usage_error("%s needs %s", a,

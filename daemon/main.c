@@ -270,10 +270,12 @@ int main(int argc, char **argv)
         struct umd_daemon d = {.cfg = &cfg, .signal_fd = -1};
         int r;
 
-        /* One malloc arena: with an arena per HTTP thread, resident memory crept up ~20% over
-         * a minute of load from fragmentation alone (no leak: LSan is clean); with one it stays
-         * flat, and umd's throughput is bound by other things (bench/load/RESULTS.md). */
+#if !UMD_HAVE_JEMALLOC
+        /* glibc's malloc, one arena: with an arena per HTTP thread, resident memory crept up
+         * ~20% over a minute of load from fragmentation alone (no leak: LSan is clean); with one
+         * it stays flat, but every thread takes its lock (meson.build: jemalloc does neither). */
         mallopt(M_ARENA_MAX, 1);
+#endif
         log_set_ident("umd");
         config_init(&cfg);
         r = config_parse_args(&cfg, argc, argv);
