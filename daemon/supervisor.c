@@ -70,6 +70,7 @@ struct slot {
 
         pid_t pid; /* > 0 until reaped */
         int pidfd;
+        bool exited; /* its pidfd polled readable: reap() has something to collect */
         int fd;
         struct ipc_decoder dec;
         bool hello;
@@ -372,6 +373,7 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
         w->fd = sv[0];
         w->pid = pid;
         w->pidfd = pidfd_open(pid, 0);
+        w->exited = false;
         if (w->pidfd >= 0 && fcntl(w->pidfd, F_SETFD, FD_CLOEXEC) < 0)
                 log_warning_errno(errno, "Device %s: pidfd FD_CLOEXEC: %m", w->dev.id);
         ipc_decoder_init(&w->dec, IPC_FRAME_MAX);
@@ -508,7 +510,9 @@ static void reap(struct supervisor *s, struct slot *w, uint64_t now)
         int status = 0;
         pid_t r;
 
-        if (w->pid <= 0)
+        /* With a pidfd, only once it said the worker is gone: every round asked the kernel for
+         * every worker, three waitpid calls a part under load for nothing. */
+        if (w->pid <= 0 || (w->pidfd >= 0 && !w->exited))
                 return;
         do
                 r = waitpid(w->pid, &status, WNOHANG);
@@ -841,8 +845,10 @@ static void *supervisor_main(void *arg)
                         if (!pfd[k].revents)
                                 continue;
                         for (size_t i = 0; i < s->n; i++) {
-                                /* pidfds are only wake-ups: reap() runs every round. */
-                                if (s->w[i].fd == pfd[k].fd && s->w[i].fd >= 0)
+                                /* A pidfd's wake-up lets the next round's reap() look. */
+                                if (s->w[i].pidfd == pfd[k].fd && s->w[i].pidfd >= 0)
+                                        s->w[i].exited = true;
+                                else if (s->w[i].fd == pfd[k].fd && s->w[i].fd >= 0)
                                         read_worker(s, &s->w[i], now);
                         }
                 }
