@@ -127,12 +127,15 @@ int store_db_open(const char *path, bool writer, sqlite3 **ret)
         sqlite3 *db = NULL;
         int rc;
 
+        if (writer && store_vfs_register() < 0)
+                return -EIO;
         /* NOFOLLOW: umd.db must be umd's own file, never another application's database
-         * adopted through a link (check_not_links says so clearly; this closes the race). */
+         * adopted through a link (check_not_links says so clearly; this closes the race).
+         * The writer's VFS relies on synchronous=FULL, set below (store_vfs.c). */
         rc = sqlite3_open_v2(path, &db,
                              SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0) |
                                  SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
-                             NULL);
+                             writer ? STORE_WAL_VFS : NULL);
         if (rc != SQLITE_OK)
                 goto fail;
         sqlite3_extended_result_codes(db, 1);

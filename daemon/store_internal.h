@@ -244,6 +244,10 @@ int store_errno_from_sqlite(int rc);
 bool store_is_corrupt(int rc);
 int store_db_open(const char *path, bool writer, sqlite3 **ret);
 int store_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret);
+/* store_vfs.c: the VFS of the writer's connection (the unix VFS, with a WAL's appends written
+ * once a commit, at its sync). Registered once, whoever calls first; 0 or -errno, logged. */
+#define STORE_WAL_VFS "umd-wal"
+int store_vfs_register(void);
 /* The internal form of a job from a row of (doc, request, created_ms, finished_ms). */
 json_t *store_internal_from_row(sqlite3_stmt *st);
 

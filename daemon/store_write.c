@@ -695,9 +695,15 @@ static void commit_batch(struct store *s, struct store_ticket *batch)
 
         for (struct store_ticket *t = batch; t; t = t->next)
                 t->r = r;
-        if (r < 0 && batch->next)
+        if (r < 0 && batch->next) {
+                /* Said, because a batch that fails every time still commits this way, a
+                 * commit a change, and would otherwise be seen only as a slower writer. */
+                log_warning("store: a commit of several changes failed (%s); committing them "
+                            "one at a time",
+                            strerror(-r));
                 for (struct store_ticket *t = batch; t; t = t->next)
                         t->r = commit_list(s, t, 1);
+        }
         store_read_stats(s);
 }
 

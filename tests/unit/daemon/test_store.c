@@ -420,6 +420,35 @@ static void test_checkpoints_follow_wal_growth_not_commits(void **state)
         assert_true(w.idle_truncations >= 1);
 }
 
+/* Changes queued together commit together, however many bytes they are: a batch whose commit
+ * failed was committed again one change at a time, which hid a batch past 128 KiB failing in
+ * the writer's VFS (store_vfs.c) behind a commit a change. */
+static void test_a_large_batch_commits_once(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX], pad[40000];
+        struct store_wal_stats before, after;
+        const size_t n = 12;
+
+        memset(pad, 'x', sizeof(pad) - 1);
+        pad[sizeof(pad) - 1] = '\0';
+        store_wal_stats(f->s, &before);
+        for (size_t i = 0; i < n; i++) {
+                json_t *j = job_at(id, 1000000 + i, "queued", "copy", u, 1);
+
+                json_object_set_new(json_object_get(j, "labels"), "pad", json_string(pad));
+                assert_int_equal(store_put(f->s, j, NULL), 0);
+                json_decref(j);
+        }
+        store_sync(f->s);
+        store_wal_stats(f->s, &after);
+        assert_int_equal(after.changes - before.changes, n);
+        /* One commit, or a few where the machine paused between puts; never one a change. */
+        assert_in_range(after.commits - before.commits, 1, n / 2);
+        assert_int_equal(store_count(f->s), n);
+}
+
 /* The counts /metrics shows: every change the writer committed, and apart the ones an answer
  * waited for; a change nobody waited for is still counted once it is synced. */
 static void test_wal_stats_count_waited_and_lazy_changes(void **state)
@@ -1073,6 +1102,7 @@ int main(void)
                                             setup, teardown),
             cmocka_unit_test_setup_teardown(test_the_wal_stays_under_wal_max_bytes, setup,
                                             teardown),
+            cmocka_unit_test_setup_teardown(test_a_large_batch_commits_once, setup, teardown),
             cmocka_unit_test_setup_teardown(test_checkpoints_follow_wal_growth_not_commits, setup,
                                             teardown),
             cmocka_unit_test(test_import_once_sets_aside_and_skips_duplicates),
