@@ -125,10 +125,10 @@ bool store_is_corrupt(int rc)
 int store_db_open(const char *path, bool writer, sqlite3 **ret)
 {
         sqlite3 *db = NULL;
-        int rc;
+        int rc = writer ? store_vfs_register() : 0;
 
-        if (writer && store_vfs_register() < 0)
-                return -EIO;
+        if (rc < 0)
+                return rc;
         /* NOFOLLOW: umd.db must be umd's own file, never another application's database
          * adopted through a link (check_not_links says so clearly; this closes the race).
          * The writer's VFS relies on synchronous=FULL, set below (store_vfs.c). */

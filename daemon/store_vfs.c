@@ -88,19 +88,14 @@ static int wal_write(sqlite3_file *file, const void *p, int n, sqlite3_int64 off
         int rc;
 
         assert(n >= 0);
-        if (f->len > 0 && off != f->off + (sqlite3_int64)f->len) {
+        /* Not an append, or past what is gathered at most: what is gathered goes first. */
+        if (f->len > 0 && (off != f->off + (sqlite3_int64)f->len || f->len + need > GATHER_MAX)) {
                 rc = flush(f);
                 if (rc != SQLITE_OK)
                         return rc;
         }
         if (f->len == 0)
                 f->off = off;
-        if (f->len + need > GATHER_MAX) {
-                rc = flush(f);
-                if (rc != SQLITE_OK)
-                        return rc;
-                f->off = off;
-        }
         if (f->len + need > f->cap) {
                 size_t cap = f->cap ? f->cap : 65536;
                 unsigned char *nb;

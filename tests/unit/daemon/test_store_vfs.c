@@ -76,6 +76,13 @@ static int insert(sqlite3 *db, int from, int n, int size)
         return rc;
 }
 
+/* insert's rows, committed. */
+static void commit_rows(sqlite3 *db, int from, int n, int size)
+{
+        assert_int_equal(insert(db, from, n, size), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+}
+
 /* What the reader's connection sees: rows, and whether each blob holds its key's byte. */
 static int rows_seen(sqlite3 *db, int size)
 {
@@ -118,13 +125,11 @@ static void test_a_commit_of_many_pages_is_written_in_few_calls(void **state)
         struct fx *f = *state;
 
         if (write_calls() == 0)
-                skip();                                        /* no /proc/self/io here */
-        assert_int_equal(insert(f->w, 0, 1, 3000), SQLITE_OK); /* the WAL's header, once */
-        assert_int_equal(sqlite3_exec(f->w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+                skip();                /* no /proc/self/io here */
+        commit_rows(f->w, 0, 1, 3000); /* the WAL's header, once */
         unsigned long long before = write_calls();
         /* Thirty pages of rows: sixty writes a commit from SQLite, two for each frame. */
-        assert_int_equal(insert(f->w, 1, 30, 3000), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(f->w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        commit_rows(f->w, 1, 30, 3000);
         assert_in_range(write_calls() - before, 1, 4);
         assert_int_equal(rows_seen(f->r, 3000), 31);
 }
@@ -134,8 +139,7 @@ static void test_a_commit_larger_than_one_write_commits_whole(void **state)
         struct fx *f = *state;
 
         /* 2 MiB of frames: the unix VFS writes at most 128 KiB a call. */
-        assert_int_equal(insert(f->w, 0, 512, 4000), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(f->w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        commit_rows(f->w, 0, 512, 4000);
         assert_int_equal(rows_seen(f->r, 4000), 512);
 }
 
@@ -144,8 +148,7 @@ static void test_a_transaction_past_the_gather_limit_commits_whole(void **state)
         struct fx *f = *state;
 
         /* 12 MiB, past the 4 MiB gathered at most: written as it goes, still one commit. */
-        assert_int_equal(insert(f->w, 0, 3000, 4000), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(f->w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        commit_rows(f->w, 0, 3000, 4000);
         assert_int_equal(rows_seen(f->r, 4000), 3000);
 }
 
@@ -154,8 +157,7 @@ static void test_each_commit_is_seen_by_another_connection(void **state)
         struct fx *f = *state;
 
         for (int i = 0; i < 50; i++) {
-                assert_int_equal(insert(f->w, i * 3, 3, 700), SQLITE_OK);
-                assert_int_equal(sqlite3_exec(f->w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+                commit_rows(f->w, i * 3, 3, 700);
                 assert_int_equal(rows_seen(f->r, 700), (i + 1) * 3);
         }
 }
@@ -164,8 +166,7 @@ static void test_a_rolled_back_transaction_leaves_nothing(void **state)
 {
         struct fx *f = *state;
 
-        assert_int_equal(insert(f->w, 0, 5, 2000), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(f->w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        commit_rows(f->w, 0, 5, 2000);
         /* A cache of ten pages: the transaction spills frames into the WAL before it ends. */
         assert_int_equal(sqlite3_exec(f->w, "PRAGMA cache_size=10", NULL, NULL, NULL), SQLITE_OK);
         assert_int_equal(insert(f->w, 100, 400, 2000), SQLITE_OK);
@@ -173,8 +174,7 @@ static void test_a_rolled_back_transaction_leaves_nothing(void **state)
         assert_int_equal(rows_seen(f->r, 2000), 5);
         /* The writer's own view, and the next commit's, are whole too. */
         assert_int_equal(rows_seen(f->w, 2000), 5);
-        assert_int_equal(insert(f->w, 5, 5, 2000), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(f->w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        commit_rows(f->w, 5, 5, 2000);
         assert_int_equal(rows_seen(f->r, 2000), 10);
 }
 
@@ -182,14 +182,12 @@ static void test_commits_survive_a_checkpoint_and_a_reopen(void **state)
 {
         struct fx *f = *state;
 
-        assert_int_equal(insert(f->w, 0, 20, 3000), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(f->w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        commit_rows(f->w, 0, 20, 3000);
         assert_int_equal(
             sqlite3_wal_checkpoint_v2(f->r, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL),
             SQLITE_OK);
         /* The WAL starts again from its beginning: the first write is not an append. */
-        assert_int_equal(insert(f->w, 20, 20, 3000), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(f->w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        commit_rows(f->w, 20, 20, 3000);
         sqlite3_close(f->w);
         f->w = NULL;
         assert_int_equal(store_db_open(f->path, true, &f->w), 0);
