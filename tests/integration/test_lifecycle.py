@@ -3,12 +3,13 @@ SIGTERM with in-flight requests finished, exit 2 with one clear message for bad 
 config, a clear error for a port in use, socket activation, and restart on the same state."""
 import signal
 import socket
+import subprocess
 import time
 
 import pytest
 import requests
 
-from conftest import free_port
+from conftest import UMD_BIN, free_port
 
 
 def test_ready_only_once_the_port_accepts(umd):
@@ -114,6 +115,17 @@ def test_help_and_version_exit_0(umd_run):
     assert umd_run(["--help"]).returncode == 0
     v = umd_run(["--version"])
     assert v.returncode == 0 and v.stdout.strip()
+
+
+def test_version_names_the_allocator_umd_is_linked_with(umd_run):
+    """`umd --version` says "malloc jemalloc" exactly when the binary links libjemalloc (a build
+    with -Djemalloc, the .deb's), else "malloc glibc" (the sanitizer builds)."""
+    linked = subprocess.run(["ldd", UMD_BIN], capture_output=True,
+                            text=True).stdout
+    v = umd_run(["--version"])
+    assert v.returncode == 0
+    want = "malloc jemalloc" if "libjemalloc" in linked else "malloc glibc"
+    assert want in v.stdout, v.stdout
 
 
 def test_port_in_use_is_a_clear_error(umd):
