@@ -152,10 +152,8 @@ void handle_dashboard(const struct api_request *req, struct api_reply *rep)
 }
 
 /* Location of a job the core returned; "" when it has no string id (then no header). */
-static void set_location(struct api_reply *rep, const json_t *job)
+static void set_location(struct api_reply *rep, const char *id)
 {
-        const char *id = json_string_value(json_object_get(job, "id"));
-
         if (id && strlen(id) < sizeof(rep->location) - sizeof("/v1/jobs/"))
                 snprintf(rep->location, sizeof(rep->location), "/v1/jobs/%s", id);
 }
@@ -163,7 +161,8 @@ static void set_location(struct api_reply *rep, const json_t *job)
 void handle_job_submit(const struct api_request *req, struct api_reply *rep)
 {
         struct problem p = {0};
-        json_t *body = NULL, *job = NULL;
+        struct core_submitted sub = {.bytes_ok = true};
+        json_t *body = NULL;
         int r;
 
         if (request_check_idempotency_key(req->idempotency_key, &p) < 0 ||
@@ -171,15 +170,22 @@ void handle_job_submit(const struct api_request *req, struct api_reply *rep)
                 reply_problem(rep, &p);
                 return;
         }
-        r = core_job_submit(body, req->idempotency_key, req->client, &job, &p);
+        r = core_job_submit(body, req->idempotency_key, req->client, &sub, &p);
         json_decref(body);
         if (r < 0) {
                 reply_problem(rep, &p);
                 return;
         }
         /* 0: a new job, accepted for running later; 1: the job this key already made. */
-        set_location(rep, job);
-        reply_json(rep, r == 0 ? 202 : 200, job);
+        set_location(rep, sub.id);
+        if (sub.body) {
+                reply_json_bytes(rep, r == 0 ? 202 : 200, sub.body, sub.body_len);
+                sub.body = NULL; /* the reply's */
+        } else {
+                reply_json(rep, r == 0 ? 202 : 200, sub.job);
+                sub.job = NULL; /* likewise */
+        }
+        core_submitted_done(&sub);
 }
 
 static const char *arg_value(const struct api_request *req, const char *key)

@@ -170,6 +170,8 @@ int request_parse_json_object(const char *body, size_t len, json_t **ret, struct
 
 /* reply.c: fill rep. The reply owns what it points to; reply_done frees it. */
 void reply_json(struct api_reply *rep, int status, json_t *j); /* steals j; NULL = 500 */
+/* A JSON document already dumped as reply_json would dump it (malloc'd, stolen). */
+void reply_json_bytes(struct api_reply *rep, int status, char *body, size_t len);
 void reply_static(struct api_reply *rep, int status, const char *content_type, const char *body,
                   size_t len);
 void reply_text(struct api_reply *rep, int status, const char *content_type, char *body,

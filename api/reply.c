@@ -54,6 +54,11 @@ void reply_json(struct api_reply *rep, int status, json_t *j)
         reply_dump(rep, status, CT_JSON, j);
 }
 
+void reply_json_bytes(struct api_reply *rep, int status, char *body, size_t len)
+{
+        reply_text(rep, status, CT_JSON, body, len);
+}
+
 void reply_static(struct api_reply *rep, int status, const char *content_type, const char *body,
                   size_t len)
 {

@@ -73,14 +73,14 @@ static void schedule(void)
         core_unlock();
         for (size_t k = 0; k < (all ? 1 : n); k++) {
                 struct problem p = {0};
-                json_t *job = NULL;
+                struct core_submitted sub = {0};
                 json_t *body =
                     all ? json_pack("{s:s, s:s, s:{s:s}}", "benchmark", "health", "devices", "all",
                                     "labels", "scheduled", "health_interval")
                         : json_pack("{s:s, s:I, s:{s:s}}", "benchmark", "health", "device",
                                     (json_int_t)devs[k], "labels", "scheduled", "health_interval");
 
-                if (!body || core_job_submit(body, NULL, NULL, &job, &p) < 0) {
+                if (!body || core_job_submit(body, NULL, NULL, &sub, &p) < 0) {
                         const char *why = body ? p.detail : "out of memory";
                         if (all)
                                 log_warning("the scheduled health check of every GPU and the GPU "
@@ -90,7 +90,7 @@ static void schedule(void)
                                 log_warning("device %zu: scheduled health check not queued: %s",
                                             devs[k], why);
                 }
-                json_decref(job);
+                core_submitted_done(&sub);
                 json_decref(body);
         }
 }

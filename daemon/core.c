@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "catalog.h"
@@ -50,10 +51,25 @@ static int expanded(int r, json_t **ret_job, struct problem *p)
 }
 
 int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
-                    json_t **ret_job, struct problem *p)
+                    struct core_submitted *ret, struct problem *p)
 {
-        return expanded(job_submit(core_jobs(), body, idempotency_key, client, ret_job, p), ret_job,
-                        p);
+        int r = job_submit(core_jobs(), body, idempotency_key, client, ret, p);
+
+        if (r >= 0 && ret->job) {
+                r = expanded(r, &ret->job, p);
+                if (r < 0)
+                        core_submitted_done(ret);
+        }
+        return r;
+}
+
+void core_submitted_done(struct core_submitted *ret)
+{
+        json_decref(ret->job);
+        ret->job = NULL;
+        free(ret->body);
+        ret->body = NULL;
+        ret->body_len = 0;
 }
 
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)

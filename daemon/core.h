@@ -47,10 +47,25 @@ json_t *core_catalog_json(void);
  * (an array of [name, schema] pairs). */
 json_t *core_params_schemas(void);
 
-/* POST /v1/jobs. 0 with *ret_job (new, 202) or 1 with *ret_job (idempotent replay, 200);
- * negative with p filled otherwise (400, 409, 429, 503). client: the token name or NULL. */
+/* A submitted job as the answer shows it: its public document (job), or, where the caller
+ * allows it (bytes_ok) and the store's write of the new job is exactly what the answer shows,
+ * that write's bytes (body): what json_dump_compact(job) would give, without making job or
+ * dumping it (a third of a submit's JSON work). */
+struct core_submitted {
+        bool bytes_ok; /* in: body may come instead of job */
+        json_t *job;   /* out: or NULL when body is set */
+        char *body;    /* out: malloc'd, body_len bytes and a NUL */
+        size_t body_len;
+        char id[JOB_ID_MAX]; /* out: the job's id, either way */
+};
+/* Frees what ret holds (job, body); bytes_ok kept. */
+void core_submitted_done(struct core_submitted *ret);
+
+/* POST /v1/jobs. 0 with ret filled (new, 202) or 1 (idempotent replay, 200: always a job);
+ * negative with p filled and ret's outputs untouched otherwise (400, 409, 429, 503). client: the
+ * token name or NULL. */
 int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
-                    json_t **ret_job, struct problem *p);
+                    struct core_submitted *ret, struct problem *p);
 /* GET /v1/jobs/{id} */
 int core_job_get(const char *id, json_t **ret_job, struct problem *p);
 /* GET /v1/jobs/{id} of a finished job, fast: 0 with a reference to the served bytes and their

@@ -52,6 +52,10 @@ void store_close(struct store *s);
  * caller must store_wait() or store_poll() it; without, a failure is only logged. 0, -EINVAL (no
  * valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+/* store_put for a change an answer will show as it is written (a submit): once committed, the
+ * ticket keeps the bytes of the public document its write carried, for store_wait_doc, so that
+ * the answer needs no dump of its own. ret_ticket is required. */
+int store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
 /* Queue a write of part idx's state alone, the job's document left as it is: a part's start,
  * which a restart must find (to say the part was interrupted rather than run it again), costs a
  * small row instead of a dump and the job's whole row. The document catches up with a later
@@ -64,6 +68,11 @@ int store_put_part(struct store *s, const char *job_id, size_t idx, const char *
  * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
  * disk full, -EIO: anything else). */
 int store_wait(struct store_ticket *t);
+/* store_wait, and for a ticket of store_put_answered whose commit carried its document (not
+ * superseded by a later change of the same job in its batch), those bytes: *ret_doc (malloc'd,
+ * *ret_len long, exactly what store_public_copy's compact dump of the job as put would be) is
+ * set only when 0 is returned and they were kept; otherwise it is left untouched. */
+int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
 /* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. A
  * ticket only polled is committed within STORE_LAZY_MS, with whatever else came meanwhile. */
 int store_poll(struct store_ticket *t, int *ret_r);

@@ -133,7 +133,12 @@ struct store_ticket {
         bool part_only;
         size_t part_idx;
         const char *part_state;
-        bool waited;      /* someone will store_wait/poll: the writer must not free it */
+        bool waited; /* someone will store_wait/poll: the writer must not free it */
+        /* store_put_answered's: once committed, the document's bytes its own write carried
+         * (row.doc) stay here for store_wait_doc instead of being freed. */
+        bool keep_doc;
+        char *kept_doc;
+        size_t kept_len;
         atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
         int r;
         /* The job as store_put saw it, until the writer or a drain makes the row from

@@ -173,6 +173,13 @@ static int result_bytes(const json_t *res, const char **ret, size_t *ret_len, ch
 {
         if (json_raw_get(res, ret, ret_len))
                 return 0;
+        /* Every part of a job not yet final has one: a dump would cost more than the row's
+         * other work for it. */
+        if (json_is_null(res)) {
+                *ret = "null";
+                *ret_len = strlen("null");
+                return 0;
+        }
         *ret_dump = json_dump_compact(res, ret_len);
         if (!*ret_dump)
                 return -ENOMEM;
@@ -1027,6 +1034,17 @@ all:
         return all;
 }
 
+/* t's own write carried the document (it was not superseded): its bytes move from the row to
+ * t for store_wait_doc, and the summary, when it was the same buffer, goes with the row. */
+static void ticket_keep_doc(struct store_ticket *t)
+{
+        t->kept_doc = t->row.doc;
+        t->kept_len = t->row.doc_len;
+        if (t->row.summary == t->row.doc)
+                t->row.summary = NULL;
+        t->row.doc = NULL;
+}
+
 static void *writer_main(void *userdata)
 {
         struct store *s = userdata;
@@ -1089,6 +1107,8 @@ static void *writer_main(void *userdata)
                                         s->wal.waited_changes += t->waited;
                                 }
                                 prep_release(s, t);
+                                if (t->keep_doc && t->r == 0 && t->row.doc)
+                                        ticket_keep_doc(t);
                                 store_row_free(&t->row);
                                 json_decref(t->snap); /* superseded: never made into rows */
                                 t->snap = NULL;
@@ -1183,7 +1203,7 @@ static void ticket_queue_locked(struct store *s, struct store_ticket *t)
         s->prep_tail = t;
 }
 
-int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+static int put(struct store *s, const json_t *job, bool keep_doc, struct store_ticket **ret_ticket)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
         struct store_ticket *t;
@@ -1207,6 +1227,7 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
          * cached bytes (if any) are no longer the truth all the same. */
         store_cache_evict(s, t->row.id);
         t->waited = ret_ticket != NULL;
+        t->keep_doc = keep_doc;
         t->queued_ms = now_monotonic_ms();
         pthread_mutex_lock(&s->mu);
         ticket_queue_locked(s, t);
@@ -1218,6 +1239,17 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
                 core_after_unlock(prep_drain);
         }
         return 0;
+}
+
+int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+{
+        return put(s, job, false, ret_ticket);
+}
+
+int store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+{
+        assert(ret_ticket);
+        return put(s, job, true, ret_ticket);
 }
 
 int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state)
@@ -1249,6 +1281,11 @@ struct store *store_singleton;
 
 int store_wait(struct store_ticket *t)
 {
+        return store_wait_doc(t, NULL, NULL);
+}
+
+int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
+{
         struct store *s = store_singleton;
         int r;
 
@@ -1269,6 +1306,11 @@ int store_wait(struct store_ticket *t)
         }
         pthread_mutex_unlock(&s->mu);
         r = t->r;
+        if (ret_doc && r == 0 && t->kept_doc) {
+                *ret_doc = t->kept_doc;
+                *ret_len = t->kept_len;
+        } else
+                free(t->kept_doc);
         free(t);
         return r;
 }
@@ -1280,6 +1322,7 @@ int store_poll(struct store_ticket *t, int *ret_r)
         if (!atomic_load_explicit(&t->done, memory_order_acquire))
                 return 0;
         *ret_r = t->r;
+        free(t->kept_doc);
         free(t);
         return 1;
 }

@@ -177,13 +177,42 @@ static int job_take_id(struct job *j)
         return json_object_set_new(j->doc, "id", id) < 0 ? -ENOMEM : 0;
 }
 
+/* Whether j's document is still the one its submission's write carried. Every later change of
+ * a document marks it rewritten (job_persist, job_persist_soon, a cancel), except a part failed
+ * while queueing, which leaves the part not queued: job_compact rests on the same rules. */
+static bool unchanged_since_submission(const struct job *j)
+{
+        if (j->rewritten || j->st != JOB_QUEUED || j->cancel_requested)
+                return false;
+        for (size_t i = 0; i < j->n_parts; i++)
+                if (j->parts[i].st != JOB_QUEUED)
+                        return false;
+        return true;
+}
+
+/* What the answer to a new job shows: the bytes its submission's write carried (kept, which this
+ * takes) when nothing changed the job since, else its document. */
+static void submitted_answer(struct job *j, char **kept, size_t kept_len,
+                             struct core_submitted *ret)
+{
+        if (ret->bytes_ok && *kept && unchanged_since_submission(j)) {
+                ret->body = *kept;
+                ret->body_len = kept_len;
+                *kept = NULL;
+        } else
+                ret->job = job_public_of(j);
+        snprintf(ret->id, sizeof(ret->id), "%s", j->id);
+}
+
 int job_submit(struct jobs *js, const json_t *body, const char *idem, const char *client,
-               json_t **ret_job, struct problem *p)
+               struct core_submitted *ret, struct problem *p)
 {
         struct job_spec spec = {0};
         struct problem parse_p = {0};
         const struct bench_def *b;
         struct job *fresh = NULL, *j;
+        char *kept = NULL; /* the bytes of the submission's write (store_wait_doc) */
+        size_t kept_len = 0;
         int r, parsed;
 
         r = spec_check_body(body, &b, p);
@@ -225,7 +254,8 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                         } else {
                                 if (prev)
                                         job_persist_shown(js, prev);
-                                *ret_job = prev ? job_public_of(prev) : json_incref(stored);
+                                ret->job = prev ? job_public_of(prev) : json_incref(stored);
+                                snprintf(ret->id, sizeof(ret->id), "%s", prev_id);
                                 r = 1;
                         }
                         if (prev) /* req pointed into its tree: given up only now */
@@ -249,7 +279,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         }
         j = fresh;
         fresh = NULL; /* the index has it */
-        if (store_put(js->store, j->doc, &ticket) < 0) {
+        if (store_put_answered(js->store, j->doc, &ticket) < 0) {
                 job_unsubmit(js, j);
                 r = problem_set(p, 500, "", "out of memory");
                 goto out;
@@ -264,7 +294,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         jobs_unlock(js);
 
         /* The commit is waited for without the lock: concurrent submits share one commit. */
-        int w = store_wait(ticket);
+        int w = store_wait_doc(ticket, &kept, &kept_len);
 
         core_lock();
         j = job_find(js, id);
@@ -285,7 +315,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                 job_persist(js, j);
         }
         log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, j->n_parts);
-        *ret_job = job_public_of(j);
+        submitted_answer(j, &kept, kept_len, ret);
         for (size_t i = 0; i < spec.n_devs; i++)
                 job_dispatch_try(js, spec.devs[i]);
         if (have_node())
@@ -297,6 +327,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         r = 0;
 out:
         jobs_unlock(js);
+        free(kept);
         job_free(fresh); /* made, never queued: a replay, a full queue, no memory */
         spec_done(&spec);
         return r;

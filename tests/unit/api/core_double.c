@@ -68,16 +68,26 @@ json_t *core_catalog_json(void)
 }
 
 int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
-                    json_t **ret_job, struct problem *p)
+                    struct core_submitted *ret, struct problem *p)
 {
         int r;
 
         record(&core_double.last_key, idempotency_key);
         r = answer(p);
-        if (r >= 0)
-                *ret_job = json_pack("{s:s, s:s}", "id", "0190a0b0-0000-7000-8000-000000000001",
+        if (r >= 0) {
+                ret->job = json_pack("{s:s, s:s}", "id", "0190a0b0-0000-7000-8000-000000000001",
                                      "state", "queued");
+                snprintf(ret->id, sizeof(ret->id), "%s", "0190a0b0-0000-7000-8000-000000000001");
+        }
         return r;
+}
+
+void core_submitted_done(struct core_submitted *ret)
+{
+        json_decref(ret->job);
+        ret->job = NULL;
+        free(ret->body);
+        ret->body = NULL;
 }
 
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)

@@ -134,6 +134,10 @@ void metrics_http_observe(const char *route, const char *method, int status)
 /* ---- store failures, injected between the job files and the real store ---- */
 
 int __real_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+int __real_store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+int __wrap_store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+int __real_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
+int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
 int __real_store_wait(struct store_ticket *t);
 int __real_store_poll(struct store_ticket *t, int *ret_r);
 int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
@@ -158,6 +162,34 @@ int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **r
                 return -ENOMEM;
         }
         return __real_store_put(s, job, ret_ticket);
+}
+
+/* A submit's: the same failures as store_put's and store_wait's. */
+int __wrap_store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+{
+        if (fx && fx->fail_put > 0) {
+                fx->fail_put--;
+                return -ENOMEM;
+        }
+        return __real_store_put_answered(s, job, ret_ticket);
+}
+
+int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
+{
+        char *doc = NULL;
+        size_t len = 0;
+        int r = __real_store_wait_doc(t, &doc, &len);
+
+        if (fx && fx->fail_wait > 0) {
+                fx->fail_wait--;
+                free(doc);
+                return -EIO;
+        }
+        if (doc) {
+                *ret_doc = doc;
+                *ret_len = len;
+        }
+        return r;
 }
 
 int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state)
@@ -269,18 +301,20 @@ void fx_restart(unsigned n_devices, bool crash)
 
 int fx_submit(const char *body, const char *idem, const char *client, char ret_id[JOB_ID_MAX])
 {
-        json_t *b = json_loads(body, 0, NULL), *job = NULL;
+        json_t *b = json_loads(body, 0, NULL);
+        struct core_submitted sub = {.bytes_ok = true}; /* as the API asks */
         struct problem p = {0};
         int r;
 
         assert_non_null(b);
-        r = core_job_submit(b, idem, client, &job, &p);
+        r = core_job_submit(b, idem, client, &sub, &p);
         json_decref(b);
         if (r < 0)
                 return p.status;
+        assert_true((sub.job == NULL) != (sub.body == NULL));
         if (ret_id)
-                snprintf(ret_id, JOB_ID_MAX, "%s", json_string_value(json_object_get(job, "id")));
-        json_decref(job);
+                snprintf(ret_id, JOB_ID_MAX, "%s", sub.id);
+        core_submitted_done(&sub);
         return r == 1 ? 200 : 202;
 }
 

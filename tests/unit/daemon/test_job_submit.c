@@ -5,12 +5,15 @@
  * leaves nothing queued. A real store, a fake supervisor (jobs_fixture.h). */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "jobs_fixture.h"
+#include "jsonutil.h"
 
 #define COPY0 "{\"benchmark\": \"copy\", \"device\": 0, \"params\": {\"size\": \"4MiB\"}}"
 #define COPY1 "{\"benchmark\": \"copy\", \"device\": 1, \"params\": {\"size\": \"4MiB\"}}"
@@ -76,6 +79,87 @@ static void test_a_job_far_from_its_queue_head_is_read_back_at_dispatch(void **s
         assert_string_equal(fx_state(c), "succeeded");
 }
 
+static void submit_body(const char *body, const char *idem, bool bytes_ok,
+                        struct core_submitted *ret)
+{
+        json_t *b = json_loads(body, 0, NULL);
+        struct problem p = {0};
+        int r;
+
+        assert_non_null(b);
+        *ret = (struct core_submitted){.bytes_ok = bytes_ok};
+        r = core_job_submit(b, idem, NULL, ret, &p);
+        json_decref(b);
+        assert_true(r >= 0);
+}
+
+/* The job as a GET answers it now, dumped as an answer is. */
+static char *get_dump(const char *id)
+{
+        struct problem p = {0};
+        json_t *job = NULL;
+        char *text;
+
+        assert_int_equal(core_job_get(id, &job, &p), 0);
+        text = json_dump_compact(job, NULL);
+        json_decref(job);
+        assert_non_null(text);
+        return text;
+}
+
+/* A new job nothing changed since its write is answered with that write's bytes, which are what
+ * a dump of its document gives. */
+static void test_a_new_job_is_answered_with_the_bytes_of_its_write(void **state)
+{
+        struct core_submitted sub;
+        char first[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, first), 202); /* runs: the next waits */
+        submit_body(COPY0, NULL, true, &sub);
+        assert_null(sub.job);
+        assert_non_null(sub.body);
+        assert_int_equal(sub.body_len, strlen(sub.body));
+        char *now = get_dump(sub.id);
+        assert_string_equal(sub.body, now);
+        free(now);
+        json_t *back = json_loads(sub.body, 0, NULL);
+        assert_string_equal(json_string_value(json_object_get(back, "id")), sub.id);
+        assert_string_equal(json_string_value(json_object_get(back, "state")), "queued");
+        assert_null(json_object_get(back, "request")); /* bookkeeping stays out, as in a GET */
+        json_decref(back);
+        core_submitted_done(&sub);
+}
+
+/* A caller that asks for a document (the daemon's own scheduled checks) gets one. */
+static void test_a_caller_without_bytes_ok_gets_the_document(void **state)
+{
+        struct core_submitted sub;
+
+        (void)state;
+        submit_body(COPY0, NULL, false, &sub);
+        assert_null(sub.body);
+        assert_non_null(sub.job);
+        assert_string_equal(json_string_value(json_object_get(sub.job, "id")), sub.id);
+        core_submitted_done(&sub);
+}
+
+/* A replay answers the job as it is now, which its first write no longer is. */
+static void test_a_replay_is_answered_with_the_job_as_it_is_now(void **state)
+{
+        struct core_submitted sub;
+        char id[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, "key-2", NULL, id), 202);
+        assert_string_equal(fx_state(id), "running");
+        submit_body(COPY0, "key-2", true, &sub);
+        assert_null(sub.body);
+        assert_string_equal(sub.id, id);
+        assert_string_equal(json_string_value(json_object_get(sub.job, "state")), "running");
+        core_submitted_done(&sub);
+}
+
 static void test_an_idempotency_key_replays_its_job_and_refuses_another_body(void **state)
 {
         char a[JOB_ID_MAX], b[JOB_ID_MAX];
@@ -97,7 +181,8 @@ static void test_an_idempotency_key_replays_its_job_and_refuses_another_body(voi
 
 static void test_a_full_queue_is_429_with_retry_after(void **state)
 {
-        json_t *body = json_loads(COPY0, 0, NULL), *job = NULL;
+        json_t *body = json_loads(COPY0, 0, NULL);
+        struct core_submitted sub = {.bytes_ok = true};
         struct problem p = {0};
         unsigned cap = fx->cfg.queue_capacity;
 
@@ -105,10 +190,11 @@ static void test_a_full_queue_is_429_with_retry_after(void **state)
         assert_int_equal(fx_submit(COPY0, NULL, NULL, NULL), 202); /* runs: leaves the queue */
         fx->cfg.queue_capacity = 1;
         assert_int_equal(fx_submit(COPY0, NULL, NULL, NULL), 202); /* queued behind it */
-        assert_true(core_job_submit(body, NULL, NULL, &job, &p) < 0);
+        assert_true(core_job_submit(body, NULL, NULL, &sub, &p) < 0);
         assert_int_equal(p.status, 429);
         assert_int_equal(p.retry_after_s, 5);
-        assert_null(job);
+        assert_null(sub.job);
+        assert_null(sub.body);
         fx->cfg.queue_capacity = cap;
         json_decref(body);
 }
@@ -173,6 +259,12 @@ int main(void)
             cmocka_unit_test_setup_teardown(
                 test_an_idempotency_key_replays_its_job_and_refuses_another_body, fx_setup,
                 fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_new_job_is_answered_with_the_bytes_of_its_write,
+                                            fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_caller_without_bytes_ok_gets_the_document,
+                                            fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_replay_is_answered_with_the_job_as_it_is_now,
+                                            fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_full_queue_is_429_with_retry_after, fx_setup,
                                             fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_client_over_its_quota_is_429, fx_setup,

@@ -227,6 +227,52 @@ static void test_changes_of_one_job_keep_the_last(void **state)
         json_decref(j);
 }
 
+/* A submit's write (store_put_answered) hands its document's bytes back with its commit:
+ * the bytes stored, which are the compact dump of the job's public copy. */
+static void test_an_answered_put_hands_back_the_bytes_it_wrote(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A, DEV_B};
+        char id[UUID_STRING_MAX], *bytes = NULL, *doc, *sum;
+        json_t *j = job_at(id, 3000000, "succeeded", "copy", u, 2); /* stored_bytes reads it */
+        struct store_ticket *t = NULL;
+        size_t len = 0;
+
+        json_object_set_new(json_array_get(json_object_get(j, "parts"), 0), "result", json_null());
+        assert_int_equal(store_put_answered(f->s, j, &t), 0);
+        assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
+        assert_non_null(bytes);
+        assert_int_equal(len, strlen(bytes));
+        stored_bytes(f->s, id, &doc, &sum);
+        assert_string_equal(bytes, doc);
+        json_t *pub = store_public_copy(j, true);
+        char *dump = json_dump_compact(pub, NULL);
+        assert_string_equal(bytes, dump);
+        free(dump);
+        json_decref(pub);
+        free(bytes);
+        free(doc);
+        free(sum);
+        json_decref(j);
+}
+
+/* Any other write's bytes are the writer's: a wait gets none. */
+static void test_a_plain_put_hands_back_no_bytes(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX], *bytes = NULL;
+        json_t *j = job_at(id, 3000000, "queued", "copy", u, 1);
+        struct store_ticket *t = NULL;
+        size_t len = 7;
+
+        assert_int_equal(store_put(f->s, j, &t), 0);
+        assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
+        assert_null(bytes);
+        assert_int_equal(len, 7);
+        json_decref(j);
+}
+
 #define PUTTERS 4
 #define PUTS    150
 
@@ -1086,6 +1132,9 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_export_writes_every_job, setup, teardown),
             cmocka_unit_test_setup_teardown(test_changes_of_one_job_keep_the_last, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_an_answered_put_hands_back_the_bytes_it_wrote,
+                                            setup, teardown),
+            cmocka_unit_test_setup_teardown(test_a_plain_put_hands_back_no_bytes, setup, teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_part_state_alone_changes_its_row_and_not_the_document, setup, teardown),
             cmocka_unit_test_setup_teardown(test_a_part_state_keeps_the_document_queued_before_it,
