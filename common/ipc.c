@@ -101,7 +101,14 @@ static int parse_split(const uint8_t *p, size_t len, const char *raw_key, struct
         memcpy(skel, p, span.off);
         memcpy(skel + span.off, "{}", 2);
         memcpy(skel + span.off + 2, p + span.off + span.len, len - span.off - span.len);
-        r = parse_payload(skel, rest + 2, &j);
+        /* Canonical still (the member's value replaced by an empty object): built without
+         * jansson's parser, as parse_payload would parse it. */
+        j = json_canonical_load((const char *)skel, rest + 2, IPC_MAX_DEPTH);
+        if (j && (!json_is_object(j) || !json_is_string(json_object_get(j, "type")))) {
+                json_decref(j);
+                j = NULL;
+        }
+        r = j ? 0 : parse_payload(skel, rest + 2, &j);
         free(skel);
         if (r < 0)
                 return r == -ENOMEM ? r : -EBADMSG; /* cannot be: it was canonical */

@@ -19,6 +19,9 @@
 
 #define KEY_MAX 256 /* a longer key is "not surely" (results use short ones) */
 #define NUM_MAX 64  /* likewise a number token: jansson writes reals in at most 24 */
+/* jansson's own limit on nesting (JSON_PARSER_MAX_DEPTH in its private headers): what a value
+ * parsed without a limit of umd's may nest to. */
+#define JANSSON_MAX_DEPTH 2048
 
 struct scan {
         const char *b;
@@ -433,7 +436,120 @@ static json_t *parse_span(const char *b, struct json_span sp)
                         return json_real(strtod(tok, NULL));
                 return json_integer(strtoll(tok, NULL, 10));
         }
+        if (sp.len > 0 && (v[0] == '{' || v[0] == '[')) {
+                json_t *j = json_canonical_load(v, sp.len, JANSSON_MAX_DEPTH);
+
+                if (j)
+                        return j;
+        }
         return json_loadb(v, sp.len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* ---- building a tree from canonical bytes ---- */
+
+static json_t *build_value(struct scan *s, size_t depth);
+
+/* Keys as scan_string decodes them; one with a NUL (a "\u0000") is refused, as jansson refuses
+ * it without JSON_ALLOW_NUL. */
+static json_t *build_object(struct scan *s, size_t depth)
+{
+        char keys[2][KEY_MAX];
+        size_t lens[2] = {0, 0}, cur = 0;
+        bool first = true;
+        json_t *o = json_object();
+
+        if (!o)
+                return NULL;
+        if (opens_empty(s, '}'))
+                return o;
+        for (;;) {
+                json_t *v;
+                int e;
+
+                if (!scan_string(s, keys[cur], &lens[cur]) || memchr(keys[cur], '\0', lens[cur]))
+                        break;
+                if (!first && key_cmp(keys[!cur], lens[!cur], keys[cur], lens[cur]) >= 0)
+                        break;
+                if (!peek(s, ':'))
+                        break;
+                s->pos++;
+                v = build_value(s, depth);
+                if (!v || json_object_setn_new_nocheck(o, keys[cur], lens[cur], v) < 0)
+                        break;
+                first = false;
+                cur = !cur;
+                e = item_end(s, '}');
+                if (e > 0)
+                        return o;
+                if (e < 0)
+                        break;
+        }
+        json_decref(o);
+        return NULL;
+}
+
+static json_t *build_array(struct scan *s, size_t depth)
+{
+        json_t *a = json_array();
+
+        if (!a)
+                return NULL;
+        if (opens_empty(s, ']'))
+                return a;
+        for (;;) {
+                json_t *v = build_value(s, depth);
+                int e;
+
+                if (!v || json_array_append_new(a, v) < 0)
+                        break;
+                e = item_end(s, ']');
+                if (e > 0)
+                        return a;
+                if (e < 0)
+                        break;
+        }
+        json_decref(a);
+        return NULL;
+}
+
+/* Strings and numbers are checked by scan_value, then made as parse_span makes them. */
+static json_t *build_value(struct scan *s, size_t depth)
+{
+        size_t from = s->pos;
+
+        if (s->pos >= s->len)
+                return NULL;
+        switch (s->b[s->pos]) {
+        case '{':
+                return depth + 1 <= s->max_depth ? build_object(s, depth + 1) : NULL;
+        case '[':
+                return depth + 1 <= s->max_depth ? build_array(s, depth + 1) : NULL;
+        case 't':
+                return scan_literal(s, "true") ? json_true() : NULL;
+        case 'f':
+                return scan_literal(s, "false") ? json_false() : NULL;
+        case 'n':
+                return scan_literal(s, "null") ? json_null() : NULL;
+        default:
+                if (!scan_value(s, depth, NULL, NULL))
+                        return NULL;
+                return parse_span(s->b, (struct json_span){from, s->pos - from});
+        }
+}
+
+json_t *json_canonical_load(const char *buf, size_t len, size_t max_depth)
+{
+        struct scan s = {.b = buf, .len = len, .max_depth = max_depth};
+        json_t *j;
+
+        if (!buf)
+                return NULL;
+        j = build_value(&s, 0);
+        if (j && s.pos != len) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
 }
 
 /* Past the value at s->pos in bytes json_canonical accepted already: brackets counted and

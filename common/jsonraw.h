@@ -22,6 +22,14 @@ struct json_span {
 bool json_canonical(const char *buf, size_t len, size_t max_depth, const char *member,
                     struct json_span *ret_member);
 
+/* The tree json_parse_strict(buf, len, max_depth) would give (or, for a value that is neither
+ * an object nor an array, json_loadb with JSON_DECODE_ANY), built from bytes that are canonical
+ * (json_canonical) without jansson's parser, which reads through a stream a byte at a time: a
+ * stored document is read back at every dispatch of a job that waited (issue 23). NULL when the
+ * bytes are not surely canonical, hold a NUL in a string or key, or memory ran out: the caller
+ * then parses them as it would have, which gives the same tree or the same refusal. */
+json_t *json_canonical_load(const char *buf, size_t len, size_t max_depth);
+
 /* A raw node: a JSON string whose first byte is NUL, followed by the canonical bytes of a value
  * (json_canonical). No parsed string can start with NUL (json_parse_strict and jansson reject
  * one), so the marker is unambiguous. Raw nodes live in umd's own trees only: whatever dumps such

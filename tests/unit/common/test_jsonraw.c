@@ -135,6 +135,14 @@ static void check_sound(const char *s, size_t len)
         if (alen != len || memcmp(again, s, len) != 0)
                 fail_msg("accepted %.*s, which jansson writes %s", (int)len, s, again);
         free(again);
+        /* Built without jansson's parser: the same tree, or a refusal where jansson refuses a
+         * NUL (json_canonical accepts "\u0000", which jansson writes). */
+        json_t *built = json_canonical_load(s, len, 64);
+        if (built && !json_equal(built, j))
+                fail_msg("json_canonical_load built another tree of %.*s", (int)len, s);
+        if (!built && !memmem(s, len, "\\u0000", 6))
+                fail_msg("json_canonical_load refused %.*s", (int)len, s);
+        json_decref(built);
         json_decref(j);
 }
 
@@ -232,6 +240,57 @@ static void test_forms_jansson_never_writes_are_refused(void **state)
         assert_true(canon("{\"a\":1.5,\"b\":[true,false,null],\"c\":\"\\u001F\\n\"}"));
         assert_true(canon("[1e20,0.25,-0.0,0.0,9223372036854775807,-9223372036854775808]"));
         assert_true(canon("{\"A\":1,\"a\":2,\"é\":3}")); /* bytes order: capitals first */
+}
+
+/* A stored document read back without jansson's parser is the tree jansson would make, its
+ * members in the same order (a dump of it is the same bytes). */
+static void test_canonical_load_builds_what_jansson_parses(void **state)
+{
+        for (int i = 0; i < 20000; i++) {
+                json_t *j = random_value(0), *want, *got;
+                size_t len, again_len;
+                char *s = json_dump_compact(j, &len), *again;
+
+                assert_non_null(s);
+                want = json_loadb(s, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+                got = json_canonical_load(s, len, 64);
+                if (memmem(s, len, "\\u0000", 6)) {
+                        assert_null(got); /* jansson refuses it without JSON_ALLOW_NUL */
+                } else {
+                        if (!got || !json_equal(got, want))
+                                fail_msg("not jansson's tree of %s", s);
+                        again = json_dump_unsorted(got, &again_len);
+                        char *order = json_dump_unsorted(want, NULL);
+                        assert_string_equal(again, order);
+                        free(again);
+                        free(order);
+                }
+                json_decref(got);
+                json_decref(want);
+                free(s);
+                json_decref(j);
+        }
+}
+
+/* What is not surely canonical is left to the caller's parser, which then decides. */
+static void test_canonical_load_refuses_what_it_is_not_sure_of(void **state)
+{
+        static const char *const refused[] = {
+            "{\"b\":1,\"a\":2}", "{\"a\":1,\"a\":1}", "{ \"a\":1}",    "[1,]",
+            "{\"a\":1}x",        "{\"a\":1.50}",      "{\"a\":-0}",    "{\"\\u0000\":1}",
+            "[\"\\u0000x\"]",    "{\"a\":[[[1]]]}",   "[\"\\u00e9\"]", "",
+        };
+
+        for (size_t i = 0; i < sizeof(refused) / sizeof(*refused); i++) {
+                json_t *j = json_canonical_load(refused[i], strlen(refused[i]), 3);
+                if (j)
+                        fail_msg("built %s", refused[i]);
+        }
+        const char *nested = "{\"a\":[[1]],\"b\":\"\\n\"}";
+        json_t *j = json_canonical_load(nested, strlen(nested), 3);
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "b")), "\n");
+        json_decref(j);
 }
 
 static void test_depth_limit_as_json_parse_strict(void **state)
@@ -357,6 +416,8 @@ int main(void)
             cmocka_unit_test(test_every_jansson_dump_is_canonical),
             cmocka_unit_test(test_what_is_accepted_dumps_to_itself),
             cmocka_unit_test(test_forms_jansson_never_writes_are_refused),
+            cmocka_unit_test(test_canonical_load_builds_what_jansson_parses),
+            cmocka_unit_test(test_canonical_load_refuses_what_it_is_not_sure_of),
             cmocka_unit_test(test_depth_limit_as_json_parse_strict),
             cmocka_unit_test(test_member_span),
             cmocka_unit_test(test_raw_node),
