@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "catalog.h"
@@ -61,15 +60,6 @@ int core_job_submit(const json_t *body, const char *idempotency_key, const char 
                         core_submitted_done(ret);
         }
         return r;
-}
-
-void core_submitted_done(struct core_submitted *ret)
-{
-        json_decref(ret->job);
-        ret->job = NULL;
-        free(ret->body);
-        ret->body = NULL;
-        ret->body_len = 0;
 }
 
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)

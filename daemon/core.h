@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/types.h>
 
 #include "blob.h"
@@ -59,7 +60,14 @@ struct core_submitted {
         char id[JOB_ID_MAX]; /* out: the job's id, either way */
 };
 /* Frees what ret holds (job, body); bytes_ok kept. */
-void core_submitted_done(struct core_submitted *ret);
+static inline void core_submitted_done(struct core_submitted *ret)
+{
+        json_decref(ret->job);
+        ret->job = NULL;
+        free(ret->body);
+        ret->body = NULL;
+        ret->body_len = 0;
+}
 
 /* POST /v1/jobs. 0 with ret filled (new, 202) or 1 (idempotent replay, 200: always a job);
  * negative with p filled and ret's outputs untouched otherwise (400, 409, 429, 503). client: the

@@ -82,14 +82,6 @@ int core_job_submit(const json_t *body, const char *idempotency_key, const char 
         return r;
 }
 
-void core_submitted_done(struct core_submitted *ret)
-{
-        json_decref(ret->job);
-        ret->job = NULL;
-        free(ret->body);
-        ret->body = NULL;
-}
-
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)
 {
         int r;
