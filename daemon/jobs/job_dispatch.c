@@ -444,20 +444,24 @@ static void release_held(struct jobs *js, size_t dev, struct device *d)
  * process that came during the part and is still there marks it contended, even when no
  * periodic look fell inside the part. The worker's result waits here meanwhile (milliseconds:
  * coexist.c looks at once). Where it cannot be held, it is finished now, as before. */
-static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
-                         json_t *result, const char *error, double cold_start_ms)
+/* What metrics read of a result kept as bytes, found before core_lock is taken: the walk through
+ * the bytes was a tenth of what a part's end held the lock for. NULL: none to read. */
+static json_t *result_seen(enum part_outcome outcome, json_t *result)
 {
-        struct jobs *js = userdata;
-        struct held_done *h = NULL;
-        struct device *d;
-        /* What metrics read of a result kept as bytes, found before core_lock is taken: the
-         * walk through the bytes was a tenth of what a part's end held the lock for. */
-        _cleanup_json_ json_t *seen = outcome == PART_SUCCEEDED && json_raw_get(result, NULL, NULL)
-                                          ? json_raw_pick(result, metrics_result_paths)
-                                          : NULL;
+        return outcome == PART_SUCCEEDED && json_raw_get(result, NULL, NULL)
+                   ? json_raw_pick(result, metrics_result_paths)
+                   : NULL;
+}
 
-        core_lock();
-        d = devices_get(dev);
+/* A part's end: held for the look after it, or finished now where it cannot be held. */
+static void part_end_locked(struct jobs *js, size_t dev, const char *job_id,
+                            enum part_outcome outcome, json_t *result, const char *error,
+                            double cold_start_ms, json_t *seen)
+{
+        struct held_done *h = NULL;
+        struct device *d = devices_get(dev);
+
+        assert_locked();
         if (d && js->poke && !d->held && (h = calloc(1, sizeof(*h)))) {
                 snprintf(h->job_id, sizeof(h->job_id), "%s", job_id);
                 h->outcome = outcome;
@@ -484,6 +488,16 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 js->poke((ssize_t)dev);
         } else
                 part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
+}
+
+static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
+                         json_t *result, const char *error, double cold_start_ms)
+{
+        struct jobs *js = userdata;
+        _cleanup_json_ json_t *seen = result_seen(outcome, result);
+
+        core_lock();
+        part_end_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
         jobs_unlock(js);
 }
 
@@ -624,12 +638,12 @@ static void fail_queued_on(struct jobs *js, size_t dev, const char *why)
         }
 }
 
-static void on_worker_state(void *userdata, size_t dev, enum worker_state st, const char *reason)
+static void worker_state_locked(struct jobs *js, size_t dev, enum worker_state st,
+                                const char *reason)
 {
-        struct jobs *js = userdata;
         char why[400];
 
-        core_lock();
+        assert_locked();
         struct device *d = devices_get(dev);
         if (is_node(dev)) {
                 if (st != js->node_wstate)
@@ -642,10 +656,10 @@ static void on_worker_state(void *userdata, size_t dev, enum worker_state st, co
                         fail_queued_on(js, dev, why);
                 }
                 job_dispatch_try_node(js);
-                goto out;
+                return;
         }
         if (!d)
-                goto out;
+                return;
         enum worker_state old = d->wstate;
         d->wstate = st;
         snprintf(d->reason, sizeof(d->reason), "%s", reason ? reason : "");
@@ -660,7 +674,28 @@ static void on_worker_state(void *userdata, size_t dev, enum worker_state st, co
         if (st == WORKER_IDLE || st == WORKER_COLD)
                 d->reason[0] = 0;
         job_dispatch_try(js, dev);
-out:
+}
+
+static void on_worker_state(void *userdata, size_t dev, enum worker_state st, const char *reason)
+{
+        struct jobs *js = userdata;
+
+        core_lock();
+        worker_state_locked(js, dev, st, reason);
+        jobs_unlock(js);
+}
+
+/* The supervisor's pair after every result: one hold of core_lock for both, in their order. */
+static void on_part_done_idle(void *userdata, size_t dev, const char *job_id,
+                              enum part_outcome outcome, json_t *result, const char *error,
+                              double cold_start_ms, const char *reason)
+{
+        struct jobs *js = userdata;
+        _cleanup_json_ json_t *seen = result_seen(outcome, result);
+
+        core_lock();
+        part_end_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
+        worker_state_locked(js, dev, WORKER_IDLE, reason);
         jobs_unlock(js);
 }
 
@@ -792,6 +827,7 @@ void job_dispatch_callbacks(struct jobs *js, struct supervisor_callbacks *ret)
         *ret = (struct supervisor_callbacks){
             .part_done = on_part_done,
             .worker_state = on_worker_state,
+            .part_done_idle = on_part_done_idle,
             .userdata = js,
         };
 }
