@@ -763,26 +763,13 @@ static uint64_t next_wakeup(struct supervisor *s, uint64_t now)
         return t > now ? t - now : 0;
 }
 
-/* Whether a and b are a part's end and its device's worker becoming idle right after. */
-static bool part_then_idle(const struct event *a, const struct event *b)
-{
-        return a->is_part && b && !b->is_part && b->device == a->device && b->state == WORKER_IDLE;
-}
-
 static void deliver(struct supervisor *s, struct event *list)
 {
         while (list) {
                 struct event *e = list;
 
                 list = e->next;
-                if (s->cb.part_done_idle && part_then_idle(e, list)) {
-                        struct event *idle = list;
-
-                        list = idle->next;
-                        s->cb.part_done_idle(s->cb.userdata, e->device, e->job, e->outcome,
-                                             e->result, e->error, e->cold_start_ms, idle->reason);
-                        event_free(idle);
-                } else if (e->is_part && s->cb.part_done)
+                if (e->is_part && s->cb.part_done)
                         s->cb.part_done(s->cb.userdata, e->device, e->job, e->outcome, e->result,
                                         e->error, e->cold_start_ms);
                 else if (!e->is_part && s->cb.worker_state)

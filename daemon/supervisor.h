@@ -48,12 +48,6 @@ struct supervisor_callbacks {
          * every change, including becoming idle, when job_dispatch.c starts the next part. */
         void (*worker_state)(void *userdata, size_t device, enum worker_state state,
                              const char *reason);
-        /* Optional: a part's end and its worker's return to idle, which follow each other after
-         * every result, in one call instead of part_done then worker_state (the caller takes its
-         * lock once a part instead of twice). NULL: the two calls. */
-        void (*part_done_idle)(void *userdata, size_t device, const char *job_id,
-                               enum part_outcome outcome, json_t *result, const char *error,
-                               double cold_start_ms, const char *reason);
         void *userdata;
 };
 

@@ -444,24 +444,20 @@ static void release_held(struct jobs *js, size_t dev, struct device *d)
  * process that came during the part and is still there marks it contended, even when no
  * periodic look fell inside the part. The worker's result waits here meanwhile (milliseconds:
  * coexist.c looks at once). Where it cannot be held, it is finished now, as before. */
-/* What metrics read of a result kept as bytes, found before core_lock is taken: the walk through
- * the bytes was a tenth of what a part's end held the lock for. NULL: none to read. */
-static json_t *result_seen(enum part_outcome outcome, json_t *result)
+static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
+                         json_t *result, const char *error, double cold_start_ms)
 {
-        return outcome == PART_SUCCEEDED && json_raw_get(result, NULL, NULL)
-                   ? json_raw_pick(result, metrics_result_paths)
-                   : NULL;
-}
-
-/* A part's end: held for the look after it, or finished now where it cannot be held. */
-static void part_end_locked(struct jobs *js, size_t dev, const char *job_id,
-                            enum part_outcome outcome, json_t *result, const char *error,
-                            double cold_start_ms, json_t *seen)
-{
+        struct jobs *js = userdata;
         struct held_done *h = NULL;
-        struct device *d = devices_get(dev);
+        struct device *d;
+        /* What metrics read of a result kept as bytes, found before core_lock is taken: the
+         * walk through the bytes was a tenth of what a part's end held the lock for. */
+        _cleanup_json_ json_t *seen = outcome == PART_SUCCEEDED && json_raw_get(result, NULL, NULL)
+                                          ? json_raw_pick(result, metrics_result_paths)
+                                          : NULL;
 
-        assert_locked();
+        core_lock();
+        d = devices_get(dev);
         if (d && js->poke && !d->held && (h = calloc(1, sizeof(*h)))) {
                 snprintf(h->job_id, sizeof(h->job_id), "%s", job_id);
                 h->outcome = outcome;
@@ -488,16 +484,6 @@ static void part_end_locked(struct jobs *js, size_t dev, const char *job_id,
                 js->poke((ssize_t)dev);
         } else
                 part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
-}
-
-static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
-                         json_t *result, const char *error, double cold_start_ms)
-{
-        struct jobs *js = userdata;
-        _cleanup_json_ json_t *seen = result_seen(outcome, result);
-
-        core_lock();
-        part_end_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
         jobs_unlock(js);
 }
 
@@ -638,12 +624,12 @@ static void fail_queued_on(struct jobs *js, size_t dev, const char *why)
         }
 }
 
-static void worker_state_locked(struct jobs *js, size_t dev, enum worker_state st,
-                                const char *reason)
+static void on_worker_state(void *userdata, size_t dev, enum worker_state st, const char *reason)
 {
+        struct jobs *js = userdata;
         char why[400];
 
-        assert_locked();
+        core_lock();
         struct device *d = devices_get(dev);
         if (is_node(dev)) {
                 if (st != js->node_wstate)
@@ -656,10 +642,10 @@ static void worker_state_locked(struct jobs *js, size_t dev, enum worker_state s
                         fail_queued_on(js, dev, why);
                 }
                 job_dispatch_try_node(js);
-                return;
+                goto out;
         }
         if (!d)
-                return;
+                goto out;
         enum worker_state old = d->wstate;
         d->wstate = st;
         snprintf(d->reason, sizeof(d->reason), "%s", reason ? reason : "");
@@ -674,28 +660,7 @@ static void worker_state_locked(struct jobs *js, size_t dev, enum worker_state s
         if (st == WORKER_IDLE || st == WORKER_COLD)
                 d->reason[0] = 0;
         job_dispatch_try(js, dev);
-}
-
-static void on_worker_state(void *userdata, size_t dev, enum worker_state st, const char *reason)
-{
-        struct jobs *js = userdata;
-
-        core_lock();
-        worker_state_locked(js, dev, st, reason);
-        jobs_unlock(js);
-}
-
-/* The supervisor's pair after every result: one hold of core_lock for both, in their order. */
-static void on_part_done_idle(void *userdata, size_t dev, const char *job_id,
-                              enum part_outcome outcome, json_t *result, const char *error,
-                              double cold_start_ms, const char *reason)
-{
-        struct jobs *js = userdata;
-        _cleanup_json_ json_t *seen = result_seen(outcome, result);
-
-        core_lock();
-        part_end_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
-        worker_state_locked(js, dev, WORKER_IDLE, reason);
+out:
         jobs_unlock(js);
 }
 
@@ -827,7 +792,6 @@ void job_dispatch_callbacks(struct jobs *js, struct supervisor_callbacks *ret)
         *ret = (struct supervisor_callbacks){
             .part_done = on_part_done,
             .worker_state = on_worker_state,
-            .part_done_idle = on_part_done_idle,
             .userdata = js,
         };
 }

@@ -366,15 +366,6 @@ void fx_part_done(size_t dev, const char *id, enum part_outcome outcome)
         fx_worker_state(dev, WORKER_IDLE, NULL);
 }
 
-void fx_part_done_idle(size_t dev, const char *id, enum part_outcome outcome)
-{
-        json_t *result = outcome == PART_SUCCEEDED ? json_pack("{s:f}", "gbps", 10.0) : NULL;
-
-        fx->cb.part_done_idle(fx->cb.userdata, dev, id, outcome, result,
-                              outcome == PART_FAILED ? "it failed" : NULL, -1, NULL);
-        json_decref(result);
-}
-
 void fx_worker_state(size_t dev, enum worker_state st, const char *reason)
 {
         fx->cb.worker_state(fx->cb.userdata, dev, st, reason);

@@ -68,6 +68,4 @@ json_t *fx_field(const char *id, const char *key);
 json_t *fx_part(const char *id, size_t i);
 /* The supervisor reports a part done (outcome) on device dev, then its worker idle. */
 void fx_part_done(size_t dev, const char *id, enum part_outcome outcome);
-/* The same as one call (supervisor_callbacks.part_done_idle), as the supervisor makes it. */
-void fx_part_done_idle(size_t dev, const char *id, enum part_outcome outcome);
 void fx_worker_state(size_t dev, enum worker_state st, const char *reason);

@@ -47,25 +47,6 @@ static void test_the_highest_priority_runs_next_then_submission_order(void **sta
                             "it failed");
 }
 
-/* The supervisor's one call for a result and the idle after it does what the two calls do:
- * the part is finished, the worker is idle again and the next part starts on it. */
-static void test_a_part_end_and_the_idle_after_it_in_one_call_start_the_next(void **state)
-{
-        char a[JOB_ID_MAX], b[JOB_ID_MAX];
-
-        (void)state;
-        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
-        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
-        assert_int_equal(fx->n_dispatched, 1);
-        fx_part_done_idle(0, a, PART_SUCCEEDED);
-        assert_string_equal(fx_state(a), "succeeded");
-        assert_true(json_is_object(json_object_get(fx_part(a, 0), "result")));
-        assert_int_equal(fx->n_dispatched, 2);
-        assert_string_equal(fx->dispatched[1].job, b);
-        fx_part_done_idle(0, b, PART_FAILED);
-        assert_string_equal(fx_state(b), "failed");
-}
-
 static void test_a_part_the_supervisor_cannot_take_stays_queued(void **state)
 {
         char a[JOB_ID_MAX];
@@ -214,9 +195,6 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(
                 test_the_highest_priority_runs_next_then_submission_order, fx_setup, fx_teardown),
-            cmocka_unit_test_setup_teardown(
-                test_a_part_end_and_the_idle_after_it_in_one_call_start_the_next, fx_setup,
-                fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_part_the_supervisor_cannot_take_stays_queued,
                                             fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_faulted_worker_fails_what_waits_for_it, fx_setup,

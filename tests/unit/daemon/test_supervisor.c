@@ -229,55 +229,6 @@ static void assert_job_succeeds(struct supervisor *s, const char *job_id)
         json_decref(ok);
 }
 
-/* The pair after a result, when the caller takes it in one call: counted as both. */
-static unsigned pairs_delivered;
-
-static void on_part_idle(void *userdata, size_t device, const char *job_id,
-                         enum part_outcome outcome, json_t *result, const char *error,
-                         double cold_start_ms, const char *reason)
-{
-        struct rec *r = userdata;
-
-        pthread_mutex_lock(&r->lock);
-        pairs_delivered++;
-        pthread_mutex_unlock(&r->lock);
-        on_part(userdata, device, job_id, outcome, result, error, cold_start_ms);
-        on_state(userdata, device, WORKER_IDLE, reason);
-}
-
-/* With part_done_idle, a result's part end and its worker's idle come in one call, every
- * time (a cold worker's start and its first part are no pair: busy comes with its hello). */
-static void test_a_result_and_the_idle_after_it_come_in_one_call(void **state)
-{
-        struct supervised_device devs[1] = {{.id = "0", .fake = true}};
-        struct supervisor_callbacks cb = {
-            .part_done = on_part,
-            .worker_state = on_state,
-            .part_done_idle = on_part_idle,
-            .userdata = &rec,
-        };
-        struct supervisor *s = NULL;
-        json_t *ok = json_pack("{s:i}", "iterations", 1);
-
-        pairs_delivered = 0;
-        assert_int_equal(supervisor_start(&cfg, devs, 1, &cb, &s), 0);
-        for (int i = 0; i < 3; i++) {
-                char job[32];
-
-                snprintf(job, sizeof(job), "pair-%d", i);
-                assert_int_equal(supervisor_dispatch(s, 0, job, "copy", ok, 5000), 0);
-                assert_int_equal(wait_part(job).outcome, PART_SUCCEEDED);
-                wait_entered(0, WORKER_IDLE, (unsigned)i + 1);
-        }
-        pthread_mutex_lock(&rec.lock);
-        assert_int_equal(pairs_delivered, 3);
-        pthread_mutex_unlock(&rec.lock);
-        assert_int_equal(entered(0, WORKER_IDLE), 3);
-        assert_int_equal(supervisor_state(s, 0), WORKER_IDLE);
-        supervisor_stop(s, 5000);
-        json_decref(ok);
-}
-
 static void test_job_succeeds_on_each_device(void **state)
 {
         struct supervisor *s = start(2);
@@ -561,8 +512,6 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_job_succeeds_on_each_device, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_a_result_and_the_idle_after_it_come_in_one_call,
-                                            setup, teardown),
             cmocka_unit_test_setup_teardown(test_max_buffer_bytes_reaches_the_worker_on_argv, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_crash_fails_part_and_respawns, setup, teardown),
