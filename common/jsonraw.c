@@ -23,9 +23,16 @@
  * parsed without a limit of umd's may nest to. */
 #define JANSSON_MAX_DEPTH 2048
 
+/* The last reals of a scan found to be jansson's text: a result repeats most of its reals (a
+ * part of one sample has the same figure as its mean, median, min and max), and proving one
+ * costs a strtod and a print. */
+#define REALS_SEEN 4
+
 struct scan {
         const char *b;
         size_t len, pos, max_depth;
+        char seen[REALS_SEEN][NUM_MAX + 1];
+        unsigned n_seen;
 };
 
 static bool scan_value(struct scan *s, size_t depth, const char *member, struct json_span *span);
@@ -216,6 +223,24 @@ static bool scan_digits(struct scan *s)
         return s->pos > from;
 }
 
+/* Whether tok (a real's token, n bytes) is an integer of at most 15 digits and ".0": every such
+ * integer is a double exactly, which "%.17g" prints as its digits (no exponent below 1e17),
+ * jansson adding ".0"; "-0.0" is how it writes minus zero. */
+static bool integral_real(const char *tok, size_t n)
+{
+        size_t i = tok[0] == '-', digits;
+
+        if (n < i + 3 || memcmp(tok + n - 2, ".0", 2) != 0)
+                return false;
+        digits = n - 2 - i;
+        if (digits > 15 || (digits > 1 && tok[i] == '0'))
+                return false;
+        for (size_t k = i; k < n - 2; k++)
+                if (tok[k] < '0' || tok[k] > '9')
+                        return false;
+        return true;
+}
+
 static bool scan_number(struct scan *s)
 {
         size_t from = s->pos, n;
@@ -255,10 +280,18 @@ static bool scan_number(struct scan *s)
                 /* Out of range is an error to jansson; "-0" reads as 0 and is written so. */
                 return errno == 0 && *end == '\0' && strcmp(tok, "-0") != 0;
         }
+        if (integral_real(tok, n))
+                return true;
+        for (unsigned i = 0; i < s->n_seen && i < REALS_SEEN; i++)
+                if (strcmp(s->seen[i], tok) == 0)
+                        return true;
         double v = strtod(tok, &end);
         if (*end != '\0' || (errno == ERANGE && isinf(v)) || !isfinite(v))
                 return false;
-        return real_text(v, again, sizeof(again)) && strcmp(again, tok) == 0;
+        if (!real_text(v, again, sizeof(again)) || strcmp(again, tok) != 0)
+                return false;
+        memcpy(s->seen[s->n_seen++ % REALS_SEEN], tok, n + 1);
+        return true;
 }
 
 static bool scan_literal(struct scan *s, const char *lit)

@@ -293,6 +293,26 @@ static void test_canonical_load_refuses_what_it_is_not_sure_of(void **state)
         json_decref(j);
 }
 
+/* A real proven once is not proven again in the same scan, but a repeated real that is not
+ * jansson's text is refused every time; integers written as reals are jansson's text. */
+static void test_repeated_and_integral_reals(void **state)
+{
+        assert_true(canon("[0.0080519710557391683,0.0080519710557391683,0.0,0.0,-0.0]"));
+        assert_false(canon("[0.0080519710557391683,0.008051971055739168]")); /* repr, not %.17g */
+        assert_false(canon("[0.5,0.5,0.50]"));
+        assert_false(canon("[0.50,0.50]"));
+        assert_false(canon("[1.0,-7.0,123456789012345.0,1234567890123456.0,1e+17]"));
+        assert_true(canon("[1.0,-7.0,123456789012345.0,1234567890123456.0,1e17]"));
+        assert_false(canon("[01.0]"));
+        assert_false(canon("[1.00]"));
+        assert_false(canon("[100000000000000000.0]")); /* jansson writes 1e17 */
+        /* More distinct reals than the scan remembers, then the first again. */
+        assert_true(canon("[0.10000000000000001,0.20000000000000001,0.30000000000000004,"
+                          "0.40000000000000002,0.5,0.10000000000000001,0.20000000000000001]"));
+        assert_false(canon("[0.10000000000000001,0.20000000000000001,0.30000000000000004,"
+                           "0.40000000000000002,0.5,0.10000000000000001,0.1]"));
+}
+
 static void test_depth_limit_as_json_parse_strict(void **state)
 {
         assert_true(json_canonical("{\"a\":[[1]]}", 11, 3, NULL, NULL));
@@ -418,6 +438,7 @@ int main(void)
             cmocka_unit_test(test_forms_jansson_never_writes_are_refused),
             cmocka_unit_test(test_canonical_load_builds_what_jansson_parses),
             cmocka_unit_test(test_canonical_load_refuses_what_it_is_not_sure_of),
+            cmocka_unit_test(test_repeated_and_integral_reals),
             cmocka_unit_test(test_depth_limit_as_json_parse_strict),
             cmocka_unit_test(test_member_span),
             cmocka_unit_test(test_raw_node),
