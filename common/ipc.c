@@ -29,6 +29,12 @@ static uint32_t read_be32(const uint8_t *p)
         return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
+/* A message: an object with a string "type". */
+static bool is_message(const json_t *j)
+{
+        return json_is_object(j) && json_is_string(json_object_get(j, "type"));
+}
+
 static int parse_payload(const uint8_t *p, size_t len, json_t **ret)
 {
         json_error_t err;
@@ -37,7 +43,7 @@ static int parse_payload(const uint8_t *p, size_t len, json_t **ret)
         j = json_parse_strict((const char *)p, len, IPC_MAX_DEPTH, &err);
         if (!j)
                 return json_error_code(&err) == json_error_out_of_memory ? -ENOMEM : -EBADMSG;
-        if (!json_is_object(j) || !json_is_string(json_object_get(j, "type"))) {
+        if (!is_message(j)) {
                 json_decref(j);
                 return -EBADMSG;
         }
@@ -104,7 +110,7 @@ static int parse_split(const uint8_t *p, size_t len, const char *raw_key, struct
         /* Canonical still (the member's value replaced by an empty object): built without
          * jansson's parser, as parse_payload would parse it. */
         j = json_canonical_load((const char *)skel, rest + 2, IPC_MAX_DEPTH);
-        if (j && (!json_is_object(j) || !json_is_string(json_object_get(j, "type")))) {
+        if (j && !is_message(j)) {
                 json_decref(j);
                 j = NULL;
         }
