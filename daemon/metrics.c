@@ -413,12 +413,17 @@ char *metrics_text(size_t *ret_len)
                         "# HELP umd_store_wal_checkpoints_total Passive checkpoints asked for as "
                         "the WAL grew.\n# TYPE umd_store_wal_checkpoints_total counter\n"
                         "umd_store_wal_checkpoints_total %" PRIu64 "\n"
-                        "# HELP umd_store_wal_truncations_total TRUNCATE checkpoints (the WAL "
-                        "past three quarters of wal_max_bytes, or the writer idle).\n"
+                        "# HELP umd_store_wal_restarts_total RESTART checkpoints (the WAL past "
+                        "three quarters of wal_max_bytes: the next commit writes it from its "
+                        "start).\n"
+                        "# TYPE umd_store_wal_restarts_total counter\n"
+                        "umd_store_wal_restarts_total %" PRIu64 "\n"
+                        "# HELP umd_store_wal_truncations_total TRUNCATE checkpoints (the writer "
+                        "idle: the WAL cut to nothing).\n"
                         "# TYPE umd_store_wal_truncations_total counter\n"
                         "umd_store_wal_truncations_total %" PRIu64 "\n",
                         w.commits, w.waited_changes, w.changes - w.waited_changes, w.checkpoints,
-                        w.truncations + w.idle_truncations);
+                        w.restarts, w.idle_truncations);
         }
 
         fprintf(f, "# HELP umd_device_info The GPUs umd owns, labelled as dcgm-exporter labels "

@@ -33,10 +33,11 @@ void store_set_wal_max(struct store *s, uint64_t bytes);
  * served (0: never waits; the default until this is called). */
 void store_set_commit_gather(struct store *s, uint64_t us);
 /* What the WAL's policy did since store_open: commits seen, passive checkpoints asked for (one
- * per CHECKPOINT_PAGES of WAL growth at most), truncations past wal_max_bytes and truncations
- * when the writer was idle. For tests, benchmarks and /metrics. */
+ * per CHECKPOINT_PAGES of WAL growth at most), restarts past wal_max_bytes (the next commit
+ * writes the WAL from its start; the file keeps its length) and truncations (to nothing) when
+ * the writer was idle. For tests, benchmarks and /metrics. */
 struct store_wal_stats {
-        uint64_t commits, checkpoints, truncations, idle_truncations;
+        uint64_t commits, checkpoints, restarts, idle_truncations;
         /* Job changes the writer's batches committed, and of those the ones an answer waited
          * for (a submit, a cancel, a read of a change not yet written): with commits, how
          * much each commit shared. */

@@ -199,13 +199,13 @@ struct store {
         pthread_t ckpt_thread;
         bool ckpt_started, ckpt_pending;
         pthread_cond_t ckpt;
-        /* The WAL's bound (store_set_wal_max): past it, the writer truncates the WAL after
-         * the batch (wal_truncate asks for that); wal_dirty says a write came, which the
+        /* The WAL's bound (store_set_wal_max): past it, the writer restarts the WAL after
+         * the batch (wal_restart asks for that); wal_dirty says a write came, which the
          * checkpointer truncates once the writer is idle; and
          * wal_limit_set tells the writer to apply journal_size_limit on its connection. */
         uint64_t wal_max_bytes;
         int page_size;
-        bool wal_truncate, wal_dirty, wal_limit_set;
+        bool wal_restart, wal_dirty, wal_limit_set;
         /* The WAL's length in pages at which wal_hook next asks for a passive checkpoint. */
         unsigned ckpt_next_pages;
         struct store_wal_stats wal;

@@ -791,11 +791,11 @@ static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
          * no reader held it): count growth from its start again. */
         if ((unsigned)pages < s->ckpt_next_pages - CHECKPOINT_PAGES)
                 s->ckpt_next_pages = CHECKPOINT_PAGES;
-        /* Past three quarters of the bound, not past the bound: the truncation runs after
+        /* Past three quarters of the bound, not past the bound: the restart runs after
          * this batch, and what commits meanwhile must still fit under wal_max_bytes (cut at
          * the bound itself, a 64 MiB WAL peaked at 64.3-65.5 MiB under a 60 s load). */
         if ((uint64_t)pages * (uint64_t)s->page_size > s->wal_max_bytes / 4 * 3) {
-                s->wal_truncate = true; /* the writer does it, after this batch */
+                s->wal_restart = true; /* the writer does it, after this batch */
         } else if ((unsigned)pages >= s->ckpt_next_pages) {
                 /* Once per CHECKPOINT_PAGES of growth, not after every commit past the mark:
                  * while a reader keeps the WAL from being reset, a passive checkpoint cannot
@@ -818,8 +818,8 @@ static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages)
  * WAL file itself stays at its peak (hundreds of MiB after a heavy hour) until umd stops.
  * So any WAL, once the writer has been idle for WAL_IDLE_TRUNCATE_MS, gets a TRUNCATE
  * checkpoint here, which waits (busy_timeout) for readers to leave the WAL's pages and then
- * cuts the file to nothing. A WAL past wal_max_bytes under load is cut by the writer itself
- * (wal_truncate_now): from this thread the checkpoint would have to win the write lock from a
+ * cuts the file to nothing. A WAL past wal_max_bytes under load is restarted by the writer itself
+ * (wal_restart_now): from this thread the checkpoint would have to win the write lock from a
  * writer that takes it back between every batch, and under steady submits it never did. */
 #define WAL_IDLE_TRUNCATE_MS 1000
 
@@ -942,27 +942,32 @@ void store_set_wal_max(struct store *s, uint64_t bytes)
 
 /* On the writer's thread, between batches: the one writer needs no lock from anyone, so the
  * checkpoint waits only for readers still on older WAL pages (each a short query). Writes
- * queue meanwhile and go out as the next group commit. */
-static void wal_truncate_now(struct store *s)
+ * queue meanwhile and go out as the next group commit. A RESTART, not a TRUNCATE: the next
+ * commit writes the WAL again from its start, over blocks the file already has, where after a
+ * truncation every commit until the next one grew the file, and each fdatasync then also wrote
+ * the inode (the size) and the new blocks' metadata: a fifth of the writer's CPU a job on the
+ * VM (bench/store/RESULTS.md). The file so keeps its peak, at most the bound
+ * (journal_size_limit), until the writer is idle and the checkpointer truncates it. */
+static void wal_restart_now(struct store *s)
 {
         int rc;
 
         /* Commits wait while it runs: wait for readers a little, not busy_timeout's seconds. */
         sqlite3_busy_timeout(s->wdb, WAL_TRUNCATE_WAIT_MS);
-        rc = sqlite3_wal_checkpoint_v2(s->wdb, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        rc = sqlite3_wal_checkpoint_v2(s->wdb, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL);
         sqlite3_busy_timeout(s->wdb, BUSY_TIMEOUT_MS);
         pthread_mutex_lock(&s->mu);
-        s->wal.truncations++;
+        s->wal.restarts++;
         if (rc == SQLITE_OK)
                 s->ckpt_next_pages = CHECKPOINT_PAGES;
         pthread_mutex_unlock(&s->mu);
 
         if (rc == SQLITE_BUSY)
-                log_debug("SQLite: truncating the WAL of %s: busy; tried again after the next "
+                log_debug("SQLite: restarting the WAL of %s: busy; tried again after the next "
                           "commit",
                           s->db_path);
         else if (rc != SQLITE_OK)
-                log_warning("SQLite: truncating the WAL of %s: %s", s->db_path,
+                log_warning("SQLite: restarting the WAL of %s: %s", s->db_path,
                             sqlite3_errmsg(s->wdb));
 }
 
@@ -1130,10 +1135,10 @@ static void *writer_main(void *userdata)
                          * a switch to sleep again, and sixteen submits wait at once. */
                         if (s->sync_waiters)
                                 pthread_cond_broadcast(&s->done);
-                        if (s->wal_truncate) {
-                                s->wal_truncate = false;
+                        if (s->wal_restart) {
+                                s->wal_restart = false;
                                 pthread_mutex_unlock(&s->mu);
-                                wal_truncate_now(s);
+                                wal_restart_now(s);
                                 pthread_mutex_lock(&s->mu);
                         }
                         continue;
