@@ -57,14 +57,314 @@ static char *dump_with(const json_t *j, size_t flags, const char *extra, size_t 
         return s;
 }
 
+/* ---- the compact dump, without jansson's ----
+ * jansson's dump spends most of its time around the bytes: a hash table of the containers on the
+ * path (its loop check formats each one's address with snprintf), a callback and a capacity
+ * check for every piece, and, with sorted keys, a malloc'd array of them, qsort and a lookup of
+ * each value again. A job's document is dumped at its submit, at its end and for its run message
+ * (issue 23). This writes the same bytes as JSON_COMPACT | JSON_ENCODE_ANY (with JSON_SORT_KEYS
+ * when asked) straight into the thread's buffer; test_jsonutil checks it against jansson on
+ * random trees. What it is not sure to write alike (a string that is not UTF-8, which jansson
+ * refuses, a tree deeper than DUMP_DEPTH_MAX, which could be a loop jansson would refuse too)
+ * makes it give up, and jansson dumps as before. */
+#define DUMP_DEPTH_MAX  2048
+#define DUMP_SORT_STACK 32
+
+struct dumper {
+        char *data;
+        size_t len, cap;
+        bool sort;
+};
+
+static bool dumper_reserve(struct dumper *d, size_t n)
+{
+        if (n <= d->cap - d->len)
+                return true;
+        if (n > SIZE_MAX - d->len)
+                return false;
+        char *data = tbuf_get(TBUF_DUMP, d->len + n, &d->cap);
+        if (!data)
+                return false;
+        d->data = data;
+        return true;
+}
+
+static bool dumper_put(struct dumper *d, const char *p, size_t n)
+{
+        if (!dumper_reserve(d, n))
+                return false;
+        memcpy(d->data + d->len, p, n);
+        d->len += n;
+        return true;
+}
+
+/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0: jansson's utf8_check_full
+ * (no overlong forms, no surrogates, nothing past U+10FFFF). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+        unsigned c = s[0], cp;
+        size_t len;
+
+        if (c >= 0xC2 && c <= 0xDF)
+                len = 2, cp = c & 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF)
+                len = 3, cp = c & 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4)
+                len = 4, cp = c & 0x07;
+        else
+                return 0;
+        if (len > n)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xC0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (s[i] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+                return 0;
+        return len;
+}
+
+/* A string as jansson's dump_string writes it without JSON_ENSURE_ASCII or JSON_ESCAPE_SLASH:
+ * '"' and '\\' escaped, control characters as \b \f \n \r \t or \u00XX, everything else as is. */
+static bool dump_string(struct dumper *d, const char *str, size_t n)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        const unsigned char *s = (const unsigned char *)str;
+        size_t i = 0, run = 0;
+
+        /* Each byte is at most six: reserved once, so the loop only stores. */
+        if (n > (SIZE_MAX - 2) / 6 || !dumper_reserve(d, 6 * n + 2))
+                return false;
+        char *o = d->data + d->len;
+        *o++ = '"';
+        while (i < n) {
+                unsigned c = s[i];
+
+                if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+                        i++;
+                        continue;
+                }
+                if (c >= 0x80) {
+                        size_t l = utf8_seq(s + i, n - i);
+                        if (!l)
+                                return false;
+                        i += l;
+                        continue;
+                }
+                memcpy(o, s + run, i - run);
+                o += i - run;
+                *o++ = '\\';
+                switch (c) {
+                case '"':
+                case '\\':
+                        *o++ = (char)c;
+                        break;
+                case '\b':
+                        *o++ = 'b';
+                        break;
+                case '\f':
+                        *o++ = 'f';
+                        break;
+                case '\n':
+                        *o++ = 'n';
+                        break;
+                case '\r':
+                        *o++ = 'r';
+                        break;
+                case '\t':
+                        *o++ = 't';
+                        break;
+                default:
+                        memcpy(o, "u00", 3);
+                        o[3] = hex[c >> 4];
+                        o[4] = hex[c & 0xF];
+                        o += 5;
+                        break;
+                }
+                run = ++i;
+        }
+        memcpy(o, s + run, n - run);
+        o += n - run;
+        *o++ = '"';
+        d->len = (size_t)(o - d->data);
+        return true;
+}
+
+static bool dump_integer(struct dumper *d, json_int_t v)
+{
+        char buf[24], *p = buf + sizeof(buf);
+        /* Negated as unsigned: INT64_MIN has no positive. */
+        unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+
+        do
+                *--p = (char)('0' + u % 10);
+        while ((u /= 10) != 0);
+        if (v < 0)
+                *--p = '-';
+        return dumper_put(d, p, (size_t)(buf + sizeof(buf) - p));
+}
+
+/* jansson's jsonp_dtostr with precision 17: "%.17g", ".0" when that reads as an integer, and
+ * the exponent without '+' or leading zeros. umd never sets a locale, so the point is '.'. */
+static bool dump_real(struct dumper *d, double v)
+{
+        char buf[40];
+        int n = snprintf(buf, sizeof(buf), "%.17g", v);
+        size_t len;
+        char *e;
+
+        if (n < 0 || (size_t)n >= sizeof(buf) - 3)
+                return false;
+        len = (size_t)n;
+        if (!strchr(buf, '.') && !strchr(buf, 'e')) {
+                memcpy(buf + len, ".0", 3);
+                len += 2;
+        }
+        if ((e = strchr(buf, 'e'))) {
+                char *start = e + 1, *end = start + 1;
+
+                if (*start == '-')
+                        start++;
+                while (*end == '0')
+                        end++;
+                if (end != start) {
+                        memmove(start, end, len - (size_t)(end - buf));
+                        len -= (size_t)(end - start);
+                }
+        }
+        return dumper_put(d, buf, len);
+}
+
+struct member {
+        const char *key;
+        size_t len;
+        json_t *value;
+};
+
+/* jansson's order for JSON_SORT_KEYS: bytes, then length. */
+static int member_cmp(const void *a, const void *b)
+{
+        const struct member *x = a, *y = b;
+        int r = memcmp(x->key, y->key, x->len < y->len ? x->len : y->len);
+
+        return r ? r : (x->len > y->len) - (x->len < y->len);
+}
+
+static bool dump_value(struct dumper *d, const json_t *j, size_t depth);
+
+static bool dump_object(struct dumper *d, const json_t *j, size_t depth)
+{
+        struct member stack[DUMP_SORT_STACK], *m = stack;
+        size_t n = json_object_size(j), i = 0;
+        bool ok = false;
+
+        if (n > DUMP_SORT_STACK && !(m = malloc(n * sizeof(*m))))
+                return false;
+        for (void *it = json_object_iter((json_t *)j); it && i < n;
+             it = json_object_iter_next((json_t *)j, it), i++) {
+                m[i].key = json_object_iter_key(it);
+                m[i].len = json_object_iter_key_len(it);
+                m[i].value = json_object_iter_value(it);
+        }
+        n = i;
+        if (d->sort) {
+                if (n > 16) {
+                        qsort(m, n, sizeof(*m), member_cmp);
+                } else {
+                        for (size_t k = 1; k < n; k++) {
+                                struct member t = m[k];
+                                size_t p = k;
+
+                                for (; p > 0 && member_cmp(&m[p - 1], &t) > 0; p--)
+                                        m[p] = m[p - 1];
+                                m[p] = t;
+                        }
+                }
+        }
+        if (!dumper_put(d, "{", 1))
+                goto out;
+        for (i = 0; i < n; i++) {
+                if ((i > 0 && !dumper_put(d, ",", 1)) || !dump_string(d, m[i].key, m[i].len) ||
+                    !dumper_put(d, ":", 1) || !dump_value(d, m[i].value, depth + 1))
+                        goto out;
+        }
+        ok = dumper_put(d, "}", 1);
+out:
+        if (m != stack)
+                free(m);
+        return ok;
+}
+
+static bool dump_value(struct dumper *d, const json_t *j, size_t depth)
+{
+        if (!j || depth > DUMP_DEPTH_MAX)
+                return false;
+        switch (json_typeof(j)) {
+        case JSON_OBJECT:
+                return dump_object(d, j, depth);
+        case JSON_ARRAY: {
+                size_t n = json_array_size(j);
+
+                if (!dumper_put(d, "[", 1))
+                        return false;
+                for (size_t i = 0; i < n; i++)
+                        if ((i > 0 && !dumper_put(d, ",", 1)) ||
+                            !dump_value(d, json_array_get(j, i), depth + 1))
+                                return false;
+                return dumper_put(d, "]", 1);
+        }
+        case JSON_STRING:
+                return dump_string(d, json_string_value(j), json_string_length(j));
+        case JSON_INTEGER:
+                return dump_integer(d, json_integer_value(j));
+        case JSON_REAL:
+                return dump_real(d, json_real_value(j));
+        case JSON_TRUE:
+                return dumper_put(d, "true", 4);
+        case JSON_FALSE:
+                return dumper_put(d, "false", 5);
+        case JSON_NULL:
+                return dumper_put(d, "null", 4);
+        }
+        return false;
+}
+
+char *json_dump_own(const json_t *j, bool sort, size_t *ret_len)
+{
+        struct dumper d = {.sort = sort};
+        char *s = NULL;
+
+        if (!j)
+                return NULL;
+        if (dump_value(&d, j, 0) && dumper_put(&d, "", 1) && (s = malloc(d.len))) {
+                memcpy(s, d.data, d.len);
+                if (ret_len)
+                        *ret_len = d.len - 1;
+        }
+        tbuf_trim(TBUF_DUMP, DUMP_KEEP_MAX);
+        return s;
+}
+
+static char *dump_compact(const json_t *j, bool sort, size_t *ret_len)
+{
+        char *s = json_dump_own(j, sort, ret_len);
+
+        if (s || !j)
+                return s;
+        return dump_with(j, JSON_COMPACT | JSON_ENCODE_ANY | (sort ? JSON_SORT_KEYS : 0), "",
+                         ret_len);
+}
+
 char *json_dump_compact(const json_t *j, size_t *ret_len)
 {
-        return dump_with(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY, "", ret_len);
+        return dump_compact(j, true, ret_len);
 }
 
 char *json_dump_unsorted(const json_t *j, size_t *ret_len)
 {
-        return dump_with(j, JSON_COMPACT | JSON_ENCODE_ANY, "", ret_len);
+        return dump_compact(j, false, ret_len);
 }
 
 /* Adds to *n the longest compact dump of j; false as soon as *n passes max. */

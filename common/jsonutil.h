@@ -13,6 +13,10 @@ char *json_dump_compact(const json_t *j, size_t *ret_len);
 /* The same without sorting the keys (a third of a dump's cost), for bytes that only umd reads
  * back. */
 char *json_dump_unsorted(const json_t *j, size_t *ret_len);
+/* What the two above write, written by umd's own dumper (jsonutil.c says why), which they try
+ * first: NULL where it gives up (a string that is not UTF-8, a tree deeper than 2048) or memory
+ * ran out, where they then ask jansson. For the test that holds it to jansson's bytes. */
+char *json_dump_own(const json_t *j, bool sort, size_t *ret_len);
 /* Whether json_dump_compact(j) is surely at most max bytes, found without dumping: a walk that
  * adds each value's longest dump (a string's bytes all escaped, a real's 17 digits). false
  * means only "perhaps not": dump to know. */

@@ -1,5 +1,6 @@
 /* json_parse_strict and the dump helpers. */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -131,6 +132,181 @@ static void test_dumps_after_a_large_one_are_whole(void **state)
         json_decref(small);
 }
 
+static unsigned long long rng = 0x9E3779B97F4A7C15ull;
+
+static unsigned rnd(unsigned n)
+{
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        return (unsigned)(rng % n);
+}
+
+/* Random bytes for a string or key: ASCII, every escape jansson writes, control characters,
+ * NUL, UTF-8 of 2-4 bytes at its edges, and (when bad) bytes that are not UTF-8: an overlong
+ * form, a surrogate, a lone continuation, a sequence cut short, past U+10FFFF. */
+static size_t random_bytes(char *buf, size_t cap, bool bad)
+{
+        static const char *const good[] = {
+            "a",
+            "b",
+            "Z",
+            "0",
+            "\"",
+            "\\",
+            "/",
+            "\b",
+            "\f",
+            "\n",
+            "\r",
+            "\t",
+            "\x01",
+            "\x1f",
+            "\x7f",
+            "é",
+            "€",
+            "😀",
+            " ",
+            "result",
+            "{",
+            "]",
+            "\xc2\x80",
+            "\xef\xbf\xbf",
+            "\xf4\x8f\xbf\xbf",
+            "\xe0\xa0\x80",
+            "\xf0\x90\x80\x80",
+        };
+        static const char *const wrong[] = {"\xc0\xaf", "\xed\xa0\x80",     "\x80",
+                                            "\xe2\x82", "\xf4\x90\x80\x80", "\xff"};
+        size_t n = rnd(7), len = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                const char *p;
+                size_t l;
+
+                if (rnd(12) == 0) {
+                        p = "\0";
+                        l = 1;
+                } else {
+                        p = bad && rnd(3) == 0 ? wrong[rnd(sizeof(wrong) / sizeof(wrong[0]))]
+                                               : good[rnd(sizeof(good) / sizeof(good[0]))];
+                        l = strlen(p);
+                }
+                if (len + l > cap)
+                        break;
+                memcpy(buf + len, p, l);
+                len += l;
+        }
+        return len;
+}
+
+static json_t *random_tree(unsigned depth, bool bad)
+{
+        static const double reals[] = {
+            0.0,     -0.0,    0.5,   1.0,     -1.5, 1e20,      1e-5, 1e300,  5e-324,
+            123.456, 1e16,    1e17,  -2.5e-7, 0.1,  1.0 / 3.0, 1e21, 1e-300, 9007199254740993.0,
+            1e100,   -1e-100, 2.5e15};
+        static const json_int_t ints[] = {0, 1, -1, 42, INT64_MAX, INT64_MIN, 1000000, -10};
+        char text[64];
+        size_t len;
+
+        switch (depth > 3 ? rnd(5) : rnd(8)) {
+        case 0:
+                return rnd(2) ? json_true() : (rnd(2) ? json_false() : json_null());
+        case 1:
+                return json_integer(rnd(2) ? ints[rnd(sizeof(ints) / sizeof(ints[0]))]
+                                           : (json_int_t)rnd(2000000) - 1000000);
+        case 2:
+                if (rnd(2))
+                        return json_real(reals[rnd(sizeof(reals) / sizeof(reals[0]))]);
+                return json_real(((double)rnd(1000000) - 500000) / (double)(1 + rnd(10000)) *
+                                 pow(10.0, (double)rnd(80) - 40.0));
+        case 3:
+        case 4:
+                len = random_bytes(text, sizeof(text), bad);
+                return json_stringn_nocheck(text, len);
+        case 5: {
+                json_t *a = json_array();
+                unsigned n = rnd(5);
+                for (unsigned i = 0; i < n; i++)
+                        json_array_append_new(a, random_tree(depth + 1, bad));
+                return a;
+        }
+        default: {
+                json_t *o = json_object();
+                /* Now and then past the dumper's 16 (insertion sort) and 32 (on its stack). */
+                unsigned n = rnd(8) == 0 ? 17 + rnd(30) : rnd(6);
+                for (unsigned i = 0; i < n; i++) {
+                        /* Keys are always UTF-8: for one that is not, jansson writes a broken
+                         * dump rather than failing (the own dumper gives up, and jansson's
+                         * bytes are what they were); umd's keys come from its parser or its
+                         * code. */
+                        len = random_bytes(text, sizeof(text), false);
+                        json_object_setn_new_nocheck(o, text, len, random_tree(depth + 1, bad));
+                }
+                return o;
+        }
+        }
+}
+
+/* umd's own dumper writes jansson's bytes for every tree jansson dumps, sorted or not, and
+ * gives up exactly where jansson refuses (a string or key that is not UTF-8). */
+static void test_own_dump_is_janssons(void **state)
+{
+        size_t refused = 0, sorted_big = 0;
+
+        for (int i = 0; i < 20000; i++) {
+                bool bad = i % 4 == 3;
+                json_t *j = random_tree(0, bad);
+
+                for (int sort = 0; sort < 2; sort++) {
+                        size_t flags = JSON_COMPACT | JSON_ENCODE_ANY | (sort ? JSON_SORT_KEYS : 0);
+                        char *want = json_dumps(j, flags), *got;
+                        size_t len = 0;
+
+                        got = json_dump_own(j, sort, &len);
+                        if (!want) {
+                                assert_null(got);
+                                refused++;
+                                continue;
+                        }
+                        assert_non_null(got);
+                        assert_int_equal(len, strlen(want));
+                        assert_memory_equal(got, want, len + 1);
+                        /* The public calls give the same bytes. */
+                        char *pub = sort ? json_dump_compact(j, NULL) : json_dump_unsorted(j, NULL);
+                        assert_string_equal(pub, want);
+                        sorted_big += sort && strlen(want) > 2000;
+                        free(pub);
+                        free(want);
+                        free(got);
+                }
+                json_decref(j);
+        }
+        /* The generator reached both: trees jansson refuses and large ones. */
+        assert_true(refused > 100);
+        assert_true(sorted_big > 10);
+}
+
+/* A tree deeper than the dumper goes is still dumped (by jansson). */
+static void test_deep_tree_is_dumped_by_jansson(void **state)
+{
+        json_t *root = json_array(), *a = root;
+        char *s;
+
+        for (int i = 0; i < 2100; i++) {
+                json_t *b = json_array();
+                json_array_append_new(a, b);
+                a = b;
+        }
+        assert_null(json_dump_own(root, true, NULL));
+        s = json_dump_compact(root, NULL);
+        assert_non_null(s);
+        assert_int_equal(strlen(s), 2 * 2101);
+        free(s);
+        json_decref(root);
+}
+
 static void test_dump_pretty_ends_with_newline(void **state)
 {
         json_t *j = json_pack("{s:i}", "a", 1);
@@ -229,6 +405,8 @@ int main(void)
             cmocka_unit_test(test_dumps_after_a_large_one_are_whole),
             cmocka_unit_test(test_result_measurement_finds_by_name),
             cmocka_unit_test(test_dump_fits_bounds_the_dump),
+            cmocka_unit_test(test_own_dump_is_janssons),
+            cmocka_unit_test(test_deep_tree_is_dumped_by_jansson),
         };
 
         return cmocka_run_group_tests_name("jsonutil", tests, NULL, NULL);
