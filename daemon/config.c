@@ -122,7 +122,8 @@ static const struct key keys[] = {
      "Jobs near the head of a device's queue keep their document parsed in memory (about 6 "
      "KB each) while they wait, so that their dispatch reads nothing back; a job submitted "
      "behind more waiting parts than this keeps a few hundred bytes and is read back from "
-     "the database when its turn comes."},
+     "the database when its turn comes, with the others that wait this near the head without "
+     "a tree (one read for all)."},
     {"jobs_per_token", K_UINT, F(jobs_per_token), "100", 1, 1000000,
      "Queued or running jobs one client token may have."},
     {"job_timeout_default_s", K_UINT, F(job_timeout_default_s), "600", 1, 86400,

@@ -129,6 +129,10 @@ int store_get(struct store *s, const char *id, json_t **ret);
 /* Its internal document (with request, created_ms and finished_ms), as store_recover's text
  * parses to: what a job held only in the store reads back. 0, -ENOENT, -EBADMSG or -EIO. */
 int store_get_internal(struct store *s, const char *id, json_t **ret);
+/* store_get_internal of each of ids[0, n) in one read transaction: ret[i] is its tree, or NULL
+ * when it is not there or cannot be read (logged). 0, or -errno (logged) when nothing could be
+ * read (every ret[i] NULL). */
+int store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
 /* Keep up to max_bytes of finished jobs' documents in memory for store_get_finished (0: no
  * cache). Once, before reads start. 0 or -ENOMEM. */
 int store_set_cache(struct store *s, uint64_t max_bytes);

@@ -65,6 +65,8 @@ enum {
         R_INTERNAL,
         R_HEALTH,
         R_HEALTH_PASS,
+        R_BEGIN,
+        R_END,
         R_COUNT
 };
 

@@ -4,6 +4,7 @@
  * idempotency key, health history and lists. Never writes. */
 #include "store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -47,6 +48,9 @@ static const char *const rsql[R_COUNT] = {
     [R_HEALTH_PASS] = "SELECT j.doc FROM parts p CROSS JOIN jobs j ON j.id = p.job_id WHERE "
                       "p.uuid = ?1 AND p.verdict = 'pass' AND p.state = 'succeeded' AND "
                       "p.job_id <> ?2 AND j.benchmark = 'health' ORDER BY p.job_id DESC LIMIT ?3",
+    /* Around several reads that belong together (store_get_internal_many). */
+    [R_BEGIN] = "BEGIN",
+    [R_END] = "COMMIT",
 };
 
 static void cache_key(const char *id, char key[UUID_STRING_MAX])
@@ -237,6 +241,53 @@ int store_get(struct store *s, const char *id, json_t **ret)
 int store_get_internal(struct store *s, const char *id, json_t **ret)
 {
         return get_tree(s, R_INTERNAL, store_internal_from_row, id, ret);
+}
+
+static int step_alone(sqlite3_stmt *st)
+{
+        int rc = sqlite3_step(st);
+
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret)
+{
+        struct reader *rd;
+        sqlite3_stmt *st;
+        int r;
+
+        assert(ids || n == 0);
+        for (size_t i = 0; i < n; i++)
+                ret[i] = NULL;
+        r = store_reader_take(s, &rd);
+        if (r < 0)
+                return log_error_errno(r, "SQLite: no reader for %zu jobs: %m", n);
+        /* One read transaction: each read of its own began and ended one, and found the
+         * connection's pages dropped by whatever committed since; rows submitted together share
+         * their pages. */
+        if (step_alone(rd->st[R_BEGIN]) < 0) {
+                r = log_error_errno(EIO, "SQLite: cannot begin a read: %s", sqlite3_errmsg(rd->db));
+                store_reader_give(s, rd);
+                return r;
+        }
+        st = rd->st[R_INTERNAL];
+        for (size_t i = 0; i < n; i++) {
+                int rc;
+
+                sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_STATIC);
+                rc = sqlite3_step(st);
+                if (rc == SQLITE_ROW && !(ret[i] = store_internal_from_row(st)))
+                        log_error("store: job %s is not valid JSON", ids[i]);
+                else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                        log_error("SQLite: cannot read job %s: %s", ids[i], sqlite3_errstr(rc));
+                sqlite3_reset(st);
+                sqlite3_clear_bindings(st);
+        }
+        if (step_alone(rd->st[R_END]) < 0)
+                log_warning("SQLite: ending a read: %s", sqlite3_errmsg(rd->db));
+        store_reader_give(s, rd);
+        return 0;
 }
 
 int store_set_cache(struct store *s, uint64_t max_bytes)

@@ -76,6 +76,7 @@ static const struct queue_entry *dispatchable(struct jobs *js, struct device *d,
                         job_checked(js, j);
                         continue;
                 }
+                jobs_read_ahead(js, dev);
                 unsigned policy = job_busy_policy(js, j);
                 uint64_t since = j->parts[i].waiting_since_ms, now = now_realtime_ms();
 

@@ -158,6 +158,43 @@ json_t *job_doc(struct job *j)
         return j->doc;
 }
 
+void jobs_read_ahead(struct jobs *js, size_t q)
+{
+        const struct queue_entry *e = queue_peek(&js->queues[q]);
+        const struct job *head = e ? e->job : NULL;
+        size_t max = js->cfg->queue_trees_per_device, n = 0;
+
+        assert_locked();
+        if (!head || head->doc || !head->stored || head->unchecked)
+                return;
+        if (max > queue_len(&js->queues[q]))
+                max = queue_len(&js->queues[q]);
+        if (max < 2)
+                return; /* only the head: job_doc reads it alone */
+        _cleanup_free_ const char **ids = calloc(max, sizeof(*ids));
+        _cleanup_free_ struct job **jobs = calloc(max, sizeof(*jobs));
+        _cleanup_free_ json_t **trees = calloc(max, sizeof(*trees));
+        if (!ids || !jobs || !trees)
+                return;
+        for (size_t i = 0; i < max && (e = queue_at(&js->queues[q], i)); i++) {
+                struct job *j = e->job;
+
+                /* One recovered and not yet checked is read by job_checked, as the disk's. */
+                if (j->doc || !j->stored || j->unchecked)
+                        continue;
+                ids[n] = j->id;
+                jobs[n++] = j;
+        }
+        if (store_get_internal_many(js->store, ids, n, trees) < 0)
+                return; /* logged; job_doc tries the head again alone */
+        for (size_t i = 0; i < n; i++) {
+                if (!trees[i])
+                        continue; /* logged; its job_doc tries again */
+                jobs[i]->doc = trees[i];
+                jobs[i]->stored = false;
+        }
+}
+
 void job_compact(struct job *j)
 {
         /* Only a job nothing is about to change: queued and committed (submit waits for its

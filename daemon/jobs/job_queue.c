@@ -53,6 +53,11 @@ const struct queue_entry *queue_peek(const struct queue *q)
         return q->head < q->n ? &q->e[q->head] : NULL;
 }
 
+const struct queue_entry *queue_at(const struct queue *q, size_t i)
+{
+        return i < q->n - q->head ? &q->e[q->head + i] : NULL;
+}
+
 /* The head moves instead of the entries: a dispatch from a queue thousands long would
  * otherwise move all of them. */
 static void advance_head(struct queue *q)

@@ -22,6 +22,8 @@ struct queue {
 int queue_push(struct queue *q, const struct queue_entry *e);
 /* The entry to run next, or NULL. */
 const struct queue_entry *queue_peek(const struct queue *q);
+/* The entry i places behind the head (0: the head), or NULL past the last. */
+const struct queue_entry *queue_at(const struct queue *q, size_t i);
 /* Remove the first entry. */
 void queue_pop(struct queue *q);
 /* Remove the entry of (job, part) if queued; true if found. */

@@ -143,6 +143,13 @@ void job_free(struct job *j);
  * it has none (the bytes are then dropped: the tree is the truth again). NULL only when that
  * runs out of memory or the store cannot be read (logged). */
 json_t *job_doc(struct job *j);
+/* The head of queue q must be read back from the store (job_doc): so are, in the same read
+ * transaction, the other jobs among the first queue_trees_per_device of the queue that wait
+ * without a tree, whose dispatches come next. Each read of its own began and ended a read
+ * transaction and read its pages again (the writer's commits drop a reader's cache): under a
+ * backlog that was most of a dispatch's read (bench/store/RESULTS.md). The queue then holds
+ * those trees, as one whose jobs were submitted near its head does. With core_lock held. */
+void jobs_read_ahead(struct jobs *js, size_t q);
 /* A job that is only waiting (queued, committed, nothing pending) gives its tree up: for
  * nothing when the store's row is its document (stored), else for its compact bytes. Leaves
  * the tree when the job must keep it or the dump fails. */

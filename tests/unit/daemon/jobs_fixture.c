@@ -148,6 +148,18 @@ int __wrap_store_poll(struct store_ticket *t, int *ret_r);
 int __real_store_get_internal(struct store *s, const char *id, json_t **ret);
 int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret);
 
+int __real_store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
+int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
+
+int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret)
+{
+        if (fx) {
+                fx->batch_reads++;
+                fx->batch_jobs += (unsigned)n;
+        }
+        return __real_store_get_internal_many(s, ids, n, ret);
+}
+
 int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret)
 {
         if (fx)

@@ -41,6 +41,8 @@ struct fx {
         unsigned fail_put_part;
         /* store_get_internal calls: a waiting job's document read back from the store. */
         unsigned read_backs;
+        /* store_get_internal_many: calls, and the jobs they asked for. */
+        unsigned batch_reads, batch_jobs;
 };
 
 extern struct fx *fx;

@@ -52,6 +52,45 @@ static void test_a_job_near_its_queue_head_is_dispatched_without_a_read_back(voi
         assert_string_equal(fx_state(b), "succeeded");
 }
 
+/* When the head must be read back, so are the other tree-less jobs among the first
+ * queue_trees_per_device of its queue, in one read: their dispatches read nothing more, and
+ * each runs the document that was stored. */
+static void test_the_jobs_behind_a_head_read_back_come_in_the_same_read(void **state)
+{
+        char a[JOB_ID_MAX], near[3][JOB_ID_MAX], far[4][JOB_ID_MAX];
+        const char *body = "{\"benchmark\": \"copy\", \"device\": 0, \"labels\": {\"k\": \"v\"}, "
+                           "\"params\": {\"size\": \"4MiB\"}}";
+
+        (void)state;
+        fx->cfg.queue_trees_per_device = 3;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202); /* runs */
+        for (int i = 0; i < 3; i++)                             /* keep their trees */
+                assert_int_equal(fx_submit(COPY0, NULL, NULL, near[i]), 202);
+        for (int i = 0; i < 4; i++) /* give them up */
+                assert_int_equal(fx_submit(body, NULL, NULL, far[i]), 202);
+        fx->read_backs = fx->batch_reads = fx->batch_jobs = 0;
+        fx_part_done(0, a, PART_SUCCEEDED);
+        for (int i = 0; i < 3; i++)
+                fx_part_done(0, near[i], PART_SUCCEEDED);
+        assert_int_equal(fx->batch_reads, 1); /* at far[0]'s dispatch: far[0..2], not far[3] */
+        assert_int_equal(fx->batch_jobs, 3);
+        for (int i = 0; i < 3; i++) {
+                assert_string_equal(fx_state(far[i]), "running");
+                assert_string_equal(
+                    json_string_value(json_object_get(fx_field(far[i], "labels"), "k")), "v");
+                fx_part_done(0, far[i], PART_SUCCEEDED);
+                assert_string_equal(fx_state(far[i]), "succeeded");
+        }
+        assert_int_equal(fx->batch_reads, 1);
+        /* far[3], alone at the head: read by itself. */
+        assert_string_equal(fx_state(far[3]), "running");
+        assert_int_equal(fx->read_backs, 1);
+        assert_int_equal(fx->batch_reads, 1);
+        assert_string_equal(json_string_value(json_object_get(fx_field(far[3], "labels"), "k")),
+                            "v");
+        assert_int_equal(fx->read_backs, 0 + 1);
+}
+
 /* Behind more waiting parts than queue_trees_per_device, a job gives its tree up; its dispatch
  * reads it back and runs the document that was stored. */
 static void test_a_job_far_from_its_queue_head_is_read_back_at_dispatch(void **state)
@@ -256,6 +295,8 @@ int main(void)
                 fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_job_far_from_its_queue_head_is_read_back_at_dispatch, fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_the_jobs_behind_a_head_read_back_come_in_the_same_read, fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_an_idempotency_key_replays_its_job_and_refuses_another_body, fx_setup,
                 fx_teardown),

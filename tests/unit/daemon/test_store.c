@@ -847,6 +847,30 @@ static void test_get_internal_reads_back_what_was_put(void **state)
         json_decref(ja);
 }
 
+/* Several internal documents in one read: each as store_get_internal reads it, and NULL for an
+ * id that is not stored, without failing the others. */
+static void test_get_internal_many_reads_each_and_nothing_for_the_missing(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char a[UUID_STRING_MAX], b[UUID_STRING_MAX];
+        json_t *ja = job_at(a, 3000, "queued", "copy", u, 1),
+               *jb = job_at(b, 3001, "queued", "copy", u, 1), *got[3];
+        const char *ids[3] = {a, "00000000-0000-4000-8000-000000000000", b};
+
+        json_object_set_new(jb, "request", json_string("{\"benchmark\":\"copy\"}"));
+        put_sync(f->s, ja);
+        put_sync(f->s, jb);
+        assert_int_equal(store_get_internal_many(f->s, ids, 3, got), 0);
+        assert_true(json_equal(got[0], ja));
+        assert_null(got[1]);
+        assert_true(json_equal(got[2], jb));
+        json_decref(got[0]);
+        json_decref(got[2]);
+        json_decref(ja);
+        json_decref(jb);
+}
+
 static void test_recover_only_unfinished_in_id_order(void **state)
 {
         struct fx *f = *state;
@@ -1120,6 +1144,8 @@ int main(void)
                                             teardown),
             cmocka_unit_test_setup_teardown(
                 test_recover_finds_each_open_jobs_parts_past_finished_ones, setup, teardown),
+            cmocka_unit_test_setup_teardown(
+                test_get_internal_many_reads_each_and_nothing_for_the_missing, setup, teardown),
             cmocka_unit_test_setup_teardown(test_get_internal_reads_back_what_was_put, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_recover_only_unfinished_in_id_order, setup,
