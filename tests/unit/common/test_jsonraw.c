@@ -11,6 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "jsonraw.h"
 #include "jsonutil.h"
 
@@ -18,10 +20,7 @@ static unsigned long long rng = 88172645463325252ull;
 
 static unsigned rnd(unsigned n)
 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        return (unsigned)(rng % n);
+        return test_rnd(&rng, n);
 }
 
 static bool canon(const char *s)

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "jsonutil.h"
 
 static json_t *parse(const char *s, size_t depth, json_error_t *err)
@@ -136,10 +138,7 @@ static unsigned long long rng = 0x9E3779B97F4A7C15ull;
 
 static unsigned rnd(unsigned n)
 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        return (unsigned)(rng % n);
+        return test_rnd(&rng, n);
 }
 
 /* Random bytes for a string or key: ASCII, every escape jansson writes, control characters,

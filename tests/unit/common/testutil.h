@@ -1,4 +1,5 @@
-/* Helpers shared by the common unit tests: a scratch directory per test. */
+/* Helpers shared by the common unit tests: a scratch directory per test, and the generator of
+ * their random inputs. */
 #pragma once
 
 #include <fcntl.h>
@@ -56,4 +57,14 @@ static inline int count_entries(int dirfd)
                         n++;
         closedir(d);
         return n;
+}
+
+/* xorshift64: a number below n from *state, the same sequence on every run (a failure
+ * reproduces). */
+static inline unsigned test_rnd(unsigned long long *state, unsigned n)
+{
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        return (unsigned)(*state % n);
 }
