@@ -4,9 +4,9 @@
  * method 1); when it runs out the timestamp is advanced by one ms. */
 #include "uuid.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -16,7 +16,7 @@ static pthread_mutex_t uuid_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t last_ms;
 static uint16_t last_counter; /* 12 bits */
 
-static int random_bytes(void *buf, size_t len)
+static int getrandom_all(void *buf, size_t len)
 {
         uint8_t *p = buf;
 
@@ -31,6 +31,43 @@ static int random_bytes(void *buf, size_t len)
                 p += n;
                 len -= (size_t)n;
         }
+        return 0;
+}
+
+/* Each thread draws its ids' random bytes from a pool it fills with one getrandom() for 25 ids:
+ * a call for every id was a system call a submit under core_lock (the id is taken there, so
+ * that ids follow queue order). The bytes are the kernel's all the same, each used once. A
+ * forked child starts with an empty pool (pool_forget), so it never reuses its parent's. */
+#define POOL_BYTES 250
+static _Thread_local uint8_t pool[POOL_BYTES];
+static _Thread_local size_t pool_left;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_forget(void)
+{
+        pool_left = 0;
+}
+
+static void pool_init(void)
+{
+        (void)pthread_atfork(NULL, NULL, pool_forget);
+}
+
+static int random_bytes(void *buf, size_t len)
+{
+        assert(len <= POOL_BYTES);
+        pthread_once(&pool_once, pool_init);
+        if (len > pool_left) {
+                int r = getrandom_all(pool, POOL_BYTES);
+
+                if (r < 0)
+                        return r;
+                pool_left = POOL_BYTES;
+        }
+        memcpy(buf, pool + POOL_BYTES - pool_left, len);
+        /* Used bytes are not kept about. */
+        memset(pool + POOL_BYTES - pool_left, 0, len);
+        pool_left -= len;
         return 0;
 }
 
@@ -49,10 +86,16 @@ static void format(uint64_t ms, uint16_t rand_a, const uint8_t rand_b[8], char r
         memcpy(b + 8, rand_b, 8);
         b[8] = (uint8_t)(0x80 | (b[8] & 0x3f));
 
-        snprintf(ret, UUID_STRING_MAX,
-                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                 b[15]);
+        /* By hand, not snprintf's sixteen "%02x": this runs under core_lock for every submit. */
+        static const char hex[] = "0123456789abcdef";
+        char *o = ret;
+        for (size_t i = 0; i < 16; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10)
+                        *o++ = '-';
+                *o++ = hex[b[i] >> 4];
+                *o++ = hex[b[i] & 0x0f];
+        }
+        *o = '\0';
 }
 
 /* Exactly at unix_ms, random otherwise; does not take part in the process's ordering (used for

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "uuid.h"
@@ -106,6 +108,39 @@ static void test_unique_across_threads(void **state)
                 assert_string_not_equal(thread_ids[i - 1], thread_ids[i]);
 }
 
+/* Random bytes come from a pool each thread fills; a forked child does not reuse its parent's:
+ * the ids both make next, for the same millisecond, differ. */
+static void test_a_forked_child_draws_its_own_random_bytes(void **state)
+{
+        char first[UUID_STRING_MAX], mine[UUID_STRING_MAX], theirs[UUID_STRING_MAX] = "";
+        int fds[2];
+        pid_t pid;
+        int status;
+
+        assert_int_equal(uuid7_generate_at(1000, first), 0); /* the pool is filled */
+        assert_int_equal(pipe(fds), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                char id[UUID_STRING_MAX];
+
+                close(fds[0]);
+                _exit(uuid7_generate_at(1000, id) == 0 &&
+                              write(fds[1], id, sizeof(id)) == (ssize_t)sizeof(id)
+                          ? 0
+                          : 1);
+        }
+        close(fds[1]);
+        assert_int_equal(read(fds[0], theirs, sizeof(theirs)), (ssize_t)sizeof(theirs));
+        close(fds[0]);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        assert_int_equal(uuid7_generate_at(1000, mine), 0);
+        assert_true(uuid_is_valid(theirs));
+        assert_string_not_equal(mine, theirs);
+        assert_string_not_equal(mine, first);
+}
+
 static void test_is_valid_rejects_malformed(void **state)
 {
         assert_true(uuid_is_valid("0190f5a2-7c3d-7abc-8def-0123456789ab"));
@@ -129,6 +164,7 @@ int main(void)
             cmocka_unit_test(test_timestamp_in_first_48_bits),
             cmocka_unit_test(test_increasing_across_many_calls_in_one_ms),
             cmocka_unit_test(test_unique_across_threads),
+            cmocka_unit_test(test_a_forked_child_draws_its_own_random_bytes),
             cmocka_unit_test(test_is_valid_rejects_malformed),
         };
 
