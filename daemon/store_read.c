@@ -286,7 +286,12 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
         }
         if (step_alone(rd->st[R_END]) < 0)
                 log_warning("SQLite: ending a read: %s", sqlite3_errmsg(rd->db));
-        store_reader_give(s, rd);
+        /* A connection still in its transaction would read that snapshot forever, and hold the
+         * WAL from being reset: closed, never given back. */
+        if (!sqlite3_get_autocommit(rd->db))
+                reader_free(rd);
+        else
+                store_reader_give(s, rd);
         return 0;
 }
 
