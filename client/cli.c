@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "umd-build.h"
+#include "umd-vcs.h"
 
 #define DEFAULT_URL "http://127.0.0.1:8470"
 /* A --param or --label key: well past what umd takes (max_label_key_len, 64 by default), so umd

@@ -19,6 +19,7 @@
 #include "netaddr.h"
 #include "size.h"
 #include "umd-build.h"
+#include "umd-vcs.h"
 #include "util.h"
 
 /* A key's error: the value as given (a listen list can be long) and what it should be. */

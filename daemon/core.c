@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "store.h"
 #include "umd-build.h"
+#include "umd-vcs.h"
 #include "util.h"
 
 static const struct umd_config *core_config;

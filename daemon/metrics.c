@@ -33,6 +33,7 @@
 #include "supervisor.h"
 #include "topology.h"
 #include "umd-build.h"
+#include "umd-vcs.h"
 #include "util.h"
 
 #define MAX_SERIES 4096

@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "umd-build.h"
+#include "umd-vcs.h"
 
 #define HEARTBEAT_MS_DEFAULT 1000u
 #define SHUTDOWN_WAIT_MS     2000u

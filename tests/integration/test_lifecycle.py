@@ -1,6 +1,7 @@
 """umd's life as systemd sees it: READY=1 only once the port answers, STOPPING=1 and exit 0 on
 SIGTERM with in-flight requests finished, exit 2 with one clear message for bad flags and
 config, a clear error for a port in use, socket activation, and restart on the same state."""
+import os
 import signal
 import socket
 import subprocess
@@ -126,6 +127,23 @@ def test_version_names_the_allocator_umd_is_linked_with(umd_run):
     assert v.returncode == 0
     want = "malloc jemalloc" if "libjemalloc" in linked else "malloc glibc"
     assert want in v.stdout, v.stdout
+
+
+def test_version_names_the_commit_it_was_built_from(umd_run):
+    """The build id is `git describe` of the tree when umd was built, not when meson last
+    configured (a build directory never configured again said an old commit). A test run after
+    a commit without a rebuild fails here: rebuild (ninja) first."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        git = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty", "--tags"],
+                             capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        pytest.skip("no git")
+    if git.returncode != 0:
+        pytest.skip("not a git checkout: the build id is 'unknown'")
+    v = umd_run(["--version"])
+    assert v.returncode == 0
+    assert f"(build {git.stdout.strip()}," in v.stdout, (v.stdout, git.stdout)
 
 
 def test_port_in_use_is_a_clear_error(umd):
