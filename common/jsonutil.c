@@ -22,39 +22,62 @@
 struct dump_buf {
         char *data;
         size_t len, cap;
+        bool sort; /* the own dumper's: keys in jansson's JSON_SORT_KEYS order */
 };
+
+static bool dump_reserve(struct dump_buf *d, size_t n)
+{
+        if (n <= d->cap - d->len && d->data)
+                return true;
+        if (n > SIZE_MAX - d->len)
+                return false;
+        char *data = tbuf_get(TBUF_DUMP, d->len + n, &d->cap);
+        if (!data)
+                return false;
+        d->data = data;
+        return true;
+}
+
+static bool dump_put(struct dump_buf *d, const char *p, size_t n)
+{
+        if (!dump_reserve(d, n))
+                return false;
+        memcpy(d->data + d->len, p, n);
+        d->len += n;
+        return true;
+}
 
 static int dump_append(const char *buf, size_t size, void *userdata)
 {
-        struct dump_buf *d = userdata;
+        return dump_put(userdata, buf, size) ? 0 : -1;
+}
 
-        if (size > d->cap - d->len || !d->data) {
-                char *data =
-                    size <= SIZE_MAX - d->len ? tbuf_get(TBUF_DUMP, d->len + size, &d->cap) : NULL;
-                if (!data)
-                        return -1;
-                d->data = data;
+/* The dump in d (ok: whole), NUL-terminated, copied out at its exact size; the thread's buffer
+ * trimmed either way. */
+static char *dump_finish(struct dump_buf *d, bool ok, size_t *ret_len)
+{
+        char *s = NULL;
+
+        if (ok && dump_put(d, "", 1) && (s = malloc(d->len))) {
+                memcpy(s, d->data, d->len);
+                if (ret_len)
+                        *ret_len = d->len - 1;
         }
-        memcpy(d->data + d->len, buf, size);
-        d->len += size;
-        return 0;
+        tbuf_trim(TBUF_DUMP, DUMP_KEEP_MAX);
+        return s;
 }
 
 /* j dumped with flags, then extra (may be ""), NUL-terminated, in a buffer of its exact size. */
 static char *dump_with(const json_t *j, size_t flags, const char *extra, size_t *ret_len)
 {
         struct dump_buf d = {0};
-        char *s = NULL;
 
         if (!j)
                 return NULL;
-        if (json_dump_callback(j, dump_append, &d, flags) == 0 &&
-            dump_append(extra, strlen(extra) + 1, &d) == 0 && (s = malloc(d.len)))
-                memcpy(s, d.data, d.len);
-        if (s && ret_len)
-                *ret_len = d.len - 1;
-        tbuf_trim(TBUF_DUMP, DUMP_KEEP_MAX);
-        return s;
+        return dump_finish(&d,
+                           json_dump_callback(j, dump_append, &d, flags) == 0 &&
+                               dump_put(&d, extra, strlen(extra)),
+                           ret_len);
 }
 
 /* ---- the compact dump, without jansson's ----
@@ -69,34 +92,6 @@ static char *dump_with(const json_t *j, size_t flags, const char *extra, size_t 
  * makes it give up, and jansson dumps as before. */
 #define DUMP_DEPTH_MAX  2048
 #define DUMP_SORT_STACK 32
-
-struct dumper {
-        char *data;
-        size_t len, cap;
-        bool sort;
-};
-
-static bool dumper_reserve(struct dumper *d, size_t n)
-{
-        if (n <= d->cap - d->len)
-                return true;
-        if (n > SIZE_MAX - d->len)
-                return false;
-        char *data = tbuf_get(TBUF_DUMP, d->len + n, &d->cap);
-        if (!data)
-                return false;
-        d->data = data;
-        return true;
-}
-
-static bool dumper_put(struct dumper *d, const char *p, size_t n)
-{
-        if (!dumper_reserve(d, n))
-                return false;
-        memcpy(d->data + d->len, p, n);
-        d->len += n;
-        return true;
-}
 
 /* The length of the valid UTF-8 sequence at s (at most n bytes), or 0: jansson's utf8_check_full
  * (no overlong forms, no surrogates, nothing past U+10FFFF). */
@@ -128,14 +123,14 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 
 /* A string as jansson's dump_string writes it without JSON_ENSURE_ASCII or JSON_ESCAPE_SLASH:
  * '"' and '\\' escaped, control characters as \b \f \n \r \t or \u00XX, everything else as is. */
-static bool dump_string(struct dumper *d, const char *str, size_t n)
+static bool dump_string(struct dump_buf *d, const char *str, size_t n)
 {
         static const char hex[] = "0123456789ABCDEF";
         const unsigned char *s = (const unsigned char *)str;
         size_t i = 0, run = 0;
 
         /* Each byte is at most six: reserved once, so the loop only stores. */
-        if (n > (SIZE_MAX - 2) / 6 || !dumper_reserve(d, 6 * n + 2))
+        if (n > (SIZE_MAX - 2) / 6 || !dump_reserve(d, 6 * n + 2))
                 return false;
         char *o = d->data + d->len;
         *o++ = '"';
@@ -192,7 +187,7 @@ static bool dump_string(struct dumper *d, const char *str, size_t n)
         return true;
 }
 
-static bool dump_integer(struct dumper *d, json_int_t v)
+static bool dump_integer(struct dump_buf *d, json_int_t v)
 {
         char buf[24], *p = buf + sizeof(buf);
         /* Negated as unsigned: INT64_MIN has no positive. */
@@ -203,12 +198,12 @@ static bool dump_integer(struct dumper *d, json_int_t v)
         while ((u /= 10) != 0);
         if (v < 0)
                 *--p = '-';
-        return dumper_put(d, p, (size_t)(buf + sizeof(buf) - p));
+        return dump_put(d, p, (size_t)(buf + sizeof(buf) - p));
 }
 
 /* jansson's jsonp_dtostr with precision 17: "%.17g", ".0" when that reads as an integer, and
  * the exponent without '+' or leading zeros. umd never sets a locale, so the point is '.'. */
-static bool dump_real(struct dumper *d, double v)
+static bool dump_real(struct dump_buf *d, double v)
 {
         char buf[40];
         int n = snprintf(buf, sizeof(buf), "%.17g", v);
@@ -234,7 +229,7 @@ static bool dump_real(struct dumper *d, double v)
                         len -= (size_t)(end - start);
                 }
         }
-        return dumper_put(d, buf, len);
+        return dump_put(d, buf, len);
 }
 
 struct member {
@@ -252,9 +247,9 @@ static int member_cmp(const void *a, const void *b)
         return r ? r : (x->len > y->len) - (x->len < y->len);
 }
 
-static bool dump_value(struct dumper *d, const json_t *j, size_t depth);
+static bool dump_value(struct dump_buf *d, const json_t *j, size_t depth);
 
-static bool dump_object(struct dumper *d, const json_t *j, size_t depth)
+static bool dump_object(struct dump_buf *d, const json_t *j, size_t depth)
 {
         struct member stack[DUMP_SORT_STACK], *m = stack;
         size_t n = json_object_size(j), i = 0;
@@ -283,21 +278,21 @@ static bool dump_object(struct dumper *d, const json_t *j, size_t depth)
                         }
                 }
         }
-        if (!dumper_put(d, "{", 1))
+        if (!dump_put(d, "{", 1))
                 goto out;
         for (i = 0; i < n; i++) {
-                if ((i > 0 && !dumper_put(d, ",", 1)) || !dump_string(d, m[i].key, m[i].len) ||
-                    !dumper_put(d, ":", 1) || !dump_value(d, m[i].value, depth + 1))
+                if ((i > 0 && !dump_put(d, ",", 1)) || !dump_string(d, m[i].key, m[i].len) ||
+                    !dump_put(d, ":", 1) || !dump_value(d, m[i].value, depth + 1))
                         goto out;
         }
-        ok = dumper_put(d, "}", 1);
+        ok = dump_put(d, "}", 1);
 out:
         if (m != stack)
                 free(m);
         return ok;
 }
 
-static bool dump_value(struct dumper *d, const json_t *j, size_t depth)
+static bool dump_value(struct dump_buf *d, const json_t *j, size_t depth)
 {
         if (!j || depth > DUMP_DEPTH_MAX)
                 return false;
@@ -307,13 +302,13 @@ static bool dump_value(struct dumper *d, const json_t *j, size_t depth)
         case JSON_ARRAY: {
                 size_t n = json_array_size(j);
 
-                if (!dumper_put(d, "[", 1))
+                if (!dump_put(d, "[", 1))
                         return false;
                 for (size_t i = 0; i < n; i++)
-                        if ((i > 0 && !dumper_put(d, ",", 1)) ||
+                        if ((i > 0 && !dump_put(d, ",", 1)) ||
                             !dump_value(d, json_array_get(j, i), depth + 1))
                                 return false;
-                return dumper_put(d, "]", 1);
+                return dump_put(d, "]", 1);
         }
         case JSON_STRING:
                 return dump_string(d, json_string_value(j), json_string_length(j));
@@ -322,29 +317,22 @@ static bool dump_value(struct dumper *d, const json_t *j, size_t depth)
         case JSON_REAL:
                 return dump_real(d, json_real_value(j));
         case JSON_TRUE:
-                return dumper_put(d, "true", 4);
+                return dump_put(d, "true", 4);
         case JSON_FALSE:
-                return dumper_put(d, "false", 5);
+                return dump_put(d, "false", 5);
         case JSON_NULL:
-                return dumper_put(d, "null", 4);
+                return dump_put(d, "null", 4);
         }
         return false;
 }
 
 char *json_dump_own(const json_t *j, bool sort, size_t *ret_len)
 {
-        struct dumper d = {.sort = sort};
-        char *s = NULL;
+        struct dump_buf d = {.sort = sort};
 
         if (!j)
                 return NULL;
-        if (dump_value(&d, j, 0) && dumper_put(&d, "", 1) && (s = malloc(d.len))) {
-                memcpy(s, d.data, d.len);
-                if (ret_len)
-                        *ret_len = d.len - 1;
-        }
-        tbuf_trim(TBUF_DUMP, DUMP_KEEP_MAX);
-        return s;
+        return dump_finish(&d, dump_value(&d, j, 0), ret_len);
 }
 
 static char *dump_compact(const json_t *j, bool sort, size_t *ret_len)
