@@ -7,6 +7,10 @@
  *                  (the limits come once, on the worker's argv: --max-buffer-bytes and friends)
  *   worker -> umd  {"type":"result","job":"<uuid>","ok":true,"result":{...}}
  *   worker -> umd  {"type":"result","job":"<uuid>","ok":false,"error":"why"}
+ *                  either may carry "look": the compute processes on the GPU right after the
+ *                  part, {"pids":[N,...]} (NVML's, the worker's own included; "truncated":true
+ *                  when there were more) or {"others":N} (a fake device); umd then finishes the
+ *                  part on it instead of its own look (daemon/gpustate.h)
  *   umd -> worker  {"type":"cancel","job":"<uuid>"}   (worker stops between samples and answers
  *                                                      with ok:false,"error":"cancelled")
  *   worker -> umd  {"type":"heartbeat","busy":bool}   every heartbeat interval, from its own

@@ -10,6 +10,7 @@
 
 #include "gpustate.h"
 #include "supervisor.h"
+#include "uuid.h"
 
 struct umd_config;
 
@@ -35,6 +36,11 @@ struct device {
         /* A part its worker finished, held until a look that began after it (job_dispatch.c): a
          * verdict needs the GPU seen undisturbed right after the part too. */
         struct held_done *held;
+        /* The queue's head right after this GPU's part started, when it was ready then
+         * (committed and checked); "" else. The worker's look after that part began later, so
+         * it may serve as the look before that head's start (job_dispatch.c). */
+        char ready_at_start[JOB_ID_MAX];
+        size_t ready_at_start_part;
         bool paused; /* admin: run nothing, hold nothing */
         char pause_reason[256];
         char paused_at[40];

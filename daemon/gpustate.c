@@ -7,6 +7,7 @@
 #include "gpustate.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -110,22 +111,21 @@ int gpustate_count_others(const unsigned *pids, unsigned n, pid_t own_pid)
         return (int)others;
 }
 
-/* Others among n processes, umd's workers excluded: the GPU's own (own_pid) and the node worker
- * that spans GPUs (node_pid), each matched by pid or, from another pid namespace, taken to be
- * one unmatched process (see the top of the file). */
-static int count_others(const struct nvml_process_info *p, unsigned n, pid_t own_pid,
-                        pid_t node_pid)
+/* Others among the n processes pids[], umd's workers excluded: the GPU's own (own_pid) and the
+ * node worker that spans GPUs (node_pid), each matched by pid or, from another pid namespace,
+ * taken to be one unmatched process (see the top of the file). */
+static int count_others(const unsigned *all, unsigned n, pid_t own_pid, pid_t node_pid)
 {
         unsigned pids[NVML_PROCESSES_MAX] = {0}, m = 0;
         bool node_seen = false;
         int others;
 
         for (unsigned i = 0; i < n && i < NVML_PROCESSES_MAX; i++) {
-                if (node_pid > 0 && p[i].pid == (unsigned)node_pid) {
+                if (node_pid > 0 && all[i] == (unsigned)node_pid) {
                         node_seen = true;
                         continue;
                 }
-                pids[m++] = p[i].pid;
+                pids[m++] = all[i];
         }
         others = gpustate_count_others(pids, m, own_pid);
         if (node_pid > 0 && !node_seen && others > 0)
@@ -135,6 +135,31 @@ static int count_others(const struct nvml_process_info *p, unsigned n, pid_t own
                                 break;
                         }
         return others;
+}
+
+int gpustate_others_in_look(const json_t *look, pid_t own_pid, pid_t node_pid)
+{
+        unsigned pids[NVML_PROCESSES_MAX];
+        const json_t *list = json_object_get(look, "pids"), *v;
+        const json_t *others = json_object_get(look, "others");
+        size_t i, n = json_array_size(list);
+
+        if (json_is_integer(others))
+                return json_integer_value(others) >= 0 && json_integer_value(others) <= INT_MAX
+                           ? (int)json_integer_value(others)
+                           : -1;
+        if (!json_is_array(list) || n > NVML_PROCESSES_MAX)
+                return -1;
+        if (json_is_true(json_object_get(look, "truncated")))
+                return NVML_PROCESSES_MAX; /* more than it lists: surely busy */
+        json_array_foreach(list, i, v)
+        {
+                if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
+                    json_integer_value(v) > UINT_MAX)
+                        return -1;
+                pids[i] = (unsigned)json_integer_value(v);
+        }
+        return count_others(pids, (unsigned)n, own_pid, node_pid);
 }
 
 static void nvml_query(const char *uuid, pid_t own_pid, pid_t node_pid, struct gpu_state *st)
@@ -153,9 +178,13 @@ static void nvml_query(const char *uuid, pid_t own_pid, pid_t node_pid, struct g
         }
         st->known = true;
         r = nvml->processes(dev, &n, procs);
-        if (r == NVML_SUCCESS)
-                st->other_processes = count_others(procs, n, own_pid, node_pid);
-        else if (r == NVML_ERROR_INSUFFICIENT_SIZE)
+        if (r == NVML_SUCCESS) {
+                unsigned pids[NVML_PROCESSES_MAX];
+
+                for (unsigned i = 0; i < n && i < NVML_PROCESSES_MAX; i++)
+                        pids[i] = procs[i].pid;
+                st->other_processes = count_others(pids, n, own_pid, node_pid);
+        } else if (r == NVML_ERROR_INSUFFICIENT_SIZE)
                 st->other_processes = NVML_PROCESSES_MAX; /* more than we list: surely busy */
         else
                 snprintf(st->why, sizeof(st->why), "NVML process list: %s", nvml_strerror(r));

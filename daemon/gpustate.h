@@ -8,6 +8,7 @@
  * trouble), so callers keep it out of the core lock. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -42,6 +43,11 @@ const char *gpustate_backend(void);
  * fails: *ret is filled with what is known. */
 void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, pid_t node_pid,
                     struct gpu_state *ret);
+
+/* Other compute processes on a GPU by its worker's look after a part (common/ipc.h's "look"):
+ * {"others": N} as it is, {"pids": [...]} less umd's workers own_pid and node_pid (0: none) as
+ * gpustate_query counts them. -1 when look is NULL or says nothing that can be counted. */
+int gpustate_others_in_look(const json_t *look, pid_t own_pid, pid_t node_pid);
 
 /* Of the compute processes pids[n] NVML lists on a GPU, those that are not umd's worker
  * own_pid (0: none runs). A pid that is not in this pid namespace may be the worker seen from

@@ -104,6 +104,7 @@ struct event {
         char job[JOB_ID_MAX];
         enum part_outcome outcome;
         json_t *result;
+        json_t *look; /* the worker's look after the part (common/ipc.h), or NULL */
         char *error;
         double cold_start_ms;
         enum worker_state state;
@@ -173,6 +174,7 @@ static void event_free(struct event *e)
         if (!e)
                 return;
         json_decref(e->result);
+        json_decref(e->look);
         free(e->error);
         free(e->reason);
         free(e);
@@ -209,7 +211,7 @@ static void set_state(struct supervisor *s, struct slot *w, enum worker_state st
 }
 
 static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome outcome,
-                        json_t *result, const char *error)
+                        json_t *result, json_t *look, const char *error)
 {
         struct event *e;
 
@@ -223,6 +225,7 @@ static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome 
                         snprintf(e->job, sizeof(e->job), "%s", w->job);
                         e->outcome = outcome;
                         e->result = result ? json_incref(result) : NULL;
+                        e->look = json_is_object(look) ? json_incref(look) : NULL;
                         e->error = error ? strdup(error) : NULL;
                         e->cold_start_ms = w->cold_start_ms;
                         event_push(s, e);
@@ -464,18 +467,18 @@ static void on_exit_status(struct supervisor *s, struct slot *w, int status, uin
         case KILL_TIMEOUT:
                 snprintf(err, sizeof(err), "timed out after %llu ms; worker killed",
                          (unsigned long long)w->timeout_ms);
-                finish_part(s, w, PART_TIMED_OUT, NULL, err);
+                finish_part(s, w, PART_TIMED_OUT, NULL, NULL, err);
                 break;
         case KILL_CANCEL:
-                finish_part(s, w, PART_CANCELLED, NULL,
+                finish_part(s, w, PART_CANCELLED, NULL, NULL,
                             "cancelled; worker killed after the grace period");
                 break;
         default:
                 if (w->cancelling) {
-                        finish_part(s, w, PART_CANCELLED, NULL, "cancelled");
+                        finish_part(s, w, PART_CANCELLED, NULL, NULL, "cancelled");
                 } else {
                         snprintf(err, sizeof(err), "%s", how);
-                        finish_part(s, w, PART_FAILED, NULL, err);
+                        finish_part(s, w, PART_FAILED, NULL, NULL, err);
                 }
                 break;
         }
@@ -588,6 +591,7 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64
                 json_t *ok = json_object_get(msg, "ok");
                 json_t *result = json_object_get(msg, "result");
                 const char *error = json_string_value(json_object_get(msg, "error"));
+                json_t *look = json_object_get(msg, "look");
 
                 /* An object, or (read_worker) a raw node holding the worker's canonical bytes of
                  * one, not parsed here: job_dispatch.c reads what it needs of them. */
@@ -608,11 +612,11 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64
                 /* The worker answered: it is healthy, whatever the benchmark said. */
                 w->crashes = 0;
                 if (w->cancelling)
-                        finish_part(s, w, PART_CANCELLED, NULL, "cancelled");
+                        finish_part(s, w, PART_CANCELLED, NULL, look, "cancelled");
                 else if (json_is_true(ok))
-                        finish_part(s, w, PART_SUCCEEDED, result, NULL);
+                        finish_part(s, w, PART_SUCCEEDED, result, look, NULL);
                 else
-                        finish_part(s, w, PART_FAILED, NULL, error);
+                        finish_part(s, w, PART_FAILED, NULL, look, error);
                 w->idle_since = now;
                 if (w->exit_after_each_part)
                         w->retire_requested = true;
@@ -717,7 +721,7 @@ static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
         if (w->pid == 0 && !s->stopping && w->state != WORKER_STOPPED && w->state != WORKER_COLD &&
             now >= w->respawn_at) {
                 if (spawn(s, w, now) < 0) {
-                        finish_part(s, w, PART_FAILED, NULL, "could not start the worker");
+                        finish_part(s, w, PART_FAILED, NULL, NULL, "could not start the worker");
                         schedule_crash_respawn(s, w, now, "could not start the worker");
                 }
         }
@@ -771,7 +775,7 @@ static void deliver(struct supervisor *s, struct event *list)
                 list = e->next;
                 if (e->is_part && s->cb.part_done)
                         s->cb.part_done(s->cb.userdata, e->device, e->job, e->outcome, e->result,
-                                        e->error, e->cold_start_ms);
+                                        e->look, e->error, e->cold_start_ms);
                 else if (!e->is_part && s->cb.worker_state)
                         s->cb.worker_state(s->cb.userdata, e->device, e->state, e->reason);
                 event_free(e);

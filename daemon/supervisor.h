@@ -41,9 +41,11 @@ struct supervisor_callbacks {
          * (jsonraw.h) of those bytes, unparsed: json_raw_tree or json_raw_pick reads it. */
         /* cold_start_ms: how long the worker took from spawn to ready when this part had to
          * start it, or a negative number when the part found it warm. */
+        /* look: the worker's own look at the GPU right after the part (common/ipc.h: the
+         * processes on it; gpustate_others_in_look counts them), borrowed, or NULL. */
         void (*part_done)(void *userdata, size_t device, const char *job_id,
-                          enum part_outcome outcome, json_t *result, const char *error,
-                          double cold_start_ms);
+                          enum part_outcome outcome, json_t *result, const json_t *look,
+                          const char *error, double cold_start_ms);
         /* The worker of `device` changed state (reason: "crashed: signal 11", ...). Called on
          * every change, including becoming idle, when job_dispatch.c starts the next part. */
         void (*worker_state)(void *userdata, size_t device, enum worker_state state,

@@ -42,6 +42,11 @@ struct backend_ops {
          * -EIO with *ret_error (malloc'd). */
         int (*run)(struct backend *b, const char *id, const json_t *params,
                    volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error);
+        /* The look right after a part, sent with its result (common/ipc.h, "look"): the other
+         * compute processes on this GPU as {"pids": [...]} (every one NVML lists, this worker's
+         * included: umd tells its own apart) or {"others": N} (a fake's fake_gpu_state says N).
+         * NULL where it cannot say, and for the node worker: umd then looks itself. */
+        json_t *(*look)(struct backend *b, const json_t *device);
         /* Give back the buffer pool; the bytes freed. */
         uint64_t (*pool_release)(struct backend *b);
         void (*close)(struct backend *b);

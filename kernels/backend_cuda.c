@@ -3,6 +3,7 @@
  * bench_multi over every GPU. Built only with nvcc; backend_nocuda.c stands in otherwise. */
 #include "backend.h"
 #include "bench.h"
+#include "conditions.h"
 #include "discover.h"
 
 #include <errno.h>
@@ -70,6 +71,12 @@ static int cuda_run(struct backend *b, const char *id, const json_t *params,
         return bench_run(b->ctx, id, params, cancel, ret_result, ret_error);
 }
 
+static json_t *cuda_look(struct backend *b, const json_t *device)
+{
+        return b->node ? NULL
+                       : conditions_processes(json_string_value(json_object_get(device, "uuid")));
+}
+
 static uint64_t cuda_pool_release(struct backend *b)
 {
         return b->node ? bench_multi_pool_release(b->node) : bench_pool_release(b->ctx);
@@ -96,6 +103,7 @@ const struct backend_ops backend_real = {
     .list = cuda_list,
     .open = cuda_open,
     .run = cuda_run,
+    .look = cuda_look,
     .pool_release = cuda_pool_release,
     .close = cuda_close,
     .implements = cuda_implements,

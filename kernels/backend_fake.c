@@ -99,6 +99,28 @@ static int fake_backend_run(struct backend *b, const char *id, const json_t *par
         return fake_run(b->device, id, p, cancel, ret_result, ret_error);
 }
 
+/* What umd's own look reads for a fake GPU (daemon/gpustate.c): the file's "other_processes"
+ * for this index, none when the file or the entry is missing. Read again at every part's end,
+ * like every look of umd's. */
+static json_t *fake_look(struct backend *b, const json_t *device)
+{
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *all = NULL;
+        json_error_t err;
+        char key[24];
+        size_t len = 0;
+
+        if (b->devices)
+                return NULL;
+        if (!b->fake_state || read_file_at(AT_FDCWD, b->fake_state, 65536, &buf, &len) < 0)
+                return json_pack("{s:i}", "others", 0);
+        all = json_parse_strict(buf, len, 8, &err);
+        snprintf(key, sizeof(key), "%lld",
+                 (long long)json_integer_value(json_object_get(b->device, "index")));
+        json_t *n = json_object_get(json_object_get(all, key), "other_processes");
+        return json_pack("{s:I}", "others", json_is_integer(n) ? json_integer_value(n) : 0);
+}
+
 static uint64_t fake_pool_release(struct backend *b)
 {
         return 0; /* a fake device holds no buffers */
@@ -119,6 +141,7 @@ const struct backend_ops backend_fake = {
     .list = fake_list,
     .open = fake_open,
     .run = fake_backend_run,
+    .look = fake_look,
     .pool_release = fake_pool_release,
     .close = fake_close,
     .implements = fake_models,

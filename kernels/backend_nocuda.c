@@ -28,6 +28,11 @@ static int nocuda_run(struct backend *b, const char *id, const json_t *params,
         return backend_fail(ret_error, -ENOTSUP, "%s", why_no_cuda);
 }
 
+static json_t *nocuda_look(struct backend *b, const json_t *device)
+{
+        return NULL;
+}
+
 static uint64_t nocuda_pool_release(struct backend *b)
 {
         return 0;
@@ -47,6 +52,7 @@ const struct backend_ops backend_real = {
     .list = nocuda_list,
     .open = nocuda_open,
     .run = nocuda_run,
+    .look = nocuda_look,
     .pool_release = nocuda_pool_release,
     .close = nocuda_close,
     .implements = nocuda_implements,

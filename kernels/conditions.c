@@ -93,6 +93,28 @@ json_t *conditions_gpu(const char *uuid)
         return o;
 }
 
+json_t *conditions_processes(const char *uuid)
+{
+        struct nvml_process_info procs[CONDITIONS_PIDS_MAX];
+        const struct nvml_api *nvml = NULL;
+        const char *why = NULL;
+        unsigned n = CONDITIONS_PIDS_MAX;
+        nvml_device d;
+        nvml_return r;
+
+        if (!uuid || nvml_open(&nvml, &why) < 0 || nvml->by_uuid(uuid, &d) != NVML_SUCCESS)
+                return NULL;
+        r = nvml->processes(d, &n, procs);
+        if (r == NVML_ERROR_INSUFFICIENT_SIZE)
+                return json_pack("{s:[], s:b}", "pids", "truncated", 1);
+        if (r != NVML_SUCCESS)
+                return NULL;
+        json_t *pids = json_array();
+        for (unsigned i = 0; pids && i < n && i < CONDITIONS_PIDS_MAX; i++)
+                json_array_append_new(pids, json_integer(procs[i].pid));
+        return pids ? json_pack("{s:o}", "pids", pids) : NULL;
+}
+
 /* "1\n" -> 1, "Y\n" -> "Y": integers stay integers. */
 static json_t *param_value(const char *text)
 {

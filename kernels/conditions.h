@@ -24,6 +24,13 @@ json_t *conditions_host(const char *uvm_dir, const json_t *device);
  * {"unavailable": "why"}. Thread-safe; NVML is loaded once. */
 json_t *conditions_gpu(const char *uuid);
 
+/* The look after a part (the protocol's "look", common/ipc.h): every compute process NVML lists
+ * on the GPU with this UUID now, this worker's own included, as {"pids": [...]} (with
+ * "truncated": true when there were more than CONDITIONS_PIDS_MAX); NULL when NVML cannot say
+ * (umd then looks itself). Makes no CUDA context. */
+#define CONDITIONS_PIDS_MAX 256
+json_t *conditions_processes(const char *uuid);
+
 /* NVML's clocks-event (throttle) reason bits in words, as an array. */
 json_t *conditions_throttle_words(unsigned long long mask);
 

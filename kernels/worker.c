@@ -215,6 +215,9 @@ static void *runner_main(void *arg)
                         json_decref(before);
                 w->pool_held = true;
                 w->pool_released = false;
+                /* umd's look after the part, taken here: the part is done on the GPU, and the
+                 * result need not wait for umd's look thread (backend.h). */
+                json_t *look = w->ops->look(w->backend, w->device);
                 if (r >= 0) {
                         reply = json_pack("{s:s, s:s, s:b, s:o}", "type", "result", "job", job,
                                           "ok", 1, "result", result);
@@ -226,6 +229,10 @@ static void *runner_main(void *arg)
                                           "ok", 0, "error", why);
                         log_info("Job %s: failed: %s", job, why);
                 }
+                if (reply && look)
+                        json_object_set_new(reply, "look", look);
+                else
+                        json_decref(look);
                 free(error);
                 json_decref(msg);
 

@@ -264,6 +264,19 @@ void job_dispatch_try_node(struct jobs *js)
 
 static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh);
 
+/* Which head was ready when d's part started (devices.h: ready_at_start). */
+static void note_ready_at_start(struct jobs *js, struct device *d, size_t dev)
+{
+        const struct queue_entry *e = queue_peek(&js->queues[dev]);
+        const struct job *next = e ? e->job : NULL;
+
+        d->ready_at_start[0] = '\0';
+        if (next && next->committed && !next->unchecked) {
+                snprintf(d->ready_at_start, sizeof(d->ready_at_start), "%s", next->id);
+                d->ready_at_start_part = e->part;
+        }
+}
+
 void job_dispatch_try(struct jobs *js, size_t dev)
 {
         struct device *d = devices_get(dev);
@@ -313,6 +326,7 @@ static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh)
         d->contended_by = contended;
         d->wstate = WORKER_BUSY;
         part_mark_running(js, best, best_part);
+        note_ready_at_start(js, d, dev);
 }
 
 static void dispatch_all(struct jobs *js)
@@ -441,12 +455,51 @@ static void release_held(struct jobs *js, size_t dev, struct device *d)
         free(h);
 }
 
+/* The other processes a GPU's worker saw on it right after its part (its look, supervisor.h),
+ * umd's own workers left out; -1 when it sent none that counts. */
+static int others_after(struct jobs *js, size_t dev, const json_t *look)
+{
+        if (!look || !js->sup || is_node(dev))
+                return -1;
+        return gpustate_others_in_look(look, supervisor_worker_pid(js->sup, dev),
+                                       have_node() ? supervisor_worker_pid(js->sup, node_index())
+                                                   : 0);
+}
+
+/* The worker's look after its part, taken as a look of umd's own that began now (it began once
+ * the part was done, before its result left). Only its count of other processes: the rest of
+ * d->gpu is the look thread's. */
+static void worker_looked(size_t dev, struct device *d, int others)
+{
+        if (d->gpu.other_processes != others)
+                log_info("device %zu (%s): %d other process(es) on the GPU", dev, d->uuid, others);
+        d->gpu.other_processes = others;
+        d->looked_ms = now_monotonic_ms();
+        if (d->running_jobs > 0 && others > d->contended_by)
+                d->contended_by = others;
+}
+
+/* Once the part has ended on the worker's look: the head that was ready when that part
+ * started was ready before the look, so the look serves as the one before the head's start
+ * too (one look a part). Asked after part_done_locked, whose dispatch finds the worker still
+ * busy and would take the look as spent; the worker's idle state, which follows, starts it. */
+static void worker_look_serves_head(struct jobs *js, size_t dev, struct device *d)
+{
+        const struct queue_entry *e = queue_peek(&js->queues[dev]);
+
+        if (!d->look_wanted_ms && d->ready_at_start[0] && e && e->part == d->ready_at_start_part &&
+            strcmp(((const struct job *)e->job)->id, d->ready_at_start) == 0)
+                d->look_wanted_ms = d->looked_ms;
+}
+
 /* A GPU's part is finished only after a look that began once its worker was done: another
  * process that came during the part and is still there marks it contended, even when no
- * periodic look fell inside the part. The worker's result waits here meanwhile (milliseconds:
+ * periodic look fell inside the part. The worker's own look after the part is that look where
+ * it sent one and umd can look at the GPU too; else the result waits here (milliseconds:
  * coexist.c looks at once). Where it cannot be held, it is finished now, as before. */
 static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
-                         json_t *result, const char *error, double cold_start_ms)
+                         json_t *result, const json_t *look, const char *error,
+                         double cold_start_ms)
 {
         struct jobs *js = userdata;
         struct held_done *h = NULL;
@@ -456,10 +509,16 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         _cleanup_json_ json_t *seen = outcome == PART_SUCCEEDED && json_raw_get(result, NULL, NULL)
                                           ? json_raw_pick(result, metrics_result_paths)
                                           : NULL;
+        int others = others_after(js, dev, look);
 
         core_lock();
         d = devices_get(dev);
-        if (d && js->poke && !d->held && (h = calloc(1, sizeof(*h)))) {
+        /* Where umd cannot look at the GPU (d->gpu.known false: no NVML), the worker's look does
+         * not stand in for its own: one source of truth for a device. */
+        bool by_worker = d && js->poke && !d->held && others >= 0 && d->gpu.known;
+        if (by_worker)
+                worker_looked(dev, d, others);
+        else if (d && js->poke && !d->held && (h = calloc(1, sizeof(*h)))) {
                 snprintf(h->job_id, sizeof(h->job_id), "%s", job_id);
                 h->outcome = outcome;
                 h->result = json_incref(result);
@@ -483,8 +542,11 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         if (h) {
                 d->held = h;
                 js->poke((ssize_t)dev);
-        } else
+        } else {
                 part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
+                if (by_worker)
+                        worker_look_serves_head(js, dev, d);
+        }
         jobs_unlock(js);
 }
 
@@ -691,11 +753,15 @@ void job_dispatch_gpu_observed(struct jobs *js, size_t dev, const struct gpu_sta
         struct device *d = devices_get(dev);
         if (!d)
                 goto out;
-        if (d->gpu.other_processes != st->other_processes)
-                log_info("device %zu (%s): %d other process(es) on the GPU", dev, d->uuid,
-                         st->other_processes);
+        /* A look that began before the last one taken (a worker's look after its part, taken
+         * while this one asked NVML) says nothing newer of other processes. */
+        int others = looked_ms >= d->looked_ms ? st->other_processes : d->gpu.other_processes;
+        if (d->gpu.other_processes != others)
+                log_info("device %zu (%s): %d other process(es) on the GPU", dev, d->uuid, others);
         d->gpu = *st;
-        d->looked_ms = looked_ms;
+        d->gpu.other_processes = others;
+        if (looked_ms > d->looked_ms)
+                d->looked_ms = looked_ms;
         /* A look during the part, or the one right after it (the part is still running_jobs
          * while held), marks it. */
         if (d->running_jobs > 0 && st->other_processes > d->contended_by)

@@ -53,6 +53,12 @@ int supervisor_cancel(struct supervisor *s, size_t device, const char *job_id)
         return 0;
 }
 
+pid_t supervisor_worker_pid(struct supervisor *s, size_t device)
+{
+        (void)s;
+        return device < ELEMENTSOF(fx->worker_pids) ? fx->worker_pids[device] : 0;
+}
+
 void supervisor_retire(struct supervisor *s, size_t device)
 {
         (void)s, (void)device;
@@ -367,15 +373,42 @@ json_t *fx_part(const char *id, size_t i)
         return json_array_get(json_object_get(fx_get(id), "parts"), i);
 }
 
-void fx_part_done(size_t dev, const char *id, enum part_outcome outcome)
+void fx_part_done_looked(size_t dev, const char *id, enum part_outcome outcome,
+                         const char *look_json)
 {
         json_t *result = outcome == PART_SUCCEEDED ? json_pack("{s:f}", "gbps", 10.0) : NULL;
+        json_t *look = look_json ? json_loads(look_json, 0, NULL) : NULL;
 
-        fx->cb.part_done(fx->cb.userdata, dev, id, outcome, result,
+        assert_true(!look_json || look);
+        fx->cb.part_done(fx->cb.userdata, dev, id, outcome, result, look,
                          outcome == PART_FAILED ? "it failed" : NULL, -1);
         json_decref(result);
+        json_decref(look);
         /* As the supervisor does: the worker says it is idle once its part is done. */
         fx_worker_state(dev, WORKER_IDLE, NULL);
+}
+
+void fx_part_done(size_t dev, const char *id, enum part_outcome outcome)
+{
+        fx_part_done_looked(dev, id, outcome, NULL);
+}
+
+static void fx_poke(ssize_t dev)
+{
+        (void)dev;
+        fx->pokes++;
+}
+
+void fx_attach_looks(void)
+{
+        job_dispatch_attach_looks(fx->d.jobs, fx_poke);
+}
+
+void fx_look(size_t dev, int others)
+{
+        struct gpu_state st = {.known = true, .other_processes = others, .compute_mode = "default"};
+
+        job_dispatch_gpu_observed(fx->d.jobs, dev, &st, now_monotonic_ms());
 }
 
 void fx_worker_state(size_t dev, enum worker_state st, const char *reason)

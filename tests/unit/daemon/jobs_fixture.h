@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "config.h"
 #include "core.h"
@@ -43,6 +44,10 @@ struct fx {
         unsigned read_backs;
         /* store_get_internal_many: calls, and the jobs they asked for. */
         unsigned batch_reads, batch_jobs;
+        /* What supervisor_worker_pid answers for each device (0: no worker). */
+        pid_t worker_pids[8];
+        /* Looks asked for since fx_attach_looks (job_dispatch's poke). */
+        unsigned pokes;
 };
 
 extern struct fx *fx;
@@ -71,3 +76,12 @@ json_t *fx_part(const char *id, size_t i);
 /* The supervisor reports a part done (outcome) on device dev, then its worker idle. */
 void fx_part_done(size_t dev, const char *id, enum part_outcome outcome);
 void fx_worker_state(size_t dev, enum worker_state st, const char *reason);
+/* As fx_part_done, with the worker's look after the part (look_json: common/ipc.h's "look", or
+ * NULL for none). */
+void fx_part_done_looked(size_t dev, const char *id, enum part_outcome outcome,
+                         const char *look_json);
+/* Looks at the GPUs attached as coexist.c attaches them: each look asked for counts in
+ * fx->pokes and is taken only when the test calls fx_look. */
+void fx_attach_looks(void);
+/* A look of umd's own at GPU dev that began now and saw `others` other processes. */
+void fx_look(size_t dev, int others);

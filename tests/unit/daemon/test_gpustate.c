@@ -1,6 +1,6 @@
 /* gpustate.c: telling umd's worker apart from other processes on a GPU, and the fake GPU state
  * file that stands in for NVML in tests (a missing entry is an idle GPU; the link is unknown
- * unless the file sets it). */
+ * unless the file sets it); a worker's look after its part counted as umd's own look counts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,6 +100,43 @@ static void test_a_malformed_fake_file_is_an_idle_gpu(void **state)
         assert_int_equal(st.other_processes, 0);
 }
 
+static int others_in(const char *look_json, pid_t own, pid_t node)
+{
+        json_t *look = json_loads(look_json, 0, NULL);
+        int n;
+
+        assert_non_null(look);
+        n = gpustate_others_in_look(look, own, node);
+        json_decref(look);
+        return n;
+}
+
+static void test_a_workers_look_counts_all_but_umds_workers(void **state)
+{
+        char look[128];
+
+        (void)state;
+        snprintf(look, sizeof(look), "{\"pids\": [%d, %d, 1]}", (int)getpid(), (int)getppid());
+        assert_int_equal(others_in(look, getpid(), getppid()), 1);
+        assert_int_equal(others_in(look, getpid(), 0), 2);
+        assert_int_equal(others_in("{\"pids\": []}", getpid(), 0), 0);
+        assert_int_equal(others_in("{\"others\": 3}", getpid(), 0), 3);
+        assert_int_equal(others_in("{\"pids\": [], \"truncated\": true}", getpid(), 0), 256);
+}
+
+static void test_a_look_that_cannot_be_counted_is_unknown(void **state)
+{
+        (void)state;
+        assert_int_equal(gpustate_others_in_look(NULL, 1, 0), -1);
+        assert_int_equal(others_in("{}", 1, 0), -1);
+        assert_int_equal(others_in("{\"others\": -1}", 1, 0), -1);
+        assert_int_equal(others_in("{\"others\": \"2\"}", 1, 0), -1);
+        assert_int_equal(others_in("{\"pids\": [0]}", 1, 0), -1);
+        assert_int_equal(others_in("{\"pids\": [\"7\"]}", 1, 0), -1);
+        assert_int_equal(others_in("{\"pids\": [4294967296]}", 1, 0), -1);
+        assert_int_equal(others_in("{\"pids\": 7}", 1, 0), -1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -111,6 +148,8 @@ int main(void)
             cmocka_unit_test(test_fake_state_file_gives_processes_mode_and_link),
             cmocka_unit_test(test_fake_device_missing_from_the_file_is_idle_with_an_unknown_link),
             cmocka_unit_test(test_a_malformed_fake_file_is_an_idle_gpu),
+            cmocka_unit_test(test_a_workers_look_counts_all_but_umds_workers),
+            cmocka_unit_test(test_a_look_that_cannot_be_counted_is_unknown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

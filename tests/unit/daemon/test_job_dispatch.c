@@ -2,7 +2,8 @@
  * submission order; a supervisor that cannot take a part leaves it queued; a faulted worker
  * fails what waits for it; a paused GPU holds its queue (and says why) until resumed; another
  * process on the GPU fails a busy_policy "fail" part; a result over max_result_bytes fails
- * its part; finished jobs leave memory once committed. A real store, a fake supervisor
+ * its part; finished jobs leave memory once committed; with looks attached, a part ends on its
+ * worker's look after it, or waits for umd's own. A real store, a fake supervisor
  * (jobs_fixture.h). */
 #include <errno.h>
 #include <setjmp.h>
@@ -10,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "blob.h"
@@ -190,6 +193,117 @@ static void test_finished_jobs_leave_memory_and_the_rest_stay_in_order(void **st
         assert_int_equal(in_memory(c), 1);
 }
 
+/* With looks attached (coexist.c), a part's end waits for a look that began after it; the
+ * worker's own look after the part (its result's "look") is that look. */
+static void looks_attached_and_free(void)
+{
+        fx_attach_looks();
+        fx_look(0, 0);
+}
+
+static void test_a_part_ends_on_its_workers_look_and_the_ready_head_starts_on_it(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        looks_attached_and_free();
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        fx_look(0, 0); /* the look a's start asked for */
+        assert_string_equal(fx_state(a), "running");
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        unsigned pokes = fx->pokes;
+        fx_part_done_looked(0, a, PART_SUCCEEDED, "{\"others\": 0}");
+        assert_string_equal(fx_state(a), "succeeded");
+        assert_null(json_object_get(fx_part(a, 0), "contended"));
+        /* b was submitted while a ran, after a's start: its start needs a look of its own. */
+        assert_string_equal(fx_state(b), "queued");
+        assert_int_equal(fx->pokes, pokes + 1);
+        fx_look(0, 0);
+        assert_string_equal(fx_state(b), "running");
+}
+
+static void test_a_head_ready_when_the_part_started_starts_on_the_workers_look(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], c[JOB_ID_MAX];
+
+        (void)state;
+        looks_attached_and_free();
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, c), 202);
+        fx_look(0, 0);
+        assert_string_equal(fx_state(a), "running");
+        unsigned pokes = fx->pokes;
+        /* b was the ready head when a started: no look asked for between the two parts. */
+        fx_part_done_looked(0, a, PART_SUCCEEDED, "{\"others\": 0}");
+        assert_string_equal(fx_state(a), "succeeded");
+        assert_string_equal(fx_state(b), "running");
+        fx_part_done_looked(0, b, PART_FAILED, "{\"others\": 0}");
+        assert_string_equal(fx_state(b), "failed");
+        assert_string_equal(fx_state(c), "running");
+        assert_int_equal(fx->pokes, pokes);
+}
+
+static void test_another_process_in_the_workers_look_marks_the_part_and_holds_the_next(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        looks_attached_and_free();
+        fx->worker_pids[0] = getpid(); /* umd's own worker: never counted */
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        fx_look(0, 0);
+        assert_string_equal(fx_state(a), "running");
+        char look[96];
+        snprintf(look, sizeof(look), "{\"pids\": [%d, %d]}", (int)getpid(), (int)getppid());
+        fx_part_done_looked(0, a, PART_SUCCEEDED, look);
+        assert_string_equal(fx_state(a), "succeeded");
+        assert_int_equal(json_integer_value(json_object_get(
+                             json_object_get(fx_part(a, 0), "contended"), "other_processes")),
+                         1);
+        assert_string_equal(fx_state(b), "queued");
+        assert_string_equal(json_string_value(json_object_get(fx_part(b, 0), "waiting")),
+                            "GPU in use by 1 other process");
+}
+
+static void test_without_the_workers_look_the_part_waits_for_umds_own(void **state)
+{
+        char a[JOB_ID_MAX];
+
+        (void)state;
+        looks_attached_and_free();
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        fx_look(0, 0);
+        unsigned pokes = fx->pokes;
+        fx_part_done_looked(0, a, PART_SUCCEEDED, NULL);
+        assert_string_equal(fx_state(a), "running"); /* held for the look */
+        assert_int_equal(fx->pokes, pokes + 1);
+        fx_look(0, 2);
+        assert_string_equal(fx_state(a), "succeeded");
+        assert_int_equal(json_integer_value(json_object_get(
+                             json_object_get(fx_part(a, 0), "contended"), "other_processes")),
+                         2);
+}
+
+static void test_a_look_that_began_before_the_workers_says_nothing_of_other_processes(void **state)
+{
+        struct gpu_state st = {.known = true, .other_processes = 0, .compute_mode = "default"};
+        char a[JOB_ID_MAX];
+
+        (void)state;
+        looks_attached_and_free();
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        uint64_t began = now_monotonic_ms();
+        fx_look(0, 0);
+        struct timespec ms = {.tv_nsec = 2 * 1000 * 1000};
+        nanosleep(&ms, NULL);
+        fx_part_done_looked(0, a, PART_SUCCEEDED, "{\"others\": 1}");
+        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, began);
+        struct device *d = devices_get(0);
+        assert_int_equal(d->gpu.other_processes, 1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -207,6 +321,20 @@ int main(void)
                                             fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_finished_jobs_leave_memory_and_the_rest_stay_in_order, fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_part_ends_on_its_workers_look_and_the_ready_head_starts_on_it, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_head_ready_when_the_part_started_starts_on_the_workers_look, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_another_process_in_the_workers_look_marks_the_part_and_holds_the_next,
+                fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_without_the_workers_look_the_part_waits_for_umds_own, fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_look_that_began_before_the_workers_says_nothing_of_other_processes, fx_setup,
+                fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

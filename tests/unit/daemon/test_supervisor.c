@@ -50,7 +50,7 @@ static struct rec rec;
 static struct umd_config cfg;
 
 static void on_part(void *userdata, size_t device, const char *job_id, enum part_outcome outcome,
-                    json_t *result, const char *error, double cold_start_ms)
+                    json_t *result, const json_t *look, const char *error, double cold_start_ms)
 {
         struct rec *r = userdata;
 
