@@ -201,6 +201,13 @@ static void looks_attached_and_free(void)
         fx_look(0, 0);
 }
 
+/* The other processes a part's "contended" says were seen (0: not contended). */
+static json_int_t contended(const char *id)
+{
+        return json_integer_value(
+            json_object_get(json_object_get(fx_part(id, 0), "contended"), "other_processes"));
+}
+
 static void test_a_part_ends_on_its_workers_look_and_the_ready_head_starts_on_it(void **state)
 {
         char a[JOB_ID_MAX], b[JOB_ID_MAX];
@@ -259,9 +266,7 @@ static void test_another_process_in_the_workers_look_marks_the_part_and_holds_th
         snprintf(look, sizeof(look), "{\"pids\": [%d, %d]}", (int)getpid(), (int)getppid());
         fx_part_done_looked(0, a, PART_SUCCEEDED, look);
         assert_string_equal(fx_state(a), "succeeded");
-        assert_int_equal(json_integer_value(json_object_get(
-                             json_object_get(fx_part(a, 0), "contended"), "other_processes")),
-                         1);
+        assert_int_equal(contended(a), 1);
         assert_string_equal(fx_state(b), "queued");
         assert_string_equal(json_string_value(json_object_get(fx_part(b, 0), "waiting")),
                             "GPU in use by 1 other process");
@@ -281,9 +286,7 @@ static void test_without_the_workers_look_the_part_waits_for_umds_own(void **sta
         assert_int_equal(fx->pokes, pokes + 1);
         fx_look(0, 2);
         assert_string_equal(fx_state(a), "succeeded");
-        assert_int_equal(json_integer_value(json_object_get(
-                             json_object_get(fx_part(a, 0), "contended"), "other_processes")),
-                         2);
+        assert_int_equal(contended(a), 2);
 }
 
 static void test_a_look_that_began_before_the_workers_says_nothing_of_other_processes(void **state)
