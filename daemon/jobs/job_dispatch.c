@@ -466,9 +466,11 @@ static int others_after(struct jobs *js, size_t dev, const json_t *look)
                                                    : 0);
 }
 
-/* The worker's look after its part, taken as a look of umd's own that began now (it began once
- * the part was done, before its result left). Only its count of other processes: the rest of
- * d->gpu is the look thread's. */
+/* The worker's look after its part, taken as a look of umd's own that began now. It began a
+ * little earlier (once the part was done, before its result left), but no start can rest on
+ * that difference: no look is asked for at a GPU while its part runs (gpu_try and node_try wait
+ * for the part first). Only its count of other processes: the rest of d->gpu is the look
+ * thread's. */
 static void worker_looked(size_t dev, struct device *d, int others)
 {
         if (d->gpu.other_processes != others)
