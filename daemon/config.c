@@ -180,7 +180,8 @@ static const struct key keys[] = {
      "gone, 'run' runs it anyway (marked contended, never judged), 'fail' fails the part. A "
      "job may ask for another policy with its own busy_policy."},
     {"busy_poll_ms", K_UINT, F(busy_poll_ms), "500", 50, 60000,
-     "How often the GPUs are looked at for other processes (NVML), also while a part runs."},
+     "How often the GPUs are looked at for other processes (NVML), also while a part runs. A "
+     "GPU is also looked at right before each part, and by its worker right after each part."},
     {"busy_wait_max_s", K_UINT, F(busy_wait_max_s), "3600", 1, 604800,
      "A part waiting this long for a GPU in use by others fails."},
     {"placement", K_BOOL, F(placement), "true", 0, 0,
