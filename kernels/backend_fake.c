@@ -55,29 +55,38 @@ static int fake_open(const struct backend_args *a, struct backend **ret, json_t 
         return 0;
 }
 
-/* Tests: the fake_gpu_state file may slow this fake GPU down ("bandwidth_pct"), standing for a
- * GPU that turned slow, so that the canonical health check (which takes no params) can fail;
- * and may make its runs last ("delay_ms", as fake_delay_ms would), so that a test can act while
- * a canonical check's part runs (a pause in the middle of the node's part). */
-static json_t *with_state(const struct backend *b, const json_t *params)
+/* This device's entry of the fake_gpu_state file (the node worker's is "node"), a new
+ * reference, or NULL when there is no file, no entry or no memory. */
+static json_t *state_entry(const struct backend *b)
 {
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *all = NULL;
-        char key[24];
         json_error_t err;
-        json_t *pct, *delay, *copy;
+        char key[24];
         size_t len = 0;
 
         if (!b->fake_state || read_file_at(AT_FDCWD, b->fake_state, 65536, &buf, &len) < 0)
-                return json_incref((json_t *)params);
+                return NULL;
         all = json_parse_strict(buf, len, 8, &err);
         if (b->devices)
                 snprintf(key, sizeof(key), "node");
         else
                 snprintf(key, sizeof(key), "%lld",
                          (long long)json_integer_value(json_object_get(b->device, "index")));
-        pct = json_object_get(json_object_get(all, key), "bandwidth_pct");
-        delay = json_object_get(json_object_get(all, key), "delay_ms");
+        return json_incref(json_object_get(all, key));
+}
+
+/* Tests: the fake_gpu_state file may slow this fake GPU down ("bandwidth_pct"), standing for a
+ * GPU that turned slow, so that the canonical health check (which takes no params) can fail;
+ * and may make its runs last ("delay_ms", as fake_delay_ms would), so that a test can act while
+ * a canonical check's part runs (a pause in the middle of the node's part). */
+static json_t *with_state(const struct backend *b, const json_t *params)
+{
+        _cleanup_json_ json_t *entry = state_entry(b);
+        json_t *pct = json_object_get(entry, "bandwidth_pct");
+        json_t *delay = json_object_get(entry, "delay_ms");
+        json_t *copy;
+
         if ((!json_is_integer(pct) && !json_is_integer(delay)) || !(copy = json_deep_copy(params)))
                 return json_incref((json_t *)params);
         if (json_is_integer(pct))
@@ -104,20 +113,11 @@ static int fake_backend_run(struct backend *b, const char *id, const json_t *par
  * like every look of umd's. */
 static json_t *fake_look(struct backend *b, const json_t *device)
 {
-        _cleanup_free_ char *buf = NULL;
-        _cleanup_json_ json_t *all = NULL;
-        json_error_t err;
-        char key[24];
-        size_t len = 0;
-
         if (b->devices)
                 return NULL;
-        if (!b->fake_state || read_file_at(AT_FDCWD, b->fake_state, 65536, &buf, &len) < 0)
-                return json_pack("{s:i}", "others", 0);
-        all = json_parse_strict(buf, len, 8, &err);
-        snprintf(key, sizeof(key), "%lld",
-                 (long long)json_integer_value(json_object_get(b->device, "index")));
-        json_t *n = json_object_get(json_object_get(all, key), "other_processes");
+        _cleanup_json_ json_t *entry = state_entry(b);
+        json_t *n = json_object_get(entry, "other_processes");
+
         return json_pack("{s:I}", "others", json_is_integer(n) ? json_integer_value(n) : 0);
 }
 

@@ -264,17 +264,35 @@ void job_dispatch_try_node(struct jobs *js)
 
 static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh);
 
-/* Which head was ready when d's part started (devices.h: ready_at_start). */
-static void note_ready_at_start(struct jobs *js, struct device *d, size_t dev)
+/* The queue's head, if it is ready to start (committed and checked): its id in ret_id ("" when
+ * there is none) and its part. What a look taken later may serve as the look before its start
+ * for (held_done, devices.h's ready_at_start). */
+static void ready_head(struct jobs *js, size_t dev, char ret_id[JOB_ID_MAX], size_t *ret_part)
 {
         const struct queue_entry *e = queue_peek(&js->queues[dev]);
         const struct job *next = e ? e->job : NULL;
 
-        d->ready_at_start[0] = '\0';
+        ret_id[0] = '\0';
         if (next && next->committed && !next->unchecked) {
-                snprintf(d->ready_at_start, sizeof(d->ready_at_start), "%s", next->id);
-                d->ready_at_start_part = e->part;
+                snprintf(ret_id, JOB_ID_MAX, "%s", next->id);
+                *ret_part = e->part;
         }
+}
+
+/* Whether the queue's head is (still) the one ready_head found. */
+static bool head_is(struct jobs *js, size_t dev, const char *id, size_t part)
+{
+        const struct queue_entry *e = queue_peek(&js->queues[dev]);
+
+        return id[0] && e && e->part == part && strcmp(((const struct job *)e->job)->id, id) == 0;
+}
+
+/* A device's count of other processes, from a look of umd's or its worker's. */
+static void set_other_processes(size_t dev, struct device *d, int others)
+{
+        if (d->gpu.other_processes != others)
+                log_info("device %zu (%s): %d other process(es) on the GPU", dev, d->uuid, others);
+        d->gpu.other_processes = others;
 }
 
 void job_dispatch_try(struct jobs *js, size_t dev)
@@ -326,7 +344,7 @@ static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh)
         d->contended_by = contended;
         d->wstate = WORKER_BUSY;
         part_mark_running(js, best, best_part);
-        note_ready_at_start(js, d, dev);
+        ready_head(js, dev, d->ready_at_start, &d->ready_at_start_part);
 }
 
 static void dispatch_all(struct jobs *js)
@@ -423,15 +441,6 @@ struct held_done {
         size_t next_part;
 };
 
-/* Whether the head of dev's queue is (still) the part that h found ready. */
-static bool held_next_is_head(struct jobs *js, size_t dev, const struct held_done *h)
-{
-        const struct queue_entry *e = queue_peek(&js->queues[dev]);
-
-        return h->next_id[0] && e && e->part == h->next_part &&
-               strcmp(((const struct job *)e->job)->id, h->next_id) == 0;
-}
-
 static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                              enum part_outcome outcome, json_t *result, const char *error,
                              double cold_start_ms, json_t *seen);
@@ -445,7 +454,8 @@ static void release_held(struct jobs *js, size_t dev, struct device *d)
         /* The look that releases the part began after its worker was done: for the head that
          * was ready then, it is the look before its start as well, so the next part starts
          * on it instead of asking for another (one look a part, not two). */
-        if (!d->look_wanted_ms && d->looked_ms >= h->done_ms && held_next_is_head(js, dev, h))
+        if (!d->look_wanted_ms && d->looked_ms >= h->done_ms &&
+            head_is(js, dev, h->next_id, h->next_part))
                 d->look_wanted_ms = h->done_ms;
         part_done_locked(js, dev, h->job_id, h->outcome, h->result, h->error, h->cold_start_ms,
                          h->seen);
@@ -473,9 +483,7 @@ static int others_after(struct jobs *js, size_t dev, const json_t *look)
  * thread's. */
 static void worker_looked(size_t dev, struct device *d, int others)
 {
-        if (d->gpu.other_processes != others)
-                log_info("device %zu (%s): %d other process(es) on the GPU", dev, d->uuid, others);
-        d->gpu.other_processes = others;
+        set_other_processes(dev, d, others);
         d->looked_ms = now_monotonic_ms();
         if (d->running_jobs > 0 && others > d->contended_by)
                 d->contended_by = others;
@@ -487,10 +495,7 @@ static void worker_looked(size_t dev, struct device *d, int others)
  * busy and would take the look as spent; the worker's idle state, which follows, starts it. */
 static void worker_look_serves_head(struct jobs *js, size_t dev, struct device *d)
 {
-        const struct queue_entry *e = queue_peek(&js->queues[dev]);
-
-        if (!d->look_wanted_ms && d->ready_at_start[0] && e && e->part == d->ready_at_start_part &&
-            strcmp(((const struct job *)e->job)->id, d->ready_at_start) == 0)
+        if (!d->look_wanted_ms && head_is(js, dev, d->ready_at_start, d->ready_at_start_part))
                 d->look_wanted_ms = d->looked_ms;
 }
 
@@ -528,12 +533,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 h->cold_start_ms = cold_start_ms;
                 h->seen = json_incref(seen);
                 h->done_ms = now_monotonic_ms();
-                const struct queue_entry *e = queue_peek(&js->queues[dev]);
-                const struct job *next = e ? e->job : NULL;
-                if (next && next->committed && !next->unchecked) {
-                        snprintf(h->next_id, sizeof(h->next_id), "%s", next->id);
-                        h->next_part = e->part;
-                }
+                ready_head(js, dev, h->next_id, &h->next_part);
                 if (error && !h->error) {
                         json_decref(h->result);
                         json_decref(h->seen);
@@ -758,8 +758,7 @@ void job_dispatch_gpu_observed(struct jobs *js, size_t dev, const struct gpu_sta
         /* A look that began before the last one taken (a worker's look after its part, taken
          * while this one asked NVML) says nothing newer of other processes. */
         int others = looked_ms >= d->looked_ms ? st->other_processes : d->gpu.other_processes;
-        if (d->gpu.other_processes != others)
-                log_info("device %zu (%s): %d other process(es) on the GPU", dev, d->uuid, others);
+        set_other_processes(dev, d, others);
         d->gpu = *st;
         d->gpu.other_processes = others;
         if (looked_ms > d->looked_ms)
