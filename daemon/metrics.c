@@ -411,6 +411,12 @@ char *metrics_text(size_t *ret_len)
                         "# TYPE umd_store_changes_total counter\n"
                         "umd_store_changes_total{waited=\"true\"} %" PRIu64 "\n"
                         "umd_store_changes_total{waited=\"false\"} %" PRIu64 "\n"
+                        "# HELP umd_store_writes_total Job changes written, by what was written: "
+                        "a job's whole row (document) or a part's state alone (part); a change a "
+                        "later one of its job in the same commit replaced is neither.\n"
+                        "# TYPE umd_store_writes_total counter\n"
+                        "umd_store_writes_total{kind=\"document\"} %" PRIu64 "\n"
+                        "umd_store_writes_total{kind=\"part\"} %" PRIu64 "\n"
                         "# HELP umd_store_wal_checkpoints_total Passive checkpoints asked for as "
                         "the WAL grew.\n# TYPE umd_store_wal_checkpoints_total counter\n"
                         "umd_store_wal_checkpoints_total %" PRIu64 "\n"
@@ -423,8 +429,9 @@ char *metrics_text(size_t *ret_len)
                         "idle: the WAL cut to nothing).\n"
                         "# TYPE umd_store_wal_truncations_total counter\n"
                         "umd_store_wal_truncations_total %" PRIu64 "\n",
-                        w.commits, w.waited_changes, w.changes - w.waited_changes, w.checkpoints,
-                        w.restarts, w.idle_truncations);
+                        w.commits, w.waited_changes, w.changes - w.waited_changes,
+                        w.documents_written, w.parts_written, w.checkpoints, w.restarts,
+                        w.idle_truncations);
         }
 
         fprintf(f, "# HELP umd_device_info The GPUs umd owns, labelled as dcgm-exporter labels "

@@ -42,6 +42,10 @@ struct store_wal_stats {
          * for (a submit, a cancel, a read of a change not yet written): with commits, how
          * much each commit shared. */
         uint64_t changes, waited_changes;
+        /* Of those changes, the ones written: a job's whole row (a document) or a part's state
+         * alone. A change that a later one of its job in the same batch replaces is written
+         * by neither (changes less both). */
+        uint64_t documents_written, parts_written;
 };
 void store_wal_stats(struct store *s, struct store_wal_stats *ret);
 /* Commit what is queued, stop the writer, close everything. */

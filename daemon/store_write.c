@@ -602,10 +602,13 @@ static int write_part_state(struct store *s, const struct store_ticket *t)
         return r;
 }
 
-/* One transaction for the tickets in list; 0 or -errno for all of them. */
-static int commit_list(struct store *s, struct store_ticket *list, size_t max)
+/* One transaction for the tickets in list; 0 or -errno for all of them. What it wrote is
+ * added to *written once committed. */
+static int commit_list(struct store *s, struct store_ticket *list, size_t max,
+                       struct store_written *written)
 {
         int r = store_wstep(s, s->w[W_BEGIN]);
+        struct store_written w = {0};
         size_t n = 0;
 
         for (struct store_ticket *t = list; r == 0 && t && n < max; t = t->next, n++) {
@@ -613,16 +616,22 @@ static int commit_list(struct store *s, struct store_ticket *list, size_t max)
                         continue;
                 if (t->part_only) {
                         r = write_part_state(s, t);
+                        w.parts++;
                         continue;
                 }
                 r = ticket_row(s, t);
                 if (r == 0)
                         r = store_write_row(s, &t->row);
+                w.documents++;
         }
         if (r == 0)
                 r = store_wstep(s, s->w[W_COMMIT]);
         if (r < 0 && !sqlite3_get_autocommit(s->wdb))
                 (void)store_wstep(s, s->w[W_ROLLBACK]);
+        if (r == 0) {
+                written->documents += w.documents;
+                written->parts += w.parts;
+        }
         return r;
 }
 
@@ -693,12 +702,12 @@ out:
 
 /* Group commit: every ticket waiting goes into one transaction. Should it fail, each is tried
  * alone, so one job that cannot be written does not take the others down with it. */
-static void commit_batch(struct store *s, struct store_ticket *batch)
+static void commit_batch(struct store *s, struct store_ticket *batch, struct store_written *written)
 {
         int r;
 
         mark_superseded(batch);
-        r = commit_list(s, batch, SIZE_MAX);
+        r = commit_list(s, batch, SIZE_MAX, written);
 
         for (struct store_ticket *t = batch; t; t = t->next)
                 t->r = r;
@@ -709,7 +718,7 @@ static void commit_batch(struct store *s, struct store_ticket *batch)
                             "one at a time",
                             strerror(-r));
                 for (struct store_ticket *t = batch; t; t = t->next)
-                        t->r = commit_list(s, t, 1);
+                        t->r = commit_list(s, t, 1, written);
         }
         store_read_stats(s);
 }
@@ -980,7 +989,7 @@ static void wal_restart_now(struct store *s)
  * tickets always go, and a store_sync (an answer showing what is queued) takes everything.
  * A job's tickets keep their order: one is kept only when every later ticket of its job is
  * too. Without memory for the tables, everything goes, as before. */
-static struct store_ticket *take_batch(struct store *s, uint64_t now)
+struct store_ticket *store_take_batch(struct store *s, uint64_t now)
 {
         struct store_ticket *all = s->head, *batch = NULL, *keep = NULL, **bt = &batch,
                             **kt = &keep, *keep_tail = NULL;
@@ -1093,7 +1102,7 @@ static void *writer_main(void *userdata)
                                 (void)pthread_cond_timedwait(&s->work, &s->mu, &until);
                                 continue;
                         }
-                        struct store_ticket *batch = take_batch(s, now_monotonic_ms()), *next;
+                        struct store_ticket *batch = store_take_batch(s, now_monotonic_ms()), *next;
                         uint64_t n = 0;
 
                         s->urgent = false; /* those who wait, wait for this batch */
@@ -1101,9 +1110,13 @@ static void *writer_main(void *userdata)
                         s->waiting = 0;
                         if (!batch)
                                 continue; /* all kept: whoever was urgent is answered already */
+                        struct store_written written = {0};
+
                         pthread_mutex_unlock(&s->mu);
-                        commit_batch(s, batch);
+                        commit_batch(s, batch, &written);
                         pthread_mutex_lock(&s->mu);
+                        s->wal.documents_written += written.documents;
+                        s->wal.parts_written += written.parts;
                         for (struct store_ticket *t = batch; t; t = next) {
                                 next = t->next;
                                 n++;

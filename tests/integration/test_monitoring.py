@@ -132,6 +132,32 @@ def test_store_counts_commits_and_the_submits_they_carried(umd):
     assert re.search(r"^# TYPE umd_store_changes_total counter$", d.get("/metrics").text, re.M)
 
 
+
+def store_writes(text):
+    def one(kind):
+        m = re.search(rf'^umd_store_writes_total\{{kind="{kind}"\}} (\d+)$', text, re.M)
+        assert m, kind
+        return int(m.group(1))
+    return one("document"), one("part")
+
+
+def test_store_counts_the_rows_its_commits_wrote(umd):
+    d = umd(fake_devices=1)
+    text = d.get("/metrics").text
+    (_, waited0, lazy0), (docs0, parts0) = store_counts(text), store_writes(text)
+    ids = [d.post("/v1/jobs", json={"benchmark": "copy", "device": 0}).json()["id"]
+           for _ in range(3)]
+    # A job's GET answers once what it shows is committed: every change is, after these.
+    for i in ids:
+        assert d.get(f"/v1/jobs/{i}?wait=30s", timeout=40).json()["state"] in FINAL
+    text = d.get("/metrics").text
+    (_, waited, lazy), (docs, parts) = store_counts(text), store_writes(text)
+    # Every job's final document at least; never more rows than changes (a change a later one
+    # of its job replaced in the same commit is not written).
+    assert docs - docs0 >= 3
+    assert (docs - docs0) + (parts - parts0) <= (waited - waited0) + (lazy - lazy0)
+    assert re.search(r"^# TYPE umd_store_writes_total counter$", text, re.M)
+
 def test_threads_are_named_for_top(umd):
     """top -H and perf tell umd's threads apart by name (bench/store/cpu splits its CPU so)."""
     d = umd(fake_devices=1)

@@ -23,6 +23,7 @@
 #include "jsonutil.h"
 #include "log.h"
 #include "store.h"
+#include "store_internal.h"
 #include "uuid.h"
 
 #define DEV_A "GPU-aaaa"
@@ -523,6 +524,39 @@ static void test_wal_stats_count_waited_and_lazy_changes(void **state)
         assert_int_equal(after.waited_changes - before.waited_changes, 3);
         assert_true(after.commits - before.commits >= 2);
         assert_true(after.commits - before.commits <= 4);
+}
+
+/* What the commits wrote: a job's document each time it is put alone, a part's state alone,
+ * and nothing for a change a later document of its job in the same batch replaced. */
+static void test_wal_stats_count_the_rows_written(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX];
+        struct store_wal_stats before, mid, after;
+        json_t *j = job_at(id, 4000000, "queued", "copy", u, 1);
+
+        store_wal_stats(f->s, &before);
+        put_sync(f->s, j);
+        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
+        store_sync(f->s);
+        store_wal_stats(f->s, &mid);
+        assert_int_equal(mid.documents_written - before.documents_written, 1);
+        assert_int_equal(mid.parts_written - before.parts_written, 1);
+        /* Three changes of one job in one batch (a sync takes them together): one document.
+         * Unless the writer's own STORE_LAZY_MS ran out between them (a stalled test). */
+        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
+        assert_int_equal(store_put(f->s, j, NULL), 0);
+        assert_int_equal(store_put(f->s, j, NULL), 0);
+        store_sync(f->s);
+        store_wal_stats(f->s, &after);
+        assert_int_equal(after.changes - mid.changes, 3);
+        if (after.commits - mid.commits == 1) {
+                assert_int_equal(after.documents_written - mid.documents_written, 1);
+                assert_int_equal(after.parts_written - mid.parts_written, 0);
+        } else
+                assert_true(after.documents_written - mid.documents_written <= 2);
+        json_decref(j);
 }
 
 /* With wal_max_bytes set, the WAL is cut once a commit takes it past three quarters of the
@@ -1132,12 +1166,124 @@ static void test_export_writes_every_job(void **state)
         json_decref(jb);
 }
 
+/* store_take_batch on a queue made by hand: tickets of jobs "a".."e" queued at the given
+ * monotonic ms, waited where the name is upper case. */
+struct queue {
+        struct store s;
+        struct store_ticket t[8];
+        size_t n;
+};
+
+static void queue_add(struct queue *q, char job, uint64_t queued_ms)
+{
+        struct store_ticket *t = &q->t[q->n++];
+
+        assert_true(q->n <= 8);
+        snprintf(t->row.id, sizeof(t->row.id), "%c", (char)(job | 0x20));
+        t->waited = job != (job | 0x20);
+        t->queued_ms = queued_ms;
+        if (q->s.tail)
+                q->s.tail->next = t;
+        else {
+                q->s.head = t;
+                q->s.head_ms = queued_ms;
+        }
+        q->s.tail = t;
+}
+
+/* The list as "a@70 b@95": what it holds, in order. */
+static void list_is(const struct store_ticket *l, const char *want)
+{
+        char got[128] = "";
+        size_t len = 0;
+
+        for (; l; l = l->next)
+                len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s@%llu", len ? " " : "",
+                                        l->row.id, (unsigned long long)l->queued_ms);
+        assert_string_equal(got, want);
+}
+
+static void test_a_batch_nobody_waits_for_takes_every_change(void **state)
+{
+        struct queue q = {0};
+
+        (void)state;
+        queue_add(&q, 'a', 95);
+        queue_add(&q, 'b', 99);
+        list_is(store_take_batch(&q.s, 100), "a@95 b@99");
+        assert_null(q.s.head);
+        assert_null(q.s.tail);
+}
+
+static void test_a_waited_batch_keeps_a_jobs_changes_in_order(void **state)
+{
+        struct queue q = {0};
+
+        (void)state;
+        q.s.urgent = true;
+        queue_add(&q, 'a', 70); /* due: goes, though its job's next change stays */
+        queue_add(&q, 'a', 95);
+        queue_add(&q, 'B', 99);
+        list_is(store_take_batch(&q.s, 100), "a@70 b@99");
+        list_is(q.s.head, "a@95");
+        assert_int_equal(q.s.head_ms, 95);
+}
+
+static void test_a_waited_change_takes_its_jobs_earlier_ones(void **state)
+{
+        struct queue q = {0};
+
+        (void)state;
+        q.s.urgent = true;
+        queue_add(&q, 'a', 95);
+        queue_add(&q, 'c', 96);
+        queue_add(&q, 'A', 99);
+        list_is(store_take_batch(&q.s, 100), "a@95 a@99");
+        list_is(q.s.head, "c@96");
+}
+
+static void test_a_waited_batch_leaves_changes_younger_than_lazy(void **state)
+{
+        const uint64_t now = 1000;
+        struct queue q = {0};
+        char want[64], left[32];
+
+        (void)state;
+        q.s.urgent = true;
+        queue_add(&q, 'e', now - STORE_LAZY_MS);
+        queue_add(&q, 'd', now - STORE_LAZY_MS + 1); /* a millisecond short of due */
+        queue_add(&q, 'B', now - 1);
+        snprintf(want, sizeof(want), "e@%d b@%d", (int)now - STORE_LAZY_MS, (int)now - 1);
+        snprintf(left, sizeof(left), "d@%d", (int)now - STORE_LAZY_MS + 1);
+        list_is(store_take_batch(&q.s, now), want);
+        list_is(q.s.head, left);
+}
+
+static void test_a_sync_takes_every_change(void **state)
+{
+        struct queue q = {0};
+
+        (void)state;
+        q.s.flush_all = true;
+        queue_add(&q, 'a', 99);
+        queue_add(&q, 'b', 100);
+        list_is(store_take_batch(&q.s, 100), "a@99 b@100");
+        assert_null(q.s.head);
+        assert_false(q.s.flush_all);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_a_batch_nobody_waits_for_takes_every_change),
+            cmocka_unit_test(test_a_waited_batch_keeps_a_jobs_changes_in_order),
+            cmocka_unit_test(test_a_waited_change_takes_its_jobs_earlier_ones),
+            cmocka_unit_test(test_a_waited_batch_leaves_changes_younger_than_lazy),
+            cmocka_unit_test(test_a_sync_takes_every_change),
             cmocka_unit_test_setup_teardown(test_put_get_public_form, setup, teardown),
             cmocka_unit_test_setup_teardown(test_wal_stats_count_waited_and_lazy_changes, setup,
                                             teardown),
+            cmocka_unit_test_setup_teardown(test_wal_stats_count_the_rows_written, setup, teardown),
             cmocka_unit_test_setup_teardown(test_raw_results_store_the_same_bytes_as_trees, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_recover_reads_no_text_unless_asked, setup,
