@@ -261,13 +261,6 @@ json_t *store_internal_from_row(sqlite3_stmt *st);
 /* store_write.c, on the writer's connection: step st to its end and reset it (0 or -errno,
  * logged); a text parameter or NULL; one job's rows inside the open transaction; the counts. */
 int store_wstep(struct store *s, sqlite3_stmt *st);
-/* What a batch's commits wrote: whole rows, and parts' states alone. */
-struct store_written {
-        uint64_t documents, parts;
-};
-/* Under mu: take the tickets the next batch commits out of s's queue (the rest stay, in order;
- * head_ms follows the oldest), as a list in queue order; NULL when every one stays. */
-struct store_ticket *store_take_batch(struct store *s, uint64_t now);
 void store_bind_text_or_null(sqlite3_stmt *st, int i, const char *v);
 int store_write_row(struct store *s, const struct store_row *row);
 /* The rows of job (internal form) into *ret: 0, -EINVAL (no id or parts) or -ENOMEM, logged;
@@ -275,6 +268,13 @@ int store_write_row(struct store *s, const struct store_row *row);
 int store_row_from_job(const json_t *job, struct store_row *ret);
 void store_row_free(struct store_row *row);
 void store_read_stats(struct store *s);
+/* What a batch's commits wrote: whole rows, and parts' states alone. */
+struct store_written {
+        uint64_t documents, parts;
+};
+/* Under mu: take the tickets the next batch commits out of s's queue (the rest stay, in order;
+ * head_ms follows the oldest), as a list in queue order; NULL when every one stays. */
+struct store_ticket *store_take_batch(struct store *s, uint64_t now);
 /* Start the checkpointer and the writer (0 or -errno, logged); stop both after the writer has
  * committed what is queued, and close the checkpointer's connection (safe if never started). */
 int store_writer_start(struct store *s);
