@@ -132,7 +132,6 @@ def test_store_counts_commits_and_the_submits_they_carried(umd):
     assert re.search(r"^# TYPE umd_store_changes_total counter$", d.get("/metrics").text, re.M)
 
 
-
 def store_writes(text):
     def one(kind):
         m = re.search(rf'^umd_store_writes_total\{{kind="{kind}"\}} (\d+)$', text, re.M)
@@ -157,6 +156,7 @@ def test_store_counts_the_rows_its_commits_wrote(umd):
     assert docs - docs0 >= 3
     assert (docs - docs0) + (parts - parts0) <= (waited - waited0) + (lazy - lazy0)
     assert re.search(r"^# TYPE umd_store_writes_total counter$", text, re.M)
+
 
 def test_threads_are_named_for_top(umd):
     """top -H and perf tell umd's threads apart by name (bench/store/cpu splits its CPU so)."""
