@@ -7,6 +7,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -147,8 +148,10 @@ struct store_ticket {
          * it (store_put): its top level and part objects copied, everything below shared.
          * Released (NULL) once the row is made; read only by who holds prep. */
         json_t *snap;
-        uint64_t queued_ms;     /* monotonic: when store_put queued it */
-        pthread_cond_t *waiter; /* store_wait's own condition, under mu; NULL: nobody blocks */
+        uint64_t queued_ms; /* monotonic: when store_put queued it */
+        /* The semaphore of the thread blocked in store_wait_doc, set under mu; NULL: nobody
+         * blocks. The writer posts it once, after done, and touches t no more. */
+        sem_t *waiter;
 };
 
 struct store {

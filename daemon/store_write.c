@@ -1131,10 +1131,12 @@ static void *writer_main(void *userdata)
                                 json_decref(t->snap); /* superseded: never made into rows */
                                 t->snap = NULL;
                                 if (t->waited) {
+                                        sem_t *waiter = t->waiter;
+
+                                        /* From here the waiter may free t: it is read first. */
                                         atomic_store_explicit(&t->done, true, memory_order_release);
-                                        /* The waiter frees t, but only once it has mu back. */
-                                        if (t->waiter)
-                                                pthread_cond_signal(t->waiter);
+                                        if (waiter)
+                                                sem_post(waiter);
                                 } else {
                                         if (t->r < 0)
                                                 log_error("store: a job's change was not "
@@ -1302,27 +1304,44 @@ int store_wait(struct store_ticket *t)
         return store_wait_doc(t, NULL, NULL);
 }
 
+/* Each thread's own, for store_wait_doc: posted once per wait by the writer, so its count is
+ * back to zero whenever the thread is not waiting. */
+static _Thread_local sem_t wait_sem;
+static _Thread_local bool wait_sem_ready;
+
 int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
 {
         struct store *s = store_singleton;
+        bool blocked = false;
         int r;
 
-        pthread_mutex_lock(&s->mu);
-        if (!t->done) {
-                pthread_cond_t done;
-
-                pthread_cond_init(&done, NULL);
-                t->waiter = &done;
-                s->urgent = true; /* the writer stops waiting for more */
-                s->waiting++;
-                /* A gathering writer needs waking only once it has as many as it waits for. */
-                if (!s->gather_until_us || s->waiting >= s->last_waiting)
-                        pthread_cond_signal(&s->work);
-                while (!t->done)
-                        pthread_cond_wait(&done, &s->mu);
-                pthread_cond_destroy(&done);
+        if (!wait_sem_ready) {
+                /* Cannot fail: not shared between processes, and 0 is a valid count. */
+                (void)sem_init(&wait_sem, 0, 0);
+                wait_sem_ready = true;
         }
-        pthread_mutex_unlock(&s->mu);
+        /* Woken by a semaphore of its own, not by a condition on mu: a batch's waiters, all
+         * woken at once, had each to take mu back in turn (the writer still held it while it
+         * woke the next), and each let the next in with a futex wake of its own. */
+        if (!atomic_load_explicit(&t->done, memory_order_acquire)) {
+                pthread_mutex_lock(&s->mu);
+                if (!t->done) {
+                        t->waiter = &wait_sem;
+                        blocked = true;
+                        s->urgent = true; /* the writer stops waiting for more */
+                        s->waiting++;
+                        /* A gathering writer needs waking only once it has as many as it waits
+                         * for. */
+                        if (!s->gather_until_us || s->waiting >= s->last_waiting)
+                                pthread_cond_signal(&s->work);
+                }
+                pthread_mutex_unlock(&s->mu);
+        }
+        if (blocked)
+                while (sem_wait(&wait_sem) < 0)
+                        assert(errno == EINTR);
+        /* done, set before the post (or seen under mu), orders what the writer wrote in t. */
+        assert(atomic_load_explicit(&t->done, memory_order_acquire));
         r = t->r;
         if (ret_doc && r == 0 && t->kept_doc) {
                 *ret_doc = t->kept_doc;
