@@ -274,6 +274,60 @@ static void test_a_plain_put_hands_back_no_bytes(void **state)
         json_decref(j);
 }
 
+#define WAITERS        8
+#define WAITS_A_WAITER 60
+
+struct waiter {
+        struct store *s;
+        json_t *docs[WAITS_A_WAITER];
+        char ids[WAITS_A_WAITER][UUID_STRING_MAX];
+        int failed; /* how many waits were woken without their own job's bytes */
+};
+
+static void *waiter_main(void *userdata)
+{
+        struct waiter *w = userdata;
+
+        for (size_t i = 0; i < WAITS_A_WAITER; i++) {
+                struct store_ticket *t = NULL;
+                char *bytes = NULL;
+                size_t len = 0;
+
+                if (store_put_answered(w->s, w->docs[i], &t) < 0 ||
+                    store_wait_doc(t, &bytes, &len) < 0 || !bytes || !strstr(bytes, w->ids[i]))
+                        w->failed++;
+                free(bytes);
+        }
+        return NULL;
+}
+
+/* Submits from several threads at once, each waiting for its commit again and again (a batch's
+ * waiters are woken together, each on its own thread's semaphore): every wait returns once its
+ * own change is committed, with that change's bytes, never on a wake-up meant for another. */
+static void test_waits_of_one_batch_each_wake_for_their_own_commit(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        static struct waiter w[WAITERS];
+        pthread_t th[WAITERS];
+
+        for (size_t k = 0; k < WAITERS; k++) {
+                w[k] = (struct waiter){.s = f->s};
+                for (size_t i = 0; i < WAITS_A_WAITER; i++)
+                        w[k].docs[i] = job_at(w[k].ids[i], 4000000 + k * WAITS_A_WAITER + i,
+                                              "queued", "copy", u, 1);
+        }
+        for (size_t k = 0; k < WAITERS; k++)
+                assert_int_equal(pthread_create(&th[k], NULL, waiter_main, &w[k]), 0);
+        for (size_t k = 0; k < WAITERS; k++) {
+                assert_int_equal(pthread_join(th[k], NULL), 0);
+                assert_int_equal(w[k].failed, 0);
+                for (size_t i = 0; i < WAITS_A_WAITER; i++)
+                        json_decref(w[k].docs[i]);
+        }
+        assert_int_equal(store_count(f->s), WAITERS * WAITS_A_WAITER);
+}
+
 #define PUTTERS 4
 #define PUTS    150
 
@@ -1307,6 +1361,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_an_answered_put_hands_back_the_bytes_it_wrote,
                                             setup, teardown),
             cmocka_unit_test_setup_teardown(test_a_plain_put_hands_back_no_bytes, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_waits_of_one_batch_each_wake_for_their_own_commit,
+                                            setup, teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_part_state_alone_changes_its_row_and_not_the_document, setup, teardown),
             cmocka_unit_test_setup_teardown(test_a_part_state_keeps_the_document_queued_before_it,
