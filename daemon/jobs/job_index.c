@@ -420,12 +420,38 @@ void job_persist_part(struct jobs *js, struct job *j, size_t i)
                 (void)job_persist(js, j); /* out of memory (logged): the whole document */
 }
 
+/* At the ring's end (jobs.pending); false: out of memory. */
+static bool pending_push(struct jobs *js, const struct job *j)
+{
+        if (js->n_pending == js->cap_pending) {
+                size_t nc = js->cap_pending ? js->cap_pending * 2 : 256;
+                struct job_pending *n = malloc(nc * sizeof(*n));
+
+                if (!n)
+                        return false;
+                /* Unrolled from the head, so that the ring starts at 0 again. */
+                for (size_t k = 0; k < js->n_pending; k++)
+                        n[k] = js->pending[(js->pending_head + k) % js->cap_pending];
+                free(js->pending);
+                js->pending = n;
+                js->pending_head = 0;
+                js->cap_pending = nc;
+        }
+        struct job_pending *e = &js->pending[(js->pending_head + js->n_pending) % js->cap_pending];
+        memcpy(e->id, j->id, sizeof(e->id));
+        e->due_ms = j->persist_due_ms;
+        js->n_pending++;
+        return true;
+}
+
 void job_persist_soon(struct jobs *js, struct job *j)
 {
         j->rewritten = true;
         if (j->persist_due_ms)
                 return; /* its first pending change sets when it is written */
         j->persist_due_ms = now_monotonic_ms() + JOB_PERSIST_DELAY_MS;
+        if (!pending_push(js, j))
+                js->pending_lost = true; /* the passes walk every job until none is pending */
         if (!js->persist_due_ms || j->persist_due_ms < js->persist_due_ms)
                 js->persist_due_ms = j->persist_due_ms;
 }
@@ -436,18 +462,9 @@ void job_persist_shown(struct jobs *js, struct job *j)
                 (void)job_persist(js, j); /* logged; it stays pending and is tried again */
 }
 
-void jobs_persist_pending_locked(struct jobs *js, bool all)
+/* Every job in memory looked at: after a job could not be listed, or written (out of memory). */
+static void persist_pending_walk(struct jobs *js, uint64_t upto)
 {
-        assert_locked();
-        uint64_t now = now_monotonic_ms();
-
-        if (!js->persist_due_ms || (!all && now < js->persist_due_ms))
-                return;
-        js->persist_due_ms = 0;
-        /* What falls due within a quarter of the delay is written now too, so that a pass (a
-         * walk of the index: cheaper than keeping a second list of the pending jobs in step)
-         * comes four times per delay at most, not once per pending job. */
-        uint64_t upto = all ? UINT64_MAX : now + JOB_PERSIST_DELAY_MS / 4;
         for (size_t k = 0; k < js->n_jobs; k++) {
                 struct job *j = js->jobs[k];
                 uint64_t due = j->persist_due_ms;
@@ -459,6 +476,48 @@ void jobs_persist_pending_locked(struct jobs *js, bool all)
                 /* Not due yet, or out of memory (logged): the next pass. */
                 if (!js->persist_due_ms || due < js->persist_due_ms)
                         js->persist_due_ms = due;
+        }
+        if (!js->persist_due_ms) { /* none pending: the ring is whole again (empty) */
+                js->n_pending = 0;
+                js->pending_head = 0;
+                js->pending_lost = false;
+        }
+}
+
+void jobs_persist_pending_locked(struct jobs *js, bool all)
+{
+        assert_locked();
+        uint64_t now = now_monotonic_ms();
+
+        if (!js->persist_due_ms || (!all && now < js->persist_due_ms))
+                return;
+        js->persist_due_ms = 0;
+        /* What falls due within a quarter of the delay is written now too, so that a pass comes
+         * four times per delay at most, not once per pending job. */
+        uint64_t upto = all ? UINT64_MAX : now + JOB_PERSIST_DELAY_MS / 4;
+        if (js->pending_lost) {
+                persist_pending_walk(js, upto);
+                return;
+        }
+        while (js->n_pending > 0) {
+                const struct job_pending *e = &js->pending[js->pending_head];
+
+                if (e->due_ms > upto) {
+                        js->persist_due_ms = e->due_ms;
+                        break;
+                }
+                struct job *j = job_find(js, e->id);
+                js->pending_head = (js->pending_head + 1) % js->cap_pending;
+                js->n_pending--;
+                /* Gone, written since, or pending again since (a later entry has it). */
+                if (!j || !j->persist_due_ms || j->persist_due_ms > upto)
+                        continue;
+                if (job_persist(js, j) < 0) {
+                        /* Out of memory (logged): it stays pending, out of the ring's order. */
+                        js->pending_lost = true;
+                        js->persist_due_ms = j->persist_due_ms;
+                        return;
+                }
         }
 }
 
@@ -747,6 +806,7 @@ static void jobs_free(struct jobs *js)
                 job_free(js->jobs[k]);
         free(js->jobs);
         free(js->finals);
+        free(js->pending);
         /* One queue per device and one for the node (allocated whether or not it is used). */
         for (size_t i = 0; js->queues && i <= devices_count(); i++)
                 queue_free(&js->queues[i]);
@@ -797,6 +857,9 @@ void jobs_shutdown(struct jobs *js)
         free(js->finals);
         js->finals = NULL;
         js->n_finals = js->cap_finals = 0;
+        free(js->pending);
+        js->pending = NULL;
+        js->n_pending = js->cap_pending = js->pending_head = 0;
         /* One queue per device and one for the node (allocated whether or not it is used). */
         for (size_t i = 0; js->queues && i <= devices_count(); i++)
                 queue_free(&js->queues[i]);

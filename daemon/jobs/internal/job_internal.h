@@ -90,6 +90,12 @@ struct job_recovery {
         char last_why[800];
 };
 
+/* A job's pending change, in jobs.pending. */
+struct job_pending {
+        char id[JOB_ID_MAX];
+        uint64_t due_ms; /* the job's persist_due_ms when it was listed */
+};
+
 /* One instance (jobs_init), behind core_lock. */
 struct jobs {
         const struct umd_config *cfg;
@@ -117,6 +123,15 @@ struct jobs {
         size_t n_finals, cap_finals;
         bool finals_lost;
         uint64_t persist_due_ms; /* monotonic: the earliest job's persist_due_ms; 0: none */
+        /* The jobs given a pending change (job_persist_soon), oldest first, which is the order
+         * they fall due in (each waits JOB_PERSIST_DELAY_MS): a ring of ids, not pointers, since
+         * a job may leave memory first. An entry whose job was written since, or is gone, is
+         * passed over. Under a backlog of 100,000 jobs the pass that walked every job for the few
+         * due, four times a second, was a cost of every job in memory. pending_lost: one could
+         * not be listed (out of memory), so passes walk every job until none is pending. */
+        struct job_pending *pending;
+        size_t pending_head, n_pending, cap_pending;
+        bool pending_lost;
         /* Waiters (GET ?wait=) learn of changes through these: the generation moves first, then
          * the listener is told, both under the lock (so a reader that saw the old generation is
          * woken). The generation is read without the lock. */

@@ -13,6 +13,7 @@
 
 #include <sqlite3.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "jobs_fixture.h"
 #include "store.h"
@@ -212,6 +213,51 @@ static void test_a_start_whose_part_row_cannot_be_queued_writes_the_whole_docume
         assert_string_equal(txt, "running");
 }
 
+/* Past JOB_PERSIST_DELAY_MS (a second), the next hold of the lock writes a started job's
+ * document, though no answer showed it. */
+static void test_a_start_s_document_is_written_once_its_delay_has_passed(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
+        const struct timespec delay = {.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000};
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
+        assert_int_equal(fx->n_dispatched, 1);
+        store_sync(fx->d.store);
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "queued");
+        nanosleep(&delay, NULL);
+        assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202); /* a hold of the lock */
+        store_sync(fx->d.store);
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "running");
+        /* The second job started a moment ago: not yet due. */
+        db_text("SELECT state FROM jobs WHERE id = ?1", b, txt, sizeof(txt));
+        assert_string_equal(txt, "queued");
+}
+
+/* A job whose whole document was written before its pending change fell due (here its end) is
+ * not written again when it would have been. */
+static void test_a_job_written_before_its_delay_is_not_written_again(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+        const struct timespec delay = {.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000};
+        struct store_wal_stats before, after;
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
+        fx_part_done(0, a, PART_SUCCEEDED);
+        assert_string_equal(fx_state(a), "succeeded");
+        store_sync(fx->d.store);
+        store_wal_stats(fx->d.store, &before);
+        nanosleep(&delay, NULL);
+        assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202);
+        store_sync(fx->d.store);
+        store_wal_stats(fx->d.store, &after);
+        /* The second job's submission, nothing of the first's. */
+        assert_int_equal(after.documents_written - before.documents_written, 1);
+}
+
 static void test_waiting_jobs_are_recovered_unchecked_and_checked_after_start(void **state)
 {
         char a[JOB_ID_MAX], b[JOB_ID_MAX], c[JOB_ID_MAX];
@@ -273,6 +319,11 @@ int main(void)
             cmocka_unit_test_setup_teardown(
                 test_a_waiting_job_answers_as_it_is_stored_before_and_after_a_restart, fx_setup,
                 fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_start_s_document_is_written_once_its_delay_has_passed, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_job_written_before_its_delay_is_not_written_again, fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_waiting_jobs_are_recovered_unchecked_and_checked_after_start, fx_setup,
                 fx_teardown),
