@@ -49,23 +49,51 @@ void deadline_after_ms(clockid_t id, unsigned ms, struct timespec *ret)
         *ret = ts;
 }
 
+/* n in [0, 10^width) as width digits. */
+static char *put_digits(char *o, unsigned n, unsigned width)
+{
+        for (unsigned i = width; i > 0; i--) {
+                o[i - 1] = (char)('0' + n % 10);
+                n /= 10;
+        }
+        return o + width;
+}
+
 char *format_rfc3339_ms(uint64_t realtime_ms, char *buf, size_t len)
 {
-        time_t secs = (time_t)(realtime_ms / 1000u);
-        struct tm tm;
-        int r;
+        /* The civil date of a day count (Howard Hinnant's days-to-civil, in eras of 400
+         * years): not gmtime_r and snprintf, which took glibc's time-zone lock and a format
+         * parse for each of a job's seven timestamps, several under core_lock. */
+        uint64_t days = realtime_ms / 86400000u, in_day = realtime_ms % 86400000u;
+        uint64_t z = days + 719468u, era = z / 146097u, doe = z - era * 146097u;
+        uint64_t yoe = (doe - doe / 1460u + doe / 36524u - doe / 146096u) / 365u;
+        uint64_t doy = doe - (365u * yoe + yoe / 4u - yoe / 100u), mp = (5u * doy + 2u) / 153u;
+        unsigned day = (unsigned)(doy - (153u * mp + 2u) / 5u + 1u);
+        unsigned month = (unsigned)(mp < 10u ? mp + 3u : mp - 9u);
+        uint64_t year = yoe + era * 400u + (month <= 2u);
 
         if (!buf || len == 0)
                 return NULL;
-        if (!gmtime_r(&secs, &tm)) {
+        /* "YYYY-MM-DDTHH:MM:SS.mmmZ" and its NUL; RFC 3339 has four-digit years only. */
+        if (len < 25 || year > 9999) {
                 buf[0] = '\0';
                 return NULL;
         }
-        r = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     (unsigned)(realtime_ms % 1000u));
-        if (r < 0 || (size_t)r >= len)
-                return NULL;
+        char *o = put_digits(buf, (unsigned)year, 4);
+        *o++ = '-';
+        o = put_digits(o, month, 2);
+        *o++ = '-';
+        o = put_digits(o, day, 2);
+        *o++ = 'T';
+        o = put_digits(o, (unsigned)(in_day / 3600000u), 2);
+        *o++ = ':';
+        o = put_digits(o, (unsigned)(in_day / 60000u % 60u), 2);
+        *o++ = ':';
+        o = put_digits(o, (unsigned)(in_day / 1000u % 60u), 2);
+        *o++ = '.';
+        o = put_digits(o, (unsigned)(in_day % 1000u), 3);
+        *o++ = 'Z';
+        *o = '\0';
         return buf;
 }
 

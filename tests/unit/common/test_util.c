@@ -50,6 +50,38 @@ static void test_rfc3339_ms(void **state)
         assert_string_equal(format_rfc3339_ms(1796080791123ull, buf, sizeof(buf)),
                             "2026-11-30T23:19:51.123Z");
         assert_null(format_rfc3339_ms(0, buf, 10));
+        assert_null(format_rfc3339_ms(0, buf, 24)); /* one short of the NUL */
+        assert_string_equal(format_rfc3339_ms(0, buf, 25), "1970-01-01T00:00:00.000Z");
+        /* Past 9999-12-31T23:59:59.999Z a year has five digits, which RFC 3339 has not. */
+        assert_string_equal(format_rfc3339_ms(253402300799999ull, buf, sizeof(buf)),
+                            "9999-12-31T23:59:59.999Z");
+        assert_null(format_rfc3339_ms(253402300800000ull, buf, sizeof(buf)));
+        assert_string_equal(buf, "");
+}
+
+/* The same text as gmtime_r and strftime give, over leap days, century years and every hour of
+ * a spread of days from 1970 to 9999. */
+static void test_rfc3339_ms_agrees_with_gmtime(void **state)
+{
+        char buf[32], want[64];
+
+        for (uint64_t s = 0; s < 253402300800ull; s += 86400ull * 397 + 3607) {
+                for (uint64_t at = s; at < s + 86400ull * 2; at += 3599) {
+                        uint64_t ms = at * 1000 + at % 1000;
+                        time_t t = (time_t)at;
+                        struct tm tm;
+
+                        assert_non_null(gmtime_r(&t, &tm));
+                        size_t n = strftime(want, sizeof(want), "%Y-%m-%dT%H:%M:%S", &tm);
+                        snprintf(want + n, sizeof(want) - n, ".%03uZ", (unsigned)(ms % 1000));
+                        assert_string_equal(format_rfc3339_ms(ms, buf, sizeof(buf)), want);
+                }
+        }
+        /* Leap days and the century rules by name. */
+        assert_string_equal(format_rfc3339_ms(951782400000ull, buf, sizeof(buf)),
+                            "2000-02-29T00:00:00.000Z");
+        assert_string_equal(format_rfc3339_ms(4107542400000ull, buf, sizeof(buf)),
+                            "2100-03-01T00:00:00.000Z");
 }
 
 static void test_clocks_move_forward(void **state)
@@ -102,6 +134,7 @@ int main(void)
             cmocka_unit_test(test_parse_uint64_rejects_sign_space_and_junk),
             cmocka_unit_test(test_parse_uint64_range_and_overflow),
             cmocka_unit_test(test_rfc3339_ms),
+            cmocka_unit_test(test_rfc3339_ms_agrees_with_gmtime),
             cmocka_unit_test(test_clocks_move_forward),
             cmocka_unit_test(test_streq_ptr),
             cmocka_unit_test(test_deadline_after_ms_is_ahead_and_normalised),
