@@ -2,6 +2,7 @@
 #include "lock.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Per thread, so that asking needs no lock of its own: only the holder ever sets its flag, and
@@ -19,7 +20,11 @@ void core_lock(void)
         held_here = true;
 }
 
-void core_unlock(void)
+/* What core_defer queued: a stack, newest first, taken whole by whoever runs it. */
+static _Atomic(struct core_deferred *) deferred;
+
+/* The release and what the holder asked to run after it. */
+static void unlock_once(void)
 {
         void (*fns[AFTER_UNLOCK_MAX])(void);
         unsigned n = n_after_unlock;
@@ -32,6 +37,59 @@ void core_unlock(void)
         pthread_mutex_unlock(&lock);
         for (unsigned i = 0; i < n; i++)
                 fns[i]();
+}
+
+void core_unlock(void)
+{
+        unlock_once();
+        /* An asker that found the lock held left its work to us. The fence pairs with
+         * core_defer's: of its push and our release, whichever came second sees the other. */
+        for (;;) {
+                atomic_thread_fence(memory_order_seq_cst);
+                if (!atomic_load_explicit(&deferred, memory_order_relaxed) ||
+                    pthread_mutex_trylock(&lock) != 0)
+                        return; /* none, or the new holder looks when it lets go */
+                held_here = true;
+                core_run_deferred_locked();
+                unlock_once();
+        }
+}
+
+void core_run_deferred_locked(void)
+{
+        struct core_deferred *l = atomic_exchange(&deferred, NULL), *fifo = NULL;
+
+        assert_locked();
+        while (l) { /* newest first: turned round, so that work runs in the order asked */
+                struct core_deferred *next = l->next;
+
+                l->next = fifo;
+                fifo = l;
+                l = next;
+        }
+        while (fifo) {
+                struct core_deferred *next = fifo->next;
+
+                fifo->run(fifo); /* d is run's from here */
+                fifo = next;
+        }
+}
+
+void core_defer(struct core_deferred *d)
+{
+        struct core_deferred *head = atomic_load_explicit(&deferred, memory_order_relaxed);
+
+        assert(d && d->run);
+        do
+                d->next = head;
+        while (!atomic_compare_exchange_weak(&deferred, &head, d));
+        if (held_here)
+                return; /* runs when this thread lets go */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (pthread_mutex_trylock(&lock) != 0)
+                return; /* the holder runs it (core_unlock) */
+        held_here = true;
+        core_unlock();
 }
 
 void core_after_unlock(void (*fn)(void))

@@ -19,6 +19,20 @@ bool core_lock_held(void);
  * asked; at most four different ones a hold (asserted). */
 void core_after_unlock(void (*fn)(void));
 
+/* Work to do under core_lock that its asker need not wait for: queued without blocking, it runs
+ * at once when the lock is free, else in the holder's core_unlock, after the release, under a
+ * hold of its own (so no asker ever waits for a holder, and nothing queued is left behind: the
+ * holder looks once it has let go, and an asker that saw the lock held queued first). run is
+ * called with the lock held, oldest first, and owns d from then on (frees it). */
+struct core_deferred {
+        struct core_deferred *next;
+        void (*run)(struct core_deferred *d);
+};
+void core_defer(struct core_deferred *d);
+/* Runs what is queued now (lock held): for a subsystem that goes away with what its work
+ * points at. */
+void core_run_deferred_locked(void);
+
 /* At the top of every *_locked function: aborts (in builds with assertions) when the caller
  * does not hold core_lock. A macro, so that the message names the function that was misused. */
 #define assert_locked() assert(core_lock_held())

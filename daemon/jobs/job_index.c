@@ -831,6 +831,7 @@ void jobs_shutdown(struct jobs *js)
         if (!js)
                 return;
         core_lock();
+        core_run_deferred_locked(); /* submissions' rests (job_submit.c) point into js */
         /* Parts still running lost their worker with the daemon: they did not finish. Queued
          * parts stay queued and run after the next start. */
         for (size_t k = 0; k < js->n_jobs; k++) {

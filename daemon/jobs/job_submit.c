@@ -1,10 +1,12 @@
 /* Submitting jobs: idempotency keys, queue capacity and per-client quotas, the new job's
  * document, and answering only once the change is committed (waited for without core_lock).
  * Submissions are validated by job_spec.c; a submission that cannot be committed is removed
- * again (job_unsubmit): it never existed. The validation and the new document are made before
- * core_lock is taken: they read only what is fixed for the daemon's life (the configuration,
- * the devices' identities), and under a load of submits from many CPUs every thread waited for
- * the lock while another built its tree inside it. */
+ * again (job_unsubmit): it never existed. Once committed, a submission is answered with the
+ * bytes its write carried, and what follows (the job marked committed, so that it may start)
+ * is done by the next holder of core_lock (core_defer), not by a thread waiting for it. The
+ * validation and the new document are made before core_lock is taken: they read only what is fixed
+ * for the daemon's life (the configuration, the devices' identities), and under a load of submits
+ * from many CPUs every thread waited for the lock while another built its tree inside it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +206,58 @@ static void submitted_answer(struct job *j, char **kept, size_t kept_len,
         snprintf(ret->id, sizeof(ret->id), "%s", j->id);
 }
 
+/* The rest of a submission once its commit is in (job_submit), done by whoever next holds
+ * core_lock (core_defer): the job marked committed (it may start from then on), started where a
+ * GPU is idle, its tree given up while it waits. */
+struct commit_note {
+        struct core_deferred d; /* first: run gets it back */
+        struct jobs *js;
+        char id[JOB_ID_MAX];
+        const char *benchmark; /* the catalog's, which lives as long as umd */
+        size_t n_devs, devs[SPEC_MAX_DEVICES];
+};
+
+static void committed_locked(struct jobs *js, struct job *j, const char *benchmark)
+{
+        assert_locked();
+        j->committed = true;
+        job_changed(js, j);
+        if (job_update_state(js, j)) { /* a part failed while queueing */
+                job_finished(j);
+                job_persist(js, j);
+        }
+        log_info("job %s (%s) queued on %zu device(s)", j->id, benchmark, j->n_parts);
+}
+
+static void start_committed_locked(struct jobs *js, struct job *j, const size_t *devs,
+                                   size_t n_devs)
+{
+        assert_locked();
+        for (size_t i = 0; i < n_devs; i++)
+                job_dispatch_try(js, devs[i]);
+        if (have_node())
+                job_dispatch_try_node(js);
+        /* Still waiting (a queue's head may have run at once): its bytes are enough, unless it
+         * is about to run, when giving the tree up would only make the dispatch read it back. */
+        if (!job_waits_near_head(js, j))
+                job_compact(j);
+}
+
+static void commit_note_run(struct core_deferred *d)
+{
+        struct commit_note *n = (struct commit_note *)d;
+        struct job *j = job_find(n->js, n->id);
+
+        /* Gone: cancelled and its cancel committed meanwhile (prune_finished freed it). */
+        if (j && !j->committed) {
+                committed_locked(n->js, j, n->benchmark);
+                start_committed_locked(n->js, j, n->devs, n->n_devs);
+                jobs_persist_pending_locked(n->js, false);
+                jobs_publish_locked(n->js);
+        }
+        free(n);
+}
+
 int job_submit(struct jobs *js, const json_t *body, const char *idem, const char *client,
                struct core_submitted *ret, struct problem *p)
 {
@@ -285,16 +339,40 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                 goto out;
         }
         /* Queued now, so capacity counts it, but not dispatched until committed. */
+        bool queued_all = true;
         for (size_t i = 0; i < j->n_parts; i++)
-                if (job_enqueue(js, j, i) <
-                    0) /* stored but not queued: fail it rather than lose it */
+                if (job_enqueue(js, j, i) < 0) { /* stored but not queued: fail it, not lose it */
                         job_set_part(js, j, i, JOB_FAILED, NULL, "out of memory while queueing");
+                        queued_all = false;
+                }
         char id[JOB_ID_MAX];
         snprintf(id, sizeof(id), "%s", j->id);
         jobs_unlock(js);
 
         /* The commit is waited for without the lock: concurrent submits share one commit. */
         int w = store_wait_doc(ticket, &kept, &kept_len);
+
+        /* Committed with every part queued: the answer is the bytes the commit carried, the job
+         * as its submission was written, and the rest is left to the lock's next holder, so this
+         * thread answers without waiting for it (a commit's waiters, woken together, took it one
+         * after another). A part failed while queueing, or no bytes kept: as below. */
+        struct commit_note *note =
+            w == 0 && queued_all && ret->bytes_ok && kept ? calloc(1, sizeof(*note)) : NULL;
+        if (note) {
+                note->d.run = commit_note_run;
+                note->js = js;
+                snprintf(note->id, sizeof(note->id), "%s", id);
+                note->benchmark = b->name;
+                note->n_devs = spec.n_devs;
+                memcpy(note->devs, spec.devs, spec.n_devs * sizeof(*spec.devs));
+                ret->body = kept;
+                ret->body_len = kept_len;
+                kept = NULL;
+                snprintf(ret->id, sizeof(ret->id), "%s", id);
+                spec_done(&spec);
+                core_defer(&note->d);
+                return 0;
+        }
 
         core_lock();
         j = job_find(js, id);
@@ -308,22 +386,9 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                                 strerror(-w));
                 goto out;
         }
-        j->committed = true;
-        job_changed(js, j);
-        if (job_update_state(js, j)) { /* a part failed while queueing */
-                job_finished(j);
-                job_persist(js, j);
-        }
-        log_info("job %s (%s) queued on %zu device(s)", j->id, b->name, j->n_parts);
+        committed_locked(js, j, b->name);
         submitted_answer(j, &kept, kept_len, ret);
-        for (size_t i = 0; i < spec.n_devs; i++)
-                job_dispatch_try(js, spec.devs[i]);
-        if (have_node())
-                job_dispatch_try_node(js);
-        /* Still waiting (a queue's head may have run at once): its bytes are enough, unless it
-         * is about to run, when giving the tree up would only make the dispatch read it back. */
-        if (!job_waits_near_head(js, j))
-                job_compact(j);
+        start_committed_locked(js, j, spec.devs, spec.n_devs);
         r = 0;
 out:
         jobs_unlock(js);

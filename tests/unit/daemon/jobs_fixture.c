@@ -198,6 +198,8 @@ int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_le
         size_t len = 0;
         int r = __real_store_wait_doc(t, &doc, &len);
 
+        if (fx && fx->after_commit)
+                fx->after_commit();
         if (fx && fx->fail_wait > 0) {
                 fx->fail_wait--;
                 free(doc);

@@ -48,6 +48,8 @@ struct fx {
         pid_t worker_pids[8];
         /* Looks asked for since fx_attach_looks (job_dispatch's poke). */
         unsigned pokes;
+        /* Called once a submit's commit is in, before store_wait_doc returns (NULL: none). */
+        void (*after_commit)(void);
 };
 
 extern struct fx *fx;

@@ -12,6 +12,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "jobs_fixture.h"
 #include "jsonutil.h"
 
@@ -170,6 +173,50 @@ static void test_a_new_job_is_answered_with_the_bytes_of_its_write(void **state)
         core_submitted_done(&sub);
 }
 
+static atomic_bool holder_holds, holder_release;
+static pthread_t holder;
+
+static void *holder_main(void *arg)
+{
+        (void)arg;
+        core_lock();
+        atomic_store(&holder_holds, true);
+        while (!atomic_load(&holder_release))
+                ;
+        core_unlock();
+        return NULL;
+}
+
+/* Right after the commit: another thread takes core_lock and keeps it. */
+static void take_the_lock_elsewhere(void)
+{
+        atomic_store(&holder_holds, false);
+        atomic_store(&holder_release, false);
+        assert_int_equal(pthread_create(&holder, NULL, holder_main, NULL), 0);
+        while (!atomic_load(&holder_holds))
+                ;
+}
+
+/* A submit whose commit is in while another thread holds core_lock is answered without waiting
+ * for it; the job starts once that holder lets go (the rest of the submit is left to it). */
+static void test_a_committed_submit_is_answered_without_waiting_for_the_lock(void **state)
+{
+        struct core_submitted sub;
+
+        (void)state;
+        fx->after_commit = take_the_lock_elsewhere;
+        submit_body(COPY0, NULL, true, &sub);
+        fx->after_commit = NULL;
+        assert_non_null(sub.body); /* answered while the other thread still holds the lock */
+        assert_int_equal(fx->n_dispatched, 0);
+        atomic_store(&holder_release, true);
+        assert_int_equal(pthread_join(holder, NULL), 0);
+        assert_int_equal(fx->n_dispatched, 1);
+        assert_string_equal(fx->dispatched[0].job, sub.id);
+        assert_string_equal(fx_state(sub.id), "running");
+        core_submitted_done(&sub);
+}
+
 /* A caller that asks for a document (the daemon's own scheduled checks) gets one. */
 static void test_a_caller_without_bytes_ok_gets_the_document(void **state)
 {
@@ -302,6 +349,9 @@ int main(void)
                 fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_new_job_is_answered_with_the_bytes_of_its_write,
                                             fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_committed_submit_is_answered_without_waiting_for_the_lock, fx_setup,
+                fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_caller_without_bytes_ok_gets_the_document,
                                             fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_replay_is_answered_with_the_job_as_it_is_now,
