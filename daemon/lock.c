@@ -1,4 +1,5 @@
-/* The daemon's one lock (see lock.h), and which thread holds it. */
+/* The daemon's one lock (see lock.h), which thread holds it, what a holder runs once it lets go
+ * (core_after_unlock) and the work others left to its next holder (core_defer). */
 #include "lock.h"
 
 #include <pthread.h>
@@ -57,9 +58,9 @@ void core_unlock(void)
 
 void core_run_deferred_locked(void)
 {
+        assert_locked();
         struct core_deferred *l = atomic_exchange(&deferred, NULL), *fifo = NULL;
 
-        assert_locked();
         while (l) { /* newest first: turned round, so that work runs in the order asked */
                 struct core_deferred *next = l->next;
 
