@@ -85,92 +85,109 @@ static bool scan_utf8(struct scan *s)
         return true;
 }
 
+/* A byte a string holds as itself: printable ASCII other than the quote and the backslash. */
+static inline bool plain_byte(unsigned char c)
+{
+        return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
 /* A string at s->pos ('"'). When key is not NULL its decoded bytes go there (at most KEY_MAX)
- * and their count to *key_len. */
+ * and their count to *key_len. The cursor lives in locals and runs of plain bytes are taken at
+ * once: through s, every byte's load had to wait for the last store to s->pos (a char may alias
+ * it), and this and skip_value were a third of the supervisor's CPU on the H100 host. */
 static bool scan_string(struct scan *s, char *key, size_t *key_len)
 {
-        size_t k = 0;
+        const char *b = s->b;
+        size_t len = s->len, pos = s->pos, k = 0;
 
-        if (!peek(s, '"'))
+        if (pos >= len || b[pos] != '"')
                 return false;
-        s->pos++;
+        pos++;
         for (;;) {
-                size_t from = s->pos;
+                size_t from = pos;
                 unsigned char c;
                 char out;
 
-                if (s->pos >= s->len)
+                while (pos < len && plain_byte((unsigned char)b[pos]))
+                        pos++;
+                if (pos > from) {
+                        if (key) {
+                                if (k + (pos - from) > KEY_MAX)
+                                        return false;
+                                memcpy(key + k, b + from, pos - from);
+                        }
+                        k += pos - from;
+                        from = pos;
+                }
+                if (pos >= len)
                         return false;
-                c = (unsigned char)s->b[s->pos];
+                c = (unsigned char)b[pos];
                 if (c == '"') {
-                        s->pos++;
+                        pos++;
                         break;
                 }
                 if (c < 0x20)
                         return false; /* jansson escapes every control character */
                 if (c >= 0x80) {
+                        s->pos = pos;
                         if (!scan_utf8(s))
                                 return false;
+                        pos = s->pos;
                         if (key) {
-                                if (k + (s->pos - from) > KEY_MAX)
+                                if (k + (pos - from) > KEY_MAX)
                                         return false;
-                                memcpy(key + k, s->b + from, s->pos - from);
-                                k += s->pos - from;
+                                memcpy(key + k, b + from, pos - from);
                         }
+                        k += pos - from;
                         continue;
                 }
-                if (c != '\\') {
-                        out = (char)c;
-                        s->pos++;
-                } else {
-                        if (s->len - s->pos < 2)
-                                return false;
-                        switch (s->b[s->pos + 1]) {
-                        case '"':
-                                out = '"';
-                                break;
-                        case '\\':
-                                out = '\\';
-                                break;
-                        case 'b':
-                                out = '\b';
-                                break;
-                        case 'f':
-                                out = '\f';
-                                break;
-                        case 'n':
-                                out = '\n';
-                                break;
-                        case 'r':
-                                out = '\r';
-                                break;
-                        case 't':
-                                out = '\t';
-                                break;
-                        case 'u': {
-                                int h, l;
+                /* c is the backslash */
+                if (len - pos < 2)
+                        return false;
+                switch (b[pos + 1]) {
+                case '"':
+                        out = '"';
+                        break;
+                case '\\':
+                        out = '\\';
+                        break;
+                case 'b':
+                        out = '\b';
+                        break;
+                case 'f':
+                        out = '\f';
+                        break;
+                case 'n':
+                        out = '\n';
+                        break;
+                case 'r':
+                        out = '\r';
+                        break;
+                case 't':
+                        out = '\t';
+                        break;
+                case 'u': {
+                        int h, l;
 
-                                /* Only a control character without a short escape, and never
-                                 * NUL (jansson reads none). */
-                                if (s->len - s->pos < 6 || s->b[s->pos + 2] != '0' ||
-                                    s->b[s->pos + 3] != '0')
-                                        return false;
-                                h = hexval(s->b[s->pos + 4]);
-                                l = hexval(s->b[s->pos + 5]);
-                                if (h < 0 || h > 1 || l < 0)
-                                        return false;
-                                out = (char)(h * 16 + l);
-                                if (out == 0 || out == '\b' || out == '\f' || out == '\n' ||
-                                    out == '\r' || out == '\t')
-                                        return false;
-                                s->pos += 4;
-                                break;
-                        }
-                        default:
-                                return false; /* \/ or a \u jansson would not write */
-                        }
-                        s->pos += 2;
+                        /* Only a control character without a short escape, and never NUL
+                         * (jansson reads none). */
+                        if (len - pos < 6 || b[pos + 2] != '0' || b[pos + 3] != '0')
+                                return false;
+                        h = hexval(b[pos + 4]);
+                        l = hexval(b[pos + 5]);
+                        if (h < 0 || h > 1 || l < 0)
+                                return false;
+                        out = (char)(h * 16 + l);
+                        if (out == 0 || out == '\b' || out == '\f' || out == '\n' || out == '\r' ||
+                            out == '\t')
+                                return false;
+                        pos += 4;
+                        break;
                 }
+                default:
+                        return false; /* \/ or a \u jansson would not write */
+                }
+                pos += 2;
                 if (key) {
                         if (k + 1 > KEY_MAX)
                                 return false;
@@ -178,6 +195,7 @@ static bool scan_string(struct scan *s, char *key, size_t *key_len)
                 }
                 k++;
         }
+        s->pos = pos;
         if (key_len)
                 *key_len = k;
         return true;
@@ -590,38 +608,39 @@ json_t *json_canonical_load(const char *buf, size_t len, size_t max_depth)
  * strtod and a print). */
 static bool skip_value(struct scan *s)
 {
-        size_t depth = 0;
+        const char *b = s->b;
+        size_t len = s->len, pos = s->pos, depth = 0;
 
         do {
                 char c;
 
-                if (s->pos >= s->len)
+                if (pos >= len)
                         return false;
-                c = s->b[s->pos];
+                c = b[pos];
                 if (c == '"') {
-                        for (s->pos++; s->pos < s->len && s->b[s->pos] != '"';)
-                                s->pos += s->b[s->pos] == '\\' ? 2 : 1;
-                        if (s->pos >= s->len)
+                        for (pos++; pos < len && b[pos] != '"';)
+                                pos += b[pos] == '\\' ? 2 : 1;
+                        if (pos >= len)
                                 return false;
-                        s->pos++;
+                        pos++;
                 } else if (c == '{' || c == '[') {
                         depth++;
-                        s->pos++;
+                        pos++;
                 } else if (c == '}' || c == ']') {
                         if (depth == 0)
                                 return false;
                         depth--;
-                        s->pos++;
+                        pos++;
                 } else if (c == ',' || c == ':') {
                         if (depth == 0)
                                 return false;
-                        s->pos++;
+                        pos++;
                 } else {
-                        while (s->pos < s->len && s->b[s->pos] != ',' && s->b[s->pos] != '}' &&
-                               s->b[s->pos] != ']')
-                                s->pos++;
+                        while (pos < len && b[pos] != ',' && b[pos] != '}' && b[pos] != ']')
+                                pos++;
                 }
         } while (depth > 0);
+        s->pos = pos;
         return true;
 }
 
