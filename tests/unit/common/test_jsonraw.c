@@ -271,6 +271,36 @@ static void test_canonical_load_builds_what_jansson_parses(void **state)
         }
 }
 
+/* Each byte alone, as a value and as a key: jansson's dump of it is accepted and read back as
+ * that byte; a lone byte of 0x80 or more (not UTF-8) is refused as it stands. */
+static void test_every_byte_in_a_string_and_a_key(void **state)
+{
+        for (unsigned c = 1; c < 256; c++) {
+                char one[2] = {(char)c, '\0'}, raw[8];
+                json_t *j = json_pack("{s:s, s:i}", "v", one, one, 1), *got;
+                size_t len;
+                char *s;
+
+                if (c >= 0x80) {
+                        assert_null(j); /* jansson refuses it too */
+                        snprintf(raw, sizeof(raw), "\"%c\"", (char)c);
+                        assert_false(canon(raw));
+                        continue;
+                }
+                assert_non_null(j);
+                s = json_dump_compact(j, &len);
+                assert_non_null(s);
+                if (!json_canonical(s, len, 64, NULL, NULL))
+                        fail_msg("byte 0x%02x: %s refused", c, s);
+                got = json_canonical_load(s, len, 64);
+                if (!got || !json_equal(got, j))
+                        fail_msg("byte 0x%02x: %s read back otherwise", c, s);
+                json_decref(got);
+                free(s);
+                json_decref(j);
+        }
+}
+
 /* What is not surely canonical is left to the caller's parser, which then decides. */
 static void test_canonical_load_refuses_what_it_is_not_sure_of(void **state)
 {
@@ -436,6 +466,7 @@ int main(void)
             cmocka_unit_test(test_what_is_accepted_dumps_to_itself),
             cmocka_unit_test(test_forms_jansson_never_writes_are_refused),
             cmocka_unit_test(test_canonical_load_builds_what_jansson_parses),
+            cmocka_unit_test(test_every_byte_in_a_string_and_a_key),
             cmocka_unit_test(test_canonical_load_refuses_what_it_is_not_sure_of),
             cmocka_unit_test(test_repeated_and_integral_reals),
             cmocka_unit_test(test_depth_limit_as_json_parse_strict),
