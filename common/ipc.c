@@ -126,14 +126,25 @@ static int parse_split(const uint8_t *p, size_t len, const char *raw_key, struct
         return 0;
 }
 
-static int parse_frame(const uint8_t *p, size_t n, const char *raw_key, json_t **ret)
+/* *ret_picked (when paths) is what paths name in the raw member, or NULL: none was split off, or
+ * memory ran out for the pick. */
+static int parse_frame(const uint8_t *p, size_t n, const char *raw_key, const char *const *paths,
+                       json_t **ret, json_t **ret_picked)
 {
         struct json_span span = {0, 0};
+        _cleanup_json_ json_t *picked = NULL;
         int r;
 
-        if (raw_key && json_canonical((const char *)p, n, IPC_MAX_DEPTH, raw_key, &span) &&
+        *ret_picked = NULL;
+        if (raw_key &&
+            json_canonical_pick((const char *)p, n, IPC_MAX_DEPTH, raw_key, paths, &span,
+                                &picked) &&
             span.len > 0 && p[span.off] == '{') {
                 r = parse_split(p, n, raw_key, span, ret);
+                if (r == 0) {
+                        *ret_picked = picked;
+                        picked = NULL;
+                }
                 if (r != -EBADMSG)
                         return r;
         }
@@ -147,8 +158,14 @@ int ipc_decoder_next(struct ipc_decoder *d, json_t **ret)
 
 int ipc_decoder_next_split(struct ipc_decoder *d, const char *raw_key, json_t **ret)
 {
+        return ipc_decoder_next_pick(d, raw_key, NULL, ret, NULL);
+}
+
+int ipc_decoder_next_pick(struct ipc_decoder *d, const char *raw_key, const char *const *paths,
+                          json_t **ret, json_t **ret_picked)
+{
         size_t n, frame;
-        json_t *j = NULL;
+        json_t *j = NULL, *picked = NULL;
         int r;
 
         if (d->len < IPC_HEADER)
@@ -161,7 +178,7 @@ int ipc_decoder_next_split(struct ipc_decoder *d, const char *raw_key, json_t **
                 return 0;
 
         frame = IPC_HEADER + n;
-        r = parse_frame(d->buf + IPC_HEADER, n, raw_key, &j);
+        r = parse_frame(d->buf + IPC_HEADER, n, raw_key, paths, &j, &picked);
         if (r == -ENOMEM)
                 return r; /* the frame stays: the caller may retry */
         /* A bad payload is consumed too, so a caller that chose to go on stays in step. */
@@ -170,6 +187,10 @@ int ipc_decoder_next_split(struct ipc_decoder *d, const char *raw_key, json_t **
         if (r < 0)
                 return r;
         *ret = j;
+        if (ret_picked)
+                *ret_picked = picked;
+        else
+                json_decref(picked);
         return 1;
 }
 

@@ -47,6 +47,11 @@ int ipc_decoder_next(struct ipc_decoder *d, json_t **ret);
  * (jsonraw.h) holding its bytes instead of a tree: only the rest of the frame is parsed. Any
  * other payload is parsed whole, as ipc_decoder_next does, and refused the same way. */
 int ipc_decoder_next_split(struct ipc_decoder *d, const char *raw_key, json_t **ret);
+/* ipc_decoder_next_split, and with 1 *ret_picked: what paths name in the raw member
+ * (json_canonical_pick), taken as the frame is checked, or NULL where the member came parsed or
+ * memory ran out for the pick (json_raw_pick then reads the member). */
+int ipc_decoder_next_pick(struct ipc_decoder *d, const char *raw_key, const char *const *paths,
+                          json_t **ret, json_t **ret_picked);
 
 /* Encode msg as one frame; *ret malloc'd. 0, -ENOMEM or -EMSGSIZE. */
 int ipc_encode(const json_t *msg, uint8_t **ret, size_t *ret_len);

@@ -28,14 +28,21 @@
  * costs a strtod and a print. */
 #define REALS_SEEN 4
 
+struct pick;
+
 struct scan {
         const char *b;
         size_t len, pos, max_depth;
         char seen[REALS_SEEN][NUM_MAX + 1];
         unsigned n_seen;
+        /* json_canonical_pick: what to pick from the member's object while it is checked, and
+         * whether it was (the member is there and an object). */
+        struct pick *pick;
+        bool picked;
 };
 
 static bool scan_value(struct scan *s, size_t depth, const char *member, struct json_span *span);
+static bool pick_member(struct pick *p, const char *key, size_t klen, struct json_span v);
 
 static bool peek(const struct scan *s, char c)
 {
@@ -362,7 +369,9 @@ static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
         return alen < blen ? -1 : alen > blen;
 }
 
-static bool scan_object(struct scan *s, size_t depth, const char *member, struct json_span *span)
+/* pk: pick from this object's members as each is checked (json_canonical_pick), or NULL. */
+static bool scan_object(struct scan *s, size_t depth, const char *member, struct json_span *span,
+                        struct pick *pk)
 {
         char keys[2][KEY_MAX];
         size_t lens[2] = {0, 0}, cur = 0, mlen = member ? strlen(member) : 0;
@@ -382,10 +391,21 @@ static bool scan_object(struct scan *s, size_t depth, const char *member, struct
                         return false;
                 s->pos++;
                 from = s->pos;
-                if (!scan_value(s, depth, NULL, NULL))
+                bool is_member =
+                    member && lens[cur] == mlen && memcmp(keys[cur], member, mlen) == 0;
+                if (is_member && s->pick && peek(s, '{')) {
+                        if (depth + 1 > s->max_depth ||
+                            !scan_object(s, depth + 1, NULL, NULL, s->pick))
+                                return false;
+                        s->picked = true;
+                } else if (!scan_value(s, depth, NULL, NULL))
                         return false;
-                if (member && lens[cur] == mlen && memcmp(keys[cur], member, mlen) == 0)
+                if (is_member)
                         *span = (struct json_span){from, s->pos - from};
+                /* Out of memory picking: the check goes on, the caller picks again itself. */
+                if (pk &&
+                    !pick_member(pk, keys[cur], lens[cur], (struct json_span){from, s->pos - from}))
+                        s->pick = NULL;
                 first = false;
                 cur = !cur;
                 int e = item_end(s, '}');
@@ -416,7 +436,7 @@ static bool scan_value(struct scan *s, size_t depth, const char *member, struct 
                 return false;
         switch (s->b[s->pos]) {
         case '{':
-                return depth + 1 <= s->max_depth && scan_object(s, depth + 1, member, span);
+                return depth + 1 <= s->max_depth && scan_object(s, depth + 1, member, span, NULL);
         case '[':
                 return depth + 1 <= s->max_depth && scan_array(s, depth + 1);
         case '"':
@@ -435,14 +455,7 @@ static bool scan_value(struct scan *s, size_t depth, const char *member, struct 
 bool json_canonical(const char *buf, size_t len, size_t max_depth, const char *member,
                     struct json_span *ret_member)
 {
-        struct scan s = {.b = buf, .len = len, .max_depth = max_depth};
-        struct json_span span = {0, 0};
-
-        if (!buf || !scan_value(&s, 0, member, &span) || s.pos != len)
-                return false;
-        if (ret_member)
-                *ret_member = span;
-        return true;
+        return json_canonical_pick(buf, len, max_depth, member, NULL, ret_member, NULL);
 }
 
 /* ---- raw nodes ---- */
@@ -768,6 +781,37 @@ static bool pick_top(void *data, const char *key, size_t klen, struct json_span 
                 }
                 if (strncmp(*path, key, klen) == 0 && strncmp(*path + klen, "[].", 3) == 0)
                         return pick_array(p, key, klen, v);
+        }
+        return true;
+}
+
+static bool pick_member(struct pick *p, const char *key, size_t klen, struct json_span v)
+{
+        return pick_top(p, key, klen, v);
+}
+
+bool json_canonical_pick(const char *buf, size_t len, size_t max_depth, const char *member,
+                         const char *const *paths, struct json_span *ret_member,
+                         json_t **ret_picked)
+{
+        struct pick p = {.b = buf, .paths = paths};
+        struct scan s = {.b = buf, .len = len, .max_depth = max_depth};
+        struct json_span span = {0, 0};
+
+        /* Out of memory for the pick: the check alone, and no pick. */
+        if (member && paths && ret_picked && (p.out = json_object()))
+                s.pick = &p;
+        if (!buf || !scan_value(&s, 0, member, &span) || s.pos != len) {
+                json_decref(p.out);
+                return false;
+        }
+        if (ret_member)
+                *ret_member = span;
+        if (ret_picked) {
+                /* s.pick is NULL again where picking ran out of memory. */
+                *ret_picked = s.pick && s.picked ? p.out : NULL;
+                if (!*ret_picked)
+                        json_decref(p.out);
         }
         return true;
 }

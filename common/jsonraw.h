@@ -21,6 +21,13 @@ struct json_span {
  * value lies (len 0 when it has none); untouched when false is returned. */
 bool json_canonical(const char *buf, size_t len, size_t max_depth, const char *member,
                     struct json_span *ret_member);
+/* json_canonical, and *ret_picked the tree json_raw_pick(paths) would give of the member's
+ * object, taken while its bytes are checked: no second walk through them (a worker's result is
+ * checked as its frame comes in, and metrics read four paths of it). *ret_picked is NULL when the
+ * member is missing or not an object, or memory ran out; untouched when false is returned. */
+bool json_canonical_pick(const char *buf, size_t len, size_t max_depth, const char *member,
+                         const char *const *paths, struct json_span *ret_member,
+                         json_t **ret_picked);
 
 /* The tree json_parse_strict(buf, len, max_depth) would give (or, for a value that is neither
  * an object nor an array, json_loadb with JSON_DECODE_ANY), built from bytes that are canonical

@@ -104,6 +104,7 @@ struct event {
         char job[JOB_ID_MAX];
         enum part_outcome outcome;
         json_t *result;
+        json_t *seen; /* what cb.result_paths name in a raw result, or NULL */
         json_t *look; /* the worker's look after the part (common/ipc.h), or NULL */
         char *error;
         double cold_start_ms;
@@ -174,6 +175,7 @@ static void event_free(struct event *e)
         if (!e)
                 return;
         json_decref(e->result);
+        json_decref(e->seen);
         json_decref(e->look);
         free(e->error);
         free(e->reason);
@@ -211,7 +213,7 @@ static void set_state(struct supervisor *s, struct slot *w, enum worker_state st
 }
 
 static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome outcome,
-                        json_t *result, json_t *look, const char *error)
+                        json_t *result, json_t *seen, json_t *look, const char *error)
 {
         struct event *e;
 
@@ -225,6 +227,7 @@ static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome 
                         snprintf(e->job, sizeof(e->job), "%s", w->job);
                         e->outcome = outcome;
                         e->result = result ? json_incref(result) : NULL;
+                        e->seen = result && seen ? json_incref(seen) : NULL;
                         e->look = json_is_object(look) ? json_incref(look) : NULL;
                         e->error = error ? strdup(error) : NULL;
                         e->cold_start_ms = w->cold_start_ms;
@@ -467,18 +470,18 @@ static void on_exit_status(struct supervisor *s, struct slot *w, int status, uin
         case KILL_TIMEOUT:
                 snprintf(err, sizeof(err), "timed out after %llu ms; worker killed",
                          (unsigned long long)w->timeout_ms);
-                finish_part(s, w, PART_TIMED_OUT, NULL, NULL, err);
+                finish_part(s, w, PART_TIMED_OUT, NULL, NULL, NULL, err);
                 break;
         case KILL_CANCEL:
-                finish_part(s, w, PART_CANCELLED, NULL, NULL,
+                finish_part(s, w, PART_CANCELLED, NULL, NULL, NULL,
                             "cancelled; worker killed after the grace period");
                 break;
         default:
                 if (w->cancelling) {
-                        finish_part(s, w, PART_CANCELLED, NULL, NULL, "cancelled");
+                        finish_part(s, w, PART_CANCELLED, NULL, NULL, NULL, "cancelled");
                 } else {
                         snprintf(err, sizeof(err), "%s", how);
-                        finish_part(s, w, PART_FAILED, NULL, NULL, err);
+                        finish_part(s, w, PART_FAILED, NULL, NULL, NULL, err);
                 }
                 break;
         }
@@ -538,7 +541,9 @@ static void protocol_error(struct slot *w, const char *what)
         kill_worker(w, KILL_PROTOCOL, "worker protocol error: %s", what);
 }
 
-static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64_t now)
+/* seen: what cb.result_paths name in a raw result (ipc_decoder_next_pick), or NULL. */
+static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, json_t *seen,
+                       uint64_t now)
 {
         const char *type = json_string_value(json_object_get(msg, "type"));
 
@@ -612,11 +617,11 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64
                 /* The worker answered: it is healthy, whatever the benchmark said. */
                 w->crashes = 0;
                 if (w->cancelling)
-                        finish_part(s, w, PART_CANCELLED, NULL, look, "cancelled");
+                        finish_part(s, w, PART_CANCELLED, NULL, NULL, look, "cancelled");
                 else if (json_is_true(ok))
-                        finish_part(s, w, PART_SUCCEEDED, result, look, NULL);
+                        finish_part(s, w, PART_SUCCEEDED, result, seen, look, NULL);
                 else
-                        finish_part(s, w, PART_FAILED, NULL, look, error);
+                        finish_part(s, w, PART_FAILED, NULL, NULL, look, error);
                 w->idle_since = now;
                 if (w->exit_after_each_part)
                         w->retire_requested = true;
@@ -626,10 +631,17 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, uint64
         log_warning("Device %s: ignoring a message of unknown type '%s'", w->dev.id, type);
 }
 
+/* A result's object stays the worker's bytes (a raw node), and what the callbacks read of it is
+ * picked as the frame is checked. */
+static int next_msg(struct supervisor *s, struct slot *w, json_t **ret, json_t **ret_seen)
+{
+        return ipc_decoder_next_pick(&w->dec, "result", s->cb.result_paths, ret, ret_seen);
+}
+
 static void read_worker(struct supervisor *s, struct slot *w, uint64_t now)
 {
         static uint8_t buf[READ_CHUNK]; /* only the supervisor thread reads */
-        json_t *msg;
+        json_t *msg, *seen;
         int r;
 
         for (;;) {
@@ -651,16 +663,18 @@ static void read_worker(struct supervisor *s, struct slot *w, uint64_t now)
                         break;
                 /* EOF or error: the process is exiting; reap() gives the reason. Whatever was
                  * complete before still counts (a result written just before a crash). */
-                while (w->dec.len > 0 && ipc_decoder_next_split(&w->dec, "result", &msg) == 1) {
-                        handle_msg(s, w, msg, now);
+                while (w->dec.len > 0 && next_msg(s, w, &msg, &seen) == 1) {
+                        handle_msg(s, w, msg, seen, now);
                         json_decref(msg);
+                        json_decref(seen);
                 }
                 close_channel(w);
                 return;
         }
-        while ((r = ipc_decoder_next_split(&w->dec, "result", &msg)) == 1) {
-                handle_msg(s, w, msg, now);
+        while ((r = next_msg(s, w, &msg, &seen)) == 1) {
+                handle_msg(s, w, msg, seen, now);
                 json_decref(msg);
+                json_decref(seen);
         }
         if (r == -EMSGSIZE)
                 protocol_error(w, "frame of a bad size");
@@ -721,7 +735,8 @@ static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
         if (w->pid == 0 && !s->stopping && w->state != WORKER_STOPPED && w->state != WORKER_COLD &&
             now >= w->respawn_at) {
                 if (spawn(s, w, now) < 0) {
-                        finish_part(s, w, PART_FAILED, NULL, NULL, "could not start the worker");
+                        finish_part(s, w, PART_FAILED, NULL, NULL, NULL,
+                                    "could not start the worker");
                         schedule_crash_respawn(s, w, now, "could not start the worker");
                 }
         }
@@ -775,7 +790,7 @@ static void deliver(struct supervisor *s, struct event *list)
                 list = e->next;
                 if (e->is_part && s->cb.part_done)
                         s->cb.part_done(s->cb.userdata, e->device, e->job, e->outcome, e->result,
-                                        e->look, e->error, e->cold_start_ms);
+                                        e->seen, e->look, e->error, e->cold_start_ms);
                 else if (!e->is_part && s->cb.worker_state)
                         s->cb.worker_state(s->cb.userdata, e->device, e->state, e->reason);
                 event_free(e);

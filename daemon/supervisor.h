@@ -43,14 +43,20 @@ struct supervisor_callbacks {
          * start it, or a negative number when the part found it warm. */
         /* look: the worker's own look at the GPU right after the part (common/ipc.h: the
          * processes on it; gpustate_others_in_look counts them), borrowed, or NULL. */
+        /* seen: what result_paths name in a raw result (json_raw_pick's tree), taken as its
+         * frame was checked, borrowed; NULL when result is not raw, no paths were given, or
+         * memory ran out (json_raw_pick then reads them). */
         void (*part_done)(void *userdata, size_t device, const char *job_id,
-                          enum part_outcome outcome, json_t *result, const json_t *look,
-                          const char *error, double cold_start_ms);
+                          enum part_outcome outcome, json_t *result, const json_t *seen,
+                          const json_t *look, const char *error, double cold_start_ms);
         /* The worker of `device` changed state (reason: "crashed: signal 11", ...). Called on
          * every change, including becoming idle, when job_dispatch.c starts the next part. */
         void (*worker_state)(void *userdata, size_t device, enum worker_state state,
                              const char *reason);
         void *userdata;
+        /* Paths (json_raw_pick's) the caller reads of every raw result, or NULL: picked while
+         * the worker's frame is checked, so its bytes are walked once. */
+        const char *const *result_paths;
 };
 
 /* One entry per device to supervise: the id passed as --device (uuid, or the fake index),

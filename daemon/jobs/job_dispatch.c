@@ -505,17 +505,19 @@ static void worker_look_serves_head(struct jobs *js, size_t dev, struct device *
  * it sent one and umd can look at the GPU too; else the result waits here (milliseconds:
  * coexist.c looks at once). Where it cannot be held, it is finished now, as before. */
 static void on_part_done(void *userdata, size_t dev, const char *job_id, enum part_outcome outcome,
-                         json_t *result, const json_t *look, const char *error,
-                         double cold_start_ms)
+                         json_t *result, const json_t *picked, const json_t *look,
+                         const char *error, double cold_start_ms)
 {
         struct jobs *js = userdata;
         struct held_done *h = NULL;
         struct device *d;
-        /* What metrics read of a result kept as bytes, found before core_lock is taken: the
-         * walk through the bytes was a tenth of what a part's end held the lock for. */
-        _cleanup_json_ json_t *seen = outcome == PART_SUCCEEDED && json_raw_get(result, NULL, NULL)
-                                          ? json_raw_pick(result, metrics_result_paths)
-                                          : NULL;
+        /* What metrics read of a result kept as bytes: picked by the supervisor as the worker's
+         * frame was checked (result_paths), else found here, before core_lock is taken (the
+         * walk through the bytes was a tenth of what a part's end held the lock for). */
+        bool raw = outcome == PART_SUCCEEDED && json_raw_get(result, NULL, NULL);
+        _cleanup_json_ json_t *seen = !raw     ? NULL
+                                      : picked ? json_incref((json_t *)picked)
+                                               : json_raw_pick(result, metrics_result_paths);
         int others = others_after(js, dev, look);
 
         core_lock();
@@ -861,6 +863,7 @@ void job_dispatch_callbacks(struct jobs *js, struct supervisor_callbacks *ret)
             .part_done = on_part_done,
             .worker_state = on_worker_state,
             .userdata = js,
+            .result_paths = metrics_result_paths,
         };
 }
 

@@ -459,6 +459,72 @@ static void test_pick_of_every_member_is_the_tree(void **state)
         }
 }
 
+/* Picked while the frame is checked: the same tree json_raw_pick gives of the member's bytes,
+ * for members made to hold what the paths name (objects in arrays, scalars, nesting) among
+ * random others, inside a frame with members before and after it. */
+static void test_pick_while_checking_is_the_pick_of_the_bytes(void **state)
+{
+        static const char *const paths[] = {"a", "m[].x", "m[].y", "z", NULL};
+
+        for (int i = 0; i < 5000; i++) {
+                json_t *res = json_object(), *frame, *m = json_array(), *want, *got = NULL, *raw;
+                struct json_span span = {0, 0};
+                size_t len;
+                char *s;
+
+                json_object_set_new(res, "a", random_value(1));
+                json_object_set_new(res, "b", random_value(0));
+                for (unsigned k = rnd(4); k > 0; k--) {
+                        json_t *o = rnd(4) ? json_object() : random_value(2);
+                        if (json_is_object(o) && rnd(2))
+                                json_object_set_new(o, "x", random_value(2));
+                        if (json_is_object(o) && rnd(2))
+                                json_object_set_new(o, "w", random_value(2));
+                        json_array_append_new(m, o);
+                }
+                json_object_set_new(res, rnd(5) ? "m" : "n", m);
+                if (rnd(2))
+                        json_object_set_new(res, "z", random_value(1));
+                frame = json_pack("{s:s, s:o, s:i}", "job", "j", "result", res, "z", 1);
+                s = json_dump_compact(frame, &len);
+                assert_true(json_canonical_pick(s, len, 64, "result", paths, &span, &got));
+                assert_non_null(got);
+                raw = json_raw_new(s + span.off, span.len);
+                want = json_raw_pick(raw, paths);
+                if (!json_equal(got, want))
+                        fail_msg("picked otherwise while checking %s", s);
+                json_decref(got);
+                json_decref(want);
+                json_decref(raw);
+                free(s);
+                json_decref(frame);
+        }
+}
+
+/* No pick where the member is missing or not an object; and none from a frame refused. */
+static void test_pick_while_checking_needs_an_object_member(void **state)
+{
+        static const char *const paths[] = {"a", NULL};
+        const char *cases[] = {"{\"job\":1}", "{\"result\":[1]}", "{\"result\":\"x\"}"};
+        json_t *got = json_true(), *keep = got;
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                got = keep;
+                assert_true(json_canonical_pick(cases[i], strlen(cases[i]), 64, "result", paths,
+                                                NULL, &got));
+                assert_null(got);
+        }
+        const char *spaced = "{\"result\":{\"a\":1} }", *empty = "{\"result\":{}}";
+        got = keep;
+        assert_false(json_canonical_pick(spaced, strlen(spaced), 64, "result", paths, NULL, &got));
+        assert_ptr_equal(got, keep);
+        assert_true(json_canonical_pick(empty, strlen(empty), 64, "result", paths, NULL, &got));
+        assert_non_null(got);
+        assert_int_equal(json_object_size(got), 0);
+        json_decref(got);
+        json_decref(keep);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -467,6 +533,8 @@ int main(void)
             cmocka_unit_test(test_forms_jansson_never_writes_are_refused),
             cmocka_unit_test(test_canonical_load_builds_what_jansson_parses),
             cmocka_unit_test(test_every_byte_in_a_string_and_a_key),
+            cmocka_unit_test(test_pick_while_checking_is_the_pick_of_the_bytes),
+            cmocka_unit_test(test_pick_while_checking_needs_an_object_member),
             cmocka_unit_test(test_canonical_load_refuses_what_it_is_not_sure_of),
             cmocka_unit_test(test_repeated_and_integral_reals),
             cmocka_unit_test(test_depth_limit_as_json_parse_strict),

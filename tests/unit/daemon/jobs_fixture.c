@@ -382,7 +382,7 @@ void fx_part_done_looked(size_t dev, const char *id, enum part_outcome outcome,
         json_t *look = look_json ? json_loads(look_json, 0, NULL) : NULL;
 
         assert_true(!look_json || look);
-        fx->cb.part_done(fx->cb.userdata, dev, id, outcome, result, look,
+        fx->cb.part_done(fx->cb.userdata, dev, id, outcome, result, NULL, look,
                          outcome == PART_FAILED ? "it failed" : NULL, -1);
         json_decref(result);
         json_decref(look);

@@ -32,6 +32,9 @@ struct part {
         enum part_outcome outcome;
         json_t *result;
         bool raw; /* the result came as the worker's bytes (a raw node) */
+        /* what PATHS name in it, picked as the frame was checked, and read again here from the
+         * bytes (json_raw_pick): the two must agree */
+        json_t *seen, *picked_again;
         char error[256];
         double cold_start_ms;
 };
@@ -49,8 +52,12 @@ struct rec {
 static struct rec rec;
 static struct umd_config cfg;
 
+static const char *const PATHS[] = {"benchmark", "measurements[].name", "measurements[].gbps",
+                                    NULL};
+
 static void on_part(void *userdata, size_t device, const char *job_id, enum part_outcome outcome,
-                    json_t *result, const json_t *look, const char *error, double cold_start_ms)
+                    json_t *result, const json_t *seen, const json_t *look, const char *error,
+                    double cold_start_ms)
 {
         struct rec *r = userdata;
 
@@ -64,6 +71,8 @@ static void on_part(void *userdata, size_t device, const char *job_id, enum part
                 /* A canonical result comes as its bytes (a raw node): read as a tree here. */
                 p->raw = json_raw_get(result, NULL, NULL);
                 p->result = result ? json_raw_tree(result) : NULL;
+                p->seen = seen ? json_deep_copy(seen) : NULL;
+                p->picked_again = p->raw ? json_raw_pick(result, PATHS) : NULL;
                 snprintf(p->error, sizeof(p->error), "%s", error ? error : "");
                 p->cold_start_ms = cold_start_ms;
         }
@@ -152,8 +161,11 @@ static int setup(void **state)
                 fprintf(stderr, "UMD_WORKER must name the umd-worker binary\n");
                 return -1;
         }
-        for (size_t i = 0; i < rec.n_parts; i++)
+        for (size_t i = 0; i < rec.n_parts; i++) {
                 json_decref(rec.parts[i].result);
+                json_decref(rec.parts[i].seen);
+                json_decref(rec.parts[i].picked_again);
+        }
         memset(&rec, 0, sizeof(rec));
         pthread_mutex_init(&rec.lock, NULL);
         pthread_cond_init(&rec.cond, NULL);
@@ -183,6 +195,7 @@ static struct supervisor *start_cold(size_t n)
             .part_done = on_part,
             .worker_state = on_state,
             .userdata = &rec,
+            .result_paths = PATHS,
         };
         struct supervisor *s = NULL;
 
@@ -250,7 +263,10 @@ static void test_job_succeeds_on_each_device(void **state)
         assert_int_equal(p.outcome, PART_SUCCEEDED);
         assert_int_equal(p.device, 0);
         assert_non_null(p.result);
-        assert_true(p.raw); /* umd-worker writes its frames canonically: kept as bytes */
+        assert_true(p.raw);      /* umd-worker writes its frames canonically: kept as bytes */
+        assert_non_null(p.seen); /* and what result_paths name was picked on the way */
+        assert_true(json_equal(p.seen, p.picked_again));
+        assert_string_equal(json_string_value(json_object_get(p.seen, "benchmark")), "copy");
         assert_true(json_is_true(json_object_get(p.result, "fake")));
         assert_string_equal(
             json_string_value(json_object_get(
