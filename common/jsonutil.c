@@ -23,6 +23,9 @@ struct dump_buf {
         char *data;
         size_t len, cap;
         bool sort; /* the own dumper's: keys in jansson's JSON_SORT_KEYS order */
+        /* json_dump_compact_with: the top level's members to leave out or replace */
+        const struct json_override *ov;
+        size_t n_ov;
 };
 
 static bool dump_reserve(struct dump_buf *d, size_t n)
@@ -249,6 +252,16 @@ static int member_cmp(const void *a, const void *b)
 
 static bool dump_value(struct dump_buf *d, const json_t *j, size_t depth);
 
+/* The override of the top level's member key, or NULL. */
+static const struct json_override *override_of(const struct dump_buf *d, const char *key,
+                                               size_t len)
+{
+        for (size_t k = 0; k < d->n_ov; k++)
+                if (strlen(d->ov[k].key) == len && memcmp(d->ov[k].key, key, len) == 0)
+                        return &d->ov[k];
+        return NULL;
+}
+
 static bool dump_object(struct dump_buf *d, const json_t *j, size_t depth)
 {
         struct member stack[DUMP_SORT_STACK], *m = stack;
@@ -258,10 +271,19 @@ static bool dump_object(struct dump_buf *d, const json_t *j, size_t depth)
         if (n > DUMP_SORT_STACK && !(m = malloc(n * sizeof(*m))))
                 return false;
         for (void *it = json_object_iter((json_t *)j); it && i < n;
-             it = json_object_iter_next((json_t *)j, it), i++) {
+             it = json_object_iter_next((json_t *)j, it)) {
                 m[i].key = json_object_iter_key(it);
                 m[i].len = json_object_iter_key_len(it);
                 m[i].value = json_object_iter_value(it);
+                if (depth == 0 && d->n_ov) {
+                        const struct json_override *o = override_of(d, m[i].key, m[i].len);
+
+                        if (o && !o->value)
+                                continue;
+                        if (o)
+                                m[i].value = (json_t *)o->value; /* only read */
+                }
+                i++;
         }
         n = i;
         if (d->sort) {
@@ -333,6 +355,19 @@ char *json_dump_own(const json_t *j, bool sort, size_t *ret_len)
         if (!j)
                 return NULL;
         return dump_finish(&d, dump_value(&d, j, 0), ret_len);
+}
+
+char *json_dump_compact_with(const json_t *obj, const struct json_override *ov, size_t n_ov,
+                             size_t *ret_len)
+{
+        struct dump_buf d = {.sort = true, .ov = ov, .n_ov = n_ov};
+
+        if (!json_is_object(obj))
+                return NULL;
+        /* No fallback to jansson, which knows no overrides: umd's dumper gives up only on a
+         * string that is not UTF-8 or a tree deeper than it goes, neither of which a caller's
+         * document holds. */
+        return dump_finish(&d, dump_value(&d, obj, 0), ret_len);
 }
 
 static char *dump_compact(const json_t *j, bool sort, size_t *ret_len)

@@ -17,6 +17,17 @@ char *json_dump_unsorted(const json_t *j, size_t *ret_len);
  * first: NULL where it gives up (a string that is not UTF-8, a tree deeper than 2048) or memory
  * ran out, where they then ask jansson. For the test that holds it to jansson's bytes. */
 char *json_dump_own(const json_t *j, bool sort, size_t *ret_len);
+/* A member of a top level to dump otherwise: left out (value NULL) or with value in its place. */
+struct json_override {
+        const char *key;
+        const json_t *value;
+};
+/* json_dump_compact of the object obj as if its top level had the members ov says left out or
+ * replaced (a replacement of a member obj lacks is not added): the bytes without building that
+ * object. NULL when obj is not an object, umd's own dumper gives up (json_dump_own) or memory
+ * ran out. */
+char *json_dump_compact_with(const json_t *obj, const struct json_override *ov, size_t n_ov,
+                             size_t *ret_len);
 /* Whether json_dump_compact(j) is surely at most max bytes, found without dumping: a walk that
  * adds each value's longest dump (a string's bytes all escaped, a real's 17 digits). false
  * means only "perhaps not": dump to know. */

@@ -267,38 +267,28 @@ int store_row_from_job(const json_t *job, struct store_row *ret)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
         json_t *parts = json_object_get(job, "parts"), *fin = json_object_get(job, "finished_ms");
-        _cleanup_json_ json_t *pub = NULL;
+        _cleanup_json_ json_t *marked = NULL;
         _cleanup_free_ char *text = NULL;
         struct store_row row = {0};
         bool oom = false;
         size_t n_results = 0, len;
-        const char *k;
-        json_t *v, *p;
+        json_t *p;
         size_t i;
         int r;
 
         if (!id || !uuid_is_valid(id) || !json_is_array(parts))
                 return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
-        /* The public document is the internal one less three keys: a new top level that
-         * shares every value, dumped once. The summary (what lists serve) is the same bytes
-         * unless some part has a result, which is all a queued or running job ever has. */
-        pub = json_object();
-        if (!pub)
-                goto oom;
-        json_object_foreach((json_t *)job, k, v)
-        {
-                if (strcmp(k, "request") == 0 || strcmp(k, "created_ms") == 0 ||
-                    strcmp(k, "finished_ms") == 0)
-                        continue;
-                if (json_object_set(pub, k, v) < 0)
-                        goto oom;
-        }
+        /* The public document is the internal one less three keys, dumped once as if it had
+         * none of them (no new top level is built). The summary (what lists serve) is the same
+         * bytes unless some part has a result, which is all a queued or running job ever has. */
+        struct json_override ov[] = {
+            {"request", NULL}, {"created_ms", NULL}, {"finished_ms", NULL}, {"parts", NULL}};
+        size_t n_ov = 3;
         json_array_foreach(parts, i, p) n_results += json_object_get(p, "result") != NULL;
         if (n_results > 0) {
                 /* The parts again (copies of their top level), each result a mark. */
-                json_t *marked = json_array();
-
-                if (!marked || json_object_set_new(pub, "parts", marked) < 0)
+                marked = json_array();
+                if (!marked)
                         goto oom;
                 json_array_foreach(parts, i, p)
                 {
@@ -313,8 +303,12 @@ int store_row_from_job(const json_t *job, struct store_row *ret)
                                                      sizeof(RESULT_MARK_VALUE) - 1)) < 0)
                                 goto oom;
                 }
+                ov[n_ov++].value = marked;
         }
-        text = json_dump_compact(pub, &len);
+        /* No result is in this dump (each is a mark, its bytes spliced in after), so nothing in
+         * it is deeper than umd's dumper goes or other than UTF-8 (what jansson made): NULL is
+         * out of memory. */
+        text = json_dump_compact_with(job, ov, n_ov, &len);
         if (!text)
                 goto oom;
         if (n_results == 0) {

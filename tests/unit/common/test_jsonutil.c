@@ -287,6 +287,55 @@ static void test_own_dump_is_janssons(void **state)
         assert_true(sorted_big > 10);
 }
 
+/* A top level dumped with members left out or replaced is the dump of the object built so: random
+ * objects, overrides of members they have and lack, large tops past the dumper's stack. */
+static void test_dump_with_overrides_is_the_dump_of_the_changed_object(void **state)
+{
+        static const char *const keys[] = {"a", "b", "parts", "request", "zz"};
+
+        for (int i = 0; i < 5000; i++) {
+                json_t *j = random_tree(3, false), *built, *put[4] = {NULL};
+                struct json_override ov[4];
+                size_t n_ov = rnd(5), len = 0;
+                char *want, *got;
+
+                if (!json_is_object(j)) {
+                        json_decref(j);
+                        j = json_object();
+                }
+                for (size_t k = 0; k < 5; k++)
+                        if (rnd(2))
+                                json_object_set_new(j, keys[k], random_tree(2, false));
+                /* Its top level again, values shared (keys may hold NUL: by length). */
+                built = json_object();
+                for (void *it = json_object_iter(j); it; it = json_object_iter_next(j, it))
+                        json_object_setn(built, json_object_iter_key(it),
+                                         json_object_iter_key_len(it), json_object_iter_value(it));
+                for (size_t k = 0; k < n_ov; k++) {
+                        put[k] = rnd(3) ? random_tree(3, false) : NULL;
+                        ov[k] = (struct json_override){keys[k], put[k]};
+                        if (!put[k])
+                                json_object_del(built, keys[k]);
+                        else if (json_object_get(built, keys[k]))
+                                json_object_set(built, keys[k], put[k]);
+                }
+                want = json_dump_compact(built, NULL);
+                got = json_dump_compact_with(j, ov, n_ov, &len);
+                assert_non_null(got);
+                assert_string_equal(got, want);
+                assert_int_equal(len, strlen(want));
+                free(want);
+                free(got);
+                for (size_t k = 0; k < n_ov; k++)
+                        json_decref(put[k]);
+                json_decref(built);
+                json_decref(j);
+        }
+        json_t *not_object = json_array();
+        assert_null(json_dump_compact_with(not_object, NULL, 0, NULL));
+        json_decref(not_object);
+}
+
 /* A tree deeper than the dumper goes is still dumped (by jansson). */
 static void test_deep_tree_is_dumped_by_jansson(void **state)
 {
@@ -406,6 +455,7 @@ int main(void)
             cmocka_unit_test(test_dump_fits_bounds_the_dump),
             cmocka_unit_test(test_own_dump_is_janssons),
             cmocka_unit_test(test_deep_tree_is_dumped_by_jansson),
+            cmocka_unit_test(test_dump_with_overrides_is_the_dump_of_the_changed_object),
         };
 
         return cmocka_run_group_tests_name("jsonutil", tests, NULL, NULL);

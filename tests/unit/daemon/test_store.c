@@ -149,6 +149,36 @@ static void stored_bytes(struct store *s, const char *id, char **ret_doc, char *
         assert_int_equal(n, 1);
 }
 
+/* A result deeper than umd's own dumper goes is still stored, as jansson dumps the document: the
+ * document is dumped with a mark in its place, the result alone (by jansson) and spliced in. */
+static void test_a_result_deeper_than_the_dumper_is_stored_whole(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX];
+        json_t *j = job_at(id, 1000000, "succeeded", "copy", u, 1), *deep = json_array(), *a = deep;
+        char *doc, *sum, *want;
+
+        for (int i = 0; i < 2100; i++) {
+                json_t *b = json_array();
+                json_array_append_new(a, b);
+                a = b;
+        }
+        json_object_set_new(json_array_get(json_object_get(j, "parts"), 0), "result", deep);
+        put_sync(f->s, j);
+        stored_bytes(f->s, id, &doc, &sum);
+        json_object_del(j, "request");
+        json_object_del(j, "created_ms");
+        json_object_del(j, "finished_ms");
+        want = json_dump_compact(j, NULL);
+        assert_string_equal(doc, want);
+        assert_null(strstr(sum, "\"result\""));
+        free(want);
+        free(doc);
+        free(sum);
+        json_decref(j);
+}
+
 /* A result kept as the worker's bytes (a raw node) is stored exactly as its tree would have
  * been: the same document (results spliced in at their places), the same summary (no result),
  * for parts with and without one, a null result, and results with escapes, reals and nesting. */
@@ -1355,6 +1385,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_put_get_public_form, setup, teardown),
             cmocka_unit_test_setup_teardown(test_sqlite_keeps_no_allocation_counts, setup,
                                             teardown),
+            cmocka_unit_test_setup_teardown(test_a_result_deeper_than_the_dumper_is_stored_whole,
+                                            setup, teardown),
             cmocka_unit_test_setup_teardown(test_wal_stats_count_waited_and_lazy_changes, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_wal_stats_count_the_rows_written, setup, teardown),
