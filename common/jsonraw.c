@@ -112,7 +112,7 @@ static inline bool plain_byte(unsigned char c)
 /* A string at s->pos ('"'). When key is not NULL its decoded bytes go there (at most KEY_MAX)
  * and their count to *key_len. The cursor lives in locals and runs of plain bytes are taken at
  * once: through s, every byte's load had to wait for the last store to s->pos (a char may alias
- * it), and this and skip_value were a third of the supervisor's CPU on the H100 host. */
+ * it), and this and skip_value were a third of the supervisor's samples on an H100 host. */
 static bool scan_string(struct scan *s, char *key, size_t *key_len)
 {
         const char *b = s->b;

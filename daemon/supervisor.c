@@ -2,9 +2,11 @@
  * per-part deadlines, cancels, reaping, respawning with backoff and marking a device faulted.
  * Knows nothing of queues, the store or HTTP; never touches CUDA.
  *
- * One thread polls every worker socket, every pidfd and an eventfd (dispatch, cancel and stop
- * wake it). Every process is forked from that thread, because PR_SET_PDEATHSIG follows the
- * thread that forked: workers die with it, never outlive umd.
+ * One thread waits on every worker socket, every pidfd and an eventfd (dispatch, cancel and
+ * stop wake it), through one epoll set: each is added once, when it is made, not passed to the
+ * kernel again at every wait (poll's cost grew with the fds, two a GPU). Every process is forked
+ * from that thread, because PR_SET_PDEATHSIG follows the thread that forked: workers die with it,
+ * never outlive umd.
  *
  * Callbacks are queued as events under the lock and delivered in order by the thread with no
  * lock held, so part_done always precedes the idle state that follows it.
@@ -40,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
@@ -117,6 +120,7 @@ struct supervisor {
         pthread_t thread;
         bool thread_started;
         int efd;
+        int epfd; /* efd, and each slot's fd and pidfd while open */
 
         /* configuration, copied */
         char *worker_path;
@@ -302,12 +306,40 @@ static void kill_worker(struct slot *w, enum kill_reason why, const char *fmt, .
                                 (int)w->pid);
 }
 
-static void close_channel(struct slot *w)
+/* What an epoll event is for: the eventfd, or slot i's socket (i << 1) or pidfd (i << 1 | 1). */
+#define TAG_WAKE UINT64_MAX
+
+static int watch(struct supervisor *s, int fd, uint64_t tag)
 {
-        if (w->fd >= 0)
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
+
+        return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+/* Before fd is closed: a descriptor another process still holds (a child between fork and
+ * exec) would stay in the set after its close. */
+static void unwatch(struct supervisor *s, int fd)
+{
+        (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+static void close_channel(struct supervisor *s, struct slot *w)
+{
+        if (w->fd >= 0) {
+                unwatch(s, w->fd);
                 close(w->fd);
+        }
         w->fd = -1;
         ipc_decoder_free(&w->dec);
+}
+
+static void close_pidfd(struct supervisor *s, struct slot *w)
+{
+        if (w->pidfd >= 0) {
+                unwatch(s, w->pidfd);
+                close(w->pidfd);
+        }
+        w->pidfd = -1;
 }
 
 static void schedule_crash_respawn(struct supervisor *s, struct slot *w, uint64_t now,
@@ -382,6 +414,18 @@ static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
         w->exited = false;
         if (w->pidfd >= 0 && fcntl(w->pidfd, F_SETFD, FD_CLOEXEC) < 0)
                 log_warning_errno(errno, "Device %s: pidfd FD_CLOEXEC: %m", w->dev.id);
+        size_t i = (size_t)(w - s->w);
+        int r = watch(s, w->fd, (uint64_t)i << 1);
+        if (r < 0) {
+                /* Unheard, it could only be found silent later: it goes now, as a crash. */
+                errno = -r;
+                kill_worker(w, KILL_SILENT, "cannot wait on its socket: %m");
+        }
+        /* Without its pidfd watched, the worker's exit is found as without a pidfd. */
+        if (w->pidfd >= 0 && watch(s, w->pidfd, (uint64_t)i << 1 | 1) < 0) {
+                close(w->pidfd);
+                w->pidfd = -1;
+        }
         ipc_decoder_init(&w->dec, IPC_FRAME_MAX);
         w->hello = false;
         w->killed = KILL_NONE;
@@ -454,10 +498,8 @@ static void on_exit_status(struct supervisor *s, struct slot *w, int status, uin
                 /* Why we killed it says more than the SIGKILL it died of. */
                 snprintf(how, sizeof(how), "%s", w->kill_detail);
         }
-        close_channel(w);
-        if (w->pidfd >= 0)
-                close(w->pidfd);
-        w->pidfd = -1;
+        close_channel(s, w);
+        close_pidfd(s, w);
         if (killed == KILL_NONE && !s->stopping && !w->retiring)
                 log_warning("Device %s: worker %d: %s", w->dev.id, (int)w->pid, how);
         else
@@ -650,7 +692,7 @@ static void read_worker(struct supervisor *s, struct slot *w, uint64_t now)
                 if (n > 0) {
                         if (ipc_decoder_feed(&w->dec, buf, (size_t)n) < 0) {
                                 protocol_error(w, "out of memory buffering its messages");
-                                close_channel(w);
+                                close_channel(s, w);
                                 return;
                         }
                         if ((size_t)n < sizeof(buf))
@@ -668,7 +710,7 @@ static void read_worker(struct supervisor *s, struct slot *w, uint64_t now)
                         json_decref(msg);
                         json_decref(seen);
                 }
-                close_channel(w);
+                close_channel(s, w);
                 return;
         }
         while ((r = next_msg(s, w, &msg, &seen)) == 1) {
@@ -681,7 +723,7 @@ static void read_worker(struct supervisor *s, struct slot *w, uint64_t now)
         else if (r == -EBADMSG)
                 protocol_error(w, "frame that is not a JSON message");
         if (r < 0)
-                close_channel(w); /* out of step: nothing more from it can be trusted */
+                close_channel(s, w); /* out of step: nothing more from it can be trusted */
 }
 
 /* --- idle release (lock held) --- */
@@ -800,11 +842,10 @@ static void deliver(struct supervisor *s, struct event *list)
 static void *supervisor_main(void *arg)
 {
         struct supervisor *s = arg;
-        struct pollfd *pfd;
-        size_t max_fds = 1 + 2 * s->n;
+        size_t max_events = 1 + 2 * s->n;
+        struct epoll_event *evs = calloc(max_events, sizeof(*evs));
 
-        pfd = calloc(max_fds, sizeof(*pfd));
-        if (!pfd) {
+        if (!evs) {
                 log_error("Out of memory: the supervisor thread cannot run");
                 return NULL;
         }
@@ -812,7 +853,7 @@ static void *supervisor_main(void *arg)
                 struct event *events;
                 uint64_t now, timeout;
                 bool all_gone = true;
-                size_t nfd = 0;
+                int n;
 
                 pthread_mutex_lock(&s->lock);
                 now = now_monotonic_ms();
@@ -833,13 +874,6 @@ static void *supervisor_main(void *arg)
                 }
                 timeout = next_wakeup(s, now);
                 s->wake_at = now + timeout;
-                pfd[nfd++] = (struct pollfd){.fd = s->efd, .events = POLLIN};
-                for (size_t i = 0; i < s->n; i++) {
-                        if (s->w[i].fd >= 0)
-                                pfd[nfd++] = (struct pollfd){.fd = s->w[i].fd, .events = POLLIN};
-                        if (s->w[i].pidfd >= 0)
-                                pfd[nfd++] = (struct pollfd){.fd = s->w[i].pidfd, .events = POLLIN};
-                }
                 pthread_mutex_unlock(&s->lock);
 
                 /* Callbacks may dispatch or cancel: those only queue work and wake us. */
@@ -847,33 +881,37 @@ static void *supervisor_main(void *arg)
                 if (events)
                         continue; /* a callback may have changed the timers */
 
-                if (poll(pfd, nfd, (int)timeout) < 0 && errno != EINTR) {
-                        log_error_errno(errno, "Supervisor poll: %m");
+                n = epoll_wait(s->epfd, evs, (int)max_events, (int)timeout);
+                if (n < 0 && errno != EINTR) {
+                        log_error_errno(errno, "Supervisor epoll_wait: %m");
                         usleep(100 * 1000);
                         continue;
                 }
 
                 pthread_mutex_lock(&s->lock);
                 now = now_monotonic_ms();
-                if (pfd[0].revents & POLLIN) {
-                        uint64_t v;
+                for (int k = 0; k < n; k++) {
+                        uint64_t tag = evs[k].data.u64;
+                        struct slot *w;
 
-                        (void)!read(s->efd, &v, sizeof(v));
-                }
-                for (size_t k = 1; k < nfd; k++) {
-                        if (!pfd[k].revents)
+                        if (tag == TAG_WAKE) {
+                                uint64_t v;
+
+                                (void)!read(s->efd, &v, sizeof(v));
                                 continue;
-                        for (size_t i = 0; i < s->n; i++) {
-                                /* A pidfd's wake-up lets the next round's reap() look. */
-                                if (s->w[i].pidfd == pfd[k].fd && s->w[i].pidfd >= 0)
-                                        s->w[i].exited = true;
-                                else if (s->w[i].fd == pfd[k].fd && s->w[i].fd >= 0)
-                                        read_worker(s, &s->w[i], now);
                         }
+                        if ((tag >> 1) >= s->n)
+                                continue;
+                        w = &s->w[tag >> 1];
+                        /* A pidfd's wake-up lets the next round's reap() look. */
+                        if (tag & 1)
+                                w->exited = w->pidfd >= 0;
+                        else if (w->fd >= 0)
+                                read_worker(s, w, now);
                 }
                 pthread_mutex_unlock(&s->lock);
         }
-        free(pfd);
+        free(evs);
         return NULL;
 }
 
@@ -884,6 +922,8 @@ static void supervisor_free(struct supervisor *s)
 {
         if (s->efd >= 0)
                 close(s->efd);
+        if (s->epfd >= 0)
+                close(s->epfd);
         free(s->w);
         free(s->worker_path);
         free(s->fake_gpu_state);
@@ -908,6 +948,7 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
         if (!s)
                 return log_error_errno(ENOMEM, "Out of memory");
         s->efd = -1;
+        s->epfd = -1;
         pthread_mutex_init(&s->lock, NULL);
         s->events_tail = &s->events;
         s->worker_path = strdup(cfg->worker_path);
@@ -956,6 +997,16 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
         s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (s->efd < 0) {
                 r = log_error_errno(errno, "eventfd: %m");
+                goto fail;
+        }
+        s->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (s->epfd < 0) {
+                r = log_error_errno(errno, "epoll_create1: %m");
+                goto fail;
+        }
+        r = watch(s, s->efd, TAG_WAKE);
+        if (r < 0) {
+                log_error_errno(r, "epoll_ctl: %m");
                 goto fail;
         }
         s->loop_at = now_monotonic_ms();
@@ -1244,9 +1295,8 @@ void supervisor_stop(struct supervisor *s, unsigned timeout_ms)
                 pthread_join(s->thread, NULL);
 
         for (size_t i = 0; i < s->n; i++) {
-                close_channel(&s->w[i]);
-                if (s->w[i].pidfd >= 0)
-                        close(s->w[i].pidfd);
+                close_channel(s, &s->w[i]);
+                close_pidfd(s, &s->w[i]);
                 json_decref(s->w[i].pending_run);
         }
         while (s->events) {

@@ -4,6 +4,7 @@
  * and repeated crashes fault the device until a worker comes back. Workers start cold: the
  * first part starts one (and says how long that took), and an idle one exits after
  * worker_idle_s, or at once when retired, without counting as a crash. */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -338,6 +339,47 @@ static void test_crash_fails_part_and_respawns(void **state)
         supervisor_stop(s, 2000);
 }
 
+/* The process's open descriptors (its own count in /proc). */
+static size_t open_fds(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        size_t n = 0;
+
+        assert_non_null(d);
+        while (readdir(d))
+                n++;
+        closedir(d);
+        return n;
+}
+
+/* A worker's socket and pidfd are given up with it, and its successor is heard all the same:
+ * four crashes and respawns leave the descriptors as they were. */
+static void test_respawns_leave_no_descriptor_behind(void **state)
+{
+        struct supervisor *s = start(1);
+        json_t *crash = json_pack("{s:b}", "fake_crash", 1);
+        size_t before = open_fds();
+
+        /* Each worker that comes up, and each part it ends, enters idle once: start() left 1. */
+        unsigned idle = 1;
+
+        for (unsigned i = 1; i <= 4; i++) {
+                char job[32];
+
+                snprintf(job, sizeof(job), "crash-%u", i);
+                assert_int_equal(supervisor_dispatch(s, 0, job, "copy", crash, 5000), 0);
+                assert_int_equal(wait_part(job).outcome, PART_FAILED);
+                wait_entered(0, WORKER_IDLE, ++idle); /* the next worker is ready */
+                snprintf(job, sizeof(job), "after-%u", i);
+                assert_job_succeeds(s, job); /* also resets the crash count */
+                wait_entered(0, WORKER_IDLE, ++idle);
+        }
+        assert_int_equal(supervisor_restarts(s, 0), 4);
+        assert_int_equal(open_fds(), before);
+        json_decref(crash);
+        supervisor_stop(s, 2000);
+}
+
 static void test_hang_times_out_and_next_part_runs(void **state)
 {
         struct supervisor *s;
@@ -531,6 +573,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_max_buffer_bytes_reaches_the_worker_on_argv, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_crash_fails_part_and_respawns, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_respawns_leave_no_descriptor_behind, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(test_hang_times_out_and_next_part_runs, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_cancel_is_honoured_by_the_worker, setup, teardown),
