@@ -42,7 +42,7 @@ struct scan {
 };
 
 static bool scan_value(struct scan *s, size_t depth, const char *member, struct json_span *span);
-static bool pick_member(struct pick *p, const char *key, size_t klen, struct json_span v);
+static bool pick_top(void *data, const char *key, size_t klen, struct json_span v);
 
 static bool peek(const struct scan *s, char c)
 {
@@ -404,7 +404,7 @@ static bool scan_object(struct scan *s, size_t depth, const char *member, struct
                         *span = (struct json_span){from, s->pos - from};
                 /* Out of memory picking: the check goes on, the caller picks again itself. */
                 if (pk &&
-                    !pick_member(pk, keys[cur], lens[cur], (struct json_span){from, s->pos - from}))
+                    !pick_top(pk, keys[cur], lens[cur], (struct json_span){from, s->pos - from}))
                         s->pick = NULL;
                 first = false;
                 cur = !cur;
@@ -783,11 +783,6 @@ static bool pick_top(void *data, const char *key, size_t klen, struct json_span 
                         return pick_array(p, key, klen, v);
         }
         return true;
-}
-
-static bool pick_member(struct pick *p, const char *key, size_t klen, struct json_span v)
-{
-        return pick_top(p, key, klen, v);
 }
 
 bool json_canonical_pick(const char *buf, size_t len, size_t max_depth, const char *member,

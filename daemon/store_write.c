@@ -283,7 +283,7 @@ int store_row_from_job(const json_t *job, struct store_row *ret)
          * bytes unless some part has a result, which is all a queued or running job ever has. */
         struct json_override ov[] = {
             {"request", NULL}, {"created_ms", NULL}, {"finished_ms", NULL}, {"parts", NULL}};
-        size_t n_ov = 3;
+        size_t n_ov = 3; /* the fourth, the parts marked, where some part has a result */
         json_array_foreach(parts, i, p) n_results += json_object_get(p, "result") != NULL;
         if (n_results > 0) {
                 /* The parts again (copies of their top level), each result a mark. */
