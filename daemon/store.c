@@ -133,6 +133,42 @@ static void sqlite_config(void)
         (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
+/* SQLite's NOCASE (ASCII A-Z folded to a-z, compared up to the shorter length or a NUL in
+ * the left string, then the shorter first), with the equal bytes skipped eight at a time. The
+ * job ids that every index seek compares are UUIDv7s sharing their first dozen characters (the
+ * time), and the built-in folds each of those bytes at each of the two hundred compares a job's
+ * seeks make: sqlite3_strnicmp was 5% of umd's instructions under a submit load. Its order is the
+ * built-in's exactly (test_nocase_is_sqlites_own_order), so a database written by either, or by
+ * the sqlite3 shell, is read right by the other. */
+static inline unsigned char nocase_fold(unsigned char c)
+{
+        return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
+}
+
+int store_nocase_compare(void *unused, int n1, const void *k1, int n2, const void *k2)
+{
+        const unsigned char *a = k1, *b = k2;
+        int n = n1 < n2 ? n1 : n2, i = 0;
+
+        (void)unused;
+        for (; i + 8 <= n; i += 8) {
+                uint64_t x, y;
+
+                memcpy(&x, a + i, sizeof(x));
+                memcpy(&y, b + i, sizeof(y));
+                /* A NUL ends the built-in's compare: equal words holding one are taken bytewise. */
+                if (x != y || ((x - 0x0101010101010101u) & ~x & 0x8080808080808080u))
+                        break;
+        }
+        for (; i < n; i++) {
+                int d = nocase_fold(a[i]) - nocase_fold(b[i]);
+
+                if (d != 0 || a[i] == 0)
+                        return d != 0 ? d : n1 - n2;
+        }
+        return n1 - n2;
+}
+
 /* Open one connection with the settings every connection needs. */
 int store_db_open(const char *path, bool writer, sqlite3 **ret)
 {
@@ -155,6 +191,10 @@ int store_db_open(const char *path, bool writer, sqlite3 **ret)
                 goto fail;
         sqlite3_extended_result_codes(db, 1);
         sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+        rc = sqlite3_create_collation_v2(db, "NOCASE", SQLITE_UTF8, NULL, store_nocase_compare,
+                                         NULL);
+        if (rc != SQLITE_OK)
+                goto fail;
         rc = sqlite3_exec(db,
                           writer ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
                                    " PRAGMA foreign_keys=OFF;"

@@ -102,6 +102,57 @@ static void test_sqlite_keeps_no_allocation_counts(void **state)
         assert_int_equal(hi, 0);
 }
 
+/* umd's NOCASE orders every pair of strings as SQLite's built-in one does: ASCII letters of
+ * either case, bytes past 0x7f, the characters beside the letters, NULs (where the built-in stops
+ * comparing), and the long shared prefixes of real ids. Asked of SQLite itself through a
+ * connection that keeps the built-in. */
+static void test_nocase_is_sqlites_own_order(void **state)
+{
+        static const char alphabet[] = {'a', 'A',        'z',        'Z',       'q', 'Q',
+                                        '0', '-',        '@',        '[',       '`', '{',
+                                        0,   (char)0x80, (char)0xc3, (char)0xff};
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        char x[40], y[40];
+        unsigned seed = 12345;
+
+        (void)state;
+        assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT ?1 < ?2 COLLATE NOCASE, ?1 = ?2 COLLATE NOCASE",
+                                            -1, &st, NULL),
+                         SQLITE_OK);
+        for (int round = 0; round < 20000; round++) {
+                int nx = (int)(rand_r(&seed) % sizeof(x)), ny = (int)(rand_r(&seed) % sizeof(y));
+                int shared = (int)(rand_r(&seed) % (sizeof(x) + 1));
+
+                for (int i = 0; i < nx; i++)
+                        x[i] = alphabet[rand_r(&seed) % sizeof(alphabet)];
+                for (int i = 0; i < ny; i++)
+                        y[i] = i < shared && i < nx ? x[i]
+                                                    : alphabet[rand_r(&seed) % sizeof(alphabet)];
+                /* A copy in the other case, now and then: equal under NOCASE. */
+                if (round % 5 == 0) {
+                        ny = nx;
+                        for (int i = 0; i < nx; i++)
+                                y[i] = (char)(isalpha((unsigned char)x[i]) ? x[i] ^ 0x20 : x[i]);
+                }
+                sqlite3_bind_text(st, 1, x, nx, SQLITE_STATIC);
+                sqlite3_bind_text(st, 2, y, ny, SQLITE_STATIC);
+                assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+                int less = sqlite3_column_int(st, 0), equal = sqlite3_column_int(st, 1);
+                int ours = store_nocase_compare(NULL, nx, x, ny, y);
+
+                assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+                sqlite3_reset(st);
+                if (equal != (ours == 0) || less != (ours < 0))
+                        fail_msg("round %d: lengths %d and %d: built-in less %d equal %d, ours %d",
+                                 round, nx, ny, less, equal, ours);
+        }
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+}
+
 static void test_put_get_public_form(void **state)
 {
         struct fx *f = *state;
@@ -1382,6 +1433,8 @@ int main(void)
             cmocka_unit_test(test_a_waited_change_takes_its_jobs_earlier_ones),
             cmocka_unit_test(test_a_waited_batch_leaves_changes_younger_than_lazy),
             cmocka_unit_test(test_a_sync_takes_every_change),
+            /* With a store open first: SQLite is initialised by the store's own settings. */
+            cmocka_unit_test_setup_teardown(test_nocase_is_sqlites_own_order, setup, teardown),
             cmocka_unit_test_setup_teardown(test_put_get_public_form, setup, teardown),
             cmocka_unit_test_setup_teardown(test_sqlite_keeps_no_allocation_counts, setup,
                                             teardown),
