@@ -145,21 +145,37 @@ static inline unsigned char nocase_fold(unsigned char c)
         return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
 }
 
+/* The first of the eight bytes at a that differs from b's or is a NUL; 8: none. The NUL test
+ * flags each NUL of a, and spuriously only a byte above a NUL: the lowest flag is exact. */
+static inline int nocase_word_stop(const unsigned char *a, const unsigned char *b)
+{
+        uint64_t x, y, mark;
+
+        memcpy(&x, a, sizeof(x));
+        memcpy(&y, b, sizeof(y));
+        mark = ((x - 0x0101010101010101u) & ~x & 0x8080808080808080u) | (x ^ y);
+        if (mark == 0)
+                return 8;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        return __builtin_ctzll(mark) >> 3;
+#else
+        return 0; /* the bytewise compare finds it */
+#endif
+}
+
 int store_nocase_compare(void *unused, int n1, const void *k1, int n2, const void *k2)
 {
         const unsigned char *a = k1, *b = k2;
-        int n = n1 < n2 ? n1 : n2, i = 0;
+        int n = n1 < n2 ? n1 : n2, i = 0, stop = 8;
 
         (void)unused;
-        for (; i + 8 <= n; i += 8) {
-                uint64_t x, y;
-
-                memcpy(&x, a + i, sizeof(x));
-                memcpy(&y, b + i, sizeof(y));
-                /* A NUL ends the built-in's compare: equal words holding one are taken bytewise. */
-                if (x != y || ((x - 0x0101010101010101u) & ~x & 0x8080808080808080u))
+        for (; i + 8 <= n; i += 8)
+                if ((stop = nocase_word_stop(a + i, b + i)) < 8)
                         break;
-        }
+        if (stop < 8)
+                i += stop;
+        else if (i < n && n >= 8 && nocase_word_stop(a + n - 8, b + n - 8) == 8)
+                return n1 - n2; /* the rest, as the last eight bytes: equal, no NUL */
         for (; i < n; i++) {
                 int d = nocase_fold(a[i]) - nocase_fold(b[i]);
 
