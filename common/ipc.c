@@ -3,15 +3,18 @@
  * send/recv (the worker) validate frames with the same function, so they cannot disagree. */
 #include "ipc.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "jsonraw.h"
 #include "jsonutil.h"
+#include "util.h"
 
 /* Messages are flat (results are at most a few levels deep): anything deeper is an error. */
 #define IPC_MAX_DEPTH 64
@@ -228,22 +231,39 @@ int ipc_encode(const json_t *msg, uint8_t **ret, size_t *ret_len)
 
 int ipc_send(int fd, const json_t *msg)
 {
-        uint8_t *f = NULL;
-        size_t len, off = 0;
-        bool is_socket = true;
+        size_t len;
         int r;
 
-        r = ipc_encode(msg, &f, &len);
-        if (r < 0)
-                return r;
-        while (off < len) {
+        if (!msg)
+                return -EINVAL;
+        char *s = json_dump_compact(msg, &len);
+        if (!s)
+                return -ENOMEM;
+        r = ipc_send_payload(fd, s, len);
+        free(s);
+        return r;
+}
+
+int ipc_send_payload(int fd, const char *payload, size_t len)
+{
+        uint8_t head[IPC_HEADER] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+                                    (uint8_t)len};
+        /* Header and payload in one call, neither copied into a frame of their own. */
+        struct iovec iov[2] = {{.iov_base = head, .iov_len = sizeof(head)},
+                               {.iov_base = (void *)payload, .iov_len = len}};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+        bool is_socket = true;
+
+        if (!payload || len == 0 || len > IPC_FRAME_MAX)
+                return len == 0 || !payload ? -EINVAL : -EMSGSIZE;
+        while (mh.msg_iovlen > 0) {
                 ssize_t w;
 
                 /* MSG_NOSIGNAL: a dead peer is an error to handle, not a SIGPIPE to die of. */
                 if (is_socket)
-                        w = send(fd, f + off, len - off, MSG_NOSIGNAL);
+                        w = sendmsg(fd, &mh, MSG_NOSIGNAL);
                 else
-                        w = write(fd, f + off, len - off);
+                        w = writev(fd, mh.msg_iov, (int)mh.msg_iovlen);
                 if (w < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -251,13 +271,69 @@ int ipc_send(int fd, const json_t *msg)
                                 is_socket = false;
                                 continue;
                         }
-                        r = -errno;
-                        break;
+                        return -errno;
                 }
-                off += (size_t)w;
+                /* A short write: on from the first byte not written. */
+                while (mh.msg_iovlen > 0 && (size_t)w >= mh.msg_iov[0].iov_len) {
+                        w -= (ssize_t)mh.msg_iov[0].iov_len;
+                        mh.msg_iov++;
+                        mh.msg_iovlen--;
+                }
+                if (mh.msg_iovlen > 0) {
+                        mh.msg_iov[0].iov_base = (uint8_t *)mh.msg_iov[0].iov_base + w;
+                        mh.msg_iov[0].iov_len -= (size_t)w;
+                }
         }
-        free(f);
-        return r;
+        return 0;
+}
+
+/* Whether s goes into JSON as it is: printable ASCII but the quote and the backslash (catalog
+ * names and job ids always are). */
+static bool plain_ascii(const char *s)
+{
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e || *s == '"' || *s == '\\')
+                        return false;
+        return true;
+}
+
+char *ipc_run_payload(const char *job_id, const char *benchmark, const json_t *params,
+                      size_t *ret_len)
+{
+        static const char empty[] = "{}";
+        _cleanup_free_ char *p = NULL;
+        size_t plen = sizeof(empty) - 1;
+
+        assert(job_id && benchmark && ret_len);
+        if (!plain_ascii(job_id) || !plain_ascii(benchmark)) {
+                /* Not what umd sends; jansson escapes it, in the same order of keys. */
+                _cleanup_json_ json_t *msg = json_pack(
+                    "{s:s, s:s, s:s, s:o}", "type", "run", "job", job_id, "benchmark", benchmark,
+                    "params", params ? json_incref((json_t *)params) : json_object());
+                return msg ? json_dump_compact(msg, ret_len) : NULL;
+        }
+        if (params && !(p = json_dump_compact(params, &plen)))
+                return NULL;
+        /* Keys in json_dump_compact's order (sorted): the same bytes as the message's dump. */
+        size_t blen = strlen(benchmark), jlen = strlen(job_id);
+        size_t len = strlen("{\"benchmark\":\"\",\"job\":\"\",\"params\":,\"type\":\"run\"}") +
+                     blen + jlen + plen;
+        char *out = malloc(len + 1), *o = out;
+        if (!out)
+                return NULL;
+#define PUT(src, n) (memcpy(o, (src), (n)), o += (n))
+        PUT("{\"benchmark\":\"", strlen("{\"benchmark\":\""));
+        PUT(benchmark, blen);
+        PUT("\",\"job\":\"", strlen("\",\"job\":\""));
+        PUT(job_id, jlen);
+        PUT("\",\"params\":", strlen("\",\"params\":"));
+        PUT(p ? p : empty, plen);
+        PUT(",\"type\":\"run\"}", strlen(",\"type\":\"run\"}"));
+#undef PUT
+        *o = '\0';
+        assert((size_t)(o - out) == len);
+        *ret_len = len;
+        return out;
 }
 
 /* 0 when len bytes were read, 1 on EOF before any byte, -errno otherwise. */

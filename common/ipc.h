@@ -57,6 +57,14 @@ int ipc_decoder_next_pick(struct ipc_decoder *d, const char *raw_key, const char
 int ipc_encode(const json_t *msg, uint8_t **ret, size_t *ret_len);
 /* Blocking: write one whole frame to fd (retries EINTR, short writes). 0 or -errno. */
 int ipc_send(int fd, const json_t *msg);
+/* ipc_send of a payload already dumped (len bytes of one JSON object, as ipc_encode would dump
+ * it): 0, -EINVAL (empty), -EMSGSIZE or -errno. */
+int ipc_send_payload(int fd, const char *payload, size_t len);
+/* The run message's payload, {"type":"run","job":...,"benchmark":...,"params":...} dumped as
+ * ipc_send would dump it (params NULL: {}), written without building the message: a part's
+ * start sends one. malloc'd, NUL-terminated; NULL when out of memory. */
+char *ipc_run_payload(const char *job_id, const char *benchmark, const json_t *params,
+                      size_t *ret_len);
 /* Blocking: read exactly one frame from fd. 1 with *ret, 0 on clean EOF before a frame,
  * -errno / -EMSGSIZE / -EBADMSG otherwise. */
 int ipc_recv(int fd, size_t max_frame, json_t **ret);

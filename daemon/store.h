@@ -57,10 +57,20 @@ void store_close(struct store *s);
  * caller must store_wait() or store_poll() it; without, a failure is only logged. 0, -EINVAL (no
  * valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-/* store_put for a change an answer will show as it is written (a submit): once committed, the
- * ticket keeps the bytes of the public document its write carried, for store_wait_doc, so that
- * the answer needs no dump of its own. ret_ticket is required. */
-int store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+/* A new job's first write (a submit), made from its tree while the tree is still the caller's
+ * alone: no snapshot, no lock, and the writer finds its row made. job's "id" (a valid UUID) is
+ * a stand-in that store_put_new replaces: ids are taken in the order jobs are queued, under
+ * core_lock, and the dump need not wait for that. 0, -EINVAL (no valid id or parts) or
+ * -ENOMEM, logged; *ret untouched on failure. */
+struct store_new;
+int store_new_prepare(const json_t *job, struct store_new **ret);
+/* Queue p (taken, whatever the outcome) as a write of the job with id id: its stand-in in the
+ * row and the document's bytes replaced by id. Once committed, the ticket (required) keeps the
+ * bytes of the public document its write carried, for store_wait_doc, so that the answer needs
+ * no dump of its own. 0, -EINVAL (id not a UUID) or -ENOMEM, logged; nothing queued on failure. */
+int store_put_new(struct store *s, struct store_new *p, const char *id,
+                  struct store_ticket **ret_ticket);
+void store_new_free(struct store_new *p);
 /* Queue a write of part idx's state alone, the job's document left as it is: a part's start,
  * which a restart must find (to say the part was interrupted rather than run it again), costs a
  * small row instead of a dump and the job's whole row. The document catches up with a later
@@ -73,7 +83,7 @@ int store_put_part(struct store *s, const char *job_id, size_t idx, const char *
  * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
  * disk full, -EIO: anything else). */
 int store_wait(struct store_ticket *t);
-/* store_wait, and for a ticket of store_put_answered whose commit carried its document (not
+/* store_wait, and for a ticket of store_put_new whose commit carried its document (not
  * superseded by a later change of the same job in its batch), those bytes: *ret_doc (malloc'd,
  * *ret_len long, exactly what store_public_copy's compact dump of the job as put would be) is
  * set only when 0 is returned and they were kept; otherwise it is left untouched. */

@@ -105,6 +105,7 @@ struct store_row {
         char *state, *benchmark, *client, *idem, *request, *priority;
         int64_t created_ms, finished_ms;
         bool finished, cancel_requested;
+        bool fresh; /* a new job's first write (store_put_new): none of its parts' rows exist */
         char *doc, *summary;
         size_t doc_len, sum_len;
         struct store_part_row *parts;
@@ -137,7 +138,7 @@ struct store_ticket {
         size_t part_idx;
         const char *part_state;
         bool waited; /* someone will store_wait/poll: the writer must not free it */
-        /* store_put_answered's: once committed, the document's bytes its own write carried
+        /* store_put_new's: once committed, the document's bytes its own write carried
          * (row.doc) stay here for store_wait_doc instead of being freed. */
         bool keep_doc;
         char *kept_doc;

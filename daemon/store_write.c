@@ -420,7 +420,10 @@ int store_write_row(struct store *s, const struct store_row *row)
                                 return r;
                 }
         }
-        /* Parts beyond the job's (none, unless a document shrank): gone. */
+        /* Parts beyond the job's (none, unless a document shrank): gone. A new job's id is
+         * new, so no row of it was there to go. */
+        if (row->fresh)
+                return 0;
         st = s->w[W_DEL_PARTS];
         sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)row->n_parts);
@@ -1207,8 +1210,8 @@ static void ticket_queue_locked(struct store *s, struct store_ticket *t)
         }
         s->tail = t;
         s->queued++;
-        if (t->part_only)
-                return;
+        if (!t->snap)
+                return; /* a part's state, or a row made already: nothing for a drain */
         t->prep_prev = s->prep_tail;
         if (s->prep_tail)
                 s->prep_tail->prep_next = t;
@@ -1217,7 +1220,7 @@ static void ticket_queue_locked(struct store *s, struct store_ticket *t)
         s->prep_tail = t;
 }
 
-static int put(struct store *s, const json_t *job, bool keep_doc, struct store_ticket **ret_ticket)
+int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
         struct store_ticket *t;
@@ -1241,7 +1244,6 @@ static int put(struct store *s, const json_t *job, bool keep_doc, struct store_t
          * cached bytes (if any) are no longer the truth all the same. */
         store_cache_evict(s, t->row.id);
         t->waited = ret_ticket != NULL;
-        t->keep_doc = keep_doc;
         t->queued_ms = now_monotonic_ms();
         pthread_mutex_lock(&s->mu);
         ticket_queue_locked(s, t);
@@ -1255,15 +1257,95 @@ static int put(struct store *s, const json_t *job, bool keep_doc, struct store_t
         return 0;
 }
 
-int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+struct store_new {
+        struct store_row row;
+        /* Where the stand-in id's characters are in row.doc and in row.summary (a buffer of its
+         * own when some part has a result, even a null one). */
+        size_t id_at_doc, id_at_sum;
+};
+
+/* The offset of the top level's id in a document's bytes, just past its opening quote: keys
+ * come sorted and those before "id" hold scalars only, so its first appearance as a key is the
+ * top level's (a string holding the pattern has its quotes escaped). false: not there. */
+static bool find_id(const char *doc, size_t len, const char *id, size_t *ret)
 {
-        return put(s, job, false, ret_ticket);
+        char key[sizeof("\"id\":\"\"") + UUID_STRING_MAX];
+        int n = snprintf(key, sizeof(key), "\"id\":\"%s\"", id);
+        const char *at = memmem(doc, len, key, (size_t)n);
+
+        if (!at)
+                return false;
+        *ret = (size_t)(at - doc) + strlen("\"id\":\"");
+        return true;
 }
 
-int store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+int store_new_prepare(const json_t *job, struct store_new **ret)
 {
-        assert(ret_ticket);
-        return put(s, job, true, ret_ticket);
+        const char *id = json_string_value(json_object_get(job, "id"));
+        struct store_new *p;
+        int r;
+
+        assert(ret);
+        if (!id || !uuid_is_valid(id))
+                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return log_error_errno(ENOMEM, "Cannot queue a new job's write");
+        r = store_row_from_job(job, &p->row);
+        if (r < 0) {
+                free(p);
+                return r;
+        }
+        if (!find_id(p->row.doc, p->row.doc_len, id, &p->id_at_doc) ||
+            !find_id(p->row.summary, p->row.sum_len, id, &p->id_at_sum)) {
+                store_new_free(p);
+                return log_error_errno(EINVAL, "Job %s: its id not found in its document", id);
+        }
+        *ret = p;
+        return 0;
+}
+
+void store_new_free(struct store_new *p)
+{
+        if (!p)
+                return;
+        store_row_free(&p->row);
+        free(p);
+}
+
+int store_put_new(struct store *s, struct store_new *p, const char *id,
+                  struct store_ticket **ret_ticket)
+{
+        struct store_ticket *t;
+
+        assert(p && ret_ticket);
+        if (!id || !uuid_is_valid(id) || strlen(id) != strlen(p->row.id)) {
+                store_new_free(p);
+                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+        }
+        t = calloc(1, sizeof(*t));
+        if (!t) {
+                store_new_free(p);
+                return log_error_errno(ENOMEM, "Cannot queue job %s's change", id);
+        }
+        memcpy(p->row.doc + p->id_at_doc, id, strlen(id));
+        if (p->row.summary != p->row.doc)
+                memcpy(p->row.summary + p->id_at_sum, id, strlen(id));
+        snprintf(p->row.id, sizeof(p->row.id), "%s", id);
+        p->row.fresh = true;
+        t->row = p->row;
+        free(p);
+        /* Made already: no drain is asked for it, and the writer takes the row as it is. */
+        atomic_init(&t->prep, PREP_OWNED);
+        store_cache_evict(s, t->row.id);
+        t->waited = true;
+        t->keep_doc = true;
+        t->queued_ms = now_monotonic_ms();
+        pthread_mutex_lock(&s->mu);
+        ticket_queue_locked(s, t);
+        pthread_mutex_unlock(&s->mu);
+        *ret_ticket = t;
+        return 0;
 }
 
 int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state)

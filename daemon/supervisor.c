@@ -92,7 +92,8 @@ struct slot {
         bool cancelling;
         uint64_t cancel_kill_at;
 
-        json_t *pending_run;  /* the run message a cold start sends after hello */
+        char *pending_run; /* the run message's payload a cold start sends after hello */
+        size_t pending_run_len;
         double cold_start_ms; /* of the part in hand; < 0 when it found the worker warm */
         uint64_t idle_since;
         bool retire_requested, exit_after_each_part;
@@ -246,7 +247,7 @@ static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome 
         w->deadline = 0;
         w->cancelling = false;
         w->cold_start_ms = -1;
-        json_decref(w->pending_run);
+        free(w->pending_run);
         w->pending_run = NULL;
 }
 
@@ -610,9 +611,9 @@ static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, json_t
                 w->hello = true;
                 log_info("Device %s: worker %d ready", w->dev.id, (int)w->pid);
                 if (w->pending_run && w->has_part) {
-                        int r = ipc_send(w->fd, w->pending_run);
+                        int r = ipc_send_payload(w->fd, w->pending_run, w->pending_run_len);
 
-                        json_decref(w->pending_run);
+                        free(w->pending_run);
                         w->pending_run = NULL;
                         w->cold_start_ms = (double)(now - w->spawned_at);
                         /* It died after its hello: its exit status (reaped next) says how. */
@@ -1024,18 +1025,6 @@ fail:
         return r;
 }
 
-/* The worker's limits travel one way only, on its argv at spawn (fixed for the process, as its
- * CUDA context and pool are): a run carries none. */
-static json_t *run_message(const struct supervisor *s, const char *job_id, const char *benchmark,
-                           const json_t *params)
-{
-        /* "o" takes the reference: a borrowed params is increfed, a missing one is made. */
-        json_t *p = params ? json_incref((json_t *)params) : json_object();
-
-        return json_pack("{s:s, s:s, s:s, s:o}", "type", "run", "job", job_id, "benchmark",
-                         benchmark, "params", p);
-}
-
 static void take_part(struct slot *w, const char *job_id, uint64_t timeout_ms, uint64_t now)
 {
         w->has_part = true;
@@ -1051,14 +1040,17 @@ static int dispatch_cold(struct supervisor *s, struct slot *w, const char *job_i
                          const char *benchmark, const json_t *params, uint64_t timeout_ms)
 {
         uint64_t now = now_monotonic_ms();
-        json_t *msg = run_message(s, job_id, benchmark, params);
+        size_t len;
+        char *msg = ipc_run_payload(job_id, benchmark, params, &len);
 
         if (!msg)
                 return log_error_errno(ENOMEM, "Out of memory");
         /* The supervisor thread forks it (PR_SET_PDEATHSIG follows the forking thread, and the
          * caller's thread may end before the worker should). */
         take_part(w, job_id, timeout_ms, now);
+        free(w->pending_run);
         w->pending_run = msg;
+        w->pending_run_len = len;
         w->retire_requested = false;
         w->respawn_at = now;
         set_state(s, w, WORKER_STARTING, "starting a worker for job %s", job_id);
@@ -1070,7 +1062,8 @@ int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
                         const char *benchmark, const json_t *params, uint64_t timeout_ms)
 {
         struct slot *w;
-        json_t *msg;
+        char *msg;
+        size_t len;
         uint64_t now;
         int r;
 
@@ -1096,13 +1089,13 @@ int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
                         : -ENODEV;
                 goto out;
         }
-        msg = run_message(s, job_id, benchmark, params);
+        msg = ipc_run_payload(job_id, benchmark, params, &len);
         if (!msg) {
                 r = log_error_errno(ENOMEM, "Out of memory");
                 goto out;
         }
-        r = ipc_send(w->fd, msg);
-        json_decref(msg);
+        r = ipc_send_payload(w->fd, msg, len);
+        free(msg);
         now = now_monotonic_ms();
         if (r < 0) {
                 log_warning_errno(r, "Device %s: cannot send job %s to the worker: %m", w->dev.id,
@@ -1297,7 +1290,7 @@ void supervisor_stop(struct supervisor *s, unsigned timeout_ms)
         for (size_t i = 0; i < s->n; i++) {
                 close_channel(s, &s->w[i]);
                 close_pidfd(s, &s->w[i]);
-                json_decref(s->w[i].pending_run);
+                free(s->w[i].pending_run);
         }
         while (s->events) {
                 struct event *e = s->events;

@@ -179,6 +179,18 @@ static int job_take_id(struct job *j)
         return json_object_set_new(j->doc, "id", id) < 0 ? -ENOMEM : 0;
 }
 
+/* The new job's first write, made before core_lock while its tree is this thread's alone, under
+ * an id of its own that job_submit's store_put_new replaces with the one taken in queue order.
+ * 0, or -errno (logged). */
+static int job_prepare_write(struct job *j, struct store_new **ret)
+{
+        int r = job_take_id(j);
+
+        if (r < 0)
+                return log_error_errno(r, "Cannot make a new job's write: %m");
+        return store_new_prepare(j->doc, ret);
+}
+
 /* Whether j's document is still the one its submission's write carried. Every later change of
  * a document marks it rewritten (job_persist, job_persist_soon, a cancel), except a part failed
  * while queueing, which leaves the part not queued: job_compact rests on the same rules. */
@@ -265,6 +277,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         struct problem parse_p = {0};
         const struct bench_def *b;
         struct job *fresh = NULL, *j;
+        struct store_new *prepared = NULL; /* fresh's write, made outside the lock */
         char *kept = NULL; /* the bytes of the submission's write (store_wait_doc) */
         size_t kept_len = 0;
         int r, parsed;
@@ -278,7 +291,9 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         /* Outside the lock (see the top); what it finds wrong is said only once the key is known
          * not to name an earlier job, which is answered whatever this body would be now. */
         parsed = spec_parse(js->cfg, body, b, &spec, &parse_p);
-        if (parsed >= 0 && !(fresh = job_new(body, request, &spec, idem, client))) {
+        if (parsed >= 0 && (!(fresh = job_new(body, request, &spec, idem, client)) ||
+                            job_prepare_write(fresh, &prepared) < 0)) {
+                job_free(fresh);
                 spec_done(&spec);
                 return problem_set(p, 500, "", "out of memory");
         }
@@ -333,7 +348,9 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         }
         j = fresh;
         fresh = NULL; /* the index has it */
-        if (store_put_answered(js->store, j->doc, &ticket) < 0) {
+        r = store_put_new(js->store, prepared, j->id, &ticket);
+        prepared = NULL; /* taken */
+        if (r < 0) {
                 job_unsubmit(js, j);
                 r = problem_set(p, 500, "", "out of memory");
                 goto out;
@@ -394,6 +411,7 @@ out:
         jobs_unlock(js);
         free(kept);
         job_free(fresh); /* made, never queued: a replay, a full queue, no memory */
+        store_new_free(prepared);
         spec_done(&spec);
         return r;
 }

@@ -303,6 +303,58 @@ static void test_send_recv_over_socketpair(void **state)
         json_decref(msg);
 }
 
+/* The run payload written by hand is the bytes the message's dump is, escapes and all. */
+static void assert_run_payload_is_dump(const char *job, const char *bench, json_t *params)
+{
+        json_t *msg = json_pack("{s:s, s:s, s:s, s:o}", "type", "run", "job", job, "benchmark",
+                                bench, "params", params ? json_incref(params) : json_object());
+        size_t want_len, got_len;
+        char *want = json_dump_compact(msg, &want_len);
+        char *got = ipc_run_payload(job, bench, params, &got_len);
+
+        assert_non_null(got);
+        assert_int_equal(got_len, want_len);
+        assert_string_equal(got, want);
+        free(want);
+        free(got);
+        json_decref(msg);
+}
+
+static void test_run_payload_is_the_messages_dump(void **state)
+{
+        json_t *params = json_pack("{s:I, s:s, s:{s:[i,f]}, s:n}", "size", (json_int_t)4096,
+                                   "access", "str\"ided\\", "nested", "a", 1, 0.5, "z", NULL);
+
+        assert_run_payload_is_dump("0190aa5e-1c2b-7d3e-8f40-123456789abc", "copy", params);
+        assert_run_payload_is_dump("0190aa5e-1c2b-7d3e-8f40-123456789abc", "copy", NULL);
+        /* Not what umd sends, but sent right: escaped as jansson escapes. */
+        assert_run_payload_is_dump("id \"quoted\" \\ \x01", "b\xc3\xa9nch", params);
+        json_decref(params);
+}
+
+static void test_send_payload_arrives_as_one_frame(void **state)
+{
+        int sv[2];
+        size_t len;
+        char *p = ipc_run_payload("0190aa5e-1c2b-7d3e-8f40-123456789abc", "copy", NULL, &len);
+        json_t *got = NULL;
+
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        assert_int_equal(ipc_send_payload(sv[0], p, len), 0);
+        assert_int_equal(ipc_send_payload(sv[0], p, 0), -EINVAL);
+        assert_int_equal(ipc_send_payload(sv[0], p, IPC_FRAME_MAX + 1u), -EMSGSIZE);
+        assert_int_equal(ipc_recv(sv[1], 0, &got), 1);
+        assert_string_equal(json_string_value(json_object_get(got, "type")), "run");
+        assert_string_equal(json_string_value(json_object_get(got, "benchmark")), "copy");
+        assert_true(json_is_object(json_object_get(got, "params")));
+        assert_int_equal(json_object_size(json_object_get(got, "params")), 0);
+        json_decref(got);
+        close(sv[0]);
+        assert_int_equal(ipc_recv(sv[1], 0, &got), 0); /* nothing else was sent */
+        close(sv[1]);
+        free(p);
+}
+
 static void test_recv_eof_inside_frame_is_error(void **state)
 {
         int sv[2];
@@ -369,6 +421,8 @@ int main(void)
             cmocka_unit_test(test_object_without_string_type_is_ebadmsg),
             cmocka_unit_test(test_encode_oversized_is_emsgsize),
             cmocka_unit_test(test_send_recv_over_socketpair),
+            cmocka_unit_test(test_run_payload_is_the_messages_dump),
+            cmocka_unit_test(test_send_payload_arrives_as_one_frame),
             cmocka_unit_test(test_recv_eof_inside_frame_is_error),
             cmocka_unit_test(test_recv_oversized_and_garbage),
             cmocka_unit_test(test_send_to_closed_peer_fails_without_sigpipe),

@@ -140,8 +140,10 @@ void metrics_http_observe(const char *route, const char *method, int status)
 /* ---- store failures, injected between the job files and the real store ---- */
 
 int __real_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-int __real_store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-int __wrap_store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+int __real_store_put_new(struct store *s, struct store_new *p, const char *id,
+                         struct store_ticket **ret_ticket);
+int __wrap_store_put_new(struct store *s, struct store_new *p, const char *id,
+                         struct store_ticket **ret_ticket);
 int __real_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
 int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
 int __real_store_wait(struct store_ticket *t);
@@ -182,14 +184,16 @@ int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **r
         return __real_store_put(s, job, ret_ticket);
 }
 
-/* A submit's: the same failures as store_put's and store_wait's. */
-int __wrap_store_put_answered(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+/* A submit's: the same failures as store_put's and store_wait's (p taken either way). */
+int __wrap_store_put_new(struct store *s, struct store_new *p, const char *id,
+                         struct store_ticket **ret_ticket)
 {
         if (fx && fx->fail_put > 0) {
                 fx->fail_put--;
+                store_new_free(p);
                 return -ENOMEM;
         }
-        return __real_store_put_answered(s, job, ret_ticket);
+        return __real_store_put_new(s, p, id, ret_ticket);
 }
 
 int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)

@@ -327,7 +327,16 @@ static void test_changes_of_one_job_keep_the_last(void **state)
         json_decref(j);
 }
 
-/* A submit's write (store_put_answered) hands its document's bytes back with its commit:
+/* A new job's write, made under a stand-in id and queued under its own. */
+static int put_new(struct store *s, json_t *j, const char *id, struct store_ticket **ret)
+{
+        struct store_new *p = NULL;
+        int r = store_new_prepare(j, &p);
+
+        return r < 0 ? r : store_put_new(s, p, id, ret);
+}
+
+/* A submit's write (store_put_new) hands its document's bytes back with its commit:
  * the bytes stored, which are the compact dump of the job's public copy. */
 static void test_an_answered_put_hands_back_the_bytes_it_wrote(void **state)
 {
@@ -339,7 +348,7 @@ static void test_an_answered_put_hands_back_the_bytes_it_wrote(void **state)
         size_t len = 0;
 
         json_object_set_new(json_array_get(json_object_get(j, "parts"), 0), "result", json_null());
-        assert_int_equal(store_put_answered(f->s, j, &t), 0);
+        assert_int_equal(put_new(f->s, j, id, &t), 0);
         assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
         assert_non_null(bytes);
         assert_int_equal(len, strlen(bytes));
@@ -353,6 +362,70 @@ static void test_an_answered_put_hands_back_the_bytes_it_wrote(void **state)
         free(bytes);
         free(doc);
         free(sum);
+        json_decref(j);
+}
+
+/* The id a new job's write is queued under replaces its stand-in everywhere it was written:
+ * the row's key, the document and the summary (a buffer of its own here: a null result), and
+ * nothing else, even where a label holds the stand-in's pattern. */
+static void test_a_new_write_is_stored_under_the_id_it_is_given(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A, DEV_B};
+        char stand_in[UUID_STRING_MAX], id[UUID_STRING_MAX], *bytes = NULL, *doc, *sum;
+        json_t *j = job_at(stand_in, 5000000, "queued", "copy", u, 2), *got = NULL;
+        struct store_ticket *t = NULL;
+        size_t len = 0;
+        char label[128];
+
+        json_array_foreach(json_object_get(j, "parts"), len, got)
+            json_object_set_new(got, "result", json_null());
+        snprintf(label, sizeof(label), "\"id\":\"%s\"", stand_in);
+        json_object_set_new(json_object_get(j, "labels"), "zz", json_string(label));
+        assert_int_equal(uuid7_generate_at(5000001, id), 0);
+        assert_int_equal(put_new(f->s, j, id, &t), 0);
+        assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
+        assert_int_equal(store_get(f->s, stand_in, &got), -ENOENT);
+        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_string_equal(json_string_value(json_object_get(got, "id")), id);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(got, "labels"), "zz")), label);
+        json_decref(got);
+        stored_bytes(f->s, id, &doc, &sum);
+        assert_string_equal(bytes, doc);
+        assert_string_not_equal(doc, sum); /* the null results: in the document only */
+        assert_non_null(strstr(sum, id));
+        json_object_set_new(j, "id", json_string(id));
+        json_t *pub = store_public_copy(j, true);
+        char *dump = json_dump_compact(pub, NULL);
+        assert_string_equal(doc, dump);
+        free(dump);
+        json_decref(pub);
+        free(bytes);
+        free(doc);
+        free(sum);
+        json_decref(j);
+}
+
+/* A stand-in is a UUID and so is the id that replaces it: anything else is refused, and the
+ * prepared write is freed all the same (no leak under the sanitizers). */
+static void test_a_new_write_refuses_a_bad_id(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A};
+        char id[UUID_STRING_MAX];
+        json_t *j = job_at(id, 6000000, "queued", "copy", u, 1);
+        struct store_new *p = NULL;
+        struct store_ticket *t = NULL;
+
+        assert_int_equal(store_new_prepare(j, &p), 0);
+        assert_int_equal(store_put_new(f->s, p, "not-a-uuid", &t), -EINVAL);
+        assert_null(t);
+        json_object_set_new(j, "id", json_string("nope"));
+        p = NULL;
+        assert_int_equal(store_new_prepare(j, &p), -EINVAL);
+        assert_null(p);
+        assert_int_equal(store_get(f->s, id, &j), -ENOENT);
         json_decref(j);
 }
 
@@ -392,7 +465,7 @@ static void *waiter_main(void *userdata)
                 char *bytes = NULL;
                 size_t len = 0;
 
-                if (store_put_answered(w->s, w->docs[i], &t) < 0 ||
+                if (put_new(w->s, w->docs[i], w->ids[i], &t) < 0 ||
                     store_wait_doc(t, &bytes, &len) < 0 || !bytes || !strstr(bytes, w->ids[i]))
                         w->failed++;
                 free(bytes);
@@ -1463,6 +1536,9 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_second_open_is_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_export_writes_every_job, setup, teardown),
             cmocka_unit_test_setup_teardown(test_changes_of_one_job_keep_the_last, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_a_new_write_is_stored_under_the_id_it_is_given,
+                                            setup, teardown),
+            cmocka_unit_test_setup_teardown(test_a_new_write_refuses_a_bad_id, setup, teardown),
             cmocka_unit_test_setup_teardown(test_an_answered_put_hands_back_the_bytes_it_wrote,
                                             setup, teardown),
             cmocka_unit_test_setup_teardown(test_a_plain_put_hands_back_no_bytes, setup, teardown),
