@@ -26,6 +26,8 @@ struct dump_buf {
         /* json_dump_compact_with: the top level's members to leave out or replace */
         const struct json_override *ov;
         size_t n_ov;
+        /* While a member with a sub_key override is dumped: that override */
+        const struct json_override *sub;
 };
 
 static bool dump_reserve(struct dump_buf *d, size_t n)
@@ -239,6 +241,7 @@ struct member {
         const char *key;
         size_t len;
         json_t *value;
+        const struct json_override *sub; /* a top level member's sub_key override, or NULL */
 };
 
 /* jansson's order for JSON_SORT_KEYS: bytes, then length. */
@@ -278,17 +281,29 @@ static bool dump_object(struct dump_buf *d, const json_t *j, size_t depth)
                 if (depth == 0 && d->n_ov) {
                         const struct json_override *o = override_of(d, m[i].key, m[i].len);
 
-                        if (o && !o->value)
+                        m[i].sub = o && o->sub_key ? o : NULL;
+                        if (o && !o->value && !o->sub_key)
                                 continue;
-                        if (o)
+                        if (o && o->value)
                                 m[i].value = (json_t *)o->value; /* only read */
-                }
+                } else if (depth == 2 && d->sub && strlen(d->sub->sub_key) == m[i].len &&
+                           memcmp(d->sub->sub_key, m[i].key, m[i].len) == 0) {
+                        m[i].value = (json_t *)d->sub->sub_value; /* only read */
+                        m[i].sub = NULL;
+                } else
+                        m[i].sub = NULL;
                 i++;
         }
         n = i;
         if (d->sort) {
                 if (n > 16) {
-                        qsort(m, n, sizeof(*m), member_cmp);
+                        /* Often in order already: a tree read from sorted bytes, or built so. */
+                        size_t k = 1;
+
+                        while (k < n && member_cmp(&m[k - 1], &m[k]) < 0)
+                                k++;
+                        if (k < n)
+                                qsort(m, n, sizeof(*m), member_cmp);
                 } else {
                         for (size_t k = 1; k < n; k++) {
                                 struct member t = m[k];
@@ -304,7 +319,14 @@ static bool dump_object(struct dump_buf *d, const json_t *j, size_t depth)
                 goto out;
         for (i = 0; i < n; i++) {
                 if ((i > 0 && !dump_put(d, ",", 1)) || !dump_string(d, m[i].key, m[i].len) ||
-                    !dump_put(d, ":", 1) || !dump_value(d, m[i].value, depth + 1))
+                    !dump_put(d, ":", 1))
+                        goto out;
+                if (depth == 0)
+                        d->sub = m[i].sub; /* for the objects of this member's array */
+                bool ok_value = dump_value(d, m[i].value, depth + 1);
+                if (depth == 0)
+                        d->sub = NULL;
+                if (!ok_value)
                         goto out;
         }
         ok = dump_put(d, "}", 1);

@@ -17,10 +17,14 @@ char *json_dump_unsorted(const json_t *j, size_t *ret_len);
  * first: NULL where it gives up (a string that is not UTF-8, a tree deeper than 2048) or memory
  * ran out, where they then ask jansson. For the test that holds it to jansson's bytes. */
 char *json_dump_own(const json_t *j, bool sort, size_t *ret_len);
-/* A member of a top level to dump otherwise: left out (value NULL) or with value in its place. */
+/* A member of a top level to dump otherwise: left out (value and sub_key NULL), with value in
+ * its place, or (value NULL, sub_key set) kept but with each object of its array dumped as if
+ * its member sub_key, where it has one, were sub_value. */
 struct json_override {
         const char *key;
         const json_t *value;
+        const char *sub_key;
+        const json_t *sub_value;
 };
 /* json_dump_compact of the object obj as if its top level had the members ov says left out or
  * replaced (a replacement of a member obj lacks is not added): the bytes without building that

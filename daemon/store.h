@@ -57,6 +57,10 @@ void store_close(struct store *s);
  * caller must store_wait() or store_poll() it; without, a failure is only logged. 0, -EINVAL (no
  * valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+/* store_put of a job its caller changes no more, at no level, until this write's outcome is
+ * known (a final job's: the only change a final job sees is a cancel put back once its write
+ * failed): the writer dumps the job itself, holding a reference, with no shallow copy made. */
+int store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
 /* A new job's first write (a submit), made from its tree while the tree is still the caller's
  * alone: no snapshot, no lock, and the writer finds its row made. job's "id" (a valid UUID) is
  * a stand-in that store_put_new replaces: ids are taken in the order jobs are queued, under

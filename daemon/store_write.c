@@ -267,7 +267,7 @@ int store_row_from_job(const json_t *job, struct store_row *ret)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
         json_t *parts = json_object_get(job, "parts"), *fin = json_object_get(job, "finished_ms");
-        _cleanup_json_ json_t *marked = NULL;
+        _cleanup_json_ json_t *mark = NULL;
         _cleanup_free_ char *text = NULL;
         struct store_row row = {0};
         bool oom = false;
@@ -283,27 +283,14 @@ int store_row_from_job(const json_t *job, struct store_row *ret)
          * bytes unless some part has a result, which is all a queued or running job ever has. */
         struct json_override ov[] = {
             {"request", NULL}, {"created_ms", NULL}, {"finished_ms", NULL}, {"parts", NULL}};
-        size_t n_ov = 3; /* the fourth, the parts marked, where some part has a result */
+        size_t n_ov = 3; /* the fourth, the parts' results as marks, where some part has one */
         json_array_foreach(parts, i, p) n_results += json_object_get(p, "result") != NULL;
         if (n_results > 0) {
-                /* The parts again (copies of their top level), each result a mark. */
-                marked = json_array();
-                if (!marked)
+                /* Each part dumped as if its result were a mark: no part is copied for it. */
+                mark = json_stringn_nocheck(RESULT_MARK_VALUE, sizeof(RESULT_MARK_VALUE) - 1);
+                if (!mark)
                         goto oom;
-                json_array_foreach(parts, i, p)
-                {
-                        json_t *c = json_copy(p);
-
-                        if (!c || json_array_append_new(marked, c) < 0)
-                                goto oom;
-                        if (json_object_get(c, "result") &&
-                            json_object_set_new(
-                                c, "result",
-                                json_stringn_nocheck(RESULT_MARK_VALUE,
-                                                     sizeof(RESULT_MARK_VALUE) - 1)) < 0)
-                                goto oom;
-                }
-                ov[n_ov++].value = marked;
+                ov[n_ov++] = (struct json_override){"parts", NULL, "result", mark};
         }
         /* No result is in this dump (each is a mark, its bytes spliced in after), so nothing in
          * it is deeper than umd's dumper goes or other than UTF-8 (what jansson made): NULL is
@@ -1220,7 +1207,7 @@ static void ticket_queue_locked(struct store *s, struct store_ticket *t)
         s->prep_tail = t;
 }
 
-int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+static int put(struct store *s, const json_t *job, bool shared, struct store_ticket **ret_ticket)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
         struct store_ticket *t;
@@ -1233,8 +1220,9 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
         /* The dumps (one, two when results must leave the summary) are made after the caller
          * has let core_lock go: by the caller's thread (prep_drain), or by the writer when it
          * reaches the change first (then only for a change no later one of its batch writes
-         * again). Under the lock the caller pays a shallow copy. */
-        t->snap = job_snapshot(job);
+         * again). Under the lock the caller pays a shallow copy, or a reference to a job that
+         * no one changes again (store_put_final). */
+        t->snap = shared ? json_incref((json_t *)job) : job_snapshot(job);
         if (!t->snap) {
                 free(t);
                 return log_error_errno(ENOMEM, "Cannot queue job %s's change", id);
@@ -1255,6 +1243,16 @@ int store_put(struct store *s, const json_t *job, struct store_ticket **ret_tick
                 core_after_unlock(prep_drain);
         }
         return 0;
+}
+
+int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+{
+        return put(s, job, false, ret_ticket);
+}
+
+int store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+{
+        return put(s, job, true, ret_ticket);
 }
 
 struct store_new {

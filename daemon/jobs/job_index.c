@@ -396,12 +396,16 @@ int job_persist(struct jobs *js, struct job *j)
         j->rewritten = true;
         if (!doc)
                 return -ENOMEM;
+        /* A final job's document changes no more (job_cancel.c puts a cancel back only once
+         * its final write failed), so the writer may dump it as it is. */
         if (job_state_final(j->st) && !j->final_ticket) {
                 j->final_committed = false; /* a newer final write: its ticket says */
-                r = store_put(js->store, doc, &j->final_ticket);
+                r = store_put_final(js->store, doc, &j->final_ticket);
                 if (r == 0)
                         finals_add(js, j);
-        } else
+        } else if (job_state_final(j->st))
+                r = store_put_final(js->store, doc, NULL);
+        else
                 r = store_put(js->store, doc, NULL);
         if (r == 0)
                 j->persist_due_ms = 0; /* the whole document: the pending change with it */

@@ -122,10 +122,10 @@ static struct job *job_new(const json_t *body, const char *request, const struct
                 struct device *d = devices_get(devs[i]);
                 j->parts[i] = (struct part){.device = (ssize_t)devs[i], .st = JOB_QUEUED};
                 fake = fake || d->fake;
-                json_array_append_new(parts, json_pack("{s:I, s:s, s:b, s:s, s:n, s:n, s:n, s:n}",
-                                                       "device", (json_int_t)devs[i], "uuid",
-                                                       d->uuid, "fake", d->fake, "state", "queued",
-                                                       "started", "finished", "result", "error"));
+                json_array_append_new(
+                    parts, json_pack("{s:I, s:n, s:b, s:n, s:n, s:n, s:s, s:s}", "device",
+                                     (json_int_t)devs[i], "error", "fake", d->fake, "finished",
+                                     "result", "started", "state", "queued", "uuid", d->uuid));
         }
         /* The canonical check over every GPU of a node with several also checks each pair of
          * GPUs, on the node worker (health.h's health_pair_verdict). */
@@ -143,14 +143,16 @@ static struct job *job_new(const json_t *body, const char *request, const struct
                                      "started", "finished", "result", "error"));
         }
         json_t *labels = json_object_get(body, "labels");
-        j->doc = json_pack("{s:s, s:s, s:O, s:s, s:I, s:o, s:s?, s:s?, s:s, s:o, s:I, s:n, "
-                           "s:n, s:b, s:o, s:s}",
-                           "benchmark", b->name, "kind", b->kind, "params", params, "priority",
-                           spec_priority_name(prio), "timeout_s", (json_int_t)timeout_s, "labels",
-                           labels ? json_incref(labels) : json_object(), "idempotency_key", idem,
-                           "client", client, "state", "queued", "created", job_now_json(),
-                           "created_ms", (json_int_t)now_realtime_ms(), "started", "finished",
-                           "fake", fake, "parts", parts, "request", request);
+        /* Keys in the order the dump sorts them, so that it finds them sorted; the id's place
+         * kept for the id taken later (job_take_id). */
+        j->doc = json_pack("{s:s, s:s?, s:o, s:I, s:b, s:n, s:s, s:s?, s:s, s:o, s:O, s:o, s:s, "
+                           "s:s, s:n, s:s, s:I}",
+                           "benchmark", b->name, "client", client, "created", job_now_json(),
+                           "created_ms", (json_int_t)now_realtime_ms(), "fake", fake, "finished",
+                           "id", "", "idempotency_key", idem, "kind", b->kind, "labels",
+                           labels ? json_incref(labels) : json_object(), "params", params, "parts",
+                           parts, "priority", spec_priority_name(prio), "request", request,
+                           "started", "state", "queued", "timeout_s", (json_int_t)timeout_s);
         if (!j->doc) {
                 job_free(j);
                 return NULL;

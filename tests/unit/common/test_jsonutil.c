@@ -336,6 +336,84 @@ static void test_dump_with_overrides_is_the_dump_of_the_changed_object(void **st
         json_decref(not_object);
 }
 
+/* A member whose array's objects are dumped with one member replaced is the dump of the object
+ * built so: random arrays of random objects (some with the member, some with objects below
+ * holding it, which stay as they are), beside members left out. */
+static void test_dump_with_a_sub_override_replaces_the_member_in_each_object(void **state)
+{
+        for (int i = 0; i < 3000; i++) {
+                json_t *j = json_object(), *built = json_object(), *parts = json_array();
+                json_t *copies = json_array(), *mark = random_tree(2, false);
+                size_t len = 0;
+
+                for (size_t k = 0, n = rnd(4); k < n; k++) {
+                        json_t *o = random_tree(2, false), *c;
+
+                        if (!json_is_object(o)) {
+                                json_array_append_new(parts, o); /* not an object: kept */
+                                json_array_append(copies, o);
+                                continue;
+                        }
+                        if (rnd(2))
+                                json_object_set_new(o, "result", random_tree(2, false));
+                        if (rnd(3) == 0) /* deeper: not the array's object, so not replaced */
+                                json_object_set_new(o, "inner", json_pack("{s:i}", "result", 1));
+                        c = json_object(); /* its top level again (keys may hold NUL) */
+                        for (void *it = json_object_iter(o); it; it = json_object_iter_next(o, it))
+                                json_object_setn(c, json_object_iter_key(it),
+                                                 json_object_iter_key_len(it),
+                                                 json_object_iter_value(it));
+                        if (json_object_get(c, "result"))
+                                json_object_set(c, "result", mark);
+                        json_array_append_new(parts, o);
+                        json_array_append_new(copies, c);
+                }
+                json_object_set_new(j, "parts", parts);
+                json_object_set_new(j, "result", json_string("top: not replaced"));
+                json_object_set_new(j, "gone", json_true());
+                json_object_set_new(built, "parts", copies);
+                json_object_set_new(built, "result", json_string("top: not replaced"));
+                struct json_override ov[] = {{"gone", NULL}, {"parts", NULL, "result", mark}};
+                char *want = json_dump_compact(built, NULL);
+                char *got = json_dump_compact_with(j, ov, 2, &len);
+                assert_non_null(got);
+                assert_string_equal(got, want);
+                assert_int_equal(len, strlen(want));
+                free(want);
+                free(got);
+                json_decref(mark);
+                json_decref(built);
+                json_decref(j);
+        }
+}
+
+/* Objects of more than 16 members whose keys came in order, in reverse, or in order but for the
+ * last (or first) pair: each dumped with its keys sorted, as jansson sorts them. */
+static void test_large_objects_in_order_or_nearly_are_sorted(void **state)
+{
+        char key[16];
+
+        for (int shape = 0; shape < 4; shape++) {
+                json_t *o = json_object();
+
+                for (int i = 0; i < 40; i++) {
+                        int k = shape == 1 ? 39 - i : i;
+                        if (shape == 2 && (i == 38 || i == 39))
+                                k = i == 38 ? 39 : 38;
+                        if (shape == 3 && (i == 0 || i == 1))
+                                k = i == 0 ? 1 : 0;
+                        snprintf(key, sizeof(key), "k%02d", k);
+                        json_object_set_new(o, key, json_integer(k));
+                }
+                char *want = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+                char *got = json_dump_compact(o, NULL);
+                assert_string_equal(got, want);
+                free(want);
+                free(got);
+                json_decref(o);
+        }
+}
+
 /* A tree deeper than the dumper goes is still dumped (by jansson). */
 static void test_deep_tree_is_dumped_by_jansson(void **state)
 {
@@ -456,6 +534,8 @@ int main(void)
             cmocka_unit_test(test_own_dump_is_janssons),
             cmocka_unit_test(test_deep_tree_is_dumped_by_jansson),
             cmocka_unit_test(test_dump_with_overrides_is_the_dump_of_the_changed_object),
+            cmocka_unit_test(test_dump_with_a_sub_override_replaces_the_member_in_each_object),
+            cmocka_unit_test(test_large_objects_in_order_or_nearly_are_sorted),
         };
 
         return cmocka_run_group_tests_name("jsonutil", tests, NULL, NULL);

@@ -149,6 +149,8 @@ int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_le
 int __real_store_wait(struct store_ticket *t);
 int __real_store_poll(struct store_ticket *t, int *ret_r);
 int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+int __real_store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+int __wrap_store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
 int __wrap_store_wait(struct store_ticket *t);
 int __real_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
 int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
@@ -182,6 +184,16 @@ int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **r
                 return -ENOMEM;
         }
         return __real_store_put(s, job, ret_ticket);
+}
+
+/* A final job's: the same failures as store_put's. */
+int __wrap_store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+{
+        if (fx && fx->fail_put > 0) {
+                fx->fail_put--;
+                return -ENOMEM;
+        }
+        return __real_store_put_final(s, job, ret_ticket);
 }
 
 /* A submit's: the same failures as store_put's and store_wait's (p taken either way). */

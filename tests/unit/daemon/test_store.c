@@ -429,6 +429,29 @@ static void test_a_new_write_refuses_a_bad_id(void **state)
         json_decref(j);
 }
 
+/* A final job's write takes a reference to the job instead of a copy: the job stored is the
+ * job as put, and once the write is done the reference is given back (nothing leaks, nothing is
+ * freed under the caller). */
+static void test_a_final_put_writes_the_job_and_gives_its_reference_back(void **state)
+{
+        struct fx *f = *state;
+        const char *u[] = {DEV_A, DEV_B};
+        char id[UUID_STRING_MAX];
+        json_t *j = job_at(id, 7000000, "succeeded", "copy", u, 2), *got = NULL;
+        struct store_ticket *t = NULL;
+        size_t refs = j->refcount;
+
+        assert_int_equal(store_put_final(f->s, j, &t), 0);
+        assert_int_equal(store_wait(t), 0);
+        assert_int_equal(j->refcount, refs);
+        assert_int_equal(store_get(f->s, id, &got), 0);
+        json_t *pub = store_public_copy(j, true);
+        assert_true(json_equal(got, pub));
+        json_decref(pub);
+        json_decref(got);
+        json_decref(j);
+}
+
 /* Any other write's bytes are the writer's: a wait gets none. */
 static void test_a_plain_put_hands_back_no_bytes(void **state)
 {
@@ -1539,6 +1562,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_a_new_write_is_stored_under_the_id_it_is_given,
                                             setup, teardown),
             cmocka_unit_test_setup_teardown(test_a_new_write_refuses_a_bad_id, setup, teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_final_put_writes_the_job_and_gives_its_reference_back, setup, teardown),
             cmocka_unit_test_setup_teardown(test_an_answered_put_hands_back_the_bytes_it_wrote,
                                             setup, teardown),
             cmocka_unit_test_setup_teardown(test_a_plain_put_hands_back_no_bytes, setup, teardown),
