@@ -54,3 +54,10 @@ json_t *json_raw_tree(const json_t *j);
  * (elements that are not objects become empty objects, so indexes stay). j not a raw node: j
  * itself, incref'd. NULL when out of memory. */
 json_t *json_raw_pick(const json_t *j, const char *const *paths);
+
+/* Whether tok (n bytes, a JSON number with a point or an exponent) is surely the text jansson
+ * writes for the double it reads as ("%.17g" with jansson's ".0" and exponent rules), decided
+ * with no strtod and no print: from its shape and extended-precision arithmetic, for
+ * magnitudes between 1e-11 and 1e43. false means only "not sure": the recogniser then reads and
+ * prints it, as it does for every real false here. */
+bool json_real_surely_jansson(const char *tok, size_t n);

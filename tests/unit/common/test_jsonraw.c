@@ -212,6 +212,8 @@ static void test_forms_jansson_never_writes_are_refused(void **state)
             "1.50",
             "100000000000000000000",
             "9223372036854775808",
+            "-9223372036854775809",
+            "10000000000000000000",
             "1e400",
             "0.10000000000000001e0",
             "\"\\/\"",
@@ -340,6 +342,170 @@ static void test_repeated_and_integral_reals(void **state)
                           "0.40000000000000002,0.5,0.10000000000000001,0.20000000000000001]"));
         assert_false(canon("[0.10000000000000001,0.20000000000000001,0.30000000000000004,"
                            "0.40000000000000002,0.5,0.10000000000000001,0.1]"));
+}
+
+/* What jansson writes for the real its parser reads from tok: the text the fast proof must
+ * never claim for a token that is not it. */
+static bool is_janssons_text(const char *tok)
+{
+        char *end;
+        double v = strtod(tok, &end);
+
+        if (*end || !isfinite(v))
+                return false;
+        json_t *r = json_real(v);
+        char *text = json_dumps(r, JSON_ENCODE_ANY | JSON_COMPACT);
+        bool same = text && strcmp(text, tok) == 0;
+
+        free(text);
+        json_decref(r);
+        return same;
+}
+
+static double random_real(void)
+{
+        char buf[64];
+        uint64_t bits;
+
+        switch (rnd(4)) {
+        case 0: /* any double of a magnitude results have, and beyond */
+                bits = (uint64_t)rnd(1u << 16) << 48 | (uint64_t)rnd(1u << 16) << 32 |
+                       (uint64_t)rnd(1u << 16) << 16 | rnd(1u << 16);
+                double v;
+                memcpy(&v, &bits, sizeof(v));
+                return isfinite(v) ? v : 0.5;
+        case 1: /* a short decimal, as figures often are */
+                snprintf(buf, sizeof(buf), "%u.%ue%d", rnd(100000), rnd(1000), (int)rnd(40) - 20);
+                return strtod(buf, NULL);
+        case 2: { /* a power of ten or of two, or next to one */
+                double p = rnd(2) ? pow(10, (int)rnd(60) - 20) : ldexp(1, (int)rnd(180) - 60);
+                unsigned how = rnd(3);
+
+                return (how == 0 ? p : nextafter(p, how == 1 ? INFINITY : 0)) * (rnd(2) ? -1 : 1);
+        }
+        default: /* a ratio of small integers, as a mean or a rate is */
+                return (double)(rnd(1000000) + 1) / (double)(rnd(999) + 1) *
+                       pow(10, (int)rnd(24) - 12);
+        }
+}
+
+/* Edits of jansson's text for one real that jansson never writes for the double they read as
+ * (or sometimes does): a digit off by one, one digit more or less, a zero added, the
+ * exponent's sign and zeros, the other notation. */
+static size_t edits_of(const char *tok, char out[][64], size_t max)
+{
+        size_t n = 0, len = strlen(tok);
+        const char *e = strchr(tok, 'e');
+        size_t mant = e ? (size_t)(e - tok) : len;
+
+#define EDIT(...) (n < max ? (void)snprintf(out[n++], 64, __VA_ARGS__) : (void)0)
+        for (size_t i = 0; i < mant; i++)
+                if (tok[i] >= '0' && tok[i] <= '9') {
+                        EDIT("%.*s%c%s", (int)i, tok, tok[i] == '9' ? '8' : tok[i] + 1,
+                             tok + i + 1);
+                        EDIT("%.*s%c%s", (int)i, tok, tok[i] == '0' ? '1' : tok[i] - 1,
+                             tok + i + 1);
+                }
+        EDIT("%.*s0%s", (int)mant, tok, tok + mant);
+        EDIT("%.*s1%s", (int)mant, tok, tok + mant);
+        EDIT("%.*s9%s", (int)mant, tok, tok + mant);
+        if (mant > 3)
+                EDIT("%.*s%s", (int)mant - 1, tok, tok + mant);
+        if (e) {
+                EDIT("%.*sE%s", (int)mant, tok, e + 1);
+                EDIT("%.*se+%s", (int)mant, tok, e[1] == '-' ? e + 2 : e + 1);
+                EDIT("%.*se%s0%s", (int)mant, tok, e[1] == '-' ? "-" : "",
+                     e[1] == '-' ? e + 2 : e + 1);
+        }
+        char *endp;
+        double v = strtod(tok, &endp);
+        EDIT("%.17e", v);
+        EDIT("%.16e", v);
+        EDIT("%.17f", v);
+        EDIT("%.20g", v);
+        EDIT("%.16g", v);
+        EDIT("0%s", tok);
+#undef EDIT
+        return n;
+}
+
+/* The fast proof (no strtod, no print) claims only jansson's own text: on random reals' text
+ * and on every edit of it, a claim is always true; and it does claim most of the texts of
+ * magnitudes results have, so that it is worth having. */
+static void test_fast_real_proof_claims_only_janssons_text(void **state)
+{
+        size_t claimed = 0, in_range = 0, edits_claimed = 0;
+        char edits[64][64];
+
+        for (int i = 0; i < 40000; i++) {
+                double v = random_real();
+                json_t *r = json_real(v);
+                char *tok = json_dumps(r, JSON_ENCODE_ANY | JSON_COMPACT);
+
+                json_decref(r);
+                assert_non_null(tok);
+                if (json_real_surely_jansson(tok, strlen(tok))) {
+                        assert_true(is_janssons_text(tok));
+                        claimed++;
+                }
+                if (fabs(v) > 1e-9 && fabs(v) < 1e40)
+                        in_range++;
+                for (size_t k = 0, n = edits_of(tok, edits, 64); k < n; k++)
+                        if (json_real_surely_jansson(edits[k], strlen(edits[k]))) {
+                                if (!is_janssons_text(edits[k]))
+                                        fail_msg("claimed %s (from %s)", edits[k], tok);
+                                edits_claimed++;
+                        }
+                free(tok);
+        }
+        assert_true(claimed * 100 >= in_range * 95);
+        /* Some edits are jansson's text for another double, and are claimed as such. */
+        assert_true(edits_claimed > 0);
+        /* Each power of ten written as jansson writes a real of its shape ("0.001", "1e-5",
+         * "1e20"): claimed only where it is the text of the double nearest it, not where that
+         * double lies below and prints with the exponent below. */
+        for (int x = -12; x < 45; x++) {
+                char t[64];
+
+                if (x < -4)
+                        snprintf(t, sizeof(t), "1e%d", x);
+                else if (x < 0)
+                        snprintf(t, sizeof(t), "0.%0*d1", -x - 1, 0);
+                else if (x < 17)
+                        snprintf(t, sizeof(t), "1%0*d.0", x, 0);
+                else
+                        snprintf(t, sizeof(t), "1e%d", x);
+                if (x == -1)
+                        snprintf(t, sizeof(t), "0.1");
+                if (json_real_surely_jansson(t, strlen(t)) && !is_janssons_text(t))
+                        fail_msg("claimed %s", t);
+        }
+        /* Not its shapes: refused whatever the value. */
+        const char *not_shapes[] = {"1.5E3",
+                                    "1.5e+3",
+                                    "1.5e03",
+                                    "15e2",
+                                    "1500.00",
+                                    "01.5",
+                                    "0.50",
+                                    ".5",
+                                    "5.",
+                                    "1e5",
+                                    "100000000000000000.0",
+                                    "1e16",
+                                    "0.00001",
+                                    "-0.5e-5",
+                                    "1.2345e16", /* jansson: 12345000000000000.0 */
+                                    "1.2345e-4", /* jansson: 0.00012345 */
+                                    "12345678901234567890.0"};
+        for (size_t k = 0; k < sizeof(not_shapes) / sizeof(*not_shapes); k++)
+                assert_false(json_real_surely_jansson(not_shapes[k], strlen(not_shapes[k])));
+        assert_true(json_real_surely_jansson("1.5", 3));
+        assert_true(json_real_surely_jansson("0.25", 4)); /* a power of two */
+        assert_true(json_real_surely_jansson("-1.5e-5", 7));
+        assert_true(json_real_surely_jansson("1.25e20", 7));
+        assert_false(json_real_surely_jansson("2.5e-5", 6)); /* jansson: 2.5000000000000001e-5 */
+        assert_true(json_real_surely_jansson("0.0080519710557391683", 21));
 }
 
 static void test_depth_limit_as_json_parse_strict(void **state)
@@ -537,6 +703,7 @@ int main(void)
             cmocka_unit_test(test_pick_while_checking_needs_an_object_member),
             cmocka_unit_test(test_canonical_load_refuses_what_it_is_not_sure_of),
             cmocka_unit_test(test_repeated_and_integral_reals),
+            cmocka_unit_test(test_fast_real_proof_claims_only_janssons_text),
             cmocka_unit_test(test_depth_limit_as_json_parse_strict),
             cmocka_unit_test(test_member_span),
             cmocka_unit_test(test_raw_node),
