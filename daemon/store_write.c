@@ -1319,7 +1319,8 @@ int store_put_new(struct store *s, struct store_new *p, const char *id,
         assert(p && ret_ticket);
         if (!id || !uuid_is_valid(id) || strlen(id) != strlen(p->row.id)) {
                 store_new_free(p);
-                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+                return log_error_errno(EINVAL, "Refusing to store a new job under '%s': not an id",
+                                       id ? id : "(none)");
         }
         t = calloc(1, sizeof(*t));
         if (!t) {

@@ -327,6 +327,17 @@ static void test_changes_of_one_job_keep_the_last(void **state)
         json_decref(j);
 }
 
+/* bytes are the compact dump of j's public copy, what a new job's answer and row hold. */
+static void assert_public_dump(const char *bytes, const json_t *j)
+{
+        json_t *pub = store_public_copy(j, true);
+        char *dump = json_dump_compact(pub, NULL);
+
+        assert_string_equal(bytes, dump);
+        free(dump);
+        json_decref(pub);
+}
+
 /* A new job's write, made under a stand-in id and queued under its own. */
 static int put_new(struct store *s, json_t *j, const char *id, struct store_ticket **ret)
 {
@@ -354,11 +365,7 @@ static void test_an_answered_put_hands_back_the_bytes_it_wrote(void **state)
         assert_int_equal(len, strlen(bytes));
         stored_bytes(f->s, id, &doc, &sum);
         assert_string_equal(bytes, doc);
-        json_t *pub = store_public_copy(j, true);
-        char *dump = json_dump_compact(pub, NULL);
-        assert_string_equal(bytes, dump);
-        free(dump);
-        json_decref(pub);
+        assert_public_dump(bytes, j);
         free(bytes);
         free(doc);
         free(sum);
@@ -396,11 +403,7 @@ static void test_a_new_write_is_stored_under_the_id_it_is_given(void **state)
         assert_string_not_equal(doc, sum); /* the null results: in the document only */
         assert_non_null(strstr(sum, id));
         json_object_set_new(j, "id", json_string(id));
-        json_t *pub = store_public_copy(j, true);
-        char *dump = json_dump_compact(pub, NULL);
-        assert_string_equal(doc, dump);
-        free(dump);
-        json_decref(pub);
+        assert_public_dump(doc, j);
         free(bytes);
         free(doc);
         free(sum);
