@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "tbuf.h"
 
 #define KEY_MAX 256 /* a longer key is "not surely" (results use short ones) */
@@ -93,23 +94,6 @@ static bool scan_utf8(struct scan *s)
         return true;
 }
 
-/* The bytes a string holds as themselves: printable ASCII other than the quote and the
- * backslash. A table, one load a byte, where the four comparisons were most of scan_string. */
-#define PLAIN_ROW    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
-#define PLAIN_ROW_20 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 /* 0x22 the quote */
-#define PLAIN_ROW_50 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1 /* 0x5C the backslash */
-static const bool plain_bytes[256] = {
-    [0x20] = PLAIN_ROW_20, [0x30] = PLAIN_ROW, [0x40] = PLAIN_ROW,
-    [0x50] = PLAIN_ROW_50, [0x60] = PLAIN_ROW, [0x70] = PLAIN_ROW};
-#undef PLAIN_ROW
-#undef PLAIN_ROW_20
-#undef PLAIN_ROW_50
-
-static inline bool plain_byte(unsigned char c)
-{
-        return plain_bytes[c];
-}
-
 /* A string at s->pos ('"'). When key is not NULL its decoded bytes go there (at most KEY_MAX)
  * and their count to *key_len. The cursor lives in locals and runs of plain bytes are taken at
  * once: through s, every byte's load had to wait for the last store to s->pos (a char may alias
@@ -127,8 +111,7 @@ static bool scan_string(struct scan *s, char *key, size_t *key_len)
                 unsigned char c;
                 char out;
 
-                while (pos < len && plain_byte((unsigned char)b[pos]))
-                        pos++;
+                pos += json_plain_span(b + pos, len - pos);
                 if (pos > from) {
                         if (key) {
                                 if (k + (pos - from) > KEY_MAX)

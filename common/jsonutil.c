@@ -126,6 +126,17 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
         return len;
 }
 
+/* json_plain_span's bytes after its last whole word (jsonutil.h). */
+const bool json_plain_bytes[256] = {
+#define PLAIN_ROW    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+#define PLAIN_ROW_20 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 /* 0x22 the quote */
+#define PLAIN_ROW_50 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1 /* 0x5C the backslash */
+    [0x20] = PLAIN_ROW_20, [0x30] = PLAIN_ROW, [0x40] = PLAIN_ROW,
+    [0x50] = PLAIN_ROW_50, [0x60] = PLAIN_ROW, [0x70] = PLAIN_ROW};
+#undef PLAIN_ROW
+#undef PLAIN_ROW_20
+#undef PLAIN_ROW_50
+
 /* A string as jansson's dump_string writes it without JSON_ENSURE_ASCII or JSON_ESCAPE_SLASH:
  * '"' and '\\' escaped, control characters as \b \f \n \r \t or \u00XX, everything else as is. */
 static bool dump_string(struct dump_buf *d, const char *str, size_t n)
@@ -140,12 +151,12 @@ static bool dump_string(struct dump_buf *d, const char *str, size_t n)
         char *o = d->data + d->len;
         *o++ = '"';
         while (i < n) {
-                unsigned c = s[i];
+                unsigned c;
 
-                if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-                        i++;
-                        continue;
-                }
+                i += json_plain_span(str + i, n - i);
+                if (i == n)
+                        break;
+                c = s[i];
                 if (c >= 0x80) {
                         size_t l = utf8_seq(s + i, n - i);
                         if (!l)

@@ -250,6 +250,32 @@ static json_t *random_tree(unsigned depth, bool bad)
 
 /* umd's own dumper writes jansson's bytes for every tree jansson dumps, sorted or not, and
  * gives up exactly where jansson refuses (a string or key that is not UTF-8). */
+/* Every byte value at every place of strings of 1..24 bytes, at every alignment: the span ends
+ * at the first byte jansson would escape or that starts UTF-8, and nowhere else. */
+static void test_plain_span_stops_at_the_first_byte_not_plain(void **state)
+{
+        char buf[40];
+
+        for (unsigned c = 0; c < 256; c++) {
+                bool plain = c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+
+                for (size_t n = 1; n <= 24; n++)
+                        for (size_t at = 0; at < n; at++)
+                                for (size_t align = 0; align < 8; align++) {
+                                        char *p = buf + align;
+
+                                        memset(buf, 'a', sizeof(buf));
+                                        p[at] = (char)c;
+                                        if (at + 1 < n)
+                                                p[n - 1] = '"'; /* a later stop changes nothing */
+                                        p[n] = '\0';            /* nor one past the end */
+                                        assert_int_equal(json_plain_span(p, n),
+                                                         plain ? (at + 1 < n ? n - 1 : n) : at);
+                                }
+        }
+        assert_int_equal(json_plain_span("", 0), 0);
+}
+
 static void test_own_dump_is_janssons(void **state)
 {
         size_t refused = 0, sorted_big = 0;
@@ -531,6 +557,7 @@ int main(void)
             cmocka_unit_test(test_dumps_after_a_large_one_are_whole),
             cmocka_unit_test(test_result_measurement_finds_by_name),
             cmocka_unit_test(test_dump_fits_bounds_the_dump),
+            cmocka_unit_test(test_plain_span_stops_at_the_first_byte_not_plain),
             cmocka_unit_test(test_own_dump_is_janssons),
             cmocka_unit_test(test_deep_tree_is_dumped_by_jansson),
             cmocka_unit_test(test_dump_with_overrides_is_the_dump_of_the_changed_object),
