@@ -94,11 +94,12 @@ static bool scan_utf8(struct scan *s)
         return true;
 }
 
-/* A string at s->pos ('"'). When key is not NULL its decoded bytes go there (at most KEY_MAX)
- * and their count to *key_len. The cursor lives in locals and runs of plain bytes are taken at
- * once: through s, every byte's load had to wait for the last store to s->pos (a char may alias
- * it), and this and skip_value were a third of the supervisor's samples on an H100 host. */
-static bool scan_string(struct scan *s, char *key, size_t *key_len)
+/* A string at s->pos ('"') with some byte other than plain ones (json_plain_span), decoded.
+ * When key is not NULL its decoded bytes go there (at most KEY_MAX) and their count to
+ * *key_len. The cursor lives in locals and runs of plain bytes are taken at once: through s,
+ * every byte's load had to wait for the last store to s->pos (a char may alias it), and this
+ * and skip_value were a third of the supervisor's samples on an H100 host. */
+static bool scan_string_decoded(struct scan *s, char *key, size_t *key_len)
 {
         const char *b = s->b;
         size_t len = s->len, pos = s->pos, k = 0;
@@ -200,6 +201,35 @@ static bool scan_string(struct scan *s, char *key, size_t *key_len)
         s->pos = pos;
         if (key_len)
                 *key_len = k;
+        return true;
+}
+
+/* A string at s->pos ('"'). When ret_key is not NULL it gets the string's decoded bytes (at
+ * most KEY_MAX) and key_len their count: the bytes in place where the string is plain bytes
+ * alone, as nearly every key and value umd scans is, else decoded into buf. So a key is
+ * neither copied nor decoded byte by byte (copying keys was a twentieth of the supervisor). */
+static bool scan_string(struct scan *s, char *buf, const char **ret_key, size_t *key_len)
+{
+        const char *b = s->b;
+        size_t len = s->len, pos = s->pos, n;
+
+        if (pos >= len || b[pos] != '"')
+                return false;
+        n = json_plain_span(b + pos + 1, len - pos - 1);
+        if (pos + 1 + n < len && b[pos + 1 + n] == '"') {
+                if (ret_key) {
+                        if (n > KEY_MAX)
+                                return false;
+                        *ret_key = b + pos + 1;
+                        *key_len = n;
+                }
+                s->pos = pos + n + 2;
+                return true;
+        }
+        if (!scan_string_decoded(s, ret_key ? buf : NULL, key_len))
+                return false;
+        if (ret_key)
+                *ret_key = buf;
         return true;
 }
 
@@ -490,7 +520,8 @@ static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
 static bool scan_object(struct scan *s, size_t depth, const char *member, struct json_span *span,
                         struct pick *pk)
 {
-        char keys[2][KEY_MAX];
+        char bufs[2][KEY_MAX];
+        const char *keys[2] = {NULL, NULL};
         size_t lens[2] = {0, 0}, cur = 0, mlen = member ? strlen(member) : 0;
         bool first = true;
 
@@ -499,7 +530,7 @@ static bool scan_object(struct scan *s, size_t depth, const char *member, struct
         for (;;) {
                 size_t from;
 
-                if (!scan_string(s, keys[cur], &lens[cur]))
+                if (!scan_string(s, bufs[cur], &keys[cur], &lens[cur]))
                         return false;
                 /* Sorted as jansson sorts (bytes, then length): strictly, so no duplicate. */
                 if (!first && key_cmp(keys[!cur], lens[!cur], keys[cur], lens[cur]) >= 0)
@@ -557,7 +588,7 @@ static bool scan_value(struct scan *s, size_t depth, const char *member, struct 
         case '[':
                 return depth + 1 <= s->max_depth && scan_array(s, depth + 1);
         case '"':
-                return scan_string(s, NULL, NULL);
+                return scan_string(s, NULL, NULL, NULL);
         case 't':
                 return scan_literal(s, "true");
         case 'f':
@@ -645,7 +676,8 @@ static json_t *build_value(struct scan *s, size_t depth);
  * it without JSON_ALLOW_NUL. */
 static json_t *build_object(struct scan *s, size_t depth)
 {
-        char keys[2][KEY_MAX];
+        char bufs[2][KEY_MAX];
+        const char *keys[2] = {NULL, NULL};
         size_t lens[2] = {0, 0}, cur = 0;
         bool first = true;
         json_t *o = json_object();
@@ -658,7 +690,8 @@ static json_t *build_object(struct scan *s, size_t depth)
                 json_t *v;
                 int e;
 
-                if (!scan_string(s, keys[cur], &lens[cur]) || memchr(keys[cur], '\0', lens[cur]))
+                if (!scan_string(s, bufs[cur], &keys[cur], &lens[cur]) ||
+                    memchr(keys[cur], '\0', lens[cur]))
                         break;
                 if (!first && key_cmp(keys[!cur], lens[!cur], keys[cur], lens[cur]) >= 0)
                         break;
@@ -801,7 +834,8 @@ static bool each_member(struct scan *s,
                         bool (*fn)(void *data, const char *key, size_t klen, struct json_span v),
                         void *data)
 {
-        char key[KEY_MAX];
+        char buf[KEY_MAX];
+        const char *key;
         size_t klen;
 
         if (!peek(s, '{'))
@@ -812,7 +846,7 @@ static bool each_member(struct scan *s,
                 size_t from;
                 int e;
 
-                if (!scan_string(s, key, &klen) || !peek(s, ':'))
+                if (!scan_string(s, buf, &key, &klen) || !peek(s, ':'))
                         return false;
                 s->pos++;
                 from = s->pos;

@@ -303,6 +303,35 @@ static void test_every_byte_in_a_string_and_a_key(void **state)
         }
 }
 
+/* A key of up to 256 bytes is checked, whether read in place (plain bytes) or decoded (with an
+ * escape), and its order with the key before it is the decoded bytes' order; a longer one is
+ * "not surely". */
+static void test_keys_in_place_and_decoded_alike(void **state)
+{
+        char key[300], doc[700];
+
+        for (size_t n = 255; n <= 257; n++)
+                for (int escaped = 0; escaped < 2; escaped++) {
+                        memset(key, 'k', n);
+                        key[n] = '\0';
+                        if (escaped)
+                                memcpy(key + n - 2, "\\n", 2); /* decoded: n - 1 bytes */
+                        size_t decoded = escaped ? n - 1 : n;
+                        snprintf(doc, sizeof(doc), "{\"%s\":1}", key);
+                        assert_int_equal(canon(doc), decoded <= 256);
+                        json_t *got = json_canonical_load(doc, strlen(doc), 64);
+                        assert_int_equal(got != NULL, decoded <= 256);
+                        json_decref(got);
+                }
+        /* "a\n" decodes to "a" and a newline (0x0A), which sorts before "a0" though '\\' does not.
+         */
+        assert_true(canon("{\"a\\n\":1,\"a0\":2}"));
+        assert_false(canon("{\"a0\":1,\"a\\n\":2}"));
+        /* In place and decoded keys that are the same bytes: a duplicate. */
+        assert_false(canon("{\"a\\n\":1,\"a\\n\":2}"));
+        assert_false(canon("{\"ab\":1,\"ab\":2}"));
+}
+
 /* What is not surely canonical is left to the caller's parser, which then decides. */
 static void test_canonical_load_refuses_what_it_is_not_sure_of(void **state)
 {
@@ -699,6 +728,7 @@ int main(void)
             cmocka_unit_test(test_forms_jansson_never_writes_are_refused),
             cmocka_unit_test(test_canonical_load_builds_what_jansson_parses),
             cmocka_unit_test(test_every_byte_in_a_string_and_a_key),
+            cmocka_unit_test(test_keys_in_place_and_decoded_alike),
             cmocka_unit_test(test_pick_while_checking_is_the_pick_of_the_bytes),
             cmocka_unit_test(test_pick_while_checking_needs_an_object_member),
             cmocka_unit_test(test_canonical_load_refuses_what_it_is_not_sure_of),
