@@ -81,6 +81,31 @@ static int check_capacity(struct jobs *js, const size_t *devs, size_t n, const c
         return r;
 }
 
+/* A member of a new job's tree whose key is a constant: set without jansson's check of the
+ * key's UTF-8 and without json_pack's reading of a format (json_pack was a sixth of a submit's
+ * instructions in its thread). false when memory ran out, v NULL included; v is taken either way.
+ */
+static bool put(json_t *o, const char *key, json_t *v)
+{
+        return v && json_object_set_new_nocheck(o, key, v) == 0;
+}
+
+/* A queued part on device dev, its keys in sorted order (the dump finds them so). */
+static json_t *part_new(size_t dev, bool fake, const char *uuid)
+{
+        json_t *p = json_object();
+
+        if (!p || !put(p, "device", json_integer((json_int_t)dev)) ||
+            !put(p, "error", json_null()) || !put(p, "fake", json_boolean(fake)) ||
+            !put(p, "finished", json_null()) || !put(p, "result", json_null()) ||
+            !put(p, "started", json_null()) || !put(p, "state", json_string_nocheck("queued")) ||
+            !put(p, "uuid", json_string_nocheck(uuid))) {
+                json_decref(p);
+                return NULL;
+        }
+        return p;
+}
+
 static struct job *job_new(const json_t *body, const char *request, const struct job_spec *spec,
                            const char *idem, const char *client)
 {
@@ -122,10 +147,7 @@ static struct job *job_new(const json_t *body, const char *request, const struct
                 struct device *d = devices_get(devs[i]);
                 j->parts[i] = (struct part){.device = (ssize_t)devs[i], .st = JOB_QUEUED};
                 fake = fake || d->fake;
-                json_array_append_new(
-                    parts, json_pack("{s:I, s:n, s:b, s:n, s:n, s:n, s:s, s:s}", "device",
-                                     (json_int_t)devs[i], "error", "fake", d->fake, "finished",
-                                     "result", "started", "state", "queued", "uuid", d->uuid));
+                json_array_append_new(parts, part_new(devs[i], d->fake, d->uuid));
         }
         /* The canonical check over every GPU of a node with several also checks each pair of
          * GPUs, on the node worker (health.h's health_pair_verdict). */
@@ -145,18 +167,30 @@ static struct job *job_new(const json_t *body, const char *request, const struct
         json_t *labels = json_object_get(body, "labels");
         /* Keys in the order the dump sorts them, so that it finds them sorted; the id's place
          * kept for the id taken later (job_take_id). */
-        j->doc = json_pack("{s:s, s:s?, s:o, s:I, s:b, s:n, s:s, s:s?, s:s, s:o, s:O, s:o, s:s, "
-                           "s:s, s:n, s:s, s:I}",
-                           "benchmark", b->name, "client", client, "created", job_now_json(),
-                           "created_ms", (json_int_t)now_realtime_ms(), "fake", fake, "finished",
-                           "id", "", "idempotency_key", idem, "kind", b->kind, "labels",
-                           labels ? json_incref(labels) : json_object(), "params", params, "parts",
-                           parts, "priority", spec_priority_name(prio), "request", request,
-                           "started", "state", "queued", "timeout_s", (json_int_t)timeout_s);
-        if (!j->doc) {
+        json_t *doc = json_object();
+        /* client, idempotency_key and request come from the request: checked as UTF-8. */
+        bool ok = doc && put(doc, "benchmark", json_string_nocheck(b->name)) &&
+                  put(doc, "client", client ? json_string(client) : json_null()) &&
+                  put(doc, "created", job_now_json()) &&
+                  put(doc, "created_ms", json_integer((json_int_t)now_realtime_ms())) &&
+                  put(doc, "fake", json_boolean(fake)) && put(doc, "finished", json_null()) &&
+                  put(doc, "id", json_string_nocheck("")) &&
+                  put(doc, "idempotency_key", idem ? json_string(idem) : json_null()) &&
+                  put(doc, "kind", json_string_nocheck(b->kind)) &&
+                  put(doc, "labels", labels ? json_incref(labels) : json_object()) &&
+                  put(doc, "params", json_incref(params)) &&
+                  put(doc, "parts", json_incref(parts)) &&
+                  put(doc, "priority", json_string_nocheck(spec_priority_name(prio))) &&
+                  put(doc, "request", json_string(request)) && put(doc, "started", json_null()) &&
+                  put(doc, "state", json_string_nocheck("queued")) &&
+                  put(doc, "timeout_s", json_integer((json_int_t)timeout_s));
+        json_decref(parts);
+        if (!ok) {
+                json_decref(doc);
                 job_free(j);
                 return NULL;
         }
+        j->doc = doc;
         if (strcmp(b->name, "health") == 0) {
                 const char *tier = json_string_value(json_object_get(params, "tier"));
                 json_object_set_new(j->doc, "canonical", json_boolean(spec->canonical));
