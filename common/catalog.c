@@ -1150,7 +1150,7 @@ int catalog_validate(const struct bench_def *b, const json_t *params,
                 r = check_param(p, in, lim, &out, err);
                 if (r < 0)
                         goto fail;
-                json_object_set_new(norm, p->name, out);
+                json_object_set_new_nocheck(norm, p->name, out); /* the catalog's names */
         }
         for (size_t i = 0; i < b->n_params; i++) {
                 const struct param_def *p = &b->params[i];
@@ -1163,7 +1163,7 @@ int catalog_validate(const struct bench_def *b, const json_t *params,
                         r = -ENOMEM;
                         goto fail;
                 }
-                json_object_set_new(norm, p->name, d);
+                json_object_set_new_nocheck(norm, p->name, d);
         }
         r = check_cross(params, norm, err);
         if (r < 0)

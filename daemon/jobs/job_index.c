@@ -282,7 +282,7 @@ json_t *job_public_of(struct job *j)
 json_t *job_now_json(void)
 {
         char buf[40];
-        return json_string(format_rfc3339_ms(now_realtime_ms(), buf, sizeof(buf)));
+        return json_string_nocheck(format_rfc3339_ms(now_realtime_ms(), buf, sizeof(buf)));
 }
 
 json_t *job_part_doc(struct job *j, size_t i)
@@ -314,14 +314,16 @@ void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, j
         if (old == JOB_QUEUED && st != JOB_QUEUED && j->parts[i].device >= 0)
                 queue_remove(&js->queues[j->parts[i].device], j, i);
         j->parts[i].st = st;
-        json_object_set_new(p, "state", json_string(job_state_names[st]));
+        /* Constant keys and state names: set without jansson's UTF-8 check of each (a part's
+         * start and end, every job). The error's text is checked: it may be a worker's. */
+        json_object_set_new_nocheck(p, "state", json_string_nocheck(job_state_names[st]));
         if (st == JOB_RUNNING)
-                json_object_set_new(p, "started", job_now_json());
+                json_object_set_new_nocheck(p, "started", job_now_json());
         if (job_state_final(st)) {
-                json_object_set_new(p, "finished", job_now_json());
+                json_object_set_new_nocheck(p, "finished", job_now_json());
                 if (result)
-                        json_object_set(p, "result", result);
-                json_object_set_new(p, "error", error ? json_string(error) : json_null());
+                        json_object_set_nocheck(p, "result", result);
+                json_object_set_new_nocheck(p, "error", error ? json_string(error) : json_null());
         }
 }
 
@@ -335,14 +337,14 @@ bool job_update_state(struct jobs *js, struct job *j)
         j->st = st;
         job_changed(js, j);
         json_t *doc = job_doc(j);
-        json_object_set_new(doc, "state", json_string(job_state_names[st]));
+        json_object_set_new_nocheck(doc, "state", json_string_nocheck(job_state_names[st]));
         if (st == JOB_RUNNING && json_is_null(json_object_get(doc, "started")))
-                json_object_set_new(doc, "started", job_now_json());
+                json_object_set_new_nocheck(doc, "started", job_now_json());
         if (!job_state_final(st))
                 return false;
         j->finished_ms = now_realtime_ms();
-        json_object_set_new(doc, "finished", job_now_json());
-        json_object_set_new(doc, "finished_ms", json_integer((json_int_t)j->finished_ms));
+        json_object_set_new_nocheck(doc, "finished", job_now_json());
+        json_object_set_new_nocheck(doc, "finished_ms", json_integer((json_int_t)j->finished_ms));
         return true;
 }
 
