@@ -99,7 +99,8 @@ static bool scan_utf8(struct scan *s)
  * *key_len. The cursor lives in locals and runs of plain bytes are taken at once: through s,
  * every byte's load had to wait for the last store to s->pos (a char may alias it), and this
  * and skip_value were a third of the supervisor's samples on an H100 host. */
-static bool scan_string_decoded(struct scan *s, char *key, size_t *key_len)
+__attribute__((noinline)) static bool scan_string_decoded(struct scan *s, char *key,
+                                                          size_t *key_len)
 {
         const char *b = s->b;
         size_t len = s->len, pos = s->pos, k = 0;
@@ -208,7 +209,8 @@ static bool scan_string_decoded(struct scan *s, char *key, size_t *key_len)
  * most KEY_MAX) and key_len their count: the bytes in place where the string is plain bytes
  * alone, as nearly every key and value umd scans is, else decoded into buf. So a key is
  * neither copied nor decoded byte by byte (copying keys was a twentieth of the supervisor). */
-static bool scan_string(struct scan *s, char *buf, const char **ret_key, size_t *key_len)
+__attribute__((always_inline)) static inline bool scan_string(struct scan *s, char *buf,
+                                                              const char **ret_key, size_t *key_len)
 {
         const char *b = s->b;
         size_t len = s->len, pos = s->pos, n;
