@@ -110,13 +110,22 @@ void metrics_observe_running(size_t running)
 static bool node_known, node_warm;
 static char node_state[16], node_verdict[8];
 
+/* src (NULL: "") cut to fit dst, without a printf: this runs at every release of core_lock. */
+static void copy_cut(char *dst, size_t size, const char *src)
+{
+        size_t n = src ? strnlen(src, size - 1) : 0;
+
+        memcpy(dst, src ? src : "", n);
+        dst[n] = '\0';
+}
+
 void metrics_observe_node(const char *state, bool warm, const char *verdict)
 {
         pthread_mutex_lock(&mlock);
         node_known = true;
         node_warm = warm;
-        snprintf(node_state, sizeof(node_state), "%s", state ? state : "");
-        snprintf(node_verdict, sizeof(node_verdict), "%s", verdict ? verdict : "");
+        copy_cut(node_state, sizeof(node_state), state);
+        copy_cut(node_verdict, sizeof(node_verdict), verdict);
         pthread_mutex_unlock(&mlock);
 }
 
