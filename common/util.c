@@ -1,6 +1,7 @@
 /* Small shared helpers: clocks, RFC 3339 timestamps, strict integer parsing. */
 #include "util.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +58,15 @@ static char *put_digits(char *o, unsigned n, unsigned width)
                 n /= 10;
         }
         return o + width;
+}
+
+void str_copy_cut(char *dst, size_t size, const char *src)
+{
+        size_t n = src ? strnlen(src, size - 1) : 0;
+
+        assert(dst && size > 0);
+        memcpy(dst, src ? src : "", n);
+        dst[n] = '\0';
 }
 
 char *format_rfc3339_ms(uint64_t realtime_ms, char *buf, size_t len)

@@ -33,6 +33,9 @@ void deadline_after_ms(clockid_t id, unsigned ms, struct timespec *ret);
 /* A condition variable whose timed waits take CLOCK_MONOTONIC deadlines (deadline_after_ms):
  * the default clock, CLOCK_REALTIME, makes a monotonic deadline expire at once. */
 void cond_init_monotonic(pthread_cond_t *c);
+/* src (NULL: "") into dst of size bytes (> 0), cut to fit and NUL-terminated: what
+ * snprintf(dst, size, "%s", src) does, without a format's parse on paths every job takes. */
+void str_copy_cut(char *dst, size_t size, const char *src);
 /* RFC 3339 UTC with milliseconds, "2026-11-29T23:19:51.123Z"; buf at least 32 bytes. */
 char *format_rfc3339_ms(uint64_t realtime_ms, char *buf, size_t len);
 

@@ -110,22 +110,13 @@ void metrics_observe_running(size_t running)
 static bool node_known, node_warm;
 static char node_state[16], node_verdict[8];
 
-/* src (NULL: "") cut to fit dst, without a printf: this runs at every release of core_lock. */
-static void copy_cut(char *dst, size_t size, const char *src)
-{
-        size_t n = src ? strnlen(src, size - 1) : 0;
-
-        memcpy(dst, src ? src : "", n);
-        dst[n] = '\0';
-}
-
 void metrics_observe_node(const char *state, bool warm, const char *verdict)
 {
         pthread_mutex_lock(&mlock);
         node_known = true;
         node_warm = warm;
-        copy_cut(node_state, sizeof(node_state), state);
-        copy_cut(node_verdict, sizeof(node_verdict), verdict);
+        str_copy_cut(node_state, sizeof(node_state), state); /* at every unlock */
+        str_copy_cut(node_verdict, sizeof(node_verdict), verdict);
         pthread_mutex_unlock(&mlock);
 }
 
@@ -236,7 +227,13 @@ void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
 
         escape(u, sizeof(u), uuid);
         escape(b, sizeof(b), bench ? bench : "unknown");
-        snprintf(prefix, sizeof(prefix), "uuid=\"%s\",", u);
+        /* Put together with stpcpy, not snprintf (two parts a job, each measurement): escape
+         * leaves each piece shorter than its buffer, and the buffers are sized so they fit. */
+        _Static_assert(sizeof(prefix) > sizeof("uuid=\"\",") + sizeof(u), "prefix fits");
+        _Static_assert(sizeof(labels) > sizeof(prefix) + sizeof("benchmark=\"\",mode=\"\"") +
+                                            sizeof(b) + sizeof(n),
+                       "labels fit");
+        stpcpy(stpcpy(stpcpy(prefix, "uuid=\""), u), "\",");
         pthread_mutex_lock(&mlock);
         json_array_foreach(json_object_get(result, "measurements"), i, m)
         {
@@ -248,8 +245,10 @@ void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
                 if (!name || strchr(name, '@') || (!json_is_number(g) && !json_is_number(lat)))
                         continue;
                 escape(n, sizeof(n), name);
-                snprintf(labels, sizeof(labels), "uuid=\"%s\",benchmark=\"%s\",mode=\"%s\"", u, b,
-                         n);
+                stpcpy(stpcpy(stpcpy(stpcpy(stpcpy(stpcpy(labels, prefix), "benchmark=\""), b),
+                                     "\",mode=\""),
+                              n),
+                       "\"");
                 if (!family_has(&measured_at, labels) &&
                     modes_of(prefix) >= METRICS_MODES_PER_DEVICE) {
                         series_dropped++;

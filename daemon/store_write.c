@@ -317,7 +317,7 @@ int store_row_from_job(const json_t *job, struct store_row *ret)
                         goto oom;
         }
 
-        snprintf(row.id, sizeof(row.id), "%s", id);
+        str_copy_cut(row.id, sizeof(row.id), id);
         row.state = dup_or_null(json_string_value(json_object_get(job, "state")), &oom);
         row.benchmark = dup_or_null(json_string_value(json_object_get(job, "benchmark")), &oom);
         row.client = dup_or_null(json_string_value(json_object_get(job, "client")), &oom);
@@ -1227,7 +1227,7 @@ static int put(struct store *s, const json_t *job, bool shared, struct store_tic
                 free(t);
                 return log_error_errno(ENOMEM, "Cannot queue job %s's change", id);
         }
-        snprintf(t->row.id, sizeof(t->row.id), "%s", id);
+        str_copy_cut(t->row.id, sizeof(t->row.id), id);
         /* Only finished jobs are cached, and nothing writes those again; a write says the
          * cached bytes (if any) are no longer the truth all the same. */
         store_cache_evict(s, t->row.id);
@@ -1330,7 +1330,7 @@ int store_put_new(struct store *s, struct store_new *p, const char *id,
         memcpy(p->row.doc + p->id_at_doc, id, strlen(id));
         if (p->row.summary != p->row.doc)
                 memcpy(p->row.summary + p->id_at_sum, id, strlen(id));
-        snprintf(p->row.id, sizeof(p->row.id), "%s", id);
+        str_copy_cut(p->row.id, sizeof(p->row.id), id);
         p->row.fresh = true;
         t->row = p->row;
         free(p);

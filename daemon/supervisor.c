@@ -229,7 +229,7 @@ static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome 
                 if (e) {
                         e->device = (size_t)(w - s->w);
                         e->is_part = true;
-                        snprintf(e->job, sizeof(e->job), "%s", w->job);
+                        str_copy_cut(e->job, sizeof(e->job), w->job);
                         e->outcome = outcome;
                         e->result = result ? json_incref(result) : NULL;
                         e->seen = result && seen ? json_incref(seen) : NULL;
@@ -1028,7 +1028,7 @@ fail:
 static void take_part(struct slot *w, const char *job_id, uint64_t timeout_ms, uint64_t now)
 {
         w->has_part = true;
-        snprintf(w->job, sizeof(w->job), "%s", job_id);
+        str_copy_cut(w->job, sizeof(w->job), job_id);
         w->timeout_ms = timeout_ms;
         w->deadline = timeout_ms ? now + timeout_ms : 0;
         w->cancelling = false;

@@ -274,7 +274,7 @@ static void ready_head(struct jobs *js, size_t dev, char ret_id[JOB_ID_MAX], siz
 
         ret_id[0] = '\0';
         if (next && next->committed && !next->unchecked) {
-                snprintf(ret_id, JOB_ID_MAX, "%s", next->id);
+                str_copy_cut(ret_id, JOB_ID_MAX, next->id);
                 *ret_part = e->part;
         }
 }
@@ -528,7 +528,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         if (by_worker)
                 worker_looked(dev, d, others);
         else if (d && js->poke && !d->held && (h = calloc(1, sizeof(*h)))) {
-                snprintf(h->job_id, sizeof(h->job_id), "%s", job_id);
+                str_copy_cut(h->job_id, sizeof(h->job_id), job_id);
                 h->outcome = outcome;
                 h->result = json_incref(result);
                 h->error = error ? strdup(error) : NULL;
@@ -715,7 +715,7 @@ static void on_worker_state(void *userdata, size_t dev, enum worker_state st, co
                 goto out;
         enum worker_state old = d->wstate;
         d->wstate = st;
-        snprintf(d->reason, sizeof(d->reason), "%s", reason ? reason : "");
+        str_copy_cut(d->reason, sizeof(d->reason), reason);
         if (st != old)
                 log_info("device %zu (%s): worker %s%s%s", dev, d->uuid, worker_state_to_string(st),
                          reason ? ": " : "", reason ? reason : "");

@@ -1,4 +1,4 @@
-/* parse_uint64, format_rfc3339_ms, streq_ptr, deadline_after_ms, DECIMAL_STR_MAX. */
+/* parse_uint64, str_copy_cut, format_rfc3339_ms, streq_ptr, deadline_after_ms, DECIMAL_STR_MAX. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,6 +7,7 @@
 #include <cmocka.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "util.h"
@@ -40,6 +41,29 @@ static void test_parse_uint64_range_and_overflow(void **state)
         assert_int_equal(parse_uint64("0", 1, 10, &v), -ERANGE);
         assert_int_equal(parse_uint64("18446744073709551616", 0, UINT64_MAX, &v), -ERANGE);
         assert_int_equal(v, 7);
+}
+
+/* str_copy_cut writes what snprintf(dst, size, "%s", src) writes, at every length around the
+ * size, and "" for NULL. */
+static void test_str_copy_cut_is_snprintf_of_percent_s(void **state)
+{
+        const char *src = "0123456789abcdef";
+
+        for (size_t size = 1; size <= 20; size++)
+                for (size_t len = 0; len <= 16; len++) {
+                        char want[24], got[24], part[17];
+
+                        memcpy(part, src, len);
+                        part[len] = '\0';
+                        memset(want, 'x', sizeof(want));
+                        memset(got, 'x', sizeof(got));
+                        snprintf(want, size, "%s", part);
+                        str_copy_cut(got, size, part);
+                        assert_memory_equal(got, want, sizeof(got)); /* nothing past the NUL */
+                }
+        char one[4] = "abc";
+        str_copy_cut(one, sizeof(one), NULL);
+        assert_string_equal(one, "");
 }
 
 static void test_rfc3339_ms(void **state)
@@ -133,6 +157,7 @@ int main(void)
             cmocka_unit_test(test_parse_uint64_accepts_digits_in_range),
             cmocka_unit_test(test_parse_uint64_rejects_sign_space_and_junk),
             cmocka_unit_test(test_parse_uint64_range_and_overflow),
+            cmocka_unit_test(test_str_copy_cut_is_snprintf_of_percent_s),
             cmocka_unit_test(test_rfc3339_ms),
             cmocka_unit_test(test_rfc3339_ms_agrees_with_gmtime),
             cmocka_unit_test(test_clocks_move_forward),
