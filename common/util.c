@@ -1,4 +1,4 @@
-/* Small shared helpers: clocks, RFC 3339 timestamps, strict integer parsing. */
+/* Small shared helpers: clocks, RFC 3339 timestamps, strict integer parsing, bounded copies. */
 #include "util.h"
 
 #include <assert.h>
@@ -62,9 +62,9 @@ static char *put_digits(char *o, unsigned n, unsigned width)
 
 void str_copy_cut(char *dst, size_t size, const char *src)
 {
+        assert(dst && size > 0);
         size_t n = src ? strnlen(src, size - 1) : 0;
 
-        assert(dst && size > 0);
         memcpy(dst, src ? src : "", n);
         dst[n] = '\0';
 }
