@@ -33,9 +33,10 @@
  * cancel_requested (add_recovery_columns), so that recovery queues a waiting job from its
  * columns without parsing its document; 3 replaced the index jobs_open with jobs_open_cols, which
  * holds those columns, so that it reads them without the table's pages either; 4 replaced
- * jobs_state with jobs_state_final, which leaves out the open jobs (jobs_open_cols has them). */
-#define SCHEMA_VERSION     4
-#define SCHEMA_SET_VERSION "PRAGMA user_version = 4; COMMIT"
+ * jobs_state with jobs_state_final, which leaves out the open jobs (jobs_open_cols has them); 5
+ * added parts.doc (add_part_doc_column), a part's own document written without its job's. */
+#define SCHEMA_VERSION     5
+#define SCHEMA_SET_VERSION "PRAGMA user_version = 5; COMMIT"
 
 /* In two parts: a table made by an older schema gets its new columns (add_recovery_columns)
  * between them, before an index names them. */
@@ -60,6 +61,10 @@ static const char schema_tables[] =
     " uuid TEXT NOT NULL COLLATE NOCASE,"
     " state TEXT NOT NULL,"
     " verdict TEXT,"
+    /* The part's object as the job's document would hold it, newer than that document (a part
+     * that ended while others of its job ran: store_put_part_doc); NULL once a document of the
+     * job is written again, which carries it. */
+    " doc TEXT,"
     " PRIMARY KEY (job_id, idx)) WITHOUT ROWID;";
 static const char schema[] =
     "CREATE INDEX IF NOT EXISTS parts_uuid ON parts(uuid, job_id);"
@@ -395,7 +400,7 @@ static int parts_walk_cmp(struct parts_walk *w, const char *id)
 static int open_parts_read(struct open_parts *op, struct parts_walk *w, const char *id,
                            size_t *ret_n)
 {
-        ssize_t offs[2 * OPEN_PARTS_MAX];
+        ssize_t offs[3 * OPEN_PARTS_MAX];
         size_t n = 0, skipped = 0;
 
         op->buf_len = 0;
@@ -413,16 +418,18 @@ static int open_parts_read(struct open_parts *op, struct parts_walk *w, const ch
                 sqlite3_int64 idx = sqlite3_column_int64(w->st, 1);
                 const char *uuid = (const char *)sqlite3_column_text(w->st, 2);
                 const char *state = (const char *)sqlite3_column_text(w->st, 3);
+                const char *doc = (const char *)sqlite3_column_text(w->st, 4);
 
                 if (idx < 0 || idx >= OPEN_PARTS_MAX || !uuid || !state)
                         continue; /* the document's check will say: job_checked */
                 while (n <= (size_t)idx) {
-                        offs[2 * n] = offs[2 * n + 1] = -1;
+                        offs[3 * n] = offs[3 * n + 1] = offs[3 * n + 2] = -1;
                         n++;
                 }
-                offs[2 * idx] = open_parts_keep(op, uuid);
-                offs[2 * idx + 1] = open_parts_keep(op, state);
-                if (offs[2 * idx] < 0 || offs[2 * idx + 1] < 0)
+                offs[3 * idx] = open_parts_keep(op, uuid);
+                offs[3 * idx + 1] = open_parts_keep(op, state);
+                offs[3 * idx + 2] = doc ? open_parts_keep(op, doc) : -1;
+                if (offs[3 * idx] < 0 || offs[3 * idx + 1] < 0 || (doc && offs[3 * idx + 2] < 0))
                         return -ENOMEM;
         }
         if (w->rc == SQLITE_NOMEM)
@@ -438,8 +445,9 @@ static int open_parts_read(struct open_parts *op, struct parts_walk *w, const ch
                 op->cap = n;
         }
         for (size_t i = 0; i < n; i++) {
-                op->parts[i].uuid = offs[2 * i] < 0 ? NULL : op->buf + offs[2 * i];
-                op->parts[i].state = offs[2 * i + 1] < 0 ? NULL : op->buf + offs[2 * i + 1];
+                op->parts[i].uuid = offs[3 * i] < 0 ? NULL : op->buf + offs[3 * i];
+                op->parts[i].state = offs[3 * i + 1] < 0 ? NULL : op->buf + offs[3 * i + 1];
+                op->parts[i].doc = offs[3 * i + 2] < 0 ? NULL : op->buf + offs[3 * i + 2];
         }
         *ret_n = n;
         return 0;
@@ -670,6 +678,19 @@ static int add_recovery_columns(sqlite3 *db)
                             NULL, NULL, NULL);
 }
 
+/* Schema 4 to 5, inside writer_open's transaction: parts.doc, NULL in every row there is (no
+ * part of those has a document of its own). A table schema 5 created has it already. */
+static int add_part_doc_column(sqlite3 *db)
+{
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(db, "SELECT doc FROM parts LIMIT 0", -1, &st, NULL);
+
+        sqlite3_finalize(st);
+        if (rc == SQLITE_OK)
+                return SQLITE_OK;
+        return sqlite3_exec(db, "ALTER TABLE parts ADD COLUMN doc TEXT;", NULL, NULL, NULL);
+}
+
 /* Open the writer connection, create or check the schema. -EBADMSG when the file is damaged. */
 static int writer_open(struct store *s)
 {
@@ -700,6 +721,8 @@ static int writer_open(struct store *s)
                 rc = sqlite3_exec(s->wdb, schema_tables, NULL, NULL, NULL);
         if (rc == SQLITE_OK && version < 2)
                 rc = add_recovery_columns(s->wdb);
+        if (rc == SQLITE_OK && version < 5)
+                rc = add_part_doc_column(s->wdb);
         /* Schema 2's index, which jobs_open_cols replaces. */
         if (rc == SQLITE_OK && version < 3)
                 rc = sqlite3_exec(s->wdb, "DROP INDEX IF EXISTS jobs_open", NULL, NULL, NULL);

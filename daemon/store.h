@@ -83,6 +83,15 @@ void store_new_free(struct store_new *p);
  * must live as long as the program (a job_state_names string). Fire and forget: a failure to
  * commit is logged. 0, -EINVAL (no valid id) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
+/* store_put_part with the part's own document: part (its object in the job's document, dumped
+ * now, by the caller's thread) goes to its row beside state, newer than the job's document. A
+ * part's end while other parts of its job run is so written without the job's whole row
+ * (issue 23: "write what changed"), and store_recover hands it on (store_open_part.doc) for
+ * recovery to lay over the document. The job's next document (store_put and the rest) carries
+ * the part again, and clears it. part NULL: store_put_part. 0, -EINVAL or -ENOMEM (out of memory,
+ * or a part the dumper refuses), logged; nothing is queued on failure. */
+int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
+                       const json_t *part);
 /* Wait for the ticket's commit and free it (a wait makes the writer commit what is queued now,
  * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
  * disk full, -EIO: anything else). */
@@ -121,6 +130,7 @@ int store_public_expand(json_t *pub);
  * then frees it. */
 struct store_open_part {
         const char *uuid, *state; /* NULL where the parts table has no row for this index */
+        const char *doc;          /* the part's own document (store_put_part_doc), or NULL */
 };
 struct store_open_job {
         const char *id, *state, *client, *idempotency_key;

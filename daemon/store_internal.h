@@ -46,6 +46,7 @@ enum {
         W_UPSERT_PART,
         W_PART_DEVICE,
         W_PART_STATE,
+        W_PART_DOC,
         W_STATS,
         W_OLD_BY_AGE,
         W_OLD_BY_ID,
@@ -133,7 +134,8 @@ struct store_ticket {
         struct store_ticket *prep_prev, *prep_next;
         bool superseded; /* a later ticket of the same batch writes the same job's document */
         /* store_put_part's: only part part_idx's state (a static string), no document, no
-         * snapshot; prep is PREP_OWNED from the start, so no drain ever sees it. */
+         * snapshot; prep is PREP_OWNED from the start, so no drain ever sees it. From
+         * store_put_part_doc, also the part's own document, in row.doc (made by the caller). */
         bool part_only;
         size_t part_idx;
         const char *part_state;

@@ -40,7 +40,7 @@ static const char *const rsql[R_COUNT] = {
     /* Their parts, by one walk of the parts table from the first of them on, in the order of
      * its key (store_recover merges it with R_OPEN, seeking again past a run of finished jobs'
      * parts): a search for each job's was half of start-up. */
-    [R_OPEN_PARTS] = "SELECT job_id, idx, uuid, state FROM parts WHERE job_id >= ?1 ORDER BY "
+    [R_OPEN_PARTS] = "SELECT job_id, idx, uuid, state, doc FROM parts WHERE job_id >= ?1 ORDER BY "
                      "job_id, idx",
     [R_HEALTH] = "SELECT j.doc FROM parts p CROSS JOIN jobs j ON j.id = p.job_id WHERE p.uuid = "
                  "?1 AND p.verdict IS NOT NULL AND p.job_id <> ?2 AND j.benchmark = 'health' "

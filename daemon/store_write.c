@@ -36,13 +36,18 @@ const char *const store_wsql[W_COUNT] = {
     /* uuid is not SET when it is the same: an UPDATE that names an indexed column rewrites
      * the row's entry in that index whatever the value (parts_uuid was 4 of every commit's 23
      * pages), so a device that changed takes W_PART_DEVICE. */
+    /* A document of the job carries each part: a part's own (doc) is no longer newer. */
     [W_UPSERT_PART] = "INSERT INTO parts (job_id, idx, uuid, state, verdict) VALUES (?1, ?2, ?3, "
-                      "?4, ?5) ON CONFLICT (job_id, idx) DO UPDATE SET state = ?4, verdict = ?5 "
-                      "WHERE uuid = ?3",
-    [W_PART_DEVICE] = "UPDATE parts SET uuid = ?3, state = ?4, verdict = ?5 WHERE job_id = ?1 AND "
-                      "idx = ?2",
+                      "?4, ?5) ON CONFLICT (job_id, idx) DO UPDATE SET state = ?4, verdict = ?5, "
+                      "doc = NULL WHERE uuid = ?3",
+    [W_PART_DEVICE] = "UPDATE parts SET uuid = ?3, state = ?4, verdict = ?5, doc = NULL WHERE "
+                      "job_id = ?1 AND idx = ?2",
     /* A part's start (store_put_part): one small row, no index touched (state is in none). */
     [W_PART_STATE] = "UPDATE parts SET state = ?3 WHERE job_id = ?1 AND idx = ?2",
+    /* A part's end before its job's (store_put_part_doc): its row and its own document, no
+     * index touched either; the verdict column waits for the job's document, which R_HEALTH
+     * reads. */
+    [W_PART_DOC] = "UPDATE parts SET state = ?3, doc = ?4 WHERE job_id = ?1 AND idx = ?2",
     [W_STATS] = "SELECT jobs, finished, bytes FROM stats",
     [W_OLD_BY_AGE] = "SELECT id FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms < ?1 "
                      "ORDER BY finished_ms LIMIT ?2",
@@ -571,16 +576,19 @@ static int ticket_row(struct store *s, struct store_ticket *t)
         return 0;
 }
 
-/* A part's state alone (store_put_part). Its row is there unless the job's first write failed
- * or retention deleted the job: then nothing changes, as nothing should. */
+/* A part's state alone (store_put_part), or with its own document (store_put_part_doc). Its
+ * row is there unless the job's first write failed or retention deleted the job: then nothing
+ * changes, as nothing should. */
 static int write_part_state(struct store *s, const struct store_ticket *t)
 {
-        sqlite3_stmt *st = s->w[W_PART_STATE];
+        sqlite3_stmt *st = s->w[t->row.doc ? W_PART_DOC : W_PART_STATE];
         int r;
 
         sqlite3_bind_text(st, 1, t->row.id, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)t->part_idx);
         sqlite3_bind_text(st, 3, t->part_state, -1, SQLITE_STATIC);
+        if (t->row.doc)
+                sqlite3_bind_text(st, 4, t->row.doc, (int)t->row.doc_len, SQLITE_STATIC);
         r = store_wstep(s, st);
         sqlite3_clear_bindings(st);
         return r;
@@ -1347,16 +1355,71 @@ int store_put_new(struct store *s, struct store_new *p, const char *id,
         return 0;
 }
 
+/* The part's own document: its object compact, the result spliced in as its bytes (a worker's
+ * raw node is dumped by no one). Member order is no matter: recovery parses it. NULL when out of
+ * memory or the part cannot be dumped (nothing in it is deeper than umd's dumper goes, but a
+ * caller that gets NULL writes the whole document instead, which says why). */
+static char *part_doc_text(const json_t *part, size_t *ret_len)
+{
+        static const char key[] = "{\"result\":";
+        const json_t *res = json_object_get(part, "result");
+        struct json_override ov = {"result", NULL};
+        _cleanup_free_ char *rest = NULL, *dump = NULL;
+        const char *bytes;
+        size_t rest_len, len;
+        char *out;
+
+        rest = res ? json_dump_compact_with(part, &ov, 1, &rest_len)
+                   : json_dump_compact(part, &rest_len);
+        if (!rest || rest_len < 2 || rest[0] != '{')
+                return NULL;
+        if (!res) {
+                char *whole = rest;
+
+                rest = NULL;
+                *ret_len = rest_len;
+                return whole;
+        }
+        if (result_bytes(res, &bytes, &len, &dump) < 0)
+                return NULL;
+        /* {"result":BYTES then, after a comma unless the rest is {}, the rest less its { */
+        out = malloc(sizeof(key) - 1 + len + rest_len + 1);
+        if (!out)
+                return NULL;
+        size_t n = sizeof(key) - 1;
+        memcpy(out, key, n);
+        memcpy(out + n, bytes, len);
+        n += len;
+        if (rest_len > 2)
+                out[n++] = ',';
+        memcpy(out + n, rest + 1, rest_len - 1);
+        n += rest_len - 1;
+        out[n] = '\0';
+        *ret_len = n;
+        return out;
+}
+
 int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state)
+{
+        return store_put_part_doc(s, job_id, idx, state, NULL);
+}
+
+int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
+                       const json_t *part)
 {
         struct store_ticket *t;
 
         assert(state);
+        assert(!part || json_is_object(part));
         if (!job_id || !uuid_is_valid(job_id))
                 return log_error_errno(EINVAL, "Refusing to store a part of a job without id");
         t = calloc(1, sizeof(*t));
         if (!t)
                 return log_error_errno(ENOMEM, "Cannot queue job %s's part change", job_id);
+        if (part && !(t->row.doc = part_doc_text(part, &t->row.doc_len))) {
+                free(t);
+                return log_error_errno(ENOMEM, "Cannot dump part %zu of job %s", idx, job_id);
+        }
         snprintf(t->row.id, sizeof(t->row.id), "%s", job_id);
         t->part_only = true;
         t->part_idx = idx;

@@ -79,6 +79,7 @@ static void cancel_undo_locked(struct jobs *js, struct job *j, const struct canc
                 if (i >= SPEC_MAX_DEVICES || !u->was_queued[i] || j->parts[i].st != JOB_CANCELLED)
                         continue;
                 j->parts[i].st = JOB_QUEUED;
+                j->parts[i].unsaved = true;
                 json_object_set_new(pd, "state", json_string(job_state_names[JOB_QUEUED]));
                 json_object_set_new(pd, "finished", json_null());
                 json_object_set_new(pd, "error", json_null());

@@ -314,6 +314,7 @@ void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, j
         if (old == JOB_QUEUED && st != JOB_QUEUED && j->parts[i].device >= 0)
                 queue_remove(&js->queues[j->parts[i].device], j, i);
         j->parts[i].st = st;
+        j->parts[i].unsaved = true;
         /* Constant keys and state names: set without jansson's UTF-8 check of each (a part's
          * start and end, every job). The error's text is checked: it may be a worker's. */
         json_object_set_new_nocheck(p, "state", json_string_nocheck(job_state_names[st]));
@@ -409,9 +410,43 @@ int job_persist(struct jobs *js, struct job *j)
                 r = store_put_final(js->store, doc, NULL);
         else
                 r = store_put(js->store, doc, NULL);
-        if (r == 0)
+        if (r == 0) {
                 j->persist_due_ms = 0; /* the whole document: the pending change with it */
+                for (size_t i = 0; i < j->n_parts; i++)
+                        j->parts[i].unsaved = false;
+        }
         return r;
+}
+
+/* A pending change fallen due (job_persist_soon): for a job not final, its parts that changed
+ * since its last write, each as its own document, not the job's whole row. The change is mostly
+ * a part's end while the job's other parts run (their queues drift apart): under a submit load a
+ * third or more of the jobs were written whole once more for it, a dump of the job and its row
+ * with its indexes each time (issue 23, "write what changed"). What the document holds above
+ * the parts that changed meanwhile is the job's state and start, which recovery makes again
+ * from the parts (job_recover.c). The whole document, as before, when it is final, when no part
+ * says it changed, or when a part's write cannot be queued. */
+static int job_persist_due(struct jobs *js, struct job *j)
+{
+        size_t n = 0;
+
+        if (job_state_final(j->st) || !job_doc(j))
+                return job_persist(js, j);
+        for (size_t i = 0; i < j->n_parts; i++)
+                n += j->parts[i].unsaved;
+        if (n == 0)
+                return job_persist(js, j);
+        for (size_t i = 0; i < j->n_parts; i++) {
+                if (!j->parts[i].unsaved)
+                        continue;
+                if (store_put_part_doc(js->store, j->id, i, job_state_names[j->parts[i].st],
+                                       job_part_doc(j, i)) < 0)
+                        return job_persist(js, j); /* logged; the whole carries every part */
+                j->parts[i].unsaved = false;
+        }
+        j->rewritten = true;
+        j->persist_due_ms = 0;
+        return 0;
 }
 
 /* The part's row now (store_put_part), the document as a part's end's is (job_persist_soon):
@@ -477,7 +512,7 @@ static void persist_pending_walk(struct jobs *js, uint64_t upto)
 
                 if (!due)
                         continue;
-                if (due <= upto && job_persist(js, j) == 0)
+                if (due <= upto && job_persist_due(js, j) == 0)
                         continue;
                 /* Not due yet, or out of memory (logged): the next pass. */
                 if (!js->persist_due_ms || due < js->persist_due_ms)
@@ -518,7 +553,7 @@ void jobs_persist_pending_locked(struct jobs *js, bool all)
                 /* Gone, written since, or pending again since (a later entry has it). */
                 if (!j || !j->persist_due_ms || j->persist_due_ms > upto)
                         continue;
-                if (job_persist(js, j) < 0) {
+                if (job_persist_due(js, j) < 0) {
                         /* Out of memory (logged): it stays pending, out of the ring's order. */
                         js->pending_lost = true;
                         js->persist_due_ms = j->persist_due_ms;

@@ -129,8 +129,8 @@ static const char *recover_check(struct jobs *js, const json_t *doc)
 /* What a restart changes in a job read from its document (j, with doc its tree), and the checks
  * of its shape and its submission: running parts are interrupted, parts of a GPU gone and parts
  * of a job that is no longer valid are failed. malformed_why: spec_validate_stored's complaint,
- * or NULL. */
-static void recover_judge(struct jobs *js, struct job *j, const json_t *doc,
+ * or NULL. true when it changed the job (and wrote it). */
+static bool recover_judge(struct jobs *js, struct job *j, const json_t *doc,
                           const char *malformed_why)
 {
         char bad_buf[200];
@@ -167,10 +167,12 @@ static void recover_judge(struct jobs *js, struct job *j, const json_t *doc,
                 job_persist(js, j);
                 job_changed(js, j);
         }
+        return dirty;
 }
 
-/* A job whose document was parsed: into the index and its queues, judged. */
-static int recover_doc(struct jobs *js, json_t *doc)
+/* A job whose document was parsed: into the index and its queues, judged. rewrite: the
+ * document had parts' own documents laid over it, which its store row is to carry. */
+static int recover_doc(struct jobs *js, json_t *doc, bool rewrite)
 {
         struct job *j;
         char why[160] = "";
@@ -190,7 +192,8 @@ static int recover_doc(struct jobs *js, json_t *doc)
                 job_free(j);
                 return 0;
         }
-        recover_judge(js, j, doc, malformed ? why : NULL);
+        if (!recover_judge(js, j, doc, malformed ? why : NULL) && rewrite)
+                job_persist(js, j); /* logged */
         int r = jobs_append(js, j);
         if (r < 0) {
                 jobs_finals_forget(js, j); /* recover_judge may have written it final */
@@ -217,7 +220,7 @@ static int recover_fast(struct jobs *js, struct store_open_job *o)
             o->cancel_requested != 0 || o->n_parts == 0 || !uuid_is_valid(o->id))
                 return 0;
         for (size_t i = 0; i < o->n_parts; i++)
-                if (!o->parts[i].uuid ||
+                if (!o->parts[i].uuid || o->parts[i].doc ||
                     !streq_ptr(o->parts[i].state, job_state_names[JOB_QUEUED]) ||
                     device_of_uuid(o->parts[i].uuid) < 0)
                         return 0;
@@ -252,27 +255,67 @@ static int recover_fast(struct jobs *js, struct store_open_job *o)
         return 1;
 }
 
-/* A part's start is written as its row alone (store_put_part), the document following later:
- * a part whose row says running while the document still says queued was started, and is
- * recovered as running (so interrupted), its job with it. Nothing else is taken from the rows:
- * the document is the truth for every other state. */
-static void overlay_started_parts(json_t *doc, const struct store_open_job *o)
+/* A part's own document (store_put_part_doc), parsed, if it is one of part p: an object of a
+ * known state naming p's device. NULL otherwise (logged: the document's part stands). */
+static json_t *part_doc_parse(const char *id, size_t i, const char *text, const json_t *p)
 {
-        json_t *parts = json_object_get(doc, "parts");
+        json_error_t e;
+        json_t *own = store_parse_doc(text, strlen(text), &e);
+
+        if (json_is_object(own) &&
+            job_state_from_string(json_string_value(json_object_get(own, "state"))) >= 0 &&
+            json_equal(json_object_get(own, "uuid"), json_object_get(p, "uuid")))
+                return own;
+        json_decref(own);
+        log_warning("store: job %s: part %zu's own document is not one of that part; its job's "
+                    "document is taken for it",
+                    id, i);
+        return NULL;
+}
+
+/* What the parts' rows say beyond the document, laid over it. A part's start is written as its
+ * row alone (store_put_part), and a part's change while others of its job ran as its own
+ * document (store_put_part_doc), the job's document following later: a part whose row holds a
+ * document is that document; one whose row says running while the document says queued was
+ * started, and is recovered as running (so interrupted), its job with it. The job's state and
+ * start, which its document had not caught up with, follow from its parts. true when a part's
+ * own document was laid: the job's document is then to be written again. */
+static bool overlay_parts(json_t *doc, const struct store_open_job *o)
+{
+        json_t *parts = json_object_get(doc, "parts"), *p;
         const char *queued = job_state_names[JOB_QUEUED], *running = job_state_names[JOB_RUNNING];
-        bool started = false;
+        const char *first_start = NULL;
+        bool laid = false, moved = false;
+        size_t i;
 
-        for (size_t i = 0; i < o->n_parts && i < json_array_size(parts); i++) {
-                json_t *p = json_array_get(parts, i);
-
-                if (!json_is_object(p) || !streq_ptr(o->parts[i].state, running) ||
-                    !streq_ptr(json_string_value(json_object_get(p, "state")), queued))
+        for (i = 0; i < o->n_parts && i < json_array_size(parts); i++) {
+                p = json_array_get(parts, i);
+                if (!json_is_object(p))
                         continue;
-                if (json_object_set_new(p, "state", json_string(running)) == 0)
-                        started = true;
+                json_t *own = o->parts[i].doc ? part_doc_parse(o->id, i, o->parts[i].doc, p) : NULL;
+                if (own && json_array_set_new(parts, i, own) == 0) {
+                        p = own;
+                        laid = true;
+                }
+                if (streq_ptr(o->parts[i].state, running) &&
+                    streq_ptr(json_string_value(json_object_get(p, "state")), queued))
+                        json_object_set_new(p, "state", json_string(running));
         }
-        if (started && streq_ptr(json_string_value(json_object_get(doc, "state")), queued))
+        json_array_foreach(parts, i, p)
+        {
+                const char *started = json_string_value(json_object_get(p, "started"));
+
+                if (!streq_ptr(json_string_value(json_object_get(p, "state")), queued))
+                        moved = true;
+                /* The stamps are job_now_json's, one format: their order is the bytes'. */
+                if (started && (!first_start || strcmp(started, first_start) < 0))
+                        first_start = started;
+        }
+        if (moved && streq_ptr(json_string_value(json_object_get(doc, "state")), queued))
                 json_object_set_new(doc, "state", json_string(running));
+        if (first_start && json_is_null(json_object_get(doc, "started")))
+                json_object_set_new(doc, "started", json_string(first_start));
+        return laid;
 }
 
 static int recover_one(struct store_open_job *o, void *userdata)
@@ -292,8 +335,8 @@ static int recover_one(struct store_open_job *o, void *userdata)
                 log_warning("store: unfinished job %s is not valid JSON; skipped", o->id);
                 return 0;
         }
-        overlay_started_parts(doc, o);
-        return recover_doc(js, doc);
+        bool laid = overlay_parts(doc, o);
+        return recover_doc(js, doc, laid);
 }
 
 int job_recover_all(struct jobs *js)
@@ -351,7 +394,7 @@ struct job *job_checked(struct jobs *js, struct job *j)
                             id);
                 job_free(d);
                 job_drop(js, j);
-                int r = recover_doc(js, doc);
+                int r = recover_doc(js, doc, false);
                 if (r < 0)
                         log_error_errno(r, "store: job %s cannot be recovered: %m", id);
                 return job_find(js, id);
@@ -361,7 +404,7 @@ struct job *job_checked(struct jobs *js, struct job *j)
         j->unchecked = false;
         js->rec.unchecked--;
         bool malformed = spec_validate_stored(doc, why, sizeof(why)) < 0;
-        recover_judge(js, j, doc, malformed ? why : NULL);
+        (void)recover_judge(js, j, doc, malformed ? why : NULL);
         job_compact(j);
         return j;
 }

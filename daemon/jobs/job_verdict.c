@@ -80,6 +80,7 @@ static int verdict_stamp_or_retry(struct jobs *js, struct job *j, size_t i, json
         json_object_set_new(p, "first_attempt",
                             json_pack("{s:o, s:O}", "verdict", v, "result", result));
         j->parts[i].st = JOB_QUEUED;
+        j->parts[i].unsaved = true;
         json_object_set_new(p, "state", json_string("queued"));
         json_object_set_new(p, "waiting", json_string(waiting));
         if (job_enqueue(js, j, i) < 0) {

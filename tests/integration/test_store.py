@@ -128,8 +128,15 @@ def indexes(state):
     return {r[0] for r in db_execute(state, "SELECT name FROM sqlite_master WHERE type = 'index'")}
 
 
+def as_schema_4(state):
+    """The file as schema 4 left it: no part has a document of its own."""
+    db_execute(state, "ALTER TABLE parts DROP COLUMN doc")
+    db_execute(state, "PRAGMA user_version = 4")
+
+
 def as_schema_3(state):
     """The file as schema 3 left it: every job indexed by its state."""
+    as_schema_4(state)
     db_execute(state, "DROP INDEX jobs_state_final")
     db_execute(state, "CREATE INDEX jobs_state ON jobs(state, id)")
     db_execute(state, "PRAGMA user_version = 3")
@@ -156,7 +163,7 @@ def test_a_store_of_schema_2_gets_the_covering_index_and_keeps_its_queue(umd, tm
     as_schema_2(state)
     d2 = umd(fake_devices=1, state_dir=state)
     assert {i: d2.get("/v1/jobs/" + i).json() for i in before} == before
-    assert db_execute(state, "PRAGMA user_version") == [(4,)]
+    assert db_execute(state, "PRAGMA user_version") == [(5,)]
     assert "jobs_open_cols" in indexes(state) and "jobs_open" not in indexes(state)
     plan = db_execute(state, "EXPLAIN QUERY PLAN SELECT id, state, priority, cancel_requested, "
                              "client, idempotency_key, created_ms FROM jobs WHERE finished_ms IS "
@@ -168,6 +175,27 @@ def test_a_store_of_schema_2_gets_the_covering_index_and_keeps_its_queue(umd, tm
 
 def ids_by_status(d, status):
     return [j["id"] for j in d.get(f"/v1/jobs?status={status}&limit=500").json()["jobs"]]
+
+
+def test_a_store_of_schema_4_gets_the_parts_own_documents_and_keeps_its_queue(umd, tmp_path):
+    """Schema 5 adds parts.doc (a part's own document): a schema 4 file gets the column, NULL in
+    every row, and every job, waiting or finished, reads back as before and runs."""
+    state = tmp_path / "state"
+    d = umd(fake_devices=1, state_dir=state)
+    done = wait_job(d, submit(d, COPY)["id"])
+    assert d.post("/v1/devices/0/pause", json={"reason": "migration test"}).status_code == 200
+    waiting = [submit(d, COPY)["id"] for _ in range(2)]
+    before = {i: d.get("/v1/jobs/" + i).json() for i in waiting + [done["id"]]}
+    assert d.stop() == 0
+    as_schema_4(state)
+    assert "doc" not in [r[1] for r in db_execute(state, "PRAGMA table_info(parts)")]
+    d2 = umd(fake_devices=1, state_dir=state)
+    assert {i: d2.get("/v1/jobs/" + i).json() for i in before} == before
+    assert db_execute(state, "PRAGMA user_version") == [(5,)]
+    assert "doc" in [r[1] for r in db_execute(state, "PRAGMA table_info(parts)")]
+    assert db_execute(state, "SELECT count(*) FROM parts WHERE doc IS NOT NULL") == [(0,)]
+    assert d2.post("/v1/devices/0/resume").status_code == 200
+    assert [wait_job(d2, i)["state"] for i in waiting] == ["succeeded"] * 2
 
 
 def test_a_store_of_schema_3_gets_the_final_state_index_and_lists_by_state_as_before(umd,
@@ -188,7 +216,7 @@ def test_a_store_of_schema_3_gets_the_final_state_index_and_lists_by_state_as_be
     as_schema_3(state)
     d2 = umd(fake_devices=1, state_dir=state)
     assert {s: ids_by_status(d2, s) for s in before} == before
-    assert db_execute(state, "PRAGMA user_version") == [(4,)]
+    assert db_execute(state, "PRAGMA user_version") == [(5,)]
     assert "jobs_state_final" in indexes(state) and "jobs_state" not in indexes(state)
 
 
@@ -228,7 +256,7 @@ def test_a_store_of_schema_1_is_migrated_and_its_queue_recovered_in_order(umd, t
     assert {i: d2.get("/v1/jobs/" + i).json() for i in before} == before
     cols = [r[1] for r in db_execute(state, "PRAGMA table_info(jobs)")]
     assert "priority" in cols and "cancel_requested" in cols
-    assert db_execute(state, "PRAGMA user_version") == [(4,)]
+    assert db_execute(state, "PRAGMA user_version") == [(5,)]
     assert indexes(state) >= {"jobs_open_cols", "jobs_state_final"}
     assert not indexes(state) & {"jobs_open", "jobs_state"}
     assert d2.post("/v1/devices/0/resume").status_code == 200

@@ -36,6 +36,9 @@ struct part {
         enum job_state st;
         uint64_t waiting_since_ms; /* first refused for a busy GPU, 0 when not waiting */
         unsigned attempts;         /* runs started (a failing canonical check runs twice) */
+        /* Its object in the document changed since the job's last write of either (the whole
+         * document, or the part's own: job_persist_due). */
+        bool unsaved;
 };
 
 struct job {
@@ -197,7 +200,9 @@ void job_finished(struct job *j);
 int job_persist(struct jobs *js, struct job *j);
 /* A change nobody waits for and no answer has shown (a part finished while the job is not
  * final): written within JOB_PERSIST_DELAY_MS by jobs_unlock, or sooner by any job_persist of
- * the job, so that the parts' ends usually go to the store as one final document. */
+ * the job, so that the parts' ends usually go to the store as one final document. Written when
+ * due, a job not final writes only its parts that changed, each as its own document
+ * (store_put_part_doc). */
 void job_persist_soon(struct jobs *js, struct job *j);
 /* Part i just started: its state row is queued now (a restart must find it running), the
  * rest of the change as job_persist_soon's. */

@@ -154,6 +154,10 @@ int __wrap_store_put_final(struct store *s, const json_t *job, struct store_tick
 int __wrap_store_wait(struct store_ticket *t);
 int __real_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
 int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
+int __real_store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
+                              const json_t *part);
+int __wrap_store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
+                              const json_t *part);
 int __wrap_store_poll(struct store_ticket *t, int *ret_r);
 int __real_store_get_internal(struct store *s, const char *id, json_t **ret);
 int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret);
@@ -235,6 +239,19 @@ int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const
                 return -ENOMEM;
         }
         return __real_store_put_part(s, job_id, idx, state);
+}
+
+/* A part's own document: store_put_part's failures. */
+int __wrap_store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
+                              const json_t *part)
+{
+        if (fx && fx->fail_put_part > 0) {
+                fx->fail_put_part--;
+                return -ENOMEM;
+        }
+        if (fx)
+                fx->part_docs += part != NULL;
+        return __real_store_put_part_doc(s, job_id, idx, state, part);
 }
 
 int __wrap_store_wait(struct store_ticket *t)
@@ -326,9 +343,9 @@ void fx_restart(unsigned n_devices, bool crash)
         /* A crash writes nothing more: shutdown's writes are refused as a dead process's are
          * never made. */
         if (crash)
-                fx->fail_put = 1u << 20;
+                fx->fail_put = fx->fail_put_part = 1u << 20;
         fx_stop();
-        fx->fail_put = 0;
+        fx->fail_put = fx->fail_put_part = 0;
         fx->n_dispatched = fx->n_cancelled = 0;
         fx_start(n_devices);
 }

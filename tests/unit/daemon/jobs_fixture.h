@@ -3,9 +3,9 @@
  * made by jobs_init over them, and a fake supervisor (jobs_fixture.c) that records what
  * dispatch asks of it and never runs anything: a test finishes a part by calling the callbacks
  * as the supervisor thread would (fx_part_done, fx_worker_state). Store failures are injected
- * with the linker's --wrap of store_put, store_put_part, store_wait and store_poll (fx_fail_*), so
- * the real store still holds whatever it committed; store_get_internal is wrapped to count
- * read-backs. */
+ * with the linker's --wrap of store_put, store_put_part(_doc), store_wait and store_poll
+ * (fx_fail_*), so the real store still holds whatever it committed; store_get_internal is wrapped
+ * to count read-backs. */
 #pragma once
 
 #include <jansson.h>
@@ -38,8 +38,11 @@ struct fx {
         /* How many of the job files' next store_put, store_wait and store_poll calls fail
          * (-ENOMEM, -EIO, -EIO; the real call is made first, so the store has what it had). */
         unsigned fail_put, fail_wait, fail_poll;
-        /* How many of the next store_put_part calls fail (-ENOMEM, nothing queued). */
+        /* How many of the next store_put_part and store_put_part_doc calls fail (-ENOMEM,
+         * nothing queued). */
         unsigned fail_put_part;
+        /* store_put_part_doc calls with a part's document that were queued. */
+        unsigned part_docs;
         /* store_get_internal calls: a waiting job's document read back from the store. */
         unsigned read_backs;
         /* store_get_internal_many: calls, and the jobs they asked for. */

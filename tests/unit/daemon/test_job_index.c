@@ -213,27 +213,140 @@ static void test_a_start_whose_part_row_cannot_be_queued_writes_the_whole_docume
         assert_string_equal(txt, "running");
 }
 
-/* Past JOB_PERSIST_DELAY_MS (a second), the next hold of the lock writes a started job's
- * document, though no answer showed it. */
-static void test_a_start_s_document_is_written_once_its_delay_has_passed(void **state)
+#define COPY_BOTH "{\"benchmark\": \"copy\", \"devices\": [0, 1], \"params\": {\"size\": \"4MiB\"}}"
+
+static const struct timespec past_delay = {.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000};
+
+/* Past JOB_PERSIST_DELAY_MS (a second), the next hold of the lock writes a started part as its
+ * own document, though no answer showed the job: when it started is stored, and the job's
+ * document is not written again for it. */
+static void
+test_a_start_is_written_as_the_part_s_own_document_once_its_delay_has_passed(void **state)
 {
         char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
-        const struct timespec delay = {.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000};
+        struct store_wal_stats before, after;
 
         (void)state;
         assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
         assert_int_equal(fx->n_dispatched, 1);
         store_sync(fx->d.store);
+        db_text("SELECT doc IS NULL FROM parts WHERE job_id = ?1 AND idx = 0", a, txt, sizeof(txt));
+        assert_string_equal(txt, "1");
+        store_wal_stats(fx->d.store, &before);
+        nanosleep(&past_delay, NULL);
+        assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202); /* a hold of the lock */
+        store_sync(fx->d.store);
+        store_wal_stats(fx->d.store, &after);
+        db_text("SELECT json_extract(doc, '$.state') FROM parts WHERE job_id = ?1 AND idx = 0", a,
+                txt, sizeof(txt));
+        assert_string_equal(txt, "running");
+        db_text("SELECT json_extract(doc, '$.started') IS NOT NULL FROM parts WHERE job_id = ?1", a,
+                txt, sizeof(txt));
+        assert_string_equal(txt, "1");
+        /* The second job's submission is the only document written. */
+        assert_int_equal(after.documents_written - before.documents_written, 1);
         db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
         assert_string_equal(txt, "queued");
-        nanosleep(&delay, NULL);
-        assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202); /* a hold of the lock */
+        /* The second job started a moment ago: not yet due. */
+        db_text("SELECT doc IS NULL FROM parts WHERE job_id = ?1 AND idx = 0", b, txt, sizeof(txt));
+        assert_string_equal(txt, "1");
+}
+
+/* A part that ends while another of its job runs is written as its own document once its delay
+ * has passed, result and all; a crash then loses neither it nor its result, and recovery writes
+ * the job's document, which carries it. */
+static void test_a_part_that_ends_before_its_job_survives_a_crash_with_its_result(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY_BOTH, NULL, NULL, a), 202);
+        assert_int_equal(fx->n_dispatched, 2);
+        fx_part_done(0, a, PART_SUCCEEDED);
+        nanosleep(&past_delay, NULL);
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202); /* a hold of the lock */
+        store_sync(fx->d.store);
+        assert_true(fx->part_docs >= 1);
+        db_text("SELECT json_extract(doc, '$.result.gbps') FROM parts WHERE job_id = ?1 AND "
+                "idx = 0",
+                a, txt, sizeof(txt));
+        assert_string_equal(txt, "10.0");
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "queued");
+        fx_restart(2, true);
+        assert_string_equal(json_string_value(json_object_get(fx_part(a, 0), "state")),
+                            "succeeded");
+        assert_true(json_real_value(
+                        json_object_get(json_object_get(fx_part(a, 0), "result"), "gbps")) == 10.0);
+        assert_string_equal(json_string_value(json_object_get(fx_part(a, 1), "state")),
+                            "interrupted");
+        assert_non_null(json_string_value(fx_field(a, "started")));
+        store_sync(fx->d.store);
+        db_text("SELECT count(*) FROM parts WHERE job_id = ?1 AND doc IS NOT NULL", a, txt,
+                sizeof(txt));
+        assert_string_equal(txt, "0");
+        db_text("SELECT json_extract(doc, '$.parts[0].result.gbps') FROM jobs WHERE id = ?1", a,
+                txt, sizeof(txt));
+        assert_string_equal(txt, "10.0");
+}
+
+/* The job's final document carries every part: their own documents are cleared with it. */
+static void test_a_job_s_final_document_clears_its_parts_own(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY_BOTH, NULL, NULL, a), 202);
+        fx_part_done(0, a, PART_SUCCEEDED);
+        nanosleep(&past_delay, NULL);
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202);
+        store_sync(fx->d.store);
+        db_text("SELECT count(*) FROM parts WHERE job_id = ?1 AND doc IS NOT NULL", a, txt,
+                sizeof(txt));
+        assert_string_equal(txt, "2"); /* the end of one, the start of the other */
+        fx_part_done(1, a, PART_SUCCEEDED);
+        store_sync(fx->d.store);
+        db_text("SELECT count(*) FROM parts WHERE job_id = ?1 AND doc IS NOT NULL", a, txt,
+                sizeof(txt));
+        assert_string_equal(txt, "0");
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "succeeded");
+}
+
+/* A part's own document that cannot be queued: the job's whole document is, as before. */
+static void test_a_part_s_own_document_that_cannot_be_queued_writes_the_whole_job(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
+        store_sync(fx->d.store);
+        fx->fail_put_part = 1;
+        nanosleep(&past_delay, NULL);
+        assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202);
+        assert_int_equal(fx->fail_put_part, 0);
         store_sync(fx->d.store);
         db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
         assert_string_equal(txt, "running");
-        /* The second job started a moment ago: not yet due. */
-        db_text("SELECT state FROM jobs WHERE id = ?1", b, txt, sizeof(txt));
-        assert_string_equal(txt, "queued");
+        db_text("SELECT doc IS NULL FROM parts WHERE job_id = ?1 AND idx = 0", a, txt, sizeof(txt));
+        assert_string_equal(txt, "1");
+}
+
+/* A part's own document that is not one of that part (another device's, here) is not taken:
+ * the job's document stands for the part, which ran, and so was interrupted. */
+static void test_a_part_s_own_document_of_another_device_is_not_taken(void **state)
+{
+        char a[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
+        store_sync(fx->d.store);
+        db_exec("UPDATE parts SET doc = '{\"state\":\"succeeded\",\"uuid\":\"GPU-other\","
+                "\"result\":{}}' WHERE job_id = ?1 AND idx = 0",
+                a);
+        fx_restart(2, true);
+        assert_string_equal(fx_state(a), "interrupted");
+        assert_false(json_is_object(json_object_get(fx_part(a, 0), "result")));
 }
 
 /* A job whose whole document was written before its pending change fell due (here its end) is
@@ -320,8 +433,18 @@ int main(void)
                 test_a_waiting_job_answers_as_it_is_stored_before_and_after_a_restart, fx_setup,
                 fx_teardown),
             cmocka_unit_test_setup_teardown(
-                test_a_start_s_document_is_written_once_its_delay_has_passed, fx_setup,
+                test_a_start_is_written_as_the_part_s_own_document_once_its_delay_has_passed,
+                fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_part_that_ends_before_its_job_survives_a_crash_with_its_result, fx_setup,
                 fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_job_s_final_document_clears_its_parts_own,
+                                            fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_part_s_own_document_that_cannot_be_queued_writes_the_whole_job, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_part_s_own_document_of_another_device_is_not_taken, fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_job_written_before_its_delay_is_not_written_again, fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(

@@ -1110,6 +1110,88 @@ static void test_a_part_state_of_an_unknown_job_changes_nothing(void **state)
         assert_int_equal(seen.n, 0);
 }
 
+/* What store_recover handed on of the one open job's second part: its own document ("" for
+ * none). */
+struct open_part_doc {
+        char doc[512];
+        size_t n;
+};
+
+static int note_part_doc(struct store_open_job *o, void *userdata)
+{
+        struct open_part_doc *seen = userdata;
+
+        seen->n++;
+        seen->doc[0] = '\0';
+        if (o->n_parts > 1 && o->parts[1].doc)
+                snprintf(seen->doc, sizeof(seen->doc), "%s", o->parts[1].doc);
+        return 0;
+}
+
+/* A part's own document goes to its row, the job's document left as it was, and recovery is
+ * handed it, a worker's raw result spliced in as its bytes; the job's next document clears it. */
+static void test_a_part_s_own_document_reaches_recovery_until_its_job_is_written(void **state)
+{
+        struct fx *f = *state;
+        const char *ab[] = {DEV_A, DEV_B};
+        char id[UUID_STRING_MAX], row[32];
+        struct open_part_doc seen = {0};
+        json_t *j = job_at(id, 9000, "running", "copy", ab, 2), *got = NULL;
+        json_t *part = json_deep_copy(json_array_get(json_object_get(j, "parts"), 1));
+        static const char raw[] = "{\"gbps\":1.5,\"note\":\"a \\\"q\\\"\"}";
+
+        put_sync(f->s, j);
+        json_object_set_new(part, "state", json_string("succeeded"));
+        json_object_set_new(part, "result", json_raw_new(raw, strlen(raw)));
+        assert_int_equal(store_put_part_doc(f->s, "not-a-uuid", 1, "succeeded", part), -EINVAL);
+        assert_int_equal(store_put_part_doc(f->s, id, 1, "succeeded", part), 0);
+        store_sync(f->s);
+        part_row_state(f->path, id, 1, row);
+        assert_string_equal(row, "succeeded");
+        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_string_equal(json_string_value(json_object_get(
+                                json_array_get(json_object_get(got, "parts"), 1), "state")),
+                            "running");
+        assert_int_equal(store_recover(f->s, note_part_doc, &seen), 0);
+        assert_int_equal(seen.n, 1);
+        json_t *own = json_loads(seen.doc, 0, NULL);
+        json_t *want = json_deep_copy(part);
+        json_object_set_new(want, "result", json_loads(raw, 0, NULL));
+        assert_non_null(own);
+        assert_true(json_equal(own, want));
+        /* The job's next document carries the part: its own is gone. */
+        put_sync(f->s, j);
+        assert_int_equal(store_recover(f->s, note_part_doc, &seen), 0);
+        assert_string_equal(seen.doc, "");
+        json_decref(own);
+        json_decref(want);
+        json_decref(got);
+        json_decref(part);
+        json_decref(j);
+}
+
+/* A part without a result (a start) is its object's dump as it is. */
+static void test_a_part_s_own_document_without_a_result_is_its_dump(void **state)
+{
+        struct fx *f = *state;
+        const char *ab[] = {DEV_A, DEV_B};
+        char id[UUID_STRING_MAX];
+        struct open_part_doc seen = {0};
+        json_t *j = job_at(id, 9100, "queued", "copy", ab, 2);
+        json_t *part = json_pack("{s:s, s:s, s:s}", "uuid", DEV_B, "state", "running", "started",
+                                 "2026-12-05T22:00:00.000Z");
+
+        put_sync(f->s, j);
+        assert_int_equal(store_put_part_doc(f->s, id, 1, "running", part), 0);
+        store_sync(f->s);
+        assert_int_equal(store_recover(f->s, note_part_doc, &seen), 0);
+        json_t *own = json_loads(seen.doc, 0, NULL);
+        assert_true(json_equal(own, part));
+        json_decref(own);
+        json_decref(part);
+        json_decref(j);
+}
+
 /* What a job held only in the store reads back: its internal document, request and created_ms
  * included, equal to what was put. */
 static void test_get_internal_reads_back_what_was_put(void **state)
@@ -1579,6 +1661,11 @@ int main(void)
             cmocka_unit_test_setup_teardown(
                 test_a_later_document_replaces_a_part_state_queued_before_it, setup, teardown),
             cmocka_unit_test_setup_teardown(test_a_part_state_of_an_unknown_job_changes_nothing,
+                                            setup, teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_part_s_own_document_reaches_recovery_until_its_job_is_written, setup,
+                teardown),
+            cmocka_unit_test_setup_teardown(test_a_part_s_own_document_without_a_result_is_its_dump,
                                             setup, teardown),
             cmocka_unit_test_setup_teardown(test_concurrent_changes_are_stored_as_their_last, setup,
                                             teardown),
