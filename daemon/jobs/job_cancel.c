@@ -127,6 +127,8 @@ static int cancel_start_locked(struct jobs *js, struct job *j, struct cancel_und
         if (job_update_state(js, j))
                 job_finished(j);
         r = job_state_final(j->st) ? job_persist(js, j) : store_put(js->store, doc, ret_ticket);
+        if (r == 0)
+                job_row_current(js, j);
         if (r < 0) {
                 cancel_undo_locked(js, j, u);
                 return problem_set(p, 500, "", "out of memory");

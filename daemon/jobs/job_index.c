@@ -414,8 +414,40 @@ int job_persist(struct jobs *js, struct job *j)
                 j->persist_due_ms = 0; /* the whole document: the pending change with it */
                 for (size_t i = 0; i < j->n_parts; i++)
                         j->parts[i].unsaved = false;
+                job_row_current(js, j);
         }
         return r;
+}
+
+void job_row_current(struct jobs *js, struct job *j)
+{
+        if (!j->row_behind)
+                return;
+        j->row_behind = false;
+        assert(js->n_rows_behind > 0);
+        js->n_rows_behind--;
+}
+
+size_t jobs_rows_current_locked(struct jobs *js)
+{
+        size_t written = 0, left = 0;
+
+        assert_locked();
+        if (js->n_rows_behind == 0)
+                return 0;
+        for (size_t k = 0; k < js->n_jobs; k++) {
+                struct job *j = js->jobs[k];
+
+                if (!j->row_behind)
+                        continue;
+                if (job_persist(js, j) == 0)
+                        written++;
+                else
+                        left++; /* logged; listed as its row says, tried again next list */
+        }
+        /* What the walk found is the truth should the count have drifted. */
+        js->n_rows_behind = left;
+        return written;
 }
 
 /* A pending change fallen due (job_persist_soon): for a job not final, its parts that changed
@@ -446,6 +478,10 @@ static int job_persist_due(struct jobs *js, struct job *j)
         }
         j->rewritten = true;
         j->persist_due_ms = 0;
+        if (!j->row_behind) {
+                j->row_behind = true;
+                js->n_rows_behind++;
+        }
         return 0;
 }
 
@@ -621,6 +657,7 @@ void jobs_remove(struct jobs *js, struct job *j)
 void jobs_remove_at(struct jobs *js, size_t i)
 {
         jobs_finals_forget(js, js->jobs[i]);
+        job_row_current(js, js->jobs[i]);
         job_free(js->jobs[i]);
         memmove(&js->jobs[i], &js->jobs[i + 1], (js->n_jobs - i - 1) * sizeof(*js->jobs));
         js->n_jobs--;

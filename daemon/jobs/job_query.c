@@ -117,6 +117,17 @@ int job_query_list(struct jobs *js, const struct job_filter *f, struct job_rows 
         q.limit = f->limit;
         q.with_results = f->with_results;
         q.max_bytes = js->cfg->list_results_max_bytes;
+        /* A list is answered from the jobs' rows: a job whose parts' own documents are newer
+         * than its row (a part ended while another waits) is written whole first, and that
+         * commit waited for, so a job running is not listed as queued. Final jobs' rows are
+         * their last documents: a list by a final state needs none of this. */
+        if (f->state < 0 || !job_state_final((enum job_state)f->state)) {
+                core_lock();
+                size_t written = jobs_rows_current_locked(js);
+                core_unlock();
+                if (written > 0)
+                        store_sync(js->store);
+        }
         /* No store_sync here, unlike a job's GET: every change a client was answered about is
          * committed before that answer (submit, cancel) or before a GET shows it, so waiting
          * for the writer would only add the commits in flight of changes nobody saw yet (and

@@ -269,6 +269,43 @@ def test_list_filters_and_paginates_over_hundreds_of_jobs(umd):
     assert "benchmark=copy" in paged["next"] and "before=" in paged["next"]
 
 
+def _row(d, sql, params):
+    """One row of the running umd's database (read-only: a WAL reader sees the last commit)."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{d.state_dir / 'umd.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return con.execute(sql, params).fetchone()
+    finally:
+        con.close()
+
+
+def test_a_job_between_its_parts_is_listed_as_running(umd):
+    """A part that ends while its job's other part waits is written as the part's own document,
+    leaving the job's row (which lists read) as it was; a list writes such a job whole first."""
+    d = umd()
+    r = d.post("/v1/devices/1/pause", json={"reason": "test: hold the second part"})
+    assert r.status_code == 200, r.text
+    job = submit(d, {"benchmark": "copy", "params": {"size": "4KiB"}})
+    assert len(job["parts"]) == 2
+    # No GET of the job meanwhile: an answer that shows a job writes it whole.
+    deadline = time.monotonic() + 20
+    while not _row(d, "SELECT 1 FROM parts WHERE job_id = ? AND idx = 0 AND doc IS NOT NULL",
+                   (job["id"],)):
+        assert time.monotonic() < deadline, "the first part's end was never written alone"
+        time.sleep(0.1)
+    assert _row(d, "SELECT state FROM jobs WHERE id = ?", (job["id"],)) == ("queued",)
+
+    running = d.get("/v1/jobs?status=running").json()["jobs"]
+    assert [j["id"] for j in running] == [job["id"]]
+    assert running[0]["state"] == "running"
+    assert [p["state"] for p in running[0]["parts"]] == ["succeeded", "queued"]
+    assert d.get("/v1/jobs?status=queued").json()["jobs"] == []
+    assert _row(d, "SELECT state FROM jobs WHERE id = ?", (job["id"],)) == ("running",)
+
+    assert d.post("/v1/devices/1/resume").status_code == 200
+    assert wait_job(d, job["id"])["state"] == "succeeded"
+
+
 @pytest.mark.parametrize("query,field", [
     ("status=sleeping", "status"), ("limit=0", "limit"), ("limit=100000", "limit"),
     ("before=nope", "before"), ("device=7", "device"), ("label=nocolon", "label"),

@@ -54,6 +54,10 @@ struct job {
         bool rewritten : 1;       /* a write was queued after its submission's (job_persist...) */
         bool final_committed : 1; /* final, and a cancel saw that write commit: prune it */
         bool in_finals : 1;       /* listed in jobs.finals, for prune_finished to look at */
+        /* Its parts' own documents (job_persist_due) are newer than its row's state and
+         * summary, which lists read: counted in jobs.n_rows_behind, written whole before a list
+         * (jobs_rows_current_locked). */
+        bool row_behind : 1;
         /* The stored document: the truth; the fields below cache what queues need. A job that is
          * only waiting holds none of it: the store's committed row is the document (stored),
          * unless it was written again since its submission, which the store may not have yet;
@@ -126,6 +130,9 @@ struct jobs {
         size_t n_finals, cap_finals;
         bool finals_lost;
         uint64_t persist_due_ms; /* monotonic: the earliest job's persist_due_ms; 0: none */
+        /* Jobs in memory with row_behind set. No list of them: a list walks every job when
+         * this is not 0, which it seldom is for long (a job's next whole write clears it). */
+        size_t n_rows_behind;
         /* The jobs given a pending change (job_persist_soon), oldest first, which is the order
          * they fall due in (each waits JOB_PERSIST_DELAY_MS): a ring of ids, not pointers, since
          * a job may leave memory first. An entry whose job was written since, or is gone, is
@@ -210,6 +217,13 @@ void job_persist_part(struct jobs *js, struct job *j, size_t i);
 /* Before an answer shows the job: its pending change, if any, is queued now (an answer only
  * shows what is committed or queued ahead of its store_sync). */
 void job_persist_shown(struct jobs *js, struct job *j);
+/* A whole write of j was queued: its row is its document again (row_behind cleared). */
+void job_row_current(struct jobs *js, struct job *j);
+/* Before a list (which reads the jobs' rows): every job whose row is behind its parts' own
+ * documents is written whole. Returns how many writes were queued (the caller waits for their
+ * commit with store_sync), 0 when none was behind. A job that cannot be written (out of memory,
+ * logged) stays behind and is listed as its row says. With core_lock held. */
+size_t jobs_rows_current_locked(struct jobs *js);
 /* Queue every pending change (all) or those whose delay has passed. */
 void jobs_persist_pending_locked(struct jobs *js, bool all);
 /* The generation moved: waiters are told. */

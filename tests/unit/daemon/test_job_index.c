@@ -17,6 +17,8 @@
 
 #include "jobs_fixture.h"
 #include "store.h"
+#include "job_state.h"
+#include "util.h"
 
 #define COPY(dev)                                                                                  \
         "{\"benchmark\": \"copy\", \"device\": " #dev ", \"params\": {\"size\": \"4MiB\"}}"
@@ -313,6 +315,74 @@ static void test_a_job_s_final_document_clears_its_parts_own(void **state)
         assert_string_equal(txt, "succeeded");
 }
 
+/* The page of a list by job_query_list, as text, for filter state (-1: any). */
+static char *list_text(int st)
+{
+        struct job_filter f = {.state = st, .device = -1, .limit = 50};
+        struct job_rows rows = {0};
+        struct problem p = {0};
+
+        assert_int_equal(job_query_list(fx->d.jobs, &f, &rows, &p), 0);
+        assert_non_null(rows.rows);
+        return rows.rows;
+}
+
+/* A list is answered from the jobs' rows: a job whose part ended while the other waits, written
+ * as that part's own document, is written whole before the list reads, so it is listed as
+ * running with that part's end; once current, another list writes nothing. */
+static void test_a_list_writes_whole_a_job_whose_row_is_behind_its_parts(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
+        struct store_wal_stats before, after;
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY_BOTH, NULL, NULL, a), 202);
+        fx_part_done(0, a, PART_SUCCEEDED);
+        nanosleep(&past_delay, NULL);
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202); /* a hold of the lock */
+        store_sync(fx->d.store);
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "queued"); /* behind: the parts' own documents hold the rest */
+
+        _cleanup_free_ char *running = list_text(JOB_RUNNING);
+        assert_non_null(strstr(running, a));
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "running");
+        db_text("SELECT json_extract(summary, '$.parts[0].state') FROM jobs WHERE id = ?1", a, txt,
+                sizeof(txt));
+        assert_string_equal(txt, "succeeded");
+
+        store_wal_stats(fx->d.store, &before);
+        _cleanup_free_ char *again = list_text(-1);
+        assert_non_null(strstr(again, a));
+        store_sync(fx->d.store);
+        store_wal_stats(fx->d.store, &after);
+        assert_int_equal(after.documents_written, before.documents_written);
+}
+
+/* A list by a final state reads final jobs' rows alone: a job behind is left to its own next
+ * write (no document is written for that list). */
+static void test_a_list_by_a_final_state_writes_no_job(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
+        struct store_wal_stats before, after;
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY_BOTH, NULL, NULL, a), 202);
+        fx_part_done(0, a, PART_SUCCEEDED);
+        nanosleep(&past_delay, NULL);
+        assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202);
+        store_sync(fx->d.store);
+        store_wal_stats(fx->d.store, &before);
+        _cleanup_free_ char *done = list_text(JOB_SUCCEEDED);
+        assert_null(strstr(done, a));
+        store_sync(fx->d.store);
+        store_wal_stats(fx->d.store, &after);
+        assert_int_equal(after.documents_written, before.documents_written);
+        db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
+        assert_string_equal(txt, "queued");
+}
+
 /* A part's own document that cannot be queued: the job's whole document is, as before. */
 static void test_a_part_s_own_document_that_cannot_be_queued_writes_the_whole_job(void **state)
 {
@@ -440,6 +510,11 @@ int main(void)
                 fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_job_s_final_document_clears_its_parts_own,
                                             fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_list_writes_whole_a_job_whose_row_is_behind_its_parts, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_list_by_a_final_state_writes_no_job, fx_setup,
+                                            fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_part_s_own_document_that_cannot_be_queued_writes_the_whole_job, fx_setup,
                 fx_teardown),
