@@ -927,6 +927,8 @@ void jobs_shutdown(struct jobs *js)
                 }
         }
         jobs_persist_pending_locked(js, true); /* what the next start should read back */
+        /* And whole: a stopped store is read by more than recovery (umd --export). */
+        jobs_rows_current_locked(js);
         flush_unsaved_locked(js);
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);

@@ -1,5 +1,6 @@
 """The jobs API against the real daemon with fake devices: submit and results, validation,
 capacity, idempotency, listing, cancel, timeouts, crashes, kill -9 recovery, retention."""
+import json
 import time
 
 import pytest
@@ -304,6 +305,27 @@ def test_a_job_between_its_parts_is_listed_as_running(umd):
 
     assert d.post("/v1/devices/1/resume").status_code == 200
     assert wait_job(d, job["id"])["state"] == "succeeded"
+
+
+def test_a_stop_leaves_a_job_between_its_parts_written_whole(umd):
+    """What a stopped store holds is read by more than the next start (umd --export): a job
+    whose ended part was written as its own document is written whole at shutdown."""
+    d = umd()
+    assert d.post("/v1/devices/1/pause", json={"reason": "test"}).status_code == 200
+    job = submit(d, {"benchmark": "copy", "params": {"size": "4KiB"}})
+    deadline = time.monotonic() + 20
+    while not _row(d, "SELECT 1 FROM parts WHERE job_id = ? AND idx = 0 AND doc IS NOT NULL",
+                   (job["id"],)):
+        assert time.monotonic() < deadline, "the first part's end was never written alone"
+        time.sleep(0.1)
+    d.stop()
+    state, parts = db_execute(d.state_dir, "SELECT state, json_extract(doc, '$.parts') FROM jobs "
+                              "WHERE id = ?", (job["id"],))[0]
+    assert state == "running"
+    assert [p["state"] for p in json.loads(parts)] == ["succeeded", "queued"]
+    assert json.loads(parts)[0]["result"]["benchmark"] == "copy"
+    assert db_execute(d.state_dir, "SELECT count(*) FROM parts WHERE job_id = ? AND doc IS NOT "
+                      "NULL", (job["id"],)) == [(0,)]
 
 
 @pytest.mark.parametrize("query,field", [
