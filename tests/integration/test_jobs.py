@@ -280,6 +280,15 @@ def _row(d, sql, params):
         con.close()
 
 
+def _wait_first_part_written_alone(d, job_id):
+    """Until part 0's end is stored as its own document (JOB_PERSIST_DELAY_MS after it)."""
+    deadline = time.monotonic() + 20
+    while not _row(d, "SELECT 1 FROM parts WHERE job_id = ? AND idx = 0 AND doc IS NOT NULL",
+                   (job_id,)):
+        assert time.monotonic() < deadline, "the first part's end was never written alone"
+        time.sleep(0.1)
+
+
 def test_a_job_between_its_parts_is_listed_as_running(umd):
     """A part that ends while its job's other part waits is written as the part's own document,
     leaving the job's row (which lists read) as it was; a list writes such a job whole first."""
@@ -289,11 +298,7 @@ def test_a_job_between_its_parts_is_listed_as_running(umd):
     job = submit(d, {"benchmark": "copy", "params": {"size": "4KiB"}})
     assert len(job["parts"]) == 2
     # No GET of the job meanwhile: an answer that shows a job writes it whole.
-    deadline = time.monotonic() + 20
-    while not _row(d, "SELECT 1 FROM parts WHERE job_id = ? AND idx = 0 AND doc IS NOT NULL",
-                   (job["id"],)):
-        assert time.monotonic() < deadline, "the first part's end was never written alone"
-        time.sleep(0.1)
+    _wait_first_part_written_alone(d, job["id"])
     assert _row(d, "SELECT state FROM jobs WHERE id = ?", (job["id"],)) == ("queued",)
 
     running = d.get("/v1/jobs?status=running").json()["jobs"]
@@ -313,11 +318,7 @@ def test_a_stop_leaves_a_job_between_its_parts_written_whole(umd):
     d = umd()
     assert d.post("/v1/devices/1/pause", json={"reason": "test"}).status_code == 200
     job = submit(d, {"benchmark": "copy", "params": {"size": "4KiB"}})
-    deadline = time.monotonic() + 20
-    while not _row(d, "SELECT 1 FROM parts WHERE job_id = ? AND idx = 0 AND doc IS NOT NULL",
-                   (job["id"],)):
-        assert time.monotonic() < deadline, "the first part's end was never written alone"
-        time.sleep(0.1)
+    _wait_first_part_written_alone(d, job["id"])
     d.stop()
     state, parts = db_execute(d.state_dir, "SELECT state, json_extract(doc, '$.parts') FROM jobs "
                               "WHERE id = ?", (job["id"],))[0]

@@ -292,17 +292,27 @@ static void test_a_part_that_ends_before_its_job_survives_a_crash_with_its_resul
         assert_string_equal(txt, "10.0");
 }
 
-/* The job's final document carries every part: their own documents are cleared with it. */
-static void test_a_job_s_final_document_clears_its_parts_own(void **state)
+/* Job a, on both GPUs, with its first part ended and written as that part's own document: past
+ * the delay, another submit's hold of the lock writes what fell due, and its commit is waited
+ * for. */
+static void job_between_parts(char a[JOB_ID_MAX])
 {
-        char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
+        char b[JOB_ID_MAX];
 
-        (void)state;
         assert_int_equal(fx_submit(COPY_BOTH, NULL, NULL, a), 202);
         fx_part_done(0, a, PART_SUCCEEDED);
         nanosleep(&past_delay, NULL);
         assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202);
         store_sync(fx->d.store);
+}
+
+/* The job's final document carries every part: their own documents are cleared with it. */
+static void test_a_job_s_final_document_clears_its_parts_own(void **state)
+{
+        char a[JOB_ID_MAX], txt[64];
+
+        (void)state;
+        job_between_parts(a);
         db_text("SELECT count(*) FROM parts WHERE job_id = ?1 AND doc IS NOT NULL", a, txt,
                 sizeof(txt));
         assert_string_equal(txt, "2"); /* the end of one, the start of the other */
@@ -332,15 +342,11 @@ static char *list_text(int st)
  * running with that part's end; once current, another list writes nothing. */
 static void test_a_list_writes_whole_a_job_whose_row_is_behind_its_parts(void **state)
 {
-        char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
+        char a[JOB_ID_MAX], txt[64];
         struct store_wal_stats before, after;
 
         (void)state;
-        assert_int_equal(fx_submit(COPY_BOTH, NULL, NULL, a), 202);
-        fx_part_done(0, a, PART_SUCCEEDED);
-        nanosleep(&past_delay, NULL);
-        assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202); /* a hold of the lock */
-        store_sync(fx->d.store);
+        job_between_parts(a);
         db_text("SELECT state FROM jobs WHERE id = ?1", a, txt, sizeof(txt));
         assert_string_equal(txt, "queued"); /* behind: the parts' own documents hold the rest */
 
@@ -364,15 +370,11 @@ static void test_a_list_writes_whole_a_job_whose_row_is_behind_its_parts(void **
  * write (no document is written for that list). */
 static void test_a_list_by_a_final_state_writes_no_job(void **state)
 {
-        char a[JOB_ID_MAX], b[JOB_ID_MAX], txt[64];
+        char a[JOB_ID_MAX], txt[64];
         struct store_wal_stats before, after;
 
         (void)state;
-        assert_int_equal(fx_submit(COPY_BOTH, NULL, NULL, a), 202);
-        fx_part_done(0, a, PART_SUCCEEDED);
-        nanosleep(&past_delay, NULL);
-        assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202);
-        store_sync(fx->d.store);
+        job_between_parts(a);
         store_wal_stats(fx->d.store, &before);
         _cleanup_free_ char *done = list_text(JOB_SUCCEEDED);
         assert_null(strstr(done, a));
