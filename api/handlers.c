@@ -158,10 +158,30 @@ static void set_location(struct api_reply *rep, const char *id)
                 snprintf(rep->location, sizeof(rep->location), "/v1/jobs/%s", id);
 }
 
+/* The answer to a submit: r and sub as core_job_submit or core_job_submit_end left them. */
+static void submitted_reply(struct api_reply *rep, int r, struct core_submitted *sub,
+                            const struct problem *p)
+{
+        if (r < 0) {
+                reply_problem(rep, p);
+                return;
+        }
+        /* 0: a new job, accepted for running later; 1: the job this key already made. */
+        set_location(rep, sub->id);
+        if (sub->body) {
+                reply_json_bytes(rep, r == 0 ? 202 : 200, sub->body, sub->body_len);
+                sub->body = NULL; /* the reply's */
+        } else {
+                reply_json(rep, r == 0 ? 202 : 200, sub->job);
+                sub->job = NULL; /* likewise */
+        }
+        core_submitted_done(sub);
+}
+
 void handle_job_submit(const struct api_request *req, struct api_reply *rep)
 {
         struct problem p = {0};
-        struct core_submitted sub = {.bytes_ok = true};
+        struct core_submitted sub = {.bytes_ok = true, .may_wait = true};
         json_t *body = NULL;
         int r;
 
@@ -172,20 +192,20 @@ void handle_job_submit(const struct api_request *req, struct api_reply *rep)
         }
         r = core_job_submit(body, req->idempotency_key, req->client, &sub, &p);
         json_decref(body);
-        if (r < 0) {
-                reply_problem(rep, &p);
+        if (r == 2) {
+                rep->submit_wait = sub.wait;
                 return;
         }
-        /* 0: a new job, accepted for running later; 1: the job this key already made. */
-        set_location(rep, sub.id);
-        if (sub.body) {
-                reply_json_bytes(rep, r == 0 ? 202 : 200, sub.body, sub.body_len);
-                sub.body = NULL; /* the reply's */
-        } else {
-                reply_json(rep, r == 0 ? 202 : 200, sub.job);
-                sub.job = NULL; /* likewise */
-        }
-        core_submitted_done(&sub);
+        submitted_reply(rep, r, &sub, &p);
+}
+
+void handle_job_submit_end(struct job_submit_wait *w, struct api_reply *rep)
+{
+        struct problem p = {0};
+        struct core_submitted sub = {.bytes_ok = true};
+        int r = core_job_submit_end(w, &sub, &p);
+
+        submitted_reply(rep, r, &sub, &p);
 }
 
 static const char *arg_value(const struct api_request *req, const char *key)

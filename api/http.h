@@ -72,6 +72,10 @@ struct api_reply {
         uint64_t wait_ms;
         uint64_t wait_gen;
         char wait_id[JOB_ID_MAX];
+        /* A submit whose answer waits for its commit (core_job_submit returned 2): nothing else
+         * is filled. The server holds the connection, no thread held, until the commit is in,
+         * then has handle_job_submit_end make the reply. */
+        struct job_submit_wait *submit_wait;
 };
 
 typedef void (*api_handler)(const struct api_request *req, struct api_reply *rep);
@@ -197,6 +201,8 @@ void handle_openapi(const struct api_request *req, struct api_reply *rep);
 void handle_metrics(const struct api_request *req, struct api_reply *rep);
 void handle_dashboard(const struct api_request *req, struct api_reply *rep);
 void handle_job_submit(const struct api_request *req, struct api_reply *rep);
+/* The reply to a submit that waited for its commit (api_reply.submit_wait); frees w. */
+void handle_job_submit_end(struct job_submit_wait *w, struct api_reply *rep);
 void handle_job_list(const struct api_request *req, struct api_reply *rep);
 void handle_job_get(const struct api_request *req, struct api_reply *rep);
 void handle_job_cancel(const struct api_request *req, struct api_reply *rep);

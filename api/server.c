@@ -898,6 +898,7 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
                 return -ENOMEM;
         s->cfg = cfg;
         atomic_init(&s->inflight, 0);
+        atomic_init(&s->submits_waiting, 0);
         pthread_mutex_init(&s->conns_lock, NULL);
         pthread_mutex_init(&s->wait_lock, NULL);
         /* The reaper's deadlines are CLOCK_MONOTONIC (with CLOCK_REALTIME the reaper spun). */
@@ -1023,7 +1024,10 @@ void api_stop(struct api_server *s, unsigned timeout_ms)
         /* Waiting reads are answered with what there is, then drain like any request. */
         server_wait_stop(s);
         deadline = now_monotonic_ms() + timeout_ms;
-        while ((left = atomic_load(&s->inflight)) > 0 && now_monotonic_ms() < deadline)
+        /* A submit waiting for its commit is answered when the writer commits: it is waited
+         * for whatever the timeout, as a thread blocked in that wait was before. */
+        while ((left = atomic_load(&s->inflight)) > 0 &&
+               (now_monotonic_ms() < deadline || atomic_load(&s->submits_waiting) > 0))
                 nanosleep(&pause, NULL);
         if (left > 0)
                 log_warning("stopping the HTTP server with %u request(s) unfinished", left);

@@ -87,6 +87,9 @@ struct api_server {
         struct auth_tokens *tokens; /* NULL: no tokens_file, everyone is an anonymous admin */
         char *tls_cert, *tls_key;   /* PEM text, NULL without TLS */
         atomic_uint inflight;
+        /* Of those, submits suspended until their commit (server_request.c): api_stop waits for
+         * them past its timeout, since libmicrohttpd may not stop with a connection suspended. */
+        atomic_uint submits_waiting;
         /* Suspended ?wait= reads. wait_lock is taken before libmicrohttpd's own locks (suspend,
          * resume) and never from its callbacks, so the order is always core_lock, wait_lock,
          * libmicrohttpd. */
@@ -117,6 +120,9 @@ struct request_ctx {
         bool waiting;
         uint64_t wait_deadline_ms; /* 0: not waited yet */
         char wait_id[48];          /* the job waited for; "": any job (a list) */
+        /* A submit suspended until its commit is in (api_reply.submit_wait): answered by
+         * handle_job_submit_end once resumed, or ended unanswered if the connection ends. */
+        struct job_submit_wait *submit_wait;
 };
 
 /* server.c: set the request deadline of c's connection (0: none). */

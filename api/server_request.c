@@ -322,6 +322,30 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
         return MHD_YES;
 }
 
+/* The writer, with its lock held, once a suspended submit's commit is in. */
+static void submit_ready(void *arg)
+{
+        struct request_ctx *r = arg;
+
+        server_conn_resume(r->srv, r->conn);
+}
+
+/* Hold the connection of a submit until its commit is in, without holding this thread: a thread
+ * that blocked for each commit let only as many submits share one as there are HTTP threads
+ * (one per CPU by default). Called again by libmicrohttpd once resumed (on_complete). */
+static enum MHD_Result submit_suspend(struct MHD_Connection *c, struct request_ctx *r,
+                                      struct job_submit_wait *w)
+{
+        r->submit_wait = w;
+        r->conn = c;
+        atomic_fetch_add(&r->srv->submits_waiting, 1);
+        /* Before the wait is armed: the writer may resume c at once. */
+        MHD_suspend_connection(c);
+        if (core_job_submit_when_done(w, submit_ready, r) == 1)
+                server_conn_resume(r->srv, c); /* committed already */
+        return MHD_YES;
+}
+
 static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx *r, const char *url)
 {
         struct api_request req = {
@@ -336,6 +360,14 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
         struct args_state st = {0};
         struct problem p = {0};
 
+        if (r->submit_wait) { /* resumed: its commit is in */
+                struct job_submit_wait *w = r->submit_wait;
+
+                r->submit_wait = NULL;
+                handle_job_submit_end(w, &rep);
+                atomic_fetch_sub(&r->srv->submits_waiting, 1);
+                return queue_reply(c, r, &rep);
+        }
         /* The request is whole: answering it (a ?wait= long poll too) has no deadline. */
         server_conn_set_deadline(r->srv, c, 0);
         if (r->too_large) {
@@ -365,6 +397,8 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
                 int w;
 
                 api_dispatch(&req, &rep);
+                if (rep.submit_wait)
+                        return submit_suspend(c, r, rep.submit_wait);
                 if (rep.wait_ms == 0)
                         break;
                 w = server_wait_suspend(c, r, &rep);
@@ -431,6 +465,16 @@ void server_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
         if (!r)
                 return;
+        /* A resumed submit whose connection ended before it was answered (the client went
+         * away meanwhile): its job must still be marked committed, or it would never start. */
+        if (r->submit_wait) {
+                struct api_reply rep = {0};
+
+                handle_job_submit_end(r->submit_wait, &rep);
+                r->submit_wait = NULL;
+                atomic_fetch_sub(&s->submits_waiting, 1);
+                reply_free(&rep);
+        }
         /* status 0: the client went away or timed out before any response was queued. */
         core_http_observe(r->pattern, http_method_name(r->method), r->status);
         /* Kept alive, the next request may start at any moment the idle timeout allows, and

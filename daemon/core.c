@@ -63,6 +63,23 @@ int core_job_submit(const json_t *body, const char *idempotency_key, const char 
         return r;
 }
 
+int core_job_submit_when_done(struct job_submit_wait *w, void (*ready)(void *arg), void *arg)
+{
+        return job_submit_when_done(w, ready, arg);
+}
+
+int core_job_submit_end(struct job_submit_wait *w, struct core_submitted *ret, struct problem *p)
+{
+        int r = job_submit_end(w, ret, p);
+
+        if (r >= 0 && ret->job) {
+                r = expanded(r, &ret->job, p);
+                if (r < 0)
+                        core_submitted_done(ret);
+        }
+        return r;
+}
+
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)
 {
         return expanded(job_query_get(core_jobs(), id, ret_job, p), ret_job, p);

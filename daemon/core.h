@@ -52,10 +52,14 @@ json_t *core_params_schemas(void);
  * allows it (bytes_ok) and the store's write of the new job is exactly what the answer shows,
  * that write's bytes (body): what json_dump_compact(job) would give, without making job or
  * dumping it (a third of a submit's JSON work). */
+struct job_submit_wait;
 struct core_submitted {
         bool bytes_ok; /* in: body may come instead of job */
-        json_t *job;   /* out: or NULL when body is set */
-        char *body;    /* out: malloc'd, body_len bytes and a NUL */
+        /* in: the caller can wait for the commit without a thread (core_job_submit returns 2) */
+        bool may_wait;
+        json_t *job;                  /* out: or NULL when body is set */
+        struct job_submit_wait *wait; /* out: when 2 is returned, for core_job_submit_end */
+        char *body;                   /* out: malloc'd, body_len bytes and a NUL */
         size_t body_len;
         char id[JOB_ID_MAX]; /* out: the job's id, either way */
 };
@@ -71,9 +75,18 @@ static inline void core_submitted_done(struct core_submitted *ret)
 
 /* POST /v1/jobs. 0 with ret filled (new, 202) or 1 (idempotent replay, 200: always a job);
  * negative with p filled and ret's outputs untouched otherwise (400, 409, 429, 503). client: the
- * token name or NULL. */
+ * token name or NULL. With ret->may_wait, 2 with only ret->wait set where the answer waits for
+ * the submission's commit: hand it to core_job_submit_end, which answers as this would have. */
 int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
                     struct core_submitted *ret, struct problem *p);
+/* 1 when w's commit is in already; 0 when ready(arg) will be called once, from another thread,
+ * when it is (it must be quick: it runs with the store's lock held). Either way w stays the
+ * caller's, for core_job_submit_end. */
+int core_job_submit_when_done(struct job_submit_wait *w, void (*ready)(void *arg), void *arg);
+/* The rest of a submit that returned 2 (the commit waited for here if it is not in yet): returns
+ * and fills ret and p as core_job_submit would have (0 or negative; 507 when the commit failed).
+ * Frees w. Every w must end here, answered or not: the job starts only once it has. */
+int core_job_submit_end(struct job_submit_wait *w, struct core_submitted *ret, struct problem *p);
 /* GET /v1/jobs/{id} */
 int core_job_get(const char *id, json_t **ret_job, struct problem *p);
 /* GET /v1/jobs/{id} of a finished job, fast: 0 with a reference to the served bytes and their

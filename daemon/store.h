@@ -101,6 +101,12 @@ int store_wait(struct store_ticket *t);
  * *ret_len long, exactly what store_public_copy's compact dump of the job as put would be) is
  * set only when 0 is returned and they were kept; otherwise it is left untouched. */
 int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
+/* store_wait_doc without blocking a thread: 1 when t is committed (or failed) already; 0 when
+ * ready(arg) will be called once, from the writer's thread with the store's lock held (so it must
+ * be quick and take no lock of the store's), when it is. Like a wait, it makes the writer commit
+ * what is queued now. Either way t stays the caller's, for store_wait_doc, which then returns at
+ * once; a store_wait_doc before ready came takes its place (ready is then never called). */
+int store_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg);
 /* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. A
  * ticket only polled is committed within STORE_LAZY_MS, with whatever else came meanwhile. */
 int store_poll(struct store_ticket *t, int *ret_r);

@@ -155,6 +155,10 @@ struct store_ticket {
         /* The semaphore of the thread blocked in store_wait_doc, set under mu; NULL: nobody
          * blocks. The writer posts it once, after done, and touches t no more. */
         sem_t *waiter;
+        /* store_when_done's: called instead, once, by the writer after done (under mu), when
+         * no thread blocks; t is the caller's again from then on. */
+        void (*ready)(void *arg);
+        void *ready_arg;
 };
 
 struct store {

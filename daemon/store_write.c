@@ -1124,11 +1124,15 @@ static void *writer_main(void *userdata)
                                 t->snap = NULL;
                                 if (t->waited) {
                                         sem_t *waiter = t->waiter;
+                                        void (*ready)(void *) = t->ready;
+                                        void *ready_arg = t->ready_arg;
 
                                         /* From here the waiter may free t: it is read first. */
                                         atomic_store_explicit(&t->done, true, memory_order_release);
                                         if (waiter)
                                                 sem_post(waiter);
+                                        else if (ready)
+                                                ready(ready_arg);
                                 } else {
                                         if (t->r < 0)
                                                 log_error("store: a job's change was not "
@@ -1447,6 +1451,33 @@ int store_wait(struct store_ticket *t)
 static _Thread_local sem_t wait_sem;
 static _Thread_local bool wait_sem_ready;
 
+/* Under mu, t not done: a commit is awaited, so the writer stops gathering more for it. */
+static void awaited_locked(struct store *s)
+{
+        s->urgent = true; /* the writer stops waiting for more */
+        s->waiting++;
+        /* A gathering writer needs waking only once it has as many as it waits for. */
+        if (!s->gather_until_us || s->waiting >= s->last_waiting)
+                pthread_cond_signal(&s->work);
+}
+
+int store_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg)
+{
+        struct store *s = store_singleton;
+        int r = 1;
+
+        assert(t && ready);
+        pthread_mutex_lock(&s->mu);
+        if (!t->done) {
+                t->ready = ready;
+                t->ready_arg = arg;
+                awaited_locked(s);
+                r = 0;
+        }
+        pthread_mutex_unlock(&s->mu);
+        return r;
+}
+
 int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
 {
         struct store *s = store_singleton;
@@ -1464,14 +1495,11 @@ int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
         if (!atomic_load_explicit(&t->done, memory_order_acquire)) {
                 pthread_mutex_lock(&s->mu);
                 if (!t->done) {
+                        /* Takes precedence over a store_when_done's ready, which then is not
+                         * called. */
                         t->waiter = &wait_sem;
                         blocked = true;
-                        s->urgent = true; /* the writer stops waiting for more */
-                        s->waiting++;
-                        /* A gathering writer needs waking only once it has as many as it waits
-                         * for. */
-                        if (!s->gather_until_us || s->waiting >= s->last_waiting)
-                                pthread_cond_signal(&s->work);
+                        awaited_locked(s);
                 }
                 pthread_mutex_unlock(&s->mu);
         }

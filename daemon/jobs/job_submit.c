@@ -1,5 +1,6 @@
 /* Submitting jobs: idempotency keys, queue capacity and per-client quotas, the new job's
- * document, and answering only once the change is committed (waited for without core_lock).
+ * document, and answering only once the change is committed (waited for without core_lock, and
+ * by the HTTP server without a thread: job_submit_when_done, job_submit_end).
  * Submissions are validated by job_spec.c; a submission that cannot be committed is removed
  * again (job_unsubmit): it never existed. Once committed, a submission is answered with the
  * bytes its write carried, and what follows (the job marked committed, so that it may start)
@@ -306,6 +307,71 @@ static void commit_note_run(struct core_deferred *d)
         free(n);
 }
 
+/* What a submission needs once its write is queued: job_submit's wait for the commit, and what
+ * follows it (submit_end). */
+struct job_submit_wait {
+        struct jobs *js;
+        struct store_ticket *ticket;
+        const char *benchmark; /* the catalog's, which lives as long as umd */
+        char id[JOB_ID_MAX];
+        bool queued_all; /* no part failed while queueing */
+        size_t n_devs, devs[SPEC_MAX_DEVICES];
+};
+
+/* The commit waited for (at once when it is in), then the answer. */
+static int submit_end(struct job_submit_wait *sw, struct core_submitted *ret, struct problem *p)
+{
+        struct jobs *js = sw->js;
+        char *kept = NULL; /* the bytes of the submission's write (store_wait_doc) */
+        size_t kept_len = 0;
+        struct job *j;
+        int r;
+
+        int w = store_wait_doc(sw->ticket, &kept, &kept_len);
+        sw->ticket = NULL;
+
+        /* Committed with every part queued: the answer is the bytes the commit carried, the job
+         * as its submission was written, and the rest is left to the lock's next holder, so this
+         * thread answers without waiting for it (a commit's waiters, woken together, took it one
+         * after another). A part failed while queueing, or no bytes kept: as below. */
+        struct commit_note *note =
+            w == 0 && sw->queued_all && ret->bytes_ok && kept ? calloc(1, sizeof(*note)) : NULL;
+        if (note) {
+                note->d.run = commit_note_run;
+                note->js = js;
+                snprintf(note->id, sizeof(note->id), "%s", sw->id);
+                note->benchmark = sw->benchmark;
+                note->n_devs = sw->n_devs;
+                memcpy(note->devs, sw->devs, sw->n_devs * sizeof(*sw->devs));
+                ret->body = kept;
+                ret->body_len = kept_len;
+                snprintf(ret->id, sizeof(ret->id), "%s", sw->id);
+                core_defer(&note->d);
+                return 0;
+        }
+
+        core_lock();
+        j = job_find(js, sw->id);
+        if (!j) { /* cannot happen: only prune_finished removes committed jobs */
+                r = problem_set(p, 500, "", "job %s vanished", sw->id);
+                goto out;
+        }
+        if (w < 0) {
+                job_unsubmit(js, j);
+                r = problem_set(p, 507, "", "the job could not be stored (%s); nothing was queued",
+                                strerror(-w));
+                goto out;
+        }
+        committed_locked(js, j, sw->benchmark);
+        submitted_answer(j, &kept, kept_len, ret);
+        start_committed_locked(js, j, sw->devs, sw->n_devs);
+        r = 0;
+out:
+        jobs_unlock(js);
+        free(kept);
+        return r;
+}
+
 int job_submit(struct jobs *js, const json_t *body, const char *idem, const char *client,
                struct core_submitted *ret, struct problem *p)
 {
@@ -314,8 +380,6 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         const struct bench_def *b;
         struct job *fresh = NULL, *j;
         struct store_new *prepared = NULL; /* fresh's write, made outside the lock */
-        char *kept = NULL; /* the bytes of the submission's write (store_wait_doc) */
-        size_t kept_len = 0;
         int r, parsed;
 
         r = spec_check_body(body, &b, p);
@@ -398,56 +462,43 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
                         job_set_part(js, j, i, JOB_FAILED, NULL, "out of memory while queueing");
                         queued_all = false;
                 }
-        char id[JOB_ID_MAX];
-        snprintf(id, sizeof(id), "%s", j->id);
+        struct job_submit_wait sw = {.js = js,
+                                     .ticket = ticket,
+                                     .benchmark = b->name,
+                                     .queued_all = queued_all,
+                                     .n_devs = spec.n_devs};
+        snprintf(sw.id, sizeof(sw.id), "%s", j->id);
+        memcpy(sw.devs, spec.devs, spec.n_devs * sizeof(*spec.devs));
         jobs_unlock(js);
+        spec_done(&spec);
 
-        /* The commit is waited for without the lock: concurrent submits share one commit. */
-        int w = store_wait_doc(ticket, &kept, &kept_len);
-
-        /* Committed with every part queued: the answer is the bytes the commit carried, the job
-         * as its submission was written, and the rest is left to the lock's next holder, so this
-         * thread answers without waiting for it (a commit's waiters, woken together, took it one
-         * after another). A part failed while queueing, or no bytes kept: as below. */
-        struct commit_note *note =
-            w == 0 && queued_all && ret->bytes_ok && kept ? calloc(1, sizeof(*note)) : NULL;
-        if (note) {
-                note->d.run = commit_note_run;
-                note->js = js;
-                snprintf(note->id, sizeof(note->id), "%s", id);
-                note->benchmark = b->name;
-                note->n_devs = spec.n_devs;
-                memcpy(note->devs, spec.devs, spec.n_devs * sizeof(*spec.devs));
-                ret->body = kept;
-                ret->body_len = kept_len;
-                kept = NULL;
-                snprintf(ret->id, sizeof(ret->id), "%s", id);
-                spec_done(&spec);
-                core_defer(&note->d);
-                return 0;
+        /* The commit is waited for without the lock: concurrent submits share one commit. A
+         * caller that can wait without a thread (the HTTP server, which suspends the connection)
+         * gets the wait to finish when the commit is in; no memory for it: waited for here. */
+        struct job_submit_wait *w = ret->may_wait ? malloc(sizeof(*w)) : NULL;
+        if (w) {
+                *w = sw;
+                ret->wait = w;
+                return 2;
         }
-
-        core_lock();
-        j = job_find(js, id);
-        if (!j) { /* cannot happen: only prune_finished removes committed jobs */
-                r = problem_set(p, 500, "", "job %s vanished", id);
-                goto out;
-        }
-        if (w < 0) {
-                job_unsubmit(js, j);
-                r = problem_set(p, 507, "", "the job could not be stored (%s); nothing was queued",
-                                strerror(-w));
-                goto out;
-        }
-        committed_locked(js, j, b->name);
-        submitted_answer(j, &kept, kept_len, ret);
-        start_committed_locked(js, j, spec.devs, spec.n_devs);
-        r = 0;
+        return submit_end(&sw, ret, p);
 out:
         jobs_unlock(js);
-        free(kept);
         job_free(fresh); /* made, never queued: a replay, a full queue, no memory */
         store_new_free(prepared);
         spec_done(&spec);
+        return r;
+}
+
+int job_submit_when_done(struct job_submit_wait *w, void (*ready)(void *arg), void *arg)
+{
+        return store_when_done(w->ticket, ready, arg);
+}
+
+int job_submit_end(struct job_submit_wait *w, struct core_submitted *ret, struct problem *p)
+{
+        int r = submit_end(w, ret, p);
+
+        free(w);
         return r;
 }

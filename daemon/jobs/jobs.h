@@ -93,6 +93,8 @@ size_t job_dispatch_health_due_locked(struct jobs *js, size_t *ret_devs, size_t 
 /* What core.h's job functions forward to (core.c): the same contracts, documented there. */
 int job_submit(struct jobs *js, const json_t *body, const char *idempotency_key, const char *client,
                struct core_submitted *ret, struct problem *p);
+int job_submit_when_done(struct job_submit_wait *w, void (*ready)(void *arg), void *arg);
+int job_submit_end(struct job_submit_wait *w, struct core_submitted *ret, struct problem *p);
 int job_cancel(struct jobs *js, const char *id, const char *client, bool admin, json_t **ret_job,
                struct problem *p);
 int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct problem *p);

@@ -6,6 +6,7 @@ second, joining umd_device_info to a bandwidth series and firing the failed-verd
 import json
 import re
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -130,6 +131,33 @@ def test_store_counts_commits_and_the_submits_they_carried(umd):
     # The jobs' ends, made by umd, are committed too, counted apart (nobody waited for them).
     assert wait_for(lambda: store_counts(d.get("/metrics").text)[2] - lazy0 >= 3, 10)
     assert re.search(r"^# TYPE umd_store_changes_total counter$", d.get("/metrics").text, re.M)
+
+
+def test_submits_from_many_clients_share_commits_on_one_http_thread(umd):
+    """A submit's connection waits for its commit without holding an HTTP thread, so one thread
+    carries many submits into each commit (a thread that blocked for its commit, as before,
+    made one commit a submit here)."""
+    d = umd(args=["--http-threads", "1"])
+    for g in (0, 1):  # nothing runs: the only changes committed are the submits
+        assert d.post(f"/v1/devices/{g}/pause", json={"reason": "test"}).status_code == 200
+    commits0, waited0, _ = store_counts(d.get("/metrics").text)
+    body = b'{"benchmark":"copy"}'
+    request = (b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+               b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+               % (len(body), body))
+    n = 48
+    conns = [socket.create_connection(("127.0.0.1", d.port), timeout=30) for _ in range(n)]
+    try:
+        for s in conns:  # every request sent before any answer is read
+            s.sendall(request)
+        for s in conns:
+            assert s.makefile("rb").readline().startswith(b"HTTP/1.1 202"), "not accepted"
+    finally:
+        for s in conns:
+            s.close()
+    commits, waited, _ = store_counts(d.get("/metrics").text)
+    assert waited - waited0 == n
+    assert commits - commits0 <= 0.75 * n, (commits - commits0, n)
 
 
 def store_writes(text):

@@ -15,6 +15,10 @@ struct core_double {
         char *last_key;
         unsigned calls;
         unsigned observed;
+        /* core_job_submit returns 2 (its answer waits for a commit) where the caller may wait;
+         * core_job_submit_end then answers as core_job_submit would have. */
+        bool submit_waits;
+        unsigned submit_ends;
 };
 
 extern struct core_double core_double;

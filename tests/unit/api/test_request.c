@@ -363,6 +363,42 @@ static void test_submit_new_replay_and_full(void **state)
         reply_done(&rep);
 }
 
+static void test_submit_waiting_for_its_commit_is_answered_at_its_end(void **state)
+{
+        struct api_reply rep;
+
+        core_double.submit_waits = true;
+        run(&rep, HTTP_POST, "/v1/jobs", "{\"benchmark\":\"copy\"}", NULL, 0, NULL);
+        assert_int_equal(rep.status, 0); /* nothing to send yet */
+        assert_non_null(rep.submit_wait);
+        assert_int_equal(core_double.submit_ends, 0);
+
+        struct job_submit_wait *w = rep.submit_wait;
+        memset(&rep, 0, sizeof(rep));
+        handle_job_submit_end(w, &rep);
+        assert_int_equal(core_double.submit_ends, 1);
+        assert_int_equal(rep.status, 202);
+        assert_string_equal(rep.location, "/v1/jobs/0190a0b0-0000-7000-8000-000000000001");
+        reply_done(&rep);
+}
+
+static void test_submit_whose_commit_failed_is_answered_with_the_problem(void **state)
+{
+        struct api_reply rep;
+
+        core_double.submit_waits = true;
+        run(&rep, HTTP_POST, "/v1/jobs", "{\"benchmark\":\"copy\"}", NULL, 0, NULL);
+        assert_non_null(rep.submit_wait);
+
+        struct job_submit_wait *w = rep.submit_wait;
+        memset(&rep, 0, sizeof(rep));
+        core_double.fail_status = 507;
+        handle_job_submit_end(w, &rep);
+        assert_int_equal(rep.status, 507);
+        assert_string_equal(rep.location, "");
+        reply_done(&rep);
+}
+
 static void test_submit_refuses_before_core(void **state)
 {
         struct api_reply rep;
@@ -446,6 +482,10 @@ int main(void)
             cmocka_unit_test(test_framing_refuses_what_two_parsers_may_read_two_ways),
             cmocka_unit_test(test_target_path_of_origin_and_absolute_forms),
             cmocka_unit_test_setup(test_submit_new_replay_and_full, setup),
+            cmocka_unit_test_setup(test_submit_waiting_for_its_commit_is_answered_at_its_end,
+                                   setup),
+            cmocka_unit_test_setup(test_submit_whose_commit_failed_is_answered_with_the_problem,
+                                   setup),
             cmocka_unit_test_setup(test_submit_refuses_before_core, setup),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
