@@ -1,9 +1,12 @@
 """umd's life as systemd sees it: READY=1 only once the port answers, STOPPING=1 and exit 0 on
 SIGTERM with in-flight requests finished, exit 2 with one clear message for bad flags and
 config, a clear error for a port in use, socket activation, and restart on the same state."""
+import json
 import os
+import select
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 
@@ -62,6 +65,44 @@ def test_sigterm_lets_an_in_flight_request_finish(umd):
         status = s.recv(64)
     assert status.startswith(b"HTTP/1.1 "), status
     assert d.stop() == 0
+
+
+def test_sigterm_answers_every_submit_waiting_for_its_commit(umd):
+    """Submits suspended until their commit are answered before umd stops, however long past
+    shutdown_timeout_s the commit takes (libmicrohttpd aborts a stop with a connection
+    suspended), and every one answered 202 is stored."""
+    d = umd(args=["--http-threads", "1", "--shutdown-timeout-s", "1"])
+    for g in (0, 1):  # nothing runs: the only writes are the submits
+        assert d.post(f"/v1/devices/{g}/pause", json={"reason": "test"}).status_code == 200
+    body = b'{"benchmark":"copy"}'
+    request = (b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+               b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+               % (len(body), body))
+    # Another process holding the database's write lock keeps umd's writer from committing
+    # (it waits, busy_timeout 5 s), so the submits stay suspended through the stop.
+    db = sqlite3.connect(d.state_dir / "umd.db", isolation_level=None, timeout=10)
+    db.execute("BEGIN IMMEDIATE")
+    conns = [socket.create_connection(("127.0.0.1", d.port), timeout=30) for _ in range(16)]
+    try:
+        for s in conns:
+            s.sendall(request)
+        time.sleep(0.5)
+        assert not select.select(conns, [], [], 0)[0], "answered before the commit"
+        d.process.send_signal(signal.SIGTERM)
+        time.sleep(2)  # past shutdown_timeout_s
+        assert d.process.poll() is None, "umd stopped with submits unanswered: " + d.log()
+        db.execute("COMMIT")
+        replies = [s.makefile("rb").read() for s in conns]
+    finally:
+        db.close()
+        for s in conns:
+            s.close()
+    assert all(r.startswith(b"HTTP/1.1 202") for r in replies), replies
+    assert d.stop() == 0, d.log()
+    d2 = umd(state_dir=d.state_dir)
+    for r in replies:
+        i = json.loads(r.partition(b"\r\n\r\n")[2])["id"]
+        assert d2.get(f"/v1/jobs/{i}").json()["state"] == "queued", i
 
 
 def test_bad_flag_exits_2(umd_run):
