@@ -620,15 +620,31 @@ struct job *job_find(struct jobs *js, const char *id)
         return i < 0 ? NULL : js->jobs[i];
 }
 
+/* The allocation js->jobs lies in (NULL before the first append). */
+static struct job **jobs_base(const struct jobs *js)
+{
+        return js->jobs ? js->jobs - js->jobs_skip : NULL;
+}
+
 int jobs_append(struct jobs *js, struct job *j)
 {
-        if (js->n_jobs == js->cap_jobs) {
-                size_t nc = js->cap_jobs ? js->cap_jobs * 2 : 256;
-                struct job **n = realloc(js->jobs, nc * sizeof(*n));
-                if (!n)
-                        return -ENOMEM;
-                js->jobs = n;
-                js->cap_jobs = nc;
+        if (js->jobs_skip + js->n_jobs == js->cap_jobs) {
+                struct job **base = jobs_base(js);
+
+                if (js->jobs_skip > 0 && js->jobs_skip >= js->cap_jobs / 2) {
+                        /* Half the slots or more are before the first job: moved back to the
+                         * start, once for as many appends as were freed, not grown. */
+                        memmove(base, js->jobs, js->n_jobs * sizeof(*base));
+                        js->jobs = base;
+                        js->jobs_skip = 0;
+                } else {
+                        size_t nc = js->cap_jobs ? js->cap_jobs * 2 : 256;
+                        struct job **n = realloc(base, nc * sizeof(*n));
+                        if (!n)
+                                return -ENOMEM;
+                        js->jobs = n + js->jobs_skip;
+                        js->cap_jobs = nc;
+                }
         }
         j->store = js->store;
         /* ids are time-ordered, so this is almost always the end. */
@@ -659,7 +675,12 @@ void jobs_remove_at(struct jobs *js, size_t i)
         jobs_finals_forget(js, js->jobs[i]);
         job_row_current(js, js->jobs[i]);
         job_free(js->jobs[i]);
-        memmove(&js->jobs[i], &js->jobs[i + 1], (js->n_jobs - i - 1) * sizeof(*js->jobs));
+        if (i < js->n_jobs / 2) { /* the jobs before it are fewer: they move on by one */
+                memmove(&js->jobs[1], &js->jobs[0], i * sizeof(*js->jobs));
+                js->jobs++;
+                js->jobs_skip++;
+        } else
+                memmove(&js->jobs[i], &js->jobs[i + 1], (js->n_jobs - i - 1) * sizeof(*js->jobs));
         js->n_jobs--;
 }
 
@@ -747,6 +768,39 @@ static int cmp_size(const void *a, const void *b)
         return x < y ? -1 : x > y;
 }
 
+/* Free the jobs at the n (> 0) indices at, and close their gaps: the jobs after the first gap
+ * move back, or those before the last move on, whichever are fewer. Finished jobs are mostly the
+ * oldest, at the front: under a long queue (half a million jobs in bench/store/run) moving every
+ * job after them was a copy of megabytes a prune, under core_lock. */
+static void close_gaps(struct jobs *js, size_t *at, size_t n)
+{
+        qsort(at, n, sizeof(*at), cmp_size);
+        for (size_t k = 0; k < n; k++)
+                job_free(js->jobs[at[k]]);
+        if (js->n_jobs - at[0] - n <= at[n - 1] + 1 - n) {
+                size_t w = at[0];
+
+                for (size_t k = 0; k < n; k++) {
+                        size_t from = at[k] + 1, to = k + 1 < n ? at[k + 1] : js->n_jobs;
+
+                        memmove(&js->jobs[w], &js->jobs[from], (to - from) * sizeof(*js->jobs));
+                        w += to - from;
+                }
+        } else {
+                size_t end = at[n - 1]; /* the last slot still to fill */
+
+                for (size_t k = n; k-- > 0;) {
+                        size_t from = k > 0 ? at[k - 1] + 1 : 0, len = at[k] - from;
+
+                        memmove(&js->jobs[end + 1 - len], &js->jobs[from], len * sizeof(*js->jobs));
+                        end -= len;
+                }
+                js->jobs += n;
+                js->jobs_skip += n;
+        }
+        js->n_jobs -= n;
+}
+
 void jobs_prune_finished(struct jobs *js)
 {
         uint64_t commits = store_commits(js->store);
@@ -781,20 +835,8 @@ void jobs_prune_finished(struct jobs *js)
                         log_error("job %s: final but not in the index; left in memory", j->id);
         }
         js->n_finals = keep;
-        if (n_at > 0) {
-                size_t w;
-
-                qsort(at, n_at, sizeof(*at), cmp_size);
-                w = at[0];
-                for (size_t k = 0; k < n_at; k++) {
-                        size_t from = at[k] + 1, to = k + 1 < n_at ? at[k + 1] : js->n_jobs;
-
-                        job_free(js->jobs[at[k]]);
-                        memmove(&js->jobs[w], &js->jobs[from], (to - from) * sizeof(*js->jobs));
-                        w += to - from;
-                }
-                js->n_jobs = w;
-        }
+        if (n_at > 0)
+                close_gaps(js, at, n_at);
         free(at);
 }
 
@@ -882,7 +924,7 @@ static void jobs_free(struct jobs *js)
                 return;
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
-        free(js->jobs);
+        free(jobs_base(js));
         free(js->finals);
         free(js->pending);
         /* One queue per device and one for the node (allocated whether or not it is used). */
@@ -932,9 +974,9 @@ void jobs_shutdown(struct jobs *js)
         flush_unsaved_locked(js);
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
-        free(js->jobs);
+        free(jobs_base(js));
         js->jobs = NULL;
-        js->n_jobs = js->cap_jobs = 0;
+        js->n_jobs = js->cap_jobs = js->jobs_skip = 0;
         free(js->finals);
         js->finals = NULL;
         js->n_finals = js->cap_finals = 0;

@@ -113,7 +113,11 @@ struct jobs {
         void (*poke)(ssize_t dev);
         bool quiescing;
         struct job **jobs; /* ascending id (submission order) */
-        size_t n_jobs, cap_jobs;
+        /* cap_jobs slots allocated from jobs - jobs_skip: the oldest jobs, which finish first,
+         * leave by moving jobs on (jobs_skip grows) instead of moving every job after them
+         * (jobs_prune_finished, jobs_remove_at); an append at the allocation's end closes the
+         * gap. */
+        size_t n_jobs, cap_jobs, jobs_skip;
         struct queue *queues; /* one per device, then the node's */
         enum worker_state node_wstate;
         bool node_running;            /* a part runs on the node worker: every GPU is taken */

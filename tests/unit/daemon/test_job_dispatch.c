@@ -193,6 +193,37 @@ static void test_finished_jobs_leave_memory_and_the_rest_stay_in_order(void **st
         assert_int_equal(in_memory(c), 1);
 }
 
+/* The oldest jobs leave from the front of the index by moving it on, not by moving every job
+ * after them; appends past the end then move it back or grow it. Every job that stays is still
+ * found (by a binary search of the index: its order must hold). */
+static void test_the_oldest_jobs_leave_and_the_index_stays_in_order_as_it_grows(void **state)
+{
+        /* Both GPUs in turn, so that each queue stays under queue_capacity_per_device. */
+        enum { FIRST = 400, DONE = 300, MORE = 300 };
+        static char ids[FIRST + MORE][JOB_ID_MAX];
+
+        (void)state;
+        for (size_t i = 0; i < FIRST + MORE; i++) {
+                if (i == FIRST) { /* the oldest DONE finish and leave, a few at a time */
+                        for (size_t k = 0; k < DONE; k++) {
+                                fx->n_dispatched = 0; /* the fake keeps 32 dispatches */
+                                fx_part_done(k % 2, ids[k], PART_SUCCEEDED);
+                                if (k % 16 == 15 || k == DONE - 1) {
+                                        store_sync(fx->d.store);
+                                        jobs_tick(fx->d.jobs);
+                                }
+                        }
+                }
+                assert_int_equal(fx_submit(i % 2 ? COPY1 : COPY0, NULL, NULL, ids[i]), 202);
+        }
+        for (size_t i = 0; i < DONE; i++)
+                assert_int_equal(in_memory(ids[i]), 0);
+        for (size_t i = DONE; i < FIRST + MORE; i++) {
+                assert_int_equal(in_memory(ids[i]), 1);
+                assert_string_equal(fx_state(ids[i]), i < DONE + 2 ? "running" : "queued");
+        }
+}
+
 /* With looks attached (coexist.c), a part's end waits for a look that began after it; the
  * worker's own look after the part (its result's "look") is that look. */
 static void looks_attached_and_free(void)
@@ -324,6 +355,9 @@ int main(void)
                                             fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_finished_jobs_leave_memory_and_the_rest_stay_in_order, fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_the_oldest_jobs_leave_and_the_index_stays_in_order_as_it_grows, fx_setup,
+                fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_part_ends_on_its_workers_look_and_the_ready_head_starts_on_it, fx_setup,
                 fx_teardown),
