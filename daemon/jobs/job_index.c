@@ -620,6 +620,85 @@ struct job *job_find(struct jobs *js, const char *id)
         return i < 0 ? NULL : js->jobs[i];
 }
 
+static size_t key_hash(const char *key, const char *client)
+{
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+        for (const char *p = key; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull; /* not a byte of UTF-8: key and client apart */
+        for (const char *p = client ? client : ""; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        return (size_t)h;
+}
+
+static struct job **keyed_bucket(struct jobs *js, const char *key, const char *client)
+{
+        return &js->keyed[key_hash(key, client) & (js->n_keyed_buckets - 1)];
+}
+
+struct job *jobs_find_keyed(struct jobs *js, const char *key, const char *client)
+{
+        if (js->n_keyed == 0)
+                return NULL;
+        for (struct job *j = *keyed_bucket(js, key, client); j; j = j->key_next)
+                if (strcmp(j->idempotency_key, key) == 0 && streq_ptr(j->client, client))
+                        return j;
+        return NULL;
+}
+
+/* Twice the buckets; left as it is without memory (the chains grow longer, nothing is lost). */
+static void keyed_grow(struct jobs *js)
+{
+        size_t n = js->n_keyed_buckets ? js->n_keyed_buckets * 2 : 64;
+        struct job **old = js->keyed, **b = calloc(n, sizeof(*b));
+        size_t n_old = js->n_keyed_buckets;
+
+        if (!b)
+                return;
+        js->keyed = b;
+        js->n_keyed_buckets = n;
+        for (size_t i = 0; i < n_old; i++)
+                for (struct job *j = old[i], *next; j; j = next) {
+                        struct job **at = keyed_bucket(js, j->idempotency_key, j->client);
+
+                        next = j->key_next;
+                        j->key_next = *at;
+                        *at = j;
+                }
+        free(old);
+}
+
+/* 0, or -ENOMEM with j not added (no bucket could be had at all). */
+static int keyed_add(struct jobs *js, struct job *j)
+{
+        if (!j->idempotency_key)
+                return 0;
+        if (js->n_keyed >= js->n_keyed_buckets)
+                keyed_grow(js);
+        if (js->n_keyed_buckets == 0)
+                return -ENOMEM;
+        struct job **at = keyed_bucket(js, j->idempotency_key, j->client);
+        j->key_next = *at;
+        *at = j;
+        js->n_keyed++;
+        return 0;
+}
+
+static void keyed_remove(struct jobs *js, struct job *j)
+{
+        if (!j->idempotency_key || js->n_keyed_buckets == 0)
+                return;
+        for (struct job **at = keyed_bucket(js, j->idempotency_key, j->client); *at;
+             at = &(*at)->key_next)
+                if (*at == j) {
+                        *at = j->key_next;
+                        j->key_next = NULL;
+                        js->n_keyed--;
+                        return;
+                }
+}
+
 /* The allocation js->jobs lies in (NULL before the first append). */
 static struct job **jobs_base(const struct jobs *js)
 {
@@ -628,6 +707,8 @@ static struct job **jobs_base(const struct jobs *js)
 
 int jobs_append(struct jobs *js, struct job *j)
 {
+        if (keyed_add(js, j) < 0)
+                return -ENOMEM;
         if (js->jobs_skip + js->n_jobs == js->cap_jobs) {
                 struct job **base = jobs_base(js);
 
@@ -640,8 +721,10 @@ int jobs_append(struct jobs *js, struct job *j)
                 } else {
                         size_t nc = js->cap_jobs ? js->cap_jobs * 2 : 256;
                         struct job **n = realloc(base, nc * sizeof(*n));
-                        if (!n)
+                        if (!n) {
+                                keyed_remove(js, j);
                                 return -ENOMEM;
+                        }
                         js->jobs = n + js->jobs_skip;
                         js->cap_jobs = nc;
                 }
@@ -674,6 +757,7 @@ void jobs_remove_at(struct jobs *js, size_t i)
 {
         jobs_finals_forget(js, js->jobs[i]);
         job_row_current(js, js->jobs[i]);
+        keyed_remove(js, js->jobs[i]);
         job_free(js->jobs[i]);
         if (i < js->n_jobs / 2) { /* the jobs before it are fewer: they move on by one */
                 memmove(&js->jobs[1], &js->jobs[0], i * sizeof(*js->jobs));
@@ -751,6 +835,7 @@ static void prune_walk_all(struct jobs *js)
                 j->in_finals = false;
                 enum prune_verdict v = prune_judge(j);
                 if (v == PRUNE_FREE) {
+                        keyed_remove(js, j);
                         job_free(j);
                         continue;
                 }
@@ -775,8 +860,10 @@ static int cmp_size(const void *a, const void *b)
 static void close_gaps(struct jobs *js, size_t *at, size_t n)
 {
         qsort(at, n, sizeof(*at), cmp_size);
-        for (size_t k = 0; k < n; k++)
+        for (size_t k = 0; k < n; k++) {
+                keyed_remove(js, js->jobs[at[k]]);
                 job_free(js->jobs[at[k]]);
+        }
         if (js->n_jobs - at[0] - n <= at[n - 1] + 1 - n) {
                 size_t w = at[0];
 
@@ -925,6 +1012,7 @@ static void jobs_free(struct jobs *js)
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
         free(jobs_base(js));
+        free(js->keyed);
         free(js->finals);
         free(js->pending);
         /* One queue per device and one for the node (allocated whether or not it is used). */
@@ -977,6 +1065,9 @@ void jobs_shutdown(struct jobs *js)
         free(jobs_base(js));
         js->jobs = NULL;
         js->n_jobs = js->cap_jobs = js->jobs_skip = 0;
+        free(js->keyed);
+        js->keyed = NULL;
+        js->n_keyed = js->n_keyed_buckets = 0;
         free(js->finals);
         js->finals = NULL;
         js->n_finals = js->cap_finals = 0;

@@ -27,17 +27,6 @@
 #include "util.h"
 #include "uuid.h"
 
-static struct job *idempotent_find(struct jobs *js, const char *key, const char *client)
-{
-        /* The keys cached in struct job: a scan of every job makes no tree. */
-        for (size_t k = js->n_jobs; k-- > 0;) {
-                const char *jk = js->jobs[k]->idempotency_key;
-                if (jk && strcmp(jk, key) == 0 && streq_ptr(js->jobs[k]->client, client))
-                        return js->jobs[k];
-        }
-        return NULL;
-}
-
 /* Remove a job whose submission could not be committed: it never existed. */
 static void job_unsubmit(struct jobs *js, struct job *j)
 {
@@ -401,7 +390,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         core_lock();
         jobs_prune_finished(js);
         if (idem) {
-                struct job *prev = job_checked(js, idempotent_find(js, idem, client));
+                struct job *prev = job_checked(js, jobs_find_keyed(js, idem, client));
                 _cleanup_json_ json_t *stored = NULL;
                 _cleanup_free_ char *stored_req = NULL;
                 const char *req = NULL, *prev_id = NULL;

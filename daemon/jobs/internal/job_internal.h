@@ -72,6 +72,7 @@ struct job {
          * document so that a scan makes no tree; NULL: none. */
         char *client;
         char *idempotency_key;
+        struct job *key_next; /* the next job of its bucket in jobs.keyed (idempotency_key set) */
         enum job_state st;
         int prio;
         size_t n_parts;
@@ -118,6 +119,11 @@ struct jobs {
          * (jobs_prune_finished, jobs_remove_at); an append at the allocation's end closes the
          * gap. */
         size_t n_jobs, cap_jobs, jobs_skip;
+        /* The indexed jobs with an idempotency_key, hashed by key and client (chained through
+         * job.key_next): a submit with a key looked through every job in memory, under
+         * core_lock (200 µs a submit with 30,000 queued). n_keyed_buckets is 0 or a power of 2. */
+        struct job **keyed;
+        size_t n_keyed, n_keyed_buckets;
         struct queue *queues; /* one per device, then the node's */
         enum worker_state node_wstate;
         bool node_running;            /* a part runs on the node worker: every GPU is taken */
@@ -191,6 +197,8 @@ void job_compact(struct job *j);
 bool job_waits_near_head(struct jobs *js, const struct job *j);
 /* Caches client and idempotency_key from the document. 0 or -ENOMEM (the job unchanged). */
 int job_cache_keys(struct job *j, const char *client, const char *idempotency_key);
+/* The job in memory with this idempotency key and client (NULL: none, or anonymous), or NULL. */
+struct job *jobs_find_keyed(struct jobs *js, const char *key, const char *client);
 /* job_public() of the job's document, without keeping a tree a compact job does not hold. */
 json_t *job_public_of(struct job *j);
 json_t *job_now_json(void);

@@ -17,6 +17,7 @@
 
 #include "jobs_fixture.h"
 #include "jsonutil.h"
+#include "store.h"
 
 #define COPY0 "{\"benchmark\": \"copy\", \"device\": 0, \"params\": {\"size\": \"4MiB\"}}"
 #define COPY1 "{\"benchmark\": \"copy\", \"device\": 1, \"params\": {\"size\": \"4MiB\"}}"
@@ -265,6 +266,44 @@ static void test_an_idempotency_key_replays_its_job_and_refuses_another_body(voi
         assert_string_equal(a, b);
 }
 
+/* Keys are found by a hash of key and client, not by a walk of every job: hundreds of them,
+ * each replayed while its job is in memory and after it left, the table grown and shrunk. */
+static void test_many_keys_each_replay_their_own_job_before_and_after_it_leaves(void **state)
+{
+        enum { N = 300, DONE = 100 };
+        static char ids[N][JOB_ID_MAX];
+        /* Anonymous and three clients, each under jobs_per_token (100). */
+        static const char *const client[] = {NULL, "alice", "bob", "carol"};
+        char key[32], again[JOB_ID_MAX];
+
+        (void)state;
+        for (size_t i = 0; i < N; i++) {
+                snprintf(key, sizeof(key), "k-%zu", i);
+                assert_int_equal(fx_submit(i % 2 ? COPY1 : COPY0, key, client[i % 4], ids[i]), 202);
+        }
+        for (size_t i = 0; i < DONE; i++) { /* the oldest leave memory */
+                fx->n_dispatched = 0;       /* the fake keeps 32 dispatches */
+                fx_part_done(i % 2, ids[i], PART_SUCCEEDED);
+        }
+        store_sync(fx->d.store);
+        jobs_tick(fx->d.jobs);
+        for (size_t i = 0; i < N; i++) {
+                snprintf(key, sizeof(key), "k-%zu", i);
+                assert_int_equal(fx_submit(i % 2 ? COPY1 : COPY0, key, client[i % 4], again), 200);
+                assert_string_equal(again, ids[i]);
+                assert_int_equal(fx_submit(i % 2 ? COPY0 : COPY1, key, client[i % 4], NULL), 409);
+        }
+        /* One in memory is answered as it is now (running), not as its row was stored. */
+        struct core_submitted sub;
+        submit_body(COPY0, "k-100", true, &sub);
+        assert_string_equal(sub.id, ids[100]);
+        assert_string_equal(json_string_value(json_object_get(sub.job, "state")), "running");
+        core_submitted_done(&sub);
+        /* Another client's key of the same name is another job. */
+        assert_int_equal(fx_submit(COPY0, "k-250", "dave", again), 202);
+        assert_string_not_equal(again, ids[250]);
+}
+
 static void test_a_full_queue_is_429_with_retry_after(void **state)
 {
         json_t *body = json_loads(COPY0, 0, NULL);
@@ -346,6 +385,9 @@ int main(void)
                 test_the_jobs_behind_a_head_read_back_come_in_the_same_read, fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_an_idempotency_key_replays_its_job_and_refuses_another_body, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_many_keys_each_replay_their_own_job_before_and_after_it_leaves, fx_setup,
                 fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_new_job_is_answered_with_the_bytes_of_its_write,
                                             fx_setup, fx_teardown),
