@@ -91,7 +91,7 @@ static void cancel_undo_locked(struct jobs *js, struct job *j, const struct canc
                 json_object_set_new(doc, "finished", json_null());
                 json_object_del(doc, "finished_ms");
         }
-        j->st = job_derive_state(j);
+        job_state_set(js, j, job_derive_state(j));
         json_object_set_new(doc, "state", json_string(job_state_names[j->st]));
         if (j->final_ticket) { /* the failed final write: nothing to wait for any more */
                 (void)store_wait(j->final_ticket);

@@ -335,7 +335,7 @@ bool job_update_state(struct jobs *js, struct job *j)
 
         if (st == old)
                 return false;
-        j->st = st;
+        job_state_set(js, j, st);
         job_changed(js, j);
         json_t *doc = job_doc(j);
         json_object_set_new_nocheck(doc, "state", json_string_nocheck(job_state_names[st]));
@@ -699,6 +699,81 @@ static void keyed_remove(struct jobs *js, struct job *j)
                 }
 }
 
+static struct client_open *client_find(const struct jobs *js, const char *client)
+{
+        for (size_t i = 0; i < js->n_clients; i++)
+                if (strcmp(js->clients[i].client, client) == 0)
+                        return &js->clients[i];
+        return NULL;
+}
+
+size_t jobs_open_of(const struct jobs *js, const char *client)
+{
+        const struct client_open *c = client ? client_find(js, client) : NULL;
+
+        return c ? c->open : 0;
+}
+
+/* j's client listed (before j enters the index, so that counting it cannot fail). 0 or
+ * -ENOMEM. */
+static int client_listed(struct jobs *js, const struct job *j)
+{
+        struct client_open *c;
+        char *name;
+
+        if (!j->client || client_find(js, j->client))
+                return 0;
+        c = realloc(js->clients, (js->n_clients + 1) * sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        js->clients = c;
+        if (!(name = strdup(j->client)))
+                return -ENOMEM;
+        js->clients[js->n_clients++] = (struct client_open){.client = name};
+        return 0;
+}
+
+/* An indexed job of a client became open (+1) or stopped being so (-1). */
+static void client_count(struct jobs *js, const struct job *j, int delta)
+{
+        struct client_open *c = j->client ? client_find(js, j->client) : NULL;
+
+        if (!c) /* anonymous: no quota */
+                return;
+        if (delta < 0 && c->open == 0) { /* cannot happen: a slot never taken is not given back */
+                log_error("client %s: its count of open jobs went below 0; kept at 0", c->client);
+                return;
+        }
+        c->open += (size_t)(ssize_t)delta;
+}
+
+void job_state_set(struct jobs *js, struct job *j, enum job_state st)
+{
+        bool was_open = !job_state_final(j->st), open = !job_state_final(st);
+
+        j->st = st;
+        if (j->indexed && was_open != open)
+                client_count(js, j, open ? 1 : -1);
+}
+
+static void clients_free(struct jobs *js)
+{
+        for (size_t i = 0; i < js->n_clients; i++)
+                free(js->clients[i].client);
+        free(js->clients);
+        js->clients = NULL;
+        js->n_clients = 0;
+}
+
+/* j leaves the index: no longer counted, hashed or listed there. */
+static void index_forget(struct jobs *js, struct job *j)
+{
+        keyed_remove(js, j);
+        if (j->indexed && !job_state_final(j->st))
+                client_count(js, j, -1);
+        j->indexed = false;
+}
+
 /* The allocation js->jobs lies in (NULL before the first append). */
 static struct job **jobs_base(const struct jobs *js)
 {
@@ -707,7 +782,7 @@ static struct job **jobs_base(const struct jobs *js)
 
 int jobs_append(struct jobs *js, struct job *j)
 {
-        if (keyed_add(js, j) < 0)
+        if (client_listed(js, j) < 0 || keyed_add(js, j) < 0)
                 return -ENOMEM;
         if (js->jobs_skip + js->n_jobs == js->cap_jobs) {
                 struct job **base = jobs_base(js);
@@ -737,6 +812,9 @@ int jobs_append(struct jobs *js, struct job *j)
         memmove(&js->jobs[at + 1], &js->jobs[at], (js->n_jobs - at) * sizeof(*js->jobs));
         js->jobs[at] = j;
         js->n_jobs++;
+        j->indexed = true;
+        if (!job_state_final(j->st))
+                client_count(js, j, 1);
         return 0;
 }
 
@@ -757,7 +835,7 @@ void jobs_remove_at(struct jobs *js, size_t i)
 {
         jobs_finals_forget(js, js->jobs[i]);
         job_row_current(js, js->jobs[i]);
-        keyed_remove(js, js->jobs[i]);
+        index_forget(js, js->jobs[i]);
         job_free(js->jobs[i]);
         if (i < js->n_jobs / 2) { /* the jobs before it are fewer: they move on by one */
                 memmove(&js->jobs[1], &js->jobs[0], i * sizeof(*js->jobs));
@@ -835,7 +913,7 @@ static void prune_walk_all(struct jobs *js)
                 j->in_finals = false;
                 enum prune_verdict v = prune_judge(j);
                 if (v == PRUNE_FREE) {
-                        keyed_remove(js, j);
+                        index_forget(js, j);
                         job_free(j);
                         continue;
                 }
@@ -861,7 +939,7 @@ static void close_gaps(struct jobs *js, size_t *at, size_t n)
 {
         qsort(at, n, sizeof(*at), cmp_size);
         for (size_t k = 0; k < n; k++) {
-                keyed_remove(js, js->jobs[at[k]]);
+                index_forget(js, js->jobs[at[k]]);
                 job_free(js->jobs[at[k]]);
         }
         if (js->n_jobs - at[0] - n <= at[n - 1] + 1 - n) {
@@ -1013,6 +1091,7 @@ static void jobs_free(struct jobs *js)
                 job_free(js->jobs[k]);
         free(jobs_base(js));
         free(js->keyed);
+        clients_free(js);
         free(js->finals);
         free(js->pending);
         /* One queue per device and one for the node (allocated whether or not it is used). */
@@ -1068,6 +1147,7 @@ void jobs_shutdown(struct jobs *js)
         free(js->keyed);
         js->keyed = NULL;
         js->n_keyed = js->n_keyed_buckets = 0;
+        clients_free(js);
         free(js->finals);
         js->finals = NULL;
         js->n_finals = js->cap_finals = 0;

@@ -33,15 +33,6 @@ static void job_unsubmit(struct jobs *js, struct job *j)
         jobs_remove(js, j);
 }
 
-static size_t active_jobs_of(struct jobs *js, const char *client)
-{
-        size_t n = 0;
-        for (size_t k = 0; k < js->n_jobs; k++)
-                if (!job_state_final(js->jobs[k]->st) && streq_ptr(js->jobs[k]->client, client))
-                        n++;
-        return n;
-}
-
 static int check_capacity(struct jobs *js, const size_t *devs, size_t n, const char *client,
                           struct problem *p)
 {
@@ -61,7 +52,7 @@ static int check_capacity(struct jobs *js, const size_t *devs, size_t n, const c
                                         "queue_capacity_per_device %u); retry later",
                                         devs[i], q, js->cfg->queue_capacity_per_device);
         }
-        if (r == 0 && client && active_jobs_of(js, client) >= js->cfg->jobs_per_token)
+        if (r == 0 && client && jobs_open_of(js, client) >= js->cfg->jobs_per_token)
                 r = problem_set(p, 429, "",
                                 "client '%s' has %u jobs queued or running (jobs_per_token); "
                                 "retry later",

@@ -58,6 +58,7 @@ struct job {
          * summary, which lists read: counted in jobs.n_rows_behind, written whole before a list
          * (jobs_rows_current_locked). */
         bool row_behind : 1;
+        bool indexed : 1; /* in jobs.jobs: counted in its client's jobs.clients[].open */
         /* The stored document: the truth; the fields below cache what queues need. A job that is
          * only waiting holds none of it: the store's committed row is the document (stored),
          * unless it was written again since its submission, which the store may not have yet;
@@ -124,6 +125,14 @@ struct jobs {
          * core_lock (200 µs a submit with 30,000 queued). n_keyed_buckets is 0 or a power of 2. */
         struct job **keyed;
         size_t n_keyed, n_keyed_buckets;
+        /* Each client's (token name's) indexed jobs not final, for jobs_per_token: counted as
+         * jobs enter and leave the index and change state (job_state_set), not by a walk of every
+         * job a submit. A client stays listed once seen: they are the tokens file's few. */
+        struct client_open {
+                char *client;
+                size_t open;
+        } * clients;
+        size_t n_clients;
         struct queue *queues; /* one per device, then the node's */
         enum worker_state node_wstate;
         bool node_running;            /* a part runs on the node worker: every GPU is taken */
@@ -197,6 +206,10 @@ void job_compact(struct job *j);
 bool job_waits_near_head(struct jobs *js, const struct job *j);
 /* Caches client and idempotency_key from the document. 0 or -ENOMEM (the job unchanged). */
 int job_cache_keys(struct job *j, const char *client, const char *idempotency_key);
+/* Set j's state, keeping its client's count of open jobs. */
+void job_state_set(struct jobs *js, struct job *j, enum job_state st);
+/* The client's jobs in memory that are not final. */
+size_t jobs_open_of(const struct jobs *js, const char *client);
 /* The job in memory with this idempotency key and client (NULL: none, or anonymous), or NULL. */
 struct job *jobs_find_keyed(struct jobs *js, const char *key, const char *client);
 /* job_public() of the job's document, without keeping a tree a compact job does not hold. */

@@ -152,6 +152,24 @@ static void test_a_second_cancel_that_cannot_be_written_keeps_the_first(void **s
         assert_string_equal(fx_state(running), "cancelled");
 }
 
+/* jobs_per_token counts a client's jobs that are not final: a cancel frees a slot, a cancel
+ * undone takes it back. */
+static void test_a_cancel_undone_counts_against_its_client_s_quota_again(void **state)
+{
+        (void)state;
+        fx->cfg.jobs_per_token = 2; /* alice's two are open */
+        assert_int_equal(fx_submit(COPY0, NULL, "alice", NULL), 429);
+        fx->fail_poll = 1;
+        assert_int_equal(fx_cancel(queued, "alice", false), 507);
+        store_sync(fx->d.store);
+        assert_int_equal(fx_submit(COPY0, NULL, "alice", NULL), 429);
+        assert_int_equal(fx_cancel(queued, "alice", false), 200);
+        assert_int_equal(fx_submit(COPY0, NULL, "alice", NULL), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, "alice", NULL), 429);
+        /* Another client's count is its own. */
+        assert_int_equal(fx_submit(COPY0, NULL, "bob", NULL), 202);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -173,6 +191,9 @@ int main(void)
                 fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_second_cancel_that_cannot_be_written_keeps_the_first, two_jobs, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_cancel_undone_counts_against_its_client_s_quota_again, two_jobs,
+                fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -336,6 +336,23 @@ static void test_a_client_over_its_quota_is_429(void **state)
         fx->cfg.jobs_per_token = quota;
 }
 
+/* A client's finished job frees its slot, and leaving memory (final already) frees none. */
+static void test_a_client_s_finished_job_frees_its_quota_once(void **state)
+{
+        char a[JOB_ID_MAX];
+
+        (void)state;
+        fx->cfg.jobs_per_token = 2;
+        assert_int_equal(fx_submit(COPY1, NULL, "carol", a), 202);
+        assert_int_equal(fx_submit(COPY1, NULL, "carol", NULL), 202);
+        assert_int_equal(fx_submit(COPY1, NULL, "carol", NULL), 429);
+        fx_part_done(1, a, PART_SUCCEEDED);
+        assert_int_equal(fx_submit(COPY1, NULL, "carol", NULL), 202);
+        store_sync(fx->d.store);
+        jobs_tick(fx->d.jobs); /* a leaves memory */
+        assert_int_equal(fx_submit(COPY1, NULL, "carol", NULL), 429);
+}
+
 static void test_a_commit_that_fails_is_507_and_queues_nothing(void **state)
 {
         size_t queued, running, total, before = fx->n_dispatched;
@@ -402,6 +419,8 @@ int main(void)
                                             fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_client_over_its_quota_is_429, fx_setup,
                                             fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_client_s_finished_job_frees_its_quota_once,
+                                            fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_commit_that_fails_is_507_and_queues_nothing,
                                             fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_write_that_cannot_be_queued_is_500, fx_setup,
