@@ -322,6 +322,16 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
         return MHD_YES;
 }
 
+/* The reply to r's suspended submit, now that its commit is in; r waits no more. */
+static void submit_end(struct request_ctx *r, struct api_reply *rep)
+{
+        struct job_submit_wait *w = r->submit_wait;
+
+        r->submit_wait = NULL;
+        handle_job_submit_end(w, rep);
+        atomic_fetch_sub(&r->srv->submits_waiting, 1);
+}
+
 /* The writer, with its lock held, once a suspended submit's commit is in. */
 static void submit_ready(void *arg)
 {
@@ -361,11 +371,7 @@ static enum MHD_Result on_complete(struct MHD_Connection *c, struct request_ctx 
         struct problem p = {0};
 
         if (r->submit_wait) { /* resumed: its commit is in */
-                struct job_submit_wait *w = r->submit_wait;
-
-                r->submit_wait = NULL;
-                handle_job_submit_end(w, &rep);
-                atomic_fetch_sub(&r->srv->submits_waiting, 1);
+                submit_end(r, &rep);
                 return queue_reply(c, r, &rep);
         }
         /* The request is whole: answering it (a ?wait= long poll too) has no deadline. */
@@ -470,9 +476,7 @@ void server_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         if (r->submit_wait) {
                 struct api_reply rep = {0};
 
-                handle_job_submit_end(r->submit_wait, &rep);
-                r->submit_wait = NULL;
-                atomic_fetch_sub(&s->submits_waiting, 1);
+                submit_end(r, &rep);
                 reply_free(&rep);
         }
         /* status 0: the client went away or timed out before any response was queued. */

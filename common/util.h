@@ -14,6 +14,16 @@
 #define DECIMAL_STR_MAX(type)                                                                      \
         (2 + (sizeof(type) <= 1 ? 3 : sizeof(type) <= 2 ? 5 : sizeof(type) <= 4 ? 10 : 20))
 
+/* FNV-1a, 64 bits, of a NUL-terminated string, going on from h (FNV1A_INIT to start): what
+ * umd's in-memory hash tables index by. */
+#define FNV1A_INIT UINT64_C(14695981039346656037)
+static inline uint64_t fnv1a_str(uint64_t h, const char *s)
+{
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+        return h;
+}
+
 static inline void freep(void *p)
 {
         free(*(void **)p);

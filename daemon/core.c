@@ -50,17 +50,22 @@ static int expanded(int r, json_t **ret_job, struct problem *p)
         return problem_set(p, 500, "", "out of memory reading the job's results");
 }
 
-int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
-                    struct core_submitted *ret, struct problem *p)
+/* A submit's answer as a job function left it (r), its job's results parsed. */
+static int submitted_expanded(int r, struct core_submitted *ret, struct problem *p)
 {
-        int r = job_submit(core_jobs(), body, idempotency_key, client, ret, p);
-
         if (r >= 0 && ret->job) {
                 r = expanded(r, &ret->job, p);
                 if (r < 0)
                         core_submitted_done(ret);
         }
         return r;
+}
+
+int core_job_submit(const json_t *body, const char *idempotency_key, const char *client,
+                    struct core_submitted *ret, struct problem *p)
+{
+        return submitted_expanded(job_submit(core_jobs(), body, idempotency_key, client, ret, p),
+                                  ret, p);
 }
 
 int core_job_submit_when_done(struct job_submit_wait *w, void (*ready)(void *arg), void *arg)
@@ -70,14 +75,7 @@ int core_job_submit_when_done(struct job_submit_wait *w, void (*ready)(void *arg
 
 int core_job_submit_end(struct job_submit_wait *w, struct core_submitted *ret, struct problem *p)
 {
-        int r = job_submit_end(w, ret, p);
-
-        if (r >= 0 && ret->job) {
-                r = expanded(r, &ret->job, p);
-                if (r < 0)
-                        core_submitted_done(ret);
-        }
-        return r;
+        return submitted_expanded(job_submit_end(w, ret, p), ret, p);
 }
 
 int core_job_get(const char *id, json_t **ret_job, struct problem *p)

@@ -64,11 +64,7 @@ static void cache_key(const char *id, char key[UUID_STRING_MAX])
 
 static struct cache_slot *cache_slot_of(struct store *s, const char *key)
 {
-        uint64_t h = UINT64_C(14695981039346656037);
-
-        for (const char *c = key; *c; c++)
-                h = (h ^ (unsigned char)*c) * UINT64_C(1099511628211);
-        return &s->cache[h % CACHE_SLOTS];
+        return &s->cache[fnv1a_str(FNV1A_INIT, key) % CACHE_SLOTS];
 }
 
 /* With cache_mu held. */

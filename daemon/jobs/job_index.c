@@ -623,14 +623,10 @@ struct job *job_find(struct jobs *js, const char *id)
 
 static size_t key_hash(const char *key, const char *client)
 {
-        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        /* 0xff is no byte of UTF-8: key and client stay apart. */
+        uint64_t h = fnv1a_str(FNV1A_INIT, key);
 
-        for (const char *p = key; *p; p++)
-                h = (h ^ (unsigned char)*p) * 1099511628211ull;
-        h = (h ^ 0xff) * 1099511628211ull; /* not a byte of UTF-8: key and client apart */
-        for (const char *p = client ? client : ""; *p; p++)
-                h = (h ^ (unsigned char)*p) * 1099511628211ull;
-        return (size_t)h;
+        return (size_t)fnv1a_str((h ^ 0xff) * UINT64_C(1099511628211), client ? client : "");
 }
 
 static struct job **keyed_bucket(struct jobs *js, const char *key, const char *client)

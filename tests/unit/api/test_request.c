@@ -363,7 +363,8 @@ static void test_submit_new_replay_and_full(void **state)
         reply_done(&rep);
 }
 
-static void test_submit_waiting_for_its_commit_is_answered_at_its_end(void **state)
+/* A submit the double makes wait for its commit: the handler's wait, nothing answered yet. */
+static struct job_submit_wait *submit_that_waits(void)
 {
         struct api_reply rep;
 
@@ -372,9 +373,14 @@ static void test_submit_waiting_for_its_commit_is_answered_at_its_end(void **sta
         assert_int_equal(rep.status, 0); /* nothing to send yet */
         assert_non_null(rep.submit_wait);
         assert_int_equal(core_double.submit_ends, 0);
+        return rep.submit_wait;
+}
 
-        struct job_submit_wait *w = rep.submit_wait;
-        memset(&rep, 0, sizeof(rep));
+static void test_submit_waiting_for_its_commit_is_answered_at_its_end(void **state)
+{
+        struct job_submit_wait *w = submit_that_waits();
+        struct api_reply rep = {0};
+
         handle_job_submit_end(w, &rep);
         assert_int_equal(core_double.submit_ends, 1);
         assert_int_equal(rep.status, 202);
@@ -384,14 +390,9 @@ static void test_submit_waiting_for_its_commit_is_answered_at_its_end(void **sta
 
 static void test_submit_whose_commit_failed_is_answered_with_the_problem(void **state)
 {
-        struct api_reply rep;
+        struct job_submit_wait *w = submit_that_waits();
+        struct api_reply rep = {0};
 
-        core_double.submit_waits = true;
-        run(&rep, HTTP_POST, "/v1/jobs", "{\"benchmark\":\"copy\"}", NULL, 0, NULL);
-        assert_non_null(rep.submit_wait);
-
-        struct job_submit_wait *w = rep.submit_wait;
-        memset(&rep, 0, sizeof(rep));
         core_double.fail_status = 507;
         handle_job_submit_end(w, &rep);
         assert_int_equal(rep.status, 507);
