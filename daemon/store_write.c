@@ -32,6 +32,11 @@ const char *const store_wsql[W_COUNT] = {
                  "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (id) DO "
                  "UPDATE SET state = ?2, finished_ms = ?7, bytes = ?8, summary = ?10, doc = ?11, "
                  "priority = ?12, cancel_requested = ?13",
+    /* The same change for a job whose row is there (all but its first write): the UPSERT
+     * first tries the insert, building the whole record and searching the id's index for the
+     * conflict, before it updates. Binds as W_UPSERT (?3-?6 and ?9 unused). */
+    [W_UPDATE] = "UPDATE jobs SET state = ?2, finished_ms = ?7, bytes = ?8, summary = ?10, doc = "
+                 "?11, priority = ?12, cancel_requested = ?13 WHERE id = ?1",
     [W_DEL_PARTS] = "DELETE FROM parts WHERE job_id = ?1 AND idx >= ?2",
     /* uuid is not SET when it is the same: an UPDATE that names an indexed column rewrites
      * the row's entry in that index whatever the value (parts_uuid was 4 of every commit's 23
@@ -40,6 +45,9 @@ const char *const store_wsql[W_COUNT] = {
     [W_UPSERT_PART] = "INSERT INTO parts (job_id, idx, uuid, state, verdict) VALUES (?1, ?2, ?3, "
                       "?4, ?5) ON CONFLICT (job_id, idx) DO UPDATE SET state = ?4, verdict = ?5, "
                       "doc = NULL WHERE uuid = ?3",
+    /* A part of a job written before, on the device it had: one search of its key. */
+    [W_PART_SAME] = "UPDATE parts SET state = ?4, verdict = ?5, doc = NULL WHERE job_id = ?1 AND "
+                    "idx = ?2 AND uuid = ?3",
     [W_PART_DEVICE] = "UPDATE parts SET uuid = ?3, state = ?4, verdict = ?5, doc = NULL WHERE "
                       "job_id = ?1 AND idx = ?2",
     /* A part's start (store_put_part): one small row, no index touched (state is in none). */
@@ -355,7 +363,7 @@ oom:
         return log_error_errno(ENOMEM, "Cannot serialise job %s", id);
 }
 
-/* Part i of row through st (W_UPSERT_PART or W_PART_DEVICE, which bind alike). */
+/* Part i of row through st (W_UPSERT_PART, W_PART_SAME or W_PART_DEVICE, which bind alike). */
 static int write_part(struct store *s, sqlite3_stmt *st, const struct store_row *row, size_t i)
 {
         int r;
@@ -373,9 +381,12 @@ static int write_part(struct store *s, sqlite3_stmt *st, const struct store_row 
 /* Write one job's rows inside the open transaction: binds only, no JSON. */
 int store_write_row(struct store *s, const struct store_row *row)
 {
-        sqlite3_stmt *st = s->w[W_UPSERT];
+        /* A job written before is updated in place; should its row be gone all the same, the
+         * UPSERT puts it back, as it always did. */
+        sqlite3_stmt *st = s->w[row->fresh ? W_UPSERT : W_UPDATE];
         int r;
 
+again:
         sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
         store_bind_text_or_null(st, 2, row->state);
         store_bind_text_or_null(st, 3, row->benchmark);
@@ -398,11 +409,22 @@ int store_write_row(struct store *s, const struct store_row *row)
         sqlite3_clear_bindings(st);
         if (r < 0)
                 return r;
+        if (st == s->w[W_UPDATE] && sqlite3_changes(s->wdb) == 0) {
+                st = s->w[W_UPSERT];
+                goto again;
+        }
 
         /* A part's row is updated in place (its key and, but for a document that says
          * otherwise, its device never change), so a state change rewrites one small row and
          * leaves the device index alone. */
         for (size_t i = 0; i < row->n_parts; i++) {
+                if (!row->fresh) {
+                        r = write_part(s, s->w[W_PART_SAME], row, i);
+                        if (r < 0)
+                                return r;
+                        if (sqlite3_changes(s->wdb) > 0)
+                                continue;
+                }
                 r = write_part(s, s->w[W_UPSERT_PART], row, i);
                 if (r < 0)
                         return r;
