@@ -1,6 +1,6 @@
 /* The HTTP server's listeners and connections: opens every listener (systemd's sockets first,
  * then TCP and the unix socket from the configuration), serves TCP over TLS when a certificate
- * is configured, runs http_threads workers per socket (one per CPU by default), each a
+ * is configured, runs http_threads workers per socket (one per CPU up to 4 by default), each a
  * libmicrohttpd daemon on epoll run by a thread of umd's (why not libmicrohttpd's: see "workers"
  * below), loads the bearer tokens once, counts connections per listener and per address and
  * keeps a reserve of slots for loopback and the unix socket, cuts connections whose request does
@@ -441,16 +441,10 @@ static int take_activated(int fd)
         return 0;
 }
 
-/* http_threads, or one per CPU online when it is 0: the default follows the machine, since two
- * threads capped reads and group commit alike on larger nodes (issue 23). */
+/* The default follows the machine up to a cap (config_http_threads says why). */
 static unsigned http_threads(const struct umd_config *cfg)
 {
-        long n;
-
-        if (cfg->http_threads > 0)
-                return cfg->http_threads;
-        n = sysconf(_SC_NPROCESSORS_ONLN);
-        return n < 1 ? 1u : n > 256 ? 256u : (unsigned)n;
+        return config_http_threads(cfg, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* ---- workers: libmicrohttpd on epoll, each daemon run by a thread of umd's ----

@@ -2,6 +2,7 @@
  * umd_config's defaults, parsing and validation; nothing here opens sockets or reads state. */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <ini.h>
@@ -71,7 +72,7 @@ static const struct key keys[] = {
      "open-file limit to fit)."},
     {"http_threads", K_UINT, F(http_threads), "0", 0, 256,
      "Threads serving HTTP on each listener (one request is never slowed by another's); 0: "
-     "one per CPU online."},
+     "one per CPU online, at most 4."},
     {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
      "Open HTTP connections at once from one address."},
     {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
@@ -894,4 +895,15 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                 return 1;
         }
         return 0;
+}
+
+unsigned config_http_threads(const struct umd_config *c, long cpus_online)
+{
+        assert(c);
+        if (c->http_threads > 0)
+                return c->http_threads;
+        if (cpus_online < 1)
+                return 1;
+        return cpus_online > HTTP_THREADS_DEFAULT_MAX ? HTTP_THREADS_DEFAULT_MAX
+                                                      : (unsigned)cpus_online;
 }

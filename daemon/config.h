@@ -132,6 +132,14 @@ void config_print_sample(FILE *f);
 void config_print_effective(FILE *f, const struct umd_config *c);
 void config_print_help(FILE *f, const char *prog);
 
+/* The HTTP threads each listener gets: http_threads, or when it is 0 one per CPU online up to
+ * HTTP_THREADS_DEFAULT_MAX. Past four, a submit load cost more CPU a job and went no faster (each
+ * thread woke for fewer requests; the writer sets the pace): on a 16-CPU H100 host,
+ * bench/store/run's 30 s load took 306 µs a job with 16 threads, 269 with 4 and 258 with 2, at
+ * the same 12,000 submits a second (bench/store/RESULTS.md). */
+#define HTTP_THREADS_DEFAULT_MAX 4
+unsigned config_http_threads(const struct umd_config *c, long cpus_online);
+
 #define UMD_DEFAULT_CONFIG_FILE "/etc/umd/umd.conf"
 #define UMD_DEFAULT_STATE_DIR   "/var/lib/umd"
 #define UMD_DEFAULT_LISTEN      "127.0.0.1:8470"

@@ -232,6 +232,24 @@ static void test_memory_fail_fraction_above_warn_is_rejected(void **state)
         config_free(&c);
 }
 
+/* 0 (the default) follows the machine up to four threads; a number set is taken as it is. */
+static void test_http_threads_default_is_one_per_cpu_up_to_four(void **state)
+{
+        struct umd_config c;
+
+        (void)state;
+        config_init(&c);
+        assert_int_equal(config_http_threads(&c, 1), 1);
+        assert_int_equal(config_http_threads(&c, 2), 2);
+        assert_int_equal(config_http_threads(&c, 4), 4);
+        assert_int_equal(config_http_threads(&c, 16), 4);
+        assert_int_equal(config_http_threads(&c, 0), 1);  /* unknown */
+        assert_int_equal(config_http_threads(&c, -1), 1); /* sysconf failed */
+        c.http_threads = 16;
+        assert_int_equal(config_http_threads(&c, 2), 16);
+        config_free(&c);
+}
+
 static void test_sample_config_parses_back(void **state)
 {
         struct umd_config c;
@@ -331,6 +349,7 @@ int main(void)
             cmocka_unit_test(test_wrong_section_is_rejected),
             cmocka_unit_test(test_inconsistent_timeouts_are_rejected),
             cmocka_unit_test(test_memory_fail_fraction_above_warn_is_rejected),
+            cmocka_unit_test(test_http_threads_default_is_one_per_cpu_up_to_four),
             cmocka_unit_test(test_sample_config_parses_back),
             cmocka_unit_test(test_effective_config_of_defaults_is_the_sample),
             cmocka_unit_test(test_effective_config_shows_file_and_flags),
