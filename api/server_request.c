@@ -342,7 +342,8 @@ static void submit_ready(void *arg)
 
 /* Hold the connection of a submit until its commit is in, without holding this thread: a thread
  * that blocked for each commit let only as many submits share one as there are HTTP threads
- * (one per CPU by default). Called again by libmicrohttpd once resumed (on_complete). */
+ * (one per CPU, at most 4, by default). Called again by libmicrohttpd once resumed
+ * (on_complete). */
 static enum MHD_Result submit_suspend(struct MHD_Connection *c, struct request_ctx *r,
                                       struct job_submit_wait *w)
 {
