@@ -16,11 +16,12 @@
 
 /* FNV-1a, 64 bits, of a NUL-terminated string, going on from h (FNV1A_INIT to start): what
  * umd's in-memory hash tables index by. */
-#define FNV1A_INIT UINT64_C(14695981039346656037)
+#define FNV1A_INIT  UINT64_C(14695981039346656037)
+#define FNV1A_PRIME UINT64_C(1099511628211)
 static inline uint64_t fnv1a_str(uint64_t h, const char *s)
 {
         for (; *s; s++)
-                h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+                h = (h ^ (unsigned char)*s) * FNV1A_PRIME;
         return h;
 }
 

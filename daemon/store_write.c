@@ -378,15 +378,11 @@ static int write_part(struct store *s, sqlite3_stmt *st, const struct store_row 
         return r;
 }
 
-/* Write one job's rows inside the open transaction: binds only, no JSON. */
-int store_write_row(struct store *s, const struct store_row *row)
+/* The job's own row through st (W_UPSERT or W_UPDATE, which bind alike). */
+static int write_job(struct store *s, sqlite3_stmt *st, const struct store_row *row)
 {
-        /* A job written before is updated in place; should its row be gone all the same, the
-         * UPSERT puts it back, as it always did. */
-        sqlite3_stmt *st = s->w[row->fresh ? W_UPSERT : W_UPDATE];
         int r;
 
-again:
         sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
         store_bind_text_or_null(st, 2, row->state);
         store_bind_text_or_null(st, 3, row->benchmark);
@@ -407,12 +403,22 @@ again:
         sqlite3_bind_int(st, 13, row->cancel_requested);
         r = store_wstep(s, st);
         sqlite3_clear_bindings(st);
+        return r;
+}
+
+/* Write one job's rows inside the open transaction: binds only, no JSON. */
+int store_write_row(struct store *s, const struct store_row *row)
+{
+        sqlite3_stmt *st;
+        int r;
+
+        /* A job written before is updated in place; should its row be gone all the same, the
+         * UPSERT puts it back, as it always did. */
+        r = write_job(s, s->w[row->fresh ? W_UPSERT : W_UPDATE], row);
+        if (r == 0 && !row->fresh && sqlite3_changes(s->wdb) == 0)
+                r = write_job(s, s->w[W_UPSERT], row);
         if (r < 0)
                 return r;
-        if (st == s->w[W_UPDATE] && sqlite3_changes(s->wdb) == 0) {
-                st = s->w[W_UPSERT];
-                goto again;
-        }
 
         /* A part's row is updated in place (its key and, but for a document that says
          * otherwise, its device never change), so a state change rewrites one small row and

@@ -626,7 +626,7 @@ static size_t key_hash(const char *key, const char *client)
         /* 0xff is no byte of UTF-8: key and client stay apart. */
         uint64_t h = fnv1a_str(FNV1A_INIT, key);
 
-        return (size_t)fnv1a_str((h ^ 0xff) * UINT64_C(1099511628211), client ? client : "");
+        return (size_t)fnv1a_str((h ^ 0xff) * FNV1A_PRIME, client ? client : "");
 }
 
 static struct job **keyed_bucket(struct jobs *js, const char *key, const char *client)
