@@ -443,15 +443,22 @@ def test_a_slow_look_at_the_node_changes_nothing(slurm, umd, tmp_path):
     assert seen(slurm) == ("drained", "umd[quick gpus=0]: GPU 0 WARN: test")
 
 
+def drained_for_gpu0(slurm, umd, *args):
+    """The node drained by umd-healthcheck itself, GPU 0 warning; its reason as written."""
+    bad = umd(fake_devices=2, env=GPU0_WARNS)
+    healthcheck(slurm, bad, *args)
+    state, reason = seen(slurm)
+    assert state == "drained" and reason.startswith("umd"), (state, reason)
+    return bad, reason
+
+
 def test_a_run_on_a_subset_of_gpus_cannot_resume_a_node_drained_for_another(slurm, umd):
     quiet(slurm)
-    bad = umd(fake_devices=2, env=GPU0_WARNS)
-    healthcheck(slurm, bad)
-    state, reason = seen(slurm)
-    assert state == "drained" and reason.startswith("umd[quick gpus=0]: GPU 0 WARN"), reason
+    bad, reason = drained_for_gpu0(slurm, umd)
     p = healthcheck(slurm, bad, "--devices", "1", **RESUME_OWN)  # GPU 1 passes; 0 still fails
+    assert seen(slurm) == ("drained", reason), p.stdout
     assert p.returncode == 0 and "stays drained: umd drained it for gpus=0" in p.stdout, p.stdout
-    assert seen(slurm) == (state, reason)
+    assert reason.startswith("umd[quick gpus=0]: GPU 0 WARN: the PCIe link"), reason
     # every GPU passing resumes it: the reason umd wrote reads back
     p = healthcheck(slurm, umd(fake_devices=2), **RESUME_OWN)
     assert "resumed" in p.stdout and seen(slurm)[0] == "idle", (p.stdout, seen(slurm))
@@ -459,14 +466,12 @@ def test_a_run_on_a_subset_of_gpus_cannot_resume_a_node_drained_for_another(slur
 
 def test_a_quick_pass_cannot_resume_a_node_the_extended_tier_drained(slurm, umd):
     quiet(slurm)
-    healthcheck(slurm, umd(fake_devices=2, env=GPU0_WARNS), "--extended", "--timeout", "90s",
-                "--limit", "100")
-    state, reason = seen(slurm)
-    assert state == "drained" and reason.startswith("umd[extended gpus=0]: GPU 0 WARN"), reason
+    _, reason = drained_for_gpu0(slurm, umd, "--extended", "--timeout", "90s", "--limit", "100")
     ok = umd(fake_devices=2)
     p = healthcheck(slurm, ok, **RESUME_OWN)
+    assert seen(slurm) == ("drained", reason), p.stdout
     assert "at the extended tier, not all passed in this quick run" in p.stdout, p.stdout
-    assert seen(slurm) == (state, reason)
+    assert reason.startswith("umd[extended gpus=0]: GPU 0 WARN"), reason
     p = healthcheck(slurm, ok, "--extended", "--timeout", "90s", "--limit", "100", **RESUME_OWN)
     assert "resumed" in p.stdout and seen(slurm)[0] == "idle", (p.stdout, seen(slurm))
 
@@ -482,8 +487,8 @@ def test_a_node_umd_drained_that_fails_again_keeps_what_has_not_passed(slurm, um
 
 def test_resume_own_reads_every_usual_spelling_of_yes_and_no(slurm, umd):
     quiet(slurm)
-    ok = umd(fake_devices=1)
-    own = "umd[quick gpus=0]: GPU 0 WARN: test"
+    _, own = drained_for_gpu0(slurm, umd)
+    ok = umd(fake_devices=2)
     for value in ("0", "false", "No", "OFF", ""):
         set_state(slurm, "DRAIN", own)
         p = healthcheck(slurm, ok, UMD_HEALTHCHECK_RESUME_OWN=value)
@@ -498,10 +503,10 @@ def test_resume_own_reads_every_usual_spelling_of_yes_and_no(slurm, umd):
 
 def test_resume_own_refuses_a_spelling_it_does_not_know(slurm, umd):
     quiet(slurm)
-    own = "umd[quick gpus=0]: GPU 0 WARN: test"
-    set_state(slurm, "DRAIN", own)
+    _, own = drained_for_gpu0(slurm, umd)
+    ok = umd(fake_devices=2)
     for value in ("maybe", "2", "enabled"):
-        p = healthcheck(slurm, umd(fake_devices=1), UMD_HEALTHCHECK_RESUME_OWN=value)
+        p = healthcheck(slurm, ok, UMD_HEALTHCHECK_RESUME_OWN=value)
         assert p.returncode == 2, p.stdout + p.stderr
         assert p.stderr == (f"umd-healthcheck: UMD_HEALTHCHECK_RESUME_OWN '{value}' is not a "
                             "boolean (1/0, true/false, yes/no, on/off)\n")
