@@ -7,6 +7,11 @@ slurmd on their own ports with state under a temporary folder, HealthCheckInterv
   - a GPU paused (a prolog) while the check's GPU pairs run: not drained
   - something other than umd answering (a proxy's HTML 503, a document of the wrong shape, a
     server that accepts and never answers; hostile.py): not drained, and each run ends
+  - what umd may change (issue 57): a node an administrator set DOWN or FAIL, or drained with a
+    reason holding " State=IDLE" or " Reason=umd: ", is neither drained over nor resumed; a
+    look at the node slower than its bound changes nothing; --resume-own resumes only when
+    every GPU and the tier umd's reason names have passed (not a --devices 1 run for GPU 0,
+    not a quick run for the extended tier); UMD_HEALTHCHECK_RESUME_OWN's spellings
 Skips, saying why, only when Slurm cannot be started here.
 
 A busy GPU is made two ways: occupy() holds it with a long umd job, and fake_gpu_state makes
