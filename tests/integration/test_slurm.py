@@ -338,7 +338,8 @@ def test_a_node_umd_drained_that_still_fails_stays_drained(slurm, umd):
     slurm.check_against(bad, resume=False, **RESUME_OWN)
     slurm.wait_runs(2)
     state, reason = slurm.node()
-    assert state.startswith("drain") and reason.startswith("umd[quick gpus=1]: GPU 1 WARN"), (state, reason)
+    assert state.startswith("drain"), (state, reason)
+    assert reason.startswith("umd[quick gpus=1]: GPU 1 WARN"), reason
 
 
 def test_a_failing_gpu_keeps_an_administrators_drain_reason(slurm, umd):
@@ -446,6 +447,28 @@ def test_a_slow_look_at_the_node_changes_nothing(slurm, umd, tmp_path):
     p = healthcheck(slurm, umd(fake_devices=2), SCONTROL=slow, **RESUME_OWN)
     assert "left as it is" in p.stdout, p.stdout
     assert seen(slurm) == ("drained", "umd[quick gpus=0]: GPU 0 WARN: test")
+
+
+# scontrol as a wrapper around the real one: `show` answers with a flag Slurm may add one day,
+# or fails.
+ODD_LOOKS = {
+    "a state flag umd does not know":
+        'scontrol "$@" | sed "s/ State=\\([^ ]*\\)/ State=\\1+NEW_FLAG/"',
+    "a look that fails":
+        "echo 'slurm_load_node error: Unable to contact slurm controller' >&2; exit 1",
+}
+
+
+@pytest.mark.parametrize("what", ODD_LOOKS)
+def test_a_node_whose_state_umd_cannot_read_or_does_not_know_is_not_drained(slurm, umd, tmp_path,
+                                                                          what):
+    quiet(slurm)
+    wrapper = tmp_path / "odd-scontrol"
+    wrapper.write_text(f'#!/bin/sh\n[ "$1" = show ] || exec scontrol "$@"\n{ODD_LOOKS[what]}\n')
+    wrapper.chmod(0o755)
+    p = healthcheck(slurm, umd(fake_devices=2, env=GPU0_WARNS), SCONTROL=str(wrapper))
+    assert p.returncode == 1 and "left as it is" in p.stdout, p.stdout + p.stderr
+    assert seen(slurm) == ("idle", "none")
 
 
 def drained_for_gpu0(slurm, umd, *args):

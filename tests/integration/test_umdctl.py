@@ -354,8 +354,9 @@ def test_healthcheck_slurm_mode_drains_only_on_a_bad_verdict(umd, tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     # it looks at the node's drain first (an administrator's reason is never overwritten)
     assert log.read_text() == ("show node node7 -o\n"
-                               "update NodeName=node7 State=DRAIN Reason=umd[quick gpus=1]: GPU 1 WARN: the "
-                               "PCIe link runs at Gen4 x8, below its maximum Gen5 x16\n")
+                               "update NodeName=node7 State=DRAIN Reason=umd[quick gpus=1]: "
+                               "GPU 1 WARN: the PCIe link runs at Gen4 x8, below its maximum "
+                               "Gen5 x16\n")
     log.unlink()
     ok = umd(fake_devices=1)
     assert hc(ok, "--mode", "slurm", SCONTROL=str(scontrol)).returncode == 0
