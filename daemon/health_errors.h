@@ -6,6 +6,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdio.h>
 
 /* Defaults a model entry may override (models.h: retired_pages_max, sram_uncorrected_max,
  * ecc_off). */
@@ -25,3 +26,8 @@ void health_errors_judge(json_t *verdict, const json_t *readings, const json_t *
  * check: reset_gpu, the least disruptive remedy that can restore a GPU's speed; any other:
  * none) and the verdict its "action": the most severe of its checks'. */
 void health_actions_stamp(json_t *verdict);
+
+/* /metrics' families of the GPUs' last canonical verdicts (health_metrics.c):
+ * umd_gpu_health_action, umd_gpu_ecc_errors_total, umd_gpu_remapped_rows, umd_gpu_row_remap_pending
+ * and _failure. Takes core_lock. */
+void health_errors_metrics(FILE *f);
