@@ -4,18 +4,14 @@ check's result carries what NVML would read of the GPU (fake devices: fake_gpu_s
 its action and the source of its threshold, and the action travels through /v1/health,
 /metrics, umdctl health, umd-healthcheck's Nagios mode and the NHC check."""
 import json
-import os
-import subprocess
 
 import pytest
 
 from conftest import run_job
+from test_umdctl import ctl, hc, need_umdctl, nhc
 
 ERROR_CHECKS = ["remapped_rows", "ecc_volatile", "ecc_aggregate", "ecc_mode", "retired_pages",
                 "recovery_action", "inforom"]
-UMDCTL = os.environ.get("UMDCTL", "")
-SRC = os.path.join(os.path.dirname(__file__), "..", "..")
-HEALTHCHECK = os.path.join(SRC, "packaging", "umd-healthcheck")
 
 # Each fault as fake_gpu_state's "gpu_errors" says it, the check it fails, and the action.
 FAULTS = {
@@ -122,13 +118,6 @@ def test_metrics_show_the_action_and_the_error_counters(umd, tmp_path):
                and l.endswith(" 1") for l in lines), text
 
 
-def ctl(d, *args):
-    if not UMDCTL:
-        pytest.fail("UMDCTL must point at the built umdctl")
-    return subprocess.run([UMDCTL, "--url", d.url(""), *args], capture_output=True, text=True,
-                          timeout=60)
-
-
 def test_umdctl_health_prints_the_action_after_the_verdict(umd, tmp_path):
     d = faulty(umd, tmp_path, FAULTS["pending_remap"][0])
     p = ctl(d, "health")
@@ -137,3 +126,43 @@ def test_umdctl_health_prints_the_action_after_the_verdict(umd, tmp_path):
     assert len(line) == 1, p.stdout
     assert " FAIL action=reset_gpu: " in line[0], line[0]
     assert "row remap is pending" in line[0]
+
+
+def test_umdctl_health_json_carries_each_gpus_action_and_the_worst(umd, tmp_path):
+    d = faulty(umd, tmp_path, FAULTS["recovery_node_reboot"][0], devices=2)
+    p = ctl(d, "health", "--json")
+    doc = json.loads(p.stdout)
+    assert doc["action"] == "reboot_node"
+    by_index = {e["index"]: e for e in doc["devices"] if isinstance(e["index"], int)}
+    assert by_index[0]["action"] == "reboot_node" and by_index[1]["action"] == "none"
+
+
+def test_a_line_whose_action_is_none_prints_none(umd):
+    d = umd(fake_devices=1)
+    p = ctl(d, "health")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "GPU 0 " in p.stdout and " PASS: every check passed" in p.stdout, p.stdout
+    assert "action=" not in p.stdout
+
+
+def test_nagios_mode_is_critical_and_names_the_action(umd, tmp_path):
+    d = faulty(umd, tmp_path, FAULTS["remap_failure"][0])
+    p = hc(d, "--mode", "nagios")
+    assert p.returncode == 2, p.stdout + p.stderr
+    first = p.stdout.splitlines()[0]
+    assert first.startswith("UMD CRITICAL - GPU 0 FAIL action=service: row remapping failed"), first
+
+
+def test_nagios_mode_warns_on_ecc_off(umd, tmp_path):
+    d = faulty(umd, tmp_path, FAULTS["ecc_off"][0])
+    p = hc(d, "--mode", "nagios")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stdout.startswith("UMD WARNING - GPU 0 WARN: ECC is off"), p.stdout
+
+
+def test_nhc_check_fails_the_node_with_the_action(umd, tmp_path):
+    d = faulty(umd, tmp_path, FAULTS["recovery_gpu_reset"][0])
+    ctl(d, "health")
+    p = nhc(d)
+    assert p.stdout.startswith("DIE 1 umd: GPU 0 "), p.stdout + p.stderr
+    assert " FAIL action=reset_gpu: NVML asks for a recovery action: gpu_reset" in p.stdout
