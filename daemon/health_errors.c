@@ -91,7 +91,8 @@ static void judge_remapped(json_t *verdict, const json_t *r)
         } else if (json_is_true(json_object_get(r, "pending"))) {
                 c.v = V_FAIL;
                 c.action = HEALTH_ACTION_RESET_GPU;
-                c.source = "DCGM health watch (memory): pending row remap; " SRC_MEMORY_NOTE
+                c.source = "DCGM health watch (memory) and Azure HPC health checks "
+                           "(check_gpu_ecc): pending row remap; " SRC_MEMORY_NOTE
                            ": a remap takes effect at the next GPU reset";
                 snprintf(c.reason, sizeof(c.reason),
                          "a row remap is pending (%lld uncorrectable, %lld correctable rows "
@@ -160,9 +161,11 @@ static void judge_ecc_aggregate(json_t *verdict, const json_t *ecc, const struct
         if (sram > lim->sram_uncorrected_max) {
                 c.v = V_FAIL;
                 c.action = HEALTH_ACTION_SERVICE;
-                c.source = SRC_MEMORY_NOTE ", RMA policy for SRAM: more than 4 uncorrectable "
+                c.source = SRC_MEMORY_NOTE ", SRAM RMA policy: more than 4 uncorrectable "
                                            "events in a bank; umd counts the GPU's lifetime total "
-                                           "(sram_uncorrected_max)";
+                                           "(sram_uncorrected_max; Azure HPC health checks' "
+                                           "check_gpu_ecc fails on any: set 0)";
+                umd counts the GPU's lifetime total " "(sram_uncorrected_max)";
         }
         snprintf(c.reason, sizeof(c.reason),
                  "uncorrectable ECC errors over the GPU's life: %lld in SRAM (%s %lld), %lld in "
@@ -183,8 +186,8 @@ static void judge_ecc_mode(json_t *verdict, const json_t *m, const struct limits
                 return;
         if (lim->ecc_off_warns && streq_ptr(cur, "off")) {
                 c.v = V_WARN;
-                c.source = "Azure HPC health checks (check_gpu_ecc) and DCGM: memory errors are "
-                           "counted only with ECC on";
+                c.source = "umd: NVML counts no memory error with ECC off (the memory note's "
+                           "remapping and retirement act on ECC's counts)";
                 snprintf(c.reason, sizeof(c.reason),
                          "ECC is off%s: memory errors go unseen and uncorrected",
                          streq_ptr(pend, "on") ? " (on at the next reset)" : "");
