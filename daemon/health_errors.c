@@ -165,7 +165,6 @@ static void judge_ecc_aggregate(json_t *verdict, const json_t *ecc, const struct
                                            "events in a bank; umd counts the GPU's lifetime total "
                                            "(sram_uncorrected_max; Azure HPC health checks' "
                                            "check_gpu_ecc fails on any: set 0)";
-                umd counts the GPU's lifetime total " "(sram_uncorrected_max)";
         }
         snprintf(c.reason, sizeof(c.reason),
                  "uncorrectable ECC errors over the GPU's life: %lld in SRAM (%s %lld), %lld in "
