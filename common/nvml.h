@@ -8,27 +8,28 @@
 
 #define NVML_SONAME_DEFAULT "libnvidia-ml.so.1"
 
-#define NVML_SUCCESS                                              0
-#define NVML_ERROR_INSUFFICIENT_SIZE                              7
-#define NVML_FEATURE_ON                                           1 /* nvmlEnableState_t */
-#define NVML_CLOCK_GRAPH                                          0 /* nvmlClockType_t */
-#define NVML_CLOCK_SM                                             1
-#define NVML_CLOCK_MEM                                            2
-#define NVML_TEMPERATURE_GPU                                      0  /* nvmlTemperatureSensors_t */
-#define NVML_NVLINK_LINKS_MAX                                     18 /* NVML_NVLINK_MAX_LINKS */
-#define NVML_PCI_BUS_ID_LEGACY_MAX                                16 /* NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE */
-#define NVML_PCI_BUS_ID_MAX                                       32 /* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE */
-#define NVML_ERROR_NOT_SUPPORTED                                  3
-#define NVML_ERROR_CORRUPTED_INFOROM                              14
-#define NVML_ERROR_FUNCTION_NOT_FOUND                             13
-#define NVML_MEMORY_ERROR_TYPE_CORRECTED                          0 /* nvmlMemoryErrorType_t */
-#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED                        1
-#define NVML_VOLATILE_ECC                                         0 /* nvmlEccCounterType_t */
-#define NVML_AGGREGATE_ECC                                        1
-#define NVML_MEMORY_LOCATION_DRAM                                 2 /* nvmlMemoryLocation_t (also _DEVICE_MEMORY) */
-#define NVML_MEMORY_LOCATION_SRAM                                 7
-#define NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS 0 /* nvmlPageRetirementCause_t   \
-                                                                     */
+#define NVML_SUCCESS                       0
+#define NVML_ERROR_INSUFFICIENT_SIZE       7
+#define NVML_FEATURE_ON                    1 /* nvmlEnableState_t */
+#define NVML_CLOCK_GRAPH                   0 /* nvmlClockType_t */
+#define NVML_CLOCK_SM                      1
+#define NVML_CLOCK_MEM                     2
+#define NVML_TEMPERATURE_GPU               0  /* nvmlTemperatureSensors_t */
+#define NVML_NVLINK_LINKS_MAX              18 /* NVML_NVLINK_MAX_LINKS */
+#define NVML_PCI_BUS_ID_LEGACY_MAX         16 /* NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE */
+#define NVML_PCI_BUS_ID_MAX                32 /* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE */
+#define NVML_ERROR_NOT_SUPPORTED           3
+#define NVML_ERROR_CORRUPTED_INFOROM       14
+#define NVML_ERROR_FUNCTION_NOT_FOUND      13
+#define NVML_MEMORY_ERROR_TYPE_CORRECTED   0 /* nvmlMemoryErrorType_t */
+#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
+#define NVML_VOLATILE_ECC                  0 /* nvmlEccCounterType_t */
+#define NVML_AGGREGATE_ECC                 1
+#define NVML_MEMORY_LOCATION_DRAM          2 /* nvmlMemoryLocation_t (also _DEVICE_MEMORY) */
+#define NVML_MEMORY_LOCATION_SRAM          7
+#define NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS                                  \
+        0 /* nvmlPageRetirementCause_t                                                             \
+           */
 #define NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR 1
 #define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION             230 /* a field id (nvmlDeviceGetFieldValues) */
 /* nvmlDeviceGpuRecoveryAction_t, the value of that field. */

@@ -111,20 +111,31 @@ static const json_t *ecc_at(const json_t *ecc, const char *counter, const char *
         return json_object_get(json_object_get(ecc, counter), place);
 }
 
+/* The uncorrected DRAM and SRAM counts of kind ("volatile", "aggregate") into *ret_dram and
+ * *ret_sram (-1 unknown); false, with the check added passing and saying why, when neither could
+ * be read. */
+static bool uncorrected(json_t *verdict, struct check *c, const char *kind, const json_t *ecc,
+                        long long *ret_dram, long long *ret_sram)
+{
+        const char *why = json_string_value(json_object_get(ecc, "unknown"));
+
+        *ret_dram = count(ecc_at(ecc, kind, "dram"), "uncorrected");
+        *ret_sram = count(ecc_at(ecc, kind, "sram"), "uncorrected");
+        if (*ret_dram >= 0 || *ret_sram >= 0)
+                return true;
+        snprintf(c->reason, sizeof(c->reason), "%s ECC counts unknown: %s", kind,
+                 why ? why : "not read");
+        add(verdict, c);
+        return false;
+}
+
 static void judge_ecc_volatile(json_t *verdict, const json_t *ecc)
 {
         struct check c = {.name = "ecc_volatile", .figures = json_object_get(ecc, "volatile")};
-        long long dram = count(ecc_at(ecc, "volatile", "dram"), "uncorrected");
-        long long sram = count(ecc_at(ecc, "volatile", "sram"), "uncorrected");
+        long long dram, sram;
 
-        if (dram < 0 && sram < 0) {
-                snprintf(c.reason, sizeof(c.reason), "volatile ECC counts unknown: %s",
-                         json_string_value(json_object_get(ecc, "unknown"))
-                             ? json_string_value(json_object_get(ecc, "unknown"))
-                             : "not read");
-                add(verdict, &c);
+        if (!uncorrected(verdict, &c, "volatile", ecc, &dram, &sram))
                 return;
-        }
         if (dram > 0 || sram > 0) {
                 c.v = V_FAIL;
                 c.action = HEALTH_ACTION_RESET_GPU;
@@ -147,17 +158,10 @@ static void judge_ecc_volatile(json_t *verdict, const json_t *ecc)
 static void judge_ecc_aggregate(json_t *verdict, const json_t *ecc, const struct limits *lim)
 {
         struct check c = {.name = "ecc_aggregate", .figures = json_object_get(ecc, "aggregate")};
-        long long sram = count(ecc_at(ecc, "aggregate", "sram"), "uncorrected");
-        long long dram = count(ecc_at(ecc, "aggregate", "dram"), "uncorrected");
+        long long dram, sram;
 
-        if (sram < 0 && dram < 0) {
-                snprintf(c.reason, sizeof(c.reason), "aggregate ECC counts unknown: %s",
-                         json_string_value(json_object_get(ecc, "unknown"))
-                             ? json_string_value(json_object_get(ecc, "unknown"))
-                             : "not read");
-                add(verdict, &c);
+        if (!uncorrected(verdict, &c, "aggregate", ecc, &dram, &sram))
                 return;
-        }
         if (sram > lim->sram_uncorrected_max) {
                 c.v = V_FAIL;
                 c.action = HEALTH_ACTION_SERVICE;

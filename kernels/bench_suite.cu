@@ -450,9 +450,9 @@ int bench_health(struct bench_job *j)
                                (int)json_integer_value(json_object_get(pcie, "max_width")))));
         json_decref(pcie);
         /* The GPU's error state, right after its copies: health_errors.c judges it. */
-        json_object_set_new(j->extra_top, "gpu_errors",
-                            conditions_gpu_errors(json_string_value(
-                                json_object_get(j->ctx->device_info, "uuid"))));
+        json_object_set_new(
+            j->extra_top, "gpu_errors",
+            conditions_gpu_errors(json_string_value(json_object_get(j->ctx->device_info, "uuid"))));
         return 0;
 }
 

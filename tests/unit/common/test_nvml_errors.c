@@ -184,13 +184,15 @@ static void test_not_supported_reads_unknown_and_passes(void **state)
 {
         (void)state;
         json_t *v = read_and_judge("{\"not_supported\": [\"nvmlDeviceGetRetiredPages\", "
-                                   "\"nvmlDeviceGetEccMode\", "
+                                   "\"nvmlDeviceGetEccMode\", \"nvmlDeviceGetMemoryErrorCounter\", "
                                    "\"NVML_FI_DEV_GET_GPU_RECOVERY_ACTION\"]}");
         assert_string_equal(json_string_value(json_object_get(v, "verdict")), "pass");
         assert_non_null(strstr(reason_of(v, "retired_pages"),
                                "unknown: nvmlDeviceGetRetiredPages: Not Supported"));
         assert_non_null(strstr(reason_of(v, "ecc_mode"), "unknown: nvmlDeviceGetEccMode"));
         assert_non_null(strstr(reason_of(v, "recovery_action"), "unknown: "));
+        assert_non_null(strstr(reason_of(v, "ecc_volatile"),
+                               "unknown: nvmlDeviceGetMemoryErrorCounter: Not Supported"));
         json_decref(v);
 }
 
