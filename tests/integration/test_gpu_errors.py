@@ -166,3 +166,22 @@ def test_nhc_check_fails_the_node_with_the_action(umd, tmp_path):
     p = nhc(d)
     assert p.stdout.startswith("DIE 1 umd: GPU 0 "), p.stdout + p.stderr
     assert " FAIL action=reset_gpu: NVML asks for a recovery action: gpu_reset" in p.stdout
+
+
+def test_the_extended_tier_judges_the_error_state_too(umd, tmp_path):
+    d = faulty(umd, tmp_path, FAULTS["dram_uncorrectable"][0])
+    part = run_job(d, {"benchmark": "health", "device": 0,
+                       "params": {"tier": "extended"}})["parts"][0]
+    v = part["verdict"]
+    assert v["tier"] == "extended"
+    assert check(v, "ecc_volatile")["action"] == "reset_gpu"
+    assert v["verdict"] == "fail" and v["action"] == "reset_gpu"
+
+
+def test_the_gpu_pairs_verdict_has_an_action(umd):
+    d = umd(fake_devices=2)
+    done = run_job(d, {"benchmark": "health", "devices": "all"})
+    node = d.get("/v1/devices/node").json()["last_health"]
+    assert node["action"] == "none" and all(c["action"] == "none" for c in node["checks"])
+    assert all(p["verdict"]["action"] == "none" for p in done["parts"])
+    assert d.get("/v1/health").json()["node"]["last_health"]["action"] == "none"
