@@ -185,7 +185,7 @@ static void test_each_recovery_action_fails_with_its_action(void **state)
         }
 }
 
-static void test_ecc_off_warns_unless_the_model_allows_it(void **state)
+static void test_ecc_off_warns_and_allowed_off_still_warns_of_a_pending_change(void **state)
 {
         (void)state;
         json_t *off = judged(readings_with("ecc_mode/current", json_string("off")), NULL);
@@ -321,7 +321,7 @@ int main(void)
             cmocka_unit_test(test_aggregate_sram_over_the_limit_fails_for_service),
             cmocka_unit_test(test_a_model_raises_the_sram_limit),
             cmocka_unit_test(test_each_recovery_action_fails_with_its_action),
-            cmocka_unit_test(test_ecc_off_warns_unless_the_model_allows_it),
+            cmocka_unit_test(test_ecc_off_warns_and_allowed_off_still_warns_of_a_pending_change),
             cmocka_unit_test(test_ecc_off_allowed_by_the_model_passes),
             cmocka_unit_test(test_pending_ecc_change_warns),
             cmocka_unit_test(test_invalid_inforom_warns),
