@@ -587,9 +587,32 @@ static void report_add(json_t *list, const json_t *index, const char *uuid, enum
                                         "verdict", verdict_lower[v], "reasons", reasons));
 }
 
+/* umd's verdict into the report, with the action it asks for (none before umd had actions). */
+static void report_verdict(json_t *list, const json_t *index, const char *uuid,
+                           const json_t *verdict)
+{
+        json_t *action = json_object_get(verdict, "action");
+
+        report_add(list, index, uuid, verdict_from(verdict), reasons_of(verdict));
+        if (json_is_string(action))
+                json_object_set(json_array_get(list, json_array_size(list) - 1), "action", action);
+}
+
+/* The actions' order (daemon/health_action.h): the report's overall action is the worst. */
+static int action_rank(const char *action)
+{
+        static const char *const order[] = {"none", "restart_job", "reset_gpu", "reboot_node",
+                                            "service"};
+        for (int k = 0; action && k < (int)(sizeof(order) / sizeof(order[0])); k++)
+                if (!strcmp(action, order[k]))
+                        return k;
+        return -1;
+}
+
 static int report_finish(json_t *list, const struct umdctl_args *a)
 {
         bool any[4] = {false};
+        const char *worst = NULL;
         size_t i;
         json_t *d;
 
@@ -605,14 +628,22 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
                         if (!strcmp(s, verdict_lower[k]))
                                 v = (enum verdict)k;
                 any[v] = true;
+                /* The action goes right after the verdict word, where no reason can mimic it;
+                 * none is not printed, so a line without an action reads as it always did. */
+                const char *action = json_string_value(json_object_get(d, "action"));
+                if (action_rank(action) > action_rank(worst))
+                        worst = action;
                 if (a->json || (a->quiet && v == V_PASS))
                         continue;
                 if (json_is_string(json_object_get(d, "index"))) /* the node's part */
-                        printf("GPU pairs (every GPU) %s: ", verdict_upper[v]);
+                        printf("GPU pairs (every GPU) %s", verdict_upper[v]);
                 else
-                        printf("GPU %lld %s %s: ",
+                        printf("GPU %lld %s %s",
                                (long long)json_integer_value(json_object_get(d, "index")),
                                json_string_value(json_object_get(d, "uuid")), verdict_upper[v]);
+                if (action && strcmp(action, "none") != 0)
+                        printf(" action=%s", action);
+                fputs(": ", stdout);
                 json_t *reasons = json_object_get(d, "reasons"), *r;
                 size_t k;
                 if (json_array_size(reasons) == 0)
@@ -626,7 +657,8 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
                               : any[V_UNKNOWN] ? "unknown"
                                                : "pass";
         if (a->json) {
-                json_t *doc = json_pack("{s:s, s:O}", "verdict", overall, "devices", list);
+                json_t *doc = json_pack("{s:s, s:s?, s:O}", "verdict", overall, "action", worst,
+                                        "devices", list);
                 print_json(doc);
                 json_decref(doc);
         }
@@ -676,7 +708,7 @@ static int health_cached_pairs(struct http *h, const struct umdctl_args *a, json
         if (json_is_object(lh) && !verdict_fresh(lh, a, now, why, sizeof(why)))
                 report_add(list, all, "node", V_UNKNOWN, json_pack("[s]", why));
         else if (json_is_object(lh))
-                report_add(list, all, "node", verdict_from(lh), reasons_of(lh));
+                report_verdict(list, all, "node", lh);
         json_decref(all);
         json_decref(node);
         return 0;
@@ -730,7 +762,7 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                         report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
                         continue;
                 }
-                report_add(list, index, uuid, verdict_from(lh), reasons_of(lh));
+                report_verdict(list, index, uuid, lh);
         }
         /* Only with every GPU asked for: the pairs span them all. */
         rc = json_array_size(doc) >= 2 && !a->devices ? health_cached_pairs(h, a, list, &ts) : 0;
@@ -763,7 +795,7 @@ static bool health_part(json_t *list, const json_t *part, double timeout_s)
         if (!strcmp(state, "succeeded") && verdict && !json_is_null(verdict)) {
                 if (!answer_is_verdict(verdict))
                         return false;
-                report_add(list, index, uuid, verdict_from(verdict), reasons_of(verdict));
+                report_verdict(list, index, uuid, verdict);
                 return true;
         }
         if (!strcmp(state, "succeeded")) { /* umd judges no run that others disturbed */

@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "devctl.h"
 #include "devices.h"
+#include "health_action.h"
 #include "job_state.h"
 #include "jobs.h"
 #include "metrics.h"
@@ -151,12 +152,21 @@ json_t *core_devices_json(void)
         return arr;
 }
 
+/* A verdict's action (health_action.h); none without one (a verdict stored before actions). */
+static enum health_action verdict_action(const json_t *verdict)
+{
+        enum health_action a = HEALTH_ACTION_NONE;
+        (void)health_action_from_name(json_string_value(json_object_get(verdict, "action")), &a);
+        return a;
+}
+
 int core_health(json_t **ret_body)
 {
         size_t usable = 0, faulted = 0, failing = 0, n, queued, running, total;
         json_t *problems_arr = json_array(), *verdicts = json_array();
         char why[512], store_why[400];
         const char *damage = job_query_store_damage(core_jobs());
+        enum health_action action = HEALTH_ACTION_NONE;
 
         job_query_counts(core_jobs(), &queued, &running, &total);
         core_lock();
@@ -165,6 +175,8 @@ int core_health(json_t **ret_body)
                 struct device *d = devices_get(i);
                 const char *verdict =
                     json_string_value(json_object_get(d->last_verdict, "verdict"));
+                enum health_action a = verdict_action(d->last_verdict);
+                action = health_action_max(action, a);
                 json_array_append_new(verdicts,
                                       json_pack("{s:I, s:s, s:s, s:O?}", "index", (json_int_t)i,
                                                 "uuid", d->uuid, "state", device_state_string(d),
@@ -176,8 +188,9 @@ int core_health(json_t **ret_body)
                         json_array_append_new(problems_arr, json_string(why));
                 } else if (verdict && strcmp(verdict, "fail") == 0) {
                         failing++;
-                        snprintf(why, sizeof(why), "device %zu (%s) failed its last health check",
-                                 i, d->uuid);
+                        snprintf(why, sizeof(why),
+                                 "device %zu (%s) failed its last health check (action: %s)", i,
+                                 d->uuid, health_action_name(a));
                         json_array_append_new(problems_arr, json_string(why));
                 } else {
                         usable++;
@@ -188,6 +201,7 @@ int core_health(json_t **ret_body)
         json_t *node = job_query_node_json_locked(core_jobs());
         const char *pairs =
             json_string_value(json_object_get(json_object_get(node, "last_health"), "verdict"));
+        action = health_action_max(action, verdict_action(json_object_get(node, "last_health")));
         if (pairs && strcmp(pairs, "fail") == 0)
                 json_array_append_new(problems_arr,
                                       json_string("the GPU pairs failed their last health check"));
@@ -218,6 +232,8 @@ int core_health(json_t **ret_body)
             (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
             (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
             node ? node : json_null(), "store_check", job_query_store_check(core_jobs()));
+        if (*ret_body)
+                json_object_set_new(*ret_body, "action", json_string(health_action_name(action)));
         return usable && !damage ? 200 : 503;
 }
 

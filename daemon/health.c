@@ -12,6 +12,7 @@
 
 #include "catalog.h"
 #include "config.h"
+#include "health_errors.h"
 #include "jsonutil.h"
 #include "pcie.h"
 #include "topology.h"
@@ -490,8 +491,11 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
         json_t *v =
             json_pack("{s:s, s:o, s:o, s:f, s:O?}", "verdict", verdict_names[worst], "checks",
                       checks, "reasons", reasons, "link_gbps", link, "expectation", expect);
-        if (v)
+        if (v) {
                 health_add_tier(v, result);
+                health_errors_judge(v, json_object_get(result, "gpu_errors"), expect);
+                health_actions_stamp(v);
+        }
         return v;
 }
 
@@ -609,8 +613,10 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                           "no copy between GPUs was measured", "none");
         json_t *v = json_pack("{s:s, s:o, s:o, s:I}", "verdict", verdict_names[worst], "checks",
                               checks, "reasons", reasons, "pairs", (json_int_t)pairs);
-        if (v)
+        if (v) {
                 health_add_tier(v, result);
+                health_actions_stamp(v);
+        }
         return v;
 }
 

@@ -28,7 +28,9 @@ struct health_replays {
  * judged: the size at which each swept path reaches 90% of its peak (warns when only the largest
  * does), bidirectional copies against twice the link, device memory at full size against the
  * model and the quick size, pageable copies both ways and managed memory against the pinned copy,
- * and latency against fixed bounds; an addition the plan skipped is not judged.
+ * and latency against fixed bounds; an addition the plan skipped is not judged. The result's
+ * "gpu_errors" (the GPU's error state, read after the copies) is judged by health_errors.h into
+ * one check a reading, and every check and the verdict get their "action" (health_action.h).
  */
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
                        const json_t *expect, const json_t *baseline, size_t baseline_runs,

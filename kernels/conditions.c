@@ -11,6 +11,7 @@
 
 #include "fileio.h"
 #include "nvml.h"
+#include "nvml_errors.h"
 #include "util.h"
 
 #include <fcntl.h>
@@ -224,4 +225,25 @@ void conditions_stamp(json_t *result, const json_t *device, json_t *gpu_before, 
         json_object_set_new(c, "gpu_before", gpu_before ? gpu_before : json_null());
         json_object_set_new(c, "gpu_after", conditions_before(device, fake));
         json_object_set_new(ctx, "conditions", c);
+}
+
+json_t *conditions_gpu_errors(const char *uuid)
+{
+        const struct nvml_api *nvml = NULL;
+        const char *why = NULL;
+        char unknown[160];
+        nvml_device d;
+        nvml_return r;
+
+        if (nvml_open(&nvml, &why) < 0)
+                return nvml_errors_unknown(why);
+        if (!uuid)
+                return nvml_errors_unknown("the GPU's UUID is unknown");
+        r = nvml->by_uuid(uuid, &d);
+        if (r != NVML_SUCCESS) {
+                snprintf(unknown, sizeof(unknown), "NVML does not know %s: %s", uuid,
+                         nvml_strerror(r));
+                return nvml_errors_unknown(unknown);
+        }
+        return nvml_errors_read(nvml, d);
 }

@@ -24,6 +24,11 @@ json_t *conditions_host(const char *uvm_dir, const json_t *device);
  * {"unavailable": "why"}. Thread-safe; NVML is loaded once. */
 json_t *conditions_gpu(const char *uuid);
 
+/* The GPU with this UUID's error state now, through NVML (common/nvml_errors.h's readings), for
+ * the canonical health check's result; every reading {"unknown": why} where NVML is absent or
+ * does not know the GPU. NULL on allocation failure. Thread-safe; reads only. */
+json_t *conditions_gpu_errors(const char *uuid);
+
 /* The look after a part (the protocol's "look", common/ipc.h): every compute process NVML lists
  * on the GPU with this UUID now, this worker's own included, as {"pids": [...]} (with
  * "truncated": true when there were more than CONDITIONS_PIDS_MAX); NULL when NVML cannot say
