@@ -56,6 +56,8 @@ static void load_locked(void)
             {"nvmlDeviceGetPowerUsage", NULL, (void **)&a.power, true},
             {"nvmlDeviceGetNvLinkState", NULL, (void **)&a.link_state, false},
             {"nvmlDeviceGetNvLinkRemotePciInfo_v2", NULL, (void **)&a.remote_pci, false},
+            /* Links (issue 58). */
+            {"nvmlDeviceGetNvLinkErrorCounter", NULL, (void **)&a.nvlink_error, true},
         };
         const char *const names[] = {NVML_SONAME};
         char err[DLIB_WHY_MAX];

@@ -83,8 +83,38 @@ static void state_unknown(struct gpu_state *st, const char *why)
                                  .current_width = -1,
                                  .max_gen = -1,
                                  .max_width = -1,
-                                 .replay_counter = -1};
+                                 .replay_counter = -1,
+                                 .nvlinks_active = -1};
+        for (size_t l = 0; l < GPU_STATE_NVLINKS_MAX; l++)
+                for (size_t k = 0; k < _GPU_NVLINK_KIND_MAX; k++)
+                        st->nvlink_errors[l][k] = -1;
         snprintf(st->why, sizeof(st->why), "%s", why);
+}
+
+/* The links NVML says are up, and the error counters of each (issue 58). A GPU without NVLink
+ * answers no link: nvlinks_active stays unknown. */
+static void nvml_links(nvml_device dev, struct gpu_state *st)
+{
+        static const int counters[_GPU_NVLINK_KIND_MAX] = {
+            [GPU_NVLINK_CRC] = NVML_NVLINK_ERROR_DL_CRC_FLIT,
+            [GPU_NVLINK_REPLAY] = NVML_NVLINK_ERROR_DL_REPLAY,
+            [GPU_NVLINK_RECOVERY] = NVML_NVLINK_ERROR_DL_RECOVERY,
+        };
+        unsigned long long v;
+        int active;
+
+        for (unsigned l = 0; l < GPU_STATE_NVLINKS_MAX; l++) {
+                if (nvml->link_state(dev, l, &active) != NVML_SUCCESS)
+                        continue;
+                if (st->nvlinks_active < 0)
+                        st->nvlinks_active = 0;
+                if (active != NVML_FEATURE_ON)
+                        continue;
+                st->nvlinks_active++;
+                for (size_t k = 0; nvml->nvlink_error && k < _GPU_NVLINK_KIND_MAX; k++)
+                        if (nvml->nvlink_error(dev, l, counters[k], &v) == NVML_SUCCESS)
+                                st->nvlink_errors[l][k] = (long long)v;
+        }
 }
 
 static bool pid_here(unsigned pid)
@@ -204,12 +234,34 @@ static void nvml_query(const char *uuid, pid_t own_pid, pid_t node_pid, struct g
                 st->max_width = (int)v;
         if (nvml->replay && nvml->replay(dev, &v) == NVML_SUCCESS)
                 st->replay_counter = v;
+        nvml_links(dev, st);
 }
 
 static int int_or(const json_t *o, const char *k, int def)
 {
         json_t *v = json_object_get(o, k);
         return json_is_integer(v) ? (int)json_integer_value(v) : def;
+}
+
+/* The entry's "nvlinks_active" (N links up) and "nvlink_errors" ([{"link": L, "crc": N,
+ * "replay": N, "recovery": N}]; a counter not given is 0 on a link given). */
+static void fake_links(const json_t *o, struct gpu_state *st)
+{
+        static const char *const keys[_GPU_NVLINK_KIND_MAX] = {"crc", "replay", "recovery"};
+        const json_t *e;
+        size_t i;
+
+        st->nvlinks_active = int_or(o, "nvlinks_active", -1);
+        json_array_foreach(json_object_get(o, "nvlink_errors"), i, e)
+        {
+                json_int_t l = json_integer_value(json_object_get(e, "link"));
+                if (l < 0 || l >= GPU_STATE_NVLINKS_MAX)
+                        continue;
+                for (size_t k = 0; k < _GPU_NVLINK_KIND_MAX; k++) {
+                        json_t *n = json_object_get(e, keys[k]);
+                        st->nvlink_errors[l][k] = json_is_integer(n) ? json_integer_value(n) : 0;
+                }
+        }
 }
 
 /* {"0": {"other_processes": 1, "compute_mode": "exclusive_process", "pcie": {...},
@@ -251,6 +303,7 @@ static void fake_query(int index, struct gpu_state *st)
                         st->max_width = int_or(pcie, "max_width", 16);
                 }
                 st->replay_counter = int_or(o, "replay_counter", 0);
+                fake_links(o, st);
         }
         json_decref(all);
 }

@@ -19,6 +19,16 @@ struct umd_config;
 #define GPU_STATE_MODE_MAX 24
 /* An NVML failure with its dlerror() or a UUID ("NVML does not know GPU-…: …"). */
 #define GPU_STATE_WHY_MAX 160
+/* NVLinks a GPU may have (NVML_NVLINK_MAX_LINKS: 18 on Hopper and Blackwell). */
+#define GPU_STATE_NVLINKS_MAX 18
+
+/* The NVLink error counters read (nvmlNvLinkErrorCounter_t's CRC_FLIT, REPLAY, RECOVERY). */
+enum gpu_nvlink_kind {
+        GPU_NVLINK_CRC,
+        GPU_NVLINK_REPLAY,
+        GPU_NVLINK_RECOVERY,
+        _GPU_NVLINK_KIND_MAX,
+};
 
 struct gpu_state {
         bool known;          /* false: nothing could be read; why says so */
@@ -27,7 +37,10 @@ struct gpu_state {
         char compute_mode[GPU_STATE_MODE_MAX];
         int current_gen, current_width, max_gen, max_width; /* -1 unknown */
         long long replay_counter;                           /* -1 unknown */
-        char why[GPU_STATE_WHY_MAX];                        /* what is unknown, and why */
+        int nvlinks_active; /* links NVML says are up; -1 unknown (no NVLink answered) */
+        /* Each link's error counters; -1 unknown (a link down, or NVML cannot say). */
+        long long nvlink_errors[GPU_STATE_NVLINKS_MAX][_GPU_NVLINK_KIND_MAX];
+        char why[GPU_STATE_WHY_MAX]; /* what is unknown, and why */
 };
 
 /* Load NVML where there are real devices (a failure is logged once and kept as the reason).
