@@ -6,6 +6,7 @@
  * taken to be the worker (the count is never below what is certain). */
 #include "gpustate.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -25,6 +26,9 @@
 #include <unistd.h>
 
 #define NVML_PROCESSES_MAX   256
+#define PCI_DEVICES_DIR      "/sys/bus/pci/devices"
+#define PCI_VENDOR_NVIDIA    0x10de
+#define PCI_ATTR_MAX         32 /* "0x030200\n" and room */
 #define FAKE_STATE_MAX_BYTES (64u * 1024u)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -324,4 +328,58 @@ void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, pid_t node_
         }
         pthread_mutex_unlock(&lock);
         *ret = st;
+}
+
+/* A sysfs attribute of one PCI device as a number; -1 when unreadable. */
+static long pci_attr(const char *dev, const char *attr)
+{
+        char path[PATH_MAX];
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+
+        snprintf(path, sizeof(path), "%s/%s/%s", PCI_DEVICES_DIR, dev, attr);
+        if (read_file_at(AT_FDCWD, path, PCI_ATTR_MAX, &buf, &len) < 0)
+                return -1;
+        return strtol(buf, NULL, 16);
+}
+
+static json_t *fake_pci_gpus(void)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        json_error_t err;
+        json_t *all, *list;
+
+        if (read_file_at(AT_FDCWD, fake_path, FAKE_STATE_MAX_BYTES, &buf, &len) < 0)
+                return NULL;
+        all = json_parse_strict(buf, len, 8, &err);
+        list = json_object_get(all, "pci_gpus");
+        list = json_is_array(list) ? json_incref(list) : NULL;
+        json_decref(all);
+        return list;
+}
+
+json_t *gpustate_pci_gpus(void)
+{
+        json_t *list;
+        struct dirent *e;
+        DIR *dir;
+
+        pthread_mutex_lock(&lock);
+        bool fake = fake_path != NULL;
+        list = fake ? fake_pci_gpus() : NULL;
+        pthread_mutex_unlock(&lock);
+        if (fake || !(dir = opendir(PCI_DEVICES_DIR)))
+                return list;
+        list = json_array();
+        while (list && (e = readdir(dir))) {
+                long cls;
+                if (e->d_name[0] == '.' || pci_attr(e->d_name, "vendor") != PCI_VENDOR_NVIDIA)
+                        continue;
+                cls = pci_attr(e->d_name, "class") >> 8; /* base class and subclass */
+                if (cls == 0x0300 || cls == 0x0302)
+                        json_array_append_new(list, json_string(e->d_name));
+        }
+        closedir(dir);
+        return list;
 }

@@ -57,6 +57,12 @@ const char *gpustate_backend(void);
 void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, pid_t node_pid,
                     struct gpu_state *ret);
 
+/* The NVIDIA GPUs (PCI vendor 0x10de, display or 3D class) the PCI bus lists, as a new array
+ * of bus ids ("0000:5a:00.0"), for the node's inventory (health_links.h): a GPU fallen off the
+ * bus often stays listed there while the driver cannot use it. Fake devices: the fake_gpu_state
+ * file's "pci_gpus" array. NULL where it cannot be read. */
+json_t *gpustate_pci_gpus(void);
+
 /* Other compute processes on a GPU by its worker's look after a part (common/ipc.h's "look"):
  * {"others": N} as it is, {"pids": [...]} less umd's workers own_pid and node_pid (0: none) as
  * gpustate_query counts them. -1 when look is NULL or says nothing that can be counted. */

@@ -3,6 +3,7 @@
  * and the fake_gpu_state file that may slow a fake GPU down. A benchmark the model does not
  * cover is answered "not modelled" (fake.c), never with a guess. */
 #include "backend.h"
+#include "conditions.h"
 #include "fake.h"
 
 #include "fileio.h"
@@ -105,7 +106,14 @@ static int fake_backend_run(struct backend *b, const char *id, const json_t *par
                 return backend_fail(ret_error, -ENOMEM, "out of memory");
         if (b->devices)
                 return fake_run_multi(b->devices, id, p, cancel, ret_result, ret_error);
-        return fake_run(b->device, id, p, cancel, ret_result, ret_error);
+        int r = fake_run(b->device, id, p, cancel, ret_result, ret_error);
+        /* Tests: the file's "throttle_reasons" (NVML's words) stand for the clock event reasons
+         * the GPU had around the copies; conditions_stamp takes them from the result. */
+        _cleanup_json_ json_t *entry = r >= 0 ? state_entry(b) : NULL;
+        json_t *reasons = json_object_get(entry, "throttle_reasons");
+        if (json_is_array(reasons) && *ret_result)
+                json_object_set(*ret_result, CONDITIONS_FAKE_THROTTLE, reasons);
+        return r;
 }
 
 /* What umd's own look reads for a fake GPU (daemon/gpustate.c): the file's "other_processes"
