@@ -629,7 +629,7 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
                         continue;
                 if (json_is_string(json_object_get(d, "index"))) /* the node's part */
                         printf("GPU pairs (every GPU) %s: ", verdict_upper[v]);
-                else if (!json_object_get(d, "index")) /* the node's GPU count */
+                else if (json_is_null(json_object_get(d, "index"))) /* the node's GPU count */
                         printf("GPU inventory (node) %s: ", verdict_upper[v]);
                 else
                         printf("GPU %lld %s %s: ",

@@ -232,7 +232,8 @@ void conditions_stamp(json_t *result, const json_t *device, json_t *gpu_before, 
         }
         json_object_set_new(c, "gpu_before", gpu_before ? gpu_before : json_null());
         json_object_set_new(c, "gpu_after",
-                            fake && throttle ? fake_gpu(throttle) : conditions_before(device, fake));
+                            fake && throttle ? fake_gpu(throttle)
+                                             : conditions_before(device, fake));
         json_object_set_new(ctx, "conditions", c);
         json_object_del(result, CONDITIONS_FAKE_THROTTLE);
 }
