@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "gpustate.h"
 #include "health_action.h"
@@ -45,3 +46,8 @@ void health_links_judge(const struct umd_config *cfg, json_t *verdict, const jso
  * the NVIDIA GPUs the PCI bus lists (may be NULL): those umd does not own are named missing. */
 json_t *health_links_inventory(const struct umd_config *cfg, const json_t *present_bus,
                                const json_t *seen_bus);
+
+/* The link and inventory metric families (health_links_metrics.c): umd_gpu_pcie_replays_total,
+ * umd_gpu_nvlink_errors_total, umd_gpu_nvlinks_active, umd_node_gpus_expected and
+ * umd_node_gpus_present, from each device's last look. Takes core_lock. */
+void health_links_metrics(FILE *f, const struct umd_config *cfg);
