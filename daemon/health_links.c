@@ -203,13 +203,13 @@ static enum verdict nvlink_rate(const struct umd_config *cfg, long long link, si
                 return V_PASS;
         if (kind == GPU_NVLINK_CRC)
                 *at += (size_t)snprintf(why + *at, LINKS_WHY_MAX - *at,
-                                        "%sNVLink %lld: %lld CRC errors in %.0f s (%.0f/s, fail "
+                                        "%sNVLink %lld: %lld CRC errors in %.1f s (%.0f/s, fail "
                                         "at %.0f/s)",
                                         *at ? "; " : "", link, grew, secs, per_s,
                                         cfg->health_nvlink_crc_fail_per_s);
         else
                 *at += (size_t)snprintf(why + *at, LINKS_WHY_MAX - *at,
-                                        "%sNVLink %lld: %lld %s errors in %.0f s (%.1f a minute, "
+                                        "%sNVLink %lld: %lld %s errors in %.1f s (%.1f a minute, "
                                         "fail above %.1f)",
                                         *at ? "; " : "", link, grew, kind_names[kind], secs,
                                         per_min, cfg->health_nvlink_error_fail_per_min);

@@ -43,30 +43,31 @@ static void nvlink_series(FILE *f, const struct device *d, bool *done)
                 }
 }
 
+/* One series of a per-GPU family, its header first; nothing where value is unknown (< 0). */
+static void gpu_series(FILE *f, const struct device *d, bool *done, const char *name,
+                       const char *type, const char *help, long long value)
+{
+        if (!d->gpu.known || value < 0)
+                return;
+        header(f, done, name, type, help);
+        fprintf(f, "%s{gpu=\"%lld\",UUID=\"%s\"} %lld\n", name, gpu_index(d), d->uuid, value);
+}
+
 void health_links_metrics(FILE *f, const struct umd_config *cfg)
 {
         bool replays = false, active = false, nvlink = false;
 
         core_lock();
         size_t n = devices_count();
-        for (size_t i = 0; i < n; i++) {
-                const struct device *d = devices_get(i);
-                if (!d->gpu.known || d->gpu.replay_counter < 0)
-                        continue;
-                header(f, &replays, "umd_gpu_pcie_replays_total", "counter",
-                       "PCIe replays (link-level retries) as NVML counts them.");
-                fprintf(f, "umd_gpu_pcie_replays_total{gpu=\"%lld\",UUID=\"%s\"} %lld\n",
-                        gpu_index(d), d->uuid, d->gpu.replay_counter);
-        }
-        for (size_t i = 0; i < n; i++) {
-                const struct device *d = devices_get(i);
-                if (!d->gpu.known || d->gpu.nvlinks_active < 0)
-                        continue;
-                header(f, &active, "umd_gpu_nvlinks_active", "gauge",
-                       "NVLinks up, as NVML says (the model table says how many there should be).");
-                fprintf(f, "umd_gpu_nvlinks_active{gpu=\"%lld\",UUID=\"%s\"} %d\n", gpu_index(d),
-                        d->uuid, d->gpu.nvlinks_active);
-        }
+        for (size_t i = 0; i < n; i++)
+                gpu_series(f, devices_get(i), &replays, "umd_gpu_pcie_replays_total", "counter",
+                           "PCIe replays (link-level retries) as NVML counts them.",
+                           devices_get(i)->gpu.replay_counter);
+        for (size_t i = 0; i < n; i++)
+                gpu_series(f, devices_get(i), &active, "umd_gpu_nvlinks_active", "gauge",
+                           "NVLinks up, as NVML says (the model table says how many there "
+                           "should be).",
+                           devices_get(i)->gpu.nvlinks_active);
         for (size_t i = 0; i < n; i++)
                 if (devices_get(i)->gpu.known)
                         nvlink_series(f, devices_get(i), &nvlink);

@@ -20,12 +20,11 @@ def gpu(node, uuid, model, h2d, fake="false", contended=None, link="gen5x16"):
     return "\n".join(s)
 
 
-def case(title, gpus, alerts_at):
-    out = [f"  # {title}", "  - interval: 1m", "    input_series:"]
-    out += [gpu(*g[:4], **(g[4] if len(g) > 4 else {})) for g in gpus]
-    out.append("    alert_rule_test:")
+def alert_tests(alertname, alerts_at):
+    """The alert_rule_test lines: at each time, the alerts expected (labels, annotations)."""
+    out = ["    alert_rule_test:"]
     for t, exp in alerts_at:
-        out.append(f"      - eval_time: {t}\n        alertname: UmdGpuSlowerThanFleet")
+        out.append(f"      - eval_time: {t}\n        alertname: {alertname}")
         if not exp:
             out.append("        exp_alerts: []")
             continue
@@ -35,7 +34,13 @@ def case(title, gpus, alerts_at):
             out += [f"              {k}: \"{v}\"" for k, v in labels.items()]
             out.append("            exp_annotations:")
             out += [f"              {k}: \"{v}\"" for k, v in annotations.items()]
-    return "\n".join(out)
+    return out
+
+
+def case(title, gpus, alerts_at):
+    out = [f"  # {title}", "  - interval: 1m", "    input_series:"]
+    out += [gpu(*g[:4], **(g[4] if len(g) > 4 else {})) for g in gpus]
+    return "\n".join(out + alert_tests("UmdGpuSlowerThanFleet", alerts_at))
 
 
 fleet = [("node1", "GPU-1", H, 55e9), ("node2", "GPU-2", H, 55.2e9), ("node3", "GPU-3", H, 54.8e9),
@@ -87,19 +92,7 @@ def err_gpu(node, uuid, model, ecc, replays):
 def err_case(title, gpus, alerts_at):
     out = [f"  # {title}", "  - interval: 1m", "    input_series:"]
     out += [err_gpu(*g) for g in gpus]
-    out.append("    alert_rule_test:")
-    for t, exp in alerts_at:
-        out.append(f"      - eval_time: {t}\n        alertname: UmdGpuErrorRateAboveFleet")
-        if not exp:
-            out.append("        exp_alerts: []")
-            continue
-        out.append("        exp_alerts:")
-        for labels, annotations in exp:
-            out.append("          - exp_labels:")
-            out += [f"              {k}: \"{v}\"" for k, v in labels.items()]
-            out.append("            exp_annotations:")
-            out += [f"              {k}: \"{v}\"" for k, v in annotations.items()]
-    return "\n".join(out)
+    return "\n".join(out + alert_tests("UmdGpuErrorRateAboveFleet", alerts_at))
 
 
 def err_alert(kind, value):

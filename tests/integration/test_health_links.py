@@ -4,32 +4,20 @@ against the model, NVLink CRC and replay storms, each throttle reason attached t
 explains, and a GPU missing from the node (expected_gpus), through /v1/health, umdctl and
 umd-healthcheck. The faults come from the fake_gpu_state file (docs/design.md lists its keys):
 fake devices stand for H200s, whose model has 18 NVLinks."""
-import json
-import os
 import time
-from pathlib import Path
+
+import pytest
 
 from conftest import run_job
+from test_coexist import GpuState
 from test_umdctl import ctl, fake_scontrol, hc
 
 CANONICAL = {"benchmark": "health", "device": 0}
 
 
-class GpuState:
-    def __init__(self, tmp_path):
-        self.path = Path(tmp_path) / "gpu-state.json"
-        self.set({})
-
-    def set(self, state):
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self.path)
-
-
 def start(umd, tmp_path, *args, fake_devices=1):
     gpu = GpuState(tmp_path)
-    d = umd(fake_devices=fake_devices,
-            args=["--fake-gpu-state", str(gpu.path), "--busy-poll-ms", "50", *args])
+    d = umd(fake_devices=fake_devices, args=[*gpu.args(), *args])
     return d, gpu
 
 
@@ -100,28 +88,21 @@ def test_a_link_down_fails_with_reset_gpu(umd, tmp_path):
     assert "NVLINK_DOWN" in c["threshold_source"]
 
 
-def test_a_crc_storm_fails_and_a_trickle_passes(umd, tmp_path):
+@pytest.mark.parametrize("kind,words", [("crc", "CRC errors"), ("replay", "replay errors"),
+                                         ("recovery", "recovery errors")])
+def test_an_nvlink_error_storm_fails_and_a_crc_trickle_passes(umd, tmp_path, kind, words):
     d, gpu = start(umd, tmp_path)
-    links = lambda crc: {"0": {"nvlinks_active": 18, "nvlink_errors": [{"link": 5, "crc": crc}]}}
+    links = lambda n: {"0": {"nvlinks_active": 18, "nvlink_errors": [{"link": 5, kind: n}]}}
     gpu.set(links(0))
     verdict(d)
-    gpu.set(links(3))  # three in a few seconds: well under 100 a second
-    assert check(verdict(d), "nvlink_errors")["verdict"] == "pass"
+    if kind == "crc":
+        gpu.set(links(3))  # three in a few seconds: well under 100 a second
+        assert check(verdict(d), "nvlink_errors")["verdict"] == "pass"
     gpu.set(links(10_000_003))
     v = verdict(d)
     assert v["verdict"] == "fail" and v["action"] == "reset_gpu"
-    assert any("NVLink 5: 10000000 CRC errors" in r for r in v["reasons"])
-
-
-def test_an_nvlink_replay_storm_fails(umd, tmp_path):
-    d, gpu = start(umd, tmp_path)
-    links = lambda n: {"0": {"nvlinks_active": 18, "nvlink_errors": [{"link": 2, "replay": n}]}}
-    gpu.set(links(0))
-    verdict(d)
-    gpu.set(links(500))
-    v = verdict(d)
-    assert v["verdict"] == "fail" and v["action"] == "reset_gpu"
-    assert any("NVLink 2: 500 replay errors" in r for r in v["reasons"])
+    grew = 10_000_000 if kind == "crc" else 10_000_003
+    assert any(f"NVLink 5: {grew} {words}" in r for r in v["reasons"]), v["reasons"]
 
 
 def test_each_throttle_reason_warns_and_explains_a_slow_copy(umd, tmp_path):

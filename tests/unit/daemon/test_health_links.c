@@ -191,7 +191,7 @@ static void test_nvlink_crc_is_judged_per_second(void **state)
         assert_string_equal(str(v, "verdict"), "fail");
         assert_string_equal(field(v, "nvlink_errors", "action"), "reset_gpu");
         assert_non_null(
-            strstr(field(v, "nvlink_errors", "reason"), "NVLink 3: 4900 CRC errors in 10 s"));
+            strstr(field(v, "nvlink_errors", "reason"), "NVLink 3: 4900 CRC errors in 10.0 s"));
         json_decref(v), json_decref(b), json_decref(slow), json_decref(storm);
 }
 
