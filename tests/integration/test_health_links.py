@@ -10,7 +10,7 @@ import pytest
 
 from conftest import run_job
 from test_coexist import GpuState
-from test_umdctl import ctl, fake_scontrol, hc
+from test_umdctl import ctl, fake_scontrol, hc, nhc
 
 CANONICAL = {"benchmark": "health", "device": 0}
 
@@ -147,6 +147,8 @@ def test_a_missing_gpu_fails_the_node(umd, tmp_path):
     assert "GPU inventory (node) FAIL: expected 3 GPUs, found 2: 0000:5a:00.0" in p.stdout
     p = hc(d, "--mode", "nagios")
     assert p.returncode == 2 and "GPU inventory (node) FAIL" in p.stdout, p.stdout
+    p = nhc(d)  # NHC reads the cached verdicts: the GPU count fails the node there too
+    assert p.stdout.startswith("DIE 1 umd: GPU inventory (node) FAIL: expected 3"), p.stdout
 
 
 def test_expected_gpus_present_passes(umd, tmp_path):
