@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import run_job
+from conftest import run_job, wait_for
 from test_coexist import GpuState
 from test_umdctl import ctl, fake_scontrol, hc, nhc
 
@@ -157,3 +157,23 @@ def test_expected_gpus_present_passes(umd, tmp_path):
     assert r.status_code == 200
     assert r.json()["inventory"]["reason"] == "expected 2 GPUs, found 2"
     assert "inventory" not in umd(fake_devices=1).get("/v1/health").json()
+
+
+def test_metrics_export_the_link_counters_and_the_node_count(umd, tmp_path):
+    d, gpu = start(umd, tmp_path, "--expected-gpus", "2")
+    gpu.set({"0": {"replay_counter": 7, "nvlinks_active": 17,
+                   "nvlink_errors": [{"link": 4, "crc": 12, "replay": 1}]}})
+    uuid = d.get("/v1/devices").json()[0]["uuid"]
+
+    def scraped():
+        text = d.get("/metrics").text
+        return f'umd_gpu_pcie_replays_total{{gpu="0",UUID="{uuid}"}} 7' in text and text
+
+    text = wait_for(scraped)
+    assert f'umd_gpu_nvlinks_active{{gpu="0",UUID="{uuid}"}} 17' in text
+    assert (f'umd_gpu_nvlink_errors_total{{gpu="0",UUID="{uuid}",link="4",kind="crc"}} 12'
+            in text)
+    assert (f'umd_gpu_nvlink_errors_total{{gpu="0",UUID="{uuid}",link="4",kind="recovery"}} 0'
+            in text)
+    assert "# TYPE umd_gpu_nvlink_errors_total counter" in text
+    assert "umd_node_gpus_expected 2\n" in text and "umd_node_gpus_present 1\n" in text
