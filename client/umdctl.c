@@ -609,6 +609,31 @@ static int action_rank(const char *action)
         return -1;
 }
 
+/* The node's GPU count (GET /v1/health's "inventory", there when umd has expected_gpus): a GPU
+ * short fails the node on a line of its own. Nothing when umd does not say. */
+static void health_inventory(struct http *h, json_t *list)
+{
+        struct http_answer ans;
+        json_t *doc = NULL;
+
+        if (http_request(h, "GET", "/v1/health", NULL, REQUEST_TIMEOUT_MS, &ans) < 0)
+                return;
+        if (ans.status == 200 || ans.status == 503)
+                doc = http_answer_json(&ans);
+        http_answer_free(&ans);
+        json_t *inv = json_object_get(doc, "inventory");
+        const char *v = json_string_value(json_object_get(inv, "verdict"));
+        const char *why = json_string_value(json_object_get(inv, "reason"));
+        if (v && why && strcmp(v, "pass") != 0) {
+                json_t *action = json_object_get(inv, "action");
+                report_add(list, NULL, "inventory", V_FAIL, json_pack("[s]", why));
+                if (json_is_string(action))
+                        json_object_set(json_array_get(list, json_array_size(list) - 1), "action",
+                                        action);
+        }
+        json_decref(doc);
+}
+
 static int report_finish(json_t *list, const struct umdctl_args *a)
 {
         bool any[4] = {false};
@@ -637,6 +662,8 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
                         continue;
                 if (json_is_string(json_object_get(d, "index"))) /* the node's part */
                         printf("GPU pairs (every GPU) %s", verdict_upper[v]);
+                else if (json_is_null(json_object_get(d, "index"))) /* the node's GPU count */
+                        printf("GPU inventory (node) %s", verdict_upper[v]);
                 else
                         printf("GPU %lld %s %s",
                                (long long)json_integer_value(json_object_get(d, "index")),
@@ -771,6 +798,8 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                 json_decref(list);
                 return rc;
         }
+        if (!a->devices)
+                health_inventory(h, list);
         rc = report_finish(list, a);
         json_decref(list);
         return rc;
@@ -920,6 +949,8 @@ static int cmd_health(struct http *h, const struct umdctl_args *a)
                         goto out;
                 }
         }
+        if (!a->devices)
+                health_inventory(h, list);
         rc = report_finish(list, a);
 out:
         json_decref(list);

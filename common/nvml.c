@@ -65,6 +65,8 @@ static void load_locked(void)
             {"nvmlDeviceGetRetiredPagesPendingStatus", NULL, (void **)&a.retired_pending, true},
             {"nvmlDeviceGetFieldValues", NULL, (void **)&a.field_values, true},
             {"nvmlDeviceValidateInforom", NULL, (void **)&a.validate_inforom, true},
+            /* Links (issue 58). */
+            {"nvmlDeviceGetNvLinkErrorCounter", NULL, (void **)&a.nvlink_error, true},
         };
         const char *const names[] = {NVML_SONAME};
         char err[DLIB_WHY_MAX];

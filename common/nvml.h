@@ -107,7 +107,16 @@ struct nvml_api {
         nvml_return (*retired_pending)(nvml_device, int *);
         nvml_return (*field_values)(nvml_device, int, struct nvml_field_value *);
         nvml_return (*validate_inforom)(nvml_device);
+
+        /* Links (issue 58, daemon/health_links.c): optional. */
+        /* nvmlDeviceGetNvLinkErrorCounter(device, link, nvmlNvLinkErrorCounter_t, *value) */
+        nvml_return (*nvlink_error)(nvml_device, unsigned, int, unsigned long long *);
 };
+
+/* nvmlNvLinkErrorCounter_t (issue 58) */
+#define NVML_NVLINK_ERROR_DL_REPLAY   0
+#define NVML_NVLINK_ERROR_DL_RECOVERY 1
+#define NVML_NVLINK_ERROR_DL_CRC_FLIT 2
 
 /* Load NVML and nvmlInit it, once for the process (pthread_once; later calls return the first
  * answer). 0 and the table, or -ENOENT (no library), -ENOTSUP (a required entry point missing)

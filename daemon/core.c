@@ -14,9 +14,12 @@
 #include "daemon.h"
 #include "devctl.h"
 #include "devices.h"
+#include "gpustate.h"
 #include "health_action.h"
+#include "health_links.h"
 #include "job_state.h"
 #include "jobs.h"
+#include "jsonutil.h"
 #include "metrics.h"
 #include "store.h"
 #include "umd-build.h"
@@ -169,6 +172,9 @@ int core_health(json_t **ret_body)
         enum health_action action = HEALTH_ACTION_NONE;
 
         job_query_counts(core_jobs(), &queued, &running, &total);
+        /* The PCI bus is read before the lock: sysfs, but still I/O. */
+        _cleanup_json_ json_t *seen = core_config->expected_gpus ? gpustate_pci_gpus() : NULL;
+        _cleanup_json_ json_t *present = json_array();
         core_lock();
         n = devices_count();
         for (size_t i = 0; i < n; i++) {
@@ -177,6 +183,7 @@ int core_health(json_t **ret_body)
                     json_string_value(json_object_get(d->last_verdict, "verdict"));
                 enum health_action a = verdict_action(d->last_verdict);
                 action = health_action_max(action, a);
+                json_array_append(present, json_object_get(d->info, "pci_bus_id"));
                 json_array_append_new(verdicts,
                                       json_pack("{s:I, s:s, s:s, s:O?}", "index", (json_int_t)i,
                                                 "uuid", d->uuid, "state", device_state_string(d),
@@ -212,6 +219,16 @@ int core_health(json_t **ret_body)
                 reason = failing ? "no device is both running and passing its health check"
                                  : "every device is faulted";
         core_unlock();
+        /* Fewer GPUs than the node should have (issue 58): the node fails, usable or not. */
+        json_t *inventory = health_links_inventory(core_config, present, seen);
+        bool short_of = streq_ptr(json_string_value(json_object_get(inventory, "verdict")), "fail");
+        if (short_of) {
+                json_array_append(problems_arr, json_object_get(inventory, "reason"));
+                if (usable) {
+                        status = "degraded";
+                        reason = json_string_value(json_object_get(inventory, "reason"));
+                }
+        }
         /* A damaged store still runs jobs, but the history a client reads may be gone: say so
          * rather than 200 while lists answer 500. */
         if (damage) {
@@ -232,9 +249,14 @@ int core_health(json_t **ret_body)
             (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
             (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
             node ? node : json_null(), "store_check", job_query_store_check(core_jobs()));
-        if (*ret_body)
+        action = health_action_max(action, verdict_action(inventory));
+        if (*ret_body) {
                 json_object_set_new(*ret_body, "action", json_string(health_action_name(action)));
-        return usable && !damage ? 200 : 503;
+                if (inventory)
+                        json_object_set(*ret_body, "inventory", inventory);
+        }
+        json_decref(inventory);
+        return usable && !damage && !short_of ? 200 : 503;
 }
 
 json_t *core_version_json(void)

@@ -390,8 +390,7 @@ void health_add_tier(json_t *verdict, const json_t *result)
 }
 
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
-                       const json_t *expect, const json_t *baseline, size_t baseline_runs,
-                       const struct health_replays *replays)
+                       const json_t *expect, const json_t *baseline, size_t baseline_runs)
 {
         json_t *checks = json_array(), *reasons = json_array();
         enum verdict worst = V_PASS;
@@ -419,19 +418,6 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
         if (!json_is_number(json_object_get(result_measurement(result, MEAS_D2D), "gbps")))
                 add_check(checks, reasons, &worst, "d2d", V_FAIL,
                           "d2d (device memory) was not measured", "none");
-
-        if (replays && replays->now >= 0 && replays->before >= 0 &&
-            replays->now > replays->before) {
-                snprintf(why, sizeof(why),
-                         "the PCIe replay counter grew by %lld since the last check (%lld to "
-                         "%lld): the link is retrying transfers",
-                         replays->now - replays->before, replays->before, replays->now);
-                add_check(checks, reasons, &worst, "pcie_replays", V_WARN, why, "baseline");
-        } else if (replays && replays->now >= 0) {
-                snprintf(why, sizeof(why), "the PCIe replay counter is %lld%s", replays->now,
-                         replays->before >= 0 ? ", unchanged since the last check" : "");
-                add_check(checks, reasons, &worst, "pcie_replays", V_PASS, why, "baseline");
-        }
 
         for (const char *const *m = link_bound_modes; *m && link > 0; m++) {
                 json_t *g = json_object_get(result_measurement(result, *m), "gbps");

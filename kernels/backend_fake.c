@@ -3,6 +3,7 @@
  * and the fake_gpu_state file that may slow a fake GPU down. A benchmark the model does not
  * cover is answered "not modelled" (fake.c), never with a guess. */
 #include "backend.h"
+#include "conditions.h"
 #include "fake.h"
 
 #include "fileio.h"
@@ -162,6 +163,12 @@ static int fake_backend_run(struct backend *b, const char *id, const json_t *par
         r = fake_run(b->device, id, p, cancel, ret_result, ret_error);
         if (r >= 0 && streq_ptr(id, "health"))
                 json_object_set_new(*ret_result, "gpu_errors", fake_errors(b));
+        /* Tests: the file's "throttle_reasons" (NVML's words) stand for the clock event reasons
+         * the GPU had around the copies; conditions_stamp takes them from the result. */
+        _cleanup_json_ json_t *entry = r >= 0 ? state_entry(b) : NULL;
+        json_t *reasons = json_object_get(entry, "throttle_reasons");
+        if (json_is_array(reasons) && *ret_result)
+                json_object_set(*ret_result, CONDITIONS_FAKE_THROTTLE, reasons);
         return r;
 }
 

@@ -39,6 +39,10 @@ json_t *conditions_processes(const char *uuid);
 /* NVML's clocks-event (throttle) reason bits in words, as an array. */
 json_t *conditions_throttle_words(unsigned long long mask);
 
+/* Tests: the fake backend's stand-in for a fake GPU's throttle reasons, a key of the result
+ * that conditions_stamp moves into gpu_before and gpu_after (and removes). */
+#define CONDITIONS_FAKE_THROTTLE "fake_throttle_reasons"
+
 /* Sets result.context.conditions: conditions_host's keys plus "gpu_before" (stolen; taken with
  * conditions_gpu before the run) and "gpu_after" (taken now). Fake devices (fake true) read
  * neither sysfs nor NVML: each says "fake device". Leaves result as it was on out of memory. */

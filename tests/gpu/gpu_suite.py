@@ -510,6 +510,20 @@ def test_coexist(args):
               f"contended={p.get('contended')}")
         if done["state"] != "succeeded" or "verdict" not in p or p.get("contended"):
             fail(f"health after the wait: {done}")
+        # Issue 58: the verdict keeps the link counters NVML read, and the next check judges
+        # their rates (a healthy GPU: the replays within the link's limit).
+        again, _ = run({"benchmark": "health", "device": 0})
+        v = again["parts"][0].get("verdict") or {}
+        kept = v.get("link_counters") or {}
+        links = {c["name"]: c for c in v.get("checks", []) if c["name"] in (
+            "pcie_replays", "nvlinks_active", "nvlink_errors", "throttle")}
+        print(f"link counters: {kept}")
+        for name, c in links.items():
+            print(f"  {name}: {c['verdict']} (action {c.get('action')}): {c['reason']}")
+        replays = links.get("pcie_replays", {})
+        if not isinstance(kept.get("pcie_replays"), int) or "grew by" not in replays.get(
+                "reason", "") or replays.get("verdict") != "pass":
+            fail(f"the PCIe replays were not judged as a rate: {v}")
         return 0
 
 
