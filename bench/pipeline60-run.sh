@@ -19,7 +19,7 @@ rounds=2
 for round in $(seq $rounds); do
   for c in 16 64; do
     echo "=== round $round chunks $c: reference" >>"$out/reference.txt"
-    timeout 100 $R --size 1073741824 --chunks $c --streams 3 --iterations 5 --warmup 2 --managed 1 >>"$out/reference.txt" 2>&1
+    timeout 100 $R --size 1073741824 --chunks $c --streams 3 --iterations 5 --warmup 1 --managed 1 >>"$out/reference.txt" 2>&1
     echo "rc=$?" >>"$out/reference.txt"
     jobs=()
     if [ "$what" = experiment ]; then
