@@ -14,12 +14,10 @@ D=$b/bin/tests/gpu/bench-driver
 { date -u; nvidia-smi; nvidia-smi --query-gpu=name,memory.free,pcie.link.gen.current,pcie.link.width.current --format=csv; } >"$out/machine.txt" 2>&1
 M='"managed_prefetch_chunked","managed_prefetch_batch","managed_discard_prefetch","managed_prefetch"'
 A='"pinned_serial","pinned_overlapped","pageable_serial","managed_on_demand","managed_prefetch","managed_prefetch_chunked","zero_copy","managed_prefetch_batch","managed_discard_prefetch"'
-rounds=2
-[ "$what" = confirm ] && rounds=1
-for round in $(seq $rounds); do
+managed_round() {
   for c in 16 64; do
-    echo "=== round $round chunks $c: reference" >>"$out/reference.txt"
-    timeout 100 $R --size 1073741824 --chunks $c --streams 3 --iterations 5 --warmup 1 --managed 1 >>"$out/reference.txt" 2>&1
+    echo "=== round $1 chunks $c: reference" >>"$out/reference.txt"
+    timeout 60 $R --size 1073741824 --chunks $c --streams 3 --iterations 5 --warmup 1 --managed 1 >>"$out/reference.txt" 2>&1
     echo "rc=$?" >>"$out/reference.txt"
     jobs=()
     if [ "$what" = experiment ]; then
@@ -29,14 +27,18 @@ for round in $(seq $rounds); do
     else
       jobs+=("pipeline size=1GiB chunks=$c streams=3 iterations=5 warmup=2 strategies=[\"pinned_overlapped\",$M]")
     fi
-    timeout 150 $D "${jobs[@]}" >>"$out/umd-managed.jsonl" 2>>"$out/driver.err"
-    echo "round $round chunks $c driver rc=$?" >>"$out/driver.err"
+    timeout 60 $D "${jobs[@]}" >>"$out/umd-managed.jsonl" 2>>"$out/driver.err"
+    echo "round $1 chunks $c driver rc=$?" >>"$out/driver.err"
   done
-done
-for w in 1 8; do
-  timeout 200 $D "pipeline size=1GiB batch=host_written writers=$w iterations=3 warmup=1 steps=4 strategies=[$A]" >>"$out/umd-written.jsonl" 2>>"$out/driver.err"
-  echo "written writers=$w driver rc=$?" >>"$out/driver.err"
-done
+}
+written() {
+  timeout 80 $D "pipeline size=1GiB batch=host_written writers=$1 iterations=3 warmup=1 steps=4 strategies=[$A]" >>"$out/umd-written.jsonl" 2>>"$out/driver.err"
+  echo "written writers=$1 driver rc=$?" >>"$out/driver.err"
+}
+managed_round 1
+written 1
+[ "$what" = experiment ] && managed_round 2
+written 8
 cat "$out/reference.txt"; tail -c 2000 "$out/driver.err"
 python3 - "$out" <<'PY'
 import json, sys, os
