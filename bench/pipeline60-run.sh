@@ -17,22 +17,22 @@ A='"pinned_serial","pinned_overlapped","pageable_serial","managed_on_demand","ma
 managed_round() {
   for c in 16 64; do
     echo "=== round $1 chunks $c: reference" >>"$out/reference.txt"
-    timeout 60 $R --size 1073741824 --chunks $c --streams 3 --iterations 5 --warmup 1 --managed 1 >>"$out/reference.txt" 2>&1
+    timeout 60 $R --size 1073741824 --chunks $c --streams 3 --iterations 3 --warmup 1 --managed 1 >>"$out/reference.txt" 2>&1
     echo "rc=$?" >>"$out/reference.txt"
     jobs=()
     if [ "$what" = experiment ]; then
       for iss in copy_stream round_robin; do
-        jobs+=("pipeline size=1GiB chunks=$c streams=3 iterations=5 warmup=2 chunk_issue=$iss strategies=[\"pinned_overlapped\",$M]")
+        jobs+=("pipeline size=1GiB chunks=$c streams=3 iterations=5 warmup=1 chunk_issue=$iss strategies=[\"pinned_overlapped\",$M]")
       done
     else
-      jobs+=("pipeline size=1GiB chunks=$c streams=3 iterations=5 warmup=2 strategies=[\"pinned_overlapped\",$M]")
+      jobs+=("pipeline size=1GiB chunks=$c streams=3 iterations=5 warmup=1 strategies=[\"pinned_overlapped\",$M]")
     fi
     timeout 60 $D "${jobs[@]}" >>"$out/umd-managed.jsonl" 2>>"$out/driver.err"
     echo "round $1 chunks $c driver rc=$?" >>"$out/driver.err"
   done
 }
 written() {
-  timeout 80 $D "pipeline size=1GiB batch=host_written writers=$1 iterations=3 warmup=1 steps=4 strategies=[$A]" >>"$out/umd-written.jsonl" 2>>"$out/driver.err"
+  timeout 80 $D "pipeline size=1GiB batch=host_written writers=$1 iterations=2 warmup=1 steps=3 strategies=[$A]" >>"$out/umd-written.jsonl" 2>>"$out/driver.err"
   echo "written writers=$1 driver rc=$?" >>"$out/driver.err"
 }
 managed_round 1
