@@ -254,8 +254,9 @@ static void render_pipeline_point(FILE *f, const json_t *s)
                 (long long)integer(s, "intensity"), num(s, "copy_ms"), num(s, "kernel_ms"),
                 num(s, "limit_ms"), str(s, "bound", "?"));
         if (written)
-                fprintf(f, "  the host writes each batch: %.3f ms into pinned memory alone; "
-                           "\"write ms\" is its write in each strategy's memory\n",
+                fprintf(f,
+                        "  the host writes each batch: %.3f ms into pinned memory alone; "
+                        "\"write ms\" is its write in each strategy's memory\n",
                         num(s, "host_write_ms"));
         fprintf(f, "  %-26s %10s %8s %10s %11s %11s%s\n", "strategy", "step ms", "x limit",
                 "vs serial", "first ms", "steady ms", written ? "    write ms" : "");

@@ -218,10 +218,9 @@ static const struct {
                                  "prefetched chunk by chunk"},
 };
 static const char *const pipe_order[] = {
-    MEAS_PIPE_SERIAL,         MEAS_PIPE_OVERLAPPED,      MEAS_PIPE_PAGEABLE,
-    MEAS_PIPE_ON_DEMAND,      MEAS_PIPE_PREFETCH,        MEAS_PIPE_PREFETCH_CHUNKED,
-    MEAS_PIPE_ZERO_COPY,      MEAS_PIPE_GATHER,          MEAS_PIPE_PREFETCH_BATCH,
-    MEAS_PIPE_DISCARD_PREFETCH};
+    MEAS_PIPE_SERIAL,         MEAS_PIPE_OVERLAPPED,       MEAS_PIPE_PAGEABLE,  MEAS_PIPE_ON_DEMAND,
+    MEAS_PIPE_PREFETCH,       MEAS_PIPE_PREFETCH_CHUNKED, MEAS_PIPE_ZERO_COPY, MEAS_PIPE_GATHER,
+    MEAS_PIPE_PREFETCH_BATCH, MEAS_PIPE_DISCARD_PREFETCH};
 
 static const char *strategy_label(const char *s)
 {
@@ -358,13 +357,12 @@ static void host_write_words(const json_t *point, char *buf, size_t len, size_t 
                      *dp = strategy_in(point, MEAS_PIPE_DISCARD_PREFETCH);
         if (host <= 0 || *at >= len)
                 return;
-        *at += (size_t)snprintf(buf + *at, len - *at,
-                                " The host writes each batch into pinned memory in %.2f ms%s",
-                                host,
-                                streq_ptr(json_string_value(json_object_get(point, "bound")),
-                                          "host_write")
-                                    ? ", longer than the copy and the kernel: it is the limit"
-                                    : ", within the limit");
+        *at += (size_t)snprintf(
+            buf + *at, len - *at, " The host writes each batch into pinned memory in %.2f ms%s",
+            host,
+            streq_ptr(json_string_value(json_object_get(point, "bound")), "host_write")
+                ? ", longer than the copy and the kernel: it is the limit"
+                : ", within the limit");
         if (pc && num(pc, "host_write_ms") > 0 && *at < len)
                 *at += (size_t)snprintf(buf + *at, len - *at,
                                         "; into managed memory %.2f ms, its CPU faults included "

@@ -85,11 +85,16 @@ static const struct {
         const char *name;
         enum pipe_kind kind;
 } pipe_strategies[] = {
-    {MEAS_PIPE_SERIAL, K_SERIAL},       {MEAS_PIPE_OVERLAPPED, K_OVERLAPPED},
-    {MEAS_PIPE_PAGEABLE, K_PAGEABLE},   {MEAS_PIPE_ON_DEMAND, K_ON_DEMAND},
-    {MEAS_PIPE_PREFETCH, K_PREFETCH},   {MEAS_PIPE_PREFETCH_CHUNKED, K_PREFETCH_CHUNKED},
-    {MEAS_PIPE_ZERO_COPY, K_ZERO_COPY}, {MEAS_PIPE_GATHER, K_GATHER},
-    {MEAS_PIPE_PREFETCH_BATCH, K_PREFETCH_BATCH}, {MEAS_PIPE_DISCARD_PREFETCH, K_DISCARD_PREFETCH},
+    {MEAS_PIPE_SERIAL, K_SERIAL},
+    {MEAS_PIPE_OVERLAPPED, K_OVERLAPPED},
+    {MEAS_PIPE_PAGEABLE, K_PAGEABLE},
+    {MEAS_PIPE_ON_DEMAND, K_ON_DEMAND},
+    {MEAS_PIPE_PREFETCH, K_PREFETCH},
+    {MEAS_PIPE_PREFETCH_CHUNKED, K_PREFETCH_CHUNKED},
+    {MEAS_PIPE_ZERO_COPY, K_ZERO_COPY},
+    {MEAS_PIPE_GATHER, K_GATHER},
+    {MEAS_PIPE_PREFETCH_BATCH, K_PREFETCH_BATCH},
+    {MEAS_PIPE_DISCARD_PREFETCH, K_DISCARD_PREFETCH},
 };
 
 /* How a chunked strategy issues its chunks: every copy (or prefetch) on stream 0 with the
@@ -104,8 +109,8 @@ struct pipe {
         uint64_t spacing;     /* touched page t is page t * spacing */
         int intensity, steps, nchunks, nstreams;
         enum pipe_issue issue;
-        bool written; /* batch host_written: the host writes each batch, double-buffered */
-        int writers;  /* threads of the host's write */
+        bool written;   /* batch host_written: the host writes each batch, double-buffered */
+        int writers;    /* threads of the host's write */
         void *host;     /* pinned, mapped: the batch as the host has it */
         void *hwb;      /* pinned: where writeback lands */
         void *dev;      /* the batch on the GPU */
@@ -410,7 +415,8 @@ static int discard_to_host(struct pipe *p, void *buf)
 {
         cudaMemLocation host = loc_host();
         size_t first_op = 0, len = p->size;
-        CK(p->j, cudaMemDiscardAndPrefetchBatchAsync(&buf, &len, 1, &host, &first_op, 1, 0, p->side));
+        CK(p->j,
+           cudaMemDiscardAndPrefetchBatchAsync(&buf, &len, 1, &host, &first_op, 1, 0, p->side));
         CK(p->j, cudaStreamSynchronize(p->side));
         return 0;
 }
@@ -512,7 +518,7 @@ static void use_buffer(struct pipe *p, int b)
  * managed_discard_prefetch). Host time, ms. */
 static int host_write(struct pipe *p, enum pipe_kind kind, int b, uint64_t g, double *ret_ms)
 {
-        void *dst = managed_kind(kind) ? p->manbuf[b]
+        void *dst = managed_kind(kind)   ? p->manbuf[b]
                     : kind == K_PAGEABLE ? p->pagebuf[b]
                                          : p->hostbuf[b];
         double t = now_ms();
@@ -654,7 +660,8 @@ static int measure_host_write(struct pipe *p)
                         samples.push_back(now_ms() - t);
         }
         json_t *x = json_pack("{s:i}", "writers", p->writers);
-        return add_measurement(p->j, MEAS_HOST_WRITE, (double)p->size, "one direction", samples, false, x);
+        return add_measurement(p->j, MEAS_HOST_WRITE, (double)p->size, "one direction", samples,
+                               false, x);
 }
 
 /* The kernel alone at intensity k: the median of a few runs (ms). */
@@ -772,14 +779,14 @@ static int expected_sums(struct pipe *p, int n)
         cudaStream_t s0 = st(p, 0);
         for (int i = 0; i < n; i++) {
                 CK(j, cudaMemsetAsync(p->d_sums, 0, sizeof(*p->d_sums), s0));
-                k_step<true><<<grid_cap(j->ctx, (p->pages * PIPE_VEC_A_PAGE + 255) / 256), 256, 0,
-                               s0>>>(NULL, 0, p->pages, p->spacing, 1, j->seed + (uint32_t)i,
-                                     p->d_sums);
+                k_step<true>
+                    <<<grid_cap(j->ctx, (p->pages * PIPE_VEC_A_PAGE + 255) / 256), 256, 0, s0>>>(
+                        NULL, 0, p->pages, p->spacing, 1, j->seed + (uint32_t)i, p->d_sums);
                 CK(j, cudaGetLastError());
                 /* The job's streams are non-blocking: a plain cudaMemcpy does not wait for them. */
                 CK(j, cudaStreamSynchronize(s0));
-                CK(j, cudaMemcpy(&p->expects[i], p->d_sums, sizeof(unsigned),
-                                 cudaMemcpyDeviceToHost));
+                CK(j,
+                   cudaMemcpy(&p->expects[i], p->d_sums, sizeof(unsigned), cudaMemcpyDeviceToHost));
         }
         p->expect = p->expects[0];
         return 0;
@@ -930,9 +937,8 @@ static int pipe_run(struct pipe *p)
 static const struct {
         const char *word;
         enum pipe_issue issue;
-} pipe_issues[] = {{"best", ISSUE_BEST},
-                   {"copy_stream", ISSUE_COPY_STREAM},
-                   {"round_robin", ISSUE_ROUND_ROBIN}};
+} pipe_issues[] = {
+    {"best", ISSUE_BEST}, {"copy_stream", ISSUE_COPY_STREAM}, {"round_robin", ISSUE_ROUND_ROBIN}};
 
 int bench_pipeline(struct bench_job *j)
 {
@@ -973,9 +979,8 @@ int bench_pipeline(struct bench_job *j)
                       (json_int_t)(p.pages * PIPE_PAGE), "weights_bytes", (json_int_t)p.weights,
                       "writeback_bytes", (json_int_t)p.writeback, "layout", layout, "page_spacing",
                       (json_int_t)p.spacing, "steps", p.steps, "chunks", p.nchunks, "streams",
-                      p.nstreams, "batch",
-                      p.written ? PIPE_BATCH_WRITTEN : PIPE_BATCH_PREPARED, "writers", p.writers,
-                      "chunk_issue", issue));
+                      p.nstreams, "batch", p.written ? PIPE_BATCH_WRITTEN : PIPE_BATCH_PREPARED,
+                      "writers", p.writers, "chunk_issue", issue));
         int r = pipe_run(&p);
         pipe_free(&p);
         return r;

@@ -456,10 +456,10 @@ static int plan_copy_overlap(struct fake_job *j)
 /* batch host_written (issue 60): the host's copy of a batch, a CPU thread's rate and the most
  * the threads together reach; into managed memory whose pages are on the GPU, each page faults
  * back first (a thread's rate; the driver's fault path serialises beyond PIPE_FAULT_MAX_GBPS) */
-#define PIPE_WRITE_GBPS       10.0
-#define PIPE_WRITE_MAX_GBPS   60.0
-#define PIPE_FAULT_GBPS       2.5
-#define PIPE_FAULT_MAX_GBPS   8.0
+#define PIPE_WRITE_GBPS     10.0
+#define PIPE_WRITE_MAX_GBPS 60.0
+#define PIPE_FAULT_GBPS     2.5
+#define PIPE_FAULT_MAX_GBPS 8.0
 
 static double ms_at(double bytes, double gbps)
 {
@@ -560,7 +560,8 @@ static void pipe_model(const char *name, const struct pipe_point *p, double *ret
         *ret_first = *ret_steady + first_extra;
         /* host_written, double-buffered: the first step waits for its write, each later one
          * for the longer of its write (made during the step before) and its GPU time. */
-        if (p->written && !streq_ptr(name, MEAS_COPY_ALONE) && !streq_ptr(name, MEAS_KERNEL_ALONE)) {
+        if (p->written && !streq_ptr(name, MEAS_COPY_ALONE) &&
+            !streq_ptr(name, MEAS_KERNEL_ALONE)) {
                 double w = pipe_write_ms(name, p);
                 *ret_first += w;
                 *ret_steady = fmax(*ret_steady, w);
@@ -610,7 +611,8 @@ static int plan_pipe_point(struct fake_job *j, const struct pipe_point *p, const
                         json_object_set_new(m->extra, "host_write_ms",
                                             json_real(pipe_write_ms(s, p)));
                 if (m->extra && streq_ptr(s, MEAS_HOST_WRITE))
-                        json_object_set_new(m->extra, "writers", json_integer((json_int_t)p->writers));
+                        json_object_set_new(m->extra, "writers",
+                                            json_integer((json_int_t)p->writers));
                 if (m->extra && (streq_ptr(s, MEAS_PIPE_OVERLAPPED) ||
                                  streq_ptr(s, MEAS_PIPE_PREFETCH_CHUNKED) ||
                                  streq_ptr(s, MEAS_PIPE_PREFETCH_BATCH) ||

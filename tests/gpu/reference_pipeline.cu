@@ -213,21 +213,17 @@ int main(int argc, char **argv)
 {
         size_t size = 1ull << 30;
         int k = 0, chunks = 64, nstreams = 3, iterations = 5, warmup = 3, ndev = 0, managed = 0;
+        const struct {
+                const char *flag;
+                int *value;
+        } flags[] = {{"--intensity", &k},           {"--chunks", &chunks}, {"--streams", &nstreams},
+                     {"--iterations", &iterations}, {"--warmup", &warmup}, {"--managed", &managed}};
         for (int i = 1; i + 1 < argc; i += 2) {
                 if (!strcmp(argv[i], "--size"))
                         size = strtoull(argv[i + 1], NULL, 0);
-                else if (!strcmp(argv[i], "--intensity"))
-                        k = atoi(argv[i + 1]);
-                else if (!strcmp(argv[i], "--chunks"))
-                        chunks = atoi(argv[i + 1]);
-                else if (!strcmp(argv[i], "--streams"))
-                        nstreams = atoi(argv[i + 1]);
-                else if (!strcmp(argv[i], "--iterations"))
-                        iterations = atoi(argv[i + 1]);
-                else if (!strcmp(argv[i], "--warmup"))
-                        warmup = atoi(argv[i + 1]);
-                else if (!strcmp(argv[i], "--managed"))
-                        managed = atoi(argv[i + 1]);
+                for (auto &f : flags)
+                        if (!strcmp(argv[i], f.flag))
+                                *f.value = atoi(argv[i + 1]);
         }
         if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
                 return 77;

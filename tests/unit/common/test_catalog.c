@@ -299,8 +299,7 @@ static void test_pipeline_batch_writers_and_chunk_issue(void **state)
         json_decref(p);
         validate_bad("pipeline", "{\"batch\": \"loader\"}", false, "params.batch", "one of");
         validate_bad("pipeline", "{\"writers\": 0}", false, "params.writers", "between 1 and 64");
-        validate_bad("pipeline", "{\"writers\": 65}", false, "params.writers",
-                     "between 1 and 64");
+        validate_bad("pipeline", "{\"writers\": 65}", false, "params.writers", "between 1 and 64");
         validate_bad("pipeline", "{\"chunk_issue\": \"scatter\"}", false, "params.chunk_issue",
                      "one of");
 }

@@ -180,8 +180,8 @@ static json_t *written_result(double host_ms)
         json_object_set_new(se, "host_write_ms", json_real(host_ms));
         return json_pack("{s:{s:i}, s:[o, o, o, o, o, o]}", "intensity", "chosen", 2500,
                          "measurements", pm("copy_alone", 20, 20, 20),
-                         pm("kernel_alone", 21, 21, 21), pm("host_write", host_ms, host_ms, host_ms),
-                         se, pc, dp);
+                         pm("kernel_alone", 21, 21, 21),
+                         pm("host_write", host_ms, host_ms, host_ms), se, pc, dp);
 }
 
 static void test_pipeline_host_write_longer_than_both_halves_is_the_limit(void **state)
