@@ -282,7 +282,7 @@ static const char *const pipe_strategy_values[] = {MEAS_PIPE_SERIAL,
 static const char *const layout_values[] = {"spread", "clustered", NULL};
 /* issue 60: who makes each step's batch, and how a chunked strategy issues its chunks */
 static const char *const pipe_batch_values[] = {PIPE_BATCH_PREPARED, PIPE_BATCH_WRITTEN, NULL};
-static const char *const chunk_issue_values[] = {"best", "copy_stream", "round_robin", NULL};
+static const char *const chunk_issue_values[] = {"copy_stream", "round_robin", NULL};
 
 #define P_PIPE_COMMON                                                                              \
         {.name = "steps",                                                                          \
@@ -311,10 +311,9 @@ static const char *const chunk_issue_values[] = {"best", "copy_stream", "round_r
              .type = PARAM_ENUM,                                                                   \
              .description = "how a chunked strategy issues its chunks: copy_stream (every copy "   \
                             "or prefetch on one stream, the kernels on the others after "          \
-                            "events), round_robin (chunk k's copy and kernel on stream k % "       \
-                            "streams), or best (copy_stream for pinned copies, round_robin for "   \
-                            "managed prefetches: what measured fastest)",                          \
-             .def_str = "best",                                                                    \
+                            "events) or round_robin (chunk k's copy and kernel on stream k % "     \
+                            "streams, as the plain program of issue 60 does)",                     \
+             .def_str = "copy_stream",                                                             \
              .values = chunk_issue_values},                                                        \
             {.name = "batch",                                                                      \
              .type = PARAM_ENUM,                                                                   \

@@ -99,7 +99,7 @@ static const struct {
 
 /* How a chunked strategy issues its chunks: every copy (or prefetch) on stream 0 with the
  * kernels on the others after events, or chunk c's copy and kernel both on stream c % streams. */
-enum pipe_issue { ISSUE_BEST, ISSUE_COPY_STREAM, ISSUE_ROUND_ROBIN };
+enum pipe_issue { ISSUE_COPY_STREAM, ISSUE_ROUND_ROBIN };
 
 struct pipe {
         struct bench_job *j;
@@ -276,7 +276,7 @@ static int step_chunked(struct pipe *p, bool prefetch)
         int ncompute = p->nstreams - 1;
         int r;
 
-        if (p->issue == ISSUE_ROUND_ROBIN || (p->issue == ISSUE_BEST && prefetch))
+        if (p->issue == ISSUE_ROUND_ROBIN)
                 return step_round_robin(p, prefetch, data, weights, n);
 
         if (weights && p->weights) {
@@ -970,14 +970,13 @@ static int pipe_run(struct pipe *p)
 static const struct {
         const char *word;
         enum pipe_issue issue;
-} pipe_issues[] = {
-    {"best", ISSUE_BEST}, {"copy_stream", ISSUE_COPY_STREAM}, {"round_robin", ISSUE_ROUND_ROBIN}};
+} pipe_issues[] = {{"copy_stream", ISSUE_COPY_STREAM}, {"round_robin", ISSUE_ROUND_ROBIN}};
 
 int bench_pipeline(struct bench_job *j)
 {
         struct pipe p = {};
         const char *layout = param_str(j, "layout", "spread");
-        const char *issue = param_str(j, "chunk_issue", "best");
+        const char *issue = param_str(j, "chunk_issue", "copy_stream");
         uint64_t touched = (uint64_t)param_int(j, "touched", 0);
 
         p.j = j;

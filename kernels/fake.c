@@ -647,6 +647,18 @@ static void pipe_point_from(const struct fake_job *j, struct pipe_point *p)
                 p->touched = p->size;
 }
 
+/* The model's chunked step is the copy_stream one; round_robin has no measured rule yet (issue
+ * 60's run to make), so it is refused as not modelled rather than given the same numbers. */
+static int pipe_issue_modelled(struct fake_job *j)
+{
+        if (streq_ptr(param_str(j->params, "chunk_issue"), "round_robin")) {
+                snprintf(j->why, sizeof(j->why),
+                         "not modelled: fake devices have no model of chunk_issue round_robin");
+                return -ENOTSUP;
+        }
+        return 0;
+}
+
 static json_t *pipe_intensity_json(json_t *requested, uint64_t chosen, uint64_t size)
 {
         json_t *o = json_pack("{s:O, s:I}", "requested", requested, "chosen", (json_int_t)chosen);
@@ -662,6 +674,8 @@ static int plan_pipeline(struct fake_job *j)
         struct pipe_point p;
         json_t *req = json_object_get(j->params, "intensity");
 
+        if (pipe_issue_modelled(j) < 0)
+                return -ENOTSUP;
         pipe_point_from(j, &p);
         p.intensity =
             json_is_integer(req) ? (uint64_t)json_integer_value(req) : pipe_balanced(p.size);
@@ -682,6 +696,10 @@ static int plan_pipeline_sweep(struct fake_job *j)
         uint64_t kb, factor = param_u64(j->params, "max_factor");
         int r;
 
+        if (pipe_issue_modelled(j) < 0) {
+                json_decref(touched_strategies);
+                return -ENOTSUP;
+        }
         pipe_point_from(j, &p);
         kb = pipe_balanced(p.size);
         json_t *word = json_string(PIPE_BALANCED);
