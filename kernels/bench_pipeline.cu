@@ -14,12 +14,8 @@
 
 #include <algorithm>
 #include <functional>
-#include <thread>
 
-#include "bench_internal.h"
-
-#define PIPE_PAGE       4096u
-#define PIPE_VEC_A_PAGE (PIPE_PAGE / 16)
+#include "bench_pipeline.h"
 
 /* One pass over pages [first, first + count) of the touched set; touched page t lies at page
  * t * spacing of base. Reads every 16 bytes once and runs `intensity` dependent FMAs on each of
@@ -66,21 +62,6 @@ __global__ void k_step(const uint4 *base, uint64_t first, uint64_t count, uint64
                 atomicXor(sum, acc);
 }
 
-enum pipe_kind {
-        K_SERIAL,
-        K_OVERLAPPED,
-        K_PAGEABLE,
-        K_ON_DEMAND,
-        K_PREFETCH,
-        K_PREFETCH_CHUNKED,
-        K_ZERO_COPY,
-        K_GATHER,
-        K_PREFETCH_BATCH,
-        K_DISCARD_PREFETCH,
-        K_COPY_ALONE,
-        K_KERNEL_ALONE
-};
-
 static const struct {
         const char *name;
         enum pipe_kind kind;
@@ -96,46 +77,6 @@ static const struct {
     {MEAS_PIPE_PREFETCH_BATCH, K_PREFETCH_BATCH},
     {MEAS_PIPE_DISCARD_PREFETCH, K_DISCARD_PREFETCH},
 };
-
-/* How a chunked strategy issues its chunks: every copy (or prefetch) on stream 0 with the
- * kernels on the others after events, or chunk c's copy and kernel both on stream c % streams. */
-enum pipe_issue { ISSUE_COPY_STREAM, ISSUE_ROUND_ROBIN };
-
-struct pipe {
-        struct bench_job *j;
-        size_t size, weights, writeback;
-        uint64_t total_pages; /* whole pages of the batch */
-        uint64_t pages;       /* touched pages */
-        uint64_t spacing;     /* touched page t is page t * spacing */
-        int intensity, steps, nchunks, nstreams;
-        enum pipe_issue issue;
-        bool written;   /* batch host_written: the host writes each batch, double-buffered */
-        int writers;    /* threads of the host's write */
-        void *host;     /* pinned, mapped: the batch as the host has it */
-        void *hwb;      /* pinned: where writeback lands */
-        void *dev;      /* the batch on the GPU */
-        void *dweights; /* resident weights (explicit strategies, zero-copy) */
-        void *pageable;
-        void *managed, *mweights;
-        unsigned *d_sum;
-        unsigned expect;
-        std::vector<cudaEvent_t> ev; /* one a chunk: its copy (or prefetch) landed */
-        /* batch host_written: the two buffers of each kind the host writes in turn (index 0 is
-         * the one above), the three batches it copies from (a loader's finished batches; three,
-         * so that no buffer ever holds the batch it held before), their sums, one sum a step,
-         * and the stream that discards a buffer before the host writes it */
-        void *hostbuf[2], *pagebuf[2], *manbuf[2];
-        void *src[3];
-        unsigned expects[3];
-        unsigned *d_sums;
-        cudaStream_t side;
-        std::vector<cudaEvent_t> t0, t1; /* one pair a step: its start and its end on stream 0 */
-};
-
-static cudaStream_t st(struct pipe *p, int i)
-{
-        return p->j->ctx->streams[i];
-}
 
 static int launch_step(struct pipe *p, const void *base, uint64_t first, uint64_t count,
                        uint64_t spacing, int intensity, cudaStream_t s)
@@ -321,7 +262,7 @@ static int step_chunked(struct pipe *p, bool prefetch)
 }
 
 /* One step of strategy kind, enqueued on stream 0 (chunked ones join their streams to it). */
-static int step(struct pipe *p, enum pipe_kind kind)
+int pipe_step(struct pipe *p, enum pipe_kind kind)
 {
         struct bench_job *j = p->j;
         struct bench_ctx *c = j->ctx;
@@ -386,41 +327,6 @@ static int step(struct pipe *p, enum pipe_kind kind)
         return r;
 }
 
-static bool managed_kind(enum pipe_kind k)
-{
-        return k == K_ON_DEMAND || k == K_PREFETCH || k == K_PREFETCH_CHUNKED ||
-               k == K_PREFETCH_BATCH || k == K_DISCARD_PREFETCH;
-}
-
-/* The host copies src into dst with p->writers threads, each a contiguous part. */
-static void host_copy(const struct pipe *p, void *dst, const void *src)
-{
-        std::vector<std::thread> th;
-        size_t part = (p->size / (size_t)p->writers + PIPE_PAGE - 1) / PIPE_PAGE * PIPE_PAGE;
-        for (int w = 1; w < p->writers; w++) {
-                size_t off = part * (size_t)w;
-                if (off >= p->size)
-                        break;
-                th.emplace_back(memcpy, (char *)dst + off, (const char *)src + off,
-                                std::min(part, p->size - off));
-        }
-        memcpy(dst, src, std::min(part, p->size));
-        for (auto &t : th)
-                t.join();
-}
-
-/* discard-and-prefetch: the GPU's copy of what buf held is dead, so its pages go to the host
- * without their data (CUDA 13) before the host writes them: the write then faults nothing back. */
-static int discard_to_host(struct pipe *p, void *buf)
-{
-        cudaMemLocation host = loc_host();
-        size_t first_op = 0, len = p->size;
-        CK(p->j,
-           cudaMemDiscardAndPrefetchBatchAsync(&buf, &len, 1, &host, &first_op, 1, 0, p->side));
-        CK(p->j, cudaStreamSynchronize(p->side));
-        return 0;
-}
-
 /* Untimed, before each step: the data back where a new batch would be (managed pages on the
  * host, the device copy cleared so a kernel reading before its copy landed fails the check),
  * the sum zeroed. Before the first step of a sample the managed weights go to the host too:
@@ -431,10 +337,10 @@ static int before_step(struct pipe *p, enum pipe_kind kind, bool first)
         cudaStream_t s0 = st(p, 0);
 
         if (kind == K_DISCARD_PREFETCH) {
-                int r = discard_to_host(p, p->managed);
+                int r = pipe_discard_to_host(p, p->managed);
                 if (r < 0)
                         return r;
-                host_copy(p, p->managed, p->src[0]);
+                pipe_host_copy(p, p->managed, p->src[0]);
         } else if (managed_kind(kind)) {
                 CK(j, cudaMemPrefetchAsync(p->managed, p->size, loc_host(), 0, s0));
         }
@@ -449,7 +355,7 @@ static int before_step(struct pipe *p, enum pipe_kind kind, bool first)
         return 0;
 }
 
-static double median_of(std::vector<double> v)
+double pipe_median_of(std::vector<double> v)
 {
         struct sample_stats s;
         if (v.empty() || stats_compute(v.data(), v.size(), &s) < 0)
@@ -479,7 +385,7 @@ static int run_steps(struct pipe *p, enum pipe_kind kind, int steps, std::vector
                         if (r < 0)
                                 return r;
                         CK(j, cudaEventRecord(c->ev_start, st(p, 0)));
-                        r = step(p, kind);
+                        r = pipe_step(p, kind);
                         if (r < 0)
                                 return r;
                         CK(j, cudaEventRecord(c->ev_stop, st(p, 0)));
@@ -505,136 +411,23 @@ static int run_steps(struct pipe *p, enum pipe_kind kind, int steps, std::vector
         return 0;
 }
 
-/* Buffer b of each kind becomes the one the strategies read. */
-static void use_buffer(struct pipe *p, int b)
-{
-        p->host = p->hostbuf[b];
-        p->pageable = p->pagebuf[b];
-        p->managed = p->manbuf[b];
-}
-
-/* The host writes batch g (src[g % 3]) into buffer b of kind's memory: the write a data loader
- * makes, with its CPU faults where the buffer is managed (after a discard for
- * managed_discard_prefetch). Host time, ms. */
-static int host_write(struct pipe *p, enum pipe_kind kind, int b, uint64_t g, double *ret_ms)
-{
-        void *dst = managed_kind(kind)   ? p->manbuf[b]
-                    : kind == K_PAGEABLE ? p->pagebuf[b]
-                                         : p->hostbuf[b];
-        double t = now_ms();
-        if (kind == K_DISCARD_PREFETCH) {
-                int r = discard_to_host(p, dst);
-                if (r < 0)
-                        return r;
-        }
-        host_copy(p, dst, p->src[g % 3]);
-        *ret_ms = now_ms() - t;
-        return 0;
-}
-
-/* One sample of batch host_written: the host writes batch 0, then while the GPU runs step s on
- * one buffer the host writes step s+1's batch into the other, once the step that last read it
- * is done (the one wait a double-buffered loader has). Host time from the first write to the
- * last step's end; each step's sum checked after. ret: wall, the first step (its write and its
- * GPU time), the writes. */
-static int written_sample(struct pipe *p, enum pipe_kind kind, int steps, uint64_t *g,
-                          double *ret_wall, double *ret_first, std::vector<double> &writes)
-{
-        struct bench_job *j = p->j;
-        double w0, w, t0;
-        float ms0;
-        int r;
-
-        CK(j, cudaMemsetAsync(p->d_sums, 0, sizeof(*p->d_sums) * (size_t)steps, st(p, 0)));
-        if (managed_kind(kind) && p->weights)
-                CK(j, cudaMemPrefetchAsync(p->mweights, p->weights, loc_host(), 0, st(p, 0)));
-        CK(j, cudaDeviceSynchronize());
-        t0 = now_ms();
-        r = host_write(p, kind, 0, *g, &w0);
-        writes.push_back(w0);
-        for (int s = 0; s < steps && r >= 0; s++) {
-                use_buffer(p, s % 2);
-                p->d_sum = p->d_sums + s;
-                CK(j, cudaEventRecord(p->t0[s], st(p, 0)));
-                /* The step's streams wait for its start (ev_start), as in a prepared step. */
-                CK(j, cudaEventRecord(j->ctx->ev_start, st(p, 0)));
-                r = step(p, kind);
-                if (r < 0)
-                        break;
-                CK(j, cudaEventRecord(p->t1[s], st(p, 0)));
-                if (s + 1 == steps)
-                        break;
-                if (s > 0)
-                        CK(j, cudaEventSynchronize(p->t1[s - 1]));
-                r = host_write(p, kind, (s + 1) % 2, *g + (uint64_t)s + 1, &w);
-                writes.push_back(w);
-        }
-        if (r < 0)
-                return r;
-        CK(j, cudaEventSynchronize(p->t1[steps - 1]));
-        *ret_wall = now_ms() - t0;
-        CK(j, cudaEventElapsedTime(&ms0, p->t0[0], p->t1[0]));
-        *ret_first = w0 + ms0;
-        std::vector<unsigned> got((size_t)steps);
-        CK(j, cudaMemcpy(got.data(), p->d_sums, sizeof(unsigned) * (size_t)steps,
-                         cudaMemcpyDeviceToHost));
-        for (int s = 0; s < steps; s++)
-                if (got[(size_t)s] != p->expects[(*g + (uint64_t)s) % 3])
-                        return job_fail(j, -EIO,
-                                        "verification failed: step %d's kernel read data whose "
-                                        "sum is %08x, not the batch the host wrote (%08x)",
-                                        s, got[(size_t)s], p->expects[(*g + (uint64_t)s) % 3]);
-        *g += (uint64_t)steps;
-        use_buffer(p, 0);
-        p->d_sum = p->d_sums;
-        return 0;
-}
-
-/* warmup + iterations samples of written_sample: a sample is its wall time over its steps, the
- * first step its write and GPU time, the steady step the rest of the wall time over the rest. */
-static int run_written(struct pipe *p, enum pipe_kind kind, int steps, std::vector<double> &samples,
-                       std::vector<double> &firsts, std::vector<double> &steadies,
-                       std::vector<double> &writes)
-{
-        struct bench_job *j = p->j;
-        uint64_t g = 0;
-
-        for (int i = 0; i < j->warmup + j->iterations; i++) {
-                double wall = 0, first = 0;
-                std::vector<double> w;
-                if (job_cancelled(j))
-                        return job_fail(j, -ECANCELED, "cancelled");
-                int r = written_sample(p, kind, steps, &g, &wall, &first, w);
-                if (r < 0)
-                        return r;
-                if (i < j->warmup)
-                        continue;
-                writes.insert(writes.end(), w.begin(), w.end());
-                samples.push_back(wall / steps);
-                firsts.push_back(first);
-                if (steps > 1)
-                        steadies.push_back((wall - first) / (steps - 1));
-        }
-        return 0;
-}
-
 static int measure(struct pipe *p, enum pipe_kind kind, const char *name)
 {
         std::vector<double> samples, firsts, steadies, writes;
         int steps = kind == K_COPY_ALONE || kind == K_KERNEL_ALONE ? 1 : p->steps;
         bool written = p->written && kind != K_COPY_ALONE && kind != K_KERNEL_ALONE;
-        int r = written ? run_written(p, kind, steps, samples, firsts, steadies, writes)
+        int r = written ? pipe_run_written(p, kind, steps, samples, firsts, steadies, writes)
                         : run_steps(p, kind, steps, samples, firsts, steadies);
         if (r < 0)
                 return r;
         json_t *x =
             json_pack("{s:i, s:I, s:I, s:i, s:f}", "intensity", p->intensity, "touched_bytes",
                       (json_int_t)(p->pages * PIPE_PAGE), "weights_bytes", (json_int_t)p->weights,
-                      "steps", steps, "first_step_ms", median_of(firsts));
+                      "steps", steps, "first_step_ms", pipe_median_of(firsts));
         if (x)
                 json_object_set_new(x, "steady_step_ms",
                                     steadies.empty() ? json_null()
-                                                     : json_real(median_of(steadies)));
+                                                     : json_real(pipe_median_of(steadies)));
         if (x && (kind == K_OVERLAPPED || kind == K_PREFETCH_CHUNKED ||
                   kind == K_DISCARD_PREFETCH || kind == K_PREFETCH_BATCH))
                 json_object_update_new(
@@ -644,24 +437,8 @@ static int measure(struct pipe *p, enum pipe_kind kind, const char *name)
         /* What the host's write of one batch cost in this strategy's memory (host time; for
          * managed memory, its CPU faults included). */
         if (x && written)
-                json_object_set_new(x, "host_write_ms", json_real(median_of(writes)));
+                json_object_set_new(x, "host_write_ms", json_real(pipe_median_of(writes)));
         return add_measurement(p->j, name, (double)p->size, "one direction", samples, false, x);
-}
-
-/* batch host_written: the host's write of one batch into pinned memory already its own, alone:
- * the third half of the limit. */
-static int measure_host_write(struct pipe *p)
-{
-        std::vector<double> samples;
-        for (int i = 0; i < p->j->warmup + p->j->iterations; i++) {
-                double t = now_ms();
-                host_copy(p, p->hostbuf[i % 2], p->src[i % 3]);
-                if (i >= p->j->warmup)
-                        samples.push_back(now_ms() - t);
-        }
-        json_t *x = json_pack("{s:i}", "writers", p->writers);
-        return add_measurement(p->j, MEAS_HOST_WRITE, (double)p->size, "one direction", samples,
-                               false, x);
 }
 
 /* The kernel alone at intensity k: the median of a few runs (ms). */
@@ -681,7 +458,7 @@ static int time_kernel(struct pipe *p, int k, double *ret_ms)
                 if (i > 0)
                         v.push_back(ms);
         }
-        *ret_ms = median_of(v);
+        *ret_ms = pipe_median_of(v);
         return 0;
 }
 
@@ -711,7 +488,7 @@ static int balance(struct pipe *p, json_t *info)
                 if (i > 0)
                         copies.push_back(ms);
         }
-        copy_ms = median_of(copies);
+        copy_ms = pipe_median_of(copies);
         /* Six rounds at most; the last one measures the intensity it settles on, so kernel_ms
          * is the chosen intensity's own time. */
         for (int round = 0;; round++) {
@@ -766,11 +543,6 @@ static void pipe_free(struct pipe *p)
         *p = (struct pipe){};
 }
 
-static void *page_alloc(size_t size)
-{
-        return aligned_alloc(PIPE_PAGE, (size + PIPE_PAGE - 1) / PIPE_PAGE * PIPE_PAGE);
-}
-
 /* The sums a correct step over batch seed + i must give (expects[i]), by the kernel's walk over
  * the pattern itself. */
 static int expected_sums(struct pipe *p, int n)
@@ -792,25 +564,6 @@ static int expected_sums(struct pipe *p, int n)
         return 0;
 }
 
-/* The batches the host copies from: nsrc of them, batch i the pattern of seed + i (filled on the
- * GPU, then brought back: a CPU fill of gigabytes takes seconds). */
-static int make_sources(struct pipe *p, int nsrc)
-{
-        struct bench_job *j = p->j;
-        for (int i = 0; i < nsrc; i++) {
-                p->src[i] = page_alloc(p->size);
-                if (!p->src[i])
-                        return job_fail(j, -ENOMEM, "cannot allocate %zu bytes of host memory",
-                                        p->size);
-                int r = dev_fill(j, p->dev, p->size, j->seed + (uint32_t)i, 0, st(p, 0));
-                if (r < 0)
-                        return r;
-                CK(j, cudaStreamSynchronize(st(p, 0)));
-                CK(j, cudaMemcpy(p->src[i], p->dev, p->size, cudaMemcpyDeviceToHost));
-        }
-        return 0;
-}
-
 /* Buffers beyond the pool's: pageable and managed ones, and for batch host_written the second
  * buffer of each kind and the loader's batches. Managed buffers of host_written are one
  * allocation of twice the size, so the free-memory check counts both. */
@@ -824,7 +577,7 @@ static int pipe_buffers(struct pipe *p, bool need_managed, bool need_pageable, b
         if (p->written)
                 CK(j, cudaMallocHost(&p->hostbuf[1], p->size));
         for (int b = 0; need_pageable && b < nb; b++) {
-                p->pagebuf[b] = page_alloc(p->size);
+                p->pagebuf[b] = pipe_page_alloc(p->size);
                 if (!p->pagebuf[b])
                         return job_fail(j, -ENOMEM, "cannot allocate %zu bytes of pageable memory",
                                         p->size);
@@ -844,41 +597,11 @@ static int pipe_buffers(struct pipe *p, bool need_managed, bool need_pageable, b
                         p->manbuf[1] = (char *)p->manbuf[0] + msize;
         }
         if (p->written || need_discard)
-                r = make_sources(p, p->written ? 3 : 1);
+                r = pipe_make_sources(p, p->written ? 3 : 1);
         if (r >= 0 && need_discard)
                 CK(j, cudaStreamCreateWithFlags(&p->side, cudaStreamNonBlocking));
-        use_buffer(p, 0);
+        pipe_use_buffer(p, 0);
         return r;
-}
-
-/* CUDA 13's batched calls need a driver that has them: one page tried first, untimed, so a
- * driver without them skips the strategy with a note instead of failing the run. Page 0 is
- * written again after a discard. */
-static bool batch_api_works(struct pipe *p, enum pipe_kind kind)
-{
-        void *ptr = p->managed;
-        size_t len = PIPE_PAGE, first_op = 0;
-        cudaMemLocation loc = kind == K_DISCARD_PREFETCH ? loc_host() : loc_dev(p->j->ctx);
-        cudaError_t e =
-            kind == K_DISCARD_PREFETCH
-                ? cudaMemDiscardAndPrefetchBatchAsync(&ptr, &len, 1, &loc, &first_op, 1, 0,
-                                                      st(p, 0))
-                : cudaMemPrefetchBatchAsync(&ptr, &len, 1, &loc, &first_op, 1, 0, st(p, 0));
-        if (e == cudaSuccess)
-                e = cudaStreamSynchronize(st(p, 0));
-        if (e != cudaSuccess) {
-                (void)cudaGetLastError();
-                add_note(p->j, "%s skipped: the driver refused %s (%s)",
-                         kind == K_DISCARD_PREFETCH ? MEAS_PIPE_DISCARD_PREFETCH
-                                                    : MEAS_PIPE_PREFETCH_BATCH,
-                         kind == K_DISCARD_PREFETCH ? "cudaMemDiscardAndPrefetchBatchAsync"
-                                                    : "cudaMemPrefetchBatchAsync",
-                         cudaGetErrorString(e));
-                return false;
-        }
-        if (kind == K_DISCARD_PREFETCH)
-                memcpy(p->managed, p->src[0], PIPE_PAGE);
-        return true;
 }
 
 static int pipe_run(struct pipe *p)
@@ -948,7 +671,7 @@ static int pipe_run(struct pipe *p)
         if (r >= 0)
                 r = pipe_buffers(p, need_managed, need_pageable, need_discard);
         if (r >= 0 && p->written)
-                r = measure_host_write(p);
+                r = pipe_measure_host_write(p);
         for (auto &s : pipe_strategies) {
                 if (r < 0)
                         break;
@@ -960,7 +683,7 @@ static int pipe_run(struct pipe *p)
                         continue;
                 }
                 if ((s.kind == K_PREFETCH_BATCH || s.kind == K_DISCARD_PREFETCH) &&
-                    !batch_api_works(p, s.kind))
+                    !pipe_batch_api_works(p, s.kind))
                         continue;
                 r = measure(p, s.kind, s.name);
         }
