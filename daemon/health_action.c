@@ -7,11 +7,9 @@
 #include <string.h>
 
 static const char *const action_names[_HEALTH_ACTION_MAX] = {
-        [HEALTH_ACTION_NONE] = "none",
-        [HEALTH_ACTION_RESTART_JOB] = "restart_job",
-        [HEALTH_ACTION_RESET_GPU] = "reset_gpu",
-        [HEALTH_ACTION_REBOOT_NODE] = "reboot_node",
-        [HEALTH_ACTION_SERVICE] = "service",
+    [HEALTH_ACTION_NONE] = "none",           [HEALTH_ACTION_RESTART_JOB] = "restart_job",
+    [HEALTH_ACTION_RESET_GPU] = "reset_gpu", [HEALTH_ACTION_REBOOT_NODE] = "reboot_node",
+    [HEALTH_ACTION_SERVICE] = "service",
 };
 
 const char *health_action_name(enum health_action a)

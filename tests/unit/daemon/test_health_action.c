@@ -41,9 +41,9 @@ static void test_max_is_most_severe(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_names_round_trip),
-                cmocka_unit_test(test_unknown_name_is_einval_and_untouched),
-                cmocka_unit_test(test_max_is_most_severe),
+            cmocka_unit_test(test_names_round_trip),
+            cmocka_unit_test(test_unknown_name_is_einval_and_untouched),
+            cmocka_unit_test(test_max_is_most_severe),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
