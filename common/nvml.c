@@ -56,6 +56,11 @@ static void load_locked(void)
             {"nvmlDeviceGetPowerUsage", NULL, (void **)&a.power, true},
             {"nvmlDeviceGetNvLinkState", NULL, (void **)&a.link_state, false},
             {"nvmlDeviceGetNvLinkRemotePciInfo_v2", NULL, (void **)&a.remote_pci, false},
+            /* the Xid watch's events */
+            {"nvmlEventSetCreate", NULL, (void **)&a.event_set_create, true},
+            {"nvmlDeviceRegisterEvents", NULL, (void **)&a.register_events, true},
+            {"nvmlEventSetWait_v2", NULL, (void **)&a.event_set_wait, true},
+            {"nvmlEventSetFree", NULL, (void **)&a.event_set_free, true},
         };
         const char *const names[] = {NVML_SONAME};
         char err[DLIB_WHY_MAX];

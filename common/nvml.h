@@ -28,6 +28,17 @@ struct nvml_process_info { /* nvmlProcessInfo_t as the _v2 and _v3 calls fill it
         unsigned int gpu_instance_id, compute_instance_id;
 };
 
+typedef struct nvml_event_set *nvml_event_set; /* nvmlEventSet_t */
+/* nvmlEventTypeXidCriticalError: every Xid, application ones too (its name says nothing of the
+ * Xid's severity: the Xid table does). */
+#define NVML_EVENT_TYPE_XID 0x0000000000000008ULL
+#define NVML_ERROR_TIMEOUT  10
+struct nvml_event_data { /* nvmlEventData_t */
+        nvml_device device;
+        unsigned long long event_type;
+        unsigned long long event_data; /* the Xid */
+        unsigned gpu_instance_id, compute_instance_id;
+};
 struct nvml_pci_info { /* nvmlPciInfo_t */
         char bus_id_legacy[NVML_PCI_BUS_ID_LEGACY_MAX];
         unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
@@ -57,6 +68,12 @@ struct nvml_api {
         nvml_return (*power)(nvml_device, unsigned *); /* milliwatts */
         nvml_return (*link_state)(nvml_device, unsigned, int *);
         nvml_return (*remote_pci)(nvml_device, unsigned, struct nvml_pci_info *); /* _v2 */
+        /* The Xid watch's events (daemon/xid_source.c), all optional: nvmlEventSetCreate,
+         * nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree. */
+        nvml_return (*event_set_create)(nvml_event_set *);
+        nvml_return (*register_events)(nvml_device, unsigned long long, nvml_event_set);
+        nvml_return (*event_set_wait)(nvml_event_set, struct nvml_event_data *, unsigned);
+        nvml_return (*event_set_free)(nvml_event_set);
 };
 
 /* Load NVML and nvmlInit it, once for the process (pthread_once; later calls return the first

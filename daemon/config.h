@@ -97,6 +97,14 @@ struct umd_config {
         unsigned health_extended_budget_s; /* the extended tier's budget for the whole node */
         char *gpu_models_file; /* overrides and additions to the shipped GPU model table */
 
+        /* the Xid watch (xid.h) */
+        char *xid_source; /* auto, kmsg, journal, nvml, none, file:PATH */
+        bool xid_nvml_events;
+        char *xid_actions; /* "CODE:ACTION,..." overrides of the Xid table; NULL: none */
+        unsigned xid_events_max;
+        unsigned xid_dedup_ms;
+        char *xid_boot_id_file;
+
         /* logging */
         int log_level;
 

@@ -21,6 +21,7 @@
 #include "umd-build.h"
 #include "umd-vcs.h"
 #include "util.h"
+#include "xid.h"
 
 static const struct umd_config *core_config;
 /* main.c's daemon: its jobs member is read at each call, set by main.c before the listeners
@@ -145,8 +146,11 @@ json_t *core_devices_json(void)
 {
         json_t *arr = json_array();
         core_lock();
-        for (size_t i = 0; i < devices_count(); i++)
-                json_array_append_new(arr, device_to_json(devices_get(i)));
+        for (size_t i = 0; i < devices_count(); i++) {
+                json_t *dev = device_to_json(devices_get(i));
+                xid_decorate_device(core_daemon->xid, i, dev);
+                json_array_append_new(arr, dev);
+        }
         core_unlock();
         return arr;
 }
@@ -163,12 +167,13 @@ int core_health(json_t **ret_body)
         n = devices_count();
         for (size_t i = 0; i < n; i++) {
                 struct device *d = devices_get(i);
-                const char *verdict =
-                    json_string_value(json_object_get(d->last_verdict, "verdict"));
+                /* with the Xid watch's check: a failing Xid counts the moment it is read */
+                json_t *last = xid_compose_verdict(core_daemon->xid, i, d->last_verdict);
+                const char *verdict = json_string_value(json_object_get(last, "verdict"));
                 json_array_append_new(verdicts,
-                                      json_pack("{s:I, s:s, s:s, s:O?}", "index", (json_int_t)i,
+                                      json_pack("{s:I, s:s, s:s, s:o?}", "index", (json_int_t)i,
                                                 "uuid", d->uuid, "state", device_state_string(d),
-                                                "last_health", d->last_verdict));
+                                                "last_health", last));
                 if (d->wstate == WORKER_FAULTED || d->wstate == WORKER_STOPPED) {
                         faulted++;
                         snprintf(why, sizeof(why), "device %zu (%s) is %s%s%s", i, d->uuid,
@@ -176,8 +181,11 @@ int core_health(json_t **ret_body)
                         json_array_append_new(problems_arr, json_string(why));
                 } else if (verdict && strcmp(verdict, "fail") == 0) {
                         failing++;
-                        snprintf(why, sizeof(why), "device %zu (%s) failed its last health check",
-                                 i, d->uuid);
+                        const char *act = json_string_value(json_object_get(last, "action"));
+                        snprintf(why, sizeof(why),
+                                 "device %zu (%s) failed its last health check%s%s", i, d->uuid,
+                                 act && strcmp(act, "none") ? "; action: " : "",
+                                 act && strcmp(act, "none") ? act : "");
                         json_array_append_new(problems_arr, json_string(why));
                 } else {
                         usable++;
@@ -211,13 +219,14 @@ int core_health(json_t **ret_body)
                 }
         }
 
-        *ret_body = json_pack(
-            "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s}", "status",
-            status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
-            (json_int_t)usable, "faulted", (json_int_t)faulted, "failing_health",
-            (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
-            (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
-            node ? node : json_null(), "store_check", job_query_store_check(core_jobs()));
+        *ret_body =
+            json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o}",
+                      "status", status, "reason", reason, "devices", "total", (json_int_t)n,
+                      "usable", (json_int_t)usable, "faulted", (json_int_t)faulted,
+                      "failing_health", (json_int_t)failing, "jobs", "queued", (json_int_t)queued,
+                      "running", (json_int_t)running, "problems", problems_arr, "device_health",
+                      verdicts, "node", node ? node : json_null(), "store_check",
+                      job_query_store_check(core_jobs()), "xid", xid_watch_json(core_daemon->xid));
         return usable && !damage ? 200 : 503;
 }
 

@@ -32,6 +32,7 @@
 #include "supervisor.h"
 #include "umd-build.h"
 #include "util.h"
+#include "xid.h"
 
 #define TICK_MS 1000
 /* Jobs recovered unchecked that one turn of the main loop checks (jobs_check_recovered). */
@@ -171,6 +172,9 @@ static int run(struct umd_daemon *d)
                 goto out;
         job_dispatch_attach_supervisor(d->jobs, d->sup);
         metrics_attach_supervisor(d->sup);
+        r = xid_watch_start(d, &d->xid);
+        if (r < 0)
+                goto out;
         r = coexist_start(d);
         if (r < 0)
                 goto out;
@@ -244,6 +248,8 @@ out:
         if (d->api)
                 api_stop(d->api, cfg->shutdown_timeout_s * 1000);
         d->api = NULL;
+        xid_watch_stop(d->xid); /* after the listeners, which compose its answers */
+        d->xid = NULL;
         if (d->sup)
                 supervisor_stop(d->sup, cfg->shutdown_timeout_s * 1000);
         d->sup = NULL;
