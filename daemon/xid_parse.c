@@ -30,6 +30,8 @@ int xid_normalise_bus(const char *s, char ret[XID_BUS_MAX])
                 s += 4;
         while (n + 1 < sizeof(buf) && (isxdigit((unsigned char)s[n]) || s[n] == ':' || s[n] == '.'))
                 n++;
+        while (n > 0 && (s[n - 1] == ':' || s[n - 1] == '.'))
+                n--; /* "GPU 0000:2b:00.0: GPU has fallen off the bus" */
         memcpy(buf, s, n);
         buf[n] = '\0';
         unsigned colons = 0;
