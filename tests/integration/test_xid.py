@@ -1,0 +1,212 @@
+"""The Xid watch (daemon/xid.c) with the real umd on fake devices, fed kernel lines through
+xid_source=file:PATH: the lines are the real driver lines of tests/fixtures/xid/kernel-lines.txt,
+their PCI address rewritten to a fake device's (device 0 is 0000:18:00.0, device 1 0000:19:00.0,
+kernels/fake.c)."""
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import REPO, wait_for, worker_argvs
+
+FIXTURES = REPO / "tests" / "fixtures" / "xid" / "kernel-lines.txt"
+BUS = {0: "0000:18:00", 1: "0000:19:00"}
+UMDCTL = os.environ.get("UMDCTL", "")
+
+
+def fixture(code, kind="xid"):
+    """The first fixture line of kind and code (the line, as the driver wrote it)."""
+    for raw in FIXTURES.read_text().splitlines():
+        if raw.startswith("#") or "|" not in raw:
+            continue
+        expect, line = raw.split("|", 1)
+        f = expect.split(",")
+        if f[0] == kind and int(f[1]) == code:
+            return line
+    raise KeyError(code)
+
+
+def on_device(line, index, pid=None):
+    """line with its PCI address changed to fake device index's (and its pid, if given)."""
+    line = re.sub(r"\((PCI:)?[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\)",
+                  f"(PCI:{BUS[index]})", line)
+    line = re.sub(r"GPU (at )?[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.0",
+                  lambda m: f"GPU {m.group(1) or ''}{BUS[index]}.0", line)
+    if pid is not None:
+        line = re.sub(r"pid=\d+", f"pid={pid}", line)
+    return line
+
+
+class Watched:
+    """A umd whose Xid source is a file in tmp, with its own boot id file."""
+
+    def __init__(self, umd, tmp, state_dir=None, boot="boot-1", args=()):
+        self.kmsg = tmp / "kernel.log"
+        self.kmsg.touch()
+        self.boot = tmp / "boot_id"
+        if not self.boot.exists():
+            self.boot.write_text(boot + "\n")
+        self.d = umd(args=["--xid-source", f"file:{self.kmsg}",
+                           "--xid-boot-id-file", str(self.boot), *args], state_dir=state_dir)
+        wait_for(lambda: self.d.get("/v1/health").json()["xid"]["source"] == "file",
+                 what="the Xid watch to start")
+
+    def append(self, *lines):
+        with open(self.kmsg, "a") as f:
+            for line in lines:
+                f.write(line + "\n")
+
+    def device_health(self, index):
+        return self.d.get("/v1/health").json()["device_health"][index]["last_health"]
+
+    def device(self, index):
+        return self.d.get("/v1/devices").json()[index]
+
+    def metric(self, index, xid, action):
+        text = self.d.get("/metrics").text
+        m = re.search(rf'umd_gpu_xid_total{{gpu="{index}",UUID="[^"]+",xid="{xid}",'
+                      rf'action="{action}"}} (\d+)', text)
+        return int(m.group(1)) if m else 0
+
+
+def xid_check(verdict):
+    return [c for c in verdict["checks"] if c["name"] == "xid"][0]
+
+
+def test_xid_79_fails_the_gpu_with_reboot_node_within_2s(umd, tmp_path):
+    w = Watched(umd, tmp_path)
+    t0 = time.monotonic()
+    w.append(on_device(fixture(79), 0))
+    v = wait_for(lambda: w.device_health(0), timeout=2, what="device 0's verdict", step=0.02)
+    assert time.monotonic() - t0 <= 2
+    assert v["verdict"] == "fail" and v["action"] == "reboot_node"
+    c = xid_check(v)
+    assert c["verdict"] == "fail" and c["action"] == "reboot_node"
+    assert "Xid catalog" in c["threshold_source"]
+    h = w.d.get("/v1/health").json()
+    assert h["devices"]["failing_health"] == 1
+    assert any("action: reboot_node" in p for p in h["problems"])
+    assert w.device_health(1) is None  # the other GPU is untouched
+    dev = w.device(0)
+    assert dev["xid"]["action"] == "reboot_node"
+    assert dev["xid"]["events"][0]["xid"] == 79 and dev["xid"]["events"][0]["fails_gpu"]
+    assert w.metric(0, 79, "reboot_node") == 1
+
+
+def test_fallen_off_the_bus_line_after_xid_79_is_one_event(umd, tmp_path):
+    w = Watched(umd, tmp_path)
+    w.append(on_device(fixture(79), 0), on_device(fixture(79, "fallen_off_bus"), 0))
+    wait_for(lambda: w.device_health(0), what="the failing verdict")
+    time.sleep(0.3)
+    assert len(w.device(0)["xid"]["events"]) == 1
+    assert w.metric(0, 79, "reboot_node") == 1
+
+
+def test_fallen_off_the_bus_without_xid_fails_the_gpu(umd, tmp_path):
+    w = Watched(umd, tmp_path)
+    w.append(on_device(fixture(79, "fallen_off_bus"), 1))
+    v = wait_for(lambda: w.device_health(1), what="the failing verdict")
+    assert v["verdict"] == "fail" and v["action"] == "reboot_node"
+    assert w.device(1)["xid"]["events"][0]["kind"] == "fallen_off_bus"
+
+
+def test_application_xids_fail_nothing_but_are_listed(umd, tmp_path):
+    w = Watched(umd, tmp_path)
+    lines = [on_device(fixture(13), 0), on_device(fixture(31), 0),
+             on_device(fixture(31), 0).replace(": 31,", ": 43,"), on_device(fixture(45), 0)]
+    w.append(*lines)
+    events = wait_for(lambda: len(w.device(0)["xid"]["events"]) == 4 and
+                      w.device(0)["xid"]["events"], what="four events")
+    assert sorted(e["xid"] for e in events) == [13, 31, 43, 45]
+    assert not any(e["fails_gpu"] for e in events)
+    assert {e["action"] for e in events} <= {"none", "restart_job"}
+    assert w.device(0)["xid"]["action"] == "none"
+    assert w.device_health(0) is None  # no verdict was made, and none is invented
+    h = w.d.get("/v1/health").json()
+    assert h["devices"]["failing_health"] == 0 and h["status"] == "ok"
+    e31 = [e for e in events if e["xid"] == 31][0]
+    assert e31["pid"] == 13705 and e31["process"] == "UnrealEditor" and not e31["own_worker"]
+    assert "channel 0x0000000c" in e31["text"]
+
+
+def test_counter_counts_repeats(umd, tmp_path):
+    w = Watched(umd, tmp_path)
+    line = on_device(fixture(31), 1)
+    w.append(line, line, line)
+    wait_for(lambda: w.metric(1, 31, "restart_job") == 3, what="three Xid 31")
+    w.append(line)
+    wait_for(lambda: w.metric(1, 31, "restart_job") == 4, what="a fourth")
+
+
+def test_own_worker_is_named(umd, tmp_path):
+    w = Watched(umd, tmp_path)
+    r = w.d.post("/v1/jobs", json={"benchmark": "health", "device": 0})
+    assert r.status_code == 202
+    pid = wait_for(lambda: next(iter(worker_argvs(w.d.process.pid)), None),
+                   what="a worker process")
+    w.append(on_device(fixture(31), 0, pid=pid))
+    ev = wait_for(lambda: w.device(0)["xid"]["events"], what="the event")[0]
+    assert ev["pid"] == pid and ev["own_worker"] is True
+
+
+def test_restart_keeps_failing_state_until_boot_id_changes(umd, tmp_path):
+    state = tmp_path / "state"
+    w = Watched(umd, tmp_path, state_dir=state)
+    w.append(on_device(fixture(79), 0))
+    wait_for(lambda: w.device_health(0), what="the failing verdict")
+    assert w.d.stop() == 0
+
+    w2 = Watched(umd, tmp_path, state_dir=state)  # same boot
+    v = w2.device_health(0)
+    assert v["verdict"] == "fail" and v["action"] == "reboot_node"
+    assert w2.device(0)["xid"]["action"] == "reboot_node"
+    assert w2.d.stop() == 0
+
+    (tmp_path / "boot_id").write_text("boot-2\n")
+    w3 = Watched(umd, tmp_path, state_dir=state)
+    assert w3.device_health(0) is None
+    assert w3.device(0)["xid"]["action"] == "none"
+    assert "booted since" in w3.d.log()
+
+
+def test_override_makes_an_application_xid_fail(umd, tmp_path):
+    w = Watched(umd, tmp_path, args=["--xid-actions", "31:reset_gpu"])
+    w.append(on_device(fixture(31), 1))
+    v = wait_for(lambda: w.device_health(1), what="the failing verdict")
+    assert v["action"] == "reset_gpu"
+
+
+def test_sxid_is_the_node_s_not_a_gpu_s(umd, tmp_path):
+    w = Watched(umd, tmp_path)
+    w.append(fixture(22013, "sxid"))
+    ev = wait_for(lambda: w.d.get("/v1/health").json()["xid"]["events"], what="the SXid")[0]
+    assert ev["kind"] == "sxid" and ev["xid"] == 22013 and ev["action"] == "none"
+    assert w.device_health(0) is None and w.device_health(1) is None
+    assert 'umd_xid_other_total{xid="22013",action="none"} 1' in w.d.get("/metrics").text
+
+
+def test_bad_xid_config_is_refused_with_what(umd_run):
+    r = umd_run(["--xid-actions", "13:reboot", "--check-config"])
+    assert r.returncode == 2 and "'reboot' is no action" in r.stderr
+    r = umd_run(["--xid-source", "dmesg", "--check-config"])
+    assert r.returncode == 2 and "xid_source" in r.stderr
+
+
+def test_fake_devices_ignore_the_hosts_kernel_by_default(umd):
+    d = umd()
+    wait_for(lambda: d.get("/v1/health").json()["xid"]["source"] == "none", what="the source")
+    assert "fake devices" in d.get("/v1/health").json()["xid"]["why"]
+
+
+def test_umdctl_devices_shows_the_xid_line(umd, tmp_path):
+    if not UMDCTL:
+        return
+    w = Watched(umd, tmp_path)
+    w.append(on_device(fixture(79), 0))
+    wait_for(lambda: w.device_health(0), what="the failing verdict")
+    out = subprocess.run([UMDCTL, "--url", w.d.base_url, "devices"], capture_output=True,
+                         text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"xid: 1 event\(s\); newest Xid 79 \(reboot_node\).*failing "
+                     r"action=reboot_node", out.stdout)
