@@ -162,6 +162,10 @@ static int run(struct umd_daemon *d)
         if (r < 0)
                 goto out;
         gpustate_init(cfg);
+        /* Before the listeners, which compose its answers from the first request on. */
+        r = xid_watch_start(d, &d->xid);
+        if (r < 0)
+                goto out;
 
         /* api_start takes systemd's sockets (sd_listen_fds) before any thread exists. */
         r = api_start(cfg, &d->api);
@@ -172,9 +176,7 @@ static int run(struct umd_daemon *d)
                 goto out;
         job_dispatch_attach_supervisor(d->jobs, d->sup);
         metrics_attach_supervisor(d->sup);
-        r = xid_watch_start(d, &d->xid);
-        if (r < 0)
-                goto out;
+        xid_watch_attach_supervisor(d->xid, d->sup);
         r = coexist_start(d);
         if (r < 0)
                 goto out;

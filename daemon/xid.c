@@ -70,7 +70,7 @@ struct xid_gpu {
 
 struct xid_watch {
         const struct umd_config *cfg;
-        const struct umd_daemon *d;
+        struct supervisor *sup; /* under lock: NULL until attached */
         pthread_mutex_t lock;
         pthread_t thread, nvml_thread;
         bool started, nvml_started;
@@ -285,14 +285,27 @@ static bool record(struct xid_watch *w, struct xid_gpu *g, const struct xid_even
         return true;
 }
 
-static bool own_pid(const struct xid_watch *w, int pid)
+/* Not under w->lock (the supervisor's lock is its own). */
+static bool own_pid(struct xid_watch *w, int pid)
 {
         size_t slots = devices_count() + (have_node() ? 1 : 0);
 
-        for (size_t i = 0; pid > 0 && i < slots; i++)
-                if (supervisor_worker_pid(w->d->sup, i) == (pid_t)pid)
+        pthread_mutex_lock(&w->lock);
+        struct supervisor *sup = w->sup;
+        pthread_mutex_unlock(&w->lock);
+        for (size_t i = 0; sup && pid > 0 && i < slots; i++)
+                if (supervisor_worker_pid(sup, i) == (pid_t)pid)
                         return true;
         return false;
+}
+
+void xid_watch_attach_supervisor(struct xid_watch *w, struct supervisor *sup)
+{
+        if (!w)
+                return;
+        pthread_mutex_lock(&w->lock);
+        w->sup = sup;
+        pthread_mutex_unlock(&w->lock);
 }
 
 static void feed_event(struct xid_watch *w, struct xid_event *e)
@@ -578,7 +591,6 @@ static int watch_alloc(const struct umd_daemon *d, struct xid_watch **ret)
         if (!w)
                 return -ENOMEM;
         w->cfg = d->cfg;
-        w->d = d;
         w->n = n;
         w->stop_fd = -1;
         w->state_dirfd = -1;

@@ -11,13 +11,17 @@
 #include <stddef.h>
 #include <stdio.h>
 
+struct supervisor;
 struct umd_daemon;
 struct xid_watch;
 
-/* Starts the watch of d (after discovery and the supervisor: it needs the devices' PCI addresses
- * and the workers' pids). A source that cannot be opened is logged and reported in every
- * answer, never fatal; -errno only for allocation failure or an unreadable state file. */
+/* Starts the watch of d (after discovery: it needs the devices' PCI addresses). A source that
+ * cannot be opened is logged and reported in every answer, never fatal; -errno only for allocation
+ * failure or an unreadable state file. */
 int xid_watch_start(const struct umd_daemon *d, struct xid_watch **ret);
+/* The supervisor started after the watch: from now on a pid of its workers marks an event
+ * own_worker. */
+void xid_watch_attach_supervisor(struct xid_watch *w, struct supervisor *sup);
 /* Stops the thread and frees w (NULL: nothing). */
 void xid_watch_stop(struct xid_watch *w);
 
