@@ -166,6 +166,7 @@ static int run(struct umd_daemon *d)
         r = xid_watch_start(d, &d->xid);
         if (r < 0)
                 goto out;
+        job_verdict_attach_xid(d->jobs, d->xid);
 
         /* api_start takes systemd's sockets (sd_listen_fds) before any thread exists. */
         r = api_start(cfg, &d->api);

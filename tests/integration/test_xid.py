@@ -210,3 +210,19 @@ def test_umdctl_devices_shows_the_xid_line(umd, tmp_path):
     assert out.returncode == 0, out.stderr
     assert re.search(r"xid: 1 event\(s\); newest Xid 79 \(reboot_node\).*failing "
                      r"action=reboot_node", out.stdout)
+
+
+def test_canonical_verdict_carries_the_xid_check_without_a_rerun(umd, tmp_path):
+    from conftest import run_job
+    w = Watched(umd, tmp_path)
+    w.append(on_device(fixture(79), 0))
+    wait_for(lambda: w.device_health(0), what="the failing verdict")
+    job = run_job(w.d, {"benchmark": "health", "device": 0})
+    part = job["parts"][0] if "parts" in job else job
+    v = part["verdict"]
+    assert v["verdict"] == "fail" and v["action"] == "reboot_node"
+    assert xid_check(v)["action"] == "reboot_node"
+    assert "first_attempt" not in part  # the copies were not run again for an Xid
+    ok = run_job(w.d, {"benchmark": "health", "device": 1})
+    v1 = (ok["parts"][0] if "parts" in ok else ok)["verdict"]
+    assert xid_check(v1)["verdict"] == "pass" and xid_check(v1)["action"] == "none"
