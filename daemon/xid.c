@@ -33,6 +33,8 @@
 #define XID_COUNTERS_MAX 64
 #define XID_WHY_MAX      256
 #define XID_SOURCE_MAX   16
+/* The watermark alone is saved at most this often (see feed_event). */
+#define XID_SAVE_EVERY_MS 1000
 
 struct xid_event {
         uint64_t time_ms; /* realtime */
@@ -81,6 +83,8 @@ struct xid_watch {
         struct xid_gpu *gpus;
         char boot_id[XID_BOOT_ID_MAX];
         uint64_t watermark_usec; /* the newest kernel record handled this boot */
+        uint64_t saved_ms;       /* when the state file was last written (monotonic) */
+        bool unsaved;            /* the watermark moved since */
         int state_dirfd;
         char source[XID_SOURCE_MAX];
         char why[XID_WHY_MAX];
@@ -317,9 +321,16 @@ static void feed_event(struct xid_watch *w, struct xid_event *e)
         pthread_mutex_lock(&w->lock);
         struct xid_gpu *g = gpu_of_bus(w, e->bus, &index);
         bool fails = record(w, g, e, index < w->n && e->kind != XID_KIND_SXID);
-        /* The watermark moves with every kernel line, so a restart's look back skips it. */
-        if (fails || e->origin != XID_ORIGIN_NVML)
+        /* A failing state is saved at once; the watermark (so that a restart's look back skips
+         * what was counted) at most once a XID_SAVE_EVERY_MS, and at stop: a storm of
+         * application Xids costs no fsync a line. */
+        if (fails ||
+            (e->origin != XID_ORIGIN_NVML && e->mono_ms - w->saved_ms >= XID_SAVE_EVERY_MS)) {
                 state_save(w);
+                w->saved_ms = e->mono_ms;
+        } else if (e->origin != XID_ORIGIN_NVML) {
+                w->unsaved = true;
+        }
         pthread_mutex_unlock(&w->lock);
 }
 
@@ -677,6 +688,11 @@ void xid_watch_stop(struct xid_watch *w)
                 pthread_join(w->thread, NULL);
         if (w->nvml_started)
                 pthread_join(w->nvml_thread, NULL);
+        if (w->unsaved && w->state_dirfd >= 0) {
+                pthread_mutex_lock(&w->lock);
+                state_save(w);
+                pthread_mutex_unlock(&w->lock);
+        }
         for (size_t i = 0; w->gpus && i <= w->n; i++)
                 free(w->gpus[i].ring);
         free(w->gpus);

@@ -71,8 +71,22 @@ static void run_kmsg(struct xid_watch *w, int fd, int stop_fd)
         }
 }
 
-/* A file or FIFO, from its end (a regular file) as a stream of lines. */
-static void run_file(struct xid_watch *w, int fd, int stop_fd)
+/* One line of a file source: a /dev/kmsg record ("PRI,SEQ,USEC,FLAGS;MESSAGE") where records
+ * is set (kmsg:PATH), with its time, else a line as dmesg or journalctl print it. */
+static void feed_line(struct xid_watch *w, const char *line, bool records)
+{
+        uint64_t seq, usec;
+        const char *msg;
+
+        if (records && xid_parse_kmsg(line, &seq, &usec, &msg) == 0)
+                xid_watch_feed(w, msg, usec ? usec : 1);
+        else
+                xid_watch_feed(w, line, 0);
+}
+
+/* A file or FIFO as a stream of lines: file:PATH from its end, kmsg:PATH (records as /dev/kmsg
+ * gives them) from its start, as the look back reads the kernel's ring. */
+static void run_file(struct xid_watch *w, int fd, int stop_fd, bool records)
 {
         char buf[XID_RECORD_MAX + 1];
         size_t have = 0;
@@ -92,7 +106,7 @@ static void run_file(struct xid_watch *w, int fd, int stop_fd)
                 char *line = buf, *nl;
                 while ((nl = strchr(line, '\n'))) {
                         *nl = '\0';
-                        xid_watch_feed(w, line, 0);
+                        feed_line(w, line, records);
                         line = nl + 1;
                 }
                 have -= (size_t)(line - buf);
@@ -156,16 +170,17 @@ static int run_journal(struct xid_watch *w, int stop_fd, char *why, size_t whyle
  * for the journal or none) and name; why says why none. */
 static int open_kernel(const char *spec, const char **ret_name, char *why, size_t whylen)
 {
-        if (strncmp(spec, "file:", 5) == 0) {
+        bool records = strncmp(spec, "kmsg:", 5) == 0;
+        if (records || strncmp(spec, "file:", 5) == 0) {
                 int fd = open(spec + 5, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
                 struct stat st;
                 if (fd < 0) {
                         snprintf(why, whylen, "cannot open %s: %s", spec + 5, strerror(errno));
                         return -errno;
                 }
-                if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+                if (!records && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
                         (void)lseek(fd, 0, SEEK_END);
-                *ret_name = "file";
+                *ret_name = records ? "kmsg-file" : "file";
                 return fd;
         }
         if (strcmp(spec, "kmsg") == 0 || strcmp(spec, "auto") == 0) {
@@ -205,7 +220,7 @@ void xid_source_run(struct xid_watch *w, const char *spec, int stop_fd)
                 if (strcmp(name, "kmsg") == 0)
                         run_kmsg(w, fd, stop_fd);
                 else
-                        run_file(w, fd, stop_fd);
+                        run_file(w, fd, stop_fd, strcmp(name, "kmsg-file") == 0);
                 close(fd);
                 return;
         }

@@ -226,3 +226,33 @@ def test_canonical_verdict_carries_the_xid_check_without_a_rerun(umd, tmp_path):
     ok = run_job(w.d, {"benchmark": "health", "device": 1})
     v1 = (ok["parts"][0] if "parts" in ok else ok)["verdict"]
     assert xid_check(v1)["verdict"] == "pass" and xid_check(v1)["action"] == "none"
+
+
+def test_look_back_finds_this_boots_xids_and_a_restart_counts_none_twice(umd, tmp_path):
+    """xid_source=kmsg:PATH reads /dev/kmsg records from the file's start, as the look back
+    reads the kernel's ring; the watermark saved at stop keeps a restart from counting them
+    again, while the failing state stays."""
+    ring = tmp_path / "kmsg"
+    ring.write_text(
+        "6,10,1000000,-;NVRM: GPU at PCI:0000:18:00: GPU-4e391288-897c-ba5d-6944-dfbea55ebcfa\n"
+        f"3,11,2000000,-;{on_device(fixture(79), 0)}\n"
+        f"4,12,3000000,-;{on_device(fixture(31), 1)}\n")
+    (tmp_path / "boot_id").write_text("boot-1\n")
+    state = tmp_path / "state"
+    args = ["--xid-source", f"kmsg:{ring}", "--xid-boot-id-file", str(tmp_path / "boot_id")]
+    d = umd(args=args, state_dir=state)
+    w = Watched.__new__(Watched)
+    w.d = d
+    v = wait_for(lambda: w.device_health(0), what="the look back's Xid 79")
+    assert v["action"] == "reboot_node"
+    wait_for(lambda: w.metric(1, 31, "restart_job") == 1, what="the look back's Xid 31")
+    assert d.stop() == 0
+
+    w.d = umd(args=args, state_dir=state)
+    wait_for(lambda: w.d.get("/v1/health").json()["xid"]["source"] == "kmsg-file",
+             what="the source")
+    assert w.device_health(0)["action"] == "reboot_node"  # kept across the restart
+    with open(ring, "a") as f:
+        f.write(f"4,13,4000000,-;{on_device(fixture(13), 1)}\n")
+    wait_for(lambda: w.metric(1, 13, "restart_job") == 1, what="the new record")
+    assert w.metric(1, 31, "restart_job") == 0 and w.metric(0, 79, "reboot_node") == 0
