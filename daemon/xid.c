@@ -470,7 +470,11 @@ static void recompute(json_t *v)
                     0)
                         action = health_action_max(action, a);
         }
-        json_object_set_new(v, "verdict", json_string(names[worst]));
+        const char *was = json_string_value(json_object_get(v, "verdict"));
+        /* a word of no check's ("unknown") stands unless a check says worse */
+        bool other = was && strcmp(was, "pass") && strcmp(was, "warn") && strcmp(was, "fail");
+        if (!(other && worst == 0))
+                json_object_set_new(v, "verdict", json_string(names[worst]));
         json_object_set_new(v, "reasons", reasons);
         json_object_set_new(v, "action", json_string(health_action_name(action)));
 }
