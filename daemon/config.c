@@ -244,8 +244,8 @@ static const struct key keys[] = {
      "CAP_SYSLOG), 'journal' (the journal's kernel transport: group systemd-journal), 'auto' "
      "(kmsg, else the journal), 'nvml' (NVML's Xid events alone), 'file:PATH' (a file or FIFO "
      "read from its end as it grows: tests' fixtures), 'kmsg:PATH' (a file of /dev/kmsg "
-     "records read from its start, as the look back reads the kernel's ring: tests), or "
-     "'none'."},
+     "records read from its start, as the look back reads the kernel's ring: tests), "
+     "'journal:DIR' (the journal files in DIR: tests), or 'none'."},
     {"xid_nvml_events", K_BOOL, F(xid_nvml_events), "true", 0, 0,
      "On real GPUs, also take NVML's Xid events beside the kernel source (one event said by "
      "both is counted once)."},
@@ -271,17 +271,19 @@ static int xid_config_check(const struct umd_config *c, char *err, size_t errlen
         static const char *const sources[] = {"auto", "kmsg", "journal", "nvml", "none"};
         struct xid_overrides ov;
         char why[CONFIG_ERR_MAX / 2];
+        const char *colon = c->xid_source ? strchr(c->xid_source, ':') : NULL;
+        /* file:PATH, kmsg:PATH, journal:DIR (tests and fixtures), each with a path */
         bool ok =
-            c->xid_source &&
-            (strncmp(c->xid_source, "file:", 5) == 0 || strncmp(c->xid_source, "kmsg:", 5) == 0) &&
-            c->xid_source[5];
+            colon && colon[1] &&
+            (strncmp(c->xid_source, "file:", 5) == 0 || strncmp(c->xid_source, "kmsg:", 5) == 0 ||
+             strncmp(c->xid_source, "journal:", 8) == 0);
 
         for (size_t i = 0; !ok && c->xid_source && i < ELEMENTSOF(sources); i++)
                 ok = strcmp(c->xid_source, sources[i]) == 0;
         if (!ok) {
                 snprintf(err, errlen,
-                         "xid_source '%s': auto, kmsg, journal, nvml, none, file:PATH or "
-                         "kmsg:PATH",
+                         "xid_source '%s': auto, kmsg, journal, nvml, none, file:PATH, "
+                         "kmsg:PATH or journal:DIR",
                          c->xid_source ? c->xid_source : "");
                 return -EINVAL;
         }

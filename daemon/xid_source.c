@@ -118,12 +118,14 @@ static void run_file(struct xid_watch *w, int fd, int stop_fd, bool records)
 
 /* The journal's kernel messages of this boot from its start (the look back, skipping what an
  * earlier umd handled), then as they come. */
-static int run_journal(struct xid_watch *w, int stop_fd, char *why, size_t whylen)
+static int run_journal(struct xid_watch *w, const char *dir, int stop_fd, char *why, size_t whylen)
 {
         sd_journal *j = NULL;
         sd_id128_t boot;
         char match[64], sboot[SD_ID128_STRING_MAX];
-        int r = sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY | SD_JOURNAL_SYSTEM);
+        /* dir: journal:DIR, a directory of journal files (tests); else the system's journal */
+        int r = dir ? sd_journal_open_directory(&j, dir, 0)
+                    : sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY | SD_JOURNAL_SYSTEM);
 
         if (r >= 0 && (r = sd_id128_get_boot(&boot)) >= 0) {
                 snprintf(match, sizeof(match), "_BOOT_ID=%s", sd_id128_to_string(boot, sboot));
@@ -195,7 +197,7 @@ static int open_kernel(const char *spec, const char **ret_name, char *why, size_
                         return -errno;
         }
         *ret_name = strcmp(spec, "nvml") == 0 ? "nvml" : "journal";
-        return -1;
+        return -1; /* the journal's own descriptor is sd_journal's */
 }
 
 void xid_source_run(struct xid_watch *w, const char *spec, int stop_fd)
@@ -229,7 +231,9 @@ void xid_source_run(struct xid_watch *w, const char *spec, int stop_fd)
                 xid_source_nvml_run(w);
                 return;
         }
-        if (strcmp(name, "journal") == 0 && run_journal(w, stop_fd, why, sizeof(why)) == 0)
+        if (strcmp(name, "journal") == 0 &&
+            run_journal(w, strncmp(spec, "journal:", 8) == 0 ? spec + 8 : NULL, stop_fd, why,
+                        sizeof(why)) == 0)
                 return;
         xid_watch_source_set(w, "none", why);
 }

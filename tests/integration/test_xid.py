@@ -256,3 +256,38 @@ def test_look_back_finds_this_boots_xids_and_a_restart_counts_none_twice(umd, tm
         f.write(f"4,13,4000000,-;{on_device(fixture(13), 1)}\n")
     wait_for(lambda: w.metric(1, 13, "restart_job") == 1, what="the new record")
     assert w.metric(1, 31, "restart_job") == 0 and w.metric(0, 79, "reboot_node") == 0
+
+
+JOURNAL_REMOTE = "/lib/systemd/systemd-journal-remote"
+
+
+def journal_entry(out, line, mono_us):
+    """Appends a kernel-transport entry of this boot with line as its MESSAGE to the journal
+    file out, through systemd-journal-remote (the journal's own writer)."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+    export = (f"__REALTIME_TIMESTAMP={int(time.time() * 1e6)}\n__MONOTONIC_TIMESTAMP={mono_us}\n"
+              f"_BOOT_ID={boot}\n_TRANSPORT=kernel\nMESSAGE={line}\n\n")
+    subprocess.run([JOURNAL_REMOTE, "-o", str(out), "-"], input=export, text=True, check=True,
+                   capture_output=True, timeout=30)
+
+
+def test_journal_source_looks_back_and_follows(umd, tmp_path):
+    """xid_source=journal:DIR: the journal's kernel transport of this boot, from its head (the
+    look back), then as entries arrive; the unit's default reaches the same code."""
+    import pytest
+    if not os.access(JOURNAL_REMOTE, os.X_OK):
+        pytest.skip("systemd-journal-remote not installed (packaging/install-deps --test)")
+    jdir = tmp_path / "journal"
+    jdir.mkdir()
+    out = jdir / "kernel.journal"
+    journal_entry(out, on_device(fixture(79), 0), 2_000_000)
+    (tmp_path / "boot_id").write_text("boot-1\n")
+    d = umd(args=["--xid-source", f"journal:{jdir}",
+                  "--xid-boot-id-file", str(tmp_path / "boot_id")])
+    w = Watched.__new__(Watched)
+    w.d = d
+    v = wait_for(lambda: w.device_health(0), what="the journal's Xid 79")
+    assert v["action"] == "reboot_node"
+    assert d.get("/v1/health").json()["xid"]["source"] == "journal"
+    journal_entry(out, on_device(fixture(31), 1), 3_000_000)
+    wait_for(lambda: w.metric(1, 31, "restart_job") == 1, what="the followed Xid 31")
