@@ -291,3 +291,35 @@ def test_journal_source_looks_back_and_follows(umd, tmp_path):
     assert d.get("/v1/health").json()["xid"]["source"] == "journal"
     journal_entry(out, on_device(fixture(31), 1), 3_000_000)
     wait_for(lambda: w.metric(1, 31, "restart_job") == 1, what="the followed Xid 31")
+
+
+def fake_nvml_dir():
+    from conftest import UMD_BIN
+    d = Path(UMD_BIN).resolve().parent / "tests" / "integration" / "fake_nvml"
+    return d if (d / "libnvidia-ml.so.1").exists() else None
+
+
+def test_nvml_events_are_a_source_typed_by_the_table_not_by_nvml(umd, tmp_path):
+    """xid_source=nvml through the real common/nvml.c and a libnvidia-ml.so.1 that hands out
+    Xid events (fake_nvml/): NVML types every Xid "critical"; umd's table decides."""
+    import pytest
+    lib = fake_nvml_dir()
+    if not lib:
+        pytest.skip("the fake NVML library was not built")
+    events = tmp_path / "nvml-events"
+    events.touch()
+    (tmp_path / "boot_id").write_text("boot-1\n")
+    d = umd(args=["--xid-source", "nvml", "--xid-boot-id-file", str(tmp_path / "boot_id")],
+            env={"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_XID_FILE": str(events)})
+    w = Watched.__new__(Watched)
+    w.d = d
+    wait_for(lambda: d.get("/v1/health").json()["xid"]["source"] == "nvml", what="the source")
+    events.write_text("1 31\n")
+    ev = wait_for(lambda: w.device(1)["xid"]["events"], what="NVML's Xid 31")[0]
+    assert ev["source"] == "nvml" and ev["xid"] == 31 and ev["pid"] is None
+    assert ev["action"] == "restart_job" and not ev["fails_gpu"]
+    assert w.device_health(1) is None
+    with open(events, "a") as f:
+        f.write("0 79\n")
+    v = wait_for(lambda: w.device_health(0), what="NVML's Xid 79")
+    assert v["action"] == "reboot_node"
