@@ -228,12 +228,15 @@ static struct xid_gpu *gpu_of_bus(struct xid_watch *w, const char *bus, size_t *
  * twice. Fills what the first one lacked (NVML's event has no pid or words). */
 static bool merge_duplicate(struct xid_watch *w, struct xid_gpu *g, const struct xid_event *e)
 {
+        size_t cap = w->cfg->xid_events_max;
+
         for (size_t k = 0; k < g->count; k++) {
-                size_t cap = w->cfg->xid_events_max;
                 struct xid_event *o = &g->ring[(g->next + cap - 1 - k) % cap];
-                if (e->mono_ms - o->mono_ms > w->cfg->xid_dedup_ms)
-                        break;
-                if (o->code != e->code || o->kind == XID_KIND_SXID || o->origin == e->origin)
+                /* either may be the older: a look back's records carry their own time */
+                uint64_t apart =
+                    e->mono_ms > o->mono_ms ? e->mono_ms - o->mono_ms : o->mono_ms - e->mono_ms;
+                if (apart > w->cfg->xid_dedup_ms || o->code != e->code ||
+                    o->kind == XID_KIND_SXID || o->origin == e->origin)
                         continue;
                 if (o->pid <= 0 && e->pid > 0) {
                         o->pid = e->pid;
@@ -317,7 +320,8 @@ static void feed_event(struct xid_watch *w, struct xid_event *e)
         size_t index;
 
         e->own_worker = own_pid(w, e->pid);
-        e->mono_ms = now_monotonic_ms();
+        if (!e->mono_ms)
+                e->mono_ms = now_monotonic_ms();
         pthread_mutex_lock(&w->lock);
         struct xid_gpu *g = gpu_of_bus(w, e->bus, &index);
         bool fails = record(w, g, e, index < w->n && e->kind != XID_KIND_SXID);
@@ -355,6 +359,7 @@ void xid_watch_feed(struct xid_watch *w, const char *msg, uint64_t boot_usec)
                 now = ago_ms < now && boot_usec / 1000 < now_monotonic_ms() ? now - ago_ms : now;
         }
         e.time_ms = now;
+        e.mono_ms = boot_usec / 1000; /* the kernel's clock runs with CLOCK_MONOTONIC; 0: now */
         e.kind = x.kind;
         e.origin = x.kind == XID_KIND_FALLEN_OFF_BUS ? XID_ORIGIN_KERNEL_FALLEN : XID_ORIGIN_KERNEL;
         e.code = x.code;
@@ -429,7 +434,9 @@ static json_t *gpu_check(const struct xid_watch *w, const struct xid_gpu *g)
                          g->failing == HEALTH_ACTION_SERVICE ? "the GPU is replaced"
                                                              : "the node has booted again",
                          e->text);
-        } else if (!w->source[0] || strcmp(w->source, "none") == 0) {
+        } else if (!w->source[0]) {
+                snprintf(why, sizeof(why), "Xid watch starting");
+        } else if (strcmp(w->source, "none") == 0) {
                 snprintf(why, sizeof(why), "Xid watch off: %s",
                          w->why[0] ? w->why : "xid_source=none");
         } else {
