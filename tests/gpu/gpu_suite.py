@@ -671,8 +671,9 @@ def test_xid(args):
         last = health["device_health"][0]["last_health"]
         if last and last["verdict"] == "fail":
             fail(f"GPU 0's verdict fails after an application Xid: {last}")
-        metrics = subprocess.run(["curl", "-s", base + "/metrics"], capture_output=True,
-                                 text=True).stdout
+        import urllib.request
+        with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
+            metrics = r.read().decode()
         counted = [l for l in metrics.splitlines()
                    if l.startswith('umd_gpu_xid_total{gpu="0"') and 'xid="31"' in l]
         if not counted:
