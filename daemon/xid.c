@@ -675,8 +675,12 @@ int xid_watch_start(const struct umd_daemon *d, struct xid_watch **ret)
                 goto fail;
         }
         w->started = true;
-        if (d->cfg->xid_nvml_events && devices_count() > 0 && !devices_get(0)->fake &&
-            strcmp(d->cfg->xid_source, "none") != 0 && strcmp(d->cfg->xid_source, "nvml") != 0 &&
+        /* NVML's events beside a kernel source; fake devices only with a source named (auto
+         * reads nothing for them), where NVML, if any loads, knows none of their uuids */
+        const char *src = d->cfg->xid_source;
+        bool fake = devices_count() > 0 && devices_get(0)->fake;
+        if (d->cfg->xid_nvml_events && devices_count() > 0 && strcmp(src, "none") != 0 &&
+            strcmp(src, "nvml") != 0 && !(fake && strcmp(src, "auto") == 0) &&
             pthread_create(&w->nvml_thread, NULL, nvml_thread, w) == 0)
                 w->nvml_started = true;
         *ret = w;

@@ -41,14 +41,15 @@ def on_device(line, index, pid=None):
 class Watched:
     """A umd whose Xid source is a file in tmp, with its own boot id file."""
 
-    def __init__(self, umd, tmp, state_dir=None, boot="boot-1", args=()):
+    def __init__(self, umd, tmp, state_dir=None, boot="boot-1", args=(), env=None):
         self.kmsg = tmp / "kernel.log"
         self.kmsg.touch()
         self.boot = tmp / "boot_id"
         if not self.boot.exists():
             self.boot.write_text(boot + "\n")
         self.d = umd(args=["--xid-source", f"file:{self.kmsg}",
-                           "--xid-boot-id-file", str(self.boot), *args], state_dir=state_dir)
+                           "--xid-boot-id-file", str(self.boot), *args], state_dir=state_dir,
+                      env=env)
         wait_for(lambda: self.d.get("/v1/health").json()["xid"]["source"] == "file",
                  what="the Xid watch to start")
 
@@ -323,3 +324,24 @@ def test_nvml_events_are_a_source_typed_by_the_table_not_by_nvml(umd, tmp_path):
         f.write("0 79\n")
     v = wait_for(lambda: w.device_health(0), what="NVML's Xid 79")
     assert v["action"] == "reboot_node"
+
+
+def test_kernel_line_and_nvml_event_of_one_xid_are_one_event(umd, tmp_path):
+    """The kernel's line (with its pid) and NVML's event (none) for the same GPU and code within
+    xid_dedup_ms: one event, counted once, with the line's pid and words."""
+    import pytest
+    lib = fake_nvml_dir()
+    if not lib:
+        pytest.skip("the fake NVML library was not built")
+    events = tmp_path / "nvml-events"
+    events.touch()
+    w = Watched(umd, tmp_path, env={"LD_LIBRARY_PATH": str(lib),
+                                    "FAKE_NVML_XID_FILE": str(events)})
+    events.write_text("1 31\n")  # NVML first, as it may be
+    wait_for(lambda: w.device(1)["xid"]["events"], what="NVML's event")
+    w.append(on_device(fixture(31), 1))
+    ev = wait_for(lambda: (e := w.device(1)["xid"]["events"][0])["pid"] and e,
+                  what="the line's pid on the one event")
+    assert len(w.device(1)["xid"]["events"]) == 1
+    assert ev["pid"] == 13705 and "channel 0x0000000c" in ev["text"]
+    assert w.metric(1, 31, "restart_job") == 1
