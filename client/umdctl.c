@@ -491,6 +491,39 @@ static int cmd_cancel(struct http *h, const struct umdctl_args *a)
         return UMDCTL_OK;
 }
 
+/* A device's Xid evidence under its line, where the Xid watch saw any: how many events, the
+ * newest (code, action, process, whether umd's own worker raised it) and what fails. */
+static void print_xid_line(const json_t *d)
+{
+        const json_t *x = json_object_get(d, "xid");
+        const json_t *ev = json_array_get(json_object_get(x, "events"), 0);
+        const char *failing = json_string_value(json_object_get(x, "action"));
+        json_int_t total = 0;
+        size_t i;
+        json_t *c;
+
+        json_array_foreach(json_object_get(x, "counts"), i, c)
+        {
+                total += json_integer_value(json_object_get(c, "count"));
+        }
+        if (!ev && (!failing || !strcmp(failing, "none")))
+                return;
+        if (!ev) { /* failing since an earlier umd of this boot: its events are not kept */
+                printf("       xid: failing action=%s\n", failing);
+                return;
+        }
+        const char *proc = json_string_value(json_object_get(ev, "process"));
+        printf("       xid: %lld event(s); newest Xid %lld (%s) at %s, pid %lld%s%s%s; failing "
+               "action=%s\n",
+               (long long)total, (long long)json_integer_value(json_object_get(ev, "xid")),
+               json_string_value(json_object_get(ev, "action")),
+               json_string_value(json_object_get(ev, "time")),
+               (long long)json_integer_value(json_object_get(ev, "pid")), proc ? " " : "",
+               proc ? proc : "",
+               json_is_true(json_object_get(ev, "own_worker")) ? " (umd's worker)" : "",
+               failing ? failing : "none");
+}
+
 static int cmd_devices(struct http *h, const struct umdctl_args *a)
 {
         json_t *doc = NULL, *d;
@@ -529,6 +562,7 @@ static int cmd_devices(struct http *h, const struct umdctl_args *a)
                        (long long)json_integer_value(json_object_get(d, "index")),
                        json_string_value(json_object_get(d, "uuid")), name ? name : "?", state,
                        link, verdict ? verdict : "-", why ? "  " : "", why ? why : "");
+                print_xid_line(d);
         }
         json_decref(doc);
         return UMDCTL_OK;

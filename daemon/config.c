@@ -22,6 +22,7 @@
 #include "umd-build.h"
 #include "umd-vcs.h"
 #include "util.h"
+#include "xid_table.h"
 
 /* A key's error: the value as given (a listen list can be long) and what it should be. */
 #define CONFIG_ERR_MAX 384
@@ -257,9 +258,64 @@ static const struct key keys[] = {
      1e12,
      "Health: NVLink replay or recovery errors a minute, on any link, above which the GPU fails "
      "(DCGM fails on any; action reset_gpu)."},
+    {"xid_source", K_STR, F(xid_source), "auto", 0, 0,
+     "Where the Xid watch reads the kernel's messages: 'kmsg' (/dev/kmsg: the unit gives "
+     "CAP_SYSLOG), 'journal' (the journal's kernel transport: group systemd-journal), 'auto' "
+     "(kmsg, else the journal), 'nvml' (NVML's Xid events alone), 'file:PATH' (a file or FIFO "
+     "read from its end as it grows: tests' fixtures), 'kmsg:PATH' (a file of /dev/kmsg "
+     "records read from its start, as the look back reads the kernel's ring: tests), "
+     "'journal:DIR' (the journal files in DIR: tests), or 'none'."},
+    {"xid_nvml_events", K_BOOL, F(xid_nvml_events), "true", 0, 0,
+     "On real GPUs, also take NVML's Xid events beside the kernel source (one event said by "
+     "both is counted once)."},
+    {"xid_actions", K_STR, F(xid_actions), "", 0, 0,
+     "Overrides of the Xid table's actions, CODE:ACTION separated by commas (e.g. "
+     "'13:none,79:reboot_node'; actions none, restart_job, reset_gpu, reboot_node, service). "
+     "An Xid whose action is reset_gpu or beyond fails its GPU."},
+    {"xid_events_max", K_UINT, F(xid_events_max), "64", 0, 100000,
+     "Recent Xid events kept for each GPU (and for the node) in /v1/devices and /v1/health."},
+    {"xid_dedup_ms", K_UINT, F(xid_dedup_ms), "2000", 0, 600000,
+     "Two reports of one Xid on one GPU from different sources (the kernel's line, NVML's "
+     "event, a 'fallen off the bus' line beside Xid 79) within this many ms are one event."},
+    {"xid_boot_id_file", K_STR, F(xid_boot_id_file), "/proc/sys/kernel/random/boot_id", 0, 0,
+     "The boot's id: a failing Xid whose action a reboot or a GPU reset clears is cleared once "
+     "this changes (tests point it elsewhere)."},
 
     {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0, "error, warning, notice, info or debug."},
 };
+
+/* The Xid watch's keys: xid_source one of its forms, xid_actions a valid override list. */
+static int xid_config_check(const struct umd_config *c, char *err, size_t errlen)
+{
+        static const char *const sources[] = {"auto", "kmsg", "journal", "nvml", "none"};
+        struct xid_overrides ov;
+        char why[CONFIG_ERR_MAX / 2];
+        const char *colon = c->xid_source ? strchr(c->xid_source, ':') : NULL;
+        /* file:PATH, kmsg:PATH, journal:DIR (tests and fixtures), each with a path */
+        bool ok =
+            colon && colon[1] &&
+            (strncmp(c->xid_source, "file:", 5) == 0 || strncmp(c->xid_source, "kmsg:", 5) == 0 ||
+             strncmp(c->xid_source, "journal:", 8) == 0);
+
+        for (size_t i = 0; !ok && c->xid_source && i < ELEMENTSOF(sources); i++)
+                ok = strcmp(c->xid_source, sources[i]) == 0;
+        if (!ok) {
+                snprintf(err, errlen,
+                         "xid_source '%s': auto, kmsg, journal, nvml, none, file:PATH, "
+                         "kmsg:PATH or journal:DIR",
+                         c->xid_source ? c->xid_source : "");
+                return -EINVAL;
+        }
+        if (!c->xid_boot_id_file) {
+                snprintf(err, errlen, "xid_boot_id_file must not be empty");
+                return -EINVAL;
+        }
+        if (xid_overrides_parse(c->xid_actions, &ov, why, sizeof(why)) < 0) {
+                snprintf(err, errlen, "xid_actions: %s", why);
+                return -EINVAL;
+        }
+        return 0;
+}
 
 static const char *const busy_policy_names[] = {"wait", "run", "fail"};
 
@@ -902,6 +958,9 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
         if (c->health_memory_fail_fraction > c->health_memory_warn_fraction)
                 return usage_error(
                     "health_memory_fail_fraction is above health_memory_warn_fraction");
+        r = xid_config_check(c, err, sizeof(err));
+        if (r < 0)
+                return usage_error("%s", err);
         if ((c->tls_cert == NULL) != (c->tls_key == NULL))
                 return usage_error("tls_cert and tls_key go together");
         if (!c->state_dir)

@@ -103,6 +103,13 @@ struct umd_config {
         double health_pcie_replay_fail_factor;
         double health_nvlink_crc_fail_per_s;
         double health_nvlink_error_fail_per_min;
+        /* the Xid watch (xid.h) */
+        char *xid_source; /* auto, kmsg, journal, nvml, none, file:PATH */
+        bool xid_nvml_events;
+        char *xid_actions; /* "CODE:ACTION,..." overrides of the Xid table; NULL: none */
+        unsigned xid_events_max;
+        unsigned xid_dedup_ms;
+        char *xid_boot_id_file;
 
         /* logging */
         int log_level;

@@ -25,6 +25,7 @@
 #include "umd-build.h"
 #include "umd-vcs.h"
 #include "util.h"
+#include "xid.h"
 
 static const struct umd_config *core_config;
 /* main.c's daemon: its jobs member is read at each call, set by main.c before the listeners
@@ -149,8 +150,11 @@ json_t *core_devices_json(void)
 {
         json_t *arr = json_array();
         core_lock();
-        for (size_t i = 0; i < devices_count(); i++)
-                json_array_append_new(arr, device_to_json(devices_get(i)));
+        for (size_t i = 0; i < devices_count(); i++) {
+                json_t *dev = device_to_json(devices_get(i));
+                xid_decorate_device(core_daemon->xid, i, dev);
+                json_array_append_new(arr, dev);
+        }
         core_unlock();
         return arr;
 }
@@ -179,15 +183,16 @@ int core_health(json_t **ret_body)
         n = devices_count();
         for (size_t i = 0; i < n; i++) {
                 struct device *d = devices_get(i);
-                const char *verdict =
-                    json_string_value(json_object_get(d->last_verdict, "verdict"));
-                enum health_action a = verdict_action(d->last_verdict);
+                /* with the Xid watch's check: a failing Xid counts the moment it is read */
+                json_t *last = xid_compose_verdict(core_daemon->xid, i, d->last_verdict);
+                const char *verdict = json_string_value(json_object_get(last, "verdict"));
+                enum health_action a = verdict_action(last);
                 action = health_action_max(action, a);
                 json_array_append(present, json_object_get(d->info, "pci_bus_id"));
                 json_array_append_new(verdicts,
-                                      json_pack("{s:I, s:s, s:s, s:O?}", "index", (json_int_t)i,
+                                      json_pack("{s:I, s:s, s:s, s:o?}", "index", (json_int_t)i,
                                                 "uuid", d->uuid, "state", device_state_string(d),
-                                                "last_health", d->last_verdict));
+                                                "last_health", last));
                 if (d->wstate == WORKER_FAULTED || d->wstate == WORKER_STOPPED) {
                         faulted++;
                         snprintf(why, sizeof(why), "device %zu (%s) is %s%s%s", i, d->uuid,
@@ -242,13 +247,14 @@ int core_health(json_t **ret_body)
                 }
         }
 
-        *ret_body = json_pack(
-            "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s}", "status",
-            status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
-            (json_int_t)usable, "faulted", (json_int_t)faulted, "failing_health",
-            (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
-            (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
-            node ? node : json_null(), "store_check", job_query_store_check(core_jobs()));
+        *ret_body =
+            json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o}",
+                      "status", status, "reason", reason, "devices", "total", (json_int_t)n,
+                      "usable", (json_int_t)usable, "faulted", (json_int_t)faulted,
+                      "failing_health", (json_int_t)failing, "jobs", "queued", (json_int_t)queued,
+                      "running", (json_int_t)running, "problems", problems_arr, "device_health",
+                      verdicts, "node", node ? node : json_null(), "store_check",
+                      job_query_store_check(core_jobs()), "xid", xid_watch_json(core_daemon->xid));
         action = health_action_max(action, verdict_action(inventory));
         if (*ret_body) {
                 json_object_set_new(*ret_body, "action", json_string(health_action_name(action)));

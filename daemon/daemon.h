@@ -10,6 +10,7 @@ struct store;
 struct jobs;
 struct supervisor;
 struct api_server;
+struct xid_watch;
 
 struct umd_daemon {
         struct umd_config *cfg; /* parsed before anything else */
@@ -18,6 +19,7 @@ struct umd_daemon {
         struct jobs *jobs;      /* recovered from the store after discovery (jobs_init) */
         struct supervisor *sup; /* started after the listeners (they take systemd's sockets) */
         struct api_server *api; /* the HTTP listeners */
+        struct xid_watch *xid;  /* the Xid watch: after the supervisor (its workers' pids) */
         int signal_fd;          /* SIGTERM, SIGINT, SIGHUP; -1 when not open */
 };
 /* Before anything answers: the configuration core.c's catalog and schema answers read (also

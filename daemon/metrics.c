@@ -29,6 +29,7 @@
 #include "health_errors.h"
 #include "health_links.h"
 #include "daemon.h"
+#include "jsonutil.h"
 #include "lock.h"
 #include "store.h"
 #include "log.h"
@@ -37,6 +38,7 @@
 #include "umd-build.h"
 #include "umd-vcs.h"
 #include "util.h"
+#include "xid.h"
 
 #define MAX_SERIES 4096
 /* (benchmark, mode) pairs exported per device. The catalog's benchmarks name about 40 modes
@@ -503,7 +505,9 @@ char *metrics_text(size_t *ret_len)
                    "verdict it has).\n# TYPE umd_device_health_verdict gauge\n");
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
-                const char *v = json_string_value(json_object_get(d->last_verdict, "verdict"));
+                _cleanup_json_ json_t *last = xid_compose_verdict(
+                    daemon_state ? daemon_state->xid : NULL, i, d->last_verdict);
+                const char *v = json_string_value(json_object_get(last, "verdict"));
                 static const char *const verdicts[] = {"pass", "warn", "fail"};
                 if (!v)
                         continue;
@@ -594,6 +598,7 @@ char *metrics_text(size_t *ret_len)
                 "umd_metrics_series_dropped_total %llu\n",
                 METRICS_MODES_PER_DEVICE, series_dropped);
         pthread_mutex_unlock(&mlock);
+        xid_metrics(daemon_state ? daemon_state->xid : NULL, f);
 
         if (fclose(f) != 0) {
                 free(buf);

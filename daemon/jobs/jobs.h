@@ -35,6 +35,10 @@ int jobs_init(const struct umd_daemon *d, struct jobs **ret);
 /* After jobs_init: each device's newest verdict in the store, and the GPU pairs', so that
  * /v1/health serves them from the first request after a restart. */
 void job_verdict_restore(struct jobs *js);
+/* The Xid watch whose check every canonical verdict carries from now on (xid.h; NULL: none).
+ * Before the supervisor starts. */
+struct xid_watch;
+void job_verdict_attach_xid(struct jobs *js, struct xid_watch *w);
 /* The callbacks the supervisor should be started with (their userdata is js). */
 void job_dispatch_callbacks(struct jobs *js, struct supervisor_callbacks *ret);
 /* Once the supervisor runs: dispatch becomes possible. */

@@ -111,6 +111,8 @@ struct jobs {
         struct store *store;
         /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown. */
         struct supervisor *sup;
+        /* The Xid watch, whose check each canonical verdict gets; NULL: none. */
+        struct xid_watch *xid;
         /* Asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks). */
         void (*poke)(ssize_t dev);
         bool quiescing;
