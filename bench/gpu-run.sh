@@ -13,7 +13,7 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.gpu-bundle/lib
 B=.gpu-bundle/bin
 progs=(--umd $B/umd --worker $B/kernels/umd-worker --driver $B/tests/gpu/bench-driver
-       --reference $B/tests/gpu/reference)
+       --reference $B/tests/gpu/reference --xid31 $B/tests/gpu/xid31)
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.free,pcie.link.gen.current,pcie.link.width.current --format=csv; } >"$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 for t in $1; do
