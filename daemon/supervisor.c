@@ -63,7 +63,7 @@
 #define REAP_POLL_MS         100u  /* without pidfds, how often to look for dead workers */
 #define SEND_TIMEOUT_MS      2000u /* a worker not reading its socket for this long is stuck */
 #define READ_CHUNK           65536u
-#define FAULTED_RETRY_MIN_MS 100u /* retry period of a faulted device, at least */
+#define FAULTED_RETRY_MIN_MS 100u  /* retry period of a faulted device, at least */
 #define STALL_MIN_MS         1000u /* a wake-up this late is the thread's stall, not load */
 
 enum kill_reason {
