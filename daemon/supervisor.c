@@ -23,10 +23,10 @@
  * Stalls: silence is judged only after reading what the workers sent. When the thread itself did
  * not run (umd stopped by SIGSTOP or a debugger, the VM paused, a swap storm), heartbeats
  * queued in the sockets meanwhile: every socket is read before any timer is looked at. And when
- * the thread woke far later than it meant to (STALL_MIN_MS, or a quarter of the heartbeat
- * timeout if longer), the workers may have been stalled with it (a whole-VM pause): every
- * hello and heartbeat deadline restarts from now and part deadlines move by the stall, so time
- * nobody could watch is never taken for a worker's silence and never counts as a crash.
+ * the thread woke far later than it meant to (a quarter of the heartbeat timeout, STALL_MIN_MS at
+ * least), the workers may have been stalled with it (a whole-VM pause): every hello and heartbeat
+ * deadline restarts from now and part deadlines move by the stall, so time nobody could watch is
+ * never taken for a worker's silence and never counts as a crash.
  *
  * Stopping: once supervisor_stop() starts, only PART_SUCCEEDED parts are still reported (a
  * result that arrived is real); parts cut short by the stop are not reported at all, so the
@@ -63,8 +63,8 @@
 #define REAP_POLL_MS         100u  /* without pidfds, how often to look for dead workers */
 #define SEND_TIMEOUT_MS      2000u /* a worker not reading its socket for this long is stuck */
 #define READ_CHUNK           65536u
-#define FAULTED_RETRY_MIN_MS 100u  /* retry period of a faulted device, at least */
-#define STALL_MIN_MS         1000u /* a wake-up this late is the thread's stall, not load */
+#define FAULTED_RETRY_MIN_MS 100u /* retry period of a faulted device, at least */
+#define STALL_MIN_MS         250u /* a wake-up no later than this is scheduling, never a stall */
 
 enum kill_reason {
         KILL_NONE,
@@ -844,6 +844,8 @@ static void drain_all(struct supervisor *s, uint64_t now)
                         read_worker(s, &s->w[i], now);
 }
 
+/* Late enough to be a stall: a quarter of the heartbeat timeout leaves the workers most of it,
+ * and a wake-up merely late from load only postpones judging a silence, once. */
 static uint64_t stall_threshold_ms(const struct supervisor *s)
 {
         return s->heartbeat_timeout_ms / 4 > STALL_MIN_MS ? s->heartbeat_timeout_ms / 4
