@@ -211,13 +211,24 @@ int core_health(json_t **ret_body)
                 }
         }
 
-        *ret_body = json_pack(
-            "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s}", "status",
-            status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
-            (json_int_t)usable, "faulted", (json_int_t)faulted, "failing_health",
-            (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
-            (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
-            node ? node : json_null(), "store_check", job_query_store_check(core_jobs()));
+        json_t *repaired = json_array();
+        const char *names = job_query_store_repaired(core_jobs());
+        /* The names, a comma and a space apart (store_repair.c), as a list. */
+        for (const char *at = names; at && *at;) {
+                size_t len = strcspn(at, ",");
+
+                json_array_append_new(repaired, json_stringn(at, len));
+                at += len;
+                at += strspn(at, ", ");
+        }
+        *ret_body =
+            json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o}",
+                      "status", status, "reason", reason, "devices", "total", (json_int_t)n,
+                      "usable", (json_int_t)usable, "faulted", (json_int_t)faulted,
+                      "failing_health", (json_int_t)failing, "jobs", "queued", (json_int_t)queued,
+                      "running", (json_int_t)running, "problems", problems_arr, "device_health",
+                      verdicts, "node", node ? node : json_null(), "store_check",
+                      job_query_store_check(core_jobs()), "store_repaired", repaired);
         return usable && !damage ? 200 : 503;
 }
 

@@ -839,6 +839,11 @@ const char *store_damage(const struct store *s)
         return store_check_state(s) == STORE_CHECK_DAMAGED ? s->damage : NULL;
 }
 
+const char *store_repaired(const struct store *s)
+{
+        return s && s->repaired[0] ? s->repaired : NULL;
+}
+
 struct import {
         struct store *s;
         size_t n, in_tx, dup;
@@ -978,7 +983,12 @@ int store_open(const char *state_dir, struct store **ret)
         r = check_not_links(s);
         if (r < 0)
                 goto fail;
-        r = writer_open(s);
+        /* Before anything reads through an index: recovery trusts jobs_open_cols. */
+        r = access(s->db_path, F_OK) == 0
+                ? store_repair_indexes(s->db_path, s->repaired, sizeof(s->repaired))
+                : 0;
+        if (r == 0)
+                r = writer_open(s);
         if (r == -EBADMSG) {
                 /* Damage is not repaired in place: keep the file for whoever investigates and
                  * start empty, rather than fail every start (a restart loop). */

@@ -16,13 +16,14 @@
 #include "store.h"
 #include "util.h"
 
-#define DB_NAME          "umd.db"
-#define LOCK_NAME        "umd.lock"
-#define BUSY_TIMEOUT_MS  5000
-#define RETENTION_BATCH  256
-#define IMPORT_BATCH     1000
-#define READERS_MAX      16
-#define STORE_JSON_DEPTH 64
+#define DB_NAME            "umd.db"
+#define STORE_REPAIRED_MAX 256 /* the names of the indexes start-up rebuilt, comma-separated */
+#define LOCK_NAME          "umd.lock"
+#define BUSY_TIMEOUT_MS    5000
+#define RETENTION_BATCH    256
+#define IMPORT_BATCH       1000
+#define READERS_MAX        16
+#define STORE_JSON_DEPTH   64
 /* WAL pages after which the checkpointer copies them into umd.db (SQLite's default). */
 #define CHECKPOINT_PAGES 1000
 
@@ -56,6 +57,11 @@ enum {
         W_EXISTS,
         W_COUNT
 };
+
+/* store_repair.c: compares each of umd's indexes with its table, rebuilds those that
+ * disagree and names them in ret_repaired. 0, -EBADMSG when a table's rows cannot be read, or
+ * another -errno. */
+int store_repair_indexes(const char *path, char *ret_repaired, size_t len);
 
 /* The writer's statements, prepared on its connection by store.c's writer_open. */
 extern const char *const store_wsql[W_COUNT];
@@ -176,6 +182,9 @@ struct store {
         sqlite3 *check_db;
         char damage[256];
         _Atomic int check_state; /* enum store_check */
+        /* The indexes start-up rebuilt (store_repair.c), "" when none; set before the store is
+         * shared, never changed after. */
+        char repaired[STORE_REPAIRED_MAX];
 
         sqlite3 *wdb;
         sqlite3_stmt *w[W_COUNT];

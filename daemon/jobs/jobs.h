@@ -67,6 +67,8 @@ void job_query_counts(struct jobs *js, size_t *ret_queued, size_t *ret_running, 
 const char *job_query_store_damage(struct jobs *js);
 /* The state of the store file's check after start: "pending", "ok" or "damaged". */
 const char *job_query_store_check(struct jobs *js);
+/* The indexes start-up rebuilt (store_repaired), or NULL. */
+const char *job_query_store_repaired(struct jobs *js);
 
 struct gpu_state;
 /* What the last look at device dev's GPU found (coexist.c): other processes hold its queue
