@@ -155,8 +155,9 @@ int core_health(json_t **ret_body)
 {
         size_t usable = 0, faulted = 0, failing = 0, n, queued, running, total;
         json_t *problems_arr = json_array(), *verdicts = json_array();
-        char why[512], store_why[400];
+        char why[512], store_why[400], commit_why[160];
         const char *damage = job_query_store_damage(core_jobs());
+        int commit_error = job_query_store_commit_error(core_jobs());
 
         job_query_counts(core_jobs(), &queued, &running, &total);
         core_lock();
@@ -210,6 +211,18 @@ int core_health(json_t **ret_body)
                         reason = store_why;
                 }
         }
+        /* A store that cannot commit runs nothing new (job_dispatch.c): the node is not usable
+         * for jobs, whatever its GPUs say, and NHC, Slurm and Prometheus must see it. */
+        if (commit_error) {
+                snprintf(commit_why, sizeof(commit_why),
+                         "the job store cannot commit (%s): no job part starts until it can",
+                         strerror(-commit_error));
+                json_array_append_new(problems_arr, json_string(commit_why));
+                if (usable) {
+                        status = "degraded";
+                        reason = commit_why;
+                }
+        }
 
         json_t *repaired = json_array();
         const char *names = job_query_store_repaired(core_jobs());
@@ -221,15 +234,15 @@ int core_health(json_t **ret_body)
                 at += len;
                 at += strspn(at, ", ");
         }
-        *ret_body =
-            json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o}",
-                      "status", status, "reason", reason, "devices", "total", (json_int_t)n,
-                      "usable", (json_int_t)usable, "faulted", (json_int_t)faulted,
-                      "failing_health", (json_int_t)failing, "jobs", "queued", (json_int_t)queued,
-                      "running", (json_int_t)running, "problems", problems_arr, "device_health",
-                      verdicts, "node", node ? node : json_null(), "store_check",
-                      job_query_store_check(core_jobs()), "store_repaired", repaired);
-        return usable && !damage ? 200 : 503;
+        *ret_body = json_pack(
+            "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o, s:s}",
+            "status", status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
+            (json_int_t)usable, "faulted", (json_int_t)faulted, "failing_health",
+            (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
+            (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
+            node ? node : json_null(), "store_check", job_query_store_check(core_jobs()),
+            "store_repaired", repaired, "store_commit", commit_error ? "failing" : "ok");
+        return usable && !damage && !commit_error ? 200 : 503;
 }
 
 json_t *core_version_json(void)

@@ -962,6 +962,7 @@ int store_open(const char *state_dir, struct store **ret)
         pthread_mutex_init(&s->readers_mu, NULL);
         pthread_mutex_init(&s->cache_mu, NULL);
         pthread_mutex_init(&s->check_mu, NULL);
+        pthread_mutex_init(&s->log_mu, NULL);
         atomic_init(&s->check_state, STORE_CHECK_PENDING);
         cond_init_monotonic(&s->work); /* the writer's wait for more of the lazy changes */
         pthread_cond_init(&s->done, NULL);
@@ -1043,6 +1044,7 @@ void store_close(struct store *s)
         store_cache_free(s);
         pthread_mutex_destroy(&s->cache_mu);
         pthread_mutex_destroy(&s->check_mu);
+        pthread_mutex_destroy(&s->log_mu);
         free(s->dir);
         free(s->db_path);
         free(s);

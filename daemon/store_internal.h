@@ -58,6 +58,26 @@ enum {
         W_COUNT
 };
 
+/* store_health.c: the kinds of the writer's errors, each logged once every
+ * STORE_LOG_INTERVAL_MS at most, with a count of those left out. */
+#define STORE_LOG_INTERVAL_MS 10000u
+enum store_log_kind {
+        STORE_LOG_STEP,       /* a statement failed (store_wstep) */
+        STORE_LOG_COMMIT,     /* a batch of several changes failed */
+        STORE_LOG_CHANGE,     /* a change nobody waited for was not committed */
+        STORE_LOG_CHECKPOINT, /* a checkpoint or WAL restart failed */
+        STORE_LOG_KINDS,
+};
+struct store_log_limit {
+        uint64_t last_ms; /* monotonic: when one was last logged */
+        uint64_t left_out;
+};
+void store_log_limited(struct store *s, enum store_log_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* After each of the writer's batches: committed, something was; failed, the -errno of a failure
+ * (0: none). Sets or clears store_commit_error. */
+void store_health_note_batch(struct store *s, bool committed, int failed);
+
 /* store_repair.c: compares each of umd's indexes with its table, rebuilds those that
  * disagree and names them in ret_repaired. 0, -EBADMSG when a table's rows cannot be read, or
  * another -errno. */
@@ -182,6 +202,14 @@ struct store {
         sqlite3 *check_db;
         char damage[256];
         _Atomic int check_state; /* enum store_check */
+        /* Whether commits fail for the disk (store_health.c): 0 or the -errno, set and
+         * cleared by the writer, read by anyone; the batches that failed so; since when
+         * (monotonic, the writer's); and the writer's rate limits on its error lines. */
+        _Atomic int commit_error;
+        _Atomic uint64_t commit_failures;
+        uint64_t failing_since_ms;
+        pthread_mutex_t log_mu;
+        struct store_log_limit log_limits[STORE_LOG_KINDS];
         /* The indexes start-up rebuilt (store_repair.c), "" when none; set before the store is
          * shared, never changed after. */
         char repaired[STORE_REPAIRED_MAX];
