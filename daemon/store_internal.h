@@ -79,8 +79,8 @@ void store_log_limited(struct store *s, enum store_log_kind kind, const char *fm
 void store_health_note_batch(struct store *s, bool committed, int failed);
 
 /* store_repair.c: compares each of umd's indexes with its table, rebuilds those that
- * disagree and names them in ret_repaired. 0, -EBADMSG when a table's rows cannot be read, or
- * another -errno. */
+ * disagree and names them in ret_repaired (a table that cannot be read whole leaves its indexes
+ * unchecked). 0, -EBADMSG when the file is not a database, or another -errno. */
 int store_repair_indexes(const char *path, char *ret_repaired, size_t len);
 
 /* The writer's statements, prepared on its connection by store.c's writer_open. */

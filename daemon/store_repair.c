@@ -13,8 +13,9 @@
  * fails on them too) is dropped from the schema by hand, made again from its own SQL, and the
  * file VACUUMed so that the pages it left are not found by the quick check as never used.
  *
- * A table that cannot be read is what this cannot repair: store_repair_indexes answers -EBADMSG
- * and store_open sets the file aside. */
+ * A table that cannot be read whole is what this cannot repair: its indexes are left unchecked,
+ * and the quick check after start finds the damage (umd runs degraded, store.c's check_main).
+ * The file is set aside only when even its schema cannot be read (writer_open). */
 #include "store_internal.h"
 
 #include <assert.h>
@@ -141,8 +142,11 @@ static int table_counts(sqlite3 *db, const char *table, int64_t counts[ELEMENTSO
         if (rc == SQLITE_OK)
                 return 0;
         if ((rc & 0xff) == SQLITE_ERROR)
-                return 0; /* no such table yet (an empty file): nothing to compare */
-        log_error("store: table %s cannot be read: %s", table, sqlite3_errmsg(db));
+                return -ENOENT; /* no such table yet (an empty file): nothing to compare */
+        /* Its indexes cannot be checked nor rebuilt from it; the file's quick check after
+         * start says what is damaged, and umd runs degraded (store.c's check_main). */
+        log_warning("store: table %s cannot be read whole (%s): its indexes are not checked", table,
+                    sqlite3_errmsg(db));
         return store_is_corrupt(rc) ? -EBADMSG : store_errno_from_sqlite(rc);
 }
 
@@ -211,6 +215,7 @@ static void note_repair(char *ret_repaired, size_t len, const char *name)
 int store_repair_indexes(const char *path, char *ret_repaired, size_t len)
 {
         int64_t rows[ELEMENTSOF(index_defs)] = {0};
+        bool jobs_read, parts_read;
         sqlite3 *db = NULL;
         int r;
 
@@ -219,12 +224,15 @@ int store_repair_indexes(const char *path, char *ret_repaired, size_t len)
         r = store_db_open(path, true, &db);
         if (r < 0)
                 return r;
-        r = table_counts(db, "jobs", rows);
-        if (r == 0)
-                r = table_counts(db, "parts", rows);
+        jobs_read = table_counts(db, "jobs", rows) == 0;
+        parts_read = table_counts(db, "parts", rows) == 0;
         for (size_t i = 0; r == 0 && i < ELEMENTSOF(index_defs); i++) {
-                enum index_health h = index_check(db, &index_defs[i], rows[i]);
+                bool of_jobs = strcmp(index_defs[i].table, "jobs") == 0;
+                enum index_health h;
 
+                if (!(of_jobs ? jobs_read : parts_read))
+                        continue;
+                h = index_check(db, &index_defs[i], rows[i]);
                 if (h == INDEX_ABSENT || h == INDEX_OK)
                         continue;
                 r = index_rebuild(&db, path, &index_defs[i], h);
