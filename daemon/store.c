@@ -645,7 +645,8 @@ static int set_aside_db(struct store *s, const char *why)
                         return log_error_errno(errno, "Cannot set aside %s: %m", from);
         }
         snprintf(target, sizeof(target), "%s.corrupt-%s", s->db_path, ts);
-        log_error("store: %s is unusable (%s): moved to %s; starting with an empty store",
+        log_error("store: %s is unusable (%s): moved to %s; 0 jobs saved from it, starting with "
+                  "an empty store",
                   s->db_path, why, target);
         return 0;
 }
