@@ -240,19 +240,26 @@ static void render_sweep_summary(FILE *f, const json_t *s)
         }
 }
 
-/* pipeline (issue 21): one step's strategies against the limit and against serial. */
+/* pipeline (issue 21): one step's strategies against the limit and against serial; where the
+ * host wrote each batch (issue 60), its write alone and each strategy's write. */
 static void render_pipeline_point(FILE *f, const json_t *s)
 {
         size_t i;
         json_t *x;
+        bool written = json_is_number(json_object_get(s, "host_write_ms"));
 
         fprintf(f,
                 "\n  intensity %lld FMAs a float: copy alone %.3f ms, kernel alone %.3f ms, limit "
                 "%.3f ms (%s-bound)\n",
                 (long long)integer(s, "intensity"), num(s, "copy_ms"), num(s, "kernel_ms"),
                 num(s, "limit_ms"), str(s, "bound", "?"));
-        fprintf(f, "  %-26s %10s %8s %10s %11s %11s\n", "strategy", "step ms", "x limit",
-                "vs serial", "first ms", "steady ms");
+        if (written)
+                fprintf(f,
+                        "  the host writes each batch: %.3f ms into pinned memory alone; "
+                        "\"write ms\" is its write in each strategy's memory\n",
+                        num(s, "host_write_ms"));
+        fprintf(f, "  %-26s %10s %8s %10s %11s %11s%s\n", "strategy", "step ms", "x limit",
+                "vs serial", "first ms", "steady ms", written ? "    write ms" : "");
         json_array_foreach(json_object_get(s, "strategies"), i, x)
         {
                 char vs[32] = "-", steady[32] = "-";
@@ -262,9 +269,12 @@ static void render_pipeline_point(FILE *f, const json_t *s)
                 v = json_object_get(x, "steady_step_ms");
                 if (json_is_number(v))
                         snprintf(steady, sizeof(steady), "%.3f", json_number_value(v));
-                fprintf(f, "  %-26s %10.3f %7.2fx %10s %11.3f %11s%s\n", str(x, "strategy", "?"),
+                char write[32] = "";
+                if (written)
+                        snprintf(write, sizeof(write), " %11.3f", num(x, "host_write_ms"));
+                fprintf(f, "  %-26s %10.3f %7.2fx %10s %11.3f %11s%s%s\n", str(x, "strategy", "?"),
                         num(x, "median_ms"), num(x, "ratio_to_limit"), vs, num(x, "first_step_ms"),
-                        steady,
+                        steady, write,
                         json_is_true(json_object_get(x, "first_step_differs")) ? "  first differs"
                                                                                : "");
         }

@@ -587,9 +587,57 @@ static void report_add(json_t *list, const json_t *index, const char *uuid, enum
                                         "verdict", verdict_lower[v], "reasons", reasons));
 }
 
+/* umd's verdict into the report, with the action it asks for (none before umd had actions). */
+static void report_verdict(json_t *list, const json_t *index, const char *uuid,
+                           const json_t *verdict)
+{
+        json_t *action = json_object_get(verdict, "action");
+
+        report_add(list, index, uuid, verdict_from(verdict), reasons_of(verdict));
+        if (json_is_string(action))
+                json_object_set(json_array_get(list, json_array_size(list) - 1), "action", action);
+}
+
+/* The actions' order (daemon/health_action.h): the report's overall action is the worst. */
+static int action_rank(const char *action)
+{
+        static const char *const order[] = {"none", "restart_job", "reset_gpu", "reboot_node",
+                                            "service"};
+        for (int k = 0; action && k < (int)(sizeof(order) / sizeof(order[0])); k++)
+                if (!strcmp(action, order[k]))
+                        return k;
+        return -1;
+}
+
+/* The node's GPU count (GET /v1/health's "inventory", there when umd has expected_gpus): a GPU
+ * short fails the node on a line of its own. Nothing when umd does not say. */
+static void health_inventory(struct http *h, json_t *list)
+{
+        struct http_answer ans;
+        json_t *doc = NULL;
+
+        if (http_request(h, "GET", "/v1/health", NULL, REQUEST_TIMEOUT_MS, &ans) < 0)
+                return;
+        if (ans.status == 200 || ans.status == 503)
+                doc = http_answer_json(&ans);
+        http_answer_free(&ans);
+        json_t *inv = json_object_get(doc, "inventory");
+        const char *v = json_string_value(json_object_get(inv, "verdict"));
+        const char *why = json_string_value(json_object_get(inv, "reason"));
+        if (v && why && strcmp(v, "pass") != 0) {
+                json_t *action = json_object_get(inv, "action");
+                report_add(list, NULL, "inventory", V_FAIL, json_pack("[s]", why));
+                if (json_is_string(action))
+                        json_object_set(json_array_get(list, json_array_size(list) - 1), "action",
+                                        action);
+        }
+        json_decref(doc);
+}
+
 static int report_finish(json_t *list, const struct umdctl_args *a)
 {
         bool any[4] = {false};
+        const char *worst = NULL;
         size_t i;
         json_t *d;
 
@@ -605,14 +653,24 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
                         if (!strcmp(s, verdict_lower[k]))
                                 v = (enum verdict)k;
                 any[v] = true;
+                /* The action goes right after the verdict word, where no reason can mimic it;
+                 * none is not printed, so a line without an action reads as it always did. */
+                const char *action = json_string_value(json_object_get(d, "action"));
+                if (action_rank(action) > action_rank(worst))
+                        worst = action;
                 if (a->json || (a->quiet && v == V_PASS))
                         continue;
                 if (json_is_string(json_object_get(d, "index"))) /* the node's part */
-                        printf("GPU pairs (every GPU) %s: ", verdict_upper[v]);
+                        printf("GPU pairs (every GPU) %s", verdict_upper[v]);
+                else if (json_is_null(json_object_get(d, "index"))) /* the node's GPU count */
+                        printf("GPU inventory (node) %s", verdict_upper[v]);
                 else
-                        printf("GPU %lld %s %s: ",
+                        printf("GPU %lld %s %s",
                                (long long)json_integer_value(json_object_get(d, "index")),
                                json_string_value(json_object_get(d, "uuid")), verdict_upper[v]);
+                if (action && strcmp(action, "none") != 0)
+                        printf(" action=%s", action);
+                fputs(": ", stdout);
                 json_t *reasons = json_object_get(d, "reasons"), *r;
                 size_t k;
                 if (json_array_size(reasons) == 0)
@@ -626,7 +684,8 @@ static int report_finish(json_t *list, const struct umdctl_args *a)
                               : any[V_UNKNOWN] ? "unknown"
                                                : "pass";
         if (a->json) {
-                json_t *doc = json_pack("{s:s, s:O}", "verdict", overall, "devices", list);
+                json_t *doc = json_pack("{s:s, s:s?, s:O}", "verdict", overall, "action", worst,
+                                        "devices", list);
                 print_json(doc);
                 json_decref(doc);
         }
@@ -676,7 +735,7 @@ static int health_cached_pairs(struct http *h, const struct umdctl_args *a, json
         if (json_is_object(lh) && !verdict_fresh(lh, a, now, why, sizeof(why)))
                 report_add(list, all, "node", V_UNKNOWN, json_pack("[s]", why));
         else if (json_is_object(lh))
-                report_add(list, all, "node", verdict_from(lh), reasons_of(lh));
+                report_verdict(list, all, "node", lh);
         json_decref(all);
         json_decref(node);
         return 0;
@@ -730,7 +789,7 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                         report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
                         continue;
                 }
-                report_add(list, index, uuid, verdict_from(lh), reasons_of(lh));
+                report_verdict(list, index, uuid, lh);
         }
         /* Only with every GPU asked for: the pairs span them all. */
         rc = json_array_size(doc) >= 2 && !a->devices ? health_cached_pairs(h, a, list, &ts) : 0;
@@ -739,6 +798,8 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                 json_decref(list);
                 return rc;
         }
+        if (!a->devices)
+                health_inventory(h, list);
         rc = report_finish(list, a);
         json_decref(list);
         return rc;
@@ -763,7 +824,7 @@ static bool health_part(json_t *list, const json_t *part, double timeout_s)
         if (!strcmp(state, "succeeded") && verdict && !json_is_null(verdict)) {
                 if (!answer_is_verdict(verdict))
                         return false;
-                report_add(list, index, uuid, verdict_from(verdict), reasons_of(verdict));
+                report_verdict(list, index, uuid, verdict);
                 return true;
         }
         if (!strcmp(state, "succeeded")) { /* umd judges no run that others disturbed */
@@ -888,6 +949,8 @@ static int cmd_health(struct http *h, const struct umdctl_args *a)
                         goto out;
                 }
         }
+        if (!a->devices)
+                health_inventory(h, list);
         rc = report_finish(list, a);
 out:
         json_decref(list);

@@ -268,11 +268,21 @@ static const struct param_def sweep_params[] = {
 };
 
 /* pipeline (issue 21): the ways a training step can bring its batch to the GPU. */
-static const char *const pipe_strategy_values[] = {
-    MEAS_PIPE_SERIAL,    MEAS_PIPE_OVERLAPPED, MEAS_PIPE_PAGEABLE,
-    MEAS_PIPE_ON_DEMAND, MEAS_PIPE_PREFETCH,   MEAS_PIPE_PREFETCH_CHUNKED,
-    MEAS_PIPE_ZERO_COPY, MEAS_PIPE_GATHER,     NULL};
+static const char *const pipe_strategy_values[] = {MEAS_PIPE_SERIAL,
+                                                   MEAS_PIPE_OVERLAPPED,
+                                                   MEAS_PIPE_PAGEABLE,
+                                                   MEAS_PIPE_ON_DEMAND,
+                                                   MEAS_PIPE_PREFETCH,
+                                                   MEAS_PIPE_PREFETCH_CHUNKED,
+                                                   MEAS_PIPE_ZERO_COPY,
+                                                   MEAS_PIPE_GATHER,
+                                                   MEAS_PIPE_PREFETCH_BATCH,
+                                                   MEAS_PIPE_DISCARD_PREFETCH,
+                                                   NULL};
 static const char *const layout_values[] = {"spread", "clustered", NULL};
+/* issue 60: who makes each step's batch, and how a chunked strategy issues its chunks */
+static const char *const pipe_batch_values[] = {PIPE_BATCH_PREPARED, PIPE_BATCH_WRITTEN, NULL};
+static const char *const chunk_issue_values[] = {"copy_stream", "round_robin", NULL};
 
 #define P_PIPE_COMMON                                                                              \
         {.name = "steps",                                                                          \
@@ -297,13 +307,36 @@ static const char *const layout_values[] = {"spread", "clustered", NULL};
              .min = 1,                                                                             \
              .max = 8,                                                                             \
              .def = 3},                                                                            \
+            {.name = "chunk_issue",                                                                \
+             .type = PARAM_ENUM,                                                                   \
+             .description = "how a chunked strategy issues its chunks: copy_stream (every copy "   \
+                            "or prefetch on one stream, the kernels on the others after "          \
+                            "events) or round_robin (chunk k's copy and kernel on stream k % "     \
+                            "streams, as the plain program of issue 60 does)",                     \
+             .def_str = "copy_stream",                                                             \
+             .values = chunk_issue_values},                                                        \
+            {.name = "batch",                                                                      \
+             .type = PARAM_ENUM,                                                                   \
+             .description = "prepared: the batch is in host memory before each step (untimed); "   \
+                            "host_written: the host's CPU copies each batch into the strategy's "  \
+                            "own memory (pinned, pageable or managed), double-buffered, the "      \
+                            "write timed in the step",                                             \
+             .def_str = PIPE_BATCH_PREPARED,                                                       \
+             .values = pipe_batch_values},                                                         \
+            {.name = "writers",                                                                    \
+             .type = PARAM_INT,                                                                    \
+             .unit = "threads",                                                                    \
+             .description = "CPU threads of the host's write (batch host_written)",                \
+             .min = 1,                                                                             \
+             .max = 64,                                                                            \
+             .def = 1},                                                                            \
             {.name = "strategies",                                                                 \
              .type = PARAM_ENUM_LIST,                                                              \
              .description = "strategies to run, all on the same data",                             \
-             .def_str = MEAS_PIPE_SERIAL "," MEAS_PIPE_OVERLAPPED "," MEAS_PIPE_PAGEABLE           \
-                                         "," MEAS_PIPE_ON_DEMAND "," MEAS_PIPE_PREFETCH            \
-                                         "," MEAS_PIPE_PREFETCH_CHUNKED "," MEAS_PIPE_ZERO_COPY    \
-                                         "," MEAS_PIPE_GATHER,                                     \
+             .def_str = MEAS_PIPE_SERIAL                                                           \
+             "," MEAS_PIPE_OVERLAPPED "," MEAS_PIPE_PAGEABLE "," MEAS_PIPE_ON_DEMAND               \
+             "," MEAS_PIPE_PREFETCH "," MEAS_PIPE_PREFETCH_CHUNKED "," MEAS_PIPE_ZERO_COPY         \
+             "," MEAS_PIPE_GATHER "," MEAS_PIPE_PREFETCH_BATCH "," MEAS_PIPE_DISCARD_PREFETCH,     \
              .values = pipe_strategy_values},                                                      \
         {                                                                                          \
                 .name = "layout", .type = PARAM_ENUM,                                              \
@@ -492,17 +525,13 @@ static const struct param_def health_params[] = {
 static const char *const copy_meas[] = {MEAS_H2D, MEAS_D2H, MEAS_BIDIR, NULL};
 static const char *const copy_overlap_meas[] = {MEAS_OVERLAPPED, MEAS_SERIAL, MEAS_COPY_ALONE,
                                                 MEAS_KERNEL_ALONE, NULL};
-static const char *const pipeline_meas[] = {MEAS_PIPE_SERIAL,
-                                            MEAS_PIPE_OVERLAPPED,
-                                            MEAS_PIPE_PAGEABLE,
-                                            MEAS_PIPE_ON_DEMAND,
-                                            MEAS_PIPE_PREFETCH,
-                                            MEAS_PIPE_PREFETCH_CHUNKED,
-                                            MEAS_PIPE_ZERO_COPY,
-                                            MEAS_PIPE_GATHER,
-                                            MEAS_COPY_ALONE,
-                                            MEAS_KERNEL_ALONE,
-                                            NULL};
+static const char *const pipeline_meas[] = {MEAS_PIPE_SERIAL,         MEAS_PIPE_OVERLAPPED,
+                                            MEAS_PIPE_PAGEABLE,       MEAS_PIPE_ON_DEMAND,
+                                            MEAS_PIPE_PREFETCH,       MEAS_PIPE_PREFETCH_CHUNKED,
+                                            MEAS_PIPE_ZERO_COPY,      MEAS_PIPE_GATHER,
+                                            MEAS_PIPE_PREFETCH_BATCH, MEAS_PIPE_DISCARD_PREFETCH,
+                                            MEAS_HOST_WRITE,          MEAS_COPY_ALONE,
+                                            MEAS_KERNEL_ALONE,        NULL};
 static const char *const zero_copy_meas[] = {MEAS_READ, MEAS_READ_WRITE, NULL};
 static const char *const on_demand_meas[] = {MEAS_GPU_ON_DEMAND, MEAS_CPU_ON_DEMAND, NULL};
 static const char *const prefetch_meas[] = {MEAS_PREFETCH_KERNEL, MEAS_PREFETCH,

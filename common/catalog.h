@@ -86,10 +86,20 @@ struct param_def {
 #define MEAS_PIPE_PREFETCH_CHUNKED "managed_prefetch_chunked"
 #define MEAS_PIPE_ZERO_COPY        MEAS_ZERO_COPY
 #define MEAS_PIPE_GATHER           "pinned_gather"
-#define MEAS_COPY_ALONE            "copy_alone"
-#define MEAS_KERNEL_ALONE          "kernel_alone"
+/* issue 60: CUDA 13's batched prefetch, and discard-and-prefetch before the host's write */
+#define MEAS_PIPE_PREFETCH_BATCH   "managed_prefetch_batch"
+#define MEAS_PIPE_DISCARD_PREFETCH "managed_discard_prefetch"
+/* issue 60: the host's write of one batch alone (batch host_written): a third half of the limit */
+#define MEAS_HOST_WRITE   "host_write"
+#define MEAS_COPY_ALONE   "copy_alone"
+#define MEAS_KERNEL_ALONE "kernel_alone"
 /* The word pipeline's intensity takes for "as long as the copy". */
 #define PIPE_BALANCED "balanced"
+/* pipeline's batch (issue 60): already in host memory before each step (untimed), or written
+ * by the host during the run, double-buffered, the write timed */
+#define PIPE_BATCH_PREPARED "prepared"
+#define PIPE_BATCH_WRITTEN  "host_written"
+#define PIPE_MAX_STEPS      100
 /* health's small-copy latency */
 #define MEAS_LATENCY_PINNED_H2D "latency_pinned_h2d"
 /* health's extended tier (issue 24): what it adds to the quick tier's measurements. A knee is a

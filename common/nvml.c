@@ -56,6 +56,17 @@ static void load_locked(void)
             {"nvmlDeviceGetPowerUsage", NULL, (void **)&a.power, true},
             {"nvmlDeviceGetNvLinkState", NULL, (void **)&a.link_state, false},
             {"nvmlDeviceGetNvLinkRemotePciInfo_v2", NULL, (void **)&a.remote_pci, false},
+            {"nvmlDeviceGetRemappedRows", NULL, (void **)&a.remapped_rows, true},
+            {"nvmlDeviceGetMemoryErrorCounter", NULL, (void **)&a.memory_errors, true},
+            {"nvmlDeviceGetEccMode", NULL, (void **)&a.ecc_mode, true},
+            /* v1 takes (device, cause, count, addresses): the first four of v2's arguments, so
+             * one pointer type serves both, called with no room for addresses. */
+            {"nvmlDeviceGetRetiredPages", NULL, (void **)&a.retired_pages, true},
+            {"nvmlDeviceGetRetiredPagesPendingStatus", NULL, (void **)&a.retired_pending, true},
+            {"nvmlDeviceGetFieldValues", NULL, (void **)&a.field_values, true},
+            {"nvmlDeviceValidateInforom", NULL, (void **)&a.validate_inforom, true},
+            /* Links (issue 58). */
+            {"nvmlDeviceGetNvLinkErrorCounter", NULL, (void **)&a.nvlink_error, true},
         };
         const char *const names[] = {NVML_SONAME};
         char err[DLIB_WHY_MAX];

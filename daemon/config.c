@@ -238,6 +238,26 @@ static const struct key keys[] = {
      "(INI: a [name] section per model; see gpu-models.conf). A missing file: the shipped "
      "table alone."},
 
+    /* Links and inventory (issue 58, daemon/health_links.c). */
+    {"expected_gpus", K_UINT, F(expected_gpus), "0", 0, 1024,
+     "The GPUs this node should have; fewer fails the node in /v1/health (a GPU fallen off the "
+     "bus, action reboot_node), naming the NVIDIA GPUs the PCI bus lists that umd does not "
+     "own. 0: not checked."},
+    {"health_pcie_replay_floor_per_min", K_DOUBLE, F(health_pcie_replay_floor_per_min), "8", 0, 1e9,
+     "Health: PCIe replays a minute always allowed, whatever the link (DCGM's "
+     "DCGM_LIMIT_MAX_PCIREPLAY_RATE); above it the limit is the link's spec, 1e-12 x line rate "
+     "x lanes (Gen5 x16: 30.2 a minute). Faster warns."},
+    {"health_pcie_replay_fail_factor", K_DOUBLE, F(health_pcie_replay_fail_factor), "10", 0, 1e9,
+     "Health: PCIe replays this many times the limit fail the GPU (action service). 0: never "
+     "fail, only warn."},
+    {"health_nvlink_crc_fail_per_s", K_DOUBLE, F(health_nvlink_crc_fail_per_s), "100", 0, 1e12,
+     "Health: NVLink CRC errors a second, on any link, that fail the GPU (DCGM's "
+     "DCGM_LIMIT_MAX_NVLINK_CRC_ERROR; action reset_gpu)."},
+    {"health_nvlink_error_fail_per_min", K_DOUBLE, F(health_nvlink_error_fail_per_min), "0", 0,
+     1e12,
+     "Health: NVLink replay or recovery errors a minute, on any link, above which the GPU fails "
+     "(DCGM fails on any; action reset_gpu)."},
+
     {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0, "error, warning, notice, info or debug."},
 };
 

@@ -97,6 +97,13 @@ struct umd_config {
         unsigned health_extended_budget_s; /* the extended tier's budget for the whole node */
         char *gpu_models_file; /* overrides and additions to the shipped GPU model table */
 
+        /* links and inventory (issue 58) */
+        unsigned expected_gpus; /* 0: not checked */
+        double health_pcie_replay_floor_per_min;
+        double health_pcie_replay_fail_factor;
+        double health_nvlink_crc_fail_per_s;
+        double health_nvlink_error_fail_per_min;
+
         /* logging */
         int log_level;
 

@@ -14,8 +14,12 @@
 #include "daemon.h"
 #include "devctl.h"
 #include "devices.h"
+#include "gpustate.h"
+#include "health_action.h"
+#include "health_links.h"
 #include "job_state.h"
 #include "jobs.h"
+#include "jsonutil.h"
 #include "metrics.h"
 #include "store.h"
 #include "umd-build.h"
@@ -151,6 +155,30 @@ json_t *core_devices_json(void)
         return arr;
 }
 
+/* A verdict's action (health_action.h); none without one (a verdict stored before actions). */
+static enum health_action verdict_action(const json_t *verdict)
+{
+        enum health_action a = HEALTH_ACTION_NONE;
+        (void)health_action_from_name(json_string_value(json_object_get(verdict, "action")), &a);
+        return a;
+}
+
+/* The indexes start-up rebuilt, a comma and a space apart (store_repair.c), as a list. */
+static json_t *store_repaired_json(void)
+{
+        json_t *repaired = json_array();
+        const char *names = job_query_store_repaired(core_jobs());
+
+        for (const char *at = names; at && *at;) {
+                size_t len = strcspn(at, ",");
+
+                json_array_append_new(repaired, json_stringn(at, len));
+                at += len;
+                at += strspn(at, ", ");
+        }
+        return repaired;
+}
+
 int core_health(json_t **ret_body)
 {
         size_t usable = 0, faulted = 0, failing = 0, n, queued, running, total;
@@ -158,14 +186,21 @@ int core_health(json_t **ret_body)
         char why[512], store_why[400], commit_why[160];
         const char *damage = job_query_store_damage(core_jobs());
         int commit_error = job_query_store_commit_error(core_jobs());
+        enum health_action action = HEALTH_ACTION_NONE;
 
         job_query_counts(core_jobs(), &queued, &running, &total);
+        /* The PCI bus is read before the lock: sysfs, but still I/O. */
+        _cleanup_json_ json_t *seen = core_config->expected_gpus ? gpustate_pci_gpus() : NULL;
+        _cleanup_json_ json_t *present = json_array();
         core_lock();
         n = devices_count();
         for (size_t i = 0; i < n; i++) {
                 struct device *d = devices_get(i);
                 const char *verdict =
                     json_string_value(json_object_get(d->last_verdict, "verdict"));
+                enum health_action a = verdict_action(d->last_verdict);
+                action = health_action_max(action, a);
+                json_array_append(present, json_object_get(d->info, "pci_bus_id"));
                 json_array_append_new(verdicts,
                                       json_pack("{s:I, s:s, s:s, s:O?}", "index", (json_int_t)i,
                                                 "uuid", d->uuid, "state", device_state_string(d),
@@ -177,8 +212,9 @@ int core_health(json_t **ret_body)
                         json_array_append_new(problems_arr, json_string(why));
                 } else if (verdict && strcmp(verdict, "fail") == 0) {
                         failing++;
-                        snprintf(why, sizeof(why), "device %zu (%s) failed its last health check",
-                                 i, d->uuid);
+                        snprintf(why, sizeof(why),
+                                 "device %zu (%s) failed its last health check (action: %s)", i,
+                                 d->uuid, health_action_name(a));
                         json_array_append_new(problems_arr, json_string(why));
                 } else {
                         usable++;
@@ -189,6 +225,7 @@ int core_health(json_t **ret_body)
         json_t *node = job_query_node_json_locked(core_jobs());
         const char *pairs =
             json_string_value(json_object_get(json_object_get(node, "last_health"), "verdict"));
+        action = health_action_max(action, verdict_action(json_object_get(node, "last_health")));
         if (pairs && strcmp(pairs, "fail") == 0)
                 json_array_append_new(problems_arr,
                                       json_string("the GPU pairs failed their last health check"));
@@ -199,6 +236,16 @@ int core_health(json_t **ret_body)
                 reason = failing ? "no device is both running and passing its health check"
                                  : "every device is faulted";
         core_unlock();
+        /* Fewer GPUs than the node should have (issue 58): the node fails, usable or not. */
+        json_t *inventory = health_links_inventory(core_config, present, seen);
+        bool short_of = streq_ptr(json_string_value(json_object_get(inventory, "verdict")), "fail");
+        if (short_of) {
+                json_array_append(problems_arr, json_object_get(inventory, "reason"));
+                if (usable) {
+                        status = "degraded";
+                        reason = json_string_value(json_object_get(inventory, "reason"));
+                }
+        }
         /* A damaged store still runs jobs, but the history a client reads may be gone: say so
          * rather than 200 while lists answer 500. */
         if (damage) {
@@ -224,16 +271,6 @@ int core_health(json_t **ret_body)
                 }
         }
 
-        json_t *repaired = json_array();
-        const char *names = job_query_store_repaired(core_jobs());
-        /* The names, a comma and a space apart (store_repair.c), as a list. */
-        for (const char *at = names; at && *at;) {
-                size_t len = strcspn(at, ",");
-
-                json_array_append_new(repaired, json_stringn(at, len));
-                at += len;
-                at += strspn(at, ", ");
-        }
         *ret_body = json_pack(
             "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o, s:s}",
             "status", status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
@@ -241,8 +278,16 @@ int core_health(json_t **ret_body)
             (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
             (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
             node ? node : json_null(), "store_check", job_query_store_check(core_jobs()),
-            "store_repaired", repaired, "store_commit", commit_error ? "failing" : "ok");
-        return usable && !damage && !commit_error ? 200 : 503;
+            "store_repaired", store_repaired_json(), "store_commit",
+            commit_error ? "failing" : "ok");
+        action = health_action_max(action, verdict_action(inventory));
+        if (*ret_body) {
+                json_object_set_new(*ret_body, "action", json_string(health_action_name(action)));
+                if (inventory)
+                        json_object_set(*ret_body, "inventory", inventory);
+        }
+        json_decref(inventory);
+        return usable && !damage && !short_of && !commit_error ? 200 : 503;
 }
 
 json_t *core_version_json(void)

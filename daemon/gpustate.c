@@ -6,6 +6,7 @@
  * taken to be the worker (the count is never below what is certain). */
 #include "gpustate.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -25,6 +26,9 @@
 #include <unistd.h>
 
 #define NVML_PROCESSES_MAX   256
+#define PCI_DEVICES_DIR      "/sys/bus/pci/devices"
+#define PCI_VENDOR_NVIDIA    0x10de
+#define PCI_ATTR_MAX         32 /* "0x030200\n" and room */
 #define FAKE_STATE_MAX_BYTES (64u * 1024u)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,8 +87,38 @@ static void state_unknown(struct gpu_state *st, const char *why)
                                  .current_width = -1,
                                  .max_gen = -1,
                                  .max_width = -1,
-                                 .replay_counter = -1};
+                                 .replay_counter = -1,
+                                 .nvlinks_active = -1};
+        for (size_t l = 0; l < GPU_STATE_NVLINKS_MAX; l++)
+                for (size_t k = 0; k < _GPU_NVLINK_KIND_MAX; k++)
+                        st->nvlink_errors[l][k] = -1;
         snprintf(st->why, sizeof(st->why), "%s", why);
+}
+
+/* The links NVML says are up, and the error counters of each (issue 58). A GPU without NVLink
+ * answers no link: nvlinks_active stays unknown. */
+static void nvml_links(nvml_device dev, struct gpu_state *st)
+{
+        static const int counters[_GPU_NVLINK_KIND_MAX] = {
+            [GPU_NVLINK_CRC] = NVML_NVLINK_ERROR_DL_CRC_FLIT,
+            [GPU_NVLINK_REPLAY] = NVML_NVLINK_ERROR_DL_REPLAY,
+            [GPU_NVLINK_RECOVERY] = NVML_NVLINK_ERROR_DL_RECOVERY,
+        };
+        unsigned long long v;
+        int active;
+
+        for (unsigned l = 0; l < GPU_STATE_NVLINKS_MAX; l++) {
+                if (nvml->link_state(dev, l, &active) != NVML_SUCCESS)
+                        continue;
+                if (st->nvlinks_active < 0)
+                        st->nvlinks_active = 0;
+                if (active != NVML_FEATURE_ON)
+                        continue;
+                st->nvlinks_active++;
+                for (size_t k = 0; nvml->nvlink_error && k < _GPU_NVLINK_KIND_MAX; k++)
+                        if (nvml->nvlink_error(dev, l, counters[k], &v) == NVML_SUCCESS)
+                                st->nvlink_errors[l][k] = (long long)v;
+        }
 }
 
 static bool pid_here(unsigned pid)
@@ -204,12 +238,34 @@ static void nvml_query(const char *uuid, pid_t own_pid, pid_t node_pid, struct g
                 st->max_width = (int)v;
         if (nvml->replay && nvml->replay(dev, &v) == NVML_SUCCESS)
                 st->replay_counter = v;
+        nvml_links(dev, st);
 }
 
 static int int_or(const json_t *o, const char *k, int def)
 {
         json_t *v = json_object_get(o, k);
         return json_is_integer(v) ? (int)json_integer_value(v) : def;
+}
+
+/* The entry's "nvlinks_active" (N links up) and "nvlink_errors" ([{"link": L, "crc": N,
+ * "replay": N, "recovery": N}]; a counter not given is 0 on a link given). */
+static void fake_links(const json_t *o, struct gpu_state *st)
+{
+        static const char *const keys[_GPU_NVLINK_KIND_MAX] = {"crc", "replay", "recovery"};
+        const json_t *e;
+        size_t i;
+
+        st->nvlinks_active = int_or(o, "nvlinks_active", -1);
+        json_array_foreach(json_object_get(o, "nvlink_errors"), i, e)
+        {
+                json_int_t l = json_integer_value(json_object_get(e, "link"));
+                if (l < 0 || l >= GPU_STATE_NVLINKS_MAX)
+                        continue;
+                for (size_t k = 0; k < _GPU_NVLINK_KIND_MAX; k++) {
+                        json_t *n = json_object_get(e, keys[k]);
+                        st->nvlink_errors[l][k] = json_is_integer(n) ? json_integer_value(n) : 0;
+                }
+        }
 }
 
 /* {"0": {"other_processes": 1, "compute_mode": "exclusive_process", "pcie": {...},
@@ -251,6 +307,7 @@ static void fake_query(int index, struct gpu_state *st)
                         st->max_width = int_or(pcie, "max_width", 16);
                 }
                 st->replay_counter = int_or(o, "replay_counter", 0);
+                fake_links(o, st);
         }
         json_decref(all);
 }
@@ -271,4 +328,58 @@ void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, pid_t node_
         }
         pthread_mutex_unlock(&lock);
         *ret = st;
+}
+
+/* A sysfs attribute of one PCI device as a number; -1 when unreadable. */
+static long pci_attr(const char *dev, const char *attr)
+{
+        char path[PATH_MAX];
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+
+        snprintf(path, sizeof(path), "%s/%s/%s", PCI_DEVICES_DIR, dev, attr);
+        if (read_file_at(AT_FDCWD, path, PCI_ATTR_MAX, &buf, &len) < 0)
+                return -1;
+        return strtol(buf, NULL, 16);
+}
+
+static json_t *fake_pci_gpus(void)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        json_error_t err;
+        json_t *all, *list;
+
+        if (read_file_at(AT_FDCWD, fake_path, FAKE_STATE_MAX_BYTES, &buf, &len) < 0)
+                return NULL;
+        all = json_parse_strict(buf, len, 8, &err);
+        list = json_object_get(all, "pci_gpus");
+        list = json_is_array(list) ? json_incref(list) : NULL;
+        json_decref(all);
+        return list;
+}
+
+json_t *gpustate_pci_gpus(void)
+{
+        json_t *list;
+        struct dirent *e;
+        DIR *dir;
+
+        pthread_mutex_lock(&lock);
+        bool fake = fake_path != NULL;
+        list = fake ? fake_pci_gpus() : NULL;
+        pthread_mutex_unlock(&lock);
+        if (fake || !(dir = opendir(PCI_DEVICES_DIR)))
+                return list;
+        list = json_array();
+        while (list && (e = readdir(dir))) {
+                long cls;
+                if (e->d_name[0] == '.' || pci_attr(e->d_name, "vendor") != PCI_VENDOR_NVIDIA)
+                        continue;
+                cls = pci_attr(e->d_name, "class") >> 8; /* base class and subclass */
+                if (cls == 0x0300 || cls == 0x0302)
+                        json_array_append_new(list, json_string(e->d_name));
+        }
+        closedir(dir);
+        return list;
 }

@@ -19,6 +19,16 @@ struct umd_config;
 #define GPU_STATE_MODE_MAX 24
 /* An NVML failure with its dlerror() or a UUID ("NVML does not know GPU-…: …"). */
 #define GPU_STATE_WHY_MAX 160
+/* NVLinks a GPU may have (NVML_NVLINK_MAX_LINKS: 18 on Hopper and Blackwell). */
+#define GPU_STATE_NVLINKS_MAX 18
+
+/* The NVLink error counters read (nvmlNvLinkErrorCounter_t's CRC_FLIT, REPLAY, RECOVERY). */
+enum gpu_nvlink_kind {
+        GPU_NVLINK_CRC,
+        GPU_NVLINK_REPLAY,
+        GPU_NVLINK_RECOVERY,
+        _GPU_NVLINK_KIND_MAX,
+};
 
 struct gpu_state {
         bool known;          /* false: nothing could be read; why says so */
@@ -27,7 +37,10 @@ struct gpu_state {
         char compute_mode[GPU_STATE_MODE_MAX];
         int current_gen, current_width, max_gen, max_width; /* -1 unknown */
         long long replay_counter;                           /* -1 unknown */
-        char why[GPU_STATE_WHY_MAX];                        /* what is unknown, and why */
+        int nvlinks_active; /* links NVML says are up; -1 unknown (no NVLink answered) */
+        /* Each link's error counters; -1 unknown (a link down, or NVML cannot say). */
+        long long nvlink_errors[GPU_STATE_NVLINKS_MAX][_GPU_NVLINK_KIND_MAX];
+        char why[GPU_STATE_WHY_MAX]; /* what is unknown, and why */
 };
 
 /* Load NVML where there are real devices (a failure is logged once and kept as the reason).
@@ -43,6 +56,12 @@ const char *gpustate_backend(void);
  * fails: *ret is filled with what is known. */
 void gpustate_query(const char *uuid, int fake_index, pid_t own_pid, pid_t node_pid,
                     struct gpu_state *ret);
+
+/* The NVIDIA GPUs (PCI vendor 0x10de, display or 3D class) the PCI bus lists, as a new array
+ * of bus ids ("0000:5a:00.0"), for the node's inventory (health_links.h): a GPU fallen off the
+ * bus often stays listed there while the driver cannot use it. Fake devices: the fake_gpu_state
+ * file's "pci_gpus" array. NULL where it cannot be read. */
+json_t *gpustate_pci_gpus(void);
 
 /* Other compute processes on a GPU by its worker's look after a part (common/ipc.h's "look"):
  * {"others": N} as it is, {"pids": [...]} less umd's workers own_pid and node_pid (0: none) as

@@ -12,6 +12,7 @@
 
 #include "catalog.h"
 #include "config.h"
+#include "health_errors.h"
 #include "jsonutil.h"
 #include "pcie.h"
 #include "topology.h"
@@ -389,8 +390,7 @@ void health_add_tier(json_t *verdict, const json_t *result)
 }
 
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
-                       const json_t *expect, const json_t *baseline, size_t baseline_runs,
-                       const struct health_replays *replays)
+                       const json_t *expect, const json_t *baseline, size_t baseline_runs)
 {
         json_t *checks = json_array(), *reasons = json_array();
         enum verdict worst = V_PASS;
@@ -418,19 +418,6 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
         if (!json_is_number(json_object_get(result_measurement(result, MEAS_D2D), "gbps")))
                 add_check(checks, reasons, &worst, "d2d", V_FAIL,
                           "d2d (device memory) was not measured", "none");
-
-        if (replays && replays->now >= 0 && replays->before >= 0 &&
-            replays->now > replays->before) {
-                snprintf(why, sizeof(why),
-                         "the PCIe replay counter grew by %lld since the last check (%lld to "
-                         "%lld): the link is retrying transfers",
-                         replays->now - replays->before, replays->before, replays->now);
-                add_check(checks, reasons, &worst, "pcie_replays", V_WARN, why, "baseline");
-        } else if (replays && replays->now >= 0) {
-                snprintf(why, sizeof(why), "the PCIe replay counter is %lld%s", replays->now,
-                         replays->before >= 0 ? ", unchanged since the last check" : "");
-                add_check(checks, reasons, &worst, "pcie_replays", V_PASS, why, "baseline");
-        }
 
         for (const char *const *m = link_bound_modes; *m && link > 0; m++) {
                 json_t *g = json_object_get(result_measurement(result, *m), "gbps");
@@ -490,8 +477,11 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
         json_t *v =
             json_pack("{s:s, s:o, s:o, s:f, s:O?}", "verdict", verdict_names[worst], "checks",
                       checks, "reasons", reasons, "link_gbps", link, "expectation", expect);
-        if (v)
+        if (v) {
                 health_add_tier(v, result);
+                health_errors_judge(v, json_object_get(result, "gpu_errors"), expect);
+                health_actions_stamp(v);
+        }
         return v;
 }
 
@@ -609,8 +599,10 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                           "no copy between GPUs was measured", "none");
         json_t *v = json_pack("{s:s, s:o, s:o, s:I}", "verdict", verdict_names[worst], "checks",
                               checks, "reasons", reasons, "pairs", (json_int_t)pairs);
-        if (v)
+        if (v) {
                 health_add_tier(v, result);
+                health_actions_stamp(v);
+        }
         return v;
 }
 

@@ -9,30 +9,26 @@
 
 struct umd_config;
 
-/* PCIe replay counter (link-level retries) now and at the last check; -1 where unknown. Growth
- * between checks warns: the link is retrying transfers. */
-struct health_replays {
-        long long now, before;
-};
-
 /* result: the health part's result; pcie: the device's "pcie" object (may be NULL);
  * expect: models.h's expectation for the GPU ({"device_name", "model": {...} or null}; NULL is an
  * unknown model): its PCIe link and nominal device memory bandwidth judge the link and the d2d
  * copy (health_memory_warn_fraction, health_memory_fail_fraction), and the verdict carries it as
  * "expectation"; every check says what it was judged against ("expectation": "link", "model",
  * "baseline" or "none"); baseline: {"pinned_h2d": median GB/s, ...} from past passing runs (may be
- * empty, NULL); baseline_runs: how many runs that median came from; replays may be NULL. Returns a
+ * empty, NULL); baseline_runs: how many runs that median came from (the PCIe replay counter and
+ * the NVLinks are health_links.h's, judged after). Returns a
  * new verdict object:
  * {"verdict": "pass"|"warn"|"fail", "checks": [{"name","verdict","reason",...}], "reasons": [..],
  *  "tier": ...}. A result of the extended tier ("tier": "extended") also has each of its additions
  * judged: the size at which each swept path reaches 90% of its peak (warns when only the largest
  * does), bidirectional copies against twice the link, device memory at full size against the
  * model and the quick size, pageable copies both ways and managed memory against the pinned copy,
- * and latency against fixed bounds; an addition the plan skipped is not judged.
+ * and latency against fixed bounds; an addition the plan skipped is not judged. The result's
+ * "gpu_errors" (the GPU's error state, read after the copies) is judged by health_errors.h into
+ * one check a reading, and every check and the verdict get their "action" (health_action.h).
  */
 json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const json_t *pcie,
-                       const json_t *expect, const json_t *baseline, size_t baseline_runs,
-                       const struct health_replays *replays);
+                       const json_t *expect, const json_t *baseline, size_t baseline_runs);
 
 /* The tier that made a verdict, from the result it judged: "tier" ("quick" or "extended"); for
  * the extended tier also its "plan" (the result's: budget, what ran, what was skipped) and

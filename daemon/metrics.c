@@ -26,6 +26,8 @@
 #include "catalog.h"
 #include "core.h"
 #include "devices.h"
+#include "health_errors.h"
+#include "health_links.h"
 #include "daemon.h"
 #include "lock.h"
 #include "store.h"
@@ -520,6 +522,8 @@ char *metrics_text(size_t *ret_len)
                                 d->uuid, verdicts[k], strcmp(v, verdicts[k]) == 0);
         }
         core_unlock();
+        health_errors_metrics(f);
+        health_links_metrics(f, daemon_state ? daemon_state->cfg : NULL);
 
         /* The supervisor's own lock is never taken under mlock; the node is its slot after the
          * GPUs. */

@@ -27,6 +27,9 @@ struct model {
         double memory_gbps;       /* nominal device memory bandwidth, decimal GB/s; 0: unknown */
         char source[320];
         bool from_file;
+        /* Error-state thresholds (health_errors.h), from the file only; -1: the default. */
+        int retired_pages_max, sram_uncorrected_max;
+        int ecc_off_passes; /* -1: the default (warn), 0: warn, 1: pass (a model run without ECC) */
 };
 
 /* NVLink rates a direction: NVLink 3 and 4 carry 25 GB/s a link (A100: 12 links, 600 GB/s both
@@ -113,6 +116,27 @@ static int set_gbps(const char *v, double *ret)
         return 0;
 }
 
+/* The shipped entries set no error-state threshold: health_errors.h's defaults apply. */
+static void errors_defaults(struct model *m)
+{
+        m->retired_pages_max = m->sram_uncorrected_max = m->ecc_off_passes = -1;
+}
+
+/* The error-state keys (health_errors.h); 1 when key is one of them (r: the parse). */
+static bool read_errors_key(struct model *m, const char *key, const char *value, int *r)
+{
+        if (strcmp(key, "retired_pages_max") == 0)
+                *r = set_int(value, 0, 1 << 20, &m->retired_pages_max);
+        else if (strcmp(key, "sram_uncorrected_max") == 0)
+                *r = set_int(value, 0, 1 << 20, &m->sram_uncorrected_max);
+        else if (strcmp(key, "ecc_off") == 0) {
+                m->ecc_off_passes = strcmp(value, "pass") == 0 ? 1 : 0;
+                *r = strcmp(value, "pass") == 0 || strcmp(value, "warn") == 0 ? 0 : -EINVAL;
+        } else
+                return false;
+        return true;
+}
+
 /* One key of one section: the section's entry starts as the shipped one of that name, if any. */
 static int read_line(void *user, const char *section, const char *key, const char *value)
 {
@@ -136,12 +160,14 @@ static int read_line(void *user, const char *section, const char *key, const cha
                 struct model m = {.nvlinks = -1};
                 if (s >= 0) {
                         m = shipped[s];
+                        errors_defaults(&m);
                         snprintf(m.source, sizeof(m.source),
                                  "gpu_models_file, over the shipped entry");
                 } else {
                         snprintf(m.name, sizeof(m.name), "%s", section);
                         snprintf(m.match, sizeof(m.match), "%s", section);
                         snprintf(m.source, sizeof(m.source), "gpu_models_file");
+                        errors_defaults(&m);
                 }
                 m.from_file = true;
                 rd->file[rd->n] = m;
@@ -165,10 +191,11 @@ static int read_line(void *user, const char *section, const char *key, const cha
                 r = set_gbps(value, &m->nvlink_gbps);
         else if (strcmp(key, "memory_gbps") == 0)
                 r = set_gbps(value, &m->memory_gbps);
-        else {
+        else if (!read_errors_key(m, key, value, &r)) {
                 snprintf(rd->err, sizeof(rd->err),
                          "unknown key '%s' (match, source, pcie_gen, pcie_width, nvlinks, "
-                         "nvlink_gbps, memory_gbps)",
+                         "nvlink_gbps, memory_gbps, retired_pages_max, sram_uncorrected_max, "
+                         "ecc_off)",
                          key);
                 return 0;
         }
@@ -230,8 +257,10 @@ int models_load(const char *path)
         for (size_t i = 0; i < rd.n; i++)
                 t[n++] = rd.file[i];
         for (size_t i = 0; i < ELEMENTSOF(shipped); i++)
-                if (find_name(rd.file, rd.n, shipped[i].name) < 0)
-                        t[n++] = shipped[i];
+                if (find_name(rd.file, rd.n, shipped[i].name) < 0) {
+                        t[n] = shipped[i];
+                        errors_defaults(&t[n++]);
+                }
         free(rd.file);
         free(table);
         table = t;
@@ -246,15 +275,32 @@ static json_t *num_or_null(double v)
         return v > 0 ? json_real(v) : json_null();
 }
 
+static json_t *int_or_null(int v)
+{
+        return v >= 0 ? json_integer(v) : json_null();
+}
+
 static json_t *model_json(const struct model *m)
 {
-        return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:s}", "name", m->name, "match",
-                         m->match, "pcie_gen",
-                         m->pcie_gen > 0 ? json_integer(m->pcie_gen) : json_null(), "pcie_width",
-                         m->pcie_width > 0 ? json_integer(m->pcie_width) : json_null(), "nvlinks",
-                         m->nvlinks >= 0 ? json_integer(m->nvlinks) : json_null(), "nvlink_gbps",
-                         num_or_null(m->nvlink_gbps), "memory_gbps", num_or_null(m->memory_gbps),
-                         "source", m->source, "from", m->from_file ? "gpu_models_file" : "shipped");
+        json_t *o = json_pack(
+            "{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:s}", "name", m->name, "match", m->match,
+            "pcie_gen", m->pcie_gen > 0 ? json_integer(m->pcie_gen) : json_null(), "pcie_width",
+            m->pcie_width > 0 ? json_integer(m->pcie_width) : json_null(), "nvlinks",
+            m->nvlinks >= 0 ? json_integer(m->nvlinks) : json_null(), "nvlink_gbps",
+            num_or_null(m->nvlink_gbps), "memory_gbps", num_or_null(m->memory_gbps), "source",
+            m->source, "from", m->from_file ? "gpu_models_file" : "shipped");
+
+        if (o && json_object_update_new(
+                     o, json_pack("{s:o, s:o, s:o}", "retired_pages_max",
+                                  int_or_null(m->retired_pages_max), "sram_uncorrected_max",
+                                  int_or_null(m->sram_uncorrected_max), "ecc_off",
+                                  m->ecc_off_passes < 0
+                                      ? json_null()
+                                      : json_string(m->ecc_off_passes ? "pass" : "warn"))) < 0) {
+                json_decref(o);
+                return NULL;
+        }
+        return o;
 }
 
 json_t *models_expectation(const char *device_name)

@@ -213,10 +213,14 @@ static const struct {
     {MEAS_PIPE_PREFETCH_CHUNKED, "managed memory prefetched chunk by chunk"},
     {MEAS_PIPE_ZERO_COPY, "zero-copy (the kernel reads mapped host memory)"},
     {MEAS_PIPE_GATHER, "a gather of the touched pages"},
+    {MEAS_PIPE_PREFETCH_BATCH, "managed memory prefetched in one batched call"},
+    {MEAS_PIPE_DISCARD_PREFETCH, "managed memory discarded before the host's write, then "
+                                 "prefetched chunk by chunk"},
 };
 static const char *const pipe_order[] = {
-    MEAS_PIPE_SERIAL,   MEAS_PIPE_OVERLAPPED,       MEAS_PIPE_PAGEABLE,  MEAS_PIPE_ON_DEMAND,
-    MEAS_PIPE_PREFETCH, MEAS_PIPE_PREFETCH_CHUNKED, MEAS_PIPE_ZERO_COPY, MEAS_PIPE_GATHER};
+    MEAS_PIPE_SERIAL,         MEAS_PIPE_OVERLAPPED,       MEAS_PIPE_PAGEABLE,  MEAS_PIPE_ON_DEMAND,
+    MEAS_PIPE_PREFETCH,       MEAS_PIPE_PREFETCH_CHUNKED, MEAS_PIPE_ZERO_COPY, MEAS_PIPE_GATHER,
+    MEAS_PIPE_PREFETCH_BATCH, MEAS_PIPE_DISCARD_PREFETCH};
 
 static const char *strategy_label(const char *s)
 {
@@ -280,11 +284,22 @@ static const json_t *at_point(const json_t *result, const char *s, const char *s
         return result_measurement(result, name);
 }
 
-/* One pipeline run's summary: the limit and each strategy against it and against serial. */
+/* What bounds a step: the copy, the kernel, or (batch host_written) the host's write. */
+static const char *pipe_bound(double copy, double kern, double host)
+{
+        if (host > copy && host > kern)
+                return "host_write";
+        return copy >= kern ? "copy" : "kernel";
+}
+
+/* One pipeline run's summary: the limit and each strategy against it and against serial. Where
+ * the host writes each batch (a host_write measurement), its write alone is a third half of the
+ * limit, and each strategy says what its own write cost. */
 static json_t *pipe_point_summary(const json_t *result, const char *suffix, json_int_t intensity)
 {
         double copy = median_ms(at_point(result, MEAS_COPY_ALONE, suffix));
         double kern = median_ms(at_point(result, MEAS_KERNEL_ALONE, suffix));
+        double host = median_ms(at_point(result, MEAS_HOST_WRITE, suffix));
         double serial = median_ms(at_point(result, MEAS_PIPE_SERIAL, suffix));
         double limit = copy > kern ? copy : kern, best_ms = 0;
         json_t *list = json_array();
@@ -292,6 +307,8 @@ static json_t *pipe_point_summary(const json_t *result, const char *suffix, json
         char note[400];
         const char *n = short_kernel_note(copy, kern, note, sizeof(note));
 
+        if (host > limit)
+                limit = host;
         if (limit <= 0 || !list) {
                 json_decref(list);
                 return NULL;
@@ -306,20 +323,22 @@ static json_t *pipe_point_summary(const json_t *result, const char *suffix, json
                 bool differs = json_is_number(steady) && first > 1.1 * json_number_value(steady);
                 json_array_append_new(
                     list,
-                    json_pack("{s:s, s:s, s:f, s:f, s:f, s:o, s:f, s:O?, s:b}", "strategy",
+                    json_pack("{s:s, s:s, s:f, s:f, s:f, s:o, s:f, s:O?, s:b, s:O?}", "strategy",
                               pipe_order[i], "label", strategy_label(pipe_order[i]), "median_ms",
                               ms, "cv", num(json_object_get(m, "stats"), "cv"), "ratio_to_limit",
                               ms / limit, "speedup_vs_serial",
                               serial > 0 ? json_real(serial / ms) : json_null(), "first_step_ms",
-                              first, "steady_step_ms", steady, "first_step_differs", differs));
+                              first, "steady_step_ms", steady, "first_step_differs", differs,
+                              "host_write_ms", json_object_get(m, "host_write_ms")));
                 if (!best || ms < best_ms) {
                         best = pipe_order[i];
                         best_ms = ms;
                 }
         }
-        return json_pack("{s:I, s:f, s:f, s:f, s:s, s:s?, s:f, s:o, s:s*}", "intensity", intensity,
-                         "copy_ms", copy, "kernel_ms", kern, "limit_ms", limit, "bound",
-                         copy >= kern ? "copy" : "kernel", "best", best, "best_ms", best_ms,
+        return json_pack("{s:I, s:f, s:f, s:o, s:f, s:s, s:s?, s:f, s:o, s:s*}", "intensity",
+                         intensity, "copy_ms", copy, "kernel_ms", kern, "host_write_ms",
+                         host > 0 ? json_real(host) : json_null(), "limit_ms", limit, "bound",
+                         pipe_bound(copy, kern, host), "best", best, "best_ms", best_ms,
                          "strategies", list, "note", n);
 }
 
@@ -328,12 +347,41 @@ static const json_t *strategy_in(const json_t *point, const char *s)
         return json_array_find(json_object_get(point, "strategies"), "strategy", s);
 }
 
+/* batch host_written: the clause on the host's write at one point (the write into pinned memory
+ * against the limit, into managed memory with its CPU faults, and after a discard), appended at
+ * buf + *at; nothing where the host did not write. */
+static void host_write_words(const json_t *point, char *buf, size_t len, size_t *at)
+{
+        double host = num(point, "host_write_ms"), limit = num(point, "limit_ms");
+        const json_t *pc = strategy_in(point, MEAS_PIPE_PREFETCH_CHUNKED),
+                     *dp = strategy_in(point, MEAS_PIPE_DISCARD_PREFETCH);
+        if (host <= 0 || *at >= len)
+                return;
+        *at += (size_t)snprintf(
+            buf + *at, len - *at, " The host writes each batch into pinned memory in %.2f ms%s",
+            host,
+            streq_ptr(json_string_value(json_object_get(point, "bound")), "host_write")
+                ? ", longer than the copy and the kernel: it is the limit"
+                : ", within the limit");
+        if (pc && num(pc, "host_write_ms") > 0 && *at < len)
+                *at += (size_t)snprintf(buf + *at, len - *at,
+                                        "; into managed memory %.2f ms, its CPU faults included "
+                                        "(%.2fx the limit a step)",
+                                        num(pc, "host_write_ms"), num(pc, "host_write_ms") / limit);
+        if (dp && num(dp, "host_write_ms") > 0 && *at < len)
+                *at += (size_t)snprintf(buf + *at, len - *at,
+                                        "; %.2f ms after a discard (the step %.2fx the limit)",
+                                        num(dp, "host_write_ms"), num(dp, "ratio_to_limit"));
+        if (*at < len)
+                *at += (size_t)snprintf(buf + *at, len - *at, ".");
+}
+
 static json_t *pipeline_summary(const json_t *result)
 {
         json_int_t k =
             json_integer_value(json_object_get(json_object_get(result, "intensity"), "chosen"));
         json_t *s = pipe_point_summary(result, "", k);
-        char sentence[1024];
+        char sentence[1536];
         size_t at = 0;
 
         if (!s)
@@ -359,6 +407,7 @@ static json_t *pipeline_summary(const json_t *result)
                 at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
                                        " Prefetched chunk by chunk: %.2fx.",
                                        num(pc, "ratio_to_limit"));
+        host_write_words(s, sentence, sizeof(sentence), &at);
         if (json_is_string(json_object_get(s, "note")) && at < sizeof(sentence))
                 snprintf(sentence + at, sizeof(sentence) - at, " Note: %s.",
                          json_string_value(json_object_get(s, "note")));
@@ -535,7 +584,7 @@ static json_t *pipeline_sweep_summary(const json_t *result)
         }
         free(sorted);
 
-        char sentence[1280], touched_words[400];
+        char sentence[1792], touched_words[400];
         size_t at = 0;
         json_t *touched = touched_summary(result, size, touched_words, sizeof(touched_words));
         const json_t *ov = bal ? strategy_in(bal, MEAS_PIPE_OVERLAPPED) : NULL,
@@ -564,7 +613,11 @@ static json_t *pipeline_sweep_summary(const json_t *result)
                                        "; prefetched chunk by chunk, %.2fx",
                                        num(pc, "ratio_to_limit"));
         if (at > 0 && at < sizeof(sentence))
-                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at, ". ");
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at, ".");
+        if (bal)
+                host_write_words(bal, sentence, sizeof(sentence), &at);
+        if (at > 0 && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at, " ");
         if (touched && at < sizeof(sentence))
                 snprintf(sentence + at, sizeof(sentence) - at, "%s", touched_words);
         return json_pack("{s:I, s:o, s:o, s:o, s:o, s:s}", "balanced_intensity", kb, "curves",

@@ -3,10 +3,12 @@
  * and the fake_gpu_state file that may slow a fake GPU down. A benchmark the model does not
  * cover is answered "not modelled" (fake.c), never with a guess. */
 #include "backend.h"
+#include "conditions.h"
 #include "fake.h"
 
 #include "fileio.h"
 #include "jsonutil.h"
+#include "nvml_errors.h"
 #include "util.h"
 
 #include <errno.h>
@@ -96,16 +98,78 @@ static json_t *with_state(const struct backend *b, const json_t *params)
         return copy;
 }
 
+/* What NVML would read of a healthy fake GPU: zero counters, ECC on, nothing pending. */
+#define FAKE_HEALTHY_ERRORS                                                                        \
+        "{\"source\": \"fake\", \"elapsed_us\": 0,"                                                \
+        " \"remapped_rows\": {\"corrected\": 0, \"uncorrected\": 0, \"pending\": false,"           \
+        " \"failure\": false},"                                                                    \
+        " \"ecc\": {\"volatile\": {\"dram\": {\"corrected\": 0, \"uncorrected\": 0},"              \
+        " \"sram\": {\"corrected\": 0, \"uncorrected\": 0}},"                                      \
+        " \"aggregate\": {\"dram\": {\"corrected\": 0, \"uncorrected\": 0},"                       \
+        " \"sram\": {\"corrected\": 0, \"uncorrected\": 0}}},"                                     \
+        " \"ecc_mode\": {\"current\": \"on\", \"pending\": \"on\"},"                               \
+        " \"retired_pages\": {\"single_bit\": 0, \"double_bit\": 0, \"pending\": false},"          \
+        " \"recovery_action\": {\"value\": 0, \"name\": \"none\"},"                                \
+        " \"inforom\": {\"valid\": true}}"
+
+/* over's keys into base, objects merged key by key; an object with "unknown" (a reading NVML
+ * could not give) replaces what it lands on whole. */
+static void merge_into(json_t *base, const json_t *over)
+{
+        const char *k;
+        json_t *v;
+
+        json_object_foreach((json_t *)over, k, v)
+        {
+                json_t *at = json_object_get(base, k);
+                if (json_is_object(v) && json_is_object(at) && !json_object_get(v, "unknown"))
+                        merge_into(at, v);
+                else
+                        json_object_set(base, k, v);
+        }
+}
+
+/* Tests: the fake GPU's error state, as NVML would read it, for the canonical health check:
+ * a healthy GPU's, with the fake_gpu_state entry's "gpu_errors" over it (docs/design.md). */
+static json_t *fake_errors(const struct backend *b)
+{
+        _cleanup_json_ json_t *entry = state_entry(b);
+        const json_t *over = json_object_get(entry, "gpu_errors");
+        json_t *e = json_loads(FAKE_HEALTHY_ERRORS, 0, NULL), *ra;
+
+        if (!e)
+                return NULL;
+        if (json_is_object(over))
+                merge_into(e, over);
+        ra = json_object_get(e, "recovery_action");
+        if (json_is_integer(json_object_get(ra, "value"))) {
+                const char *name =
+                    nvml_recovery_action_name(json_integer_value(json_object_get(ra, "value")));
+                json_object_set_new(ra, "name", name ? json_string(name) : json_null());
+        }
+        return e;
+}
+
 static int fake_backend_run(struct backend *b, const char *id, const json_t *params,
                             volatile sig_atomic_t *cancel, json_t **ret_result, char **ret_error)
 {
         _cleanup_json_ json_t *p = with_state(b, params);
+        int r;
 
         if (!p)
                 return backend_fail(ret_error, -ENOMEM, "out of memory");
         if (b->devices)
                 return fake_run_multi(b->devices, id, p, cancel, ret_result, ret_error);
-        return fake_run(b->device, id, p, cancel, ret_result, ret_error);
+        r = fake_run(b->device, id, p, cancel, ret_result, ret_error);
+        if (r >= 0 && streq_ptr(id, "health"))
+                json_object_set_new(*ret_result, "gpu_errors", fake_errors(b));
+        /* Tests: the file's "throttle_reasons" (NVML's words) stand for the clock event reasons
+         * the GPU had around the copies; conditions_stamp takes them from the result. */
+        _cleanup_json_ json_t *entry = r >= 0 ? state_entry(b) : NULL;
+        json_t *reasons = json_object_get(entry, "throttle_reasons");
+        if (json_is_array(reasons) && *ret_result)
+                json_object_set(*ret_result, CONDITIONS_FAKE_THROTTLE, reasons);
+        return r;
 }
 
 /* What umd's own look reads for a fake GPU (daemon/gpustate.c): the file's "other_processes"

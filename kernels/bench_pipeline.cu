@@ -15,10 +15,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "bench_internal.h"
-
-#define PIPE_PAGE       4096u
-#define PIPE_VEC_A_PAGE (PIPE_PAGE / 16)
+#include "bench_pipeline.h"
 
 /* One pass over pages [first, first + count) of the touched set; touched page t lies at page
  * t * spacing of base. Reads every 16 bytes once and runs `intensity` dependent FMAs on each of
@@ -65,51 +62,21 @@ __global__ void k_step(const uint4 *base, uint64_t first, uint64_t count, uint64
                 atomicXor(sum, acc);
 }
 
-enum pipe_kind {
-        K_SERIAL,
-        K_OVERLAPPED,
-        K_PAGEABLE,
-        K_ON_DEMAND,
-        K_PREFETCH,
-        K_PREFETCH_CHUNKED,
-        K_ZERO_COPY,
-        K_GATHER,
-        K_COPY_ALONE,
-        K_KERNEL_ALONE
-};
-
 static const struct {
         const char *name;
         enum pipe_kind kind;
 } pipe_strategies[] = {
-    {MEAS_PIPE_SERIAL, K_SERIAL},       {MEAS_PIPE_OVERLAPPED, K_OVERLAPPED},
-    {MEAS_PIPE_PAGEABLE, K_PAGEABLE},   {MEAS_PIPE_ON_DEMAND, K_ON_DEMAND},
-    {MEAS_PIPE_PREFETCH, K_PREFETCH},   {MEAS_PIPE_PREFETCH_CHUNKED, K_PREFETCH_CHUNKED},
-    {MEAS_PIPE_ZERO_COPY, K_ZERO_COPY}, {MEAS_PIPE_GATHER, K_GATHER},
+    {MEAS_PIPE_SERIAL, K_SERIAL},
+    {MEAS_PIPE_OVERLAPPED, K_OVERLAPPED},
+    {MEAS_PIPE_PAGEABLE, K_PAGEABLE},
+    {MEAS_PIPE_ON_DEMAND, K_ON_DEMAND},
+    {MEAS_PIPE_PREFETCH, K_PREFETCH},
+    {MEAS_PIPE_PREFETCH_CHUNKED, K_PREFETCH_CHUNKED},
+    {MEAS_PIPE_ZERO_COPY, K_ZERO_COPY},
+    {MEAS_PIPE_GATHER, K_GATHER},
+    {MEAS_PIPE_PREFETCH_BATCH, K_PREFETCH_BATCH},
+    {MEAS_PIPE_DISCARD_PREFETCH, K_DISCARD_PREFETCH},
 };
-
-struct pipe {
-        struct bench_job *j;
-        size_t size, weights, writeback;
-        uint64_t total_pages; /* whole pages of the batch */
-        uint64_t pages;       /* touched pages */
-        uint64_t spacing;     /* touched page t is page t * spacing */
-        int intensity, steps, nchunks, nstreams;
-        void *host;     /* pinned, mapped: the batch as the host has it */
-        void *hwb;      /* pinned: where writeback lands */
-        void *dev;      /* the batch on the GPU */
-        void *dweights; /* resident weights (explicit strategies, zero-copy) */
-        void *pageable;
-        void *managed, *mweights;
-        unsigned *d_sum;
-        unsigned expect;
-        std::vector<cudaEvent_t> ev; /* one a chunk: its copy (or prefetch) landed */
-};
-
-static cudaStream_t st(struct pipe *p, int i)
-{
-        return p->j->ctx->streams[i];
-}
 
 static int launch_step(struct pipe *p, const void *base, uint64_t first, uint64_t count,
                        uint64_t spacing, int intensity, cudaStream_t s)
@@ -157,6 +124,84 @@ static int writeback_part(struct pipe *p, const void *from, size_t off, size_t l
         return 0;
 }
 
+/* One step by a chunked strategy issued round robin: chunk k's copy (or prefetch) and its kernel
+ * both on stream k % streams, every stream first waiting for the step's start. The weights go
+ * first, on stream 0. */
+static int step_round_robin(struct pipe *p, bool prefetch, void *data, const void *weights, int n)
+{
+        struct bench_job *j = p->j;
+        struct bench_ctx *c = j->ctx;
+        int r;
+
+        if (weights && p->weights) {
+                if (prefetch)
+                        CK(j, cudaMemPrefetchAsync(weights, p->weights, loc_dev(c), 0, st(p, 0)));
+                r = launch_process(j, (void *)weights, p->weights, OP_READ, false, st(p, 0));
+                if (r < 0)
+                        return r;
+        }
+        for (int s = 1; s < p->nstreams; s++)
+                CK(j, cudaStreamWaitEvent(st(p, s), c->ev_start, 0));
+        for (int k = 0; k < n; k++) {
+                uint64_t q0, q1, first, count;
+                size_t off, len;
+                cudaStream_t cs = st(p, k % p->nstreams);
+                chunk_of(p, k, n, &q0, &q1, &off, &len);
+                touched_in(p, q0, q1, &first, &count);
+                if (prefetch)
+                        CK(j, cudaMemPrefetchAsync((char *)data + off, len, loc_dev(c), 0, cs));
+                else
+                        CK(j, cudaMemcpyAsync((char *)data + off, (char *)p->host + off, len,
+                                              cudaMemcpyHostToDevice, cs));
+                r = launch_step(p, data, first, count, p->spacing, p->intensity, cs);
+                if (r >= 0)
+                        r = writeback_part(p, data, off, len, cs);
+                if (r < 0)
+                        return r;
+        }
+        for (int s = 1; s < p->nstreams; s++) {
+                CK(j, cudaEventRecord(c->ev_join[s], st(p, s)));
+                CK(j, cudaStreamWaitEvent(st(p, 0), c->ev_join[s], 0));
+        }
+        return 0;
+}
+
+/* One step of managed_prefetch_batch: the batch's chunks and the weights in one
+ * cudaMemPrefetchBatchAsync (CUDA 13), then the kernels. The batch completes as a whole, so
+ * nothing of it overlaps within the step. */
+static int step_batch(struct pipe *p)
+{
+        struct bench_job *j = p->j;
+        int n =
+            (int)std::min<uint64_t>((uint64_t)p->nchunks, std::max<uint64_t>(p->total_pages, 1));
+        std::vector<void *> ptrs;
+        std::vector<size_t> lens;
+        cudaMemLocation loc = loc_dev(j->ctx);
+        size_t first_op = 0;
+        int r;
+
+        for (int k = 0; k < n; k++) {
+                uint64_t q0, q1;
+                size_t off, len;
+                chunk_of(p, k, n, &q0, &q1, &off, &len);
+                ptrs.push_back((char *)p->managed + off);
+                lens.push_back(len);
+        }
+        if (p->weights) {
+                ptrs.push_back(p->mweights);
+                lens.push_back(p->weights);
+        }
+        CK(j, cudaMemPrefetchBatchAsync(ptrs.data(), lens.data(), ptrs.size(), &loc, &first_op, 1,
+                                        0, st(p, 0)));
+        if (p->weights) {
+                r = launch_process(j, p->mweights, p->weights, OP_READ, false, st(p, 0));
+                if (r < 0)
+                        return r;
+        }
+        r = launch_step(p, p->managed, 0, p->pages, p->spacing, p->intensity, st(p, 0));
+        return r < 0 ? r : writeback_part(p, p->managed, 0, p->size, st(p, 0));
+}
+
 /* One step by a chunked strategy: the copies (or prefetches) back to back on stream 0, each
  * followed by an event; each chunk's kernel on one of the other streams, after its event. One
  * stream for every copy keeps them on one copy engine in order, so they run at the rate of one
@@ -171,6 +216,9 @@ static int step_chunked(struct pipe *p, bool prefetch)
             (int)std::min<uint64_t>((uint64_t)p->nchunks, std::max<uint64_t>(p->total_pages, 1));
         int ncompute = p->nstreams - 1;
         int r;
+
+        if (p->issue == ISSUE_ROUND_ROBIN)
+                return step_round_robin(p, prefetch, data, weights, n);
 
         if (weights && p->weights) {
                 /* On the first compute stream, beside the first copies. */
@@ -214,7 +262,7 @@ static int step_chunked(struct pipe *p, bool prefetch)
 }
 
 /* One step of strategy kind, enqueued on stream 0 (chunked ones join their streams to it). */
-static int step(struct pipe *p, enum pipe_kind kind)
+int pipe_step(struct pipe *p, enum pipe_kind kind)
 {
         struct bench_job *j = p->j;
         struct bench_ctx *c = j->ctx;
@@ -226,7 +274,10 @@ static int step(struct pipe *p, enum pipe_kind kind)
         case K_OVERLAPPED:
                 return step_chunked(p, false);
         case K_PREFETCH_CHUNKED:
+        case K_DISCARD_PREFETCH:
                 return step_chunked(p, true);
+        case K_PREFETCH_BATCH:
+                return step_batch(p);
         case K_COPY_ALONE:
                 CK(j, cudaMemcpyAsync(p->dev, p->host, p->size, cudaMemcpyHostToDevice, s0));
                 return 0;
@@ -276,11 +327,6 @@ static int step(struct pipe *p, enum pipe_kind kind)
         return r;
 }
 
-static bool managed_kind(enum pipe_kind k)
-{
-        return k == K_ON_DEMAND || k == K_PREFETCH || k == K_PREFETCH_CHUNKED;
-}
-
 /* Untimed, before each step: the data back where a new batch would be (managed pages on the
  * host, the device copy cleared so a kernel reading before its copy landed fails the check),
  * the sum zeroed. Before the first step of a sample the managed weights go to the host too:
@@ -290,8 +336,15 @@ static int before_step(struct pipe *p, enum pipe_kind kind, bool first)
         struct bench_job *j = p->j;
         cudaStream_t s0 = st(p, 0);
 
-        if (managed_kind(kind)) {
+        if (kind == K_DISCARD_PREFETCH) {
+                int r = pipe_discard_to_host(p, p->managed);
+                if (r < 0)
+                        return r;
+                pipe_host_copy(p, p->managed, p->src[0]);
+        } else if (managed_kind(kind)) {
                 CK(j, cudaMemPrefetchAsync(p->managed, p->size, loc_host(), 0, s0));
+        }
+        if (managed_kind(kind)) {
                 if (first && p->weights)
                         CK(j, cudaMemPrefetchAsync(p->mweights, p->weights, loc_host(), 0, s0));
         } else if (kind != K_KERNEL_ALONE && kind != K_ZERO_COPY) {
@@ -302,7 +355,7 @@ static int before_step(struct pipe *p, enum pipe_kind kind, bool first)
         return 0;
 }
 
-static double median_of(std::vector<double> v)
+double pipe_median_of(std::vector<double> v)
 {
         struct sample_stats s;
         if (v.empty() || stats_compute(v.data(), v.size(), &s) < 0)
@@ -332,7 +385,7 @@ static int run_steps(struct pipe *p, enum pipe_kind kind, int steps, std::vector
                         if (r < 0)
                                 return r;
                         CK(j, cudaEventRecord(c->ev_start, st(p, 0)));
-                        r = step(p, kind);
+                        r = pipe_step(p, kind);
                         if (r < 0)
                                 return r;
                         CK(j, cudaEventRecord(c->ev_stop, st(p, 0)));
@@ -360,24 +413,31 @@ static int run_steps(struct pipe *p, enum pipe_kind kind, int steps, std::vector
 
 static int measure(struct pipe *p, enum pipe_kind kind, const char *name)
 {
-        std::vector<double> samples, firsts, steadies;
+        std::vector<double> samples, firsts, steadies, writes;
         int steps = kind == K_COPY_ALONE || kind == K_KERNEL_ALONE ? 1 : p->steps;
-        int r = run_steps(p, kind, steps, samples, firsts, steadies);
+        bool written = p->written && kind != K_COPY_ALONE && kind != K_KERNEL_ALONE;
+        int r = written ? pipe_run_written(p, kind, steps, samples, firsts, steadies, writes)
+                        : run_steps(p, kind, steps, samples, firsts, steadies);
         if (r < 0)
                 return r;
         json_t *x =
             json_pack("{s:i, s:I, s:I, s:i, s:f}", "intensity", p->intensity, "touched_bytes",
                       (json_int_t)(p->pages * PIPE_PAGE), "weights_bytes", (json_int_t)p->weights,
-                      "steps", steps, "first_step_ms", median_of(firsts));
+                      "steps", steps, "first_step_ms", pipe_median_of(firsts));
         if (x)
                 json_object_set_new(x, "steady_step_ms",
                                     steadies.empty() ? json_null()
-                                                     : json_real(median_of(steadies)));
-        if (x && (kind == K_OVERLAPPED || kind == K_PREFETCH_CHUNKED))
+                                                     : json_real(pipe_median_of(steadies)));
+        if (x && (kind == K_OVERLAPPED || kind == K_PREFETCH_CHUNKED ||
+                  kind == K_DISCARD_PREFETCH || kind == K_PREFETCH_BATCH))
                 json_object_update_new(
                     x, json_pack("{s:i, s:i}", "chunks",
                                  (int)std::min<uint64_t>((uint64_t)p->nchunks, p->total_pages),
                                  "streams", p->nstreams));
+        /* What the host's write of one batch cost in this strategy's memory (host time; for
+         * managed memory, its CPU faults included). */
+        if (x && written)
+                json_object_set_new(x, "host_write_ms", json_real(pipe_median_of(writes)));
         return add_measurement(p->j, name, (double)p->size, "one direction", samples, false, x);
 }
 
@@ -398,7 +458,7 @@ static int time_kernel(struct pipe *p, int k, double *ret_ms)
                 if (i > 0)
                         v.push_back(ms);
         }
-        *ret_ms = median_of(v);
+        *ret_ms = pipe_median_of(v);
         return 0;
 }
 
@@ -428,7 +488,7 @@ static int balance(struct pipe *p, json_t *info)
                 if (i > 0)
                         copies.push_back(ms);
         }
-        copy_ms = median_of(copies);
+        copy_ms = pipe_median_of(copies);
         /* Six rounds at most; the last one measures the intensity it settles on, so kernel_ms
          * is the chosen intensity's own time. */
         for (int round = 0;; round++) {
@@ -462,27 +522,93 @@ static bool wants(const struct bench_job *j, const char *name)
 /* Everything a run holds beyond the pool, given back whatever happened (CK returns early). */
 static void pipe_free(struct pipe *p)
 {
-        for (cudaEvent_t e : p->ev)
-                if (e)
-                        cudaEventDestroy(e);
-        p->ev.clear();
-        if (p->d_sum)
-                cudaFree(p->d_sum);
-        if (p->managed)
-                cudaFree(p->managed);
+        for (auto *v : {&p->ev, &p->t0, &p->t1}) {
+                for (cudaEvent_t e : *v)
+                        if (e)
+                                cudaEventDestroy(e);
+                v->clear();
+        }
+        if (p->d_sums)
+                cudaFree(p->d_sums);
+        if (p->manbuf[0])
+                cudaFree(p->manbuf[0]); /* manbuf[1] lies in the same allocation */
         if (p->mweights)
                 cudaFree(p->mweights);
-        free(p->pageable);
-        p->d_sum = NULL;
-        p->managed = p->mweights = p->pageable = NULL;
+        if (p->hostbuf[1])
+                cudaFreeHost(p->hostbuf[1]);
+        if (p->side)
+                cudaStreamDestroy(p->side);
+        for (void *b : {p->pagebuf[0], p->pagebuf[1], p->src[0], p->src[1], p->src[2]})
+                free(b);
+        *p = (struct pipe){};
+}
+
+/* The sums a correct step over batch seed + i must give (expects[i]), by the kernel's walk over
+ * the pattern itself. */
+static int expected_sums(struct pipe *p, int n)
+{
+        struct bench_job *j = p->j;
+        cudaStream_t s0 = st(p, 0);
+        for (int i = 0; i < n; i++) {
+                CK(j, cudaMemsetAsync(p->d_sums, 0, sizeof(*p->d_sums), s0));
+                k_step<true>
+                    <<<grid_cap(j->ctx, (p->pages * PIPE_VEC_A_PAGE + 255) / 256), 256, 0, s0>>>(
+                        NULL, 0, p->pages, p->spacing, 1, j->seed + (uint32_t)i, p->d_sums);
+                CK(j, cudaGetLastError());
+                /* The job's streams are non-blocking: a plain cudaMemcpy does not wait for them. */
+                CK(j, cudaStreamSynchronize(s0));
+                CK(j,
+                   cudaMemcpy(&p->expects[i], p->d_sums, sizeof(unsigned), cudaMemcpyDeviceToHost));
+        }
+        p->expect = p->expects[0];
+        return 0;
+}
+
+/* Buffers beyond the pool's: pageable and managed ones, and for batch host_written the second
+ * buffer of each kind and the loader's batches. Managed buffers of host_written are one
+ * allocation of twice the size, so the free-memory check counts both. */
+static int pipe_buffers(struct pipe *p, bool need_managed, bool need_pageable, bool need_discard)
+{
+        struct bench_job *j = p->j;
+        int nb = p->written ? 2 : 1, r = 0;
+        size_t msize = (p->size + PIPE_PAGE - 1) / PIPE_PAGE * PIPE_PAGE;
+
+        p->hostbuf[0] = p->host;
+        if (p->written)
+                CK(j, cudaMallocHost(&p->hostbuf[1], p->size));
+        for (int b = 0; need_pageable && b < nb; b++) {
+                p->pagebuf[b] = pipe_page_alloc(p->size);
+                if (!p->pagebuf[b])
+                        return job_fail(j, -ENOMEM, "cannot allocate %zu bytes of pageable memory",
+                                        p->size);
+                host_fill(p->pagebuf[b], p->size, j->seed);
+        }
+        if (need_managed) {
+                r = managed_alloc(j, msize * (size_t)nb, &p->manbuf[0]);
+                if (r >= 0 && p->weights)
+                        r = managed_alloc(j, p->weights, &p->mweights);
+                if (r >= 0)
+                        r = dev_fill(j, p->manbuf[0], p->size, j->seed, 0, st(p, 0));
+                if (r >= 0 && p->weights)
+                        r = dev_fill(j, p->mweights, p->weights, j->seed + 1, 0, st(p, 0));
+                if (r < 0)
+                        return r;
+                if (p->written)
+                        p->manbuf[1] = (char *)p->manbuf[0] + msize;
+        }
+        if (p->written || need_discard)
+                r = pipe_make_sources(p, p->written ? 3 : 1);
+        if (r >= 0 && need_discard)
+                CK(j, cudaStreamCreateWithFlags(&p->side, cudaStreamNonBlocking));
+        pipe_use_buffer(p, 0);
+        return r;
 }
 
 static int pipe_run(struct pipe *p)
 {
         struct bench_job *j = p->j;
-        struct bench_ctx *c = j->ctx;
         cudaStream_t s0 = st(p, 0);
-        bool need_managed = false, need_pageable = false;
+        bool need_managed = false, need_pageable = false, need_discard = false;
         json_t *intensity = json_object_get(j->params, "intensity");
         json_t *info = json_object();
         int r;
@@ -495,6 +621,7 @@ static int pipe_run(struct pipe *p)
                         continue;
                 need_managed |= managed_kind(s.kind);
                 need_pageable |= s.kind == K_PAGEABLE;
+                need_discard |= s.kind == K_DISCARD_PREFETCH;
         }
         r = pool_host(j, 0, p->size, &p->host);
         if (r >= 0)
@@ -509,18 +636,20 @@ static int pipe_run(struct pipe *p)
                 r = dev_fill(j, p->dweights, p->weights, j->seed + 1, 0, s0);
         if (r < 0)
                 return r;
-        CK(j, cudaMalloc(&p->d_sum, sizeof(*p->d_sum)));
-        CK(j, cudaMemsetAsync(p->d_sum, 0, sizeof(*p->d_sum), s0));
-        k_step<true><<<grid_cap(c, (p->pages * PIPE_VEC_A_PAGE + 255) / 256), 256, 0, s0>>>(
-            NULL, 0, p->pages, p->spacing, 1, j->seed, p->d_sum);
-        CK(j, cudaGetLastError());
-        /* The job's streams are non-blocking: a plain cudaMemcpy does not wait for them, so the
-         * fill and the expected sum must be done before either is read. */
-        CK(j, cudaStreamSynchronize(s0));
-        CK(j, cudaMemcpy(&p->expect, p->d_sum, sizeof(p->expect), cudaMemcpyDeviceToHost));
+        CK(j, cudaMalloc(&p->d_sums, sizeof(*p->d_sums) * PIPE_MAX_STEPS));
+        p->d_sum = p->d_sums;
+        r = expected_sums(p, p->written ? 3 : 1);
+        if (r < 0)
+                return r;
         p->ev.assign((size_t)p->nchunks, NULL);
         for (auto &e : p->ev)
                 CK(j, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        p->t0.assign((size_t)p->steps, NULL);
+        p->t1.assign((size_t)p->steps, NULL);
+        for (size_t i = 0; i < p->t0.size(); i++) {
+                CK(j, cudaEventCreate(&p->t0[i]));
+                CK(j, cudaEventCreate(&p->t1[i]));
+        }
         /* The kernel alone reads the batch where it lies: on the device. */
         CK(j, cudaMemcpy(p->dev, p->host, p->size, cudaMemcpyHostToDevice));
 
@@ -539,24 +668,10 @@ static int pipe_run(struct pipe *p)
                 return r;
         CK(j, cudaMemcpy(p->dev, p->host, p->size, cudaMemcpyHostToDevice));
         r = measure(p, K_KERNEL_ALONE, MEAS_KERNEL_ALONE);
-        if (r >= 0 && need_pageable) {
-                p->pageable =
-                    aligned_alloc(PIPE_PAGE, (p->size + PIPE_PAGE - 1) / PIPE_PAGE * PIPE_PAGE);
-                if (!p->pageable)
-                        r = job_fail(j, -ENOMEM, "cannot allocate %zu bytes of pageable memory",
-                                     p->size);
-                else
-                        host_fill(p->pageable, p->size, j->seed);
-        }
-        if (r >= 0 && need_managed) {
-                r = managed_alloc(j, p->size, &p->managed);
-                if (r >= 0 && p->weights)
-                        r = managed_alloc(j, p->weights, &p->mweights);
-                if (r >= 0)
-                        r = dev_fill(j, p->managed, p->size, j->seed, 0, s0);
-                if (r >= 0 && p->weights)
-                        r = dev_fill(j, p->mweights, p->weights, j->seed + 1, 0, s0);
-        }
+        if (r >= 0)
+                r = pipe_buffers(p, need_managed, need_pageable, need_discard);
+        if (r >= 0 && p->written)
+                r = pipe_measure_host_write(p);
         for (auto &s : pipe_strategies) {
                 if (r < 0)
                         break;
@@ -567,15 +682,24 @@ static int pipe_run(struct pipe *p)
                                  MEAS_PIPE_GATHER, MEAS_PIPE_SERIAL);
                         continue;
                 }
+                if ((s.kind == K_PREFETCH_BATCH || s.kind == K_DISCARD_PREFETCH) &&
+                    !pipe_batch_api_works(p, s.kind))
+                        continue;
                 r = measure(p, s.kind, s.name);
         }
         return r;
 }
 
+static const struct {
+        const char *word;
+        enum pipe_issue issue;
+} pipe_issues[] = {{"copy_stream", ISSUE_COPY_STREAM}, {"round_robin", ISSUE_ROUND_ROBIN}};
+
 int bench_pipeline(struct bench_job *j)
 {
         struct pipe p = {};
         const char *layout = param_str(j, "layout", "spread");
+        const char *issue = param_str(j, "chunk_issue", "copy_stream");
         uint64_t touched = (uint64_t)param_int(j, "touched", 0);
 
         p.j = j;
@@ -585,24 +709,33 @@ int bench_pipeline(struct bench_job *j)
         p.steps = (int)param_int(j, "steps", 3);
         p.nchunks = (int)param_int(j, "chunks", 64);
         p.nstreams = (int)param_int(j, "streams", 3);
+        p.written = strcmp(param_str(j, "batch", PIPE_BATCH_PREPARED), PIPE_BATCH_WRITTEN) == 0;
+        p.writers = (int)param_int(j, "writers", 1);
+        for (auto &x : pipe_issues)
+                if (strcmp(issue, x.word) == 0)
+                        p.issue = x.issue;
         p.total_pages = p.size / PIPE_PAGE;
         if (p.total_pages == 0)
                 return job_fail(j, -EINVAL, "size must be at least one 4 KiB page");
         if (p.nstreams < 1 || p.nstreams > BENCH_STREAMS)
                 return job_fail(j, -EINVAL, "streams must be between 1 and %d", BENCH_STREAMS);
+        if (p.steps < 1 || p.steps > PIPE_MAX_STEPS || p.writers < 1)
+                return job_fail(j, -EINVAL, "steps must be between 1 and %d, writers at least 1",
+                                PIPE_MAX_STEPS);
         if (touched == 0 || touched > p.size)
                 touched = p.size;
         p.pages =
             std::max<uint64_t>(1, std::min(p.total_pages, (touched + PIPE_PAGE - 1) / PIPE_PAGE));
         p.spacing = strcmp(layout, "clustered") == 0 ? 1 : p.total_pages / p.pages;
         json_object_set_new(j->context_extra, "host_memory", json_string("pinned"));
-        json_object_set_new(j->context_extra, "pipeline",
-                            json_pack("{s:I, s:I, s:I, s:s, s:I, s:i, s:i, s:i}", "touched_bytes",
-                                      (json_int_t)(p.pages * PIPE_PAGE), "weights_bytes",
-                                      (json_int_t)p.weights, "writeback_bytes",
-                                      (json_int_t)p.writeback, "layout", layout, "page_spacing",
-                                      (json_int_t)p.spacing, "steps", p.steps, "chunks", p.nchunks,
-                                      "streams", p.nstreams));
+        json_object_set_new(
+            j->context_extra, "pipeline",
+            json_pack("{s:I, s:I, s:I, s:s, s:I, s:i, s:i, s:i, s:s, s:i, s:s}", "touched_bytes",
+                      (json_int_t)(p.pages * PIPE_PAGE), "weights_bytes", (json_int_t)p.weights,
+                      "writeback_bytes", (json_int_t)p.writeback, "layout", layout, "page_spacing",
+                      (json_int_t)p.spacing, "steps", p.steps, "chunks", p.nchunks, "streams",
+                      p.nstreams, "batch", p.written ? PIPE_BATCH_WRITTEN : PIPE_BATCH_PREPARED,
+                      "writers", p.writers, "chunk_issue", issue));
         int r = pipe_run(&p);
         pipe_free(&p);
         return r;

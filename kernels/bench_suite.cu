@@ -10,6 +10,9 @@
 #include <string.h>
 
 #include "bench_internal.h"
+extern "C" {
+#include "conditions.h"
+}
 
 extern "C" {
 #include "jsonutil.h"
@@ -446,6 +449,10 @@ int bench_health(struct bench_job *j)
                 pcie_link_gbps((int)json_integer_value(json_object_get(pcie, "max_gen")),
                                (int)json_integer_value(json_object_get(pcie, "max_width")))));
         json_decref(pcie);
+        /* The GPU's error state, right after its copies: health_errors.c judges it. */
+        json_object_set_new(
+            j->extra_top, "gpu_errors",
+            conditions_gpu_errors(json_string_value(json_object_get(j->ctx->device_info, "uuid"))));
         return 0;
 }
 

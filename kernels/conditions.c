@@ -11,6 +11,7 @@
 
 #include "fileio.h"
 #include "nvml.h"
+#include "nvml_errors.h"
 #include "util.h"
 
 #include <fcntl.h>
@@ -195,14 +196,17 @@ json_t *conditions_host(const char *uvm_dir, const json_t *device)
         return o;
 }
 
-static json_t *fake_gpu(void)
+static json_t *fake_gpu(const json_t *throttle)
 {
-        return json_pack("{s:s}", "unavailable", "fake device: no NVML");
+        json_t *o = json_pack("{s:s}", "unavailable", "fake device: no NVML");
+        if (o && throttle)
+                json_object_set(o, "throttle_reasons", (json_t *)throttle);
+        return o;
 }
 
 json_t *conditions_before(const json_t *device, bool fake)
 {
-        return fake ? fake_gpu()
+        return fake ? fake_gpu(NULL)
                     : conditions_gpu(json_string_value(json_object_get(device, "uuid")));
 }
 
@@ -219,9 +223,39 @@ void conditions_stamp(json_t *result, const json_t *device, json_t *gpu_before, 
         if (!c || !json_is_object(ctx)) {
                 json_decref(c);
                 json_decref(gpu_before);
+                json_object_del(result, CONDITIONS_FAKE_THROTTLE);
                 return;
         }
+        json_t *throttle = json_object_get(result, CONDITIONS_FAKE_THROTTLE);
+        if (fake && throttle) { /* the fake GPU was throttled throughout */
+                json_decref(gpu_before);
+                gpu_before = fake_gpu(throttle);
+        }
         json_object_set_new(c, "gpu_before", gpu_before ? gpu_before : json_null());
-        json_object_set_new(c, "gpu_after", conditions_before(device, fake));
+        json_object_set_new(c, "gpu_after",
+                            fake && throttle ? fake_gpu(throttle)
+                                             : conditions_before(device, fake));
         json_object_set_new(ctx, "conditions", c);
+        json_object_del(result, CONDITIONS_FAKE_THROTTLE);
+}
+
+json_t *conditions_gpu_errors(const char *uuid)
+{
+        const struct nvml_api *nvml = NULL;
+        const char *why = NULL;
+        char unknown[160];
+        nvml_device d;
+        nvml_return r;
+
+        if (nvml_open(&nvml, &why) < 0)
+                return nvml_errors_unknown(why);
+        if (!uuid)
+                return nvml_errors_unknown("the GPU's UUID is unknown");
+        r = nvml->by_uuid(uuid, &d);
+        if (r != NVML_SUCCESS) {
+                snprintf(unknown, sizeof(unknown), "NVML does not know %s: %s", uuid,
+                         nvml_strerror(r));
+                return nvml_errors_unknown(unknown);
+        }
+        return nvml_errors_read(nvml, d);
 }

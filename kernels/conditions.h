@@ -24,6 +24,11 @@ json_t *conditions_host(const char *uvm_dir, const json_t *device);
  * {"unavailable": "why"}. Thread-safe; NVML is loaded once. */
 json_t *conditions_gpu(const char *uuid);
 
+/* The GPU with this UUID's error state now, through NVML (common/nvml_errors.h's readings), for
+ * the canonical health check's result; every reading {"unknown": why} where NVML is absent or
+ * does not know the GPU. NULL on allocation failure. Thread-safe; reads only. */
+json_t *conditions_gpu_errors(const char *uuid);
+
 /* The look after a part (the protocol's "look", common/ipc.h): every compute process NVML lists
  * on the GPU with this UUID now, this worker's own included, as {"pids": [...]} (with
  * "truncated": true when there were more than CONDITIONS_PIDS_MAX); NULL when NVML cannot say
@@ -33,6 +38,10 @@ json_t *conditions_processes(const char *uuid);
 
 /* NVML's clocks-event (throttle) reason bits in words, as an array. */
 json_t *conditions_throttle_words(unsigned long long mask);
+
+/* Tests: the fake backend's stand-in for a fake GPU's throttle reasons, a key of the result
+ * that conditions_stamp moves into gpu_before and gpu_after (and removes). */
+#define CONDITIONS_FAKE_THROTTLE "fake_throttle_reasons"
 
 /* Sets result.context.conditions: conditions_host's keys plus "gpu_before" (stolen; taken with
  * conditions_gpu before the run) and "gpu_after" (taken now). Fake devices (fake true) read

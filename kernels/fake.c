@@ -453,6 +453,13 @@ static int plan_copy_overlap(struct fake_job *j)
 #define PIPE_HBM_GBPS       3000.0 /* the kernel's own reads */
 #define PIPE_FMA_PER_S      3.2e13 /* an H200's FP32 FMAs a second */
 #define PIPE_PAGE           4096ull
+/* batch host_written (issue 60): the host's copy of a batch, a CPU thread's rate and the most
+ * the threads together reach; into managed memory whose pages are on the GPU, each page faults
+ * back first (a thread's rate; the driver's fault path serialises beyond PIPE_FAULT_MAX_GBPS) */
+#define PIPE_WRITE_GBPS     10.0
+#define PIPE_WRITE_MAX_GBPS 60.0
+#define PIPE_FAULT_GBPS     2.5
+#define PIPE_FAULT_MAX_GBPS 8.0
 
 static double ms_at(double bytes, double gbps)
 {
@@ -476,9 +483,42 @@ static uint64_t pipe_balanced(uint64_t size)
 }
 
 struct pipe_point {
-        uint64_t size, touched, weights, writeback, intensity, chunks, streams, steps;
-        bool clustered;
+        uint64_t size, touched, weights, writeback, intensity, chunks, streams, steps, writers;
+        bool clustered, written;
 };
+
+/* A chunked step of n chunks moving `move` ms and computing `kern` ms: the longer half plus one
+ * chunk of the shorter; one stream overlaps nothing. Both chunk_issue values get this rule: round
+ * robin adds each stream's own turns, (move + kern) / streams, which with two streams or more
+ * never exceeds the longer half, so an ideal schedule cannot tell them apart. What the GPU's
+ * driver adds to either is what the real run measures (docs/design.md, issue 60). */
+static double pipe_chunked_ms(const struct pipe_point *p, double move, double kern, double n)
+{
+        if (p->streams < 2)
+                return move + kern;
+        return fmax(move, kern) + fmin(move, kern) / n;
+}
+
+static bool pipe_managed(const char *name)
+{
+        return streq_ptr(name, MEAS_PIPE_ON_DEMAND) || streq_ptr(name, MEAS_PIPE_PREFETCH) ||
+               streq_ptr(name, MEAS_PIPE_PREFETCH_CHUNKED) ||
+               streq_ptr(name, MEAS_PIPE_PREFETCH_BATCH) ||
+               streq_ptr(name, MEAS_PIPE_DISCARD_PREFETCH);
+}
+
+/* The host's write of one batch into strategy name's memory (batch host_written), ms: a copy at
+ * the writers' rate, and where the pages are managed and on the GPU (every managed strategy
+ * but discard-and-prefetch, whose discard leaves them on the host without their data) the CPU's
+ * faults as well. */
+static double pipe_write_ms(const char *name, const struct pipe_point *p)
+{
+        double w = (double)p->writers, size = (double)p->size;
+        double t = ms_at(size, fmin(PIPE_WRITE_GBPS * w, PIPE_WRITE_MAX_GBPS));
+        if (pipe_managed(name) && !streq_ptr(name, MEAS_PIPE_DISCARD_PREFETCH))
+                t += ms_at(size, fmin(PIPE_FAULT_GBPS * w, PIPE_FAULT_MAX_GBPS));
+        return t;
+}
 
 /* First and steady step of one strategy (ms): serial is copy + kernel, overlapped the limit
  * plus one chunk of the shorter half, on demand the kernel plus the touched bytes at the fault
@@ -491,7 +531,6 @@ static void pipe_model(const char *name, const struct pipe_point *p, double *ret
         double wb = ms_at((double)p->writeback, PIPE_D2H_GBPS);
         double weights = ms_at((double)p->weights, PIPE_HBM_GBPS), first_extra = 0, t;
         double n = (double)(p->chunks < p->size / PIPE_PAGE ? p->chunks : p->size / PIPE_PAGE);
-        bool overlap = p->streams > 1;
 
         if (n < 1)
                 n = 1;
@@ -504,8 +543,8 @@ static void pipe_model(const char *name, const struct pipe_point *p, double *ret
         } else if (streq_ptr(name, MEAS_PIPE_SERIAL)) {
                 t = copy + kern;
         } else if (streq_ptr(name, MEAS_PIPE_OVERLAPPED)) {
-                t = overlap ? fmax(copy, kern) + fmin(copy, kern) / n : copy + kern;
-                wb /= overlap ? n : 1;
+                t = pipe_chunked_ms(p, copy, kern, n);
+                wb /= p->streams > 1 ? n : 1;
         } else if (streq_ptr(name, MEAS_PIPE_PAGEABLE)) {
                 t = ms_at(size, PIPE_PAGEABLE_GBPS) + kern;
         } else if (streq_ptr(name, MEAS_PIPE_ON_DEMAND)) {
@@ -514,9 +553,14 @@ static void pipe_model(const char *name, const struct pipe_point *p, double *ret
         } else if (streq_ptr(name, MEAS_PIPE_PREFETCH)) {
                 t = ms_at(size, PIPE_PREFETCH_GBPS) + kern;
                 first_extra = ms_at((double)p->weights, PIPE_PREFETCH_GBPS);
-        } else if (streq_ptr(name, MEAS_PIPE_PREFETCH_CHUNKED)) {
+        } else if (streq_ptr(name, MEAS_PIPE_PREFETCH_BATCH)) {
+                /* one batched call completes as a whole: nothing overlaps within the step */
+                t = ms_at(size, PIPE_PREFETCH_GBPS) + kern;
+                first_extra = ms_at((double)p->weights, PIPE_PREFETCH_GBPS);
+        } else if (streq_ptr(name, MEAS_PIPE_PREFETCH_CHUNKED) ||
+                   streq_ptr(name, MEAS_PIPE_DISCARD_PREFETCH)) {
                 double pf = ms_at(size, PIPE_PREFETCH_GBPS);
-                t = overlap ? fmax(pf, kern) + fmin(pf, kern) / n : pf + kern;
+                t = pipe_chunked_ms(p, pf, kern, n);
                 first_extra = ms_at((double)p->weights, PIPE_PREFETCH_GBPS);
         } else if (streq_ptr(name, MEAS_PIPE_ZERO_COPY)) {
                 t = fmax(ms_at(touched, PIPE_ZERO_COPY_GBPS), kern);
@@ -525,21 +569,29 @@ static void pipe_model(const char *name, const struct pipe_point *p, double *ret
         }
         *ret_steady = t + weights + wb;
         *ret_first = *ret_steady + first_extra;
+        /* host_written, double-buffered: the first step waits for its write, each later one
+         * for the longer of its write (made during the step before) and its GPU time. */
+        if (p->written && !streq_ptr(name, MEAS_COPY_ALONE) &&
+            !streq_ptr(name, MEAS_KERNEL_ALONE)) {
+                double w = pipe_write_ms(name, p);
+                *ret_first += w;
+                *ret_steady = fmax(*ret_steady, w);
+        }
 }
 
 /* One pipeline run's measurements, each named "strategy" + suffix ("@i=64" in a sweep). */
 static int plan_pipe_point(struct fake_job *j, const struct pipe_point *p, const json_t *strategies,
                            const char *suffix, const char *sweep)
 {
-        static const char *const always[] = {MEAS_COPY_ALONE, MEAS_KERNEL_ALONE};
-        size_t i, n = ELEMENTSOF(always) + json_array_size(strategies);
+        static const char *const always[] = {MEAS_COPY_ALONE, MEAS_KERNEL_ALONE, MEAS_HOST_WRITE};
+        size_t nalone = p->written ? 3 : 2, i, n = nalone + json_array_size(strategies);
         int r = 0;
 
         for (i = 0; r == 0 && i < n; i++) {
-                const char *s = i < ELEMENTSOF(always)
+                const char *s = i < nalone
                                     ? always[i]
-                                    : json_string_value(json_array_get(strategies, i - 2));
-                bool single = i < ELEMENTSOF(always);
+                                    : json_string_value(json_array_get(strategies, i - nalone));
+                bool single = i < nalone;
                 uint64_t steps = single ? 1 : p->steps;
                 double first, steady;
                 char name[64];
@@ -548,7 +600,10 @@ static int plan_pipe_point(struct fake_job *j, const struct pipe_point *p, const
                         continue;
                 if (streq_ptr(s, MEAS_PIPE_GATHER) && p->touched >= p->size)
                         continue; /* the real one notes it would be pinned_serial */
-                pipe_model(s, p, &first, &steady);
+                if (streq_ptr(s, MEAS_HOST_WRITE))
+                        first = steady = pipe_write_ms(MEAS_PIPE_SERIAL, p); /* into pinned */
+                else
+                        pipe_model(s, p, &first, &steady);
                 snprintf(name, sizeof(name), "%s%s", s, suffix);
                 r = add(j, name, "pipeline", p->size);
                 if (r < 0)
@@ -563,8 +618,16 @@ static int plan_pipe_point(struct fake_job *j, const struct pipe_point *p, const
                 if (m->extra && sweep)
                         json_object_update_new(
                             m->extra, json_pack("{s:s, s:s}", "strategy", s, "sweep", sweep));
+                if (m->extra && p->written && !single)
+                        json_object_set_new(m->extra, "host_write_ms",
+                                            json_real(pipe_write_ms(s, p)));
+                if (m->extra && streq_ptr(s, MEAS_HOST_WRITE))
+                        json_object_set_new(m->extra, "writers",
+                                            json_integer((json_int_t)p->writers));
                 if (m->extra && (streq_ptr(s, MEAS_PIPE_OVERLAPPED) ||
-                                 streq_ptr(s, MEAS_PIPE_PREFETCH_CHUNKED)))
+                                 streq_ptr(s, MEAS_PIPE_PREFETCH_CHUNKED) ||
+                                 streq_ptr(s, MEAS_PIPE_PREFETCH_BATCH) ||
+                                 streq_ptr(s, MEAS_PIPE_DISCARD_PREFETCH)))
                         json_object_update_new(m->extra, json_pack("{s:I, s:I}", "chunks",
                                                                    (json_int_t)p->chunks, "streams",
                                                                    (json_int_t)p->streams));
@@ -584,6 +647,8 @@ static void pipe_point_from(const struct fake_job *j, struct pipe_point *p)
             .chunks = param_u64(j->params, "chunks"),
             .streams = param_u64(j->params, "streams"),
             .steps = param_u64(j->params, "steps"),
+            .writers = param_u64(j->params, "writers"),
+            .written = streq_ptr(param_str(j->params, "batch"), PIPE_BATCH_WRITTEN),
             .clustered = streq_ptr(param_str(j->params, "layout"), "clustered"),
         };
         if (param_u64(j->params, "touched") > 0)

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "devices.h"
 #include "health.h"
+#include "health_links.h"
 #include "job_internal.h"
 #include "jobs.h"
 #include "jsonutil.h"
@@ -54,10 +55,11 @@ static json_t *health_link(const struct device *d, const json_t *result)
         return json_deep_copy(json_object_get(d->info, "pcie"));
 }
 
-static long long verdict_replays(const json_t *v)
+/* The link counters the last verdict kept (health_links.h), for their rates; a verdict from
+ * before they were kept has only its replay counter, without a time: judged from the next. */
+static const json_t *verdict_counters(const json_t *v)
 {
-        json_t *r = json_object_get(v, "pcie_replay_counter");
-        return json_is_integer(r) ? (long long)json_integer_value(r) : -1;
+        return json_object_get(v, "link_counters");
 }
 
 /* The fields every verdict carries, then the rule every canonical check follows: a first
@@ -117,15 +119,19 @@ bool job_verdict_judge(struct jobs *js, struct job *j, size_t i, struct device *
         _cleanup_json_ json_t *pcie = health_link(d, result);
         _cleanup_json_ json_t *expect =
             models_expectation(json_string_value(json_object_get(d->info, "name")));
-        struct health_replays rp = {.now = d->gpu.known ? d->gpu.replay_counter : -1,
-                                    .before = verdict_replays(d->last_verdict)};
-        json_t *v = health_verdict(js->cfg, result, pcie, expect, baseline, runs, &rp);
+        _cleanup_json_ json_t *counters =
+            d->gpu.known ? health_links_counters(&d->gpu, now_realtime_ms()) : NULL;
+        json_t *v = health_verdict(js->cfg, result, pcie, expect, baseline, runs);
 
         if (!v)
                 return false;
+        health_links_judge(js->cfg, v, counters, verdict_counters(d->last_verdict), pcie, expect,
+                           result);
         json_object_set(v, "pcie", pcie);
-        if (rp.now >= 0)
-                json_object_set_new(v, "pcie_replay_counter", json_integer(rp.now));
+        if (counters)
+                json_object_set(v, "link_counters", counters);
+        if (d->gpu.known && d->gpu.replay_counter >= 0)
+                json_object_set_new(v, "pcie_replay_counter", json_integer(d->gpu.replay_counter));
         int r = verdict_stamp_or_retry(js, j, i, v, baseline, d->uuid, result,
                                        "re-running a failed health check once before the GPU "
                                        "is marked fail");

@@ -8,7 +8,19 @@
 // umd's copy_overlap did it before (each stream copies its chunk then runs its kernel, chunks
 // round-robin over the streams) against the same chunks with the copies on one stream.
 //   reference_pipeline [--size BYTES] [--intensity K|0] [--chunks N] [--streams N]
-//                      [--iterations N] [--warmup N]      prints one JSON line
+//                      [--iterations N] [--warmup N] [--managed 1]   prints one JSON line
+// --managed 1 (issue 60) prints a second line instead of the diagnosis: managed memory
+// prefetched chunk by chunk in each shape a program can issue it, after each way the batch can
+// get back to the host (the matrix that finds what umd's managed_prefetch_chunked pays):
+//   issue:  one_stream  every prefetch on stream 0, an event after each, each chunk's kernel on
+//                       one of STREAMS-1 other streams after it (umd before issue 60)
+//           round_robin chunk c's prefetch and its kernel both on stream c % STREAMS
+//           batch       one cudaMemPrefetchBatchAsync of every chunk, then the kernel (CUDA 13)
+//   reset (untimed, before each sample): prefetch_host (cudaMemPrefetchAsync to the host, umd
+//           before issue 60), cpu_write (the CPU writes every byte, as a data loader does),
+//           discard_write (cudaMemDiscardAndPrefetchBatchAsync to the host, then the CPU write:
+//           the old batch is dead, so nothing moves back)
+// with the prefetch alone (whole, one call) after each reset: the managed copy's own rate.
 // --intensity 0 (default) finds the balanced K the way umd does: k <- k * copy / kernel(k).
 // Exits 77 when there is no GPU.
 #include <algorithm>
@@ -83,23 +95,135 @@ static unsigned grid(size_t bytes)
         return (unsigned)std::max<size_t>(1, std::min(b, max));
 }
 
+typedef std::function<double(std::function<void()>, std::function<void()>, int)> timer_fn;
+
+// The managed matrix (see the top): every issue shape after every reset, on one managed buffer.
+static void managed_matrix(size_t size, int k, int chunks, int ns, int iterations,
+                           std::vector<cudaStream_t> &s, std::vector<cudaEvent_t> &ev,
+                           std::vector<cudaEvent_t> &join, timer_fn timed_after, double copy_ms,
+                           double kern_ms, double pinned_over_ms)
+{
+        char *m;
+        unsigned *sink;
+        int dev = 0;
+        CK(cudaGetDevice(&dev));
+        cudaMemLocation host = {cudaMemLocationTypeHost, 0}, gpu = {cudaMemLocationTypeDevice, dev};
+        CK(cudaMallocManaged(&m, size));
+        CK(cudaMalloc(&sink, 4));
+        memset(m, 0x21, size);
+        size_t pages = size / 4096;
+        auto span = [&](int c, size_t *off, size_t *len) {
+                *off = pages * c / chunks * 4096;
+                *len = (c == chunks - 1 ? size : pages * (c + 1) / chunks * 4096) - *off;
+        };
+        auto fma = [&](size_t off, size_t len, cudaStream_t st) {
+                k_fma<<<grid(len), 256, 0, st>>>((const uint4 *)(m + off), len / 16, k, sink);
+        };
+        auto one_stream = [&] {
+                for (int c = 0; c < chunks; c++) {
+                        size_t off, len;
+                        span(c, &off, &len);
+                        CK(cudaMemPrefetchAsync(m + off, len, gpu, 0, s[0]));
+                        CK(cudaEventRecord(ev[c], s[0]));
+                        CK(cudaStreamWaitEvent(s[1 + c % (ns - 1)], ev[c], 0));
+                        fma(off, len, s[1 + c % (ns - 1)]);
+                }
+                for (int x = 1; x < ns; x++) {
+                        CK(cudaEventRecord(join[x], s[x]));
+                        CK(cudaStreamWaitEvent(s[0], join[x], 0));
+                }
+        };
+        auto round_robin = [&] {
+                CK(cudaEventRecord(join[0], s[0]));
+                for (int x = 1; x < ns; x++)
+                        CK(cudaStreamWaitEvent(s[x], join[0], 0));
+                for (int c = 0; c < chunks; c++) {
+                        size_t off, len;
+                        span(c, &off, &len);
+                        CK(cudaMemPrefetchAsync(m + off, len, gpu, 0, s[c % ns]));
+                        fma(off, len, s[c % ns]);
+                }
+                for (int x = 1; x < ns; x++) {
+                        CK(cudaEventRecord(join[x], s[x]));
+                        CK(cudaStreamWaitEvent(s[0], join[x], 0));
+                }
+        };
+        std::vector<void *> ptrs(chunks);
+        std::vector<size_t> lens(chunks);
+        for (int c = 0; c < chunks; c++) {
+                size_t off;
+                span(c, &off, &lens[c]);
+                ptrs[c] = m + off;
+        }
+        size_t idx0 = 0;
+        auto batch = [&] {
+                CK(cudaMemPrefetchBatchAsync(ptrs.data(), lens.data(), chunks, &gpu, &idx0, 1, 0,
+                                             s[0]));
+                fma(0, size, s[0]);
+        };
+        auto whole = [&] { CK(cudaMemPrefetchAsync(m, size, gpu, 0, s[0])); };
+        auto prefetch_host = [&] {
+                CK(cudaMemPrefetchAsync(m, size, host, 0, s[0]));
+                CK(cudaStreamSynchronize(s[0]));
+        };
+        auto cpu_write = [&] {
+                CK(cudaDeviceSynchronize());
+                memset(m, 0x21, size);
+        };
+        void *mp = m;
+        size_t msize = size;
+        auto discard_write = [&] {
+                CK(cudaMemDiscardAndPrefetchBatchAsync(&mp, &msize, 1, &host, &idx0, 1, 0, s[0]));
+                CK(cudaStreamSynchronize(s[0]));
+                memset(m, 0x21, size);
+        };
+        std::function<void()> resets[] = {prefetch_host, cpu_write, discard_write};
+        const char *rname[] = {"prefetch_host", "cpu_write", "discard_write"};
+        std::function<void()> shapes[] = {whole, one_stream, round_robin, batch};
+        const char *sname[] = {"prefetch_alone", "one_stream", "round_robin", "batch"};
+        double limit = std::max(copy_ms, kern_ms);
+        printf("{\"size\": %zu, \"intensity\": %d, \"chunks\": %d, \"streams\": %d, "
+               "\"copy_alone_ms\": %.4f, \"kernel_alone_ms\": %.4f, \"limit_ms\": %.4f, "
+               "\"pinned_overlapped_ms\": %.4f, \"managed\": {",
+               size, k, chunks, ns, copy_ms, kern_ms, limit, pinned_over_ms);
+        for (int r = 0; r < 3; r++) {
+                printf("%s\"%s\": {", r ? ", " : "", rname[r]);
+                for (int x = 0; x < 4; x++) {
+                        double t = timed_after(resets[r], shapes[x], iterations);
+                        printf("%s\"%s_ms\": %.4f, \"%s_x\": %.3f", x ? ", " : "", sname[x], t,
+                               sname[x], t / limit);
+                }
+                printf("}");
+        }
+        printf("}}\n");
+        // the data arrived: after a CPU write, one more round robin step, then the host reads it
+        cpu_write();
+        round_robin();
+        CK(cudaDeviceSynchronize());
+        for (size_t i = 0; i < size; i += 4096)
+                if (m[i] != 0x21) {
+                        fprintf(stderr, "reference_pipeline: managed byte %zu is %d\n", i, m[i]);
+                        exit(1);
+                }
+        CK(cudaFree(m));
+        CK(cudaFree(sink));
+}
+
 int main(int argc, char **argv)
 {
         size_t size = 1ull << 30;
-        int k = 0, chunks = 64, nstreams = 3, iterations = 5, warmup = 3, ndev = 0;
+        int k = 0, chunks = 64, nstreams = 3, iterations = 5, warmup = 3, ndev = 0, managed = 0;
+        const struct {
+                const char *flag;
+                int *value;
+        } flags[] = {{"--intensity", &k},           {"--chunks", &chunks}, {"--streams", &nstreams},
+                     {"--iterations", &iterations}, {"--warmup", &warmup}, {"--managed", &managed}};
         for (int i = 1; i + 1 < argc; i += 2) {
                 if (!strcmp(argv[i], "--size"))
                         size = strtoull(argv[i + 1], NULL, 0);
-                else if (!strcmp(argv[i], "--intensity"))
-                        k = atoi(argv[i + 1]);
-                else if (!strcmp(argv[i], "--chunks"))
-                        chunks = atoi(argv[i + 1]);
-                else if (!strcmp(argv[i], "--streams"))
-                        nstreams = atoi(argv[i + 1]);
-                else if (!strcmp(argv[i], "--iterations"))
-                        iterations = atoi(argv[i + 1]);
-                else if (!strcmp(argv[i], "--warmup"))
-                        warmup = atoi(argv[i + 1]);
+                for (auto &f : flags)
+                        if (!strcmp(argv[i], f.flag))
+                                *f.value = atoi(argv[i + 1]);
         }
         if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
                 return 77;
@@ -122,10 +246,11 @@ int main(int argc, char **argv)
         for (auto &e : join)
                 CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 
-        auto timed = [&](std::function<void()> work, int n) {
+        auto timed_after = [&](std::function<void()> reset, std::function<void()> work, int n) {
                 std::vector<double> v;
                 for (int i = 0; i < warmup + n; i++) {
                         float ms;
+                        reset();
                         CK(cudaDeviceSynchronize());
                         CK(cudaEventRecord(a, s[0]));
                         work();
@@ -137,6 +262,7 @@ int main(int argc, char **argv)
                 }
                 return median(v);
         };
+        auto timed = [&](std::function<void()> work, int n) { return timed_after([] {}, work, n); };
         auto copy = [&](size_t off, size_t len, cudaStream_t st) {
                 CK(cudaMemcpyAsync(dev + off, host + off, len, cudaMemcpyHostToDevice, st));
         };
@@ -207,6 +333,11 @@ int main(int argc, char **argv)
                                     [&](size_t o, size_t l, cudaStream_t st) { fma(o, l, k, st); });
             },
             iterations);
+        if (managed) {
+                managed_matrix(size, k, chunks, nstreams, iterations, s, ev, join, timed_after,
+                               copy_ms, kern, over);
+                return 0;
+        }
         // the copy_overlap diagnosis, light XOR kernel
         auto xor_k = [&](size_t o, size_t l, cudaStream_t st) {
                 k_xor<<<grid(l), 256, 0, st>>>((uint4 *)(dev + o), l / 16);

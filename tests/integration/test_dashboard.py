@@ -189,6 +189,23 @@ def test_dashboard_shows_devices_plots_health_and_jobs(umd, tmp_path):
     assert "um_vs_explicit" in rows[3].text() and "0, 1" in rows[0].text()
 
 
+def test_dashboard_shows_the_action_beside_the_verdict(umd, tmp_path):
+    state = tmp_path / "gpu-state.json"
+    state.write_text(json.dumps({"1": {"gpu_errors": {"remapped_rows": {"pending": True}}}}))
+    d = umd(fake_devices=2, args=["--fake-gpu-state", str(state)])
+    done = wait_job(d, submit(d, {"benchmark": "health", "devices": "all"})["id"])
+    assert done["state"] == "succeeded", done
+    dom = Tree(render(d.base_url + "/", tmp_path)).root
+    cards = {c.attrs["data-uuid"]: c for c in dom.by_id("devices").find_all("div", cls="device")}
+    devices = d.get("/v1/devices").json()
+    ok, bad = cards[devices[0]["uuid"]], cards[devices[1]["uuid"]]
+    assert [a.attrs["data-action"] for a in ok.find_all("span", cls="action")] == ["none"]
+    acts = bad.find_all("span", cls="action")
+    assert [a.attrs["data-action"] for a in acts] == ["reset_gpu"], bad.text()
+    assert acts[0].text() == "action: reset gpu"
+    assert bad.find_all("span", cls="fail") and "row remap is pending" in bad.text()
+
+
 def test_dashboard_says_what_to_do_when_there_is_nothing_yet(umd, tmp_path):
     d = umd(fake_devices=1)
     dom = Tree(render(d.base_url + "/", tmp_path)).root

@@ -10,7 +10,10 @@ from conftest import run_job, stored_docs
 from test_jobs import problem
 
 ALL = ["pinned_serial", "pinned_overlapped", "pageable_serial", "managed_on_demand",
-       "managed_prefetch", "managed_prefetch_chunked", "zero_copy"]
+       "managed_prefetch", "managed_prefetch_chunked", "zero_copy", "managed_prefetch_batch",
+       "managed_discard_prefetch"]
+MANAGED = ["managed_on_demand", "managed_prefetch", "managed_prefetch_chunked",
+           "managed_prefetch_batch", "managed_discard_prefetch"]
 
 
 def pipeline(d, **params):
@@ -136,6 +139,10 @@ def test_gather_is_left_out_when_every_page_is_touched(umd):
     ({"strategies": ["pinned_serial", "pinned_serial"]}, "params.strategies"),
     ({"strategies": ["teleport"]}, "params.strategies"),
     ({"layout": "diagonal"}, "params.layout"),
+    ({"batch": "loader"}, "params.batch"),
+    ({"writers": 0}, "params.writers"),
+    ({"writers": 65}, "params.writers"),
+    ({"chunk_issue": "scatter"}, "params.chunk_issue"),
 ])
 def test_out_of_bounds_params_are_refused_and_nothing_is_stored(umd, params, field):
     d = umd(fake_devices=1)
@@ -148,7 +155,10 @@ def test_every_bound_in_the_catalog_is_accepted(umd):
     d = umd(fake_devices=1)
     for params in ({"intensity": 1}, {"intensity": 1048576, "size": "4MiB"}, {"chunks": 1},
                    {"chunks": 1024, "size": "8MiB"}, {"streams": 8}, {"steps": 1},
-                   {"steps": 100, "size": "4MiB"}, {"layout": "clustered", "touched": "1MiB"}):
+                   {"steps": 100, "size": "4MiB"}, {"layout": "clustered", "touched": "1MiB"},
+                   {"batch": "host_written", "writers": 1, "size": "64MiB"},
+                   {"batch": "host_written", "writers": 64, "size": "64MiB"},
+                   {"chunk_issue": "copy_stream"}, {"chunk_issue": "round_robin"}):
         pipeline(d, **params)
 
 
@@ -226,3 +236,73 @@ def test_umdctl_show_prints_the_pipeline_table(umd):
     assert r.returncode == 0, r.stderr
     assert "x limit" in r.stdout and "pinned_overlapped" in r.stdout
     assert "intensity 64 FMAs a float" in r.stdout
+
+
+def test_host_written_times_the_write_and_reports_it_for_every_strategy(umd):
+    """batch host_written (issue 60): the host's write alone joins the limit; every strategy says
+    what its own write cost, managed ones their CPU faults included (the model's rates: a writer
+    copies at 10 GB/s, a managed page faults back at 2.5 GB/s), none after a discard."""
+    d = umd(fake_devices=1)
+    res, ms = pipeline(d, size="256MiB", batch="host_written", writers=1)
+    write = (256 << 20) / 10e9 * 1e3
+    assert med(ms["host_write"]) == pytest.approx(write, rel=0.05)
+    for name in ALL:
+        assert "host_write_ms" in ms[name], name
+    for name in MANAGED:
+        faults = 0 if name == "managed_discard_prefetch" else (256 << 20) / 2.5e9 * 1e3
+        assert ms[name]["host_write_ms"] == pytest.approx(write + faults), name
+    assert ms["pinned_serial"]["host_write_ms"] == pytest.approx(write)
+    s = res["summary"]
+    assert s["host_write_ms"] == pytest.approx(med(ms["host_write"]))
+    assert s["limit_ms"] == pytest.approx(max(med(ms["copy_alone"]), med(ms["kernel_alone"]),
+                                              med(ms["host_write"])))
+    assert s["bound"] == "host_write"  # one writer is slower than the link
+    assert "The host writes each batch into pinned memory in" in s["conclusion"]
+    assert "its CPU faults included" in s["conclusion"]
+    assert strategies(s)["managed_prefetch_chunked"]["host_write_ms"] > \
+        strategies(s)["managed_discard_prefetch"]["host_write_ms"]
+
+
+def test_a_prepared_batch_has_no_write(umd):
+    d = umd(fake_devices=1)
+    res, ms = pipeline(d, size="64MiB")
+    assert "host_write" not in ms and "host_write_ms" not in ms["pinned_serial"]
+    assert res["summary"]["host_write_ms"] is None
+    assert "host writes" not in res["summary"]["conclusion"]
+
+
+def test_the_sweep_counts_the_hosts_write(umd):
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "pipeline_sweep",
+                       "params": {"size": "256MiB", "batch": "host_written", "writers": 8,
+                                  "min_touched": "64MiB"}})
+    s = done["parts"][0]["result"]["summary"]
+    assert all(p["host_write_ms"] > 0 for p in s["points"])
+    assert "The host writes each batch into pinned memory in" in s["conclusion"]
+
+
+def test_text_view_shows_the_hosts_write(umd):
+    d = umd(fake_devices=1)
+    done = run_job(d, {"benchmark": "pipeline",
+                       "params": {"size": "64MiB", "batch": "host_written"}})
+    t = d.get(f"/v1/jobs/{done['id']}?format=text").text
+    assert "the host writes each batch" in t and "write ms" in t
+    assert "managed_discard_prefetch" in t
+
+
+def test_round_robin_is_modelled_as_the_same_ideal_schedule(umd):
+    """chunk_issue round_robin runs on fake devices with the copy_stream rule: each stream's own
+    turns, (copy + kernel) / streams, never exceed the longer half with two streams or more, so
+    the model cannot tell them apart (the GPU run measures what the driver adds); one stream
+    overlaps nothing either way."""
+    d = umd(fake_devices=1)
+    for streams in (1, 2, 3):
+        _, cs = pipeline(d, size="256MiB", streams=streams, chunks=16,
+                         strategies=["pinned_overlapped", "managed_prefetch_chunked"])
+        _, rr = pipeline(d, size="256MiB", streams=streams, chunks=16, chunk_issue="round_robin",
+                         strategies=["pinned_overlapped", "managed_prefetch_chunked"])
+        for name in ("pinned_overlapped", "managed_prefetch_chunked"):
+            assert med(rr[name]) == pytest.approx(med(cs[name]), rel=0.05), (streams, name)
+        copy, kern = med(rr["copy_alone"]), med(rr["kernel_alone"])
+        if streams == 1:
+            assert med(rr["pinned_overlapped"]) == pytest.approx(copy + kern, rel=0.05)

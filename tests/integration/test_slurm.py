@@ -7,12 +7,18 @@ slurmd on their own ports with state under a temporary folder, HealthCheckInterv
   - a GPU paused (a prolog) while the check's GPU pairs run: not drained
   - something other than umd answering (a proxy's HTML 503, a document of the wrong shape, a
     server that accepts and never answers; hostile.py): not drained, and each run ends
+  - what umd may change (issue 57): a node an administrator set DOWN or FAIL, or drained with a
+    reason holding " State=IDLE" or " Reason=umd: ", is neither drained over nor resumed; a
+    look at the node slower than its bound changes nothing; --resume-own resumes only when
+    every GPU and the tier umd's reason names have passed (not a --devices 1 run for GPU 0,
+    not a quick run for the extended tier); UMD_HEALTHCHECK_RESUME_OWN's spellings
 Skips, saying why, only when Slurm cannot be started here.
 
 A busy GPU is made two ways: occupy() holds it with a long umd job, and fake_gpu_state makes
 the (faked) NVML report another process on it."""
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -143,7 +149,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-ReturnToService=2
+ReturnToService=1
 SlurmdTimeout=300
 HealthCheckProgram={program}
 HealthCheckInterval=5
@@ -226,7 +232,7 @@ def test_degraded_link_drains_the_node_with_umds_reason(slurm, umd):
     d = umd(fake_devices=2, env={"UMD_FAKE_LINK": "1=4x8"})
     slurm.check_against(d)
     state, reason = wait_state(slurm, "drain")
-    assert reason.startswith("umd: GPU 1 WARN: the PCIe link runs at Gen4 x8"), reason
+    assert reason.startswith("umd[quick gpus=1]: GPU 1 WARN: the PCIe link runs at Gen4 x8"), reason
 
 
 def test_healthy_gpus_leave_the_node_idle(slurm, umd):
@@ -299,7 +305,7 @@ def drained_by_umd(slurm, umd):
     bad = umd(fake_devices=2, env={"UMD_FAKE_LINK": "1=4x8"})
     slurm.check_against(bad)
     state, reason = wait_state(slurm, "drain")
-    assert reason.startswith("umd: "), reason
+    assert reason.startswith("umd[quick gpus=1]: "), reason
     return bad
 
 
@@ -315,7 +321,7 @@ def test_without_resume_own_a_node_umd_drained_stays_drained(slurm, umd):
     slurm.check_against(umd(fake_devices=2), resume=False)
     slurm.wait_runs(2)
     state, reason = slurm.node()
-    assert state.startswith("drain") and reason.startswith("umd: "), (state, reason)
+    assert state.startswith("drain") and reason.startswith("umd[quick gpus=1]: "), (state, reason)
 
 
 def test_a_node_an_administrator_drained_is_never_resumed(slurm, umd):
@@ -332,7 +338,8 @@ def test_a_node_umd_drained_that_still_fails_stays_drained(slurm, umd):
     slurm.check_against(bad, resume=False, **RESUME_OWN)
     slurm.wait_runs(2)
     state, reason = slurm.node()
-    assert state.startswith("drain") and reason.startswith("umd: GPU 1 WARN"), (state, reason)
+    assert state.startswith("drain"), (state, reason)
+    assert reason.startswith("umd[quick gpus=1]: GPU 1 WARN"), reason
 
 
 def test_a_failing_gpu_keeps_an_administrators_drain_reason(slurm, umd):
@@ -347,3 +354,188 @@ def test_a_failing_gpu_keeps_an_administrators_drain_reason(slurm, umd):
     slurm.wait_runs(2)
     state, reason = slurm.node()
     assert state.startswith("drain") and reason == "admin: firmware update", (state, reason)
+
+
+# -- the node's state read whole, or not acted on (issue 57) --
+# These run umd-healthcheck here, as slurmd would, against the real Slurm: with the program
+# pointed where nothing answers (each of its runs unknown, changing nothing), only the test's
+# own runs act on the node.
+
+GPU0_WARNS = {"UMD_FAKE_LINK": "0=4x8"}  # GPU 0's link trained below its maximum: warn
+
+
+def quiet(slurm):
+    """Point the health-check program where nothing listens and return the node to idle."""
+    slurm.check_against("http://127.0.0.1:9")
+
+
+def healthcheck(slurm, d, *args, **env):
+    """One run of umd-healthcheck --mode slurm against umd d, on this node."""
+    e = dict(slurm.env, UMD_URL=d.base_url, UMDCTL=UMDCTL, SLURMD_NODENAME=NODE, **env)
+    return subprocess.run(["/bin/sh", str(HEALTHCHECK), "--mode", "slurm", "--timeout", "20s",
+                           *args], capture_output=True, text=True, timeout=120, env=e)
+
+
+def seen(slurm):
+    """(state, reason) as sinfo shows them, without the "*" of a node not responding (the
+    controller's view for a while after a node is resumed from DOWN; no concern here)."""
+    state, reason = slurm.node()
+    return state.rstrip("*"), reason
+
+
+def set_state(slurm, state, reason):
+    p = slurm.run("scontrol", "update", f"NodeName={NODE}", f"State={state}", f"Reason={reason}")
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("state", ["DOWN", "FAIL"])
+def test_a_node_an_administrator_set_down_or_fail_is_neither_drained_nor_resumed(slurm, umd,
+                                                                                   state):
+    quiet(slurm)
+    set_state(slurm, state, "admin: bad DIMM")
+    p = healthcheck(slurm, umd(fake_devices=2, env=GPU0_WARNS), **RESUME_OWN)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(rf"left as it is: its state \S*{state}\S* is not umd's", p.stdout), p.stdout
+    now = seen(slurm)
+    assert now[0].startswith(state.lower()) and now[1] == "admin: bad DIMM", now
+    p = healthcheck(slurm, umd(fake_devices=2), **RESUME_OWN)
+    assert p.returncode == 0, p.stdout + p.stderr
+    now = seen(slurm)
+    assert now[0].startswith(state.lower()) and now[1] == "admin: bad DIMM", now
+
+
+def test_a_reason_holding_state_idle_is_not_read_as_the_nodes_state(slurm, umd):
+    quiet(slurm)
+    reason = "admin: RMA, was State=IDLE before"
+    slurm.drain(reason)
+    p = healthcheck(slurm, umd(fake_devices=2, env=GPU0_WARNS), **RESUME_OWN)
+    assert "is already drained (admin: RMA, was State=IDLE before)" in p.stdout, p.stdout
+    assert seen(slurm) == ("drained", reason)
+    healthcheck(slurm, umd(fake_devices=2), **RESUME_OWN)
+    assert seen(slurm) == ("drained", reason)
+
+
+def test_a_reason_holding_reason_umd_is_not_umds(slurm, umd):
+    quiet(slurm)
+    reason = "admin: RMA Reason=umd[quick gpus=0]: GPU 0 FAIL: x Reason=umd: GPU 0 FAIL: x"
+    slurm.drain(reason)
+    p = healthcheck(slurm, umd(fake_devices=2), **RESUME_OWN)
+    assert "stays drained: its reason is not umd's" in p.stdout, p.stdout
+    assert seen(slurm) == ("drained", reason)
+
+
+def slow_scontrol(tmp_path, seconds):
+    """An scontrol whose `show` answers only after seconds (a busy slurmctld)."""
+    s = tmp_path / "slow-scontrol"
+    s.write_text(f'#!/bin/sh\n[ "$1" = show ] && sleep {seconds}\nexec scontrol "$@"\n')
+    s.chmod(0o755)
+    return str(s)
+
+
+def test_a_slow_look_at_the_node_changes_nothing(slurm, umd, tmp_path):
+    quiet(slurm)
+    slurm.drain("admin: slow controller")
+    slow = slow_scontrol(tmp_path, 8)  # the look's bound is 2 s (the scontrol limit's third)
+    t0 = time.monotonic()
+    p = healthcheck(slurm, umd(fake_devices=2, env=GPU0_WARNS), SCONTROL=slow, **RESUME_OWN)
+    assert time.monotonic() - t0 < 8, "the look was not cut at its bound"
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "left as it is: scontrol show node took longer than 2 s" in p.stdout, p.stdout
+    assert seen(slurm) == ("drained", "admin: slow controller")
+    # nor is a node umd drained resumed on a look that did not answer
+    set_state(slurm, "DRAIN", "umd[quick gpus=0]: GPU 0 WARN: test")
+    p = healthcheck(slurm, umd(fake_devices=2), SCONTROL=slow, **RESUME_OWN)
+    assert "left as it is" in p.stdout, p.stdout
+    assert seen(slurm) == ("drained", "umd[quick gpus=0]: GPU 0 WARN: test")
+
+
+# scontrol as a wrapper around the real one: `show` answers with a flag Slurm may add one day,
+# or fails.
+ODD_LOOKS = {
+    "a state flag umd does not know":
+        'scontrol "$@" | sed "s/ State=\\([^ ]*\\)/ State=\\1+NEW_FLAG/"',
+    "a look that fails":
+        "echo 'slurm_load_node error: Unable to contact slurm controller' >&2; exit 1",
+}
+
+
+@pytest.mark.parametrize("what", ODD_LOOKS)
+def test_a_node_whose_state_umd_cannot_read_or_does_not_know_is_not_drained(slurm, umd, tmp_path,
+                                                                          what):
+    quiet(slurm)
+    wrapper = tmp_path / "odd-scontrol"
+    wrapper.write_text(f'#!/bin/sh\n[ "$1" = show ] || exec scontrol "$@"\n{ODD_LOOKS[what]}\n')
+    wrapper.chmod(0o755)
+    p = healthcheck(slurm, umd(fake_devices=2, env=GPU0_WARNS), SCONTROL=str(wrapper))
+    assert p.returncode == 1 and "left as it is" in p.stdout, p.stdout + p.stderr
+    assert seen(slurm) == ("idle", "none")
+
+
+def drained_for_gpu0(slurm, umd, *args):
+    """The node drained by umd-healthcheck itself, GPU 0 warning; its reason as written."""
+    bad = umd(fake_devices=2, env=GPU0_WARNS)
+    healthcheck(slurm, bad, *args)
+    state, reason = seen(slurm)
+    assert state == "drained" and reason.startswith("umd"), (state, reason)
+    return bad, reason
+
+
+def test_a_run_on_a_subset_of_gpus_cannot_resume_a_node_drained_for_another(slurm, umd):
+    quiet(slurm)
+    bad, reason = drained_for_gpu0(slurm, umd)
+    p = healthcheck(slurm, bad, "--devices", "1", **RESUME_OWN)  # GPU 1 passes; 0 still fails
+    assert seen(slurm) == ("drained", reason), p.stdout
+    assert p.returncode == 0 and "stays drained: umd drained it for gpus=0" in p.stdout, p.stdout
+    assert reason.startswith("umd[quick gpus=0]: GPU 0 WARN: the PCIe link"), reason
+    # every GPU passing resumes it: the reason umd wrote reads back
+    p = healthcheck(slurm, umd(fake_devices=2), **RESUME_OWN)
+    assert "resumed" in p.stdout and seen(slurm)[0] == "idle", (p.stdout, seen(slurm))
+
+
+def test_a_quick_pass_cannot_resume_a_node_the_extended_tier_drained(slurm, umd):
+    quiet(slurm)
+    _, reason = drained_for_gpu0(slurm, umd, "--extended", "--timeout", "90s", "--limit", "100")
+    ok = umd(fake_devices=2)
+    p = healthcheck(slurm, ok, **RESUME_OWN)
+    assert seen(slurm) == ("drained", reason), p.stdout
+    assert "at the extended tier, not all passed in this quick run" in p.stdout, p.stdout
+    assert reason.startswith("umd[extended gpus=0]: GPU 0 WARN"), reason
+    p = healthcheck(slurm, ok, "--extended", "--timeout", "90s", "--limit", "100", **RESUME_OWN)
+    assert "resumed" in p.stdout and seen(slurm)[0] == "idle", (p.stdout, seen(slurm))
+
+
+def test_a_node_umd_drained_that_fails_again_keeps_what_has_not_passed(slurm, umd):
+    quiet(slurm)
+    set_state(slurm, "DRAIN", "umd[extended gpus=0]: GPU 0 FAIL: test")
+    p = healthcheck(slurm, umd(fake_devices=2, env={"UMD_FAKE_LINK": "1=4x8"}))
+    assert p.returncode == 1, p.stdout + p.stderr
+    state, reason = seen(slurm)
+    assert reason.startswith("umd[extended gpus=0,1]: GPU 1 WARN"), reason
+
+
+def test_resume_own_reads_every_usual_spelling_of_yes_and_no(slurm, umd):
+    quiet(slurm)
+    _, own = drained_for_gpu0(slurm, umd)
+    ok = umd(fake_devices=2)
+    for value in ("0", "false", "No", "OFF", ""):
+        set_state(slurm, "DRAIN", own)
+        p = healthcheck(slurm, ok, UMD_HEALTHCHECK_RESUME_OWN=value)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert seen(slurm) == ("drained", own), f"{value!r} resumed the node"
+    for value in ("1", "true", "YES", "On"):
+        set_state(slurm, "DRAIN", own)
+        p = healthcheck(slurm, ok, UMD_HEALTHCHECK_RESUME_OWN=value)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert seen(slurm)[0] == "idle", f"{value!r} did not resume the node"
+
+
+def test_resume_own_refuses_a_spelling_it_does_not_know(slurm, umd):
+    quiet(slurm)
+    _, own = drained_for_gpu0(slurm, umd)
+    ok = umd(fake_devices=2)
+    for value in ("maybe", "2", "enabled"):
+        p = healthcheck(slurm, ok, UMD_HEALTHCHECK_RESUME_OWN=value)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert p.stderr == (f"umd-healthcheck: UMD_HEALTHCHECK_RESUME_OWN '{value}' is not a "
+                            "boolean (1/0, true/false, yes/no, on/off)\n")
+        assert seen(slurm) == ("drained", own)

@@ -46,15 +46,26 @@ def submitter(d, acked, stop):
             time.sleep(0.01)
 
 
+# Retention off for the kill -9 test: a job pruned is not a job lost. No finished job is deleted
+# by count (max_jobs at its largest, far beyond what 20 cycles of under a second can submit:
+# a few hundred a second here; 10 million would take hours), by age (retention_days 0) or by the
+# documents' size (max_store_bytes 0), so every acknowledged id missing after a restart was lost.
+NO_RETENTION_MAX_JOBS = 10_000_000  # daemon/config.c's upper bound for max_jobs
+NO_RETENTION = ["--max-jobs", str(NO_RETENTION_MAX_JOBS), "--retention-days", "0",
+                "--max-store-bytes", "0"]
+
+
 def test_sigkill_at_random_points_loses_no_acknowledged_job(umd, tmp_path):
     state = tmp_path / "state"
     rng = random.Random(1313)
     acked = []
     cycles = 20
     for cycle in range(cycles):
-        d = umd(state_dir=state)
+        d = umd(state_dir=state, args=NO_RETENTION)
         # Everything acknowledged before is there, in a legal state, after every restart.
         have = stored_states(state)
+        # the premise of "missing means lost": the store never reached max_jobs
+        assert len(have) < NO_RETENTION_MAX_JOBS
         missing = [j for j in acked if j not in have]
         assert not missing, f"cycle {cycle}: {len(missing)} acknowledged jobs lost"
         assert all(have[j] in STATES for j in acked)
@@ -63,7 +74,7 @@ def test_sigkill_at_random_points_loses_no_acknowledged_job(umd, tmp_path):
             sample = rng.choice(acked)
             assert d.get("/v1/jobs/" + sample).json()["state"] in STATES
         kill_while(d, lambda stop: submitter(d, acked, stop), rng.uniform(0.05, 0.8))
-    d = umd(state_dir=state)
+    d = umd(state_dir=state, args=NO_RETENTION)
     have = stored_states(state)
     assert len(acked) > cycles  # the clients did get answers
     assert all(j in have for j in acked)

@@ -233,7 +233,9 @@ def test_health_extended_exits_1_on_a_failing_gpu(umd, tmp_path):
     d = umd(fake_devices=2, args=["--fake-gpu-state", str(state)])
     p = ctl(d, "health", "--extended")
     assert p.returncode == 1, p.stdout + p.stderr
-    assert [l for l in p.stdout.splitlines() if " FAIL: " in l][0].startswith("GPU 1 ")
+    # a slow GPU's failing bandwidth check asks for a reset (the action after the verdict word)
+    fails = [l for l in p.stdout.splitlines() if " FAIL action=reset_gpu: " in l]
+    assert fails[0].startswith("GPU 1 "), p.stdout
 
 
 def test_health_extended_of_a_busy_gpu_is_unknown_exit_4(umd):
@@ -337,9 +339,12 @@ def test_healthcheck_nagios_mode_follows_0_1_2_3(umd):
 
 
 def fake_scontrol(tmp_path):
+    """An scontrol whose node is idle; it logs what it is asked."""
     log = tmp_path / "scontrol.log"
     s = tmp_path / "scontrol"
-    s.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\n')
+    s.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\n'
+                 '[ "$1" = show ] && echo "NodeName=$3 Arch=x86_64 State=IDLE Partitions=umd"\n'
+                 'exit 0\n')
     s.chmod(0o755)
     return s, log
 
@@ -351,8 +356,9 @@ def test_healthcheck_slurm_mode_drains_only_on_a_bad_verdict(umd, tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     # it looks at the node's drain first (an administrator's reason is never overwritten)
     assert log.read_text() == ("show node node7 -o\n"
-                               "update NodeName=node7 State=DRAIN Reason=umd: GPU 1 WARN: the "
-                               "PCIe link runs at Gen4 x8, below its maximum Gen5 x16\n")
+                               "update NodeName=node7 State=DRAIN Reason=umd[quick gpus=1]: "
+                               "GPU 1 WARN: the PCIe link runs at Gen4 x8, below its maximum "
+                               "Gen5 x16\n")
     log.unlink()
     ok = umd(fake_devices=1)
     assert hc(ok, "--mode", "slurm", SCONTROL=str(scontrol)).returncode == 0
@@ -397,7 +403,7 @@ def test_prolog_pauses_and_epilog_resumes_and_checks(umd, tmp_path):
     p = subprocess.run(["/bin/sh", str(EPILOG)], capture_output=True, text=True, timeout=90,
                        env=env(**slurm))
     assert p.returncode == 0
-    assert "NodeName=node7 State=DRAIN Reason=umd: GPU 1 WARN" in log.read_text()
+    assert "NodeName=node7 State=DRAIN Reason=umd[extended gpus=1]: GPU 1 WARN" in log.read_text()
     jobs = d.get("/v1/jobs?benchmark=health").json()["jobs"]
     assert [p["device"] for p in jobs[0]["parts"]] == [1]  # only the job's GPU was checked
     assert jobs[0]["tier"] == "extended"  # the epilog runs the extended tier
@@ -439,7 +445,7 @@ def drained_scontrol(tmp_path, reason):
 
 def test_the_slurm_wrapper_reads_the_sites_defaults_and_resumes_umds_own_drain(umd, tmp_path):
     d = umd(fake_devices=1)
-    scontrol, log = drained_scontrol(tmp_path, "umd: GPU 0 FAIL: slow")
+    scontrol, log = drained_scontrol(tmp_path, "umd[quick gpus=0]: GPU 0 FAIL: slow")
     defaults = tmp_path / "umd-healthcheck.defaults"
     defaults.write_text(f"UMD_URL={d.base_url}\nUMD_HEALTHCHECK_RESUME_OWN=1\n"
                         f"SCONTROL={scontrol}\nSLURMD_NODENAME=node7\n")

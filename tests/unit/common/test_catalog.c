@@ -282,6 +282,28 @@ static void test_intensity_takes_a_number_or_balanced(void **state)
 
 /* touched absent (or 0) is the whole batch, in bytes; more than size is refused, and so is a
  * writeback larger than the batch. */
+/* issue 60: who writes the batch, with how many threads, and how chunks are issued. */
+static void test_pipeline_batch_writers_and_chunk_issue(void **state)
+{
+        json_t *p = validate_ok("pipeline", NULL, false);
+        assert_string_equal(json_string_value(json_object_get(p, "batch")), "prepared");
+        assert_int_equal(json_integer_value(json_object_get(p, "writers")), 1);
+        assert_string_equal(json_string_value(json_object_get(p, "chunk_issue")), "copy_stream");
+        json_decref(p);
+        p = validate_ok("pipeline_sweep",
+                        "{\"batch\": \"host_written\", \"writers\": 64, \"chunk_issue\": "
+                        "\"round_robin\", \"strategies\": [\"managed_prefetch_batch\", "
+                        "\"managed_discard_prefetch\"]}",
+                        false);
+        assert_string_equal(json_string_value(json_object_get(p, "batch")), "host_written");
+        json_decref(p);
+        validate_bad("pipeline", "{\"batch\": \"loader\"}", false, "params.batch", "one of");
+        validate_bad("pipeline", "{\"writers\": 0}", false, "params.writers", "between 1 and 64");
+        validate_bad("pipeline", "{\"writers\": 65}", false, "params.writers", "between 1 and 64");
+        validate_bad("pipeline", "{\"chunk_issue\": \"scatter\"}", false, "params.chunk_issue",
+                     "one of");
+}
+
 static void test_pipeline_touched_and_writeback_within_size(void **state)
 {
         json_t *p = validate_ok("pipeline", "{\"size\": \"64MiB\"}", false);
@@ -396,6 +418,7 @@ int main(void)
             cmocka_unit_test(test_lists),
             cmocka_unit_test(test_intensity_takes_a_number_or_balanced),
             cmocka_unit_test(test_pipeline_touched_and_writeback_within_size),
+            cmocka_unit_test(test_pipeline_batch_writers_and_chunk_issue),
             cmocka_unit_test(test_normalized_is_fixed_point),
             cmocka_unit_test(test_catalog_json),
         };

@@ -146,6 +146,28 @@ static void test_a_bad_file_is_refused_and_the_table_kept(void **state)
         assert_int_equal(models_load(dir), -EINVAL); /* a directory: not a regular file */
 }
 
+static void test_the_file_sets_error_thresholds_and_the_shipped_table_none(void **state)
+{
+        write_models("[NVIDIA H200]\nretired_pages_max = 100\nsram_uncorrected_max = 8\n"
+                     "ecc_off = pass\n");
+        assert_int_equal(models_load(path), 0);
+        json_t *e = models_expectation("NVIDIA H200");
+        const json_t *m = json_object_get(e, "model");
+        assert_int_equal(json_integer_value(json_object_get(m, "retired_pages_max")), 100);
+        assert_int_equal(json_integer_value(json_object_get(m, "sram_uncorrected_max")), 8);
+        assert_string_equal(json_string_value(json_object_get(m, "ecc_off")), "pass");
+        json_decref(e);
+        e = models_expectation("NVIDIA H100 80GB HBM3");
+        m = json_object_get(e, "model");
+        assert_true(json_is_null(json_object_get(m, "retired_pages_max")));
+        assert_true(json_is_null(json_object_get(m, "ecc_off")));
+        json_decref(e);
+        write_models("[NVIDIA H200]\necc_off = maybe\n");
+        assert_int_equal(models_load(path), -EINVAL);
+        write_models("[NVIDIA H200]\nretired_pages_max = -1\n");
+        assert_int_equal(models_load(path), -EINVAL);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -155,6 +177,7 @@ int main(void)
             cmocka_unit_test(test_the_file_overrides_a_shipped_model_and_adds_one),
             cmocka_unit_test(test_a_missing_file_leaves_the_shipped_table),
             cmocka_unit_test(test_a_bad_file_is_refused_and_the_table_kept),
+            cmocka_unit_test(test_the_file_sets_error_thresholds_and_the_shipped_table_none),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

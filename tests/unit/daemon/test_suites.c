@@ -168,6 +168,59 @@ static void test_pipeline_first_step_apart_only_where_it_differs(void **state)
         json_decref(s), json_decref(r);
 }
 
+/* batch host_written (issue 60): the host's write alone joins the limit, each strategy says what
+ * its own write cost, and the sentence names them. */
+static json_t *written_result(double host_ms)
+{
+        json_t *pc = pm("managed_prefetch_chunked", 150, 170, 150),
+               *dp = pm("managed_discard_prefetch", 110, 130, 110),
+               *se = pm("pinned_serial", 105, 120, 105);
+        json_object_set_new(pc, "host_write_ms", json_real(150));
+        json_object_set_new(dp, "host_write_ms", json_real(104));
+        json_object_set_new(se, "host_write_ms", json_real(host_ms));
+        return json_pack("{s:{s:i}, s:[o, o, o, o, o, o]}", "intensity", "chosen", 2500,
+                         "measurements", pm("copy_alone", 20, 20, 20),
+                         pm("kernel_alone", 21, 21, 21),
+                         pm("host_write", host_ms, host_ms, host_ms), se, pc, dp);
+}
+
+static void test_pipeline_host_write_longer_than_both_halves_is_the_limit(void **state)
+{
+        json_t *r = written_result(100), *s = suite_summary("pipeline", r);
+        const char *c = json_string_value(json_object_get(s, "conclusion"));
+
+        assert_true(fabs(numf(s, "limit_ms") - 100) < 1e-9);
+        assert_true(fabs(numf(s, "host_write_ms") - 100) < 1e-9);
+        assert_string_equal(json_string_value(json_object_get(s, "bound")), "host_write");
+        assert_true(fabs(numf(strategy(s, "managed_prefetch_chunked"), "host_write_ms") - 150) <
+                    1e-9);
+        assert_non_null(strstr(c, "The host writes each batch into pinned memory in 100.00 ms, "
+                                  "longer than the copy and the kernel: it is the limit"));
+        assert_non_null(strstr(c, "into managed memory 150.00 ms, its CPU faults included"));
+        assert_non_null(strstr(c, "104.00 ms after a discard (the step 1.10x the limit)"));
+        json_decref(s), json_decref(r);
+}
+
+static void test_pipeline_host_write_within_the_limit_leaves_it_alone(void **state)
+{
+        json_t *r = written_result(5), *s = suite_summary("pipeline", r);
+
+        assert_true(fabs(numf(s, "limit_ms") - 21) < 1e-9);
+        assert_string_equal(json_string_value(json_object_get(s, "bound")), "kernel");
+        assert_non_null(strstr(json_string_value(json_object_get(s, "conclusion")),
+                               "in 5.00 ms, within the limit"));
+        json_decref(s), json_decref(r);
+}
+
+static void test_pipeline_prepared_says_nothing_of_a_write(void **state)
+{
+        json_t *r = pipe_result(), *s = suite_summary("pipeline", r);
+
+        assert_true(json_is_null(json_object_get(s, "host_write_ms")));
+        assert_null(strstr(json_string_value(json_object_get(s, "conclusion")), "host writes"));
+        json_decref(s), json_decref(r);
+}
+
 static void test_copy_overlap_short_kernel_says_so_with_both_times(void **state)
 {
         json_t *r = json_pack("{s:[o, o, o, o]}", "measurements", pm("copy_alone", 19.3, 0, 0),
@@ -314,6 +367,9 @@ int main(void)
             cmocka_unit_test(test_um_overlap_note_gives_both_times_when_the_kernel_is_short),
             cmocka_unit_test(test_pipeline_ratio_is_to_the_longer_of_copy_and_kernel),
             cmocka_unit_test(test_pipeline_first_step_apart_only_where_it_differs),
+            cmocka_unit_test(test_pipeline_host_write_longer_than_both_halves_is_the_limit),
+            cmocka_unit_test(test_pipeline_host_write_within_the_limit_leaves_it_alone),
+            cmocka_unit_test(test_pipeline_prepared_says_nothing_of_a_write),
             cmocka_unit_test(test_copy_overlap_short_kernel_says_so_with_both_times),
             cmocka_unit_test(test_copy_overlap_long_kernel_is_ranked_against_the_limit),
             cmocka_unit_test(test_sweep_within_10pct_of_the_limit_or_never),

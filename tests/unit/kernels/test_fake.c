@@ -13,6 +13,7 @@
 
 #include "catalog.h"
 #include "fake.h"
+#include "jsonutil.h"
 
 #define GiB (1024ull * 1024 * 1024)
 #define MiB (1024ull * 1024)
@@ -398,6 +399,87 @@ static void test_real_sleep_is_capped(void **state)
         json_decref(res);
 }
 
+/* pipeline (issue 60): the measurement named name in a fake pipeline result, or fail. */
+static const json_t *pipe_meas(const json_t *res, const char *name)
+{
+        const json_t *m = json_array_find(json_object_get(res, "measurements"), "name", name);
+        if (!m)
+                fail_msg("no measurement %s", name);
+        return m;
+}
+
+static double median_of_meas(const json_t *m)
+{
+        return json_number_value(json_object_get(json_object_get(m, "stats"), "median_ms"));
+}
+
+static json_t *pipe_run(const char *batch, int writers)
+{
+        return run_ok("pipeline",
+                      params_for("pipeline", json_pack("{s:I, s:s, s:i, s:i, s:i}", "size",
+                                                       (json_int_t)GiB, "batch", batch, "writers",
+                                                       writers, "iterations", 1, "warmup", 0)));
+}
+
+static void test_pipeline_prepared_has_no_host_write(void **state)
+{
+        json_t *res = pipe_run("prepared", 1);
+
+        assert_null(json_array_find(json_object_get(res, "measurements"), "name", "host_write"));
+        assert_null(json_object_get(pipe_meas(res, "pinned_serial"), "host_write_ms"));
+        json_decref(res);
+}
+
+/* The host's write: into managed memory its CPU faults on top of the copy, none after a discard;
+ * double-buffered, a steady step is the longer of the write and the GPU's step, the first both. */
+static void test_pipeline_host_written_costs_the_write(void **state)
+{
+        json_t *res = pipe_run("host_written", 1);
+        const json_t *hw = pipe_meas(res, "host_write"), *pin = pipe_meas(res, "pinned_serial"),
+                     *pc = pipe_meas(res, "managed_prefetch_chunked"),
+                     *dp = pipe_meas(res, "managed_discard_prefetch");
+        double size = (double)GiB, write = size / 10e9 * 1e3; /* one writer, 10 GB/s */
+
+        assert_true(fabs(median_of_meas(hw) - write) < 0.05 * write); /* the median jitters */
+        assert_true(fabs(json_number_value(json_object_get(pin, "host_write_ms")) - write) < 1e-9);
+        assert_true(fabs(json_number_value(json_object_get(pc, "host_write_ms")) -
+                         (write + size / 2.5e9 * 1e3)) < 1e-6);
+        assert_true(fabs(json_number_value(json_object_get(dp, "host_write_ms")) - write) < 1e-9);
+        /* one writer at 10 GB/s is slower than any GPU step here: the write bounds every step */
+        assert_true(fabs(json_number_value(json_object_get(pin, "steady_step_ms")) - write) < 1e-6);
+        assert_true(json_number_value(json_object_get(pin, "first_step_ms")) > write);
+        json_decref(res);
+}
+
+static void test_pipeline_writers_speed_the_write_up_to_the_cap(void **state)
+{
+        json_t *one = pipe_run("host_written", 1), *four = pipe_run("host_written", 4),
+               *many = pipe_run("host_written", 64);
+        double w1 = median_of_meas(pipe_meas(one, "host_write")),
+               w4 = median_of_meas(pipe_meas(four, "host_write")),
+               w64 = median_of_meas(pipe_meas(many, "host_write"));
+
+        assert_true(fabs(w1 / w4 - 4) < 0.2);
+        assert_true(fabs(w64 - (double)GiB / 60e9 * 1e3) < 0.05 * w64); /* capped at 60 GB/s */
+        json_decref(one), json_decref(four), json_decref(many);
+}
+
+/* The batched prefetch completes as a whole: prefetch then kernel, no overlap; discard-and-
+ * prefetch's GPU step is the chunked one. */
+static void test_pipeline_batch_and_discard_strategies(void **state)
+{
+        json_t *res = pipe_run("prepared", 1);
+        double whole = median_of_meas(pipe_meas(res, "managed_prefetch")),
+               batch = median_of_meas(pipe_meas(res, "managed_prefetch_batch")),
+               chunked = median_of_meas(pipe_meas(res, "managed_prefetch_chunked")),
+               discard = median_of_meas(pipe_meas(res, "managed_discard_prefetch"));
+
+        assert_true(fabs(batch - whole) < 0.02 * whole);
+        assert_true(fabs(discard - chunked) < 0.02 * chunked);
+        assert_true(chunked < 0.7 * batch);
+        json_decref(res);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -412,6 +494,10 @@ int main(void)
             cmocka_unit_test(test_multi_gpu_needs_two_gpus),
             cmocka_unit_test(test_errors),
             cmocka_unit_test(test_real_sleep_is_capped),
+            cmocka_unit_test(test_pipeline_prepared_has_no_host_write),
+            cmocka_unit_test(test_pipeline_host_written_costs_the_write),
+            cmocka_unit_test(test_pipeline_writers_speed_the_write_up_to_the_cap),
+            cmocka_unit_test(test_pipeline_batch_and_discard_strategies),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
