@@ -167,12 +167,29 @@ static enum health_action verdict_action(const json_t *verdict)
         return a;
 }
 
+/* The indexes start-up rebuilt, a comma and a space apart (store_repair.c), as a list. */
+static json_t *store_repaired_json(void)
+{
+        json_t *repaired = json_array();
+        const char *names = job_query_store_repaired(core_jobs());
+
+        for (const char *at = names; at && *at;) {
+                size_t len = strcspn(at, ",");
+
+                json_array_append_new(repaired, json_stringn(at, len));
+                at += len;
+                at += strspn(at, ", ");
+        }
+        return repaired;
+}
+
 int core_health(json_t **ret_body)
 {
         size_t usable = 0, faulted = 0, failing = 0, n, queued, running, total;
         json_t *problems_arr = json_array(), *verdicts = json_array();
-        char why[512], store_why[400];
+        char why[512], store_why[400], commit_why[160];
         const char *damage = job_query_store_damage(core_jobs());
+        int commit_error = job_query_store_commit_error(core_jobs());
         enum health_action action = HEALTH_ACTION_NONE;
 
         job_query_counts(core_jobs(), &queued, &running, &total);
@@ -246,15 +263,28 @@ int core_health(json_t **ret_body)
                         reason = store_why;
                 }
         }
+        /* A store that cannot commit runs nothing new (job_dispatch.c): the node is not usable
+         * for jobs, whatever its GPUs say, and NHC, Slurm and Prometheus must see it. */
+        if (commit_error) {
+                snprintf(commit_why, sizeof(commit_why),
+                         "the job store cannot commit (%s): no job part starts until it can",
+                         strerror(-commit_error));
+                json_array_append_new(problems_arr, json_string(commit_why));
+                if (usable) {
+                        status = "degraded";
+                        reason = commit_why;
+                }
+        }
 
-        *ret_body =
-            json_pack("{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o}",
-                      "status", status, "reason", reason, "devices", "total", (json_int_t)n,
-                      "usable", (json_int_t)usable, "faulted", (json_int_t)faulted,
-                      "failing_health", (json_int_t)failing, "jobs", "queued", (json_int_t)queued,
-                      "running", (json_int_t)running, "problems", problems_arr, "device_health",
-                      verdicts, "node", node ? node : json_null(), "store_check",
-                      job_query_store_check(core_jobs()), "xid", xid_watch_json(core_daemon->xid));
+        *ret_body = json_pack(
+            "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o, s:s, s:o}",
+            "status", status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
+            (json_int_t)usable, "faulted", (json_int_t)faulted, "failing_health",
+            (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
+            (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
+            node ? node : json_null(), "store_check", job_query_store_check(core_jobs()),
+            "store_repaired", store_repaired_json(), "store_commit",
+            commit_error ? "failing" : "ok", "xid", xid_watch_json(core_daemon->xid));
         action = health_action_max(action, verdict_action(inventory));
         if (*ret_body) {
                 json_object_set_new(*ret_body, "action", json_string(health_action_name(action)));
@@ -262,7 +292,7 @@ int core_health(json_t **ret_body)
                         json_object_set(*ret_body, "inventory", inventory);
         }
         json_decref(inventory);
-        return usable && !damage && !short_of ? 200 : 503;
+        return usable && !damage && !short_of && !commit_error ? 200 : 503;
 }
 
 json_t *core_version_json(void)

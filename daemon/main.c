@@ -235,6 +235,7 @@ static int run(struct umd_daemon *d)
                 }
                 if (now - last_retry >= cfg->store_retry_ms) {
                         jobs_retry_unsaved(d->jobs);
+                        job_dispatch_store_watch(d->jobs);
                         last_retry = now;
                 }
                 if (now - last_tick >= 60000) {

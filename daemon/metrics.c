@@ -444,6 +444,16 @@ char *metrics_text(size_t *ret_len)
                         w.commits, w.waited_changes, w.changes - w.waited_changes,
                         w.documents_written, w.parts_written, w.checkpoints, w.restarts,
                         w.idle_truncations);
+                fprintf(f,
+                        "# HELP umd_store_commit_failing 1 while every commit of the job store "
+                        "fails for the disk (read-only, I/O error, full): no part is dispatched.\n"
+                        "# TYPE umd_store_commit_failing gauge\numd_store_commit_failing %d\n"
+                        "# HELP umd_store_commit_failures_total Commits of the job store that "
+                        "failed for the disk.\n"
+                        "# TYPE umd_store_commit_failures_total counter\n"
+                        "umd_store_commit_failures_total %" PRIu64 "\n",
+                        store_commit_error(daemon_state->store) != 0,
+                        store_commit_failures(daemon_state->store));
         }
 
         fprintf(f, "# HELP umd_device_info The GPUs umd owns, labelled as dcgm-exporter labels "
