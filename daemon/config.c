@@ -681,6 +681,33 @@ static int usage_error(const char *fmt, ...)
         return -EINVAL;
 }
 
+/* Keys that, together, would refuse or cut every canonical health check: Slurm and NHC would
+ * then read "unknown" forever and never drain a bad GPU. Said at start (and by --check-config),
+ * naming both keys, rather than at every check. The extended tier's full_size is not among
+ * them: its default is clamped to max_buffer_bytes (catalog.c). */
+static int canonical_check_fits(const struct umd_config *c)
+{
+        char max[SIZE_STRING_MAX], size[SIZE_STRING_MAX];
+
+        size_format(c->max_buffer_bytes, max, sizeof(max));
+        if (c->health_size > c->max_buffer_bytes)
+                return usage_error("health_size (%s) is above max_buffer_bytes (%s): every "
+                                   "canonical health check would be refused",
+                                   size_format(c->health_size, size, sizeof(size)), max);
+        if (c->health_d2d_size > c->max_buffer_bytes)
+                return usage_error("health_d2d_size (%s) is above max_buffer_bytes (%s): every "
+                                   "canonical health check would be refused",
+                                   size_format(c->health_d2d_size, size, sizeof(size)), max);
+        /* The check runs under job_timeout_default_s; the extended tier may use its whole
+         * budget, and the worker's start comes on top. */
+        if (c->health_extended_budget_s >= c->job_timeout_default_s)
+                return usage_error("health_extended_budget_s (%u) is not below "
+                                   "job_timeout_default_s (%u): every extended health check "
+                                   "would be cut by its deadline",
+                                   c->health_extended_budget_s, c->job_timeout_default_s);
+        return 0;
+}
+
 /* getopt_long's table: umd's own flags first, then every key of the table by its dashed name
  * (--max-jobs) and, where it differs, its underscored one (--max_jobs, as the file spells it),
  * and --worker, the short spelling of --worker-path that DESIGN.md and issues use. A bool key
@@ -873,6 +900,9 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
         if (c->job_timeout_default_s > c->job_timeout_max_s)
                 return usage_error("job_timeout_default_s (%u) is above job_timeout_max_s (%u)",
                                    c->job_timeout_default_s, c->job_timeout_max_s);
+        r = canonical_check_fits(c);
+        if (r < 0)
+                return r;
         if (c->health_baseline_min_runs > c->health_baseline_runs)
                 return usage_error("health_baseline_min_runs (%u) is above health_baseline_runs "
                                    "(%u)",
