@@ -258,8 +258,8 @@ static int parse_capturing(const char **argv, int argc, char *msg, size_t len)
 static void test_health_size_above_max_buffer_bytes_is_rejected_naming_both(void **state)
 {
         const char *bad[] = {"umd", "--health-size", "512MiB", "--max-buffer-bytes", "256MiB"};
-        const char *good[] = {"umd", "--health-size", "256MiB", "--max-buffer-bytes", "256MiB",
-                              "--health-d2d-size", "256MiB"};
+        const char *good[] = {"umd",    "--health-size",     "256MiB", "--max-buffer-bytes",
+                              "256MiB", "--health-d2d-size", "256MiB"};
         char msg[512];
 
         assert_int_equal(parse_capturing(bad, 5, msg, sizeof(msg)), -EINVAL);
@@ -281,10 +281,10 @@ static void test_health_d2d_size_above_max_buffer_bytes_is_rejected_naming_both(
 
 static void test_extended_budget_not_below_job_timeout_is_rejected_naming_both(void **state)
 {
-        const char *bad[] = {"umd", "--health-extended-budget-s", "60",
-                             "--job-timeout-default-s", "60"};
-        const char *good[] = {"umd", "--health-extended-budget-s", "59",
-                              "--job-timeout-default-s", "60"};
+        const char *bad[] = {"umd", "--health-extended-budget-s", "60", "--job-timeout-default-s",
+                             "60"};
+        const char *good[] = {"umd", "--health-extended-budget-s", "59", "--job-timeout-default-s",
+                              "60"};
         char msg[512];
 
         assert_int_equal(parse_capturing(bad, 5, msg, sizeof(msg)), -EINVAL);
@@ -420,10 +420,10 @@ int main(void)
             cmocka_unit_test(test_wrong_section_is_rejected),
             cmocka_unit_test(test_inconsistent_timeouts_are_rejected),
             cmocka_unit_test(test_memory_fail_fraction_above_warn_is_rejected),
-        cmocka_unit_test(test_health_size_above_max_buffer_bytes_is_rejected_naming_both),
-        cmocka_unit_test(test_health_d2d_size_above_max_buffer_bytes_is_rejected_naming_both),
-        cmocka_unit_test(test_extended_budget_not_below_job_timeout_is_rejected_naming_both),
-        cmocka_unit_test(test_check_config_rejects_a_canonical_check_that_cannot_run),
+            cmocka_unit_test(test_health_size_above_max_buffer_bytes_is_rejected_naming_both),
+            cmocka_unit_test(test_health_d2d_size_above_max_buffer_bytes_is_rejected_naming_both),
+            cmocka_unit_test(test_extended_budget_not_below_job_timeout_is_rejected_naming_both),
+            cmocka_unit_test(test_check_config_rejects_a_canonical_check_that_cannot_run),
             cmocka_unit_test(test_http_threads_default_is_one_per_cpu_up_to_four),
             cmocka_unit_test(test_sample_config_parses_back),
             cmocka_unit_test(test_effective_config_of_defaults_is_the_sample),
