@@ -115,6 +115,9 @@ struct request_ctx {
         size_t len, cap;
         uint64_t discarded; /* bytes dropped after the body passed the cap */
         bool too_large;
+        /* Answered on the socket itself, mid-body (server_request.c, answer_mid_body): the rest
+         * is read and dropped, and the connection closed at the body's end. */
+        bool answered_mid_body;
         bool replied;
         bool close; /* answer with Connection: close (the framing could not be trusted) */
         int status;
