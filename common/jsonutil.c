@@ -515,6 +515,21 @@ static void set_error(json_error_t *err, const char *buf, enum json_error_code c
         err->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)code;
 }
 
+/* One byte of JSON text against its string state: true when c is part of a string (its closing
+ * quote included, which clears *in_string). */
+static bool string_byte(char c, bool *in_string, bool *escaped)
+{
+        if (!*in_string)
+                return false;
+        if (*escaped)
+                *escaped = false;
+        else if (c == '\\')
+                *escaped = true;
+        else if (c == '"')
+                *in_string = false;
+        return true;
+}
+
 json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_error_t *err)
 {
         size_t depth = 0;
@@ -535,15 +550,8 @@ json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_er
         for (size_t i = 0; i < len; i++) {
                 char c = buf[i];
 
-                if (in_string) {
-                        if (escaped)
-                                escaped = false;
-                        else if (c == '\\')
-                                escaped = true;
-                        else if (c == '"')
-                                in_string = false;
+                if (string_byte(c, &in_string, &escaped))
                         continue;
-                }
                 switch (c) {
                 case '"':
                         in_string = true;
@@ -610,15 +618,9 @@ void json_path_at(const char *buf, size_t len, size_t pos, char *out, size_t out
         for (size_t i = 0; buf && i < len && i < pos; i++) {
                 char c = buf[i];
 
-                if (in_string) {
-                        if (escaped)
-                                escaped = false;
-                        else if (c == '\\')
-                                escaped = true;
-                        else if (c == '"') {
-                                in_string = false;
+                if (string_byte(c, &in_string, &escaped)) {
+                        if (!in_string) /* its closing quote */
                                 str_len = (size_t)(buf + i - str);
-                        }
                         continue;
                 }
                 if (c == '"') {
