@@ -132,6 +132,11 @@ static const struct key keys[] = {
      "Deadline of a job that gives no timeout_s."},
     {"job_timeout_max_s", K_UINT, F(job_timeout_max_s), "3600", 1, 86400,
      "Largest timeout_s a job may ask for."},
+    {"job_estimate_factor", K_UINT, F(job_estimate_factor), "10", 0, 1000000,
+     "Refuse at submit a job whose estimated time is more than this many times its timeout_s. "
+     "The estimate is a lower bound: the bytes it must move at its GPU's fastest nominal rate "
+     "(PCIe link both ways, the model's memory bandwidth) and a pipeline's kernel work. 0: "
+     "never refuse."},
     {"cancel_grace_ms", K_UINT, F(cancel_grace_ms), "2000", 0, 600000,
      "After asking a worker to stop a cancelled job, kill it after this long."},
     {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
