@@ -159,6 +159,22 @@ def test_a_job_estimated_far_over_its_timeout_is_refused_with_the_estimate(umd):
     d.delete(r.headers["Location"])
 
 
+@pytest.mark.parametrize("body,field", [
+    ('{"benchmark": "copy", "params": {"size": 9223372036854775808}}', "params.size"),
+    ('{"benchmark": "copy", "params": {"iterations": 18446744073709551615}}', "params.iterations"),
+    ('{"benchmark": "copy", "devices": [0, -9223372036854775809]}', "devices[1]"),
+    ('{"benchmark": "copy", "timeout_s": 1e999}', "timeout_s"),
+    ('{"benchmark": "copy", "labels": {"team": "a\\u0000b"}}', "labels.team"),
+])
+def test_json_beyond_umds_range_names_the_parameter(umd, body, field):
+    """Issue 57: valid JSON umd cannot hold was answered "invalid JSON" with no field."""
+    d = umd(fake_devices=1)
+    r = d.post("/v1/jobs", data=body, headers={"Content-Type": "application/json"})
+    doc = is_problem(r, 400)
+    assert doc["field"] == field, doc
+    assert "invalid JSON" not in doc["detail"], doc
+
+
 def test_job_estimate_factor_0_refuses_nothing(umd):
     d = umd(fake_devices=1, args=["--job-estimate-factor", "0"])
     r = d.post("/v1/jobs", json={"benchmark": "copy", "timeout_s": 1,
