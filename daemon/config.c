@@ -69,12 +69,14 @@ static const struct key keys[] = {
      "Largest request body accepted (413 beyond)."},
     {"max_connections", K_UINT, F(max_connections), "4096", 1, 65536,
      "Open HTTP connections at once on each listener, all clients together (umd raises its "
-     "open-file limit to fit)."},
+     "open-file limit to fit, and says at start what that limit allows). An eighth is kept for "
+     "127.0.0.1, ::1 and, on the unix socket, root and umd's own user: the node's own checks."},
     {"http_threads", K_UINT, F(http_threads), "0", 0, 256,
      "Threads serving HTTP on each listener (one request is never slowed by another's); 0: "
      "one per CPU online, at most 4."},
     {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
-     "Open HTTP connections at once from one address."},
+     "Open HTTP connections at once from one address (each 127.x apart), or from one local "
+     "user on the unix socket (root and umd's own user are not counted)."},
     {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
      "Seconds an idle or slow connection is kept."},
     {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
