@@ -4,8 +4,10 @@ kept for 127.0.0.1 and the unix socket, connections past the limits are closed a
 of waiting in the backlog, and a low open-file limit keeps descriptors for the unix socket.
 Floods are bounded (a few hundred idle connections, loopback only) and end with each test."""
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -139,3 +141,58 @@ def test_with_256_open_files_a_flood_leaves_the_unix_socket_and_startup_says_so(
     log = d.log()
     assert "open files: at most 256" in log, log
     assert "below the 8192 that max_connections (4096 on 2 listener(s))" in log, log
+
+
+_UNIX_FLOOD = """
+import socket, sys, time
+socks = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(sys.argv[1])
+    except OSError:
+        continue
+    socks.append(s)
+time.sleep(0.5)
+held = 0
+for s in socks:
+    s.setblocking(False)
+    try:
+        held += s.recv(1) != b""
+    except BlockingIOError:
+        held += 1
+    except OSError:
+        pass
+print(held, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_another_local_user_on_the_unix_socket_cannot_take_roots_slots(umd, tmp_path):
+    """Any local user may open the unix socket: one that is not root or umd's user is counted
+    by its uid (max_connections_per_ip) and gets no more than the shared slots."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to connect as another user")
+    sockdir = tempfile.mkdtemp(prefix="umd-conn-")
+    os.chmod(sockdir, 0o755)
+    path = os.path.join(sockdir, "umd.sock")
+    try:
+        d = umd(fake_devices=1, args=["--unix-socket", path, "--unix-socket-mode", "0666",
+                                      "--max-connections", "16", "--max-connections-per-ip",
+                                      "12", "--request-timeout-s", "120",
+                                      "--connection-timeout-s", "120"])
+        flood = subprocess.Popen(["/usr/bin/python3", "-c", _UNIX_FLOOD, path, "40"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 preexec_fn=lambda: (os.setgid(65534), os.setuid(65534)))
+        try:
+            held = int(flood.stdout.readline())
+            assert held == 12, f"user nobody holds {held} of 16 slots, its limit is 12"
+            for _ in range(5):
+                status, took = _health(socket.AF_UNIX, path)
+                assert status == 200 and took < ANSWER_S, (status, took)
+        finally:
+            flood.stdin.close()
+            flood.wait(10)
+    finally:
+        shutil.rmtree(sockdir, ignore_errors=True)
