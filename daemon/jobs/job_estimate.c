@@ -88,7 +88,12 @@ static bool sample_cost(const struct bench_def *b, const json_t *params, uint64_
 
         *ret_kernel_ms = 0;
         *ret_measurements = 0; /* not predictable */
+        const char *access = json_string_value(json_object_get(params, "access"));
+
         if (b->multi_gpu || !strcmp(n, "health") || !strcmp(n, "latency"))
+                return false;
+        /* Strided or random access touches part of the buffer, as little as a page a stride. */
+        if (access && strcmp(access, "sequential") != 0)
                 return false;
         if (!strcmp(n, "sweep")) {
                 const json_t *sizes = json_object_get(params, "sizes"), *v;

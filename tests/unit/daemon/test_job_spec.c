@@ -196,6 +196,14 @@ static void test_the_estimate_is_against_the_jobs_own_timeout(void **state)
                                &s, &p),
                          0);
         spec_done(&s);
+        /* Strided access touches a page a stride: the buffer's size bounds nothing. */
+        assert_int_equal(parse("{\"benchmark\": \"managed_on_demand\", \"device\": 0, "
+                               "\"timeout_s\": 1, \"params\": {\"size\": \"4GiB\", "
+                               "\"iterations\": 1000, \"access\": \"strided\", \"stride\": "
+                               "\"1GiB\"}}",
+                               &s, &p),
+                         0);
+        spec_done(&s);
 }
 
 /* A result sure to pass max_result_bytes is refused before the run: 1000 samples take more than
