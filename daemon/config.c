@@ -70,12 +70,14 @@ static const struct key keys[] = {
      "Largest request body accepted (413 beyond)."},
     {"max_connections", K_UINT, F(max_connections), "4096", 1, 65536,
      "Open HTTP connections at once on each listener, all clients together (umd raises its "
-     "open-file limit to fit)."},
+     "open-file limit to fit, and says at start what that limit allows). An eighth is kept for "
+     "127.0.0.1, ::1 and, on the unix socket, root and umd's own user: the node's own checks."},
     {"http_threads", K_UINT, F(http_threads), "0", 0, 256,
      "Threads serving HTTP on each listener (one request is never slowed by another's); 0: "
      "one per CPU online, at most 4."},
     {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
-     "Open HTTP connections at once from one address."},
+     "Open HTTP connections at once from one address (each 127.x apart), or from one local "
+     "user on the unix socket (root and umd's own user are not counted)."},
     {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
      "Seconds an idle or slow connection is kept."},
     {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
@@ -133,6 +135,11 @@ static const struct key keys[] = {
      "Deadline of a job that gives no timeout_s."},
     {"job_timeout_max_s", K_UINT, F(job_timeout_max_s), "3600", 1, 86400,
      "Largest timeout_s a job may ask for."},
+    {"job_estimate_factor", K_UINT, F(job_estimate_factor), "10", 0, 1000000,
+     "Refuse at submit a job whose estimated time is more than this many times its timeout_s. "
+     "The estimate is a lower bound: the bytes it must move at its GPU's fastest nominal rate "
+     "(PCIe link both ways, the model's memory bandwidth) and a pipeline's kernel work. 0: "
+     "never refuse."},
     {"cancel_grace_ms", K_UINT, F(cancel_grace_ms), "2000", 0, 600000,
      "After asking a worker to stop a cancelled job, kill it after this long."},
     {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
@@ -757,6 +764,33 @@ static int usage_error(const char *fmt, ...)
         return -EINVAL;
 }
 
+/* Keys that, together, would refuse or cut every canonical health check: Slurm and NHC would
+ * then read "unknown" forever and never drain a bad GPU. Said at start (and by --check-config),
+ * naming both keys, rather than at every check. The extended tier's full_size is not among
+ * them: its default is clamped to max_buffer_bytes (catalog.c). */
+static int canonical_check_fits(const struct umd_config *c)
+{
+        char max[SIZE_STRING_MAX], size[SIZE_STRING_MAX];
+
+        size_format(c->max_buffer_bytes, max, sizeof(max));
+        if (c->health_size > c->max_buffer_bytes)
+                return usage_error("health_size (%s) is above max_buffer_bytes (%s): every "
+                                   "canonical health check would be refused",
+                                   size_format(c->health_size, size, sizeof(size)), max);
+        if (c->health_d2d_size > c->max_buffer_bytes)
+                return usage_error("health_d2d_size (%s) is above max_buffer_bytes (%s): every "
+                                   "canonical health check would be refused",
+                                   size_format(c->health_d2d_size, size, sizeof(size)), max);
+        /* The check runs under job_timeout_default_s; the extended tier may use its whole
+         * budget, and the worker's start comes on top. */
+        if (c->health_extended_budget_s >= c->job_timeout_default_s)
+                return usage_error("health_extended_budget_s (%u) is not below "
+                                   "job_timeout_default_s (%u): every extended health check "
+                                   "would be cut by its deadline",
+                                   c->health_extended_budget_s, c->job_timeout_default_s);
+        return 0;
+}
+
 /* getopt_long's table: umd's own flags first, then every key of the table by its dashed name
  * (--max-jobs) and, where it differs, its underscored one (--max_jobs, as the file spells it),
  * and --worker, the short spelling of --worker-path that DESIGN.md and issues use. A bool key
@@ -949,6 +983,9 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
         if (c->job_timeout_default_s > c->job_timeout_max_s)
                 return usage_error("job_timeout_default_s (%u) is above job_timeout_max_s (%u)",
                                    c->job_timeout_default_s, c->job_timeout_max_s);
+        r = canonical_check_fits(c);
+        if (r < 0)
+                return r;
         if (c->health_baseline_min_runs > c->health_baseline_runs)
                 return usage_error("health_baseline_min_runs (%u) is above health_baseline_runs "
                                    "(%u)",

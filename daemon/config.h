@@ -46,6 +46,7 @@ struct umd_config {
         unsigned jobs_per_token;            /* queued+running jobs per client token */
         unsigned job_timeout_default_s;
         unsigned job_timeout_max_s;
+        unsigned job_estimate_factor; /* refuse a job estimated past this many times its timeout */
         unsigned cancel_grace_ms;
         unsigned list_limit_max;
         uint64_t list_results_max_bytes;
