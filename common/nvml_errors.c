@@ -4,6 +4,7 @@
 #include "nvml_errors.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "util.h"
@@ -176,18 +177,51 @@ static long long now_us(void)
         return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-json_t *nvml_errors_read(const struct nvml_api *api, nvml_device dev)
+/* One reading: its key, how it is read. */
+struct errors_reader {
+        const char *key;
+        json_t *(*read)(const struct nvml_api *api, nvml_device dev);
+};
+
+static const struct errors_reader errors_readers[] = {
+    {NVML_ERRORS_REMAPPED_ROWS, read_remapped}, {NVML_ERRORS_ECC, read_ecc},
+    {NVML_ERRORS_ECC_MODE, read_ecc_mode},      {NVML_ERRORS_RETIRED_PAGES, read_retired},
+    {NVML_ERRORS_RECOVERY_ACTION, read_recovery}, {NVML_ERRORS_INFOROM, read_inforom},
+};
+
+json_t *nvml_errors_read(const struct nvml_api *api, nvml_device dev, json_t **inforom_kept)
 {
         long long t0 = now_us();
-        json_t *o =
-            json_pack("{s:o?, s:o?, s:o?, s:o?, s:o?, s:o?, s:s}", NVML_ERRORS_REMAPPED_ROWS,
-                      read_remapped(api, dev), NVML_ERRORS_ECC, read_ecc(api, dev),
-                      NVML_ERRORS_ECC_MODE, read_ecc_mode(api, dev), NVML_ERRORS_RETIRED_PAGES,
-                      read_retired(api, dev), NVML_ERRORS_RECOVERY_ACTION, read_recovery(api, dev),
-                      NVML_ERRORS_INFOROM, read_inforom(api, dev), "source", "nvml");
+        json_t *o = json_pack("{s:s}", "source", "nvml"), *took = json_object();
 
-        if (o)
-                json_object_set_new(o, "elapsed_us", json_integer(now_us() - t0));
+        for (size_t i = 0; o && took && i < ELEMENTSOF(errors_readers); i++) {
+                const struct errors_reader *rd = &errors_readers[i];
+                long long t = now_us();
+                json_t *v;
+
+                /* The InfoROM's checksum reads the whole InfoROM (tens of ms on an H100): it
+                 * changes only with a firmware write, so one read serves the caller's life. */
+                if (inforom_kept && *inforom_kept && !strcmp(rd->key, NVML_ERRORS_INFOROM)) {
+                        v = json_copy(*inforom_kept);
+                        if (v)
+                                json_object_set_new(v, "kept", json_true());
+                        json_object_set_new(o, rd->key, v);
+                        continue;
+                }
+                v = rd->read(api, dev);
+                json_object_set_new(took, rd->key, json_integer(now_us() - t));
+                if (inforom_kept && !*inforom_kept && !strcmp(rd->key, NVML_ERRORS_INFOROM) && v &&
+                    json_object_get(v, "valid"))
+                        *inforom_kept = json_copy(v);
+                json_object_set_new(o, rd->key, v);
+        }
+        if (!o || !took) {
+                json_decref(o);
+                json_decref(took);
+                return NULL;
+        }
+        json_object_set_new(o, "read_us", took);
+        json_object_set_new(o, "elapsed_us", json_integer(now_us() - t0));
         return o;
 }
 

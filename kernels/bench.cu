@@ -670,6 +670,7 @@ void bench_ctx_destroy(struct bench_ctx *c)
         if (c->d_scratch)
                 cudaFree(c->d_scratch);
         json_decref(c->device_info);
+        json_decref(c->inforom);
         free(c);
 }
 

@@ -48,6 +48,7 @@ struct bench_ctx {
         int driver_version, runtime_version;
         char uuid[64];
         char name[256];
+        json_t *inforom; /* the GPU's InfoROM reading, kept for the worker's life (nvml_errors.h) */
 };
 
 /* One bench_run call: its parameters and what it has gathered so far. */

@@ -452,7 +452,8 @@ int bench_health(struct bench_job *j)
         /* The GPU's error state, right after its copies: health_errors.c judges it. */
         json_object_set_new(
             j->extra_top, "gpu_errors",
-            conditions_gpu_errors(json_string_value(json_object_get(j->ctx->device_info, "uuid"))));
+            conditions_gpu_errors(json_string_value(json_object_get(j->ctx->device_info, "uuid")),
+                                  &j->ctx->inforom));
         return 0;
 }
 

@@ -239,7 +239,7 @@ void conditions_stamp(json_t *result, const json_t *device, json_t *gpu_before, 
         json_object_del(result, CONDITIONS_FAKE_THROTTLE);
 }
 
-json_t *conditions_gpu_errors(const char *uuid)
+json_t *conditions_gpu_errors(const char *uuid, json_t **inforom_kept)
 {
         const struct nvml_api *nvml = NULL;
         const char *why = NULL;
@@ -257,5 +257,5 @@ json_t *conditions_gpu_errors(const char *uuid)
                          nvml_strerror(r));
                 return nvml_errors_unknown(unknown);
         }
-        return nvml_errors_read(nvml, d);
+        return nvml_errors_read(nvml, d, inforom_kept);
 }

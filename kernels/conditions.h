@@ -26,8 +26,9 @@ json_t *conditions_gpu(const char *uuid);
 
 /* The GPU with this UUID's error state now, through NVML (common/nvml_errors.h's readings), for
  * the canonical health check's result; every reading {"unknown": why} where NVML is absent or
- * does not know the GPU. NULL on allocation failure. Thread-safe; reads only. */
-json_t *conditions_gpu_errors(const char *uuid);
+ * does not know the GPU. NULL on allocation failure. Thread-safe; reads only. inforom_kept: the
+ * worker's InfoROM reading, read once and kept (nvml_errors_read); may be NULL. */
+json_t *conditions_gpu_errors(const char *uuid, json_t **inforom_kept);
 
 /* The look after a part (the protocol's "look", common/ipc.h): every compute process NVML lists
  * on the GPU with this UUID now, this worker's own included, as {"pids": [...]} (with

@@ -41,7 +41,7 @@ static json_t *read_and_judge(const char *gpu_json)
         write_state(gpu_json);
         assert_int_equal(nvml_open(&api, &why), 0);
         assert_int_equal(api->by_uuid(UUID, &dev), NVML_SUCCESS);
-        json_t *readings = nvml_errors_read(api, dev);
+        json_t *readings = nvml_errors_read(api, dev, NULL);
         assert_non_null(readings);
         json_t *v = json_pack("{s:s, s:[], s:[], s:O}", "verdict", "pass", "checks", "reasons",
                               "readings", readings);
@@ -174,6 +174,36 @@ static void test_retired_pages_counted_without_addresses(void **state)
         json_decref(v);
 }
 
+/* The InfoROM is read once and kept: a later read serves the kept reading, marked, even after
+ * the GPU's answer changed (only a firmware write changes it), and times every other reading. */
+static void test_inforom_read_once_and_kept(void **state)
+{
+        const struct nvml_api *api = NULL;
+        const char *why = NULL;
+        json_t *kept = NULL;
+        nvml_device dev;
+
+        write_state("{}");
+        assert_int_equal(nvml_open(&api, &why), 0);
+        assert_int_equal(api->by_uuid(UUID, &dev), NVML_SUCCESS);
+        json_t *first = nvml_errors_read(api, dev, &kept);
+        assert_non_null(kept);
+        assert_true(json_is_true(json_object_get(json_object_get(first, "inforom"), "valid")));
+        assert_null(json_object_get(json_object_get(first, "inforom"), "kept"));
+        assert_non_null(json_object_get(json_object_get(first, "read_us"), "inforom"));
+
+        write_state("{\"inforom_valid\": false}");
+        json_t *second = nvml_errors_read(api, dev, &kept);
+        json_t *inforom = json_object_get(second, "inforom");
+        assert_true(json_is_true(json_object_get(inforom, "valid")));
+        assert_true(json_is_true(json_object_get(inforom, "kept")));
+        assert_null(json_object_get(json_object_get(second, "read_us"), "inforom"));
+        assert_non_null(json_object_get(json_object_get(second, "read_us"), "remapped_rows"));
+        json_decref(first);
+        json_decref(second);
+        json_decref(kept);
+}
+
 static void test_corrupt_inforom_warns(void **state)
 {
         (void)state;
@@ -231,6 +261,7 @@ int main(void)
             cmocka_unit_test(test_ecc_turned_off_warns),
             cmocka_unit_test(test_retired_pages_counted_without_addresses),
             cmocka_unit_test(test_corrupt_inforom_warns),
+            cmocka_unit_test(test_inforom_read_once_and_kept),
             cmocka_unit_test(test_not_supported_reads_unknown_and_passes),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
