@@ -11,6 +11,12 @@ body must validate against the documented schema (python3-jsonschema). A test fa
 umd sends that the document lacks.
 
 Environment (set by tests/integration/meson.build): UMD_BIN, UMD_WORKER.
+
+Two suites (tests/integration/meson.build): a test marked `system` (real Slurm or Prometheus,
+or minutes on purpose: the soak, chaos) runs in 'system', once; every other test in 'fast', which
+the sanitizer build runs too. Both spread tests over pytest-xdist workers, so a test shares
+nothing with another but what an `xdist_group` marker names (kept on one worker): ports come
+from free_port, directories from tmp_path.
 """
 import json
 import os
@@ -92,6 +98,11 @@ class Contract:
         if ctype.endswith("json"):
             self._validate(content[media].get("schema", {}), r.json(), where)
         self.checked += 1
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "system: runs in the system suite, once, not under the "
+                            "sanitizers (real Slurm or Prometheus, or minutes on purpose)")
 
 
 _contract = None
