@@ -10,6 +10,7 @@ struct store;
 struct jobs;
 struct supervisor;
 struct api_server;
+struct jobs_clock;
 struct xid_watch;
 
 struct umd_daemon {
@@ -21,6 +22,8 @@ struct umd_daemon {
         struct api_server *api; /* the HTTP listeners */
         struct xid_watch *xid;  /* the Xid watch: after the supervisor (its workers' pids) */
         int signal_fd;          /* SIGTERM, SIGINT, SIGHUP; -1 when not open */
+        /* What the job subsystem reads the time from (jobs.h); NULL: the system's clocks. */
+        const struct jobs_clock *jobs_clock;
 };
 /* Before anything answers: the configuration core.c's catalog and schema answers read (also
  * for --print-openapi, which starts nothing else). */

@@ -35,7 +35,7 @@ static void part_set_waiting(struct jobs *js, struct job *j, size_t i, const cha
         const char *old = json_string_value(json_object_get(p, "waiting"));
 
         if (!j->parts[i].waiting_since_ms)
-                j->parts[i].waiting_since_ms = now_realtime_ms();
+                j->parts[i].waiting_since_ms = jobs_realtime_ms(js);
         if (streq_ptr(old, why))
                 return;
         json_object_set_new(p, "waiting", json_string(why));
@@ -95,7 +95,7 @@ static const struct queue_entry *dispatchable(struct jobs *js, struct device *d,
                 }
                 jobs_read_ahead(js, dev);
                 unsigned policy = job_busy_policy(js, j);
-                uint64_t since = j->parts[i].waiting_since_ms, now = now_realtime_ms();
+                uint64_t since = j->parts[i].waiting_since_ms, now = jobs_realtime_ms(js);
 
                 if (d->paused) {
                         snprintf(why, sizeof(why), "device paused%s%s",
@@ -197,7 +197,7 @@ static void want_look(struct jobs *js, uint64_t *wanted, ssize_t dev)
 {
         if (*wanted)
                 return;
-        *wanted = now_monotonic_ms();
+        *wanted = jobs_monotonic_ms(js);
         js->poke(dev);
 }
 
@@ -500,10 +500,10 @@ static int others_after(struct jobs *js, size_t dev, const json_t *look)
  * that difference: no look is asked for at a GPU while its part runs (gpu_try and node_try wait
  * for the part first). Only its count of other processes: the rest of d->gpu is the look
  * thread's. */
-static void worker_looked(size_t dev, struct device *d, int others)
+static void worker_looked(const struct jobs *js, size_t dev, struct device *d, int others)
 {
         set_other_processes(dev, d, others);
-        d->looked_ms = now_monotonic_ms();
+        d->looked_ms = jobs_monotonic_ms(js);
         if (d->running_jobs > 0 && others > d->contended_by)
                 d->contended_by = others;
 }
@@ -545,7 +545,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
          * not stand in for its own: one source of truth for a device. */
         bool by_worker = d && js->poke && !d->held && others >= 0 && d->gpu.known;
         if (by_worker)
-                worker_looked(dev, d, others);
+                worker_looked(js, dev, d, others);
         else if (d && js->poke && !d->held && (h = calloc(1, sizeof(*h)))) {
                 str_copy_cut(h->job_id, sizeof(h->job_id), job_id);
                 h->outcome = outcome;
@@ -553,7 +553,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 h->error = error ? strdup(error) : NULL;
                 h->cold_start_ms = cold_start_ms;
                 h->seen = json_incref(seen);
-                h->done_ms = now_monotonic_ms();
+                h->done_ms = jobs_monotonic_ms(js);
                 ready_head(js, dev, h->next_id, &h->next_part);
                 if (error && !h->error) {
                         json_decref(h->result);
@@ -855,7 +855,7 @@ static bool schedule_free(struct jobs *js, size_t i)
 size_t job_dispatch_health_due_locked(struct jobs *js, size_t *ret_devs, size_t max, bool *ret_all)
 {
         assert_locked();
-        uint64_t now = now_realtime_ms(), every = (uint64_t)js->cfg->health_interval_s * 1000;
+        uint64_t now = jobs_realtime_ms(js), every = (uint64_t)js->cfg->health_interval_s * 1000;
         size_t n = 0;
         bool all = have_node() && devices_count() <= max;
 

@@ -28,6 +28,18 @@ struct umd_daemon;
 struct supervisor;
 struct supervisor_callbacks;
 
+/* The job subsystem's clock, in milliseconds: monotonic for its delays and deadlines (a
+ * pending write's JOB_PERSIST_DELAY_MS, a look after a part), realtime for the times a job's
+ * document shows and the health interval. umd_daemon.jobs_clock NULL is the system's
+ * (common/util.h's now_monotonic_ms and now_realtime_ms); a unit test passes its own, which
+ * moves time past a delay at once instead of sleeping through it (tests/unit/daemon/
+ * jobs_fixture.h's fx_clock_advance). */
+struct jobs_clock {
+        uint64_t (*monotonic_ms)(void *data);
+        uint64_t (*realtime_ms)(void *data);
+        void *data;
+};
+
 /* Before READY: load the store, mark running jobs interrupted, re-queue queued ones (in
  * submission order), apply retention. 0 with *ret, or -errno (logged; *ret untouched). The
  * devices' last verdicts are restored by the caller (job_verdict_restore), once this returns. */

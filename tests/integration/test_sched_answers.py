@@ -255,6 +255,7 @@ def test_a_connection_closed_without_an_answer_is_unreachable():
         assert ctl(h.url, "devices").returncode == 3
 
 
+@pytest.mark.system  # waits out the default timeout: 45 s
 def test_slurm_mode_ends_inside_slurms_60_s_with_its_default_timeout(tmp_path):
     with Hostile(accepted_then_hanging(job_id())) as h:
         p, took = timed(lambda: no_drain(h.url, tmp_path))

@@ -34,6 +34,9 @@ from test_jobs import submit
 from test_sched_pause import pairs_final, pause_during_pairs
 from test_umdctl import HEALTHCHECK, UMDCTL
 
+# One Slurm (the module fixture) for the whole file: its tests stay on one xdist worker.
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("slurm")]
+
 NODE = socket.gethostname().split(".")[0]
 BINS = ("munged", "slurmctld", "slurmd", "scontrol", "sinfo")
 CHECK_TIMEOUT = "3s"  # the canonical check's wait inside the program (default 45 s)

@@ -8,12 +8,11 @@ import json
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import UMD_BIN, clean_env
+from conftest import UMD_BIN, clean_env, wait_for
 from test_jobs import submit, wait_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -484,8 +483,12 @@ def test_health_cached_reads_the_gpu_pairs_verdict(umd):
 def test_health_cached_pairs_verdict_past_max_age_is_unknown(umd):
     d = umd(fake_devices=2)
     assert ctl(d, "health").returncode == 0
-    time.sleep(2.2)
-    p = ctl(d, "health", "--cached", "--max-age", "1s")
+
+    def aged():  # polled, not slept through: the verdict passes 1 s a second or two from now
+        p = ctl(d, "health", "--cached", "--max-age", "1s")
+        return p if p.returncode == 4 else None
+
+    p = wait_for(aged, timeout=10, what="the verdict to pass --max-age 1s")
     assert p.returncode == 4, p.stdout + p.stderr
     assert re.search(r"^GPU pairs \(every GPU\) UNKNOWN: the last verdict is \d+ s old",
                      p.stdout, re.M), p.stdout

@@ -276,6 +276,33 @@ int __wrap_store_poll(struct store_ticket *t, int *ret_r)
         return r;
 }
 
+/* ---- the jobs' clock: the system's, fx->clock_ahead_ms ahead ---- */
+
+static uint64_t fx_monotonic_ms(void *data)
+{
+        (void)data;
+        return now_monotonic_ms() + fx->clock_ahead_ms;
+}
+
+static uint64_t fx_realtime_ms(void *data)
+{
+        (void)data;
+        return now_realtime_ms() + fx->clock_ahead_ms;
+}
+
+static const struct jobs_clock fx_clock = {.monotonic_ms = fx_monotonic_ms,
+                                           .realtime_ms = fx_realtime_ms};
+
+uint64_t fx_clock_monotonic_ms(void)
+{
+        return fx_monotonic_ms(NULL);
+}
+
+void fx_clock_advance(uint64_t ms)
+{
+        fx->clock_ahead_ms += ms;
+}
+
 /* ---- set-up ---- */
 
 static void fx_start(unsigned n_devices)
@@ -319,7 +346,7 @@ int fx_setup(void **state)
         fx->cfg.state_dir = strdup(fx->dir);
         if (fx_configure)
                 fx_configure(&fx->cfg);
-        fx->d = (struct umd_daemon){.cfg = &fx->cfg, .signal_fd = -1};
+        fx->d = (struct umd_daemon){.cfg = &fx->cfg, .signal_fd = -1, .jobs_clock = &fx_clock};
         fx_start(2);
         *state = fx;
         return 0;
@@ -443,7 +470,7 @@ void fx_look(size_t dev, int others)
 {
         struct gpu_state st = {.known = true, .other_processes = others, .compute_mode = "default"};
 
-        job_dispatch_gpu_observed(fx->d.jobs, dev, &st, now_monotonic_ms());
+        job_dispatch_gpu_observed(fx->d.jobs, dev, &st, fx_clock_monotonic_ms());
 }
 
 void fx_worker_state(size_t dev, enum worker_state st, const char *reason)
