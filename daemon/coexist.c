@@ -16,7 +16,6 @@
 
 #include "config.h"
 #include "daemon.h"
-#include "core.h"
 #include "devices.h"
 #include "gpustate.h"
 #include "jobs.h"
@@ -61,8 +60,9 @@ static void look(const bool *only)
         }
 }
 
-/* The built-in schedule: one canonical check per due device, submitted like a client's, or one
- * over every GPU when the GPU pairs are due too (the check then has the node's part). */
+/* The built-in schedule: one canonical check per due device, submitted to the job subsystem as
+ * a client's would be (job_submit, not the API's core_job_submit), or one over every GPU when
+ * the GPU pairs are due too (the check then has the node's part). */
 static void schedule(void)
 {
         size_t devs[64], n;
@@ -80,7 +80,7 @@ static void schedule(void)
                         : json_pack("{s:s, s:I, s:{s:s}}", "benchmark", "health", "device",
                                     (json_int_t)devs[k], "labels", "scheduled", "health_interval");
 
-                if (!body || core_job_submit(body, NULL, NULL, &sub, &p) < 0) {
+                if (!body || job_submit(jobs, body, NULL, NULL, &sub, &p) < 0) {
                         const char *why = body ? p.detail : "out of memory";
                         if (all)
                                 log_warning("the scheduled health check of every GPU and the GPU "

@@ -12,12 +12,13 @@
 
 #include "config.h"
 #include "daemon.h"
-#include "core.h"
 #include "devices.h"
 #include "fileio.h"
 #include "jobs.h"
 #include "jsonutil.h"
+#include "lock.h"
 #include "log.h"
+#include "problem.h"
 #include "util.h"
 
 #define PAUSED_FILE      "paused.json"

@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "catalog.h"
-#include "core.h"
 #include "devices.h"
 #include "health_errors.h"
 #include "health_links.h"

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core.h"
+#include "job_types.h"
 #include "lock.h"
 
 struct jobs;
