@@ -149,7 +149,7 @@ static int run(struct umd_daemon *d)
                 goto out;
         free(cfg->worker_path);
         cfg->worker_path = strdup(d->worker_path);
-        r = metrics_init(d);
+        r = metrics_new(d, &d->metrics);
         if (r < 0)
                 goto out;
 
@@ -157,7 +157,7 @@ static int run(struct umd_daemon *d)
         if (r < 0)
                 goto out;
         job_verdict_restore(d->jobs);
-        r = devctl_load(d);
+        r = devctl_new(d, &d->devctl);
         if (r < 0)
                 goto out;
         gpustate_init(cfg);
@@ -170,7 +170,7 @@ static int run(struct umd_daemon *d)
         if (r < 0)
                 goto out;
         job_dispatch_attach_supervisor(d->jobs, d->sup);
-        metrics_attach_supervisor(d->sup);
+        metrics_attach_supervisor(d->metrics, d->sup);
         r = coexist_start(d);
         if (r < 0)
                 goto out;
@@ -244,6 +244,8 @@ out:
         if (d->api)
                 api_stop(d->api, cfg->shutdown_timeout_s * 1000);
         d->api = NULL;
+        devctl_free(d->devctl);
+        d->devctl = NULL;
         if (d->sup)
                 supervisor_stop(d->sup, cfg->shutdown_timeout_s * 1000);
         d->sup = NULL;
@@ -252,7 +254,8 @@ out:
         if (d->store)
                 store_close(d->store);
         d->store = NULL;
-        metrics_free();
+        metrics_free(d->metrics);
+        d->metrics = NULL;
         gpustate_shutdown();
         devices_free();
         models_free();

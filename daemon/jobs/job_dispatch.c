@@ -52,7 +52,7 @@ static void part_fail_queued(struct jobs *js, struct job *j, size_t i, const cha
 {
         job_set_part(js, j, i, JOB_FAILED, NULL, why);
         if (job_update_state(js, j))
-                job_finished(j);
+                job_finished(js, j);
         job_persist(js, j);
 }
 
@@ -364,8 +364,8 @@ static bool job_canonical(struct job *j)
 
 /* The canonical check's figures for the fleet's comparison of peers (metrics.c): a GPU's part
  * with the capability of its slot, or the node's pairs. */
-static void part_fleet_figures(const struct device *d, size_t dev, const json_t *result,
-                               bool contended)
+static void part_fleet_figures(struct jobs *js, const struct device *d, size_t dev,
+                               const json_t *result, bool contended)
 {
         if (d) {
                 const json_t *pcie = json_object_get(d->info, "pcie");
@@ -377,9 +377,9 @@ static void part_fleet_figures(const struct device *d, size_t dev, const json_t 
                         snprintf(link, sizeof(link), "gen%lldx%lld",
                                  (long long)json_integer_value(gen),
                                  (long long)json_integer_value(width));
-                metrics_health_result(d->uuid, link, result, contended);
+                metrics_health_result(js->metrics, d->uuid, link, result, contended);
         } else if (is_node(dev)) {
-                metrics_health_node_result(result);
+                metrics_health_node_result(js->metrics, result);
         }
 }
 
@@ -639,21 +639,21 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 if (st == JOB_SUCCEEDED && d && !contended && !again) {
                         _cleanup_json_ json_t *read = json_incref(raw ? seen : result);
                         if (read)
-                                metrics_part_result(d->uuid, read, canonical);
+                                metrics_part_result(js->metrics, d->uuid, read, canonical);
                         else
                                 log_error("job %s on device %zu: out of memory reading its "
                                           "result for metrics",
                                           j->id, dev);
                 }
                 if (st == JOB_SUCCEEDED && !again && canonical)
-                        part_fleet_figures(d, dev, result, contended);
+                        part_fleet_figures(js, d, dev, result, contended);
                 if (st != JOB_SUCCEEDED)
                         log_info("job %s on device %zu: %s%s%s", j->id, dev, job_state_names[st],
                                  error ? ": " : "", error ? error : "");
                 break;
         }
         if (job_update_state(js, j)) {
-                job_finished(j);
+                job_finished(js, j);
                 log_info("job %s (%s) %s", j->id, job_benchmark(j), job_state_names[j->st]);
         }
         /* A part's end before the job's (its result: the bulk of the document) waits, for
@@ -686,7 +686,7 @@ static void fail_queued_on(struct jobs *js, size_t dev, const char *why)
                 struct job *j = e->job;
                 job_set_part(js, j, e->part, JOB_FAILED, NULL, why); /* removes e */
                 if (job_update_state(js, j))
-                        job_finished(j);
+                        job_finished(js, j);
                 job_persist(js, j);
         }
 }

@@ -109,6 +109,7 @@ struct job_pending {
 struct jobs {
         const struct umd_config *cfg;
         struct store *store;
+        struct metrics *metrics; /* d->metrics: told of queues, parts and finished jobs */
         /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown. */
         struct supervisor *sup;
         /* Asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks). */
@@ -228,7 +229,7 @@ void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, j
 /* Recomputes the job's state and times after its parts changed; true when it just finished. */
 bool job_update_state(struct jobs *js, struct job *j);
 /* A job reached a final state: counted in metrics. */
-void job_finished(struct job *j);
+void job_finished(struct jobs *js, struct job *j);
 int job_persist(struct jobs *js, struct job *j);
 /* A change nobody waits for and no answer has shown (a part finished while the job is not
  * final): written within JOB_PERSIST_DELAY_MS by jobs_unlock, or sooner by any job_persist of
