@@ -171,7 +171,7 @@ static int run(struct umd_daemon *d)
                 goto out;
         job_dispatch_attach_supervisor(d->jobs, d->sup);
         metrics_attach_supervisor(d->metrics, d->sup);
-        r = coexist_start(d);
+        r = coexist_start(d, &d->coexist);
         if (r < 0)
                 goto out;
 
@@ -239,7 +239,8 @@ static int run(struct umd_daemon *d)
         sd_notify(0, "STOPPING=1");
         notify_status(d->jobs, "stopping");
 out:
-        coexist_stop();
+        coexist_stop(d->coexist);
+        d->coexist = NULL;
         jobs_quiesce(d->jobs);
         if (d->api)
                 api_stop(d->api, cfg->shutdown_timeout_s * 1000);

@@ -179,7 +179,7 @@ static void want_look(struct jobs *js, uint64_t *wanted, ssize_t dev)
         if (*wanted)
                 return;
         *wanted = now_monotonic_ms();
-        js->poke(dev);
+        js->poke(js->poke_arg, dev);
 }
 
 /* Starts the node's head once every GPU is free: no part running, its worker idle or cold
@@ -545,7 +545,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         }
         if (h) {
                 d->held = h;
-                js->poke((ssize_t)dev);
+                js->poke(js->poke_arg, (ssize_t)dev);
         } else {
                 part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
                 if (by_worker)
@@ -733,10 +733,11 @@ out:
 
 /* ---- sharing the GPU (coexist.c looks, devctl.c pauses) ---- */
 
-void job_dispatch_attach_looks(struct jobs *js, void (*poke)(ssize_t dev))
+void job_dispatch_attach_looks(struct jobs *js, void (*poke)(void *arg, ssize_t dev), void *arg)
 {
         core_lock();
         js->poke = poke;
+        js->poke_arg = arg;
         js->node_look_wanted_ms = 0;
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);

@@ -113,7 +113,8 @@ struct jobs {
         /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown. */
         struct supervisor *sup;
         /* Asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks). */
-        void (*poke)(ssize_t dev);
+        void (*poke)(void *arg, ssize_t dev);
+        void *poke_arg;
         bool quiescing;
         struct job **jobs; /* ascending id (submission order) */
         /* cap_jobs slots allocated from jobs - jobs_skip: the oldest jobs, which finish first,

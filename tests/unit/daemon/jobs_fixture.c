@@ -432,15 +432,16 @@ void fx_part_done(size_t dev, const char *id, enum part_outcome outcome)
         fx_part_done_looked(dev, id, outcome, NULL);
 }
 
-static void fx_poke(ssize_t dev)
+static void fx_poke(void *arg, ssize_t dev)
 {
         (void)dev;
+        assert_ptr_equal(arg, fx);
         fx->pokes++;
 }
 
 void fx_attach_looks(void)
 {
-        job_dispatch_attach_looks(fx->d.jobs, fx_poke);
+        job_dispatch_attach_looks(fx->d.jobs, fx_poke, fx);
 }
 
 void fx_look(size_t dev, int others)
