@@ -345,6 +345,31 @@ bad:
                            "minutes (2m)");
 }
 
+/* Valid JSON that umd cannot hold (issue 57): a number past what jansson reads (a whole number
+ * beyond -2^63..2^63-1, a real beyond a double) or a string holding \u0000 (C strings end there).
+ * Said naming the field, as any other bad value is; any other error is invalid JSON. */
+static int json_error_problem(const char *body, size_t len, const json_error_t *err,
+                              struct problem *p)
+{
+        enum json_error_code code = json_error_code(err);
+        char field[sizeof(p->field)];
+
+        if (code != json_error_numeric_overflow &&
+            !(code == json_error_null_character && strstr(err->text, "\\u0000")))
+                return problem_set(p, 400, NULL, "invalid JSON at line %d, column %d: %s",
+                                   err->line, err->column, err->text);
+        json_path_at(body, len, err->position > 0 ? (size_t)err->position : 0, field,
+                     sizeof(field));
+        if (code == json_error_null_character)
+                return problem_set(p, 400, field[0] ? field : NULL,
+                                   "%s%sa string holding \\u0000 (a NUL character) is not accepted",
+                                   field, field[0] ? ": " : "");
+        return problem_set(p, 400, field[0] ? field : NULL,
+                           "%s%sthe number is beyond what umd reads: whole numbers from -2^63 to "
+                           "2^63-1 (9223372036854775807), others within a double's range",
+                           field, field[0] ? ": " : "");
+}
+
 int request_parse_json_object(const char *body, size_t len, json_t **ret, struct problem *p)
 {
         json_error_t err;
@@ -354,8 +379,7 @@ int request_parse_json_object(const char *body, size_t len, json_t **ret, struct
                 return problem_set(p, 400, NULL, "a JSON object body is required");
         j = json_parse_strict(body, len, API_JSON_MAX_DEPTH, &err);
         if (!j)
-                return problem_set(p, 400, NULL, "invalid JSON at line %d, column %d: %s", err.line,
-                                   err.column, err.text);
+                return json_error_problem(body, len, &err, p);
         if (!json_is_object(j)) {
                 json_decref(j);
                 return problem_set(p, 400, NULL, "the body must be a JSON object");

@@ -2,12 +2,14 @@
  * then TCP and the unix socket from the configuration), serves TCP over TLS when a certificate
  * is configured, runs http_threads workers per socket (one per CPU up to 4 by default), each a
  * libmicrohttpd daemon on epoll run by a thread of umd's (why not libmicrohttpd's: see "workers"
- * below), loads the bearer tokens once, counts connections per listener and per address and
- * keeps a reserve of slots for loopback and the unix socket, cuts connections whose request does
- * not arrive in time, and shuts down by quiescing, answering every waiter and draining. Requests
- * are server_request.c's; ?wait= reads are server_wait.c's. */
+ * below), loads the bearer tokens once, counts connections per listener, per address and per
+ * unix-socket uid and keeps a reserve of slots and descriptors for 127.0.0.1, ::1 and the unix
+ * socket's root, cuts connections whose request does not arrive in time, and shuts down by
+ * quiescing, answering every waiter and draining. Requests are server_request.c's; ?wait= reads are
+ * server_wait.c's. */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -67,67 +69,92 @@ void server_conn_set_deadline(struct api_server *s, struct MHD_Connection *c, ui
                 atomic_store_explicit(&k->deadline_ms, deadline, memory_order_relaxed);
 }
 
-/* ---- connections: request deadline, slots kept for local clients ---- */
+/* ---- connections: request deadline, slots kept for the node's own checks ----
+ *
+ * Peers come in two classes. Trusted: 127.0.0.1, ::1 (the addresses umd-healthcheck, NHC and
+ * umdctl use) and, on the unix socket, root and umd's own user (SO_PEERCRED). Shared: every
+ * other peer, other 127.x addresses and other local users among them, since any local user can
+ * connect from 127.0.0.2 or open the unix socket. Shared peers get at most max_connections less
+ * a reserve on each listener, and at most the open-file room less a reserve over all of them;
+ * trusted peers may take the reserves. Each address, and each uid on the unix socket, gets
+ * max_connections_per_ip (a trusted uid is not counted: it could stop umd anyway); 127.0.0.1 is
+ * one address like any other, so the unix socket is the path no other local user can block. */
 
-/* Loopback and unix-socket peers: the node's own health checks and tools. */
-static bool addr_is_local(const struct sockaddr *sa, socklen_t len)
-{
-        if (!sa || len < (socklen_t)sizeof(sa_family_t))
-                return true;
-        if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in))
-                return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-        if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
-                const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-                return IN6_IS_ADDR_LOOPBACK(a) ||
-                       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-        }
-        return sa->sa_family == AF_UNIX;
-}
+enum peer_class { PEER_TRUSTED, PEER_SHARED };
 
-/* The key of an IPv4 or IPv6 peer, false for any other (a unix-socket peer is not counted). */
-static bool addr_key(const struct sockaddr *sa, unsigned char key[17])
+/* 127.0.0.1, ::1 or ::ffff:127.0.0.1. */
+static bool addr_is_own_loopback(const struct sockaddr *sa)
 {
-        memset(key, 0, 17);
-        if (!sa)
-                return false;
-        if (sa->sa_family == AF_INET) {
-                key[0] = 4;
-                memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-                return true;
-        }
+        if (sa->sa_family == AF_INET)
+                return ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) == INADDR_LOOPBACK;
         if (sa->sa_family == AF_INET6) {
-                key[0] = 6;
-                memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-                return true;
+                const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+                static const unsigned char v4_loopback[4] = {127, 0, 0, 1};
+                return IN6_IS_ADDR_LOOPBACK(a) ||
+                       (IN6_IS_ADDR_V4MAPPED(a) && memcmp(a->s6_addr + 12, v4_loopback, 4) == 0);
         }
         return false;
 }
 
-static size_t addr_bucket(const unsigned char key[17])
+/* The peer's class and the key it is counted under (false: not counted). fd: the connection's
+ * socket, -1 where it is not known yet (on_accept): a unix-socket peer is then taken as
+ * trusted, and on_connection looks again with its uid. */
+static enum peer_class peer_classify(const struct sockaddr *sa, socklen_t len, int fd,
+                                     unsigned char key[ADDR_KEY_LEN], bool *ret_keyed)
+{
+        struct ucred cred;
+        socklen_t clen = sizeof(cred);
+
+        memset(key, 0, ADDR_KEY_LEN);
+        *ret_keyed = false;
+        if (sa && sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+                key[0] = 4;
+                memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        } else if (sa && sa->sa_family == AF_INET6 &&
+                   len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+                key[0] = 6;
+                memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        }
+        if (key[0]) {
+                *ret_keyed = true;
+                return addr_is_own_loopback(sa) ? PEER_TRUSTED : PEER_SHARED;
+        }
+        /* A unix-socket peer (or none): its uid. */
+        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
+                return PEER_TRUSTED;
+        if (cred.uid == 0 || cred.uid == geteuid())
+                return PEER_TRUSTED;
+        key[0] = 1;
+        memcpy(key + 1, &cred.uid, sizeof(cred.uid));
+        *ret_keyed = true;
+        return PEER_SHARED;
+}
+
+static size_t addr_bucket(const unsigned char key[ADDR_KEY_LEN])
 {
         uint32_t h = 2166136261u; /* FNV-1a */
 
-        for (int i = 0; i < 17; i++)
+        for (int i = 0; i < ADDR_KEY_LEN; i++)
                 h = (h ^ key[i]) * 16777619u;
         return h % ADDR_BUCKETS;
 }
 
 /* With conns_lock held: the entry of key, created (n 0) when create is set; NULL when there is
  * none, or no memory for it. */
-static struct addr_count *addr_find_locked(struct api_server *s, const unsigned char key[17],
-                                           bool create)
+static struct addr_count *addr_find_locked(struct api_server *s,
+                                           const unsigned char key[ADDR_KEY_LEN], bool create)
 {
         struct addr_count **head = &s->addrs[addr_bucket(key)];
 
         for (struct addr_count *a = *head; a; a = a->next)
-                if (memcmp(a->key, key, 17) == 0)
+                if (memcmp(a->key, key, ADDR_KEY_LEN) == 0)
                         return a;
         if (!create)
                 return NULL;
         struct addr_count *a = calloc(1, sizeof(*a));
         if (!a)
                 return NULL;
-        memcpy(a->key, key, 17);
+        memcpy(a->key, key, ADDR_KEY_LEN);
         a->next = *head;
         *head = a;
         return a;
@@ -146,28 +173,80 @@ static void addr_put_locked(struct api_server *s, struct addr_count *a)
         free(a);
 }
 
-/* Remote clients get max_connections less a reserve, over all listeners; the reserve is for
- * loopback and the unix socket, so remote clients filling every slot cannot lock out the node's
- * own health checks. Each address gets max_connections_per_ip, over all listeners and workers
- * (each worker's daemon counts its own connections only). This is a first look, before
- * libmicrohttpd allocates anything; the workers accept at the same time, so on_connection
- * counts again and cuts what got past. */
+/* With conns_lock held: whether one more connection of this class (and from a, NULL when not
+ * counted by address) fits on l. */
+static bool conn_fits_locked(const struct api_server *s, const struct listener *l,
+                             enum peer_class class, const struct addr_count *a)
+{
+        if (l->held >= s->cfg->max_connections || s->held >= s->held_max)
+                return false;
+        if (class == PEER_SHARED && (l->shared >= s->shared_max_each || s->shared >= s->shared_max))
+                return false;
+        return !a || a->n < s->cfg->max_connections_per_ip;
+}
+
+/* A first look, before libmicrohttpd allocates anything: what it refuses, it closes at once.
+ * The workers accept at the same time, so on_connection counts again and cuts what got past. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
         struct http_worker *w = cls;
         struct api_server *s = w->srv;
-        unsigned char key[17];
-        bool keyed = addr_key(addr, key), ok = true;
+        unsigned char key[ADDR_KEY_LEN];
+        bool keyed, ok;
+        enum peer_class class = peer_classify(addr, addrlen, -1, key, &keyed);
 
         pthread_mutex_lock(&s->conns_lock);
-        if (!addr_is_local(addr, addrlen))
-                ok = s->remote_conns < s->remote_max;
-        if (ok && keyed) {
-                const struct addr_count *a = addr_find_locked(s, key, false);
-                ok = !a || a->n < s->cfg->max_connections_per_ip;
-        }
+        ok = conn_fits_locked(s, w->l, class, keyed ? addr_find_locked(s, key, false) : NULL);
         pthread_mutex_unlock(&s->conns_lock);
         return ok ? MHD_YES : MHD_NO;
+}
+
+/* With conns_lock held: count k in, or cut it (closed, unanswered, as libmicrohttpd does past
+ * its limits) when it does not fit. */
+static void conn_admit_locked(struct api_server *s, struct conn *k, enum peer_class class,
+                              const unsigned char *key)
+{
+        struct listener *l = k->worker->l;
+        struct addr_count *a = key ? addr_find_locked(s, key, true) : NULL;
+
+        if ((key && !a) || !conn_fits_locked(s, l, class, a)) {
+                if (a && a->n == 0) { /* just made for k: unmade */
+                        a->n = 1;
+                        addr_put_locked(s, a);
+                }
+                /* shutdown, not close: the fd is libmicrohttpd's to close. */
+                (void)shutdown(k->fd, SHUT_RDWR);
+                k->cut = true;
+                return;
+        }
+        k->counted = true;
+        k->shared = class == PEER_SHARED;
+        k->addr = a;
+        if (a)
+                a->n++;
+        l->held++;
+        s->held++;
+        if (k->shared) {
+                l->shared++;
+                s->shared++;
+        }
+}
+
+/* With conns_lock held: what conn_admit_locked counted, given back. */
+static void conn_release_locked(struct api_server *s, struct conn *k)
+{
+        struct listener *l = k->worker->l;
+
+        if (!k->counted)
+                return;
+        l->held--;
+        s->held--;
+        if (k->shared) {
+                l->shared--;
+                s->shared--;
+        }
+        if (k->addr)
+                addr_put_locked(s, k->addr);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -183,8 +262,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 const union MHD_ConnectionInfo *addr_info =
                     MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
                 const struct sockaddr *sa = addr_info ? addr_info->client_addr : NULL;
-                unsigned char key[17];
-                bool keyed = addr_key(sa, key), over = false;
+                unsigned char key[ADDR_KEY_LEN];
+                bool keyed;
 
                 k = calloc(1, sizeof(*k));
                 if (!k || !fd_info) {
@@ -194,26 +273,16 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 }
                 k->worker = w;
                 k->fd = fd_info->connect_fd;
-                k->remote = sa && !addr_is_local(sa, sizeof(struct sockaddr_in6));
+                /* libmicrohttpd keeps the address accept gave, of its true length. */
+                enum peer_class class =
+                    peer_classify(sa, sizeof(struct sockaddr_storage), k->fd, key, &keyed);
                 k->deadline_ms = now_monotonic_ms() + 1000ull * s->cfg->request_timeout_s;
                 pthread_mutex_lock(&s->conns_lock);
                 k->next = s->conns;
                 if (s->conns)
                         s->conns->prev = k;
                 s->conns = k;
-                if (k->remote && ++s->remote_conns > s->remote_max)
-                        over = true;
-                if (keyed) {
-                        k->addr = addr_find_locked(s, key, true);
-                        if (!k->addr || ++k->addr->n > s->cfg->max_connections_per_ip)
-                                over = true;
-                }
-                if (over) {
-                        /* What libmicrohttpd does past its limits: close, nothing answered.
-                         * shutdown, not close: the fd is libmicrohttpd's to close. */
-                        (void)shutdown(k->fd, SHUT_RDWR);
-                        k->cut = true;
-                }
+                conn_admit_locked(s, k, class, keyed ? key : NULL);
                 pthread_mutex_unlock(&s->conns_lock);
                 *socket_context = k;
                 return;
@@ -227,10 +296,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 s->conns = k->next;
         if (k->next)
                 k->next->prev = k->prev;
-        if (k->remote)
-                s->remote_conns--;
-        if (k->addr)
-                addr_put_locked(s, k->addr);
+        conn_release_locked(s, k);
         pthread_mutex_unlock(&s->conns_lock);
         free(k);
         *socket_context = NULL;
@@ -464,14 +530,16 @@ static unsigned http_threads(const struct umd_config *cfg)
  * connection is ready). Edge-triggered epoll then costs each wake-up what is ready, not every
  * descriptor the thread holds, as poll() did.
  *
- * Each listener gets http_threads workers, each with its own daemon (MHD_USE_NO_LISTEN_SOCKET)
- * and max_connections / http_threads connections, as libmicrohttpd's pool split them. The
- * workers accept themselves and hand each connection to their daemon (MHD_add_connection, which
+ * Each listener gets http_threads workers, each with its own daemon (MHD_USE_NO_LISTEN_SOCKET).
+ * The workers accept themselves and hand each connection to their daemon (MHD_add_connection, which
  * applies the same limits and on_accept): on epoll, 0.9.75 accepts up to ten connections a run
  * (on poll one), so a burst of connections went 181 to one thread and 75 to the other, and one
- * core served 70% of the requests. A worker polls the listening socket only while it holds
- * fewer than its share and at most ACCEPT_SLACK more than the least loaded worker; past its
- * share, connections wait in the backlog, as with libmicrohttpd's pool. Without an internal
+ * core served 70% of the requests. A worker polls the listening socket only while it holds at
+ * most ACCEPT_SLACK more than the least loaded worker, so some worker always accepts: a
+ * connection past the limits (on_accept) is closed at once, never left in the backlog, where
+ * the node's own check would wait behind a flood (issue 57). A split of max_connections among
+ * the workers, as libmicrohttpd's pool made, would refuse a trusted peer at a full worker while
+ * another has room: each daemon's own limit is the listener's, a backstop. Without an internal
  * thread 0.9.75 keeps no inter-thread channel (MHD_USE_ITC is dropped), so a connection resumed
  * from another thread must wake its worker (server_conn_resume). */
 
@@ -518,14 +586,12 @@ static unsigned worker_connections(struct http_worker *w)
         return info ? info->num_connections : 0;
 }
 
-/* Whether w should take the next connection: below its share, and not ACCEPT_SLACK ahead of
- * the least loaded worker of its listener (that one always may, unless it is full). */
+/* Whether w should take the next connection: not ACCEPT_SLACK ahead of the least loaded worker
+ * of its listener (that one always may). */
 static bool worker_may_accept(const struct http_worker *w, unsigned held)
 {
         unsigned least = held;
 
-        if (held >= w->limit)
-                return false;
         for (unsigned i = 0; i < w->l->n_workers; i++) {
                 unsigned h = atomic_load_explicit(&w->l->workers[i].held, memory_order_relaxed);
                 if (w->l->workers[i].started && h < least)
@@ -714,8 +780,7 @@ static int start_listener(struct api_server *s, struct listener *l)
                 l->workers[i].wake_fd = -1;
         l->n_workers = threads;
         for (unsigned i = 0; i < threads; i++) {
-                /* Split as libmicrohttpd's pool did: the first ones take what is left over. */
-                r = start_worker(s, l, &l->workers[i], max / threads + (i < max % threads));
+                r = start_worker(s, l, &l->workers[i], max);
                 if (r < 0)
                         return r;
         }
@@ -851,28 +916,75 @@ static int check_exposure(const struct api_server *s)
         return 0;
 }
 
-/* Descriptors beside the connections: the store's database and readers, the workers' pipes,
- * the listeners, log and the rest. */
+/* Descriptors beside the connections that umd may open after start-up (workers' pipes, the
+ * store's pooled readers, a core dump of a worker's log): held back from the connections. A
+ * low limit holds back a quarter of itself instead. */
 #define NOFILE_SLACK 256
+
+/* The slots of n kept for trusted peers: an eighth, at least one (none of one). */
+static unsigned conn_reserve(unsigned n)
+{
+        return n >= 2 ? (n / 8 ?: 1) : 0;
+}
+
+/* Descriptors open now, 0 when /proc cannot say. */
+static unsigned fds_open(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        unsigned n = 0;
+
+        if (!d)
+                return 0;
+        while (readdir(d))
+                n++;
+        closedir(d);
+        /* ".", ".." and the directory's own descriptor */
+        return n > 3 ? n - 3 : 0;
+}
 
 /* Each connection is a descriptor, so max_connections on every listener needs as many open
  * files: raise the soft limit toward the hard one (systemd's default soft limit is 1024, kept
- * low for programs that use select(); nothing in umd does). A limit still too low is said once
- * here; libmicrohttpd would otherwise refuse connections with no word as to why. */
-static void nofile_raise(const struct umd_config *cfg, size_t n_listeners)
+ * low for programs that use select(); nothing in umd does). Then the connections get what the
+ * limit leaves, less what umd opens later: past that, accept would fail with EMFILE for every
+ * peer alike, the unix socket's too, and the connections would wait in the backlog. Said at
+ * start, with a warning when max_connections cannot be reached. */
+static void conn_limits(struct api_server *s)
 {
-        rlim_t need = (rlim_t)cfg->max_connections * n_listeners + NOFILE_SLACK;
+        const struct umd_config *cfg = s->cfg;
+        size_t n = s->n_listeners;
+        rlim_t want = (rlim_t)cfg->max_connections * n, own = 2 * http_threads(cfg) * n;
+        rlim_t in_use = fds_open(), held_back, room;
         struct rlimit rl;
 
-        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
-                return;
-        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < need)
-                log_warning("open files are limited to %llu, below the %llu that max_connections "
-                            "(%u on %zu listener(s)) needs: connections beyond it are refused "
-                            "(raise LimitNOFILE= or lower max_connections)",
-                            (unsigned long long)rl.rlim_cur, (unsigned long long)need,
-                            cfg->max_connections, n_listeners);
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                rl.rlim_cur = rl.rlim_max = RLIM_INFINITY;
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want + own + in_use + NOFILE_SLACK) {
+                rlim_t need = want + own + in_use + NOFILE_SLACK;
+                struct rlimit up = rl;
+                up.rlim_cur =
+                    rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+                if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+                        rl = up;
+        }
+        held_back = rl.rlim_cur == RLIM_INFINITY     ? 0
+                    : rl.rlim_cur / 4 < NOFILE_SLACK ? rl.rlim_cur / 4
+                                                     : NOFILE_SLACK;
+        room = rl.rlim_cur == RLIM_INFINITY             ? want
+               : rl.rlim_cur > in_use + own + held_back ? rl.rlim_cur - in_use - own - held_back
+                                                        : 1;
+        s->held_max = (unsigned)(want < room ? want : room);
+        s->shared_max = s->held_max - conn_reserve(s->held_max);
+        s->shared_max_each = cfg->max_connections - conn_reserve(cfg->max_connections);
+        log_info("open files: at most %llu (hard limit %llu), %llu open: %u connection(s) over "
+                 "%zu listener(s), %u of them kept for 127.0.0.1, ::1 and the unix socket",
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+                 (unsigned long long)in_use, s->held_max, n, s->held_max - s->shared_max);
+        if (s->held_max < want)
+                log_warning("open files are limited to %llu: at most %u connections, below the "
+                            "%llu that max_connections (%u on %zu listener(s)) allows; connections "
+                            "beyond are refused (raise LimitNOFILE= or lower max_connections)",
+                            (unsigned long long)rl.rlim_cur, s->held_max, (unsigned long long)want,
+                            cfg->max_connections, n);
 }
 
 int api_start(const struct umd_config *cfg, struct api_server **ret)
@@ -898,9 +1010,6 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
         /* The reaper's deadlines are CLOCK_MONOTONIC (with CLOCK_REALTIME the reaper spun). */
         cond_init_monotonic(&s->reaper_cond);
         api_wait_max_s = cfg->wait_max_s;
-        /* An eighth of the slots (at least one) are kept for loopback and the unix socket. */
-        s->remote_max = cfg->max_connections -
-                        (cfg->max_connections >= 2 ? (cfg->max_connections / 8 ?: 1) : 0);
         s->listeners = calloc((size_t)n_fds + cfg->n_listen + 1, sizeof(*s->listeners));
         if (!s->listeners) {
                 free(s);
@@ -970,7 +1079,7 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
         if (r < 0)
                 goto fail;
 
-        nofile_raise(cfg, s->n_listeners);
+        conn_limits(s);
         r = reaper_start(s);
         if (r < 0)
                 goto fail;

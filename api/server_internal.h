@@ -27,7 +27,7 @@ struct http_worker {
         struct MHD_Daemon *daemon;
         int epoll_fd;   /* the daemon's, for poll() */
         int wake_fd;    /* eventfd: a resumed connection, a peer that stopped accepting, api_stop */
-        unsigned limit; /* the daemon's connection limit, its share of max_connections */
+        unsigned limit; /* the daemon's connection limit, a backstop: server.c counts */
         pthread_t thread;
         bool started;
         atomic_uint held;     /* connections the daemon holds, for the other workers */
@@ -41,13 +41,17 @@ struct listener {
         int fd;
         bool is_unix;
         char name[LISTEN_NAME_MAX];
+        unsigned held, shared; /* connections counted in, of them from shared peers (conns_lock) */
 };
 
-/* Connections from one IP address, over every listener and worker (libmicrohttpd counts per
- * daemon only). */
+/* A peer's key: 4 or 6 then the IP address, or 1 then the uid of a unix-socket peer. */
+#define ADDR_KEY_LEN 17
+
+/* Connections from one IP address (or one uid on the unix socket), over every listener and
+ * worker (libmicrohttpd counts per daemon only). */
 struct addr_count {
         struct addr_count *next;
-        unsigned char key[17]; /* family (4 or 6), then the address */
+        unsigned char key[ADDR_KEY_LEN];
         unsigned n;
 };
 #define ADDR_BUCKETS 1024
@@ -61,9 +65,10 @@ struct addr_count {
 struct conn {
         struct conn *prev, *next;
         struct http_worker *worker;
-        struct addr_count *addr; /* NULL: a unix-socket peer, not counted */
+        struct addr_count *addr; /* NULL: not counted by address (a trusted unix-socket peer) */
         int fd;
-        bool remote;
+        bool counted; /* in the listener's and the server's counts */
+        bool shared;  /* a shared peer's (server.c), not a trusted one's */
         bool cut;
         /* 0: none (the request is whole and being answered). Atomic: the connection's own
          * thread sets it twice a request, and a lock for that would be taken by every request
@@ -76,8 +81,10 @@ struct api_server {
         pthread_mutex_t conns_lock;
         pthread_cond_t reaper_cond;
         struct conn *conns;
-        unsigned remote_conns; /* connections from beyond loopback, all listeners */
-        unsigned remote_max;   /* max_connections less the slots kept for local clients */
+        /* Connections counted in over every listener, and of them from shared peers; what the
+         * open-file limit leaves room for, and of that what shared peers may take. On each
+         * listener, shared peers may take shared_max_each of max_connections. */
+        unsigned held, held_max, shared, shared_max, shared_max_each;
         struct addr_count *addrs[ADDR_BUCKETS]; /* under conns_lock */
         bool reaper_started, reaper_stop;
         pthread_t reaper;
@@ -108,6 +115,9 @@ struct request_ctx {
         size_t len, cap;
         uint64_t discarded; /* bytes dropped after the body passed the cap */
         bool too_large;
+        /* Answered on the socket itself, mid-body (server_request.c, answer_mid_body): the rest
+         * is read and dropped, and the connection closed at the body's end. */
+        bool answered_mid_body;
         bool replied;
         bool close; /* answer with Connection: close (the framing could not be trusted) */
         int status;

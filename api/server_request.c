@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "api.h"
 #include "auth.h"
@@ -261,18 +263,73 @@ static enum MHD_Result on_headers(struct MHD_Connection *c, struct request_ctx *
         return MHD_YES;
 }
 
-static enum MHD_Result on_body(struct request_ctx *r, const char *data, size_t *size)
+/* An answer's status line and headers, before its problem+json body. */
+#define RAW_HEAD_MAX 256
+
+/* Answer p on c's socket now, mid-body, with Connection: close, then stop writing. For a body
+ * that goes on past twice max_body_bytes: libmicrohttpd 0.9.75 queues a response only once the
+ * body has ended (MHD_queue_response refuses it before), and a chunk that declares 2^64-1 bytes
+ * never ends (issue 57: it was cut unanswered, where libmicrohttpd answers a larger size, which
+ * overflows its parser, with 413). Nothing else writes to the socket before the body ends, so
+ * the answer goes out whole; the rest of the body is read and dropped (closing with it unread
+ * would reset the connection, and the client could lose the answer) until the client closes
+ * or request_timeout_s cuts it. Not over TLS, whose records are libmicrohttpd's to write:
+ * false, and the caller cuts the connection as before. */
+static bool answer_mid_body(struct MHD_Connection *c, struct request_ctx *r,
+                            const struct problem *p)
+{
+        const union MHD_ConnectionInfo *tls =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        json_t *doc;
+        _cleanup_free_ char *body = NULL;
+        char head[RAW_HEAD_MAX];
+        int n;
+
+        if ((tls && tls->tls_session) || !fd)
+                return false;
+        doc = problem_to_json(p);
+        body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        if (!body)
+                return false;
+        n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/problem+json\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                     p->status, MHD_get_reason_phrase_for((unsigned)p->status), strlen(body));
+        struct iovec iov[2] = {{head, (size_t)n}, {body, strlen(body)}};
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+        if (n <= 0 || (size_t)n >= sizeof(head) ||
+            sendmsg(fd->connect_fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)(n + strlen(body)))
+                return false;
+        (void)shutdown(fd->connect_fd, SHUT_WR);
+        r->answered_mid_body = true;
+        r->status = p->status;
+        return true;
+}
+
+static enum MHD_Result on_body(struct MHD_Connection *c, struct request_ctx *r, const char *data,
+                               size_t *size)
 {
         uint64_t max = r->srv->cfg->max_body_bytes;
         size_t n = *size;
 
         *size = 0;
+        if (r->answered_mid_body)
+                return MHD_YES;
         if (r->too_large) {
                 /* libmicrohttpd cannot answer mid-body, so the rest is read and dropped to
                  * send the 413 at the end; a client that keeps going past twice the cap is
-                 * cut off instead. */
+                 * answered on the socket (or cut off, over TLS). */
+                struct problem p = {0};
+
                 r->discarded += n;
-                return r->discarded > max ? MHD_NO : MHD_YES;
+                if (r->discarded <= max)
+                        return MHD_YES;
+                problem_set(&p, 413, NULL,
+                            "body is over the limit of %" PRIu64 " bytes (max_body_bytes)", max);
+                return answer_mid_body(c, r, &p) ? MHD_YES : MHD_NO;
         }
         if ((uint64_t)r->len + n > max) {
                 r->too_large = true;
@@ -460,7 +517,9 @@ enum MHD_Result server_on_request(void *cls, struct MHD_Connection *c, const cha
                 return MHD_YES;
         }
         if (*upload_data_size > 0)
-                return on_body(r, upload_data, upload_data_size);
+                return on_body(c, r, upload_data, upload_data_size);
+        if (r->answered_mid_body)
+                return MHD_NO; /* the body ended after its answer: close */
         return on_complete(c, r, url);
 }
 

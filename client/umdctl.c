@@ -22,6 +22,7 @@
  * for busy GPUs; an epilog that allows less says so with --timeout. */
 #define HEALTH_EXTENDED_TIMEOUT_MS (120ull * 1000)
 #define CANCEL_RESERVE_MS          2000 /* of --timeout, kept for cancelling a check that ran out */
+#define HEALTH_NOTE_MAX            128 /* what went wrong, after a part's state: a job id and words */
 #define LS_DEFAULT_LIMIT           50u
 #define LS_PAGE_MAX                500u
 
@@ -109,13 +110,19 @@ static int odd_answer(const char *method, const char *path, const char *what)
         return UMDCTL_UNREACHABLE;
 }
 
-/* Request and parse a JSON answer. Returns 0 with *ret set, or an exit code after printing. */
-static int request_json(struct http *h, const char *method, const char *path, const json_t *body,
-                        long timeout_ms, json_t **ret)
+/* Request and parse a JSON answer. Returns 0 with *ret set, or an exit code after printing;
+ * quiet_timeout: UMDCTL_UNKNOWN, unsaid, when --timeout ran out (the caller says it, in the one
+ * line it prints for what it waited for). */
+static int request_json_as(struct http *h, const char *method, const char *path, const json_t *body,
+                           long timeout_ms, bool quiet_timeout, json_t **ret)
 {
         struct http_answer a;
         int rc = http_request(h, method, path, body, timeout_ms, &a);
 
+        if (quiet_timeout && rc == -ETIMEDOUT && h->deadline_ms) {
+                http_answer_free(&a);
+                return UMDCTL_UNKNOWN;
+        }
         if (rc < 0 || !ok_status(a.status)) {
                 rc = request_failed(h, &a, rc);
                 http_answer_free(&a);
@@ -130,6 +137,12 @@ static int request_json(struct http *h, const char *method, const char *path, co
         }
         http_answer_free(&a);
         return 0;
+}
+
+static int request_json(struct http *h, const char *method, const char *path, const json_t *body,
+                        long timeout_ms, json_t **ret)
+{
+        return request_json_as(h, method, path, body, timeout_ms, false, ret);
 }
 
 /* Percent-encode s for a query string. */
@@ -161,8 +174,10 @@ static void query_add(char **q, const char *key, const char *value)
  * older one that answers at once, is asked again, after a short pause when the answer came back
  * quickly. umd is asked to answer a little before the deadline, so that its answer (the state as
  * it is then) comes before the request's own limit: the deadline, or the slice and
- * REQUEST_TIMEOUT_MS when that comes first. */
-static int wait_final(struct http *h, const char *id, uint64_t deadline, json_t **ret)
+ * REQUEST_TIMEOUT_MS when that comes first. *ret_hung is set when the time ran out in a
+ * request umd did not answer (nothing is printed for it: the caller's one line says so). */
+static int wait_final(struct http *h, const char *id, uint64_t deadline, json_t **ret,
+                      bool *ret_hung)
 {
         char path[256];
         json_t *job = NULL;
@@ -182,8 +197,9 @@ static int wait_final(struct http *h, const char *id, uint64_t deadline, json_t 
                 json_t *next = NULL;
                 uint64_t limit =
                     slice + REQUEST_TIMEOUT_MS < left ? slice + REQUEST_TIMEOUT_MS : left;
-                rc = request_json(h, "GET", path, NULL, (long)limit, &next);
+                rc = request_json_as(h, "GET", path, NULL, (long)limit, true, &next);
                 if (rc == UMDCTL_UNKNOWN) { /* no answer in time: the last one seen stands */
+                        *ret_hung = true;
                         *ret = job;
                         return rc;
                 }
@@ -275,10 +291,12 @@ static int cmd_submit(struct http *h, const struct umdctl_args *a)
                 json_decref(job);
                 return UMDCTL_OK;
         }
-        rc = wait_final(h, id, h->deadline_ms, &done);
+        bool hung = false;
+        rc = wait_final(h, id, h->deadline_ms, &done, &hung);
         if (rc == UMDCTL_UNKNOWN) {
-                fprintf(stderr, "umdctl: job %s is still %s; see 'umdctl show %s'\n", id,
-                        json_string_value(json_object_get(done ? done : job, "state")), id);
+                fprintf(stderr, "umdctl: job %s is still %s%s; see 'umdctl show %s'\n", id,
+                        json_string_value(json_object_get(done ? done : job, "state")),
+                        hung ? " (umd at this URL stopped answering within --timeout)" : "", id);
                 if (a->json)
                         print_json(done ? done : job);
                 else
@@ -491,6 +509,39 @@ static int cmd_cancel(struct http *h, const struct umdctl_args *a)
         return UMDCTL_OK;
 }
 
+/* A device's Xid evidence under its line, where the Xid watch saw any: how many events, the
+ * newest (code, action, process, whether umd's own worker raised it) and what fails. */
+static void print_xid_line(const json_t *d)
+{
+        const json_t *x = json_object_get(d, "xid");
+        const json_t *ev = json_array_get(json_object_get(x, "events"), 0);
+        const char *failing = json_string_value(json_object_get(x, "action"));
+        json_int_t total = 0;
+        size_t i;
+        json_t *c;
+
+        json_array_foreach(json_object_get(x, "counts"), i, c)
+        {
+                total += json_integer_value(json_object_get(c, "count"));
+        }
+        if (!ev && (!failing || !strcmp(failing, "none")))
+                return;
+        if (!ev) { /* failing since an earlier umd of this boot: its events are not kept */
+                printf("       xid: failing action=%s\n", failing);
+                return;
+        }
+        const char *proc = json_string_value(json_object_get(ev, "process"));
+        printf("       xid: %lld event(s); newest Xid %lld (%s) at %s, pid %lld%s%s%s; failing "
+               "action=%s\n",
+               (long long)total, (long long)json_integer_value(json_object_get(ev, "xid")),
+               json_string_value(json_object_get(ev, "action")),
+               json_string_value(json_object_get(ev, "time")),
+               (long long)json_integer_value(json_object_get(ev, "pid")), proc ? " " : "",
+               proc ? proc : "",
+               json_is_true(json_object_get(ev, "own_worker")) ? " (umd's worker)" : "",
+               failing ? failing : "none");
+}
+
 static int cmd_devices(struct http *h, const struct umdctl_args *a)
 {
         json_t *doc = NULL, *d;
@@ -529,6 +580,7 @@ static int cmd_devices(struct http *h, const struct umdctl_args *a)
                        (long long)json_integer_value(json_object_get(d, "index")),
                        json_string_value(json_object_get(d, "uuid")), name ? name : "?", state,
                        link, verdict ? verdict : "-", why ? "  " : "", why ? why : "");
+                print_xid_line(d);
         }
         json_decref(doc);
         return UMDCTL_OK;
@@ -811,7 +863,7 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
  * time ran out), interrupted, still queued or running, kept waiting, or run beside other
  * processes (contended: umd gives it no verdict), is unknown. false when a verdict is not umd's
  * shape. */
-static bool health_part(json_t *list, const json_t *part, double timeout_s)
+static bool health_part(json_t *list, const json_t *part, double timeout_s, const char *note)
 {
         const char *state = json_string_value(json_object_get(part, "state"));
         const char *error = json_string_value(json_object_get(part, "error"));
@@ -836,8 +888,8 @@ static bool health_part(json_t *list, const json_t *part, double timeout_s)
                 return true;
         }
         if (!is_final(state)) {
-                snprintf(why, sizeof(why), "no verdict within %.0f s (%s%s)", timeout_s,
-                         waiting ? "waiting: " : "still ", waiting ? waiting : state);
+                snprintf(why, sizeof(why), "no verdict within %.0f s (%s%s%s)", timeout_s,
+                         waiting ? "waiting: " : "still ", waiting ? waiting : state, note);
                 report_add(list, index, uuid, V_UNKNOWN, json_pack("[s]", why));
                 return true;
         }
@@ -881,7 +933,7 @@ static int cmd_health(struct http *h, const struct umdctl_args *a)
         uint64_t reserve = timeout / 5 < CANCEL_RESERVE_MS ? timeout / 5 : CANCEL_RESERVE_MS;
         json_t *body, *job = NULL, *done = NULL, *part, *list, *parts;
         struct http_answer ans;
-        char path[256];
+        char path[256], note[HEALTH_NOTE_MAX] = "";
         size_t i;
         int rc;
 
@@ -922,15 +974,19 @@ static int cmd_health(struct http *h, const struct umdctl_args *a)
                 return odd_answer("POST", "/v1/jobs", "an accepted health job");
         }
         const char *id = json_string_value(json_object_get(job, "id"));
-        rc = wait_final(h, id, wait_deadline, &done);
+        bool hung = false;
+        rc = wait_final(h, id, wait_deadline, &done, &hung);
         if (rc == UMDCTL_UNKNOWN) {
                 /* Leave nothing queued behind a busy GPU. The parts are reported as last seen
-                 * (queued, running, waiting for another process), which says why. */
+                 * (queued, running, waiting for another process), which says why, and each
+                 * part's one line says what went wrong on the way. */
                 snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-                if (http_request(h, "DELETE", path, NULL, REQUEST_TIMEOUT_MS, &ans) < 0 ||
-                    !ok_status(ans.status))
-                        fprintf(stderr, "umdctl: could not cancel health job %s\n", id);
+                bool cancelled =
+                    http_request(h, "DELETE", path, NULL, REQUEST_TIMEOUT_MS, &ans) == 0 &&
+                    ok_status(ans.status);
                 http_answer_free(&ans);
+                snprintf(note, sizeof(note), "%s%s%s", hung ? "; umd stopped answering" : "",
+                         cancelled ? "" : "; could not cancel job ", cancelled ? "" : id);
         } else if (rc) {
                 json_decref(job);
                 return rc;
@@ -944,7 +1000,7 @@ static int cmd_health(struct http *h, const struct umdctl_args *a)
         list = json_array();
         json_array_foreach(parts, i, part)
         {
-                if (!health_part(list, part, (double)timeout / 1000)) {
+                if (!health_part(list, part, (double)timeout / 1000, note)) {
                         rc = odd_answer("GET", "/v1/jobs/ID", "a health job with umd's verdicts");
                         goto out;
                 }

@@ -4,6 +4,7 @@
 #include "jsonutil.h"
 
 #include <stdarg.h>
+#include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -514,6 +515,21 @@ static void set_error(json_error_t *err, const char *buf, enum json_error_code c
         err->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)code;
 }
 
+/* One byte of JSON text against its string state: true when c is part of a string (its closing
+ * quote included, which clears *in_string). */
+static bool string_byte(char c, bool *in_string, bool *escaped)
+{
+        if (!*in_string)
+                return false;
+        if (*escaped)
+                *escaped = false;
+        else if (c == '\\')
+                *escaped = true;
+        else if (c == '"')
+                *in_string = false;
+        return true;
+}
+
 json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_error_t *err)
 {
         size_t depth = 0;
@@ -534,15 +550,8 @@ json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_er
         for (size_t i = 0; i < len; i++) {
                 char c = buf[i];
 
-                if (in_string) {
-                        if (escaped)
-                                escaped = false;
-                        else if (c == '\\')
-                                escaped = true;
-                        else if (c == '"')
-                                in_string = false;
+                if (string_byte(c, &in_string, &escaped))
                         continue;
-                }
                 switch (c) {
                 case '"':
                         in_string = true;
@@ -566,6 +575,74 @@ json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_er
         }
 
         return json_loadb(buf, len, JSON_REJECT_DUPLICATES, err);
+}
+
+/* Containers json_path_at follows; deeper ones are counted, not named. */
+#define JSON_PATH_DEPTH_MAX 64
+
+struct json_path_frame {
+        bool array;
+        size_t index;    /* array: the element's */
+        const char *key; /* object: the member's key, NULL before its colon */
+        size_t key_len;
+};
+
+static void json_path_write(const struct json_path_frame *f, size_t n, char *out, size_t outlen)
+{
+        size_t w = 0;
+
+        out[0] = '\0';
+        for (size_t i = 0; i < n && w < outlen; i++) {
+                int k;
+                if (f[i].array)
+                        k = snprintf(out + w, outlen - w, "[%zu]", f[i].index);
+                else if (f[i].key)
+                        k = snprintf(out + w, outlen - w, "%s%.*s", w ? "." : "", (int)f[i].key_len,
+                                     f[i].key);
+                else
+                        break;
+                if (k < 0)
+                        break;
+                w += (size_t)k;
+        }
+}
+
+void json_path_at(const char *buf, size_t len, size_t pos, char *out, size_t outlen)
+{
+        struct json_path_frame f[JSON_PATH_DEPTH_MAX];
+        const char *str = NULL;
+        size_t n = 0, deep = 0, str_len = 0;
+        bool in_string = false, escaped = false;
+
+        assert(out && outlen > 0);
+        for (size_t i = 0; buf && i < len && i < pos; i++) {
+                char c = buf[i];
+
+                if (string_byte(c, &in_string, &escaped)) {
+                        if (!in_string) /* its closing quote */
+                                str_len = (size_t)(buf + i - str);
+                        continue;
+                }
+                if (c == '"') {
+                        in_string = true;
+                        str = buf + i + 1;
+                } else if ((c == '[' || c == '{') && deep == 0 && n < JSON_PATH_DEPTH_MAX) {
+                        f[n++] = (struct json_path_frame){.array = c == '['};
+                } else if (c == '[' || c == '{') {
+                        deep++;
+                } else if ((c == ']' || c == '}') && deep > 0) {
+                        deep--;
+                } else if ((c == ']' || c == '}') && n > 0) {
+                        n--;
+                } else if (c == ':' && deep == 0 && n > 0 && !f[n - 1].array) {
+                        f[n - 1].key = str;
+                        f[n - 1].key_len = str_len;
+                } else if (c == ',' && deep == 0 && n > 0) {
+                        f[n - 1].index++;
+                        f[n - 1].key = NULL;
+                }
+        }
+        json_path_write(f, n, out, outlen);
 }
 
 json_t *json_array_find(const json_t *array, const char *key, const char *value)

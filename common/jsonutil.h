@@ -77,6 +77,10 @@ static inline size_t json_plain_span(const char *p, size_t n)
 char *json_dump_pretty(const json_t *j, size_t *ret_len);
 /* Parse with JSON_REJECT_DUPLICATES, at most max_depth nesting; NULL with err filled. */
 json_t *json_parse_strict(const char *buf, size_t len, size_t max_depth, json_error_t *err);
+/* Where byte pos of buf (JSON text, well formed up to pos) lies, as a client names a field:
+ * "params.size", "devices[2]", "" at the top. Written to out (cut to outlen); keys are copied as
+ * written, escapes and all. */
+void json_path_at(const char *buf, size_t len, size_t pos, char *out, size_t outlen);
 
 /* The first object of array whose member key is the string value, or NULL (array not an
  * array, value NULL, or no such object). The one way results, summaries and verdicts are

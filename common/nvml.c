@@ -67,6 +67,11 @@ static void load_locked(void)
             {"nvmlDeviceValidateInforom", NULL, (void **)&a.validate_inforom, true},
             /* Links (issue 58). */
             {"nvmlDeviceGetNvLinkErrorCounter", NULL, (void **)&a.nvlink_error, true},
+            /* the Xid watch's events */
+            {"nvmlEventSetCreate", NULL, (void **)&a.event_set_create, true},
+            {"nvmlDeviceRegisterEvents", NULL, (void **)&a.register_events, true},
+            {"nvmlEventSetWait_v2", NULL, (void **)&a.event_set_wait, true},
+            {"nvmlEventSetFree", NULL, (void **)&a.event_set_free, true},
         };
         const char *const names[] = {NVML_SONAME};
         char err[DLIB_WHY_MAX];

@@ -50,6 +50,17 @@ struct nvml_process_info { /* nvmlProcessInfo_t as the _v2 and _v3 calls fill it
         unsigned int gpu_instance_id, compute_instance_id;
 };
 
+typedef struct nvml_event_set *nvml_event_set; /* nvmlEventSet_t */
+/* nvmlEventTypeXidCriticalError: every Xid, application ones too (its name says nothing of the
+ * Xid's severity: the Xid table does). */
+#define NVML_EVENT_TYPE_XID 0x0000000000000008ULL
+#define NVML_ERROR_TIMEOUT  10
+struct nvml_event_data { /* nvmlEventData_t */
+        nvml_device device;
+        unsigned long long event_type;
+        unsigned long long event_data; /* the Xid */
+        unsigned gpu_instance_id, compute_instance_id;
+};
 struct nvml_pci_info { /* nvmlPciInfo_t */
         char bus_id_legacy[NVML_PCI_BUS_ID_LEGACY_MAX];
         unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
@@ -111,6 +122,13 @@ struct nvml_api {
         /* Links (issue 58, daemon/health_links.c): optional. */
         /* nvmlDeviceGetNvLinkErrorCounter(device, link, nvmlNvLinkErrorCounter_t, *value) */
         nvml_return (*nvlink_error)(nvml_device, unsigned, int, unsigned long long *);
+
+        /* The Xid watch's events (daemon/xid_source.c), all optional: nvmlEventSetCreate,
+         * nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree. */
+        nvml_return (*event_set_create)(nvml_event_set *);
+        nvml_return (*register_events)(nvml_device, unsigned long long, nvml_event_set);
+        nvml_return (*event_set_wait)(nvml_event_set, struct nvml_event_data *, unsigned);
+        nvml_return (*event_set_free)(nvml_event_set);
 };
 
 /* nvmlNvLinkErrorCounter_t (issue 58) */

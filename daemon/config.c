@@ -22,6 +22,7 @@
 #include "umd-build.h"
 #include "umd-vcs.h"
 #include "util.h"
+#include "xid_table.h"
 
 /* A key's error: the value as given (a listen list can be long) and what it should be. */
 #define CONFIG_ERR_MAX 384
@@ -69,12 +70,14 @@ static const struct key keys[] = {
      "Largest request body accepted (413 beyond)."},
     {"max_connections", K_UINT, F(max_connections), "4096", 1, 65536,
      "Open HTTP connections at once on each listener, all clients together (umd raises its "
-     "open-file limit to fit)."},
+     "open-file limit to fit, and says at start what that limit allows). An eighth is kept for "
+     "127.0.0.1, ::1 and, on the unix socket, root and umd's own user: the node's own checks."},
     {"http_threads", K_UINT, F(http_threads), "0", 0, 256,
      "Threads serving HTTP on each listener (one request is never slowed by another's); 0: "
      "one per CPU online, at most 4."},
     {"max_connections_per_ip", K_UINT, F(max_connections_per_ip), "64", 1, 65536,
-     "Open HTTP connections at once from one address."},
+     "Open HTTP connections at once from one address (each 127.x apart), or from one local "
+     "user on the unix socket (root and umd's own user are not counted)."},
     {"connection_timeout_s", K_UINT, F(connection_timeout_s), "30", 1, 3600,
      "Seconds an idle or slow connection is kept."},
     {"request_timeout_s", K_UINT, F(request_timeout_s), "10", 1, 3600,
@@ -132,6 +135,11 @@ static const struct key keys[] = {
      "Deadline of a job that gives no timeout_s."},
     {"job_timeout_max_s", K_UINT, F(job_timeout_max_s), "3600", 1, 86400,
      "Largest timeout_s a job may ask for."},
+    {"job_estimate_factor", K_UINT, F(job_estimate_factor), "10", 0, 1000000,
+     "Refuse at submit a job whose estimated time is more than this many times its timeout_s. "
+     "The estimate is a lower bound: the bytes it must move at its GPU's fastest nominal rate "
+     "(PCIe link both ways, the model's memory bandwidth) and a pipeline's kernel work. 0: "
+     "never refuse."},
     {"cancel_grace_ms", K_UINT, F(cancel_grace_ms), "2000", 0, 600000,
      "After asking a worker to stop a cancelled job, kill it after this long."},
     {"list_limit_max", K_UINT, F(list_limit_max), "500", 1, 100000,
@@ -257,9 +265,64 @@ static const struct key keys[] = {
      1e12,
      "Health: NVLink replay or recovery errors a minute, on any link, above which the GPU fails "
      "(DCGM fails on any; action reset_gpu)."},
+    {"xid_source", K_STR, F(xid_source), "auto", 0, 0,
+     "Where the Xid watch reads the kernel's messages: 'kmsg' (/dev/kmsg: the unit gives "
+     "CAP_SYSLOG), 'journal' (the journal's kernel transport: group systemd-journal), 'auto' "
+     "(kmsg, else the journal), 'nvml' (NVML's Xid events alone), 'file:PATH' (a file or FIFO "
+     "read from its end as it grows: tests' fixtures), 'kmsg:PATH' (a file of /dev/kmsg "
+     "records read from its start, as the look back reads the kernel's ring: tests), "
+     "'journal:DIR' (the journal files in DIR: tests), or 'none'."},
+    {"xid_nvml_events", K_BOOL, F(xid_nvml_events), "true", 0, 0,
+     "On real GPUs, also take NVML's Xid events beside the kernel source (one event said by "
+     "both is counted once)."},
+    {"xid_actions", K_STR, F(xid_actions), "", 0, 0,
+     "Overrides of the Xid table's actions, CODE:ACTION separated by commas (e.g. "
+     "'13:none,79:reboot_node'; actions none, restart_job, reset_gpu, reboot_node, service). "
+     "An Xid whose action is reset_gpu or beyond fails its GPU."},
+    {"xid_events_max", K_UINT, F(xid_events_max), "64", 0, 100000,
+     "Recent Xid events kept for each GPU (and for the node) in /v1/devices and /v1/health."},
+    {"xid_dedup_ms", K_UINT, F(xid_dedup_ms), "2000", 0, 600000,
+     "Two reports of one Xid on one GPU from different sources (the kernel's line, NVML's "
+     "event, a 'fallen off the bus' line beside Xid 79) within this many ms are one event."},
+    {"xid_boot_id_file", K_STR, F(xid_boot_id_file), "/proc/sys/kernel/random/boot_id", 0, 0,
+     "The boot's id: a failing Xid whose action a reboot or a GPU reset clears is cleared once "
+     "this changes (tests point it elsewhere)."},
 
     {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0, "error, warning, notice, info or debug."},
 };
+
+/* The Xid watch's keys: xid_source one of its forms, xid_actions a valid override list. */
+static int xid_config_check(const struct umd_config *c, char *err, size_t errlen)
+{
+        static const char *const sources[] = {"auto", "kmsg", "journal", "nvml", "none"};
+        struct xid_overrides ov;
+        char why[CONFIG_ERR_MAX / 2];
+        const char *colon = c->xid_source ? strchr(c->xid_source, ':') : NULL;
+        /* file:PATH, kmsg:PATH, journal:DIR (tests and fixtures), each with a path */
+        bool ok =
+            colon && colon[1] &&
+            (strncmp(c->xid_source, "file:", 5) == 0 || strncmp(c->xid_source, "kmsg:", 5) == 0 ||
+             strncmp(c->xid_source, "journal:", 8) == 0);
+
+        for (size_t i = 0; !ok && c->xid_source && i < ELEMENTSOF(sources); i++)
+                ok = strcmp(c->xid_source, sources[i]) == 0;
+        if (!ok) {
+                snprintf(err, errlen,
+                         "xid_source '%s': auto, kmsg, journal, nvml, none, file:PATH, "
+                         "kmsg:PATH or journal:DIR",
+                         c->xid_source ? c->xid_source : "");
+                return -EINVAL;
+        }
+        if (!c->xid_boot_id_file) {
+                snprintf(err, errlen, "xid_boot_id_file must not be empty");
+                return -EINVAL;
+        }
+        if (xid_overrides_parse(c->xid_actions, &ov, why, sizeof(why)) < 0) {
+                snprintf(err, errlen, "xid_actions: %s", why);
+                return -EINVAL;
+        }
+        return 0;
+}
 
 static const char *const busy_policy_names[] = {"wait", "run", "fail"};
 
@@ -701,6 +764,33 @@ static int usage_error(const char *fmt, ...)
         return -EINVAL;
 }
 
+/* Keys that, together, would refuse or cut every canonical health check: Slurm and NHC would
+ * then read "unknown" forever and never drain a bad GPU. Said at start (and by --check-config),
+ * naming both keys, rather than at every check. The extended tier's full_size is not among
+ * them: its default is clamped to max_buffer_bytes (catalog.c). */
+static int canonical_check_fits(const struct umd_config *c)
+{
+        char max[SIZE_STRING_MAX], size[SIZE_STRING_MAX];
+
+        size_format(c->max_buffer_bytes, max, sizeof(max));
+        if (c->health_size > c->max_buffer_bytes)
+                return usage_error("health_size (%s) is above max_buffer_bytes (%s): every "
+                                   "canonical health check would be refused",
+                                   size_format(c->health_size, size, sizeof(size)), max);
+        if (c->health_d2d_size > c->max_buffer_bytes)
+                return usage_error("health_d2d_size (%s) is above max_buffer_bytes (%s): every "
+                                   "canonical health check would be refused",
+                                   size_format(c->health_d2d_size, size, sizeof(size)), max);
+        /* The check runs under job_timeout_default_s; the extended tier may use its whole
+         * budget, and the worker's start comes on top. */
+        if (c->health_extended_budget_s >= c->job_timeout_default_s)
+                return usage_error("health_extended_budget_s (%u) is not below "
+                                   "job_timeout_default_s (%u): every extended health check "
+                                   "would be cut by its deadline",
+                                   c->health_extended_budget_s, c->job_timeout_default_s);
+        return 0;
+}
+
 /* getopt_long's table: umd's own flags first, then every key of the table by its dashed name
  * (--max-jobs) and, where it differs, its underscored one (--max_jobs, as the file spells it),
  * and --worker, the short spelling of --worker-path that DESIGN.md and issues use. A bool key
@@ -893,6 +983,9 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
         if (c->job_timeout_default_s > c->job_timeout_max_s)
                 return usage_error("job_timeout_default_s (%u) is above job_timeout_max_s (%u)",
                                    c->job_timeout_default_s, c->job_timeout_max_s);
+        r = canonical_check_fits(c);
+        if (r < 0)
+                return r;
         if (c->health_baseline_min_runs > c->health_baseline_runs)
                 return usage_error("health_baseline_min_runs (%u) is above health_baseline_runs "
                                    "(%u)",
@@ -902,6 +995,9 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
         if (c->health_memory_fail_fraction > c->health_memory_warn_fraction)
                 return usage_error(
                     "health_memory_fail_fraction is above health_memory_warn_fraction");
+        r = xid_config_check(c, err, sizeof(err));
+        if (r < 0)
+                return usage_error("%s", err);
         if ((c->tls_cert == NULL) != (c->tls_key == NULL))
                 return usage_error("tls_cert and tls_key go together");
         if (!c->state_dir)

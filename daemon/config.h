@@ -46,6 +46,7 @@ struct umd_config {
         unsigned jobs_per_token;            /* queued+running jobs per client token */
         unsigned job_timeout_default_s;
         unsigned job_timeout_max_s;
+        unsigned job_estimate_factor; /* refuse a job estimated past this many times its timeout */
         unsigned cancel_grace_ms;
         unsigned list_limit_max;
         uint64_t list_results_max_bytes;
@@ -103,6 +104,13 @@ struct umd_config {
         double health_pcie_replay_fail_factor;
         double health_nvlink_crc_fail_per_s;
         double health_nvlink_error_fail_per_min;
+        /* the Xid watch (xid.h) */
+        char *xid_source; /* auto, kmsg, journal, nvml, none, file:PATH */
+        bool xid_nvml_events;
+        char *xid_actions; /* "CODE:ACTION,..." overrides of the Xid table; NULL: none */
+        unsigned xid_events_max;
+        unsigned xid_dedup_ms;
+        char *xid_boot_id_file;
 
         /* logging */
         int log_level;

@@ -25,6 +25,7 @@
 #include "umd-build.h"
 #include "umd-vcs.h"
 #include "util.h"
+#include "xid.h"
 
 static const struct umd_config *core_config;
 /* main.c's daemon: its jobs member is read at each call, set by main.c before the listeners
@@ -149,8 +150,11 @@ json_t *core_devices_json(void)
 {
         json_t *arr = json_array();
         core_lock();
-        for (size_t i = 0; i < devices_count(); i++)
-                json_array_append_new(arr, device_to_json(devices_get(i)));
+        for (size_t i = 0; i < devices_count(); i++) {
+                json_t *dev = device_to_json(devices_get(i));
+                xid_decorate_device(core_daemon->xid, i, dev);
+                json_array_append_new(arr, dev);
+        }
         core_unlock();
         return arr;
 }
@@ -163,12 +167,29 @@ static enum health_action verdict_action(const json_t *verdict)
         return a;
 }
 
+/* The indexes start-up rebuilt, a comma and a space apart (store_repair.c), as a list. */
+static json_t *store_repaired_json(void)
+{
+        json_t *repaired = json_array();
+        const char *names = job_query_store_repaired(core_jobs());
+
+        for (const char *at = names; at && *at;) {
+                size_t len = strcspn(at, ",");
+
+                json_array_append_new(repaired, json_stringn(at, len));
+                at += len;
+                at += strspn(at, ", ");
+        }
+        return repaired;
+}
+
 int core_health(json_t **ret_body)
 {
         size_t usable = 0, faulted = 0, failing = 0, n, queued, running, total;
         json_t *problems_arr = json_array(), *verdicts = json_array();
-        char why[512], store_why[400];
+        char why[512], store_why[400], commit_why[160];
         const char *damage = job_query_store_damage(core_jobs());
+        int commit_error = job_query_store_commit_error(core_jobs());
         enum health_action action = HEALTH_ACTION_NONE;
 
         job_query_counts(core_jobs(), &queued, &running, &total);
@@ -179,15 +200,16 @@ int core_health(json_t **ret_body)
         n = devices_count();
         for (size_t i = 0; i < n; i++) {
                 struct device *d = devices_get(i);
-                const char *verdict =
-                    json_string_value(json_object_get(d->last_verdict, "verdict"));
-                enum health_action a = verdict_action(d->last_verdict);
+                /* with the Xid watch's check: a failing Xid counts the moment it is read */
+                json_t *last = xid_compose_verdict(core_daemon->xid, i, d->last_verdict);
+                const char *verdict = json_string_value(json_object_get(last, "verdict"));
+                enum health_action a = verdict_action(last);
                 action = health_action_max(action, a);
                 json_array_append(present, json_object_get(d->info, "pci_bus_id"));
                 json_array_append_new(verdicts,
-                                      json_pack("{s:I, s:s, s:s, s:O?}", "index", (json_int_t)i,
+                                      json_pack("{s:I, s:s, s:s, s:o?}", "index", (json_int_t)i,
                                                 "uuid", d->uuid, "state", device_state_string(d),
-                                                "last_health", d->last_verdict));
+                                                "last_health", last));
                 if (d->wstate == WORKER_FAULTED || d->wstate == WORKER_STOPPED) {
                         faulted++;
                         snprintf(why, sizeof(why), "device %zu (%s) is %s%s%s", i, d->uuid,
@@ -241,14 +263,28 @@ int core_health(json_t **ret_body)
                         reason = store_why;
                 }
         }
+        /* A store that cannot commit runs nothing new (job_dispatch.c): the node is not usable
+         * for jobs, whatever its GPUs say, and NHC, Slurm and Prometheus must see it. */
+        if (commit_error) {
+                snprintf(commit_why, sizeof(commit_why),
+                         "the job store cannot commit (%s): no job part starts until it can",
+                         strerror(-commit_error));
+                json_array_append_new(problems_arr, json_string(commit_why));
+                if (usable) {
+                        status = "degraded";
+                        reason = commit_why;
+                }
+        }
 
         *ret_body = json_pack(
-            "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s}", "status",
-            status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
+            "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o, s:s, s:o}",
+            "status", status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
             (json_int_t)usable, "faulted", (json_int_t)faulted, "failing_health",
             (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
             (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
-            node ? node : json_null(), "store_check", job_query_store_check(core_jobs()));
+            node ? node : json_null(), "store_check", job_query_store_check(core_jobs()),
+            "store_repaired", store_repaired_json(), "store_commit",
+            commit_error ? "failing" : "ok", "xid", xid_watch_json(core_daemon->xid));
         action = health_action_max(action, verdict_action(inventory));
         if (*ret_body) {
                 json_object_set_new(*ret_body, "action", json_string(health_action_name(action)));
@@ -256,7 +292,7 @@ int core_health(json_t **ret_body)
                         json_object_set(*ret_body, "inventory", inventory);
         }
         json_decref(inventory);
-        return usable && !damage && !short_of ? 200 : 503;
+        return usable && !damage && !short_of && !commit_error ? 200 : 503;
 }
 
 json_t *core_version_json(void)

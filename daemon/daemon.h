@@ -13,6 +13,7 @@ struct api_server;
 struct metrics;
 struct devctl;
 struct coexist;
+struct xid_watch;
 
 struct umd_daemon {
         struct umd_config *cfg;  /* parsed before anything else */
@@ -23,6 +24,7 @@ struct umd_daemon {
         struct devctl *devctl;   /* the paused devices, once jobs exist (devctl_new) */
         struct supervisor *sup;  /* started after the listeners (they take systemd's sockets) */
         struct api_server *api;  /* the HTTP listeners */
+        struct xid_watch *xid;   /* the Xid watch: after the supervisor (its workers' pids) */
         struct coexist *coexist; /* the GPU looks and health schedule, once sup runs */
         int signal_fd;           /* SIGTERM, SIGINT, SIGHUP; -1 when not open */
 };

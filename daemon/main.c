@@ -32,6 +32,7 @@
 #include "supervisor.h"
 #include "umd-build.h"
 #include "util.h"
+#include "xid.h"
 
 #define TICK_MS 1000
 /* Jobs recovered unchecked that one turn of the main loop checks (jobs_check_recovered). */
@@ -161,6 +162,11 @@ static int run(struct umd_daemon *d)
         if (r < 0)
                 goto out;
         gpustate_init(cfg);
+        /* Before the listeners, which compose its answers from the first request on. */
+        r = xid_watch_start(d, &d->xid);
+        if (r < 0)
+                goto out;
+        job_verdict_attach_xid(d->jobs, d->xid);
 
         /* api_start takes systemd's sockets (sd_listen_fds) before any thread exists. */
         r = api_start(cfg, &d->api);
@@ -171,6 +177,7 @@ static int run(struct umd_daemon *d)
                 goto out;
         job_dispatch_attach_supervisor(d->jobs, d->sup);
         metrics_attach_supervisor(d->metrics, d->sup);
+        xid_watch_attach_supervisor(d->xid, d->sup);
         r = coexist_start(d, &d->coexist);
         if (r < 0)
                 goto out;
@@ -228,6 +235,7 @@ static int run(struct umd_daemon *d)
                 }
                 if (now - last_retry >= cfg->store_retry_ms) {
                         jobs_retry_unsaved(d->jobs);
+                        job_dispatch_store_watch(d->jobs);
                         last_retry = now;
                 }
                 if (now - last_tick >= 60000) {
@@ -245,6 +253,8 @@ out:
         if (d->api)
                 api_stop(d->api, cfg->shutdown_timeout_s * 1000);
         d->api = NULL;
+        xid_watch_stop(d->xid); /* after the listeners, which compose its answers */
+        d->xid = NULL;
         devctl_free(d->devctl);
         d->devctl = NULL;
         if (d->sup)

@@ -28,6 +28,7 @@
 #include "health_errors.h"
 #include "health_links.h"
 #include "daemon.h"
+#include "jsonutil.h"
 #include "lock.h"
 #include "store.h"
 #include "log.h"
@@ -36,6 +37,7 @@
 #include "umd-build.h"
 #include "umd-vcs.h"
 #include "util.h"
+#include "xid.h"
 
 #define MAX_SERIES 4096
 /* (benchmark, mode) pairs exported per device. The catalog's benchmarks name about 40 modes
@@ -470,6 +472,16 @@ char *metrics_text(struct metrics *mt, size_t *ret_len)
                         w.commits, w.waited_changes, w.changes - w.waited_changes,
                         w.documents_written, w.parts_written, w.checkpoints, w.restarts,
                         w.idle_truncations);
+                fprintf(f,
+                        "# HELP umd_store_commit_failing 1 while every commit of the job store "
+                        "fails for the disk (read-only, I/O error, full): no part is dispatched.\n"
+                        "# TYPE umd_store_commit_failing gauge\numd_store_commit_failing %d\n"
+                        "# HELP umd_store_commit_failures_total Commits of the job store that "
+                        "failed for the disk.\n"
+                        "# TYPE umd_store_commit_failures_total counter\n"
+                        "umd_store_commit_failures_total %" PRIu64 "\n",
+                        store_commit_error(mt->daemon_state->store) != 0,
+                        store_commit_failures(mt->daemon_state->store));
         }
 
         fprintf(f, "# HELP umd_device_info The GPUs umd owns, labelled as dcgm-exporter labels "
@@ -531,7 +543,9 @@ char *metrics_text(struct metrics *mt, size_t *ret_len)
                    "verdict it has).\n# TYPE umd_device_health_verdict gauge\n");
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
-                const char *v = json_string_value(json_object_get(d->last_verdict, "verdict"));
+                _cleanup_json_ json_t *last = xid_compose_verdict(
+                    mt->daemon_state ? mt->daemon_state->xid : NULL, i, d->last_verdict);
+                const char *v = json_string_value(json_object_get(last, "verdict"));
                 static const char *const verdicts[] = {"pass", "warn", "fail"};
                 if (!v)
                         continue;
@@ -622,6 +636,7 @@ char *metrics_text(struct metrics *mt, size_t *ret_len)
                 "umd_metrics_series_dropped_total %llu\n",
                 METRICS_MODES_PER_DEVICE, mt->series_dropped);
         pthread_mutex_unlock(&mt->mlock);
+        xid_metrics(mt->daemon_state ? mt->daemon_state->xid : NULL, f);
 
         if (fclose(f) != 0) {
                 free(buf);

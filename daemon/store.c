@@ -645,7 +645,8 @@ static int set_aside_db(struct store *s, const char *why)
                         return log_error_errno(errno, "Cannot set aside %s: %m", from);
         }
         snprintf(target, sizeof(target), "%s.corrupt-%s", s->db_path, ts);
-        log_error("store: %s is unusable (%s): moved to %s; starting with an empty store",
+        log_error("store: %s is unusable (%s): moved to %s; 0 jobs saved from it, starting with "
+                  "an empty store",
                   s->db_path, why, target);
         return 0;
 }
@@ -839,6 +840,11 @@ const char *store_damage(const struct store *s)
         return store_check_state(s) == STORE_CHECK_DAMAGED ? s->damage : NULL;
 }
 
+const char *store_repaired(const struct store *s)
+{
+        return s && s->repaired[0] ? s->repaired : NULL;
+}
+
 struct import {
         struct store *s;
         size_t n, in_tx, dup;
@@ -957,6 +963,7 @@ int store_open(const char *state_dir, struct store **ret)
         pthread_mutex_init(&s->readers_mu, NULL);
         pthread_mutex_init(&s->cache_mu, NULL);
         pthread_mutex_init(&s->check_mu, NULL);
+        pthread_mutex_init(&s->log_mu, NULL);
         atomic_init(&s->check_state, STORE_CHECK_PENDING);
         cond_init_monotonic(&s->work); /* the writer's wait for more of the lazy changes */
         pthread_cond_init(&s->done, NULL);
@@ -978,7 +985,12 @@ int store_open(const char *state_dir, struct store **ret)
         r = check_not_links(s);
         if (r < 0)
                 goto fail;
-        r = writer_open(s);
+        /* Before anything reads through an index: recovery trusts jobs_open_cols. */
+        r = access(s->db_path, F_OK) == 0
+                ? store_repair_indexes(s->db_path, s->repaired, sizeof(s->repaired))
+                : 0;
+        if (r == 0)
+                r = writer_open(s);
         if (r == -EBADMSG) {
                 /* Damage is not repaired in place: keep the file for whoever investigates and
                  * start empty, rather than fail every start (a restart loop). */
@@ -1033,6 +1045,7 @@ void store_close(struct store *s)
         store_cache_free(s);
         pthread_mutex_destroy(&s->cache_mu);
         pthread_mutex_destroy(&s->check_mu);
+        pthread_mutex_destroy(&s->log_mu);
         free(s->dir);
         free(s->db_path);
         free(s);

@@ -227,6 +227,14 @@ enum store_check store_check_state(const struct store *s);
 /* What the check found wrong with the file, or NULL (also while it runs): the store then runs,
  * but some finished jobs cannot be read. Never changes once set. */
 const char *store_damage(const struct store *s);
+/* The indexes start-up found disagreeing with their tables and rebuilt (store_repair.c),
+ * comma-separated, or NULL when none. */
+const char *store_repaired(const struct store *s);
+/* 0 while the store commits; the -errno (-EROFS, -EIO, -ENOSPC) of its last commit while
+ * every commit fails for the disk (store_health.c). No part is dispatched meanwhile. */
+int store_commit_error(const struct store *s);
+/* The writer's batches that failed for the disk since store_open. */
+uint64_t store_commit_failures(const struct store *s);
 
 /* `umd --export DIR`: write every job in STATE_DIR/umd.db to DIR/<id>.json (internal form, the
  * old store's format). Reads a live database safely. 0 or -errno, logged. */

@@ -16,13 +16,14 @@
 #include "store.h"
 #include "util.h"
 
-#define DB_NAME          "umd.db"
-#define LOCK_NAME        "umd.lock"
-#define BUSY_TIMEOUT_MS  5000
-#define RETENTION_BATCH  256
-#define IMPORT_BATCH     1000
-#define READERS_MAX      16
-#define STORE_JSON_DEPTH 64
+#define DB_NAME            "umd.db"
+#define STORE_REPAIRED_MAX 256 /* the names of the indexes start-up rebuilt, comma-separated */
+#define LOCK_NAME          "umd.lock"
+#define BUSY_TIMEOUT_MS    5000
+#define RETENTION_BATCH    256
+#define IMPORT_BATCH       1000
+#define READERS_MAX        16
+#define STORE_JSON_DEPTH   64
 /* WAL pages after which the checkpointer copies them into umd.db (SQLite's default). */
 #define CHECKPOINT_PAGES 1000
 
@@ -56,6 +57,31 @@ enum {
         W_EXISTS,
         W_COUNT
 };
+
+/* store_health.c: the kinds of the writer's errors, each logged once every
+ * STORE_LOG_INTERVAL_MS at most, with a count of those left out. */
+#define STORE_LOG_INTERVAL_MS 10000u
+enum store_log_kind {
+        STORE_LOG_STEP,       /* a statement failed (store_wstep) */
+        STORE_LOG_COMMIT,     /* a batch of several changes failed */
+        STORE_LOG_CHANGE,     /* a change nobody waited for was not committed */
+        STORE_LOG_CHECKPOINT, /* a checkpoint or WAL restart failed */
+        STORE_LOG_KINDS,
+};
+struct store_log_limit {
+        uint64_t last_ms; /* monotonic: when one was last logged */
+        uint64_t left_out;
+};
+void store_log_limited(struct store *s, enum store_log_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* After each of the writer's batches: committed, something was; failed, the -errno of a failure
+ * (0: none). Sets or clears store_commit_error. */
+void store_health_note_batch(struct store *s, bool committed, int failed);
+
+/* store_repair.c: compares each of umd's indexes with its table, rebuilds those that
+ * disagree and names them in ret_repaired (a table that cannot be read whole leaves its indexes
+ * unchecked). 0, -EBADMSG when the file is not a database, or another -errno. */
+int store_repair_indexes(const char *path, char *ret_repaired, size_t len);
 
 /* The writer's statements, prepared on its connection by store.c's writer_open. */
 extern const char *const store_wsql[W_COUNT];
@@ -176,6 +202,17 @@ struct store {
         sqlite3 *check_db;
         char damage[256];
         _Atomic int check_state; /* enum store_check */
+        /* Whether commits fail for the disk (store_health.c): 0 or the -errno, set and
+         * cleared by the writer, read by anyone; the batches that failed so; since when
+         * (monotonic, the writer's); and the writer's rate limits on its error lines. */
+        _Atomic int commit_error;
+        _Atomic uint64_t commit_failures;
+        uint64_t failing_since_ms;
+        pthread_mutex_t log_mu;
+        struct store_log_limit log_limits[STORE_LOG_KINDS];
+        /* The indexes start-up rebuilt (store_repair.c), "" when none; set before the store is
+         * shared, never changed after. */
+        char repaired[STORE_REPAIRED_MAX];
 
         sqlite3 *wdb;
         sqlite3_stmt *w[W_COUNT];

@@ -125,7 +125,8 @@ int store_wstep(struct store *s, sqlite3_stmt *st)
 
         sqlite3_reset(st);
         if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-                log_error("SQLite: %s: %s", sqlite3_sql(st), sqlite3_errmsg(s->wdb));
+                store_log_limited(s, STORE_LOG_STEP, "SQLite: %s: %s", sqlite3_sql(st),
+                                  sqlite3_errmsg(s->wdb));
                 return store_errno_from_sqlite(rc);
         }
         return 0;
@@ -734,9 +735,10 @@ static void commit_batch(struct store *s, struct store_ticket *batch, struct sto
         if (r < 0 && batch->next) {
                 /* Said, because a batch that fails every time still commits this way, a
                  * commit a change, and would otherwise be seen only as a slower writer. */
-                log_warning("store: a commit of several changes failed (%s); committing them "
-                            "one at a time",
-                            strerror(-r));
+                store_log_limited(s, STORE_LOG_COMMIT,
+                                  "store: a commit of several changes failed (%s); committing "
+                                  "them one at a time",
+                                  strerror(-r));
                 for (struct store_ticket *t = batch; t; t = t->next)
                         t->r = commit_list(s, t, 1, written);
         }
@@ -901,8 +903,8 @@ static void *checkpoint_main(void *userdata)
                         s->wal_dirty = true;
                         s->last_commit_ms = now_monotonic_ms();
                 } else if (rc != SQLITE_OK)
-                        log_warning("SQLite: checkpoint of %s: %s", s->db_path,
-                                    sqlite3_errmsg(s->cdb));
+                        store_log_limited(s, STORE_LOG_CHECKPOINT, "SQLite: checkpoint of %s: %s",
+                                          s->db_path, sqlite3_errmsg(s->cdb));
         }
         pthread_mutex_unlock(&s->mu);
         return NULL;
@@ -996,8 +998,8 @@ static void wal_restart_now(struct store *s)
                           "commit",
                           s->db_path);
         else if (rc != SQLITE_OK)
-                log_warning("SQLite: restarting the WAL of %s: %s", s->db_path,
-                            sqlite3_errmsg(s->wdb));
+                store_log_limited(s, STORE_LOG_CHECKPOINT, "SQLite: restarting the WAL of %s: %s",
+                                  s->db_path, sqlite3_errmsg(s->wdb));
 }
 
 /* The tickets the next batch commits, taken from the queue under mu. A commit that someone
@@ -1079,6 +1081,21 @@ static void ticket_keep_doc(struct store_ticket *t)
         t->row.doc = NULL;
 }
 
+/* What the batch's outcome says of the disk (store_health.c). */
+static void note_batch(struct store *s, const struct store_ticket *batch)
+{
+        bool committed = false;
+        int failed = 0;
+
+        for (const struct store_ticket *t = batch; t; t = t->next) {
+                if (t->r == 0)
+                        committed = true;
+                else if (!failed)
+                        failed = t->r;
+        }
+        store_health_note_batch(s, committed, failed);
+}
+
 static void *writer_main(void *userdata)
 {
         struct store *s = userdata;
@@ -1134,6 +1151,7 @@ static void *writer_main(void *userdata)
 
                         pthread_mutex_unlock(&s->mu);
                         commit_batch(s, batch, &written);
+                        note_batch(s, batch);
                         pthread_mutex_lock(&s->mu);
                         s->wal.documents_written += written.documents;
                         s->wal.parts_written += written.parts;
@@ -1163,9 +1181,10 @@ static void *writer_main(void *userdata)
                                                 ready(ready_arg);
                                 } else {
                                         if (t->r < 0)
-                                                log_error("store: a job's change was not "
-                                                          "committed: %s",
-                                                          strerror(-t->r));
+                                                store_log_limited(s, STORE_LOG_CHANGE,
+                                                                  "store: a job's change was not "
+                                                                  "committed: %s",
+                                                                  strerror(-t->r));
                                         free(t);
                                 }
                         }

@@ -20,6 +20,14 @@
  * an EXCLUSIVE_PROCESS GPU); its exit is not a crash and its device goes WORKER_COLD. A worker
  * that does not exit within the cancel grace period is killed, still not a crash.
  *
+ * Stalls: silence is judged only after reading what the workers sent. When the thread itself did
+ * not run (umd stopped by SIGSTOP or a debugger, the VM paused, a swap storm), heartbeats
+ * queued in the sockets meanwhile: every socket is read before any timer is looked at. And when
+ * the thread woke far later than it meant to (a quarter of the heartbeat timeout, STALL_MIN_MS at
+ * least), the workers may have been stalled with it (a whole-VM pause): every hello and heartbeat
+ * deadline restarts from now and part deadlines move by the stall, so time nobody could watch is
+ * never taken for a worker's silence and never counts as a crash.
+ *
  * Stopping: once supervisor_stop() starts, only PART_SUCCEEDED parts are still reported (a
  * result that arrived is real); parts cut short by the stop are not reported at all, so the
  * caller can leave them to be marked interrupted rather than cancelled or failed. */
@@ -56,6 +64,7 @@
 #define SEND_TIMEOUT_MS      2000u /* a worker not reading its socket for this long is stuck */
 #define READ_CHUNK           65536u
 #define FAULTED_RETRY_MIN_MS 100u /* retry period of a faulted device, at least */
+#define STALL_MIN_MS         250u /* a wake-up no later than this is scheduling, never a stall */
 
 enum kill_reason {
         KILL_NONE,
@@ -77,7 +86,8 @@ struct slot {
         int fd;
         struct ipc_decoder dec;
         bool hello;
-        uint64_t spawned_at, last_heard;
+        uint64_t spawned_at;
+        uint64_t last_heard; /* the hello and heartbeat deadlines run from here */
         uint64_t respawn_at;
         bool spawned_once;
         unsigned crashes; /* in a row */
@@ -139,6 +149,7 @@ struct supervisor {
 
         struct event *events, **events_tail;
         uint64_t loop_at; /* when the thread last went round */
+        unsigned stalls;  /* times the thread woke a stall late (see the top) */
         /* When the thread's poll ends at the latest (monotonic): a new timer due no earlier
          * needs no wake-up, the thread sees it when it next goes round. */
         uint64_t wake_at;
@@ -763,7 +774,7 @@ static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
                 else if (w->has_part && w->cancelling && now >= w->cancel_kill_at)
                         kill_worker(w, KILL_CANCEL, "job %s not stopped %u ms after cancel", w->job,
                                     s->cancel_grace_ms);
-                else if (!w->hello && now - w->spawned_at >= s->start_timeout_ms)
+                else if (!w->hello && now - w->last_heard >= s->start_timeout_ms)
                         kill_worker(w, KILL_SILENT, "no hello within %u ms", s->start_timeout_ms);
                 else if (w->hello && s->heartbeat_timeout_ms &&
                          now - w->last_heard >= s->heartbeat_timeout_ms)
@@ -809,7 +820,7 @@ static uint64_t next_wakeup(struct supervisor *s, uint64_t now)
                         if (w->has_part && w->cancelling)
                                 EARLIER(w->cancel_kill_at);
                         if (!w->hello)
-                                EARLIER(w->spawned_at + s->start_timeout_ms);
+                                EARLIER(w->last_heard + s->start_timeout_ms);
                         else if (s->heartbeat_timeout_ms)
                                 EARLIER(w->last_heard + s->heartbeat_timeout_ms);
                         if (w->retiring)
@@ -823,6 +834,45 @@ static uint64_t next_wakeup(struct supervisor *s, uint64_t now)
         }
 #undef EARLIER
         return t > now ? t - now : 0;
+}
+
+/* Reads every open worker socket, readable or not: what queued while the thread was away. */
+static void drain_all(struct supervisor *s, uint64_t now)
+{
+        for (size_t i = 0; i < s->n; i++)
+                if (s->w[i].fd >= 0)
+                        read_worker(s, &s->w[i], now);
+}
+
+/* Late enough to be a stall: a quarter of the heartbeat timeout leaves the workers most of it,
+ * and a wake-up merely late from load only postpones judging a silence, once. */
+static uint64_t stall_threshold_ms(const struct supervisor *s)
+{
+        return s->heartbeat_timeout_ms / 4 > STALL_MIN_MS ? s->heartbeat_timeout_ms / 4
+                                                          : STALL_MIN_MS;
+}
+
+/* The thread woke `late` ms after it meant to: nothing was watched meanwhile, so no worker's
+ * silence can be judged over that time. Called after drain_all(), before check_timers(). */
+static void forgive_stall(struct supervisor *s, uint64_t now, uint64_t late)
+{
+        s->stalls++;
+        log_warning("Supervisor: the daemon did not run for %llu ms (stopped or paused); worker "
+                    "heartbeat deadlines restart from now, part deadlines move by as much",
+                    (unsigned long long)late);
+        for (size_t i = 0; i < s->n; i++) {
+                struct slot *w = &s->w[i];
+
+                if (w->pid <= 0 || w->killed != KILL_NONE)
+                        continue;
+                w->last_heard = now;
+                if (w->has_part && w->deadline)
+                        w->deadline += late;
+                if (w->has_part && w->cancelling)
+                        w->cancel_kill_at += late;
+                if (w->retiring)
+                        w->retire_kill_at += late;
+        }
 }
 
 static void deliver(struct supervisor *s, struct event *list)
@@ -859,6 +909,10 @@ static void *supervisor_main(void *arg)
                 pthread_mutex_lock(&s->lock);
                 now = now_monotonic_ms();
                 s->loop_at = now;
+                if (s->wake_at && now > s->wake_at + stall_threshold_ms(s)) {
+                        drain_all(s, now);
+                        forgive_stall(s, now, now - s->wake_at);
+                }
                 for (size_t i = 0; i < s->n; i++) {
                         reap(s, &s->w[i], now);
                         check_timers(s, &s->w[i], now);
@@ -891,6 +945,9 @@ static void *supervisor_main(void *arg)
 
                 pthread_mutex_lock(&s->lock);
                 now = now_monotonic_ms();
+                /* Interrupted (a SIGCONT after a stop): what is readable was not listed. */
+                if (n < 0)
+                        drain_all(s, now);
                 for (int k = 0; k < n; k++) {
                         uint64_t tag = evs[k].data.u64;
                         struct slot *w;
@@ -1230,7 +1287,7 @@ bool supervisor_all_alive(struct supervisor *s)
                 if (w->pid <= 0)
                         continue;
                 if (!w->hello)
-                        alive = now - w->spawned_at <= s->start_timeout_ms;
+                        alive = now - w->last_heard <= s->start_timeout_ms;
                 else
                         alive = now - w->last_heard <= limit;
         }
@@ -1246,6 +1303,18 @@ unsigned supervisor_restarts(struct supervisor *s, size_t device)
                 return 0;
         pthread_mutex_lock(&s->lock);
         n = device < s->n ? s->w[device].restarts : 0;
+        pthread_mutex_unlock(&s->lock);
+        return n;
+}
+
+unsigned supervisor_stalls(struct supervisor *s)
+{
+        unsigned n;
+
+        if (!s)
+                return 0;
+        pthread_mutex_lock(&s->lock);
+        n = s->stalls;
         pthread_mutex_unlock(&s->lock);
         return n;
 }

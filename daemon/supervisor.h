@@ -110,6 +110,8 @@ unsigned supervisor_restarts(struct supervisor *s, size_t device);
 /* Crashes per device since start (an exit at worker_idle_s, a deadline's or a cancel's kill are
  * not crashes). */
 unsigned supervisor_crashes(struct supervisor *s, size_t device);
+/* Times the thread woke a stall late and forgave the workers the time (supervisor.c's top). */
+unsigned supervisor_stalls(struct supervisor *s);
 
 /* Ask every worker to shut down, wait up to timeout_ms, kill the rest, join the thread. */
 void supervisor_stop(struct supervisor *s, unsigned timeout_ms);

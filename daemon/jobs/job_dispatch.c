@@ -24,6 +24,7 @@
 #include "jsonutil.h"
 #include "log.h"
 #include "metrics.h"
+#include "store.h"
 #include "suites.h"
 #include "supervisor.h"
 #include "util.h"
@@ -39,6 +40,22 @@ static void part_set_waiting(struct jobs *js, struct job *j, size_t i, const cha
                 return;
         json_object_set_new(p, "waiting", json_string(why));
         job_persist(js, j);
+}
+
+/* No part starts while the store cannot commit (store_commit_error): its start and its end
+ * could not be recorded, so after a restart it would run again, and what a client was told of it
+ * would be lost. The part says why it waits. True when it must wait. */
+static bool store_holds(struct jobs *js, struct job *j, size_t i)
+{
+        char why[160];
+        int r = store_commit_error(js->store);
+
+        if (r == 0)
+                return false;
+        snprintf(why, sizeof(why), "the job store cannot commit (%s): no part starts until it can",
+                 strerror(-r));
+        part_set_waiting(js, j, i, why);
+        return true;
 }
 
 static unsigned job_busy_policy(struct jobs *js, struct job *j)
@@ -86,6 +103,8 @@ static const struct queue_entry *dispatchable(struct jobs *js, struct device *d,
                         part_set_waiting(js, j, i, why);
                         return NULL;
                 }
+                if (store_holds(js, j, i))
+                        return NULL;
                 if (others <= 0)
                         return e;
                 if (policy == BUSY_RUN) {
@@ -203,7 +222,7 @@ static void node_try(struct jobs *js, bool fresh)
                         job_checked(js, j);
                         continue;
                 }
-                if (!j->committed)
+                if (!j->committed || store_holds(js, j, i))
                         return;
                 for (size_t g = 0; ok && g < devices_count(); g++) {
                         struct device *d = devices_get(g);
@@ -786,6 +805,24 @@ void job_dispatch_locked(struct jobs *js, size_t dev)
         assert_locked();
         job_dispatch_try(js, dev);
         jobs_publish_locked(js);
+}
+
+void job_dispatch_store_watch(struct jobs *js)
+{
+        if (store_commit_error(js->store) != 0) {
+                js->store_was_failing = true;
+                return;
+        }
+        if (!js->store_was_failing)
+                return;
+        js->store_was_failing = false;
+        core_lock();
+        for (size_t dev = 0; dev < devices_count(); dev++)
+                job_dispatch_try(js, dev);
+        if (have_node())
+                job_dispatch_try_node(js);
+        jobs_publish_locked(js);
+        jobs_unlock(js);
 }
 
 void job_dispatch_device_paused_locked(struct jobs *js, size_t dev)

@@ -31,6 +31,16 @@ const char *job_query_store_damage(struct jobs *js)
         return store_damage(js->store);
 }
 
+int job_query_store_commit_error(struct jobs *js)
+{
+        return store_commit_error(js->store);
+}
+
+const char *job_query_store_repaired(struct jobs *js)
+{
+        return store_repaired(js->store);
+}
+
 const char *job_query_store_check(struct jobs *js)
 {
         static const char *const names[] = {

@@ -10,6 +10,7 @@
 #include "catalog.h"
 #include "config.h"
 #include "devices.h"
+#include "job_estimate.h"
 #include "jsonutil.h"
 #include "util.h"
 
@@ -308,7 +309,10 @@ int spec_parse(const struct umd_config *cfg, const json_t *body, const struct be
         if ((r = parse_priority(json_object_get(body, "priority"), &s.prio, p)) < 0 ||
             (r = parse_timeout(cfg, json_object_get(body, "timeout_s"), &s.timeout_s, p)) < 0 ||
             (r = parse_labels(cfg, json_object_get(body, "labels"), p)) < 0 ||
-            (r = parse_busy_policy(json_object_get(body, "busy_policy"), p)) < 0) {
+            (r = parse_busy_policy(json_object_get(body, "busy_policy"), p)) < 0 ||
+            /* The canonical check's size is the administrator's (config.c checks it). */
+            (!s.canonical &&
+             (r = job_estimate_check(cfg, b, s.params, s.devs, s.n_devs, s.timeout_s, p)) < 0)) {
                 json_decref(s.params);
                 return r;
         }

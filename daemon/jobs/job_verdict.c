@@ -19,6 +19,7 @@
 #include "models.h"
 #include "store.h"
 #include "util.h"
+#include "xid.h"
 
 static json_t *part_verdict(const json_t *part)
 {
@@ -141,6 +142,12 @@ bool job_verdict_judge(struct jobs *js, struct job *j, size_t i, struct device *
                                  d->index, d->uuid);
                 return r > 0;
         }
+        /* After the retry rule: an Xid's failing state is no reason to run the copies again. */
+        json_t *with_xid = xid_compose_verdict(js->xid, d->index, v);
+        if (with_xid) {
+                json_decref(v);
+                v = with_xid;
+        }
         json_object_set(job_part_doc(j, i), "verdict", v);
         json_decref(d->last_verdict);
         d->last_verdict = v;
@@ -235,4 +242,9 @@ void job_verdict_restore(struct jobs *js)
                         restore_tiers(&d->verdict_by_tier, parts);
                 }
         }
+}
+
+void job_verdict_attach_xid(struct jobs *js, struct xid_watch *w)
+{
+        js->xid = w;
 }

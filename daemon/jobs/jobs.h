@@ -35,6 +35,10 @@ int jobs_init(const struct umd_daemon *d, struct jobs **ret);
 /* After jobs_init: each device's newest verdict in the store, and the GPU pairs', so that
  * /v1/health serves them from the first request after a restart. */
 void job_verdict_restore(struct jobs *js);
+/* The Xid watch whose check every canonical verdict carries from now on (xid.h; NULL: none).
+ * Before the supervisor starts. */
+struct xid_watch;
+void job_verdict_attach_xid(struct jobs *js, struct xid_watch *w);
 /* The callbacks the supervisor should be started with (their userdata is js). */
 void job_dispatch_callbacks(struct jobs *js, struct supervisor_callbacks *ret);
 /* Once the supervisor runs: dispatch becomes possible. */
@@ -67,6 +71,10 @@ void job_query_counts(struct jobs *js, size_t *ret_queued, size_t *ret_running, 
 const char *job_query_store_damage(struct jobs *js);
 /* The state of the store file's check after start: "pending", "ok" or "damaged". */
 const char *job_query_store_check(struct jobs *js);
+/* The indexes start-up rebuilt (store_repaired), or NULL. */
+const char *job_query_store_repaired(struct jobs *js);
+/* 0, or the -errno every commit of the store fails with (store_commit_error). */
+int job_query_store_commit_error(struct jobs *js);
 
 struct gpu_state;
 /* What the last look at device dev's GPU found (coexist.c): other processes hold its queue
@@ -82,6 +90,9 @@ void job_dispatch_gpu_observed(struct jobs *js, size_t dev, const struct gpu_sta
 void job_dispatch_attach_looks(struct jobs *js, void (*poke)(void *arg, ssize_t dev), void *arg);
 /* With core_lock held: start the next part of dev if it may run now (after a resume). */
 void job_dispatch_locked(struct jobs *js, size_t dev);
+/* Every store_retry_ms: once the store commits again after it could not, dispatches what
+ * waited for it. Takes core_lock only then. */
+void job_dispatch_store_watch(struct jobs *js);
 /* With core_lock held, after dev was paused: cancel its running part, let its worker go. */
 void job_dispatch_device_paused_locked(struct jobs *js, size_t dev);
 /* With core_lock held: the devices whose canonical health check is due by health_interval_s

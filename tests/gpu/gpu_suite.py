@@ -29,6 +29,9 @@ TEST is one of:
             action, the InfoROM) into its result, each figure NVML answered; on a healthy GPU
             every error check passes with action none; the reads cost at most 1 ms a GPU.
             Reads only: resets nothing, changes no setting
+  xid       the one deliberate fault: tests/gpu/xid31 stores to an invalid address (Xid 31);
+            the real umd's Xid watch (/dev/kmsg as root, else NVML's events) sees it within 2 s
+            on that GPU with that pid, classifies it restart_job, and the GPU does not fail
   coexist   the real umd on the GPU: a cold start is reported, the idle worker holds 0 MiB
             (nvidia-smi) once past worker_idle_s, a health job waits while another process
             holds a context on the GPU and runs once it exits, placement is recorded
@@ -678,17 +681,85 @@ def test_errors(args):
             fail(f"/v1/health has no action: {health}")
         if errors.get("elapsed_us", 10**9) > 1000:
             fail(f"the error-state reads took {errors['elapsed_us']} us (goal 1000)")
+
+
+def _xid_source_for(args):
+    """The Xid watch's source here: /dev/kmsg where this process can read it (root on the GPU
+    machine), else NVML's events (which name no pid), said on stdout."""
+    try:
+        with open("/dev/kmsg", "rb"):
+            return "kmsg"
+    except OSError as e:
+        print(f"xid: /dev/kmsg unreadable ({e}): falling back to NVML's events (no pid)")
+        return "nvml"
+
+
+def _xid_event_of(base, index, pid):
+    devs = http(base, "GET", "/v1/devices")
+    for ev in devs[index]["xid"]["events"]:
+        if ev["xid"] == 31 and (pid is None or ev["pid"] == pid):
+            return ev
+    return None
+
+
+def test_xid(args):
+    """The one deliberate fault: xid31 stores to an invalid address on GPU 0 (Xid 31). The real
+    umd's Xid watch must see it within 2 s, on that GPU, with that pid (kmsg), classified
+    application-level (restart_job, fails nothing), and the GPU's verdict must not fail."""
+    import re
+    import time
+    if not args.umd or not args.xid31:
+        fail("xid needs --umd and --xid31")
+    source = _xid_source_for(args)
+    with running_umd(args, "--xid-source", source, show_log=True) as (_, base, _state):
+        if not wait_until(lambda: (http(base, "GET", "/v1/health").get("xid") or {})
+                          .get("source") == source, 30):
+            fail(f"the Xid watch did not start on {source}: "
+                 f"{http(base, 'GET', '/v1/health').get('xid')}")
+        dev = http(base, "GET", "/v1/devices")[0]
+        p = subprocess.run([args.xid31, "--device", str(dev.get("host_index", 0))],
+                           capture_output=True, text=True, timeout=120)
+        done = time.monotonic()
+        m = re.search(r"pid=(\d+) bus=(\S+)", p.stdout)
+        if p.returncode != 0 or not m:
+            fail(f"xid31 did not fault as meant (rc {p.returncode}): {p.stdout} {p.stderr}")
+        pid, bus = int(m.group(1)), m.group(2)
+        want_pid = pid if source == "kmsg" else None
+        ev = wait_until(lambda: _xid_event_of(base, 0, want_pid), 2.0, step=0.02)
+        delay = time.monotonic() - done
+        if not ev:
+            fail(f"no Xid 31 of pid {pid} on GPU 0 ({bus}) within 2 s of xid31's exit: "
+                 f"{http(base, 'GET', '/v1/devices')[0]['xid']}")
+        if ev["action"] != "restart_job" or ev["fails_gpu"] or ev["own_worker"]:
+            fail(f"Xid 31 misclassified: {ev}")
+        if ev["pci_bus_id"].lower() not in bus.lower():
+            fail(f"Xid 31 attributed to {ev['pci_bus_id']}, xid31 ran on {bus}")
+        health = http(base, "GET", "/v1/health")
+        last = health["device_health"][0]["last_health"]
+        if last and last["verdict"] == "fail":
+            fail(f"GPU 0's verdict fails after an application Xid: {last}")
+        import urllib.request
+        with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        counted = [l for l in metrics.splitlines()
+                   if l.startswith('umd_gpu_xid_total{gpu="0"') and 'xid="31"' in l]
+        if not counted:
+            fail("umd_gpu_xid_total has no Xid 31 on GPU 0")
+        print(f"xid: seen {delay * 1000:.0f} ms after xid31 exited (source {source}); event "
+              f"{json.dumps(ev)}; {counted[0]}; GPU 0's verdict "
+              f"{last['verdict'] if last else 'none yet'}")
     return 0
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("test", choices=["list", "verify", "fidelity", "sanity", "limits", "suites",
-                                     "explain", "coexist", "multi", "pipeline", "errors"])
+                                     "explain", "coexist", "multi", "pipeline", "errors", "xid"])
     ap.add_argument("--umd", help="the umd daemon (coexist)")
     ap.add_argument("--worker", required=True)
     ap.add_argument("--driver", required=True)
     ap.add_argument("--reference", required=True)
+    ap.add_argument("--xid31", help="tests/gpu/xid31 (xid)")
     args = ap.parse_args()
     if gpu_count(args.reference) == 0:
         print("no GPU: skipping")

@@ -144,11 +144,13 @@ def test_a_missing_gpu_fails_the_node(umd, tmp_path):
     assert inv["reason"] in body["problems"]
     p = ctl(d, "health")
     assert p.returncode == 1
-    assert "GPU inventory (node) FAIL: expected 3 GPUs, found 2: 0000:5a:00.0" in p.stdout
+    assert ("GPU inventory (node) FAIL action=reboot_node: expected 3 GPUs, found 2: 0000:5a:00.0"
+            in p.stdout)
     p = hc(d, "--mode", "nagios")
     assert p.returncode == 2 and "GPU inventory (node) FAIL" in p.stdout, p.stdout
     p = nhc(d)  # NHC reads the cached verdicts: the GPU count fails the node there too
-    assert p.stdout.startswith("DIE 1 umd: GPU inventory (node) FAIL: expected 3"), p.stdout
+    assert p.stdout.startswith(
+        "DIE 1 umd: GPU inventory (node) FAIL action=reboot_node: expected 3"), p.stdout
 
 
 def test_expected_gpus_present_passes(umd, tmp_path):

@@ -115,8 +115,17 @@ def test_a_bad_models_file_stops_umd_with_a_message(umd_run, tmp_path):
     assert f"{bad}:2" in r.stderr and "memory_gbps" in r.stderr
 
 
-def test_a_d2d_size_beyond_max_buffer_bytes_names_the_key(umd):
-    d = umd(fake_devices=1, args=["--health-d2d-size", "512MiB", "--max-buffer-bytes", "256MiB"])
-    r = d.post("/v1/jobs", json={"benchmark": "health", "device": 0})
-    assert r.status_code == 400, r.text
-    assert r.json()["field"] == "health_d2d_size"
+def test_a_d2d_size_beyond_max_buffer_bytes_stops_umd_naming_both_keys(umd_run, tmp_path):
+    # Every canonical check would be refused: Slurm would read "unknown" forever.
+    for check in ([], ["--check-config"]):
+        r = umd_run(check + ["--health-d2d-size", "512MiB", "--max-buffer-bytes", "256MiB",
+                             "--state-dir", str(tmp_path / "s"), "--fake-devices", "1"])
+        assert r.returncode == 2, r
+        assert "health_d2d_size" in r.stderr and "max_buffer_bytes" in r.stderr, r.stderr
+
+
+def test_a_health_size_beyond_max_buffer_bytes_stops_umd_naming_both_keys(umd_run, tmp_path):
+    r = umd_run(["--check-config", "--health-size", "512MiB", "--max-buffer-bytes", "256MiB",
+                 "--health-d2d-size", "1MiB", "--state-dir", str(tmp_path / "s")])
+    assert r.returncode == 2, r
+    assert "health_size" in r.stderr and "max_buffer_bytes" in r.stderr, r.stderr

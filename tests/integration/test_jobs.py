@@ -132,7 +132,8 @@ def test_bad_submission_is_400_naming_the_field(umd, body, field):
 
 
 def test_size_limit_is_named_in_the_error(umd):
-    d = umd(args=["--max-buffer-bytes", "64MiB"])
+    # The canonical check's d2d copy (256 MiB by default) must fit too, or umd would not start.
+    d = umd(args=["--max-buffer-bytes", "64MiB", "--health-d2d-size", "64MiB"])
     doc = problem(d.post("/v1/jobs", json={"benchmark": "copy", "params": {"size": "128MiB"}}),
                   400, "params.size")
     assert "64 MiB" in doc["detail"] and "max_buffer_bytes" in doc["detail"]

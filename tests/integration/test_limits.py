@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from conftest import is_problem
 from test_jobs import job_files, submit, wait_job
 
 
@@ -117,7 +118,9 @@ def test_result_larger_than_max_result_bytes_fails_the_job_and_says_why(umd):
     d = umd(fake_devices=1, args=["--max-result-bytes", "4096"])
     small = wait_job(d, submit(d, {"benchmark": "copy", "params": {"iterations": 2}})["id"])
     assert small["state"] == "succeeded"
-    big = wait_job(d, submit(d, {"benchmark": "copy", "params": {"iterations": 1000}})["id"])
+    # 400 samples may fit 4096 bytes by umd's lower bound (8 bytes each), so it runs; written
+    # out they take about 21 each.
+    big = wait_job(d, submit(d, {"benchmark": "copy", "params": {"iterations": 400}})["id"])
     assert big["state"] == "failed"
     assert "max_result_bytes" in big["parts"][0]["error"]
     assert big["parts"][0]["result"] is None
@@ -125,6 +128,59 @@ def test_result_larger_than_max_result_bytes_fails_the_job_and_says_why(umd):
     again = wait_job(d, submit(d, {"benchmark": "copy", "params": {"iterations": 2}})["id"])
     assert again["state"] == "succeeded"
     assert len(job_files(d)) == 3
+
+
+def test_a_result_sure_to_pass_max_result_bytes_is_refused_at_submit(umd):
+    """Issue 57: a sweep within every bound ran whole, then failed for its result's size. Where
+    the params say the result's size (samples x sizes x modes), it is checked before the run."""
+    d = umd(fake_devices=1, args=["--max-result-bytes", "64KiB"])
+    r = d.post("/v1/jobs", json={"benchmark": "sweep", "params": {"iterations": 1000}})
+    body = is_problem(r, 400)
+    assert body["field"] == "params.iterations", body
+    assert "max_result_bytes" in body["detail"] and "68000 samples" in body["detail"], body
+    assert job_files(d) == {}
+
+
+def test_a_job_estimated_far_over_its_timeout_is_refused_with_the_estimate(umd):
+    """Issue 57: valid pipeline params that would need months held a GPU until timeout_s."""
+    d = umd(fake_devices=1)
+    huge = {"benchmark": "pipeline", "params": {"size": "4GiB", "iterations": 1000,
+                                                "intensity": 1048576, "steps": 100}}
+    body = is_problem(d.post("/v1/jobs", json=huge), 400)
+    assert body["field"] == "params", body
+    assert "estimated at least" in body["detail"] and "limit of 6000 s" in body["detail"], body
+    assert "job_estimate_factor" in body["detail"], body
+    # The bound is the job's own timeout_s: a copy of 4 GiB x 1003 takes at least 34 s.
+    copy = {"benchmark": "copy", "params": {"size": "4GiB", "iterations": 1000}}
+    is_problem(d.post("/v1/jobs", json=dict(copy, timeout_s=1)), 400)
+    assert job_files(d) == {}
+    r = d.post("/v1/jobs", json=dict(copy, timeout_s=600))
+    assert r.status_code == 202, r.text
+    d.delete(r.headers["Location"])
+
+
+@pytest.mark.parametrize("body,field", [
+    ('{"benchmark": "copy", "params": {"size": 9223372036854775808}}', "params.size"),
+    ('{"benchmark": "copy", "params": {"iterations": 18446744073709551615}}', "params.iterations"),
+    ('{"benchmark": "copy", "devices": [0, -9223372036854775809]}', "devices[1]"),
+    ('{"benchmark": "copy", "timeout_s": 1e999}', "timeout_s"),
+    ('{"benchmark": "copy", "labels": {"team": "a\\u0000b"}}', "labels.team"),
+])
+def test_json_beyond_umds_range_names_the_parameter(umd, body, field):
+    """Issue 57: valid JSON umd cannot hold was answered "invalid JSON" with no field."""
+    d = umd(fake_devices=1)
+    r = d.post("/v1/jobs", data=body, headers={"Content-Type": "application/json"})
+    doc = is_problem(r, 400)
+    assert doc["field"] == field, doc
+    assert "invalid JSON" not in doc["detail"], doc
+
+
+def test_job_estimate_factor_0_refuses_nothing(umd):
+    d = umd(fake_devices=1, args=["--job-estimate-factor", "0"])
+    r = d.post("/v1/jobs", json={"benchmark": "copy", "timeout_s": 1,
+                                 "params": {"size": "4GiB", "iterations": 1000}})
+    assert r.status_code == 202, r.text
+    d.delete(r.headers["Location"])
 
 
 def _get_health(sock_family, addr, src=None):

@@ -213,8 +213,22 @@ def test_health_timeout_bounds_a_job_accepted_then_hanging():
         methods = [r.method for r in h.requests]
     assert p.returncode == 4, p.stdout + p.stderr
     assert took < 4.0, took
-    assert "UNKNOWN: no verdict within 3 s (still queued)" in p.stdout, p.stdout
+    assert "UNKNOWN: no verdict within 3 s (still queued" in p.stdout, p.stdout
     assert methods[:2] == ["POST", "GET"] and "DELETE" in methods, methods
+    # Issue 57: one line, saying what happened (it was 3: the verdict, the wait's timeout and
+    # the cancel's), none of it on stderr.
+    assert (p.stdout + p.stderr).count("\n") == 1, p.stdout + p.stderr
+    assert "umd stopped answering; could not cancel job " + jid in p.stdout, p.stdout
+
+
+def test_submit_wait_against_a_job_accepted_then_hanging_says_one_line_beside_the_id():
+    jid = job_id()
+    with Hostile(accepted_then_hanging(jid)) as h:
+        p, took = timed(lambda: ctl(h.url, "submit", "copy", "--wait", "--timeout", "2s"))
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert took < 3.0, took
+    assert p.stdout == jid + "\n", p.stdout
+    assert p.stderr.count("\n") == 1 and "stopped answering" in p.stderr, p.stderr
 
 
 def test_submit_wait_timeout_bounds_the_submit_too():

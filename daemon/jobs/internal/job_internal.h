@@ -112,11 +112,14 @@ struct jobs {
         struct metrics *metrics; /* d->metrics: told of queues, parts and finished jobs */
         /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown. */
         struct supervisor *sup;
+        /* The Xid watch, whose check each canonical verdict gets; NULL: none. */
+        struct xid_watch *xid;
         /* Asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks). */
         void (*poke)(void *arg, ssize_t dev);
         void *poke_arg;
         bool quiescing;
-        struct job **jobs; /* ascending id (submission order) */
+        bool store_was_failing; /* job_dispatch_store_watch saw the store failing */
+        struct job **jobs;      /* ascending id (submission order) */
         /* cap_jobs slots allocated from jobs - jobs_skip: the oldest jobs, which finish first,
          * leave by moving jobs on (jobs_skip grows) instead of moving every job after them
          * (jobs_prune_finished, jobs_remove_at); an append at the allocation's end closes the

@@ -300,6 +300,44 @@ static void test_list_passes_filter_and_refuses_unknown(void **state)
         reply_done(&rep);
 }
 
+/* Parses body; the problem, which must be a 400. */
+static struct problem json_refused(const char *body)
+{
+        struct problem p = {0};
+        json_t *j = NULL;
+
+        assert_true(request_parse_json_object(body, strlen(body), &j, &p) < 0);
+        assert_null(j);
+        assert_int_equal(p.status, 400);
+        return p;
+}
+
+/* Valid JSON beyond what umd holds names the field, not "invalid JSON" (issue 57). */
+static void test_json_numbers_beyond_range_name_the_field(void **state)
+{
+        struct problem p = json_refused("{\"params\": {\"size\": 9223372036854775808}}");
+
+        assert_string_equal(p.field, "params.size");
+        assert_non_null(strstr(p.detail, "2^63-1"));
+        assert_null(strstr(p.detail, "invalid JSON"));
+        p = json_refused("{\"benchmark\":\"copy\", \"devices\": [0, -9223372036854775809]}");
+        assert_string_equal(p.field, "devices[1]");
+        p = json_refused("{\"timeout_s\": 1e999}");
+        assert_string_equal(p.field, "timeout_s");
+}
+
+static void test_json_string_with_nul_escape_names_the_field(void **state)
+{
+        struct problem p = json_refused("{\"labels\": {\"team\": \"a\\u0000b\"}}");
+        json_t *j = NULL;
+
+        assert_string_equal(p.field, "labels.team");
+        assert_non_null(strstr(p.detail, "\\u0000"));
+        /* A raw NUL byte is no JSON at all. */
+        assert_true(request_parse_json_object("{\"a\":\"\0\"}", 7, &j, &p) < 0);
+        assert_non_null(strstr(p.detail, "invalid JSON"));
+}
+
 static void test_json_body(void **state)
 {
         struct problem p;
@@ -478,6 +516,8 @@ int main(void)
             cmocka_unit_test_setup(test_list_filters_are_typed_and_the_next_link_repeats_the_query,
                                    setup),
             cmocka_unit_test_setup(test_json_body, setup),
+            cmocka_unit_test_setup(test_json_numbers_beyond_range_name_the_field, setup),
+            cmocka_unit_test_setup(test_json_string_with_nul_escape_names_the_field, setup),
             cmocka_unit_test(test_wait_durations),
             cmocka_unit_test(test_route_arguments),
             cmocka_unit_test(test_framing_refuses_what_two_parsers_may_read_two_ways),

@@ -541,9 +541,38 @@ static void test_dump_fits_bounds_the_dump(void **state)
         json_decref(big);
 }
 
+static void path_is(const char *json, const char *at, const char *want)
+{
+        char out[64];
+
+        json_path_at(json, strlen(json), (size_t)(strstr(json, at) - json), out, sizeof(out));
+        assert_string_equal(out, want);
+}
+
+static void test_path_at_names_members_and_elements(void **state)
+{
+        path_is("{\"params\": {\"size\": 1, \"sizes\": [1, 2, X]}}", "X", "params.sizes[2]");
+        path_is("{\"a\": 1, \"b\": X}", "X", "b");
+        path_is("{\"a\": {\"x\": [1]}, \"b\": X}", "X", "b");
+        path_is("{\"a\": \"}],{\", \"b\": X}", "X", "b");
+        path_is("[{\"k\": 1}, {\"k\": X}]", "X", "[1].k");
+        path_is("X", "X", "");
+}
+
+static void test_path_at_is_cut_to_its_buffer(void **state)
+{
+        const char *json = "{\"aaaaaaaaaaaaaaaa\": {\"bbbbbbbbbbbbbbbb\": X}}";
+        char out[8];
+
+        json_path_at(json, strlen(json), (size_t)(strchr(json, 'X') - json), out, sizeof(out));
+        assert_string_equal(out, "aaaaaaa");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_path_at_names_members_and_elements),
+            cmocka_unit_test(test_path_at_is_cut_to_its_buffer),
             cmocka_unit_test(test_depth_at_limit_accepted),
             cmocka_unit_test(test_depth_over_limit_rejected),
             cmocka_unit_test(test_depth_ignores_brackets_in_strings),

@@ -232,6 +232,77 @@ static void test_memory_fail_fraction_above_warn_is_rejected(void **state)
         config_free(&c);
 }
 
+/* Runs argv through config_parse_args with stderr captured; the message, or "" on success. */
+static int parse_capturing(const char **argv, int argc, char *msg, size_t len)
+{
+        struct umd_config c;
+        FILE *tmp = tmpfile();
+        int saved = dup(STDERR_FILENO), r;
+        size_t n;
+
+        assert_non_null(tmp);
+        fflush(stderr);
+        dup2(fileno(tmp), STDERR_FILENO);
+        r = parse(&c, argc, argv);
+        fflush(stderr);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        rewind(tmp);
+        n = fread(msg, 1, len - 1, tmp);
+        msg[n] = '\0';
+        fclose(tmp);
+        config_free(&c);
+        return r;
+}
+
+static void test_health_size_above_max_buffer_bytes_is_rejected_naming_both(void **state)
+{
+        const char *bad[] = {"umd", "--health-size", "512MiB", "--max-buffer-bytes", "256MiB"};
+        const char *good[] = {"umd",    "--health-size",     "256MiB", "--max-buffer-bytes",
+                              "256MiB", "--health-d2d-size", "256MiB"};
+        char msg[512];
+
+        assert_int_equal(parse_capturing(bad, 5, msg, sizeof(msg)), -EINVAL);
+        assert_non_null(strstr(msg, "health_size"));
+        assert_non_null(strstr(msg, "max_buffer_bytes"));
+        assert_int_equal(parse_capturing(good, 7, msg, sizeof(msg)), 0);
+}
+
+/* The default health_d2d_size (256 MiB) over a lowered max_buffer_bytes counts too. */
+static void test_health_d2d_size_above_max_buffer_bytes_is_rejected_naming_both(void **state)
+{
+        const char *bad[] = {"umd", "--health-size", "1MiB", "--max-buffer-bytes", "128MiB"};
+        char msg[512];
+
+        assert_int_equal(parse_capturing(bad, 5, msg, sizeof(msg)), -EINVAL);
+        assert_non_null(strstr(msg, "health_d2d_size"));
+        assert_non_null(strstr(msg, "max_buffer_bytes"));
+}
+
+static void test_extended_budget_not_below_job_timeout_is_rejected_naming_both(void **state)
+{
+        const char *bad[] = {"umd", "--health-extended-budget-s", "60", "--job-timeout-default-s",
+                             "60"};
+        const char *good[] = {"umd", "--health-extended-budget-s", "59", "--job-timeout-default-s",
+                              "60"};
+        char msg[512];
+
+        assert_int_equal(parse_capturing(bad, 5, msg, sizeof(msg)), -EINVAL);
+        assert_non_null(strstr(msg, "health_extended_budget_s"));
+        assert_non_null(strstr(msg, "job_timeout_default_s"));
+        assert_int_equal(parse_capturing(good, 5, msg, sizeof(msg)), 0);
+}
+
+/* --check-config answers as start-up does: the same checks, exit status 2 from main. */
+static void test_check_config_rejects_a_canonical_check_that_cannot_run(void **state)
+{
+        const char *bad[] = {"umd", "--check-config", "--health-size", "8GiB"};
+        char msg[512];
+
+        assert_int_equal(parse_capturing(bad, 4, msg, sizeof(msg)), -EINVAL);
+        assert_non_null(strstr(msg, "health_size"));
+}
+
 /* 0 (the default) follows the machine up to four threads; a number set is taken as it is. */
 static void test_http_threads_default_is_one_per_cpu_up_to_four(void **state)
 {
@@ -349,6 +420,10 @@ int main(void)
             cmocka_unit_test(test_wrong_section_is_rejected),
             cmocka_unit_test(test_inconsistent_timeouts_are_rejected),
             cmocka_unit_test(test_memory_fail_fraction_above_warn_is_rejected),
+            cmocka_unit_test(test_health_size_above_max_buffer_bytes_is_rejected_naming_both),
+            cmocka_unit_test(test_health_d2d_size_above_max_buffer_bytes_is_rejected_naming_both),
+            cmocka_unit_test(test_extended_budget_not_below_job_timeout_is_rejected_naming_both),
+            cmocka_unit_test(test_check_config_rejects_a_canonical_check_that_cannot_run),
             cmocka_unit_test(test_http_threads_default_is_one_per_cpu_up_to_four),
             cmocka_unit_test(test_sample_config_parses_back),
             cmocka_unit_test(test_effective_config_of_defaults_is_the_sample),

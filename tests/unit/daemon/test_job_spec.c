@@ -158,6 +158,80 @@ static void test_canonical_health_is_told_apart_from_the_body_alone(void **state
         json_decref(a), json_decref(b), json_decref(c);
 }
 
+/* Issue 57: a job whose lower-bound estimate is far over its timeout_s is refused at submit,
+ * with the estimate and the limit; job_estimate_factor sets how far, 0 never. */
+static void test_a_job_estimated_far_over_its_timeout_is_400_with_the_estimate(void **state)
+{
+        const char *huge =
+            "{\"benchmark\": \"pipeline\", \"device\": 0, \"params\": {\"size\": "
+            "\"4GiB\", \"iterations\": 1000, \"intensity\": 1048576, \"steps\": 100}}";
+        struct job_spec s = {0};
+        struct problem p;
+
+        assert_int_equal(parse(huge, &s, &p), 400);
+        assert_string_equal(p.field, "params");
+        assert_non_null(strstr(p.detail, "estimated at least "));
+        assert_non_null(strstr(p.detail, " days"));
+        assert_non_null(strstr(p.detail, "limit of 6000 s"));
+        cfg.job_estimate_factor = 0;
+        assert_int_equal(parse(huge, &s, &p), 0);
+        spec_done(&s);
+        cfg.job_estimate_factor = 10;
+}
+
+/* 4 GiB x 1003 samples is at least 34 s over a Gen5 x16 link both ways: refused under 1 s, let
+ * run under 600 s (the bound is 10x, and a lower one). */
+static void test_the_estimate_is_against_the_jobs_own_timeout(void **state)
+{
+        struct job_spec s = {0};
+        struct problem p;
+
+        assert_int_equal(parse("{\"benchmark\": \"copy\", \"device\": 0, \"timeout_s\": 1, "
+                               "\"params\": {\"size\": \"4GiB\", \"iterations\": 1000}}",
+                               &s, &p),
+                         400);
+        assert_non_null(strstr(p.detail, "limit of 10 s"));
+        assert_int_equal(parse("{\"benchmark\": \"copy\", \"device\": 0, \"timeout_s\": 600, "
+                               "\"params\": {\"size\": \"4GiB\", \"iterations\": 1000}}",
+                               &s, &p),
+                         0);
+        spec_done(&s);
+        /* Strided access touches a page a stride: the buffer's size bounds nothing. */
+        assert_int_equal(parse("{\"benchmark\": \"managed_on_demand\", \"device\": 0, "
+                               "\"timeout_s\": 1, \"params\": {\"size\": \"4GiB\", "
+                               "\"iterations\": 1000, \"access\": \"strided\", \"stride\": "
+                               "\"1GiB\"}}",
+                               &s, &p),
+                         0);
+        spec_done(&s);
+}
+
+/* A result sure to pass max_result_bytes is refused before the run: 1000 samples take more than
+ * 4096 bytes; 100 may fit, and are left to the run's own check. */
+static void test_a_result_sure_to_pass_max_result_bytes_is_400_before_the_run(void **state)
+{
+        struct job_spec s = {0};
+        struct problem p;
+
+        cfg.max_result_bytes = 4096;
+        assert_int_equal(parse("{\"benchmark\": \"copy\", \"device\": 0, \"params\": "
+                               "{\"size\": \"4KiB\", \"iterations\": 1000}}",
+                               &s, &p),
+                         400);
+        assert_string_equal(p.field, "params.iterations");
+        assert_non_null(strstr(p.detail, "max_result_bytes"));
+        assert_int_equal(parse("{\"benchmark\": \"sweep\", \"device\": 0, \"params\": "
+                               "{\"iterations\": 100}}",
+                               &s, &p),
+                         400);
+        assert_int_equal(parse("{\"benchmark\": \"copy\", \"device\": 0, \"params\": "
+                               "{\"size\": \"4KiB\", \"iterations\": 100}}",
+                               &s, &p),
+                         0);
+        spec_done(&s);
+        cfg.max_result_bytes = 4u << 20;
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -169,6 +243,9 @@ int main(void)
             cmocka_unit_test(test_busy_policy_is_one_of_three_words),
             cmocka_unit_test(test_devices_must_exist),
             cmocka_unit_test(test_canonical_health_is_told_apart_from_the_body_alone),
+            cmocka_unit_test(test_a_job_estimated_far_over_its_timeout_is_400_with_the_estimate),
+            cmocka_unit_test(test_the_estimate_is_against_the_jobs_own_timeout),
+            cmocka_unit_test(test_a_result_sure_to_pass_max_result_bytes_is_400_before_the_run),
         };
 
         return cmocka_run_group_tests(tests, setup, teardown);

@@ -3,7 +3,9 @@
  * deadline and the next part runs, a cancel is honoured by the worker or forced by SIGKILL,
  * and repeated crashes fault the device until a worker comes back. Workers start cold: the
  * first part starts one (and says how long that took), and an idle one exits after
- * worker_idle_s, or at once when retired, without counting as a crash. */
+ * worker_idle_s, or at once when retired, without counting as a crash. A stall of the whole
+ * process (this one stops itself with SIGSTOP, a helper sends SIGCONT), with or without its
+ * workers stopped too, fails no part and counts no crash. */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -566,6 +569,69 @@ static void test_retired_worker_exits_at_once(void **state)
         supervisor_stop(s, 2000);
 }
 
+/* Stops this whole process (the supervisor's thread with it) for ms, and `worker` too when it is
+ * > 0: a helper process sends SIGCONT to both afterwards. */
+static void stall_process(pid_t worker, unsigned ms)
+{
+        pid_t self = getpid(), helper;
+        int status;
+
+        if (worker > 0)
+                assert_int_equal(kill(worker, SIGSTOP), 0);
+        helper = fork();
+        assert_true(helper >= 0);
+        if (helper == 0) {
+                usleep(ms * 1000u);
+                if (worker > 0)
+                        kill(worker, SIGCONT);
+                kill(self, SIGCONT);
+                _exit(0);
+        }
+        raise(SIGSTOP);
+        assert_int_equal(waitpid(helper, &status, 0), helper);
+}
+
+/* umd stopped for 4x the heartbeat timeout while its worker runs a part: the heartbeats and the
+ * result that queued are read before any silence is judged. */
+static void test_stall_of_the_daemon_is_not_a_workers_silence(void **state)
+{
+        json_t *slow = json_pack("{s:i}", "fake_delay_ms", 300);
+        struct supervisor *s;
+
+        cfg.heartbeat_timeout_ms = 500;
+        cfg.max_crashes = 1;
+        s = start(1);
+        assert_int_equal(supervisor_dispatch(s, 0, "job-stalled", "copy", slow, 5000), 0);
+        stall_process(0, 4 * cfg.heartbeat_timeout_ms);
+        assert_int_equal(wait_part("job-stalled").outcome, PART_SUCCEEDED);
+        assert_job_succeeds(s, "job-after-stall");
+        assert_int_equal(supervisor_crashes(s, 0), 0);
+        assert_int_equal(supervisor_restarts(s, 0), 0);
+        assert_true(supervisor_stalls(s) >= 1);
+        json_decref(slow);
+        supervisor_stop(s, 2000);
+}
+
+/* The whole host paused (workers stopped with the daemon): nothing queued, and the time the
+ * thread could not watch is forgiven: no part fails, no crash is counted. */
+static void test_stall_of_the_host_restarts_heartbeat_deadlines(void **state)
+{
+        json_t *slow = json_pack("{s:i}", "fake_delay_ms", 1500);
+        struct supervisor *s;
+
+        cfg.heartbeat_timeout_ms = 500;
+        cfg.max_crashes = 1;
+        s = start(1);
+        assert_int_equal(supervisor_dispatch(s, 0, "job-paused", "copy", slow, 5000), 0);
+        stall_process(supervisor_worker_pid(s, 0), 4 * cfg.heartbeat_timeout_ms);
+        assert_int_equal(wait_part("job-paused").outcome, PART_SUCCEEDED);
+        assert_int_equal(supervisor_crashes(s, 0), 0);
+        assert_int_equal(supervisor_restarts(s, 0), 0);
+        assert_true(supervisor_stalls(s) >= 1);
+        json_decref(slow);
+        supervisor_stop(s, 2000);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -588,6 +654,10 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_idle_worker_exits_and_is_not_a_crash, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_retired_worker_exits_at_once, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_stall_of_the_daemon_is_not_a_workers_silence,
+                                            setup, teardown),
+            cmocka_unit_test_setup_teardown(test_stall_of_the_host_restarts_heartbeat_deadlines,
+                                            setup, teardown),
         };
 
         /* fake_crash's abort() in the workers (who inherit this) must not leave core files */
