@@ -69,7 +69,7 @@ static void part_fail_queued(struct jobs *js, struct job *j, size_t i, const cha
 {
         job_set_part(js, j, i, JOB_FAILED, NULL, why);
         if (job_update_state(js, j))
-                job_finished(j);
+                job_finished(js, j);
         job_persist(js, j);
 }
 
@@ -198,7 +198,7 @@ static void want_look(struct jobs *js, uint64_t *wanted, ssize_t dev)
         if (*wanted)
                 return;
         *wanted = jobs_monotonic_ms(js);
-        js->poke(dev);
+        js->poke(js->poke_arg, dev);
 }
 
 /* Starts the node's head once every GPU is free: no part running, its worker idle or cold
@@ -383,8 +383,8 @@ static bool job_canonical(struct job *j)
 
 /* The canonical check's figures for the fleet's comparison of peers (metrics.c): a GPU's part
  * with the capability of its slot, or the node's pairs. */
-static void part_fleet_figures(const struct device *d, size_t dev, const json_t *result,
-                               bool contended)
+static void part_fleet_figures(struct jobs *js, const struct device *d, size_t dev,
+                               const json_t *result, bool contended)
 {
         if (d) {
                 const json_t *pcie = json_object_get(d->info, "pcie");
@@ -396,9 +396,9 @@ static void part_fleet_figures(const struct device *d, size_t dev, const json_t 
                         snprintf(link, sizeof(link), "gen%lldx%lld",
                                  (long long)json_integer_value(gen),
                                  (long long)json_integer_value(width));
-                metrics_health_result(d->uuid, link, result, contended);
+                metrics_health_result(js->metrics, d->uuid, link, result, contended);
         } else if (is_node(dev)) {
-                metrics_health_node_result(result);
+                metrics_health_node_result(js->metrics, result);
         }
 }
 
@@ -564,7 +564,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         }
         if (h) {
                 d->held = h;
-                js->poke((ssize_t)dev);
+                js->poke(js->poke_arg, (ssize_t)dev);
         } else {
                 part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
                 if (by_worker)
@@ -658,21 +658,21 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 if (st == JOB_SUCCEEDED && d && !contended && !again) {
                         _cleanup_json_ json_t *read = json_incref(raw ? seen : result);
                         if (read)
-                                metrics_part_result(d->uuid, read, canonical);
+                                metrics_part_result(js->metrics, d->uuid, read, canonical);
                         else
                                 log_error("job %s on device %zu: out of memory reading its "
                                           "result for metrics",
                                           j->id, dev);
                 }
                 if (st == JOB_SUCCEEDED && !again && canonical)
-                        part_fleet_figures(d, dev, result, contended);
+                        part_fleet_figures(js, d, dev, result, contended);
                 if (st != JOB_SUCCEEDED)
                         log_info("job %s on device %zu: %s%s%s", j->id, dev, job_state_names[st],
                                  error ? ": " : "", error ? error : "");
                 break;
         }
         if (job_update_state(js, j)) {
-                job_finished(j);
+                job_finished(js, j);
                 log_info("job %s (%s) %s", j->id, job_benchmark(j), job_state_names[j->st]);
         }
         /* A part's end before the job's (its result: the bulk of the document) waits, for
@@ -705,7 +705,7 @@ static void fail_queued_on(struct jobs *js, size_t dev, const char *why)
                 struct job *j = e->job;
                 job_set_part(js, j, e->part, JOB_FAILED, NULL, why); /* removes e */
                 if (job_update_state(js, j))
-                        job_finished(j);
+                        job_finished(js, j);
                 job_persist(js, j);
         }
 }
@@ -752,10 +752,11 @@ out:
 
 /* ---- sharing the GPU (coexist.c looks, devctl.c pauses) ---- */
 
-void job_dispatch_attach_looks(struct jobs *js, void (*poke)(ssize_t dev))
+void job_dispatch_attach_looks(struct jobs *js, void (*poke)(void *arg, ssize_t dev), void *arg)
 {
         core_lock();
         js->poke = poke;
+        js->poke_arg = arg;
         js->node_look_wanted_ms = 0;
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);

@@ -69,11 +69,11 @@ void jobs_publish_locked(struct jobs *js)
 {
         assert_locked();
         for (size_t i = 0; i < devices_count(); i++)
-                metrics_observe_queue(i, jobs_queued_on_locked(js, i));
-        metrics_observe_running(jobs_running_locked(js));
+                metrics_observe_queue(js->metrics, i, jobs_queued_on_locked(js, i));
+        metrics_observe_running(js->metrics, jobs_running_locked(js));
         if (have_node())
                 metrics_observe_node(
-                    device_state_names[device_state_of_worker(js->node_wstate)],
+                    js->metrics, device_state_names[device_state_of_worker(js->node_wstate)],
                     js->node_wstate == WORKER_IDLE || js->node_wstate == WORKER_BUSY,
                     json_string_value(json_object_get(js->node_last_verdict, "verdict")));
 }
@@ -350,11 +350,11 @@ bool job_update_state(struct jobs *js, struct job *j)
         return true;
 }
 
-void job_finished(struct job *j)
+void job_finished(struct jobs *js, struct job *j)
 {
         uint64_t start = (uint64_t)json_integer_value(json_object_get(job_doc(j), "created_ms"));
         double dur = j->finished_ms > start ? (double)(j->finished_ms - start) / 1000.0 : 0;
-        metrics_job_finished(job_benchmark(j), job_state_names[j->st], dur);
+        metrics_job_finished(js->metrics, job_benchmark(j), job_state_names[j->st], dur);
 }
 
 /* j has a final write in flight: prune_finished is to look at it. */
@@ -1191,6 +1191,7 @@ int jobs_init(const struct umd_daemon *d, struct jobs **ret)
         js->cfg = d->cfg;
         js->store = d->store;
         js->clock = d->jobs_clock ? *d->jobs_clock : system_clock;
+        js->metrics = d->metrics;
         js->queues = calloc(devices_count() + 1, sizeof(*js->queues));
         if (!js->queues) {
                 jobs_free(js);

@@ -162,7 +162,7 @@ static bool recover_judge(struct jobs *js, struct job *j, const json_t *doc,
         }
         if (dirty) {
                 if (job_update_state(js, j))
-                        job_finished(j);
+                        job_finished(js, j);
                 js->rec.changed++;
                 job_persist(js, j);
                 job_changed(js, j);

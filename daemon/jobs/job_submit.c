@@ -252,7 +252,7 @@ static void committed_locked(struct jobs *js, struct job *j, const char *benchma
         j->committed = true;
         job_changed(js, j);
         if (job_update_state(js, j)) { /* a part failed while queueing */
-                job_finished(j);
+                job_finished(js, j);
                 job_persist(js, j);
         }
         log_info("job %s (%s) queued on %zu device(s)", j->id, benchmark, j->n_parts);

@@ -113,12 +113,14 @@ struct jobs {
         /* Where every job file reads the time (jobs_monotonic_ms, jobs_realtime_ms): the
          * system's clocks unless umd_daemon.jobs_clock gave a test's. */
         struct jobs_clock clock;
+        struct metrics *metrics; /* d->metrics: told of queues, parts and finished jobs */
         /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown. */
         struct supervisor *sup;
         /* The Xid watch, whose check each canonical verdict gets; NULL: none. */
         struct xid_watch *xid;
         /* Asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks). */
-        void (*poke)(ssize_t dev);
+        void (*poke)(void *arg, ssize_t dev);
+        void *poke_arg;
         bool quiescing;
         bool store_was_failing; /* job_dispatch_store_watch saw the store failing */
         struct job **jobs;      /* ascending id (submission order) */
@@ -245,7 +247,7 @@ void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, j
 /* Recomputes the job's state and times after its parts changed; true when it just finished. */
 bool job_update_state(struct jobs *js, struct job *j);
 /* A job reached a final state: counted in metrics. */
-void job_finished(struct job *j);
+void job_finished(struct jobs *js, struct job *j);
 int job_persist(struct jobs *js, struct job *j);
 /* A change nobody waits for and no answer has shown (a part finished while the job is not
  * final): written within JOB_PERSIST_DELAY_MS by jobs_unlock, or sooner by any job_persist of
