@@ -704,3 +704,33 @@ def test_the_reason_stays_within_200_characters_with_its_bracket_whole(slurm, um
     assert len(reason) <= 200, reason
     assert reason.startswith("umd[extended gpus=all action=reset_gpu]: GPU 0 FAIL: "), reason
 
+
+
+def test_a_reset_gpu_xid_drain_is_resumed_only_once_umd_sees_it_cleared(slurm, umd, tmp_path):
+    """An Xid asking for a reset fails its GPU until umd sees a new boot (the watch's rule), so
+    --resume-own cannot resume the node before: here the reboot is umd started again with
+    another boot id, its Xid state kept."""
+    quiet(slurm)
+    state_dir = tmp_path / "state"
+    w = Watched(umd, tmp_path, state_dir=state_dir, boot=BOOT_A)
+    w.append(on_device(fixture(63), 0))  # a row marked for remapping: reset_gpu
+    wait_for(lambda: w.device_health(0), what="device 0's failing verdict")
+    p = healthcheck(slurm, w.d, UMD_HEALTHCHECK_BOOT_ID_FILE=str(w.boot))
+    state, reason = seen(slurm)
+    assert reason.startswith("umd[quick gpus=0 action=reset_gpu]: GPU 0 FAIL: "), (reason, p.stdout)
+    p = healthcheck(slurm, w.d, UMD_HEALTHCHECK_BOOT_ID_FILE=str(w.boot), **RESUME_OWN)
+    assert seen(slurm) == ("drained", reason), p.stdout
+    w.d.close()
+    w.boot.write_text(BOOT_B + "\n")
+    again = Watched(umd, tmp_path, state_dir=state_dir)
+    p = healthcheck(slurm, again.d, UMD_HEALTHCHECK_BOOT_ID_FILE=str(w.boot), **RESUME_OWN)
+    assert "resumed" in p.stdout and seen(slurm)[0] == "idle", (p.stdout, seen(slurm))
+
+
+def test_slurmds_own_run_drains_with_the_action(slurm, umd, tmp_path):
+    gpu = GpuState(tmp_path)
+    gpu.set({"0": FAULTS["a pending remap"][0]})
+    d = umd(fake_devices=2, args=gpu.args())
+    slurm.check_against(d)
+    state, reason = wait_state(slurm, "drain")
+    assert reason.startswith("umd[quick gpus=0 action=reset_gpu]: GPU 0 FAIL: "), reason
