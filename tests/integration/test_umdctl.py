@@ -536,3 +536,16 @@ def test_nhc_check_reaches_umd_on_its_unix_socket_by_default(umd, short_dir):
     p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
                        env=env(UMD_NHC_UMDCTL=UMDCTL, UMD_NHC_UNIX_SOCKET=sock))
     assert p.stdout.startswith("DIE 1 umd: GPU 1 ") and "Gen4 x8" in p.stdout, p.stdout + p.stderr
+
+
+def test_healthcheck_passes_over_a_unix_socket_it_may_not_use(umd, short_dir):
+    """umd-healthcheck.service's DynamicUser is not in the socket's group: it goes on asking
+    umd's URL rather than failing on the socket (run here as nobody, the socket 0600 root's)."""
+    os.chmod(short_dir, 0o755)
+    sock = os.path.join(short_dir, "umd.sock")
+    umd(fake_devices=1, args=["--unix-socket", sock, "--unix-socket-mode", "0600"])
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "/bin/sh", str(HEALTHCHECK), "--timeout", "5s"], capture_output=True,
+                       text=True, timeout=60, env=env(UMD_HEALTHCHECK_UNIX_SOCKET=sock))
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "127.0.0.1:8470" in p.stdout and "unix socket" not in p.stdout, p.stdout
