@@ -12,6 +12,12 @@ slurmd on their own ports with state under a temporary folder, HealthCheckInterv
     look at the node slower than its bound changes nothing; --resume-own resumes only when
     every GPU and the tier umd's reason names have passed (not a --devices 1 run for GPU 0,
     not a quick run for the extended tier); UMD_HEALTHCHECK_RESUME_OWN's spellings
+  - the verdict's action in umd's reason (issue 58): a pending remap, an uncorrectable error, a
+    recovery action, a remap failure, a link down, a replay storm (fake_gpu_state) and a
+    failing Xid (xid_source=file:) each drain with theirs; one replay and an application Xid
+    drain nothing; --resume-own waits for the action's condition (reset_gpu: the pass of what a
+    reset clears; reboot_node: another boot id; service: never); the reason within 200
+    characters, its bracket whole
 Skips, saying why, only when Slurm cannot be started here.
 
 A busy GPU is made two ways: occupy() holds it with a long umd job, and fake_gpu_state makes
