@@ -668,9 +668,9 @@ static void health_inventory(struct http *h, json_t *list)
         struct http_answer ans;
         json_t *doc = NULL;
 
-        if (http_request(h, "GET", "/v1/health", NULL, REQUEST_TIMEOUT_MS, &ans) < 0)
-                return;
-        if (ans.status == 200 || ans.status == 503)
+        /* A failed request may still hold a body (http_request's contract): freed either way. */
+        if (http_request(h, "GET", "/v1/health", NULL, REQUEST_TIMEOUT_MS, &ans) >= 0 &&
+            (ans.status == 200 || ans.status == 503))
                 doc = http_answer_json(&ans);
         http_answer_free(&ans);
         json_t *inv = json_object_get(doc, "inventory");

@@ -325,12 +325,22 @@ def test_slow_clients_from_several_addresses_do_not_starve_a_fifth(umd):
         t.start()
     try:
         time.sleep(1.0)  # every slot is taken
-        t0 = time.monotonic()
-        s = socket.create_connection(("127.0.0.1", d.port), timeout=10,
-                                     source_address=("127.0.0.6", 0))
-        s.sendall(b"GET /v1/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        reply = s.recv(100)
-        s.close()
+        # Past the limits a connection is closed at once, not left in the backlog (issue 57):
+        # the fifth address is refused while the slow clients hold every slot, and served once
+        # request_timeout_s has cut them, so a client that tries again is not starved.
+        t0, reply = time.monotonic(), b""
+        while time.monotonic() - t0 < 6:
+            try:
+                s = socket.create_connection(("127.0.0.1", d.port), timeout=10,
+                                             source_address=("127.0.0.6", 0))
+                s.sendall(b"GET /v1/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                reply = s.recv(100)
+                s.close()
+            except OSError:
+                reply = b""
+            if reply.startswith(b"HTTP/1.1 200"):
+                break
+            time.sleep(0.2)
         waited = time.monotonic() - t0
         assert reply.startswith(b"HTTP/1.1 200"), reply
         assert waited < 6, waited
