@@ -1455,8 +1455,24 @@ int store_put_part(struct store *s, const char *job_id, size_t idx, const char *
         return store_put_part_doc(s, job_id, idx, state, NULL);
 }
 
+static int put_part(struct store *s, const char *job_id, size_t idx, const char *state,
+                    const json_t *part, struct store_ticket **ret_ticket);
+
 int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
                        const json_t *part)
+{
+        return put_part(s, job_id, idx, state, part, NULL);
+}
+
+int store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                          struct store_ticket **ret_ticket)
+{
+        assert(ret_ticket);
+        return put_part(s, job_id, idx, state, NULL, ret_ticket);
+}
+
+static int put_part(struct store *s, const char *job_id, size_t idx, const char *state,
+                    const json_t *part, struct store_ticket **ret_ticket)
 {
         struct store_ticket *t;
 
@@ -1476,10 +1492,13 @@ int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const ch
         t->part_idx = idx;
         t->part_state = state;
         atomic_init(&t->prep, PREP_OWNED);
+        t->waited = ret_ticket != NULL;
         t->queued_ms = now_monotonic_ms();
         pthread_mutex_lock(&s->mu);
         ticket_queue_locked(s, t);
         pthread_mutex_unlock(&s->mu);
+        if (ret_ticket)
+                *ret_ticket = t;
         return 0;
 }
 

@@ -1084,6 +1084,7 @@ static void jobs_free(struct jobs *js)
 {
         if (!js)
                 return;
+        job_start_free(js);
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
         free(jobs_base(js));
@@ -1116,6 +1117,7 @@ void jobs_shutdown(struct jobs *js)
                 return;
         core_lock();
         core_run_deferred_locked(); /* submissions' rests (job_submit.c) point into js */
+        job_start_abandon_locked(js);
         /* Parts still running lost their worker with the daemon: they did not finish. Queued
          * parts stay queued and run after the next start. */
         for (size_t k = 0; k < js->n_jobs; k++) {
@@ -1170,6 +1172,12 @@ int jobs_init(const struct umd_daemon *d, struct jobs **ret)
         js = calloc(1, sizeof(*js));
         if (!js)
                 return log_error_errno(ENOMEM, "out of memory");
+        js->start_fd = -1;
+        r = job_start_init(js);
+        if (r < 0) {
+                jobs_free(js);
+                return r;
+        }
         js->node_wstate = WORKER_COLD;
         js->prune_seen_commits = UINT64_MAX;
         atomic_init(&js->generation, 1);
