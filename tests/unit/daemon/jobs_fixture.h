@@ -67,6 +67,8 @@ int fx_teardown(void **state);
  * directory (recovery), with n fake GPUs. crash: as if umd had been killed, its shutdown writes
  * nothing (its store_put calls fail), so the store holds what it held while umd ran. */
 void fx_restart(unsigned n_devices, bool crash);
+/* Sends the parts whose starts were queued, once those commit, as umd's main loop does. */
+void fx_settle_starts(void);
 
 /* POST /v1/jobs with body (JSON text): the status (202, 200, 4xx, 5xx); *ret_id the job's id. */
 int fx_submit(const char *body, const char *idem, const char *client, char ret_id[JOB_ID_MAX]);
