@@ -125,8 +125,8 @@ struct jobs {
                 size_t part;
                 enum worker_state was; /* the slot's worker state before the part took it */
         } * starts;
-        int start_fd; /* eventfd: a start's commit is known, for the main loop */
-        struct job **jobs;      /* ascending id (submission order) */
+        int start_fd;      /* eventfd: a start's commit is known, for the main loop */
+        struct job **jobs; /* ascending id (submission order) */
         /* cap_jobs slots allocated from jobs - jobs_skip: the oldest jobs, which finish first,
          * leave by moving jobs on (jobs_skip grows) instead of moving every job after them
          * (jobs_prune_finished, jobs_remove_at); an append at the allocation's end closes the

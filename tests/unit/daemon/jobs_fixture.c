@@ -242,12 +242,12 @@ int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const
 }
 
 /* A part's start (job_start.c): store_put_part's failures. */
-int __real_store_put_part_waited(struct store *s, const char *job_id, size_t idx,
-                                 const char *state, struct store_ticket **ret_ticket);
-int __wrap_store_put_part_waited(struct store *s, const char *job_id, size_t idx,
-                                 const char *state, struct store_ticket **ret_ticket);
-int __wrap_store_put_part_waited(struct store *s, const char *job_id, size_t idx,
-                                 const char *state, struct store_ticket **ret_ticket)
+int __real_store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                                 struct store_ticket **ret_ticket);
+int __wrap_store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                                 struct store_ticket **ret_ticket);
+int __wrap_store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                                 struct store_ticket **ret_ticket)
 {
         if (fx && fx->fail_put_part > 0) {
                 fx->fail_put_part--;
