@@ -118,9 +118,13 @@ static void start_settle(struct jobs *js, size_t slot, const struct job_start *s
                         job_dispatch_try(js, slot);
                 return;
         }
-        if (part_send(js, j, slot) < 0) {
+        /* Paused (its running part asked to stop) or stopping meanwhile: it does not start. */
+        bool held = js->quiescing || (!is_node(slot) && devices_get(slot)->paused);
+        if (held || part_send(js, j, slot) < 0) {
                 slot_release(js, slot, s->was);
                 part_unstart(js, j, s->part);
+                if (held && !js->quiescing)
+                        job_dispatch_try(js, slot); /* the head says why it waits */
                 return;
         }
         if (j->cancel_requested && js->sup) /* asked while the start was being committed */
