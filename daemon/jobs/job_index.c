@@ -1039,9 +1039,10 @@ void jobs_tick(struct jobs *js)
         jobs_unlock(js);
 }
 
-/* At shutdown, with the lock held and nothing else left to take it: a client may have been
- * told a job finished (it is served from memory) while its final write failed. Writing it
- * until it commits keeps what the client was told true after the restart; the wait is
+/* At shutdown, with the lock held and nothing else left to take it: a job that ended while its
+ * final write failed (shown running, with not_stored, until a write of it commits: job_query.c)
+ * loses its end to the restart, which reads it back interrupted. Writing it until it commits
+ * keeps the end the worker reported; the wait is
  * bounded by shutdown_timeout_s because systemd's own stop timeout will not wait forever. */
 static void flush_unsaved_locked(struct jobs *js)
 {
