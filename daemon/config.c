@@ -104,6 +104,11 @@ static const struct key keys[] = {
     {"store_retry_ms", K_UINT, F(store_retry_ms), "1000", 10, 600000,
      "A finished job whose write failed (a full disk) is written again this often until it "
      "commits, and at shutdown for up to shutdown_timeout_s."},
+    {"start_commit_wait", K_BOOL, F(start_commit_wait), "true", 0, 0,
+     "A part's worker is sent the part only once its start has committed: on a disk gone "
+     "read-only a part sent first ran with nowhere to record it, and ran again after a "
+     "restart. Costs a commit a part (with sub-millisecond parts, umd's CPU a job more than "
+     "doubles); false sends a part at once, its start committed with what follows."},
     {"wal_max_bytes", K_SIZE, F(wal_max_bytes), "64MiB", 64 * 1024, 64 * GiB,
      "The database's write-ahead log stays under this: it is cut back to nothing when a "
      "commit leaves it past three quarters of this, and whenever the writer has been idle "

@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "devices.h"
 #include "job_internal.h"
 #include "jobs.h"
@@ -140,6 +141,13 @@ void job_start_part(struct jobs *js, struct job *j, size_t i, size_t slot, enum 
         part_mark_running(js, j, i);
         /* Its row now, the document with its end (job_persist_soon): recovery lays the row over
          * the document, so a restart finds the part running and says it was interrupted. */
+        if (!js->cfg->start_commit_wait) { /* sent at once, its start committed with the rest */
+                job_persist_part(js, j, i);
+                struct job_start now = {.part = i, .was = was};
+                memcpy(now.id, j->id, sizeof(now.id));
+                start_settle(js, slot, &now, 0);
+                return;
+        }
         if (store_put_part_waited(js->store, j->id, i, job_state_names[JOB_RUNNING], &t) == 0) {
                 job_persist_soon(js, j);
                 s->ticket = t;

@@ -403,6 +403,34 @@ static void test_a_final_state_not_committed_is_shown_running_until_it_is(void *
         assert_null(fx_field(a, "not_stored"));
 }
 
+static void start_commit_wait_off(struct umd_config *cfg)
+{
+        cfg->start_commit_wait = false;
+}
+
+static int setup_start_commit_wait_off(void **state)
+{
+        fx_configure = start_commit_wait_off;
+        int r = fx_setup(state);
+        fx_configure = NULL;
+        return r;
+}
+
+/* start_commit_wait = false: the next part is sent as the previous one ends, its start queued
+ * to the store with the rest, as before issue 57. */
+static void test_without_start_commit_wait_a_part_is_sent_at_once(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        fx->cb.part_done(fx->cb.userdata, 0, a, PART_SUCCEEDED, NULL, NULL, NULL, NULL, -1);
+        fx->cb.worker_state(fx->cb.userdata, 0, WORKER_IDLE, NULL);
+        assert_int_equal(fx->n_dispatched, 2);
+        assert_string_equal(fx->dispatched[1].job, b);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -415,6 +443,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(
                 test_a_part_whose_start_does_not_commit_is_not_sent_and_waits_queued, fx_setup,
                 fx_teardown),
+            cmocka_unit_test_setup_teardown(test_without_start_commit_wait_a_part_is_sent_at_once,
+                                            setup_start_commit_wait_off, fx_teardown),
             cmocka_unit_test_setup_teardown(
                 test_a_final_state_not_committed_is_shown_running_until_it_is, fx_setup,
                 fx_teardown),
