@@ -8,9 +8,13 @@
  * The start's ticket is awaited without blocking anyone: store_when_done's callback, on the
  * writer's thread, only writes to an eventfd (jobs.start_fd) that the main loop polls, and the
  * main loop sends the part (jobs_starts_committed). Meanwhile the slot (a GPU, or the node) is
- * taken, as for a part sent, and a cancel of the part is passed on once it is sent. The start
- * rides the batch its dispatch's cause wrote anyway (the previous part's end, a submit), so it
- * costs no commit of its own; what it costs is one commit's time before the worker begins. */
+ * taken, as for a part sent, and a cancel of the part is passed on once it is sent.
+ *
+ * The cost is a commit a part: the start shares its batch with what its dispatch's cause wrote
+ * (the previous part's end), but that batch, lazy before (STORE_LAZY_MS, a dozen jobs' changes a
+ * commit), is now awaited, and a GPU waits for it. With sub-millisecond fake parts umd's CPU a
+ * job more than doubled (bench/store/RESULTS.md); a part of a real benchmark is longer than a
+ * commit by orders of magnitude. start_commit_wait = false sends a part at once, as before. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
