@@ -15,6 +15,8 @@ import pytest
 from conftest import submit, wait_for, wait_job
 
 SLOW = {"benchmark": "copy", "params": {"fake_delay_ms": 1500}}
+# Said, whatever the default: a part's start commits before its worker is sent it.
+GATE = ["--start-commit-wait", "true"]
 
 
 def run(*cmd):
@@ -65,7 +67,7 @@ def mount_options(mnt):
 
 def test_a_disk_gone_read_only_stops_dispatch_and_says_so(umd, ext4_remount_ro):
     mnt, sysname = ext4_remount_ro
-    d = umd(fake_devices=1, state_dir=mnt / "state", args=["--store-retry-ms", "200"])
+    d = umd(fake_devices=1, state_dir=mnt / "state", args=["--store-retry-ms", "200"] + GATE)
     assert d.get("/v1/health").json()["store_commit"] == "ok"
     running = submit(d, SLOW)["id"]
     queued = [submit(d, SLOW)["id"] for _ in range(5)]
@@ -106,7 +108,7 @@ def shown_then_repaired(umd, mnt, sysname):
     the repaired disk (stopped, e2fsck, mounted again): (jobs shown, new daemon)."""
     state = mnt / "state"
     d = umd(fake_devices=1, state_dir=state, args=["--store-retry-ms", "200",
-                                                   "--shutdown-timeout-s", "2"])
+                                                   "--shutdown-timeout-s", "2"] + GATE)
     running = submit(d, SLOW)["id"]
     jobs = [running] + [submit(d, SLOW)["id"] for _ in range(5)]
     wait_job(d, running, states=("running",))
