@@ -104,6 +104,12 @@ static const struct key keys[] = {
     {"store_retry_ms", K_UINT, F(store_retry_ms), "1000", 10, 600000,
      "A finished job whose write failed (a full disk) is written again this often until it "
      "commits, and at shutdown for up to shutdown_timeout_s."},
+    {"start_commit_wait", K_BOOL, F(start_commit_wait), "false", 0, 0,
+     "Send a part's worker the part only once its start has committed. Off by default: it costs "
+     "a commit a part (with sub-millisecond parts umd's CPU a job more than doubled, "
+     "bench/store/RESULTS.md). Off, a part sent just before a disk goes read-only can run with "
+     "nowhere to record it and run again after the repair (one part a GPU at most: no later part "
+     "starts while the store cannot commit); on, none does."},
     {"wal_max_bytes", K_SIZE, F(wal_max_bytes), "64MiB", 64 * 1024, 64 * GiB,
      "The database's write-ahead log stays under this: it is cut back to nothing when a "
      "commit leaves it past three quarters of this, and whenever the writer has been idle "

@@ -36,6 +36,7 @@ struct umd_config {
         uint64_t max_store_bytes; /* finished jobs removed while the store is larger; 0 = never */
         uint64_t max_result_bytes;
         unsigned store_retry_ms;   /* a failed final write is retried this often */
+        bool start_commit_wait;    /* a part is sent once its start commits (job_start.c) */
         uint64_t wal_max_bytes;    /* the WAL is truncated once a commit leaves it larger */
         unsigned commit_gather_us; /* a waited commit waits this long for as many waiters */
 

@@ -192,7 +192,8 @@ static int run(struct umd_daemon *d)
                  cfg->state_dir);
 
         for (;;) {
-                struct pollfd pfd = {.fd = d->signal_fd, .events = POLLIN};
+                struct pollfd pfd[] = {{.fd = d->signal_fd, .events = POLLIN},
+                                       {.fd = jobs_start_fd(d->jobs), .events = POLLIN}};
                 /* The jobs recovered unchecked are checked in batches between looks at the
                  * signals: 64 hold core_lock about a millisecond, and the millisecond after each
                  * lets the HTTP threads take it (a lock taken again at once would starve them). */
@@ -200,7 +201,7 @@ static int run(struct umd_daemon *d)
                     unchecked > 0 && (unchecked = jobs_check_recovered(d->jobs, CHECK_BATCH)) > 0;
                 /* Woken often enough for the retry of failed writes (store_retry_ms). */
                 int pr =
-                    poll(&pfd, 1,
+                    poll(pfd, ELEMENTSOF(pfd),
                          checking ? 1
                                   : (int)(cfg->store_retry_ms < TICK_MS / 4 ? cfg->store_retry_ms
                                                                             : TICK_MS / 4));
@@ -208,7 +209,10 @@ static int run(struct umd_daemon *d)
                         r = log_error_errno(errno, "poll: %m");
                         break;
                 }
-                if (pr > 0) {
+                /* A part's start committed (or failed): its worker is sent it now. */
+                if (pr > 0 && pfd[1].revents)
+                        jobs_starts_committed(d->jobs);
+                if (pr > 0 && pfd[0].revents) {
                         struct signalfd_siginfo si;
                         if (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
                                 if (si.ssi_signo == SIGHUP) {

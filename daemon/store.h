@@ -83,6 +83,10 @@ void store_new_free(struct store_new *p);
  * must live as long as the program (a job_state_names string). Fire and forget: a failure to
  * commit is logged. 0, -EINVAL (no valid id) or -ENOMEM, logged; nothing is queued on failure. */
 int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
+/* store_put_part with a ticket (store_wait, store_poll or store_when_done it): a part's start
+ * that its worker is sent only once it is committed (job_start.c, issue 57). */
+int store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                          struct store_ticket **ret_ticket);
 /* store_put_part with the part's own document: part (its object in the job's document, dumped
  * now, by the caller's thread) goes to its row beside state, newer than the job's document. A
  * part's end while other parts of its job run is so written without the job's whole row

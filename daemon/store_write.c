@@ -1266,6 +1266,18 @@ static void ticket_queue_locked(struct store *s, struct store_ticket *t)
         s->prep_tail = t;
 }
 
+/* t to the writer's queue; with ret_ticket the caller keeps it (waits for or polls it). */
+static void ticket_put(struct store *s, struct store_ticket *t, struct store_ticket **ret_ticket)
+{
+        t->waited = ret_ticket != NULL;
+        t->queued_ms = now_monotonic_ms();
+        pthread_mutex_lock(&s->mu);
+        ticket_queue_locked(s, t);
+        pthread_mutex_unlock(&s->mu);
+        if (ret_ticket)
+                *ret_ticket = t;
+}
+
 static int put(struct store *s, const json_t *job, bool shared, struct store_ticket **ret_ticket)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
@@ -1290,13 +1302,7 @@ static int put(struct store *s, const json_t *job, bool shared, struct store_tic
         /* Only finished jobs are cached, and nothing writes those again; a write says the
          * cached bytes (if any) are no longer the truth all the same. */
         store_cache_evict(s, t->row.id);
-        t->waited = ret_ticket != NULL;
-        t->queued_ms = now_monotonic_ms();
-        pthread_mutex_lock(&s->mu);
-        ticket_queue_locked(s, t);
-        pthread_mutex_unlock(&s->mu);
-        if (ret_ticket)
-                *ret_ticket = t;
+        ticket_put(s, t, ret_ticket);
         if (prep_n_mine < PREP_MINE_MAX) {
                 prep_mine[prep_n_mine++] = t;
                 core_after_unlock(prep_drain);
@@ -1455,8 +1461,24 @@ int store_put_part(struct store *s, const char *job_id, size_t idx, const char *
         return store_put_part_doc(s, job_id, idx, state, NULL);
 }
 
+static int put_part(struct store *s, const char *job_id, size_t idx, const char *state,
+                    const json_t *part, struct store_ticket **ret_ticket);
+
 int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
                        const json_t *part)
+{
+        return put_part(s, job_id, idx, state, part, NULL);
+}
+
+int store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                          struct store_ticket **ret_ticket)
+{
+        assert(ret_ticket);
+        return put_part(s, job_id, idx, state, NULL, ret_ticket);
+}
+
+static int put_part(struct store *s, const char *job_id, size_t idx, const char *state,
+                    const json_t *part, struct store_ticket **ret_ticket)
 {
         struct store_ticket *t;
 
@@ -1476,10 +1498,7 @@ int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const ch
         t->part_idx = idx;
         t->part_state = state;
         atomic_init(&t->prep, PREP_OWNED);
-        t->queued_ms = now_monotonic_ms();
-        pthread_mutex_lock(&s->mu);
-        ticket_queue_locked(s, t);
-        pthread_mutex_unlock(&s->mu);
+        ticket_put(s, t, ret_ticket);
         return 0;
 }
 

@@ -153,39 +153,6 @@ static const struct queue_entry *node_head(struct jobs *js)
         return e;
 }
 
-/* Hand part i of j to slot's worker (a GPU, or the node). -errno when the supervisor cannot
- * take it now: the part stays queued. */
-static int part_send(struct jobs *js, struct job *j, size_t slot)
-{
-        json_t *doc = job_doc(j);
-        json_int_t timeout_s = json_integer_value(json_object_get(doc, "timeout_s"));
-        int r =
-            doc ? supervisor_dispatch(js->sup, slot, j->id, job_benchmark(j),
-                                      json_object_get(doc, "params"), (uint64_t)timeout_s * 1000)
-                : -ENOMEM;
-        if (r < 0) {
-                if (is_node(slot))
-                        log_debug("node: dispatch of %s deferred: %s", j->id, strerror(-r));
-                else
-                        log_debug("device %zu: dispatch of %s deferred: %s", slot, j->id,
-                                  strerror(-r));
-        }
-        return r;
-}
-
-/* Part i was sent (and its slot marked busy): it runs now. */
-static void part_mark_running(struct jobs *js, struct job *j, size_t i)
-{
-        j->parts[i].waiting_since_ms = 0;
-        j->parts[i].attempts++;
-        json_object_del(job_part_doc(j, i), "waiting");
-        job_set_part(js, j, i, JOB_RUNNING, NULL, NULL);
-        job_update_state(js, j);
-        /* Queued at once, not with the part's end: a restart after a crash must find it
-         * running, to say it was interrupted rather than run it again. */
-        job_persist_part(js, j, i);
-}
-
 /* A look that began at or after `since` (0: none asked for) is a look right before a start. */
 static bool looked_since(const struct device *d, uint64_t since)
 {
@@ -260,11 +227,10 @@ static void node_try(struct jobs *js, bool fresh)
                         want_look(js, &js->node_look_wanted_ms, -1);
                         return;
                 }
-                if (part_send(js, j, node_index()) < 0)
-                        return;
+                enum worker_state was = js->node_wstate;
                 js->node_running = true;
                 js->node_wstate = WORKER_BUSY;
-                part_mark_running(js, j, i);
+                job_start_part(js, j, i, node_index(), was);
                 return;
         }
 }
@@ -357,12 +323,11 @@ static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh)
                 return;
         }
 
-        if (part_send(js, best, dev) < 0)
-                return;
+        enum worker_state was = d->wstate;
         d->running_jobs = 1;
         d->contended_by = contended;
         d->wstate = WORKER_BUSY;
-        part_mark_running(js, best, best_part);
+        job_start_part(js, best, best_part, dev, was);
         ready_head(js, dev, d->ready_at_start, &d->ready_at_start_part);
 }
 

@@ -1039,9 +1039,10 @@ void jobs_tick(struct jobs *js)
         jobs_unlock(js);
 }
 
-/* At shutdown, with the lock held and nothing else left to take it: a client may have been
- * told a job finished (it is served from memory) while its final write failed. Writing it
- * until it commits keeps what the client was told true after the restart; the wait is
+/* At shutdown, with the lock held and nothing else left to take it: a job that ended while its
+ * final write failed (shown running, with not_stored, until a write of it commits: job_query.c)
+ * loses its end to the restart, which reads it back interrupted. Writing it until it commits
+ * keeps the end the worker reported; the wait is
  * bounded by shutdown_timeout_s because systemd's own stop timeout will not wait forever. */
 static void flush_unsaved_locked(struct jobs *js)
 {
@@ -1084,6 +1085,7 @@ static void jobs_free(struct jobs *js)
 {
         if (!js)
                 return;
+        job_start_free(js);
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
         free(jobs_base(js));
@@ -1116,6 +1118,7 @@ void jobs_shutdown(struct jobs *js)
                 return;
         core_lock();
         core_run_deferred_locked(); /* submissions' rests (job_submit.c) point into js */
+        job_start_abandon_locked(js);
         /* Parts still running lost their worker with the daemon: they did not finish. Queued
          * parts stay queued and run after the next start. */
         for (size_t k = 0; k < js->n_jobs; k++) {
@@ -1185,6 +1188,12 @@ int jobs_init(const struct umd_daemon *d, struct jobs **ret)
         js = calloc(1, sizeof(*js));
         if (!js)
                 return log_error_errno(ENOMEM, "out of memory");
+        js->start_fd = -1;
+        r = job_start_init(js);
+        if (r < 0) {
+                jobs_free(js);
+                return r;
+        }
         js->node_wstate = WORKER_COLD;
         js->prune_seen_commits = UINT64_MAX;
         atomic_init(&js->generation, 1);

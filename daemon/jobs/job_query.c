@@ -17,6 +17,9 @@
 #include "util.h"
 #include "uuid.h"
 
+/* show_unstored's reason: the final state's name and the store's error fit with room. */
+#define JOB_UNSTORED_MAX 256
+
 void job_query_counts(struct jobs *js, size_t *ret_queued, size_t *ret_running, size_t *ret_total)
 {
         core_lock();
@@ -62,8 +65,42 @@ int job_query_store_problem(int r, const char *id, struct problem *p)
         return 0;
 }
 
+/* What job_query_get shows of a final job whose final write did not commit (issue 57: a disk
+ * gone read-only). A final state a client is shown is a promise that a restart reads it back,
+ * and the store cannot keep it yet: a restart before the write commits finds the job as last
+ * committed, running, and says it was interrupted. So the job is shown running, as the store
+ * holds it, with why; its parts keep what the worker said. jobs_retry_unsaved writes it again
+ * every store_retry_ms, and once that commits the job is shown final. */
+static void show_unstored(struct jobs *js, json_t *pub, const char *final)
+{
+        char why[JOB_UNSTORED_MAX];
+        int r = store_commit_error(js->store);
+
+        snprintf(why, sizeof(why),
+                 "the job ended (%s) but the job store could not keep it (%s): written again "
+                 "every store_retry_ms; until then a restart finds it interrupted",
+                 final, r ? strerror(-r) : "its write failed");
+        json_object_set_new(pub, "state", json_string(job_state_names[JOB_RUNNING]));
+        json_object_set_new(pub, "finished", json_null());
+        json_object_set_new(pub, "not_stored", json_string(why));
+}
+
+/* After the commit a GET waited for: whether job id's final state is still not committed
+ * (its write failed, or was queued again). A job committed has left memory (pruned). */
+static void check_final_stored(struct jobs *js, const char *id, json_t *pub)
+{
+        core_lock();
+        jobs_prune_finished(js);
+        struct job *j = job_find(js, id);
+        if (j && job_state_final(j->st) && (j->final_unsaved || j->final_ticket))
+                show_unstored(js, pub, job_state_names[j->st]);
+        core_unlock();
+}
+
 int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct problem *p)
 {
+        bool final = false;
+
         if (!uuid_is_valid(id))
                 return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
         core_lock();
@@ -72,11 +109,14 @@ int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct prob
         if (j) {
                 job_persist_shown(js, j);
                 *ret_job = job_public_of(j);
+                final = job_state_final(j->st);
         }
         core_unlock();
         if (j) {
                 /* What a client reads is on disk: wait for the commit of what it shows. */
                 store_sync(js->store);
+                if (final && *ret_job)
+                        check_final_stored(js, id, *ret_job);
                 return 0;
         }
         /* Not in memory: finished, and committed before it left memory. */

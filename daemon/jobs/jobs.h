@@ -63,6 +63,11 @@ void jobs_tick(struct jobs *js);
 size_t jobs_check_recovered(struct jobs *js, size_t max);
 /* Every store_retry_ms: write again each finished job whose final write failed. */
 void jobs_retry_unsaved(struct jobs *js);
+/* The main loop polls jobs_start_fd (readable: a part's start committed or failed) and then
+ * calls jobs_starts_committed, which sends each part whose start committed to its worker and
+ * queues again each whose start failed (job_start.c). */
+int jobs_start_fd(struct jobs *js);
+void jobs_starts_committed(struct jobs *js);
 /* At shutdown, before supervisor_stop: no more dispatches; running parts will be marked
  * interrupted by jobs_shutdown once the workers are gone. */
 void jobs_quiesce(struct jobs *js);

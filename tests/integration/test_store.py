@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from conftest import db_execute, kill_while
+from conftest import db_execute, kill_while, wait_for
 from test_jobs import COPY, stopped_with_one_running_and_one_queued, submit, wait_job
 
 STATES = {"queued", "running", "succeeded", "failed", "cancelled", "timed_out", "interrupted"}
@@ -366,8 +366,9 @@ def fill(path):
 
 
 def finished_while_the_disk_was_full(umd, mnt, args=()):
-    """A umd on the tmpfs at mnt, whose job finished (and was served as final) while its final
-    write could not be committed. Returns (daemon, job as served, filler file)."""
+    """A umd on the tmpfs at mnt, whose job finished while its final write could not be
+    committed: served as the store holds it (running), saying it ended and why it is not stored,
+    never as final (issue 57). Returns (daemon, job as served, filler file)."""
     d = umd(fake_devices=1, state_dir=mnt / "state", args=args)
     jid = submit(d, {"benchmark": "copy", "params": {"fake_delay_ms": 2000}})["id"]
     wait_job(d, jid, ("running",))
@@ -378,15 +379,17 @@ def finished_while_the_disk_was_full(umd, mnt, args=()):
             break
     else:
         pytest.fail("the disk never filled")
-    served = wait_job(d, jid)
-    assert served["state"] == "succeeded", served
-    # Served as final from memory, but the store does not have it.
+    wait_for(lambda: "not_stored" in d.get("/v1/jobs/" + jid).json(), timeout=20,
+             what="the job to end with nowhere to store its end")
+    served = d.get("/v1/jobs/" + jid).json()
+    assert served["state"] == "running" and served["finished"] is None, served
+    assert served["not_stored"].startswith("the job ended (succeeded)"), served
+    # The store does not have it: a final state shown would have been a promise it cannot keep.
     assert stored_states(mnt / "state")[jid] != "succeeded"
     return d, served, filler
 
 
-def test_a_job_served_as_finished_while_the_disk_was_full_stays_finished_after_a_stop(umd,
-                                                                                  tmp_path):
+def test_a_job_that_ended_while_the_disk_was_full_is_finished_after_a_stop(umd, tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()
     if not can_mount_tmpfs(mnt):
@@ -419,6 +422,9 @@ def test_a_final_write_that_failed_is_retried_every_store_retry_ms(umd, tmp_path
         while stored_states(mnt / "state").get(served["id"]) != "succeeded":
             assert time.monotonic() < wait_for_stored, stored_states(mnt / "state")
             time.sleep(0.1)
+        # Committed: shown final from then on.
+        now = d.get("/v1/jobs/" + served["id"]).json()
+        assert now["state"] == "succeeded" and "not_stored" not in now, now
         d.kill()
         d2 = umd(fake_devices=1, state_dir=mnt / "state")
         assert d2.get("/v1/jobs/" + served["id"]).json()["state"] == "succeeded"

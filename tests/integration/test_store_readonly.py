@@ -15,6 +15,8 @@ import pytest
 from conftest import submit, wait_for, wait_job
 
 SLOW = {"benchmark": "copy", "params": {"fake_delay_ms": 1500}}
+# Said, whatever the default: a part's start commits before its worker is sent it.
+GATE = ["--start-commit-wait", "true"]
 
 
 def run(*cmd):
@@ -65,7 +67,7 @@ def mount_options(mnt):
 
 def test_a_disk_gone_read_only_stops_dispatch_and_says_so(umd, ext4_remount_ro):
     mnt, sysname = ext4_remount_ro
-    d = umd(fake_devices=1, state_dir=mnt / "state", args=["--store-retry-ms", "200"])
+    d = umd(fake_devices=1, state_dir=mnt / "state", args=["--store-retry-ms", "200"] + GATE)
     assert d.get("/v1/health").json()["store_commit"] == "ok"
     running = submit(d, SLOW)["id"]
     queued = [submit(d, SLOW)["id"] for _ in range(5)]
@@ -81,10 +83,10 @@ def test_a_disk_gone_read_only_stops_dispatch_and_says_so(umd, ext4_remount_ro):
     assert re.search(r"^umd_store_commit_failing 1$", d.get("/metrics").text, re.M)
 
     # No new part starts once a commit failed: the queue waits and says why, for as long as the
-    # disk is gone. (The part dispatched as the running one ended, before any commit had
-    # failed, may have run: umd learns of the disk from a commit.)
+    # disk is gone. Not even the part dispatched as the running one ended, before any commit had
+    # failed: its worker is sent it only once its start commits, and that commit failed.
     still = [jid for jid in queued if d.get("/v1/jobs/" + jid).json()["state"] == "queued"]
-    assert len(still) >= len(queued) - 1, still
+    assert still == queued, still
     time.sleep(3)
     for jid in still:
         j = d.get("/v1/jobs/" + jid).json()
@@ -106,7 +108,7 @@ def shown_then_repaired(umd, mnt, sysname):
     the repaired disk (stopped, e2fsck, mounted again): (jobs shown, new daemon)."""
     state = mnt / "state"
     d = umd(fake_devices=1, state_dir=state, args=["--store-retry-ms", "200",
-                                                   "--shutdown-timeout-s", "2"])
+                                                   "--shutdown-timeout-s", "2"] + GATE)
     running = submit(d, SLOW)["id"]
     jobs = [running] + [submit(d, SLOW)["id"] for _ in range(5)]
     wait_job(d, running, states=("running",))
@@ -132,23 +134,29 @@ def test_after_the_disk_is_repaired_every_job_left_queued_runs(umd, ext4_remount
         assert wait_job(d2, jid, timeout=60)["state"] == "succeeded", jid
 
 
-@pytest.mark.xfail(strict=False, reason="issue 57: umd learns of the disk from a commit, so the "
-                   "part dispatched before the first commit failed starts uncommitted; after "
-                   "the repair it reads back queued and runs again. Needs a part's start "
-                   "committed before the part is sent")
 def test_after_the_disk_is_repaired_no_job_that_started_runs_again(umd, ext4_remount_ro):
+    """A part's start commits before its worker is sent it, so the part dispatched as the disk
+    went (its start in the batch that failed first) never ran: shown queued, it runs once after
+    the repair, and every job shown started keeps the start it was shown."""
     shown, d2 = shown_then_repaired(umd, *ext4_remount_ro)
+    started = [jid for jid, before in shown.items() if before["state"] != "queued"]
+    assert started == list(shown)[:1], shown
     for jid, before in shown.items():
         if before["state"] != "queued":
             j = wait_job(d2, jid, timeout=60)
             assert j["parts"][0]["started"] == before["parts"][0]["started"], (before, j)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 57: a final state is still served from memory "
-                   "while its write fails (the full-disk design); after a restart before the "
-                   "write commits the job reads back interrupted")
 def test_after_the_disk_is_repaired_a_job_shown_final_stays_final(umd, ext4_remount_ro):
+    """A final state is shown only once committed. The part that ran as the disk went ended
+    with nowhere to put its end: it is shown running, as the store holds it, saying why, and
+    after the repair reads back interrupted, which is what a client was shown could happen."""
     shown, d2 = shown_then_repaired(umd, *ext4_remount_ro)
+    first = shown[next(iter(shown))]
+    assert first["state"] == "running" and first["finished"] is None, first
+    assert "could not keep it" in first["not_stored"], first
+    assert first["not_stored"].startswith("the job ended (succeeded)"), first
+    assert wait_job(d2, first["id"])["state"] == "interrupted"
     for jid, before in shown.items():
         if before["state"] in ("succeeded", "failed"):
             assert wait_job(d2, jid)["state"] == before["state"]

@@ -123,7 +123,16 @@ struct jobs {
         void *poke_arg;
         bool quiescing;
         bool store_was_failing; /* job_dispatch_store_watch saw the store failing */
-        struct job **jobs;      /* ascending id (submission order) */
+        /* Each slot's (a GPU's, then the node's) part whose start is being committed before
+         * its worker is sent it (job_start.c); ticket NULL: none. */
+        struct job_start {
+                struct store_ticket *ticket;
+                char id[JOB_ID_MAX];
+                size_t part;
+                enum worker_state was; /* the slot's worker state before the part took it */
+        } * starts;
+        int start_fd;      /* eventfd: a start's commit is known, for the main loop */
+        struct job **jobs; /* ascending id (submission order) */
         /* cap_jobs slots allocated from jobs - jobs_skip: the oldest jobs, which finish first,
          * leave by moving jobs on (jobs_skip grows) instead of moving every job after them
          * (jobs_prune_finished, jobs_remove_at); an append at the allocation's end closes the
@@ -193,6 +202,18 @@ static inline bool is_node(size_t dev)
 {
         return have_node() && dev == node_index();
 }
+
+/* job_start.c: a part's start, committed before its worker is sent the part. */
+/* Hand part i of j to slot's worker (a GPU, or the node). -errno when the supervisor cannot
+ * take it now. */
+int part_send(struct jobs *js, struct job *j, size_t slot);
+/* Part i of j, its slot just taken (was: the slot's worker state before): marked running, its
+ * start queued to the store, and sent once that commits (jobs_starts_committed). */
+void job_start_part(struct jobs *js, struct job *j, size_t i, size_t slot, enum worker_state was);
+int job_start_init(struct jobs *js);
+/* At shutdown: every start in flight waited for, its part queued again (it never ran). */
+void job_start_abandon_locked(struct jobs *js);
+void job_start_free(struct jobs *js);
 
 /* job_index.c: the index and the state machine. */
 struct job *job_find(struct jobs *js, const char *id);

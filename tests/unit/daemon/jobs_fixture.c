@@ -243,6 +243,21 @@ int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const
         return __real_store_put_part(s, job_id, idx, state);
 }
 
+/* A part's start (job_start.c): store_put_part's failures. */
+int __real_store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                                 struct store_ticket **ret_ticket);
+int __wrap_store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                                 struct store_ticket **ret_ticket);
+int __wrap_store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                                 struct store_ticket **ret_ticket)
+{
+        if (fx && fx->fail_put_part > 0) {
+                fx->fail_put_part--;
+                return -ENOMEM;
+        }
+        return __real_store_put_part_waited(s, job_id, idx, state, ret_ticket);
+}
+
 /* A part's own document: store_put_part's failures. */
 int __wrap_store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
                               const json_t *part)
@@ -307,6 +322,17 @@ void fx_clock_advance(uint64_t ms)
 
 /* ---- set-up ---- */
 
+/* As umd's main loop does once a part's start commits (job_start.c): the parts whose starts
+ * were queued are sent (or queued again). Every helper that may dispatch ends with it, so that
+ * a test sees a part sent as soon as the change that dispatched it returns. */
+void fx_settle_starts(void)
+{
+        for (int round = 0; round < 2; round++) {
+                store_sync(fx->d.store);
+                jobs_starts_committed(fx->d.jobs);
+        }
+}
+
 static void fx_start(unsigned n_devices)
 {
         const char *worker = getenv("UMD_WORKER");
@@ -322,6 +348,7 @@ static void fx_start(unsigned n_devices)
         core_init(&fx->d);
         job_dispatch_callbacks(fx->d.jobs, &fx->cb);
         job_dispatch_attach_supervisor(fx->d.jobs, &fake_sup);
+        fx_settle_starts();
 }
 
 static void fx_stop(void)
@@ -399,6 +426,7 @@ int fx_submit(const char *body, const char *idem, const char *client, char ret_i
         if (ret_id)
                 snprintf(ret_id, JOB_ID_MAX, "%s", sub.id);
         core_submitted_done(&sub);
+        fx_settle_starts();
         return r == 1 ? 200 : 202;
 }
 
@@ -409,6 +437,7 @@ int fx_cancel(const char *id, const char *client, bool admin)
         int r = core_job_cancel(id, client, admin, &job, &p);
 
         json_decref(job);
+        fx_settle_starts();
         return r < 0 ? p.status : 200;
 }
 
@@ -476,9 +505,11 @@ void fx_look(size_t dev, int others)
         struct gpu_state st = {.known = true, .other_processes = others, .compute_mode = "default"};
 
         job_dispatch_gpu_observed(fx->d.jobs, dev, &st, fx_clock_monotonic_ms());
+        fx_settle_starts();
 }
 
 void fx_worker_state(size_t dev, enum worker_state st, const char *reason)
 {
         fx->cb.worker_state(fx->cb.userdata, dev, st, reason);
+        fx_settle_starts();
 }

@@ -71,6 +71,8 @@ int fx_teardown(void **state);
  * directory (recovery), with n fake GPUs. crash: as if umd had been killed, its shutdown writes
  * nothing (its store_put calls fail), so the store holds what it held while umd ran. */
 void fx_restart(unsigned n_devices, bool crash);
+/* Sends the parts whose starts were queued, once those commit, as umd's main loop does. */
+void fx_settle_starts(void);
 
 /* Moves the jobs' clock, monotonic and realtime, ms ahead: a delay passes (JOB_PERSIST_DELAY_MS,
  * a look's) without the test sleeping through it. */

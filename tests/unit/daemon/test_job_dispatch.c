@@ -338,6 +338,97 @@ static void test_a_look_that_began_before_the_workers_says_nothing_of_other_proc
         assert_int_equal(d->gpu.other_processes, 1);
 }
 
+/* A part's start is committed before its worker is sent the part (issue 57: a part sent first ran
+ * where nothing of it could be recorded when the disk had gone, and ran again after a restart).
+ * The previous part's end dispatches the next: it is running, not sent, until its start commits;
+ * a cancel asked meanwhile is passed on once it is sent. */
+static void test_a_part_is_sent_only_once_its_start_commits(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        assert_int_equal(fx->n_dispatched, 1);
+        /* As fx_part_done, but without letting the starts go. */
+        fx->cb.part_done(fx->cb.userdata, 0, a, PART_SUCCEEDED, NULL, NULL, NULL, NULL, -1);
+        fx->cb.worker_state(fx->cb.userdata, 0, WORKER_IDLE, NULL);
+        assert_int_equal(fx->n_dispatched, 1); /* b's start is queued, not yet committed */
+        assert_int_equal(fx_cancel(b, NULL, true), 200);
+        assert_int_equal(fx->n_dispatched, 2);
+        assert_string_equal(fx->dispatched[1].job, b);
+        /* Asked when the cancel came (the real supervisor answers ESRCH: it holds no such part)
+         * and again once the part was sent. */
+        assert_int_equal(fx->n_cancelled, 2);
+        assert_string_equal(fx->cancelled[1].job, b);
+}
+
+/* A start that does not commit leaves the part queued, never sent: it started nowhere that a
+ * restart could find. The next chance to dispatch starts it again. */
+static void test_a_part_whose_start_does_not_commit_is_not_sent_and_waits_queued(void **state)
+{
+        char a[JOB_ID_MAX];
+
+        (void)state;
+        fx->fail_poll = 1; /* the start's commit reads back failed */
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx->fail_poll, 0);
+        assert_int_equal(fx->n_dispatched, 0);
+        assert_string_equal(fx_state(a), "queued");
+        assert_true(json_is_null(json_object_get(fx_part(a, 0), "started")));
+        assert_true(json_is_null(fx_field(a, "started")));
+        fx_worker_state(0, WORKER_IDLE, NULL);
+        assert_int_equal(fx->n_dispatched, 1);
+        assert_string_equal(fx_state(a), "running");
+}
+
+/* A job whose final write did not commit is shown as the store holds it (running), with why, not
+ * as finished: a restart then would find it interrupted. Once a write of it commits, finished. */
+static void test_a_final_state_not_committed_is_shown_running_until_it_is(void **state)
+{
+        char a[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        fx->fail_poll = 1; /* the final write reads back failed */
+        fx_part_done(0, a, PART_SUCCEEDED);
+        assert_string_equal(fx_state(a), "running");
+        assert_int_equal(fx->fail_poll, 0);
+        assert_non_null(strstr(json_string_value(fx_field(a, "not_stored")), "succeeded"));
+        assert_true(json_is_null(fx_field(a, "finished")));
+        jobs_retry_unsaved(fx->d.jobs);
+        assert_string_equal(fx_state(a), "succeeded");
+        assert_null(fx_field(a, "not_stored"));
+}
+
+static void start_commit_wait_off(struct umd_config *cfg)
+{
+        cfg->start_commit_wait = false;
+}
+
+static int setup_start_commit_wait_off(void **state)
+{
+        fx_configure = start_commit_wait_off;
+        int r = fx_setup(state);
+        fx_configure = NULL;
+        return r;
+}
+
+/* start_commit_wait = false: the next part is sent as the previous one ends, its start queued
+ * to the store with the rest, as before issue 57. */
+static void test_without_start_commit_wait_a_part_is_sent_at_once(void **state)
+{
+        char a[JOB_ID_MAX], b[JOB_ID_MAX];
+
+        (void)state;
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
+        assert_int_equal(fx_submit(COPY0, NULL, NULL, b), 202);
+        fx->cb.part_done(fx->cb.userdata, 0, a, PART_SUCCEEDED, NULL, NULL, NULL, NULL, -1);
+        fx->cb.worker_state(fx->cb.userdata, 0, WORKER_IDLE, NULL);
+        assert_int_equal(fx->n_dispatched, 2);
+        assert_string_equal(fx->dispatched[1].job, b);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -345,6 +436,16 @@ int main(void)
                 test_the_highest_priority_runs_next_then_submission_order, fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_part_the_supervisor_cannot_take_stays_queued,
                                             fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_part_is_sent_only_once_its_start_commits,
+                                            fx_setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_part_whose_start_does_not_commit_is_not_sent_and_waits_queued, fx_setup,
+                fx_teardown),
+            cmocka_unit_test_setup_teardown(test_without_start_commit_wait_a_part_is_sent_at_once,
+                                            setup_start_commit_wait_off, fx_teardown),
+            cmocka_unit_test_setup_teardown(
+                test_a_final_state_not_committed_is_shown_running_until_it_is, fx_setup,
+                fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_faulted_worker_fails_what_waits_for_it, fx_setup,
                                             fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_paused_gpu_holds_its_queue_until_resumed,

@@ -212,6 +212,7 @@ static void test_a_committed_submit_is_answered_without_waiting_for_the_lock(voi
         assert_int_equal(fx->n_dispatched, 0);
         atomic_store(&holder_release, true);
         assert_int_equal(pthread_join(holder, NULL), 0);
+        fx_settle_starts(); /* its start committed: sent */
         assert_int_equal(fx->n_dispatched, 1);
         assert_string_equal(fx->dispatched[0].job, sub.id);
         assert_string_equal(fx_state(sub.id), "running");
