@@ -527,14 +527,12 @@ static const struct param_def health_params[] = {
 static const char *const copy_meas[] = {MEAS_H2D, MEAS_D2H, MEAS_BIDIR, NULL};
 static const char *const copy_overlap_meas[] = {MEAS_OVERLAPPED, MEAS_SERIAL, MEAS_COPY_ALONE,
                                                 MEAS_KERNEL_ALONE, NULL};
-static const char *const pipeline_meas[] = {MEAS_PIPE_SERIAL,         MEAS_PIPE_OVERLAPPED,
-                                            MEAS_PIPE_PAGEABLE,       MEAS_PIPE_ON_DEMAND,
-                                            MEAS_PIPE_PREFETCH,       MEAS_PIPE_PREFETCH_CHUNKED,
-                                            MEAS_PIPE_ZERO_COPY,      MEAS_PIPE_GATHER,
-                                            MEAS_PIPE_PREFETCH_BATCH, MEAS_PIPE_DISCARD_PREFETCH,
-                                            MEAS_HOST_WRITE,          MEAS_COPY_ALONE,
-                                            MEAS_KERNEL_ALONE,        MEAS_PREFETCH_ALONE,
-                                            NULL};
+static const char *const pipeline_meas[] = {
+    MEAS_PIPE_SERIAL,           MEAS_PIPE_OVERLAPPED, MEAS_PIPE_PAGEABLE,
+    MEAS_PIPE_ON_DEMAND,        MEAS_PIPE_PREFETCH,   MEAS_PIPE_PREFETCH_CHUNKED,
+    MEAS_PIPE_ZERO_COPY,        MEAS_PIPE_GATHER,     MEAS_PIPE_PREFETCH_BATCH,
+    MEAS_PIPE_DISCARD_PREFETCH, MEAS_HOST_WRITE,      MEAS_COPY_ALONE,
+    MEAS_KERNEL_ALONE,          MEAS_PREFETCH_ALONE,  NULL};
 static const char *const zero_copy_meas[] = {MEAS_READ, MEAS_READ_WRITE, NULL};
 static const char *const on_demand_meas[] = {MEAS_GPU_ON_DEMAND, MEAS_CPU_ON_DEMAND, NULL};
 static const char *const prefetch_meas[] = {MEAS_PREFETCH_KERNEL, MEAS_PREFETCH,

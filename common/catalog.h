@@ -90,12 +90,12 @@ struct param_def {
 #define MEAS_PIPE_PREFETCH_BATCH   "managed_prefetch_batch"
 #define MEAS_PIPE_DISCARD_PREFETCH "managed_discard_prefetch"
 /* issue 60: the host's write of one batch alone (batch host_written): a third half of the limit */
-#define MEAS_HOST_WRITE   "host_write"
+#define MEAS_HOST_WRITE "host_write"
 /* issue 60: the batch prefetched whole to the GPU alone, no kernel: the managed copy's own rate,
  * the bound of every managed strategy (measured where a prefetching strategy runs) */
 #define MEAS_PREFETCH_ALONE "managed_prefetch_alone"
-#define MEAS_COPY_ALONE   "copy_alone"
-#define MEAS_KERNEL_ALONE "kernel_alone"
+#define MEAS_COPY_ALONE     "copy_alone"
+#define MEAS_KERNEL_ALONE   "kernel_alone"
 /* The word pipeline's intensity takes for "as long as the copy". */
 #define PIPE_BALANCED "balanced"
 /* pipeline's batch (issue 60): already in host memory before each step (untimed), or written

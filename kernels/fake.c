@@ -452,11 +452,11 @@ static int plan_copy_overlap(struct fake_job *j)
  * one stream (on the H100, copy_stream took 4-7 ms longer than round robin at 16 chunks of 1 GiB
  * and 11-13 ms at 64: bench/results/gpu-h100-1207); round robin overlaps it with the others */
 #define PIPE_PREFETCH_CALL_MS 0.2
-#define PIPE_ZERO_COPY_GBPS 52.0   /* a kernel reading mapped host memory */
-#define PIPE_GATHER_GBPS    20.0   /* 4 KiB rows of a 2D copy */
-#define PIPE_HBM_GBPS       3000.0 /* the kernel's own reads */
-#define PIPE_FMA_PER_S      3.2e13 /* an H200's FP32 FMAs a second */
-#define PIPE_PAGE           4096ull
+#define PIPE_ZERO_COPY_GBPS   52.0   /* a kernel reading mapped host memory */
+#define PIPE_GATHER_GBPS      20.0   /* 4 KiB rows of a 2D copy */
+#define PIPE_HBM_GBPS         3000.0 /* the kernel's own reads */
+#define PIPE_FMA_PER_S        3.2e13 /* an H200's FP32 FMAs a second */
+#define PIPE_PAGE             4096ull
 /* batch host_written (issue 60): the host's copy of a batch, a CPU thread's rate and the most
  * the threads together reach; into managed memory whose pages are on the GPU, each page faults
  * back first (a thread's rate; the driver's fault path serialises beyond PIPE_FAULT_MAX_GBPS) */
