@@ -496,8 +496,8 @@ struct pipe_point {
  * chunk of the shorter; one stream overlaps nothing. Both chunk_issue shapes get this rule: round
  * robin adds each stream's own turns, (move + kern) / streams, which with two streams or more
  * never exceeds the longer half, so an ideal schedule cannot tell them apart. What the driver
- * adds is the caller's: managed prefetches issued on one stream pay PIPE_PREFETCH_CALL_MS each
- * in series (docs/design.md, issue 60). */
+ * adds is the caller's: managed prefetches issued on one stream (copy_stream, or a single stream)
+ * pay PIPE_PREFETCH_CALL_MS each in series (docs/design.md, issue 60). */
 static double pipe_chunked_ms(const struct pipe_point *p, double move, double kern, double n)
 {
         if (p->streams < 2)
@@ -569,7 +569,7 @@ static void pipe_model(const char *name, const struct pipe_point *p, double *ret
         } else if (streq_ptr(name, MEAS_PIPE_PREFETCH_CHUNKED) ||
                    streq_ptr(name, MEAS_PIPE_DISCARD_PREFETCH)) {
                 double pf = ms_at(size, PIPE_PREFETCH_GBPS);
-                if (!p->prefetch_rr)
+                if (!p->prefetch_rr || p->streams < 2) /* one stream: in series either way */
                         pf += n * PIPE_PREFETCH_CALL_MS;
                 t = pipe_chunked_ms(p, pf, kern, n);
                 first_extra = ms_at((double)p->weights, PIPE_PREFETCH_GBPS);
