@@ -521,20 +521,18 @@ static void test_pipeline_chunk_issue_auto_and_copy_streams_prefetches_in_series
         json_t *aut = pipe_run("prepared", 1),
                *cs = pipe_run_with(json_pack("{s:s}", "chunk_issue", "copy_stream")),
                *rr = pipe_run_with(json_pack("{s:s}", "chunk_issue", "round_robin"));
-        const char *k = "chunk_issue";
+        const struct {
+                const json_t *res;
+                const char *strategy, *issue;
+        } want[] = {{aut, "pinned_overlapped", "copy_stream"},
+                    {aut, "managed_prefetch_chunked", "round_robin"},
+                    {rr, "pinned_overlapped", "round_robin"},
+                    {cs, "managed_discard_prefetch", "copy_stream"}};
 
-        assert_string_equal(
-            json_string_value(json_object_get(pipe_meas(aut, "pinned_overlapped"), k)),
-            "copy_stream");
-        assert_string_equal(
-            json_string_value(json_object_get(pipe_meas(aut, "managed_prefetch_chunked"), k)),
-            "round_robin");
-        assert_string_equal(
-            json_string_value(json_object_get(pipe_meas(rr, "pinned_overlapped"), k)),
-            "round_robin");
-        assert_string_equal(
-            json_string_value(json_object_get(pipe_meas(cs, "managed_discard_prefetch"), k)),
-            "copy_stream");
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+                assert_string_equal(json_string_value(json_object_get(
+                                        pipe_meas(want[i].res, want[i].strategy), "chunk_issue")),
+                                    want[i].issue);
         double a = steady_of(aut, "managed_prefetch_chunked"),
                c = steady_of(cs, "managed_prefetch_chunked"),
                r = steady_of(rr, "managed_prefetch_chunked");
