@@ -184,8 +184,8 @@ struct errors_reader {
 };
 
 static const struct errors_reader errors_readers[] = {
-    {NVML_ERRORS_REMAPPED_ROWS, read_remapped}, {NVML_ERRORS_ECC, read_ecc},
-    {NVML_ERRORS_ECC_MODE, read_ecc_mode},      {NVML_ERRORS_RETIRED_PAGES, read_retired},
+    {NVML_ERRORS_REMAPPED_ROWS, read_remapped},   {NVML_ERRORS_ECC, read_ecc},
+    {NVML_ERRORS_ECC_MODE, read_ecc_mode},        {NVML_ERRORS_RETIRED_PAGES, read_retired},
     {NVML_ERRORS_RECOVERY_ACTION, read_recovery}, {NVML_ERRORS_INFOROM, read_inforom},
 };
 

@@ -30,8 +30,8 @@
  * the first count's why in "ecc"'s "unknown"). NULL on allocation failure. inforom_kept (may be
  * NULL: read every time) keeps the first InfoROM reading that answered for the caller's life and
  * serves it again, marked "kept": true, with no NVML call: the InfoROM's checksum reads the whole
- * InfoROM (the whole read took 70 ms with it on an H100, driver 580: bench/results/nvml-errors/), and it
- * changes only with a firmware write. The caller owns *inforom_kept. */
+ * InfoROM (the whole read took 70 ms with it on an H100, driver 580: bench/results/nvml-errors/),
+ * and it changes only with a firmware write. The caller owns *inforom_kept. */
 json_t *nvml_errors_read(const struct nvml_api *api, nvml_device dev, json_t **inforom_kept);
 
 /* Every reading {"unknown": why} (NVML absent, or the GPU unknown to it), "source": "none". */

@@ -16,7 +16,6 @@
 
 #include "config.h"
 #include "daemon.h"
-#include "core.h"
 #include "devices.h"
 #include "gpustate.h"
 #include "jobs.h"
@@ -25,21 +24,24 @@
 #include "supervisor.h"
 #include "util.h"
 
-static pthread_t thread;
-static bool started, stopping;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cond;
-static const struct umd_config *cfg;
-static struct supervisor *sup;
-static struct jobs *jobs; /* d->jobs: told what each look found */
-
-/* Under lock: a look was asked for (coexist_poke), at every GPU, or at those marked. */
-static bool poked, poked_all;
-static bool *poked_dev;
-static size_t n_devs;
+/* One per daemon (coexist_start), held by struct umd_daemon. */
+struct coexist {
+        pthread_t thread;
+        bool stopping;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        const struct umd_config *cfg;
+        struct supervisor *sup;
+        struct jobs *jobs; /* d->jobs: told what each look found */
+        /* Under lock: a look was asked for (coexist_poke), at every GPU, or at those marked. */
+        bool poked, poked_all;
+        bool *poked_dev;
+        size_t n_devs;
+        bool *only; /* the thread's copy of poked_dev */
+};
 
 /* Looks at the GPUs marked in only, or at every one when only is NULL. */
-static void look(const bool *only)
+static void look(struct coexist *cx, const bool *only)
 {
         for (size_t i = 0; i < devices_count(); i++) {
                 char uuid[64];
@@ -55,21 +57,22 @@ static void look(const bool *only)
                 snprintf(uuid, sizeof(uuid), "%s", d->uuid);
                 fake_index = d->fake_index;
                 /* The node worker, when there is one, is the slot after the GPUs. */
-                gpustate_query(uuid, fake_index, supervisor_worker_pid(sup, i),
-                               have_node() ? supervisor_worker_pid(sup, node_index()) : 0, &st);
-                job_dispatch_gpu_observed(jobs, i, &st, at);
+                gpustate_query(uuid, fake_index, supervisor_worker_pid(cx->sup, i),
+                               have_node() ? supervisor_worker_pid(cx->sup, node_index()) : 0, &st);
+                job_dispatch_gpu_observed(cx->jobs, i, &st, at);
         }
 }
 
-/* The built-in schedule: one canonical check per due device, submitted like a client's, or one
- * over every GPU when the GPU pairs are due too (the check then has the node's part). */
-static void schedule(void)
+/* The built-in schedule: one canonical check per due device, submitted to the job subsystem as
+ * a client's would be (job_submit, not the API's core_job_submit), or one over every GPU when
+ * the GPU pairs are due too (the check then has the node's part). */
+static void schedule(struct coexist *cx)
 {
         size_t devs[64], n;
         bool all;
 
         core_lock();
-        n = job_dispatch_health_due_locked(jobs, devs, ELEMENTSOF(devs), &all);
+        n = job_dispatch_health_due_locked(cx->jobs, devs, ELEMENTSOF(devs), &all);
         core_unlock();
         for (size_t k = 0; k < (all ? 1 : n); k++) {
                 struct problem p = {0};
@@ -80,7 +83,7 @@ static void schedule(void)
                         : json_pack("{s:s, s:I, s:{s:s}}", "benchmark", "health", "device",
                                     (json_int_t)devs[k], "labels", "scheduled", "health_interval");
 
-                if (!body || core_job_submit(body, NULL, NULL, &sub, &p) < 0) {
+                if (!body || job_submit(cx->jobs, body, NULL, NULL, &sub, &p) < 0) {
                         const char *why = body ? p.detail : "out of memory";
                         if (all)
                                 log_warning("the scheduled health check of every GPU and the GPU "
@@ -97,106 +100,115 @@ static void schedule(void)
 
 static void *coexist_main(void *arg)
 {
-        bool *only = arg;
+        struct coexist *cx = arg;
+        bool *only = cx->only;
         uint64_t full_due = 0; /* when every GPU is looked at again */
 
-        pthread_mutex_lock(&lock);
-        while (!stopping) {
+        pthread_mutex_lock(&cx->lock);
+        while (!cx->stopping) {
                 struct timespec ts;
                 uint64_t now = now_monotonic_ms();
-                bool full = poked_all || now >= full_due;
+                bool full = cx->poked_all || now >= full_due;
 
                 /* The periodic look keeps its period under a stream of pokes. */
                 if (full)
-                        full_due = now + cfg->busy_poll_ms;
-                memcpy(only, poked_dev, n_devs * sizeof(*only));
-                memset(poked_dev, 0, n_devs * sizeof(*poked_dev));
-                poked = poked_all = false;
-                pthread_mutex_unlock(&lock);
-                look(full ? NULL : only);
-                schedule();
-                pthread_mutex_lock(&lock);
+                        full_due = now + cx->cfg->busy_poll_ms;
+                memcpy(only, cx->poked_dev, cx->n_devs * sizeof(*only));
+                memset(cx->poked_dev, 0, cx->n_devs * sizeof(*cx->poked_dev));
+                cx->poked = cx->poked_all = false;
+                pthread_mutex_unlock(&cx->lock);
+                look(cx, full ? NULL : only);
+                schedule(cx);
+                pthread_mutex_lock(&cx->lock);
                 now = now_monotonic_ms();
                 deadline_after_ms(CLOCK_MONOTONIC, full_due > now ? (unsigned)(full_due - now) : 0,
                                   &ts);
-                while (!stopping && !poked && pthread_cond_timedwait(&cond, &lock, &ts) == 0)
+                while (!cx->stopping && !cx->poked &&
+                       pthread_cond_timedwait(&cx->cond, &cx->lock, &ts) == 0)
                         ;
         }
-        pthread_mutex_unlock(&lock);
-        return only;
+        pthread_mutex_unlock(&cx->lock);
+        return NULL;
 }
 
 /* Without this file's lock: the flags were set under it, and the thread tests them under it
  * before it waits, so a wake-up given after the unlock is not lost. */
-static void coexist_wake(void)
+static void coexist_wake(void *arg)
 {
-        pthread_cond_signal(&cond);
+        struct coexist *cx = arg;
+
+        pthread_cond_signal(&cx->cond);
 }
 
 /* Called with core_lock held (dispatch): takes only this file's lock, which the thread never
  * holds while it takes core_lock. The wake-up waits for core_lock's release: the look ends in
  * job_dispatch_gpu_observed, which takes it, and a thread woken under it would wait for it
  * (on a 2-CPU machine it would often preempt the poker first). */
-static void coexist_poke(ssize_t dev)
+static void coexist_poke(void *arg, ssize_t dev)
 {
-        pthread_mutex_lock(&lock);
-        if (dev >= 0 && (size_t)dev < n_devs)
-                poked_dev[dev] = true;
+        struct coexist *cx = arg;
+
+        pthread_mutex_lock(&cx->lock);
+        if (dev >= 0 && (size_t)dev < cx->n_devs)
+                cx->poked_dev[dev] = true;
         else
-                poked_all = true;
-        poked = true;
-        pthread_mutex_unlock(&lock);
-        core_after_unlock(coexist_wake);
+                cx->poked_all = true;
+        cx->poked = true;
+        pthread_mutex_unlock(&cx->lock);
+        core_after_unlock_arg(coexist_wake, cx);
 }
 
-int coexist_start(const struct umd_daemon *d)
+static void coexist_free(struct coexist *cx)
 {
-        bool *only;
+        pthread_cond_destroy(&cx->cond);
+        pthread_mutex_destroy(&cx->lock);
+        free(cx->poked_dev);
+        free(cx->only);
+        free(cx);
+}
+
+int coexist_start(const struct umd_daemon *d, struct coexist **ret)
+{
+        struct coexist *cx = calloc(1, sizeof(*cx));
         int r;
 
-        cfg = d->cfg;
-        sup = d->sup;
-        jobs = d->jobs;
-        cond_init_monotonic(&cond);
-        n_devs = devices_count();
-        poked_dev = calloc(n_devs ?: 1, sizeof(*poked_dev));
-        only = calloc(n_devs ?: 1, sizeof(*only));
-        if (!poked_dev || !only) {
-                free(poked_dev);
-                free(only);
-                poked_dev = NULL;
+        if (!cx)
+                return log_error_errno(ENOMEM, "cannot start the GPU watch thread: %m");
+        cx->cfg = d->cfg;
+        cx->sup = d->sup;
+        cx->jobs = d->jobs;
+        pthread_mutex_init(&cx->lock, NULL);
+        cond_init_monotonic(&cx->cond);
+        cx->n_devs = devices_count();
+        cx->poked_dev = calloc(cx->n_devs ?: 1, sizeof(*cx->poked_dev));
+        cx->only = calloc(cx->n_devs ?: 1, sizeof(*cx->only));
+        if (!cx->poked_dev || !cx->only) {
+                coexist_free(cx);
                 return log_error_errno(ENOMEM, "cannot start the GPU watch thread: %m");
         }
         /* One look before the first dispatch would be ideal, but READY must not wait on NVML:
          * parts dispatched before it run on a GPU whose state is still "unknown". */
-        r = -pthread_create(&thread, NULL, coexist_main, only);
+        r = -pthread_create(&cx->thread, NULL, coexist_main, cx);
         if (r < 0) {
-                free(poked_dev);
-                free(only);
-                poked_dev = NULL;
+                coexist_free(cx);
                 return log_error_errno(r, "cannot start the GPU watch thread: %m");
         }
-        started = true;
-        pthread_setname_np(thread, "umd-look");
-        job_dispatch_attach_looks(jobs, coexist_poke);
+        pthread_setname_np(cx->thread, "umd-look");
+        job_dispatch_attach_looks(cx->jobs, coexist_poke, cx);
+        *ret = cx;
         return 0;
 }
 
-void coexist_stop(void)
+void coexist_stop(struct coexist *cx)
 {
-        void *only;
-
-        if (!started)
+        if (!cx)
                 return;
         /* No look will come: parts held for one finish now. */
-        job_dispatch_attach_looks(jobs, NULL);
-        pthread_mutex_lock(&lock);
-        stopping = true;
-        pthread_cond_broadcast(&cond);
-        pthread_mutex_unlock(&lock);
-        pthread_join(thread, &only);
-        free(only);
-        free(poked_dev);
-        poked_dev = NULL;
-        started = false;
+        job_dispatch_attach_looks(cx->jobs, NULL, NULL);
+        pthread_mutex_lock(&cx->lock);
+        cx->stopping = true;
+        pthread_cond_broadcast(&cx->cond);
+        pthread_mutex_unlock(&cx->lock);
+        pthread_join(cx->thread, NULL);
+        coexist_free(cx);
 }

@@ -3,9 +3,10 @@
  * are marked, and that runs the canonical health check every health_interval_s on idle GPUs. */
 #pragma once
 
+struct coexist;
 struct umd_daemon;
 
-/* Once d->sup runs. 0 or -errno (logged). */
-int coexist_start(const struct umd_daemon *d);
-/* Joins the thread; safe when never started. */
-void coexist_stop(void);
+/* Once d->sup runs: 0 with *ret, or -errno (logged; *ret untouched). */
+int coexist_start(const struct umd_daemon *d, struct coexist **ret);
+/* Joins the thread and frees cx; NULL is a no-op. */
+void coexist_stop(struct coexist *cx);

@@ -327,20 +327,20 @@ json_t *core_catalog_json(void)
 
 int core_device_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
 {
-        return devctl_pause(id, body, ret_device, p);
+        return devctl_pause(core_daemon->devctl, id, body, ret_device, p);
 }
 
 int core_device_resume(const char *id, json_t **ret_device, struct problem *p)
 {
-        return devctl_resume(id, ret_device, p);
+        return devctl_resume(core_daemon->devctl, id, ret_device, p);
 }
 
 char *core_metrics_text(size_t *ret_len)
 {
-        return metrics_text(ret_len);
+        return metrics_text(core_daemon->metrics, ret_len);
 }
 
 void core_http_observe(const char *route, const char *method, int status)
 {
-        metrics_http_observe(route, method, status);
+        metrics_http_observe(core_daemon->metrics, route, method, status);
 }

@@ -1,7 +1,7 @@
 /* The daemon's state: what main.c creates, in the order it creates it, handed to each module's
  * init function. main.c owns every member and frees them in reverse order; modules keep the
  * pointer and read members only after main.c has set them (store and devices before jobs_init,
- * jobs before devctl_load and the listeners, the supervisor before job_dispatch_attach_supervisor
+ * jobs before devctl_new and the listeners, the supervisor before job_dispatch_attach_supervisor
  * and coexist_start). */
 #pragma once
 
@@ -10,17 +10,26 @@ struct store;
 struct jobs;
 struct supervisor;
 struct api_server;
+struct metrics;
+struct devctl;
+struct coexist;
 struct xid_watch;
+struct jobs_clock;
 
 struct umd_daemon {
-        struct umd_config *cfg; /* parsed before anything else */
-        struct store *store;    /* opened first: its lock keeps a second umd out */
-        char *worker_path;      /* umd-worker, found before discovery */
-        struct jobs *jobs;      /* recovered from the store after discovery (jobs_init) */
-        struct supervisor *sup; /* started after the listeners (they take systemd's sockets) */
-        struct api_server *api; /* the HTTP listeners */
-        struct xid_watch *xid;  /* the Xid watch: after the supervisor (its workers' pids) */
-        int signal_fd;          /* SIGTERM, SIGINT, SIGHUP; -1 when not open */
+        struct umd_config *cfg;  /* parsed before anything else */
+        struct store *store;     /* opened first: its lock keeps a second umd out */
+        char *worker_path;       /* umd-worker, found before discovery */
+        struct metrics *metrics; /* after discovery: a queue gauge per device (metrics_new) */
+        struct jobs *jobs;       /* recovered from the store after discovery (jobs_init) */
+        struct devctl *devctl;   /* the paused devices, once jobs exist (devctl_new) */
+        struct supervisor *sup;  /* started after the listeners (they take systemd's sockets) */
+        struct api_server *api;  /* the HTTP listeners */
+        struct xid_watch *xid;   /* the Xid watch: after the supervisor (its workers' pids) */
+        struct coexist *coexist; /* the GPU looks and health schedule, once sup runs */
+        int signal_fd;           /* SIGTERM, SIGINT, SIGHUP; -1 when not open */
+        /* What the job subsystem reads the time from (jobs.h); NULL: the system's clocks. */
+        const struct jobs_clock *jobs_clock;
 };
 /* Before anything answers: the configuration core.c's catalog and schema answers read (also
  * for --print-openapi, which starts nothing else). */

@@ -7,29 +7,34 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "daemon.h"
-#include "core.h"
 #include "devices.h"
 #include "fileio.h"
 #include "jobs.h"
 #include "jsonutil.h"
+#include "lock.h"
 #include "log.h"
+#include "problem.h"
 #include "util.h"
 
 #define PAUSED_FILE      "paused.json"
 #define PAUSED_MAX_BYTES (1024u * 1024u)
 #define REASON_MAX       200u
 
-static const char *state_dir;
-static struct jobs *jobs; /* told of pauses and resumes (devctl_load's d->jobs) */
+struct devctl {
+        const char *state_dir; /* the configuration's, which outlives this */
+        struct jobs *jobs;     /* told of pauses and resumes (devctl_new's d->jobs) */
+};
 
 /* With core_lock held. 0 or -errno (logged). */
-static int save_locked(void)
+static int save_locked(struct devctl *dc)
 {
+        const char *state_dir = dc->state_dir;
         assert_locked();
         _cleanup_json_ json_t *all = json_object();
         _cleanup_free_ char *text = NULL;
@@ -59,9 +64,9 @@ static int save_locked(void)
         return r;
 }
 
-int devctl_load(const struct umd_daemon *state)
+/* Marks the devices paused.json names as paused: 0 or -errno (logged). */
+static int load(const char *state_dir)
 {
-        const struct umd_config *cfg = state->cfg;
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *all = NULL;
         json_error_t err;
@@ -70,8 +75,6 @@ int devctl_load(const struct umd_daemon *state)
         size_t len = 0;
         int dfd, r;
 
-        state_dir = cfg->state_dir;
-        jobs = state->jobs;
         dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return log_error_errno(errno, "cannot open %s: %m", state_dir);
@@ -107,6 +110,29 @@ int devctl_load(const struct umd_daemon *state)
         }
         core_unlock();
         return 0;
+}
+
+int devctl_new(const struct umd_daemon *d, struct devctl **ret)
+{
+        struct devctl *dc = calloc(1, sizeof(*dc));
+        int r;
+
+        if (!dc)
+                return log_error_errno(ENOMEM, "out of memory");
+        dc->state_dir = d->cfg->state_dir;
+        dc->jobs = d->jobs;
+        r = load(dc->state_dir);
+        if (r < 0) {
+                free(dc);
+                return r;
+        }
+        *ret = dc;
+        return 0;
+}
+
+void devctl_free(struct devctl *dc)
+{
+        free(dc);
 }
 
 static int parse_reason(const json_t *body, const char **ret, struct problem *p)
@@ -155,7 +181,8 @@ static int lock_device(const char *id, ssize_t *ret_index, struct device **ret, 
         return 0;
 }
 
-int devctl_pause(const char *id, const json_t *body, json_t **ret_device, struct problem *p)
+int devctl_pause(struct devctl *dc, const char *id, const json_t *body, json_t **ret_device,
+                 struct problem *p)
 {
         const char *reason;
         char was_reason[sizeof(((struct device *)0)->pause_reason)];
@@ -178,7 +205,7 @@ int devctl_pause(const char *id, const json_t *body, json_t **ret_device, struct
         snprintf(d->pause_reason, sizeof(d->pause_reason), "%s", reason);
         if (!was)
                 format_rfc3339_ms(now_realtime_ms(), d->paused_at, sizeof(d->paused_at));
-        if (save_locked() < 0) {
+        if (save_locked(dc) < 0) {
                 /* Not recorded, not done: a pause lost at the next restart is no pause. */
                 d->paused = was;
                 memcpy(d->pause_reason, was_reason, sizeof(was_reason));
@@ -189,13 +216,13 @@ int devctl_pause(const char *id, const json_t *body, json_t **ret_device, struct
         if (!was)
                 log_notice("device %zu (%s) paused%s%s", d->index, d->uuid, reason[0] ? ": " : "",
                            reason);
-        job_dispatch_device_paused_locked(jobs, (size_t)i);
+        job_dispatch_device_paused_locked(dc->jobs, (size_t)i);
         *ret_device = device_to_json(d);
         core_unlock();
         return 0;
 }
 
-int devctl_resume(const char *id, json_t **ret_device, struct problem *p)
+int devctl_resume(struct devctl *dc, const char *id, json_t **ret_device, struct problem *p)
 {
         int r;
 
@@ -206,7 +233,7 @@ int devctl_resume(const char *id, json_t **ret_device, struct problem *p)
                 return r;
         if (d->paused) {
                 d->paused = false;
-                if (save_locked() < 0) {
+                if (save_locked(dc) < 0) {
                         d->paused = true;
                         core_unlock();
                         return problem_set(p, 507, "",
@@ -214,7 +241,7 @@ int devctl_resume(const char *id, json_t **ret_device, struct problem *p)
                 }
                 d->pause_reason[0] = d->paused_at[0] = '\0';
                 log_notice("device %zu (%s) resumed", d->index, d->uuid);
-                job_dispatch_locked(jobs, (size_t)i);
+                job_dispatch_locked(dc->jobs, (size_t)i);
         }
         *ret_device = device_to_json(d);
         core_unlock();

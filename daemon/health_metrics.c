@@ -63,12 +63,24 @@ static void print_remapped(FILE *f, const char *labels, const json_t *rows)
                 if (json_is_integer(json_object_get(rows, kinds[k])))
                         fprintf(f, "umd_gpu_remapped_rows{%s,kind=\"%s\"} %lld\n", labels, kinds[k],
                                 (long long)json_integer_value(json_object_get(rows, kinds[k])));
-        if (json_is_boolean(json_object_get(rows, "pending")))
-                fprintf(f, "umd_gpu_row_remap_pending{%s} %d\n", labels,
-                        json_is_true(json_object_get(rows, "pending")));
-        if (json_is_boolean(json_object_get(rows, "failure")))
-                fprintf(f, "umd_gpu_row_remap_failure{%s} %d\n", labels,
-                        json_is_true(json_object_get(rows, "failure")));
+}
+
+/* One of NVML's two remapping flags as a 0/1 sample of its own family: a family's samples must
+ * follow its own HELP and TYPE (promtool). */
+static void print_flag(FILE *f, const char *family_name, const char *labels, const json_t *flag)
+{
+        if (json_is_boolean(flag))
+                fprintf(f, "%s{%s} %d\n", family_name, labels, json_is_true(flag));
+}
+
+static void print_remap_pending(FILE *f, const char *labels, const json_t *rows)
+{
+        print_flag(f, "umd_gpu_row_remap_pending", labels, json_object_get(rows, "pending"));
+}
+
+static void print_remap_failure(FILE *f, const char *labels, const json_t *rows)
+{
+        print_flag(f, "umd_gpu_row_remap_failure", labels, json_object_get(rows, "failure"));
 }
 
 /* Each family's HELP and TYPE, then its samples from every device. */
@@ -104,8 +116,14 @@ void health_errors_metrics(FILE *f)
                print_ecc, "ecc_aggregate");
         family(f, "umd_gpu_remapped_rows", "gauge",
                "Rows of the GPU's memory remapped, for correctable and uncorrectable errors, at "
-               "its last canonical check; umd_gpu_row_remap_pending and _failure are NVML's "
-               "flags.",
+               "its last canonical check.",
                print_remapped, "remapped_rows");
+        family(f, "umd_gpu_row_remap_pending", "gauge",
+               "1 when a row remap waits for the GPU's reset (NVML), at its last canonical check.",
+               print_remap_pending, "remapped_rows");
+        family(f, "umd_gpu_row_remap_failure", "gauge",
+               "1 when NVML says a row remap failed (the GPU needs service), at its last canonical "
+               "check.",
+               print_remap_failure, "remapped_rows");
         core_unlock();
 }

@@ -12,7 +12,12 @@ static _Thread_local bool held_here;
 /* What the holder asked to run once it lets go (core_after_unlock), in the order asked. Two
  * users today: the look's wake-up and the store's dump of the changes queued. */
 #define AFTER_UNLOCK_MAX 4
-static _Thread_local void (*after_unlock[AFTER_UNLOCK_MAX])(void);
+struct after_unlock {
+        void (*fn)(void);          /* core_after_unlock's, or NULL */
+        void (*fn_arg)(void *arg); /* core_after_unlock_arg's, with arg */
+        void *arg;
+};
+static _Thread_local struct after_unlock after_unlock[AFTER_UNLOCK_MAX];
 static _Thread_local unsigned n_after_unlock;
 
 void core_lock(void)
@@ -27,7 +32,7 @@ static _Atomic(struct core_deferred *) deferred;
 /* The release and what the holder asked to run after it. */
 static void unlock_once(void)
 {
-        void (*fns[AFTER_UNLOCK_MAX])(void);
+        struct after_unlock fns[AFTER_UNLOCK_MAX];
         unsigned n = n_after_unlock;
 
         assert_locked();
@@ -37,7 +42,10 @@ static void unlock_once(void)
         held_here = false;
         pthread_mutex_unlock(&lock);
         for (unsigned i = 0; i < n; i++)
-                fns[i]();
+                if (fns[i].fn)
+                        fns[i].fn();
+                else
+                        fns[i].fn_arg(fns[i].arg);
 }
 
 void core_unlock(void)
@@ -93,6 +101,17 @@ void core_defer(struct core_deferred *d)
         core_unlock();
 }
 
+/* Asks for e once in this hold (see lock.h); the lock is held. */
+static void after_unlock_add(struct after_unlock e)
+{
+        for (unsigned i = 0; i < n_after_unlock; i++)
+                if (after_unlock[i].fn == e.fn && after_unlock[i].fn_arg == e.fn_arg &&
+                    after_unlock[i].arg == e.arg)
+                        return;
+        assert(n_after_unlock < AFTER_UNLOCK_MAX);
+        after_unlock[n_after_unlock++] = e;
+}
+
 void core_after_unlock(void (*fn)(void))
 {
         assert(fn);
@@ -100,11 +119,17 @@ void core_after_unlock(void (*fn)(void))
                 fn();
                 return;
         }
-        for (unsigned i = 0; i < n_after_unlock; i++)
-                if (after_unlock[i] == fn)
-                        return;
-        assert(n_after_unlock < AFTER_UNLOCK_MAX);
-        after_unlock[n_after_unlock++] = fn;
+        after_unlock_add((struct after_unlock){.fn = fn});
+}
+
+void core_after_unlock_arg(void (*fn)(void *arg), void *arg)
+{
+        assert(fn);
+        if (!held_here) {
+                fn(arg);
+                return;
+        }
+        after_unlock_add((struct after_unlock){.fn_arg = fn, .arg = arg});
 }
 
 bool core_lock_held(void)

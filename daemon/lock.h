@@ -18,6 +18,8 @@ bool core_lock_held(void);
  * the changes it queued). A fn asked twice in one hold runs once; fns run in the order first
  * asked; at most four different ones a hold (asserted). */
 void core_after_unlock(void (*fn)(void));
+/* The same for a fn of an object: asked twice in one hold with the same arg, it runs once. */
+void core_after_unlock_arg(void (*fn)(void *arg), void *arg);
 
 /* Work to do under core_lock that its asker need not wait for: queued without blocking, it runs
  * at once when the lock is free, else in the holder's core_unlock, after the release, under a

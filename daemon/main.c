@@ -150,7 +150,7 @@ static int run(struct umd_daemon *d)
                 goto out;
         free(cfg->worker_path);
         cfg->worker_path = strdup(d->worker_path);
-        r = metrics_init(d);
+        r = metrics_new(d, &d->metrics);
         if (r < 0)
                 goto out;
 
@@ -158,7 +158,7 @@ static int run(struct umd_daemon *d)
         if (r < 0)
                 goto out;
         job_verdict_restore(d->jobs);
-        r = devctl_load(d);
+        r = devctl_new(d, &d->devctl);
         if (r < 0)
                 goto out;
         gpustate_init(cfg);
@@ -176,9 +176,9 @@ static int run(struct umd_daemon *d)
         if (r < 0)
                 goto out;
         job_dispatch_attach_supervisor(d->jobs, d->sup);
-        metrics_attach_supervisor(d->sup);
+        metrics_attach_supervisor(d->metrics, d->sup);
         xid_watch_attach_supervisor(d->xid, d->sup);
-        r = coexist_start(d);
+        r = coexist_start(d, &d->coexist);
         if (r < 0)
                 goto out;
 
@@ -247,13 +247,16 @@ static int run(struct umd_daemon *d)
         sd_notify(0, "STOPPING=1");
         notify_status(d->jobs, "stopping");
 out:
-        coexist_stop();
+        coexist_stop(d->coexist);
+        d->coexist = NULL;
         jobs_quiesce(d->jobs);
         if (d->api)
                 api_stop(d->api, cfg->shutdown_timeout_s * 1000);
         d->api = NULL;
         xid_watch_stop(d->xid); /* after the listeners, which compose its answers */
         d->xid = NULL;
+        devctl_free(d->devctl);
+        d->devctl = NULL;
         if (d->sup)
                 supervisor_stop(d->sup, cfg->shutdown_timeout_s * 1000);
         d->sup = NULL;
@@ -262,7 +265,8 @@ out:
         if (d->store)
                 store_close(d->store);
         d->store = NULL;
-        metrics_free();
+        metrics_free(d->metrics);
+        d->metrics = NULL;
         gpustate_shutdown();
         devices_free();
         models_free();

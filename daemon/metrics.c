@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "catalog.h"
-#include "core.h"
 #include "devices.h"
 #include "health_errors.h"
 #include "health_links.h"
@@ -55,78 +54,103 @@ struct family {
         size_t n, cap;
 };
 
-static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
-static struct family http_requests, jobs_finished;
-/* Per (uuid, benchmark, mode): bandwidth in bytes/s or latency in seconds, and the Unix time of
- * the measurement. */
-static struct family bandwidth, latency, measured_at;
-/* Per (uuid, figure, link): the canonical check's fleet figures in bytes/s; per uuid: 1 when the
- * last canonical check was disturbed by another process. */
-static struct family health_bw, health_contended;
-static unsigned long long series_dropped;
 static const double duration_buckets[] = {0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800};
-static unsigned long long duration_counts[ELEMENTSOF(duration_buckets) + 1];
-static double duration_sum;
-static unsigned long long duration_count;
-static uint64_t start_ms;
-static struct supervisor *msup;
-static const struct umd_daemon *daemon_state;
-static _Atomic size_t *queue_depth; /* per device, as the job files last pushed it */
-static size_t n_queue_depth;
-static _Atomic size_t running_parts;
-static char hostname[256]; /* umd_device_info's Hostname, as dcgm-exporter labels it */
 
-int metrics_init(const struct umd_daemon *d)
+/* One per daemon (metrics_new), held by struct umd_daemon. */
+struct metrics {
+        pthread_mutex_t mlock; /* the families, the histogram and the node's entry */
+        struct family http_requests, jobs_finished;
+        /* Per (uuid, benchmark, mode): bandwidth in bytes/s or latency in seconds, and the Unix
+         * time of the measurement. */
+        struct family bandwidth, latency, measured_at;
+        /* Per (uuid, figure, link): the canonical check's fleet figures in bytes/s; per uuid: 1
+         * when the last canonical check was disturbed by another process. */
+        struct family health_bw, health_contended;
+        unsigned long long series_dropped;
+        unsigned long long duration_counts[ELEMENTSOF(duration_buckets) + 1];
+        double duration_sum;
+        unsigned long long duration_count;
+        uint64_t start_ms;
+        struct supervisor *msup;
+        const struct umd_daemon *daemon_state;
+        _Atomic size_t *queue_depth; /* per device, as the job files last pushed it */
+        size_t n_queue_depth;
+        _Atomic size_t running_parts;
+        char hostname[256]; /* umd_device_info's Hostname, as dcgm-exporter labels it */
+        /* The node worker as last pushed (under mlock); node_known stays false on a host with
+         * one GPU. */
+        bool node_known, node_warm;
+        char node_state[16], node_verdict[8];
+};
+
+int metrics_new(const struct umd_daemon *d, struct metrics **ret)
 {
         size_t n = devices_count();
+        struct metrics *mt = calloc(1, sizeof(*mt));
 
-        start_ms = now_monotonic_ms();
-        daemon_state = d;
-        if (gethostname(hostname, sizeof(hostname)) < 0)
-                hostname[0] = 0;
-        hostname[sizeof(hostname) - 1] = 0;
-        queue_depth = calloc(n ? n : 1, sizeof(*queue_depth));
-        if (!queue_depth)
+        if (!mt)
                 return log_error_errno(ENOMEM, "out of memory");
-        n_queue_depth = n;
+        pthread_mutex_init(&mt->mlock, NULL);
+        mt->start_ms = now_monotonic_ms();
+        mt->daemon_state = d;
+        if (gethostname(mt->hostname, sizeof(mt->hostname)) < 0)
+                mt->hostname[0] = 0;
+        mt->hostname[sizeof(mt->hostname) - 1] = 0;
+        mt->queue_depth = calloc(n ? n : 1, sizeof(*mt->queue_depth));
+        if (!mt->queue_depth) {
+                free(mt);
+                return log_error_errno(ENOMEM, "out of memory");
+        }
+        mt->n_queue_depth = n;
+        *ret = mt;
         return 0;
 }
 
-void metrics_free(void)
+static void family_free(struct family *f)
 {
-        free((void *)queue_depth);
-        queue_depth = NULL;
-        n_queue_depth = 0;
+        for (size_t i = 0; i < f->n; i++)
+                free(f->s[i].labels);
+        free(f->s);
 }
 
-void metrics_observe_queue(size_t dev, size_t queued)
+void metrics_free(struct metrics *mt)
 {
-        if (dev < n_queue_depth)
-                atomic_store(&queue_depth[dev], queued);
+        if (!mt)
+                return;
+        struct family *fams[] = {&mt->http_requests,   &mt->jobs_finished, &mt->bandwidth,
+                                 &mt->latency,         &mt->measured_at,   &mt->health_bw,
+                                 &mt->health_contended};
+        for (size_t i = 0; i < ELEMENTSOF(fams); i++)
+                family_free(fams[i]);
+        pthread_mutex_destroy(&mt->mlock);
+        free((void *)mt->queue_depth);
+        free(mt);
 }
 
-void metrics_observe_running(size_t running)
+void metrics_observe_queue(struct metrics *mt, size_t dev, size_t queued)
 {
-        atomic_store(&running_parts, running);
+        if (dev < mt->n_queue_depth)
+                atomic_store(&mt->queue_depth[dev], queued);
 }
 
-/* The node worker as last pushed (under mlock); node_known stays false on a host with one GPU. */
-static bool node_known, node_warm;
-static char node_state[16], node_verdict[8];
-
-void metrics_observe_node(const char *state, bool warm, const char *verdict)
+void metrics_observe_running(struct metrics *mt, size_t running)
 {
-        pthread_mutex_lock(&mlock);
-        node_known = true;
-        node_warm = warm;
-        str_copy_cut(node_state, sizeof(node_state), state); /* at every unlock */
-        str_copy_cut(node_verdict, sizeof(node_verdict), verdict);
-        pthread_mutex_unlock(&mlock);
+        atomic_store(&mt->running_parts, running);
 }
 
-void metrics_attach_supervisor(struct supervisor *s)
+void metrics_observe_node(struct metrics *mt, const char *state, bool warm, const char *verdict)
 {
-        msup = s;
+        pthread_mutex_lock(&mt->mlock);
+        mt->node_known = true;
+        mt->node_warm = warm;
+        str_copy_cut(mt->node_state, sizeof(mt->node_state), state); /* at every unlock */
+        str_copy_cut(mt->node_verdict, sizeof(mt->node_verdict), verdict);
+        pthread_mutex_unlock(&mt->mlock);
+}
+
+void metrics_attach_supervisor(struct metrics *mt, struct supervisor *s)
+{
+        mt->msup = s;
 }
 
 /* Label values are escaped per the exposition format (backslash, quote, newline). */
@@ -170,31 +194,32 @@ static void family_set(struct family *f, const char *labels, double v, bool add)
         f->s[f->n++] = (struct series){.labels = l, .value = v};
 }
 
-void metrics_http_observe(const char *route, const char *method, int status)
+void metrics_http_observe(struct metrics *mt, const char *route, const char *method, int status)
 {
         char r[128], m[16], labels[256];
         escape(r, sizeof(r), route);
         escape(m, sizeof(m), method);
         snprintf(labels, sizeof(labels), "route=\"%s\",method=\"%s\",status=\"%d\"", r, m, status);
-        pthread_mutex_lock(&mlock);
-        family_set(&http_requests, labels, 1, true);
-        pthread_mutex_unlock(&mlock);
+        pthread_mutex_lock(&mt->mlock);
+        family_set(&mt->http_requests, labels, 1, true);
+        pthread_mutex_unlock(&mt->mlock);
 }
 
-void metrics_job_finished(const char *benchmark, const char *state, double duration_s)
+void metrics_job_finished(struct metrics *mt, const char *benchmark, const char *state,
+                          double duration_s)
 {
         char b[64], labels[160];
         escape(b, sizeof(b), benchmark);
         snprintf(labels, sizeof(labels), "benchmark=\"%s\",state=\"%s\"", b, state);
-        pthread_mutex_lock(&mlock);
-        family_set(&jobs_finished, labels, 1, true);
+        pthread_mutex_lock(&mt->mlock);
+        family_set(&mt->jobs_finished, labels, 1, true);
         size_t i = 0;
         while (i < ELEMENTSOF(duration_buckets) && duration_s > duration_buckets[i])
                 i++;
-        duration_counts[i]++;
-        duration_sum += duration_s;
-        duration_count++;
-        pthread_mutex_unlock(&mlock);
+        mt->duration_counts[i]++;
+        mt->duration_sum += duration_s;
+        mt->duration_count++;
+        pthread_mutex_unlock(&mt->mlock);
 }
 
 static bool family_has(const struct family *f, const char *labels)
@@ -206,19 +231,19 @@ static bool family_has(const struct family *f, const char *labels)
 }
 
 /* Modes of device u (its rendered uuid="..." prefix) already exported. */
-static size_t modes_of(const char *prefix)
+static size_t modes_of(const struct metrics *mt, const char *prefix)
 {
         size_t n = 0, len = strlen(prefix);
 
-        for (size_t i = 0; i < measured_at.n; i++)
-                n += strncmp(measured_at.s[i].labels, prefix, len) == 0;
+        for (size_t i = 0; i < mt->measured_at.n; i++)
+                n += strncmp(mt->measured_at.s[i].labels, prefix, len) == 0;
         return n;
 }
 
 const char *const metrics_result_paths[] = {
     "benchmark", "measurements[].name", "measurements[].gbps", "measurements[].latency_us", NULL};
 
-void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
+void metrics_part_result(struct metrics *mt, const char *uuid, const json_t *result, bool canonical)
 {
         const char *bench = json_string_value(json_object_get(result, "benchmark"));
 
@@ -238,7 +263,7 @@ void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
                                             sizeof(b) + sizeof(n),
                        "labels fit");
         stpcpy(stpcpy(stpcpy(prefix, "uuid=\""), u), "\",");
-        pthread_mutex_lock(&mlock);
+        pthread_mutex_lock(&mt->mlock);
         json_array_foreach(json_object_get(result, "measurements"), i, m)
         {
                 json_t *g = json_object_get(m, "gbps");
@@ -253,20 +278,20 @@ void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
                                      "\",mode=\""),
                               n),
                        "\"");
-                if (!family_has(&measured_at, labels) &&
-                    modes_of(prefix) >= METRICS_MODES_PER_DEVICE) {
-                        series_dropped++;
+                if (!family_has(&mt->measured_at, labels) &&
+                    modes_of(mt, prefix) >= METRICS_MODES_PER_DEVICE) {
+                        mt->series_dropped++;
                         continue;
                 }
                 /* A latency mode's figure is its latency; its bytes per second would be a
                  * bandwidth of nothing worth plotting. */
                 if (json_is_number(lat))
-                        family_set(&latency, labels, json_number_value(lat) / 1e6, false);
+                        family_set(&mt->latency, labels, json_number_value(lat) / 1e6, false);
                 else
-                        family_set(&bandwidth, labels, json_number_value(g) * 1e9, false);
-                family_set(&measured_at, labels, now, false);
+                        family_set(&mt->bandwidth, labels, json_number_value(g) * 1e9, false);
+                family_set(&mt->measured_at, labels, now, false);
         }
-        pthread_mutex_unlock(&mlock);
+        pthread_mutex_unlock(&mt->mlock);
 }
 
 /* The canonical figures the fleet compares, by the health result's measurement names. The
@@ -279,15 +304,17 @@ static const struct {
     {MEAS_D2D, "d2d"},
 };
 
-static void health_figure_set(const char *u, const char *figure, const char *link, double gbps)
+static void health_figure_set(struct metrics *mt, const char *u, const char *figure,
+                              const char *link, double gbps)
 {
         char labels[256];
 
         snprintf(labels, sizeof(labels), "uuid=\"%s\",figure=\"%s\",link=\"%s\"", u, figure, link);
-        family_set(&health_bw, labels, gbps * 1e9, false);
+        family_set(&mt->health_bw, labels, gbps * 1e9, false);
 }
 
-void metrics_health_result(const char *uuid, const char *link, const json_t *result, bool contended)
+void metrics_health_result(struct metrics *mt, const char *uuid, const char *link,
+                           const json_t *result, bool contended)
 {
         char u[80], l[32], labels[96];
         size_t i;
@@ -296,8 +323,8 @@ void metrics_health_result(const char *uuid, const char *link, const json_t *res
         escape(u, sizeof(u), uuid);
         escape(l, sizeof(l), link && *link ? link : "unknown");
         snprintf(labels, sizeof(labels), "uuid=\"%s\"", u);
-        pthread_mutex_lock(&mlock);
-        family_set(&health_contended, labels, contended ? 1 : 0, false);
+        pthread_mutex_lock(&mt->mlock);
+        family_set(&mt->health_contended, labels, contended ? 1 : 0, false);
         json_array_foreach(contended ? NULL : json_object_get(result, "measurements"), i, m)
         {
                 const char *name = json_string_value(json_object_get(m, "name"));
@@ -305,10 +332,10 @@ void metrics_health_result(const char *uuid, const char *link, const json_t *res
 
                 for (size_t k = 0; name && json_is_number(g) && k < ELEMENTSOF(fleet_figures); k++)
                         if (strcmp(name, fleet_figures[k].measurement) == 0)
-                                health_figure_set(u, fleet_figures[k].figure, l,
+                                health_figure_set(mt, u, fleet_figures[k].figure, l,
                                                   json_number_value(g));
         }
-        pthread_mutex_unlock(&mlock);
+        pthread_mutex_unlock(&mt->mlock);
 }
 
 /* The uuid of the node result's GPU with worker index idx, or NULL. */
@@ -326,7 +353,7 @@ static const char *node_device_uuid(const json_t *result, long long idx)
         return NULL;
 }
 
-void metrics_health_node_result(const json_t *result)
+void metrics_health_node_result(struct metrics *mt, const json_t *result)
 {
         size_t n = json_array_size(json_object_get(result, "devices"));
         _cleanup_free_ double *slowest = n ? calloc(n, sizeof(*slowest)) : NULL;
@@ -355,7 +382,7 @@ void metrics_health_node_result(const json_t *result)
                         to[s] = json_integer_value(dst);
                 }
         }
-        pthread_mutex_lock(&mlock);
+        pthread_mutex_lock(&mt->mlock);
         for (size_t s = 0; s < n; s++) {
                 const char *uuid = node_device_uuid(result, (long long)s);
                 char u[80], label[32], l[40];
@@ -367,9 +394,9 @@ void metrics_health_node_result(const json_t *result)
                        topology_link_label(topology_link(result, (long long)s, to[s]), label,
                                            sizeof(label)));
                 escape(u, sizeof(u), uuid);
-                health_figure_set(u, "peer", l, slowest[s]);
+                health_figure_set(mt, u, "peer", l, slowest[s]);
         }
-        pthread_mutex_unlock(&mlock);
+        pthread_mutex_unlock(&mt->mlock);
 }
 
 static void family_print(FILE *f, const char *name, const struct family *fam)
@@ -386,13 +413,14 @@ static void family_emit(FILE *f, const char *name, const char *type, const char 
         family_print(f, name, fam);
 }
 
-char *metrics_text(size_t *ret_len)
+char *metrics_text(struct metrics *mt, size_t *ret_len)
 {
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        size_t running = atomic_load(&running_parts);
-        size_t total = daemon_state && daemon_state->store ? store_count(daemon_state->store) : 0;
+        size_t running = atomic_load(&mt->running_parts);
+        size_t total =
+            mt->daemon_state && mt->daemon_state->store ? store_count(mt->daemon_state->store) : 0;
 
         if (!f)
                 return NULL;
@@ -404,16 +432,16 @@ char *metrics_text(size_t *ret_len)
         fprintf(f,
                 "# HELP umd_uptime_seconds Seconds since umd started.\n"
                 "# TYPE umd_uptime_seconds gauge\numd_uptime_seconds %.3f\n",
-                (double)(now_monotonic_ms() - start_ms) / 1000.0);
+                (double)(now_monotonic_ms() - mt->start_ms) / 1000.0);
         fprintf(f,
                 "# HELP umd_jobs Jobs in the store.\n# TYPE umd_jobs gauge\numd_jobs %zu\n"
                 "# HELP umd_jobs_running Job parts running now.\n# TYPE umd_jobs_running gauge\n"
                 "umd_jobs_running %zu\n",
                 total, running);
-        if (daemon_state && daemon_state->store) {
+        if (mt->daemon_state && mt->daemon_state->store) {
                 struct store_wal_stats w;
 
-                store_wal_stats(daemon_state->store, &w);
+                store_wal_stats(mt->daemon_state->store, &w);
                 fprintf(f,
                         "# HELP umd_store_commits_total SQLite commits of the job store.\n"
                         "# TYPE umd_store_commits_total counter\numd_store_commits_total %" PRIu64
@@ -452,8 +480,8 @@ char *metrics_text(size_t *ret_len)
                         "failed for the disk.\n"
                         "# TYPE umd_store_commit_failures_total counter\n"
                         "umd_store_commit_failures_total %" PRIu64 "\n",
-                        store_commit_error(daemon_state->store) != 0,
-                        store_commit_failures(daemon_state->store));
+                        store_commit_error(mt->daemon_state->store) != 0,
+                        store_commit_failures(mt->daemon_state->store));
         }
 
         fprintf(f, "# HELP umd_device_info The GPUs umd owns, labelled as dcgm-exporter labels "
@@ -465,7 +493,7 @@ char *metrics_text(size_t *ret_len)
                 json_t *idx = json_object_get(d->info, "index");
                 char model[160], bus[64], host[300];
 
-                escape(host, sizeof(host), hostname);
+                escape(host, sizeof(host), mt->hostname);
                 escape(model, sizeof(model), json_string_value(json_object_get(d->info, "name")));
                 escape(bus, sizeof(bus), json_string_value(json_object_get(d->info, "pci_bus_id")));
                 fprintf(f,
@@ -480,7 +508,7 @@ char *metrics_text(size_t *ret_len)
                    "# TYPE umd_queue_depth gauge\n");
         for (size_t i = 0; i < devices_count(); i++)
                 fprintf(f, "umd_queue_depth{uuid=\"%s\"} %zu\n", devices_get(i)->uuid,
-                        i < n_queue_depth ? atomic_load(&queue_depth[i]) : 0);
+                        i < mt->n_queue_depth ? atomic_load(&mt->queue_depth[i]) : 0);
         fprintf(f, "# HELP umd_device_state Current state of each device (1 for the state it is "
                    "in).\n# TYPE umd_device_state gauge\n");
         for (size_t i = 0; i < devices_count(); i++) {
@@ -510,13 +538,13 @@ char *metrics_text(size_t *ret_len)
                    "# TYPE umd_worker_restarts_total counter\n");
         for (size_t i = 0; i < devices_count(); i++)
                 fprintf(f, "umd_worker_restarts_total{uuid=\"%s\"} %u\n", devices_get(i)->uuid,
-                        msup ? supervisor_restarts(msup, i) : 0);
+                        mt->msup ? supervisor_restarts(mt->msup, i) : 0);
         fprintf(f, "# HELP umd_device_health_verdict Last health verdict per device (1 for the "
                    "verdict it has).\n# TYPE umd_device_health_verdict gauge\n");
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
                 _cleanup_json_ json_t *last = xid_compose_verdict(
-                    daemon_state ? daemon_state->xid : NULL, i, d->last_verdict);
+                    mt->daemon_state ? mt->daemon_state->xid : NULL, i, d->last_verdict);
                 const char *v = json_string_value(json_object_get(last, "verdict"));
                 static const char *const verdicts[] = {"pass", "warn", "fail"};
                 if (!v)
@@ -527,23 +555,23 @@ char *metrics_text(size_t *ret_len)
         }
         core_unlock();
         health_errors_metrics(f);
-        health_links_metrics(f, daemon_state ? daemon_state->cfg : NULL);
+        health_links_metrics(f, mt->daemon_state ? mt->daemon_state->cfg : NULL);
 
         /* The supervisor's own lock is never taken under mlock; the node is its slot after the
          * GPUs. */
-        unsigned node_restarts = msup ? supervisor_restarts(msup, devices_count()) : 0;
-        unsigned node_crashes = msup ? supervisor_crashes(msup, devices_count()) : 0;
-        pthread_mutex_lock(&mlock);
+        unsigned node_restarts = mt->msup ? supervisor_restarts(mt->msup, devices_count()) : 0;
+        unsigned node_crashes = mt->msup ? supervisor_crashes(mt->msup, devices_count()) : 0;
+        pthread_mutex_lock(&mt->mlock);
         family_emit(
             f, "umd_health_bandwidth_bytes_per_second", "gauge",
             "The last canonical, undisturbed health check's fleet figures per GPU (h2d, d2h, d2d, "
             "peer), labelled with the slot's link capability, for comparison with the GPU's peers.",
-            &health_bw);
+            &mt->health_bw);
         family_emit(f, "umd_health_check_contended", "gauge",
                     "1 when the GPU's last canonical health check was disturbed by another process "
                     "(its figures were not taken).",
-                    &health_contended);
-        if (node_known) {
+                    &mt->health_contended);
+        if (mt->node_known) {
                 static const char *const verdicts[] = {"pass", "warn", "fail"};
 
                 fprintf(f, "# HELP umd_node_worker_state State of the node worker, which runs the "
@@ -553,12 +581,12 @@ char *metrics_text(size_t *ret_len)
                         if (s != DEVICE_PAUSED)
                                 fprintf(f, "umd_node_worker_state{state=\"%s\"} %d\n",
                                         device_state_names[s],
-                                        strcmp(node_state, device_state_names[s]) == 0);
+                                        strcmp(mt->node_state, device_state_names[s]) == 0);
                 fprintf(f,
                         "# HELP umd_node_worker_warm 1 while the node worker holds CUDA contexts "
                         "on the GPUs.\n# TYPE umd_node_worker_warm gauge\numd_node_worker_warm "
                         "%d\n",
-                        node_warm);
+                        mt->node_warm);
                 fprintf(f,
                         "# HELP umd_node_worker_restarts_total Node worker processes respawned.\n"
                         "# TYPE umd_node_worker_restarts_total counter\n"
@@ -567,48 +595,48 @@ char *metrics_text(size_t *ret_len)
                         "# TYPE umd_node_worker_crashes_total counter\n"
                         "umd_node_worker_crashes_total %u\n",
                         node_restarts, node_crashes);
-                if (node_verdict[0]) {
+                if (mt->node_verdict[0]) {
                         fprintf(f, "# HELP umd_node_health_verdict The GPU pairs' last canonical "
                                    "health verdict (1 for the verdict it has).\n"
                                    "# TYPE umd_node_health_verdict gauge\n");
                         for (size_t k = 0; k < ELEMENTSOF(verdicts); k++)
                                 fprintf(f, "umd_node_health_verdict{verdict=\"%s\"} %d\n",
-                                        verdicts[k], strcmp(node_verdict, verdicts[k]) == 0);
+                                        verdicts[k], strcmp(mt->node_verdict, verdicts[k]) == 0);
                 }
         }
         family_emit(f, "umd_http_requests_total", "counter",
-                    "HTTP requests answered, by route, method and status.", &http_requests);
+                    "HTTP requests answered, by route, method and status.", &mt->http_requests);
         family_emit(f, "umd_jobs_finished_total", "counter", "Jobs that reached a final state.",
-                    &jobs_finished);
+                    &mt->jobs_finished);
         fprintf(f, "# HELP umd_job_duration_seconds Time from submission to a final state.\n"
                    "# TYPE umd_job_duration_seconds histogram\n");
         unsigned long long cum = 0;
         for (size_t i = 0; i < ELEMENTSOF(duration_buckets); i++) {
-                cum += duration_counts[i];
+                cum += mt->duration_counts[i];
                 fprintf(f, "umd_job_duration_seconds_bucket{le=\"%g\"} %llu\n", duration_buckets[i],
                         cum);
         }
         fprintf(f,
                 "umd_job_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
                 "umd_job_duration_seconds_sum %.6f\numd_job_duration_seconds_count %llu\n",
-                duration_count, duration_sum, duration_count);
+                mt->duration_count, mt->duration_sum, mt->duration_count);
         family_emit(
             f, "umd_bandwidth_bytes_per_second", "gauge",
             "Last measured bandwidth (at the median sample) per device, benchmark and mode.",
-            &bandwidth);
+            &mt->bandwidth);
         family_emit(f, "umd_latency_seconds", "gauge",
                     "Last measured latency (median sample) per device, benchmark and latency mode.",
-                    &latency);
+                    &mt->latency);
         family_emit(f, "umd_measurement_timestamp_seconds", "gauge",
                     "Unix time of the last measurement per device, benchmark and mode.",
-                    &measured_at);
+                    &mt->measured_at);
         fprintf(f,
                 "# HELP umd_metrics_series_dropped_total Measurements not exported because their "
                 "device already has %d modes.\n# TYPE umd_metrics_series_dropped_total counter\n"
                 "umd_metrics_series_dropped_total %llu\n",
-                METRICS_MODES_PER_DEVICE, series_dropped);
-        pthread_mutex_unlock(&mlock);
-        xid_metrics(daemon_state ? daemon_state->xid : NULL, f);
+                METRICS_MODES_PER_DEVICE, mt->series_dropped);
+        pthread_mutex_unlock(&mt->mlock);
+        xid_metrics(mt->daemon_state ? mt->daemon_state->xid : NULL, f);
 
         if (fclose(f) != 0) {
                 free(buf);

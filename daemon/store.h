@@ -2,7 +2,7 @@
  * the database, its writer thread (which groups concurrent writes into one transaction), the
  * pool of reader connections, the lock that keeps a second umd off the state directory, the
  * one-time import of the old jobs/<id>.json files and background retention. Keeps no job in
- * memory and never decides about a job's state: jobs.c does both.
+ * memory and never decides about a job's state: the job subsystem (daemon/jobs/) does both.
  *
  * A job is handed over in umd's internal form (the document the API serves plus "request",
  * "created_ms" and "finished_ms"); the store keeps the public document, byte for byte as the API
@@ -171,7 +171,7 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
  * cache). Once, before reads start. 0 or -ENOMEM. */
 int store_set_cache(struct store *s, uint64_t max_bytes);
 /* The stored bytes of job id (the document the API serves) and their ETag, as a reference the
- * caller drops with blob_unref. Only for a job that is finished and out of jobs.c's memory: its
+ * caller drops with blob_unref. Only for a job that is finished and out of the jobs' memory: its
  * bytes never change again, so they are cached (retention and any later write drop them).
  * 0, -ENOENT or -errno. */
 int store_get_finished(struct store *s, const char *id, struct blob **ret);

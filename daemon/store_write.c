@@ -1567,7 +1567,7 @@ int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
 
 int store_poll(struct store_ticket *t, int *ret_r)
 {
-        /* Without the store's lock: jobs.c polls every finished job's ticket under its own
+        /* Without the store's lock: the job files poll every finished job's ticket under its own
          * lock, and taking the writer's mutex for each made them wait on each other. */
         if (!atomic_load_explicit(&t->done, memory_order_acquire))
                 return 0;

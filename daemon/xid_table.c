@@ -2,7 +2,8 @@
  * (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, the "Resolution Bucket
  * (Immediate Action)" column, driver r570-r580), mapped to umd's actions: RESTART_APP ->
  * restart_job, RESET_GPU -> reset_gpu, RESTART_BM (bare metal) -> reboot_node, IGNORE -> none.
- * docs/design.md holds the same table in words. */
+ * docs/design.md holds the same table in words, and says which rows were checked against the
+ * catalog itself (only its first rows could be read where this was written). */
 #include "xid_table.h"
 
 #include <errno.h>

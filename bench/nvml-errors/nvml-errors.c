@@ -65,9 +65,9 @@ static int bench_gpu(const struct nvml_api *api, const char *uuid, int rounds, b
         }
         json_decref(kept);
         qsort(us, (size_t)rounds, sizeof(*us), cmp);
-        printf("%s, %s: %d reads, median %.1f us, p90 %.1f us, max %.1f us (goal 1000 us)\n",
-               uuid, keep ? "InfoROM kept (the worker's way)" : "every reading", rounds,
-               us[rounds / 2], us[rounds * 9 / 10], us[rounds - 1]);
+        printf("%s, %s: %d reads, median %.1f us, p90 %.1f us, max %.1f us (goal 1000 us)\n", uuid,
+               keep ? "InfoROM kept (the worker's way)" : "every reading", rounds, us[rounds / 2],
+               us[rounds * 9 / 10], us[rounds - 1]);
         free(us);
         return 0;
 }

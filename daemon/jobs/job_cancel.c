@@ -125,7 +125,7 @@ static int cancel_start_locked(struct jobs *js, struct job *j, struct cancel_und
                 }
         }
         if (job_update_state(js, j))
-                job_finished(j);
+                job_finished(js, j);
         r = job_state_final(j->st) ? job_persist(js, j) : store_put(js->store, doc, ret_ticket);
         if (r == 0)
                 job_row_current(js, j);

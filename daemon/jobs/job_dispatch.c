@@ -35,7 +35,7 @@ static void part_set_waiting(struct jobs *js, struct job *j, size_t i, const cha
         const char *old = json_string_value(json_object_get(p, "waiting"));
 
         if (!j->parts[i].waiting_since_ms)
-                j->parts[i].waiting_since_ms = now_realtime_ms();
+                j->parts[i].waiting_since_ms = jobs_realtime_ms(js);
         if (streq_ptr(old, why))
                 return;
         json_object_set_new(p, "waiting", json_string(why));
@@ -69,7 +69,7 @@ static void part_fail_queued(struct jobs *js, struct job *j, size_t i, const cha
 {
         job_set_part(js, j, i, JOB_FAILED, NULL, why);
         if (job_update_state(js, j))
-                job_finished(j);
+                job_finished(js, j);
         job_persist(js, j);
 }
 
@@ -95,7 +95,7 @@ static const struct queue_entry *dispatchable(struct jobs *js, struct device *d,
                 }
                 jobs_read_ahead(js, dev);
                 unsigned policy = job_busy_policy(js, j);
-                uint64_t since = j->parts[i].waiting_since_ms, now = now_realtime_ms();
+                uint64_t since = j->parts[i].waiting_since_ms, now = jobs_realtime_ms(js);
 
                 if (d->paused) {
                         snprintf(why, sizeof(why), "device paused%s%s",
@@ -197,8 +197,8 @@ static void want_look(struct jobs *js, uint64_t *wanted, ssize_t dev)
 {
         if (*wanted)
                 return;
-        *wanted = now_monotonic_ms();
-        js->poke(dev);
+        *wanted = jobs_monotonic_ms(js);
+        js->poke(js->poke_arg, dev);
 }
 
 /* Starts the node's head once every GPU is free: no part running, its worker idle or cold
@@ -383,8 +383,8 @@ static bool job_canonical(struct job *j)
 
 /* The canonical check's figures for the fleet's comparison of peers (metrics.c): a GPU's part
  * with the capability of its slot, or the node's pairs. */
-static void part_fleet_figures(const struct device *d, size_t dev, const json_t *result,
-                               bool contended)
+static void part_fleet_figures(struct jobs *js, const struct device *d, size_t dev,
+                               const json_t *result, bool contended)
 {
         if (d) {
                 const json_t *pcie = json_object_get(d->info, "pcie");
@@ -396,9 +396,9 @@ static void part_fleet_figures(const struct device *d, size_t dev, const json_t 
                         snprintf(link, sizeof(link), "gen%lldx%lld",
                                  (long long)json_integer_value(gen),
                                  (long long)json_integer_value(width));
-                metrics_health_result(d->uuid, link, result, contended);
+                metrics_health_result(js->metrics, d->uuid, link, result, contended);
         } else if (is_node(dev)) {
-                metrics_health_node_result(result);
+                metrics_health_node_result(js->metrics, result);
         }
 }
 
@@ -500,10 +500,10 @@ static int others_after(struct jobs *js, size_t dev, const json_t *look)
  * that difference: no look is asked for at a GPU while its part runs (gpu_try and node_try wait
  * for the part first). Only its count of other processes: the rest of d->gpu is the look
  * thread's. */
-static void worker_looked(size_t dev, struct device *d, int others)
+static void worker_looked(const struct jobs *js, size_t dev, struct device *d, int others)
 {
         set_other_processes(dev, d, others);
-        d->looked_ms = now_monotonic_ms();
+        d->looked_ms = jobs_monotonic_ms(js);
         if (d->running_jobs > 0 && others > d->contended_by)
                 d->contended_by = others;
 }
@@ -545,7 +545,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
          * not stand in for its own: one source of truth for a device. */
         bool by_worker = d && js->poke && !d->held && others >= 0 && d->gpu.known;
         if (by_worker)
-                worker_looked(dev, d, others);
+                worker_looked(js, dev, d, others);
         else if (d && js->poke && !d->held && (h = calloc(1, sizeof(*h)))) {
                 str_copy_cut(h->job_id, sizeof(h->job_id), job_id);
                 h->outcome = outcome;
@@ -553,7 +553,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
                 h->error = error ? strdup(error) : NULL;
                 h->cold_start_ms = cold_start_ms;
                 h->seen = json_incref(seen);
-                h->done_ms = now_monotonic_ms();
+                h->done_ms = jobs_monotonic_ms(js);
                 ready_head(js, dev, h->next_id, &h->next_part);
                 if (error && !h->error) {
                         json_decref(h->result);
@@ -564,7 +564,7 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         }
         if (h) {
                 d->held = h;
-                js->poke((ssize_t)dev);
+                js->poke(js->poke_arg, (ssize_t)dev);
         } else {
                 part_done_locked(js, dev, job_id, outcome, result, error, cold_start_ms, seen);
                 if (by_worker)
@@ -658,21 +658,21 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 if (st == JOB_SUCCEEDED && d && !contended && !again) {
                         _cleanup_json_ json_t *read = json_incref(raw ? seen : result);
                         if (read)
-                                metrics_part_result(d->uuid, read, canonical);
+                                metrics_part_result(js->metrics, d->uuid, read, canonical);
                         else
                                 log_error("job %s on device %zu: out of memory reading its "
                                           "result for metrics",
                                           j->id, dev);
                 }
                 if (st == JOB_SUCCEEDED && !again && canonical)
-                        part_fleet_figures(d, dev, result, contended);
+                        part_fleet_figures(js, d, dev, result, contended);
                 if (st != JOB_SUCCEEDED)
                         log_info("job %s on device %zu: %s%s%s", j->id, dev, job_state_names[st],
                                  error ? ": " : "", error ? error : "");
                 break;
         }
         if (job_update_state(js, j)) {
-                job_finished(j);
+                job_finished(js, j);
                 log_info("job %s (%s) %s", j->id, job_benchmark(j), job_state_names[j->st]);
         }
         /* A part's end before the job's (its result: the bulk of the document) waits, for
@@ -705,7 +705,7 @@ static void fail_queued_on(struct jobs *js, size_t dev, const char *why)
                 struct job *j = e->job;
                 job_set_part(js, j, e->part, JOB_FAILED, NULL, why); /* removes e */
                 if (job_update_state(js, j))
-                        job_finished(j);
+                        job_finished(js, j);
                 job_persist(js, j);
         }
 }
@@ -752,10 +752,11 @@ out:
 
 /* ---- sharing the GPU (coexist.c looks, devctl.c pauses) ---- */
 
-void job_dispatch_attach_looks(struct jobs *js, void (*poke)(ssize_t dev))
+void job_dispatch_attach_looks(struct jobs *js, void (*poke)(void *arg, ssize_t dev), void *arg)
 {
         core_lock();
         js->poke = poke;
+        js->poke_arg = arg;
         js->node_look_wanted_ms = 0;
         for (size_t i = 0; i < devices_count(); i++) {
                 struct device *d = devices_get(i);
@@ -855,7 +856,7 @@ static bool schedule_free(struct jobs *js, size_t i)
 size_t job_dispatch_health_due_locked(struct jobs *js, size_t *ret_devs, size_t max, bool *ret_all)
 {
         assert_locked();
-        uint64_t now = now_realtime_ms(), every = (uint64_t)js->cfg->health_interval_s * 1000;
+        uint64_t now = jobs_realtime_ms(js), every = (uint64_t)js->cfg->health_interval_s * 1000;
         size_t n = 0;
         bool all = have_node() && devices_count() <= max;
 

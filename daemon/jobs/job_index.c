@@ -69,11 +69,11 @@ void jobs_publish_locked(struct jobs *js)
 {
         assert_locked();
         for (size_t i = 0; i < devices_count(); i++)
-                metrics_observe_queue(i, jobs_queued_on_locked(js, i));
-        metrics_observe_running(jobs_running_locked(js));
+                metrics_observe_queue(js->metrics, i, jobs_queued_on_locked(js, i));
+        metrics_observe_running(js->metrics, jobs_running_locked(js));
         if (have_node())
                 metrics_observe_node(
-                    device_state_names[device_state_of_worker(js->node_wstate)],
+                    js->metrics, device_state_names[device_state_of_worker(js->node_wstate)],
                     js->node_wstate == WORKER_IDLE || js->node_wstate == WORKER_BUSY,
                     json_string_value(json_object_get(js->node_last_verdict, "verdict")));
 }
@@ -280,10 +280,10 @@ json_t *job_public_of(struct job *j)
         return doc ? job_public(doc) : NULL;
 }
 
-json_t *job_now_json(void)
+json_t *job_now_json(const struct jobs *js)
 {
         char buf[40];
-        return json_string_nocheck(format_rfc3339_ms(now_realtime_ms(), buf, sizeof(buf)));
+        return json_string_nocheck(format_rfc3339_ms(jobs_realtime_ms(js), buf, sizeof(buf)));
 }
 
 json_t *job_part_doc(struct job *j, size_t i)
@@ -320,9 +320,9 @@ void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, j
          * start and end, every job). The error's text is checked: it may be a worker's. */
         json_object_set_new_nocheck(p, "state", json_string_nocheck(job_state_names[st]));
         if (st == JOB_RUNNING)
-                json_object_set_new_nocheck(p, "started", job_now_json());
+                json_object_set_new_nocheck(p, "started", job_now_json(js));
         if (job_state_final(st)) {
-                json_object_set_new_nocheck(p, "finished", job_now_json());
+                json_object_set_new_nocheck(p, "finished", job_now_json(js));
                 if (result)
                         json_object_set_nocheck(p, "result", result);
                 json_object_set_new_nocheck(p, "error", error ? json_string(error) : json_null());
@@ -341,20 +341,20 @@ bool job_update_state(struct jobs *js, struct job *j)
         json_t *doc = job_doc(j);
         json_object_set_new_nocheck(doc, "state", json_string_nocheck(job_state_names[st]));
         if (st == JOB_RUNNING && json_is_null(json_object_get(doc, "started")))
-                json_object_set_new_nocheck(doc, "started", job_now_json());
+                json_object_set_new_nocheck(doc, "started", job_now_json(js));
         if (!job_state_final(st))
                 return false;
-        j->finished_ms = now_realtime_ms();
-        json_object_set_new_nocheck(doc, "finished", job_now_json());
+        j->finished_ms = jobs_realtime_ms(js);
+        json_object_set_new_nocheck(doc, "finished", job_now_json(js));
         json_object_set_new_nocheck(doc, "finished_ms", json_integer((json_int_t)j->finished_ms));
         return true;
 }
 
-void job_finished(struct job *j)
+void job_finished(struct jobs *js, struct job *j)
 {
         uint64_t start = (uint64_t)json_integer_value(json_object_get(job_doc(j), "created_ms"));
         double dur = j->finished_ms > start ? (double)(j->finished_ms - start) / 1000.0 : 0;
-        metrics_job_finished(job_benchmark(j), job_state_names[j->st], dur);
+        metrics_job_finished(js->metrics, job_benchmark(j), job_state_names[j->st], dur);
 }
 
 /* j has a final write in flight: prune_finished is to look at it. */
@@ -527,7 +527,7 @@ void job_persist_soon(struct jobs *js, struct job *j)
         j->rewritten = true;
         if (j->persist_due_ms)
                 return; /* its first pending change sets when it is written */
-        j->persist_due_ms = now_monotonic_ms() + JOB_PERSIST_DELAY_MS;
+        j->persist_due_ms = jobs_monotonic_ms(js) + JOB_PERSIST_DELAY_MS;
         if (!pending_push(js, j))
                 js->pending_lost = true; /* the passes walk every job until none is pending */
         if (!js->persist_due_ms || j->persist_due_ms < js->persist_due_ms)
@@ -565,7 +565,7 @@ static void persist_pending_walk(struct jobs *js, uint64_t upto)
 void jobs_persist_pending_locked(struct jobs *js, bool all)
 {
         assert_locked();
-        uint64_t now = now_monotonic_ms();
+        uint64_t now = jobs_monotonic_ms(js);
 
         if (!js->persist_due_ms || (!all && now < js->persist_due_ms))
                 return;
@@ -1046,7 +1046,7 @@ void jobs_tick(struct jobs *js)
 static void flush_unsaved_locked(struct jobs *js)
 {
         assert_locked();
-        uint64_t deadline = now_monotonic_ms() + 1000ull * js->cfg->shutdown_timeout_s;
+        uint64_t deadline = jobs_monotonic_ms(js) + 1000ull * js->cfg->shutdown_timeout_s;
         struct timespec pause = {.tv_sec = js->cfg->store_retry_ms / 1000,
                                  .tv_nsec = (long)(js->cfg->store_retry_ms % 1000) * 1000000};
         size_t left;
@@ -1065,7 +1065,7 @@ static void flush_unsaved_locked(struct jobs *js)
                 left = 0;
                 for (size_t k = 0; k < js->n_jobs; k++)
                         left += js->jobs[k]->final_unsaved;
-                if (left == 0 || now_monotonic_ms() >= deadline)
+                if (left == 0 || jobs_monotonic_ms(js) >= deadline)
                         break;
                 nanosleep(&pause, NULL);
                 (void)retry_unsaved_locked(js);
@@ -1161,6 +1161,21 @@ void jobs_shutdown(struct jobs *js)
         jobs_free(js);
 }
 
+static uint64_t system_monotonic_ms(void *data)
+{
+        (void)data;
+        return now_monotonic_ms();
+}
+
+static uint64_t system_realtime_ms(void *data)
+{
+        (void)data;
+        return now_realtime_ms();
+}
+
+static const struct jobs_clock system_clock = {.monotonic_ms = system_monotonic_ms,
+                                               .realtime_ms = system_realtime_ms};
+
 int jobs_init(const struct umd_daemon *d, struct jobs **ret)
 {
         struct jobs *js;
@@ -1175,6 +1190,8 @@ int jobs_init(const struct umd_daemon *d, struct jobs **ret)
         atomic_init(&js->generation, 1);
         js->cfg = d->cfg;
         js->store = d->store;
+        js->clock = d->jobs_clock ? *d->jobs_clock : system_clock;
+        js->metrics = d->metrics;
         js->queues = calloc(devices_count() + 1, sizeof(*js->queues));
         if (!js->queues) {
                 jobs_free(js);

@@ -162,7 +162,7 @@ static bool recover_judge(struct jobs *js, struct job *j, const json_t *doc,
         }
         if (dirty) {
                 if (job_update_state(js, j))
-                        job_finished(j);
+                        job_finished(js, j);
                 js->rec.changed++;
                 job_persist(js, j);
                 job_changed(js, j);
@@ -415,7 +415,7 @@ size_t jobs_check_recovered(struct jobs *js, size_t max)
 
         core_lock();
         if (!js->rec.checks_started_ms)
-                js->rec.checks_started_ms = now_monotonic_ms();
+                js->rec.checks_started_ms = jobs_monotonic_ms(js);
         /* The recovered jobs are among the first in the index (recovery appended them before
          * any submission), so the walk is short once they are checked. */
         for (size_t k = 0; k < js->n_jobs && max > 0 && js->rec.unchecked > 0;) {
@@ -436,7 +436,7 @@ size_t jobs_check_recovered(struct jobs *js, size_t max)
                 log_info("store: the %zu waiting jobs recovered unchecked are checked, in %" PRIu64
                          " ms after start-up (%u jobs changed by recovery in all)",
                          js->rec.recovered_unchecked,
-                         now_monotonic_ms() - js->rec.checks_started_ms, js->rec.changed);
+                         jobs_monotonic_ms(js) - js->rec.checks_started_ms, js->rec.changed);
                 js->rec.recovered_unchecked = 0;
         }
         jobs_unlock(js);

@@ -87,8 +87,8 @@ static json_t *part_new(size_t dev, bool fake, const char *uuid)
         return p;
 }
 
-static struct job *job_new(const json_t *body, const char *request, const struct job_spec *spec,
-                           const char *idem, const char *client)
+static struct job *job_new(const struct jobs *js, const json_t *body, const char *request,
+                           const struct job_spec *spec, const char *idem, const char *client)
 {
         const struct bench_def *b = spec->bench;
         const size_t *devs = spec->devs;
@@ -152,8 +152,8 @@ static struct job *job_new(const json_t *body, const char *request, const struct
         /* client, idempotency_key and request come from the request: checked as UTF-8. */
         bool ok = doc && put(doc, "benchmark", json_string_nocheck(b->name)) &&
                   put(doc, "client", client ? json_string(client) : json_null()) &&
-                  put(doc, "created", job_now_json()) &&
-                  put(doc, "created_ms", json_integer((json_int_t)now_realtime_ms())) &&
+                  put(doc, "created", job_now_json(js)) &&
+                  put(doc, "created_ms", json_integer((json_int_t)jobs_realtime_ms(js))) &&
                   put(doc, "fake", json_boolean(fake)) && put(doc, "finished", json_null()) &&
                   put(doc, "id", json_string_nocheck("")) &&
                   put(doc, "idempotency_key", idem ? json_string(idem) : json_null()) &&
@@ -252,7 +252,7 @@ static void committed_locked(struct jobs *js, struct job *j, const char *benchma
         j->committed = true;
         job_changed(js, j);
         if (job_update_state(js, j)) { /* a part failed while queueing */
-                job_finished(j);
+                job_finished(js, j);
                 job_persist(js, j);
         }
         log_info("job %s (%s) queued on %zu device(s)", j->id, benchmark, j->n_parts);
@@ -371,7 +371,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         /* Outside the lock (see the top); what it finds wrong is said only once the key is known
          * not to name an earlier job, which is answered whatever this body would be now. */
         parsed = spec_parse(js->cfg, body, b, &spec, &parse_p);
-        if (parsed >= 0 && (!(fresh = job_new(body, request, &spec, idem, client)) ||
+        if (parsed >= 0 && (!(fresh = job_new(js, body, request, &spec, idem, client)) ||
                             job_prepare_write(fresh, &prepared) < 0)) {
                 job_free(fresh);
                 spec_done(&spec);

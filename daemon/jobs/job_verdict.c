@@ -76,7 +76,7 @@ static int verdict_stamp_or_retry(struct jobs *js, struct job *j, size_t i, json
         json_object_set(v, "baseline", (json_t *)baseline);
         json_object_set_new(v, "job", json_string(j->id));
         json_object_set_new(v, "uuid", json_string(uuid));
-        json_object_set_new(v, "time", job_now_json());
+        json_object_set_new(v, "time", job_now_json(js));
         if (!streq_ptr(json_string_value(json_object_get(v, "verdict")), "fail") ||
             j->parts[i].attempts >= 2)
                 return 0;
@@ -152,7 +152,7 @@ bool job_verdict_judge(struct jobs *js, struct job *j, size_t i, struct device *
         json_decref(d->last_verdict);
         d->last_verdict = v;
         remember_tier(&d->verdict_by_tier, v);
-        d->last_check_ms = now_realtime_ms();
+        d->last_check_ms = jobs_realtime_ms(js);
         log_info("device %zu (%s): health %s", d->index, d->uuid,
                  json_string_value(json_object_get(v, "verdict")));
         return false;

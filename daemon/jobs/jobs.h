@@ -20,13 +20,25 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core.h"
+#include "job_types.h"
 #include "lock.h"
 
 struct jobs;
 struct umd_daemon;
 struct supervisor;
 struct supervisor_callbacks;
+
+/* The job subsystem's clock, in milliseconds: monotonic for its delays and deadlines (a
+ * pending write's JOB_PERSIST_DELAY_MS, a look after a part), realtime for the times a job's
+ * document shows and the health interval. umd_daemon.jobs_clock NULL is the system's
+ * (common/util.h's now_monotonic_ms and now_realtime_ms); a unit test passes its own, which
+ * moves time past a delay at once instead of sleeping through it (tests/unit/daemon/
+ * jobs_fixture.h's fx_clock_advance). */
+struct jobs_clock {
+        uint64_t (*monotonic_ms)(void *data);
+        uint64_t (*realtime_ms)(void *data);
+        void *data;
+};
 
 /* Before READY: load the store, mark running jobs interrupted, re-queue queued ones (in
  * submission order), apply retention. 0 with *ret, or -errno (logged; *ret untouched). The
@@ -82,12 +94,12 @@ struct gpu_state;
  * kept between parts. Takes core_lock. */
 void job_dispatch_gpu_observed(struct jobs *js, size_t dev, const struct gpu_state *st,
                                uint64_t looked_ms);
-/* The looker (coexist.c) offers poke: a call asks it for a look now at GPU dev, or at every GPU
- * when dev is -1 (the node's part takes them all), without waiting for it. With one, a part
- * starts only on a look at its GPU that began after it was ready, and finishes only after a
+/* The looker (coexist.c) offers poke (with its arg): a call asks it for a look now at GPU dev, or
+ * at every GPU when dev is -1 (the node's part takes them all), without waiting for it. With one, a
+ * part starts only on a look at its GPU that began after it was ready, and finishes only after a
  * look at its GPU that began once its worker was done; NULL (at stop, and in unit tests) goes
  * back to the last periodic look, and finishes any part still held. */
-void job_dispatch_attach_looks(struct jobs *js, void (*poke)(ssize_t dev));
+void job_dispatch_attach_looks(struct jobs *js, void (*poke)(void *arg, ssize_t dev), void *arg);
 /* With core_lock held: start the next part of dev if it may run now (after a resume). */
 void job_dispatch_locked(struct jobs *js, size_t dev);
 /* Every store_retry_ms: once the store commits again after it could not, dispatches what

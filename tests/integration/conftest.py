@@ -11,6 +11,12 @@ body must validate against the documented schema (python3-jsonschema). A test fa
 umd sends that the document lacks.
 
 Environment (set by tests/integration/meson.build): UMD_BIN, UMD_WORKER.
+
+Two suites (tests/integration/meson.build): a test marked `system` (real Slurm or Prometheus,
+or minutes on purpose: the soak, chaos) runs in 'system', once; every other test in 'fast', which
+the sanitizer build runs too. Both spread tests over pytest-xdist workers, so a test shares
+nothing with another but what an `xdist_group` marker names (kept on one worker): ports come
+from free_port, directories from tmp_path.
 """
 import json
 import os
@@ -31,6 +37,10 @@ UMD_BIN = os.environ.get("UMD_BIN", "")
 UMD_WORKER = os.environ.get("UMD_WORKER", "")
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30
+# The ports a umd the fixture chose the port of may try: free_port's port is free when asked, but
+# another process (a test on another xdist worker, or any client's connection, whose local port
+# comes from the same range) may bind it before umd does, which then exits saying so.
+PORT_TRIES = 3
 OPENAPI = REPO / "api" / "openapi.json"
 
 
@@ -92,6 +102,11 @@ class Contract:
         if ctype.endswith("json"):
             self._validate(content[media].get("schema", {}), r.json(), where)
         self.checked += 1
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "system: runs in the system suite, once, not under the "
+                            "sanitizers (real Slurm or Prometheus, or minutes on purpose)")
 
 
 _contract = None
@@ -230,6 +245,11 @@ class Daemon:
             self.read_notify(0.1)
         return self
 
+    def lost_its_port(self):
+        """Did umd exit because another process bound the port free_port chose first?"""
+        return (self.process.poll() is not None and
+                f"cannot listen on 127.0.0.1:{self.port}: Address already in use" in self.log())
+
     # -- output --
     def log(self):
         self._log.flush()
@@ -296,11 +316,16 @@ def umd(tmp_path):
     started = []
 
     def start(fake_devices=2, args=(), state_dir=None, wait=True, **kw):
-        d = Daemon(tmp_path, fake_devices=fake_devices, args=args, state_dir=state_dir, **kw)
-        started.append(d)
-        if wait:
-            d.wait_ready()
-        return d
+        for tries_left in reversed(range(PORT_TRIES)):
+            d = Daemon(tmp_path, fake_devices=fake_devices, args=args, state_dir=state_dir, **kw)
+            started.append(d)
+            if not wait:
+                return d
+            try:
+                return d.wait_ready()
+            except RuntimeError:
+                if not (tries_left and kw.get("listen", True) and d.lost_its_port()):
+                    raise
 
     yield start
     for d in started:

@@ -22,6 +22,8 @@ from conftest import UMD_BIN
 import requests
 from conftest import FINAL, free_port, kill_while, submit, wait_job
 
+pytestmark = pytest.mark.system
+
 LEGAL = ("queued", "running") + FINAL
 SLOW = {"benchmark": "copy", "devices": "all", "params": {"fake_delay_ms": 60000}}
 TOKEN = "chaos-admin-token-0123456789"

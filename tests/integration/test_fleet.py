@@ -78,6 +78,7 @@ def test_the_node_check_gives_every_gpu_a_peer_figure(umd):
     assert all(bw > 1e9 for _, bw in peers.values())
 
 
+@pytest.mark.system
 @pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus (Debian) missing")
 def test_real_prometheus_finds_the_one_gpu_slower_than_its_peers(umd, tmp_path):
     rules = tmp_path / "fleet.yml"

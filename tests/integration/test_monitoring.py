@@ -233,6 +233,7 @@ def until(fn, timeout=30, what=""):
     return wait_for(fn, timeout=timeout, what=what, step=0.5)
 
 
+@pytest.mark.system
 @pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus (Debian) missing")
 def test_real_prometheus_joins_and_fires_the_failed_verdict_alert(umd, tmp_path):
     state = tmp_path / "gpu-state.json"

@@ -285,7 +285,8 @@ def test_umdctl_health_reports_the_pairs_and_fails_on_a_pair_through_the_host(um
     r = subprocess.run([os.environ["UMDCTL"], "--url", d.base_url, "health"],
                        capture_output=True, text=True, timeout=60, env=clean_env())
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "GPU pairs (every GPU) FAIL: GPU 0 -> GPU 1 has no peer access" in r.stdout, r.stdout
+    assert ("GPU pairs (every GPU) FAIL action=reset_gpu: GPU 0 -> GPU 1 has no peer access"
+            in r.stdout), r.stdout
 
 
 def test_a_queued_job_spanning_gpus_runs_after_a_restart(umd, tmp_path):

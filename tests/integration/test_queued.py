@@ -4,6 +4,7 @@ cancels of waiting jobs answer as before, and they still run in their order once
 import concurrent.futures
 import threading
 
+import pytest
 import requests
 
 from conftest import wait_job
@@ -55,6 +56,7 @@ def read_all(d, ids):
     return {i: s.get(d.url(f"/v1/jobs/{i}"), timeout=10).json() for i in ids}
 
 
+@pytest.mark.system  # thousands of jobs: half a minute
 def test_a_restart_with_thousands_queued_recovers_every_job_intact(umd):
     d = umd(args=ARGS)
     for i in (0, 1):

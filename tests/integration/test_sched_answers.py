@@ -255,6 +255,7 @@ def test_a_connection_closed_without_an_answer_is_unreachable():
         assert ctl(h.url, "devices").returncode == 3
 
 
+@pytest.mark.system  # waits out the default timeout: 45 s
 def test_slurm_mode_ends_inside_slurms_60_s_with_its_default_timeout(tmp_path):
     with Hostile(accepted_then_hanging(job_id())) as h:
         p, took = timed(lambda: no_drain(h.url, tmp_path))
@@ -283,8 +284,9 @@ def test_slurm_mode_stops_an_scontrol_that_hangs(tmp_path):
     with health_server(lambda jid: job(jid, parts=[part(verdict="fail", reasons=["slow"])])) as h:
         p, took = timed(lambda: hc(h.url, "--mode", "slurm", "--timeout", "5s",
                                    SCONTROL=str(stuck), UMD_HEALTHCHECK_SCONTROL_LIMIT="1"))
-    assert p.returncode == 1 and "scontrol could not drain" in p.stderr, p.stdout + p.stderr
-    assert took < 6, took  # the look at the node (1 s) and the drain (1 s), each killed 1 s on
+    # A look that does not answer in time is no answer: the node is left as it is (issue 57).
+    assert p.returncode == 1 and "so its state is unknown" in p.stdout, p.stdout + p.stderr
+    assert took < 6, took  # the look at the node (1 s), killed 1 s on
 
 
 def test_slurm_mode_refuses_a_limit_that_is_not_seconds():
@@ -324,7 +326,8 @@ def test_health_reasons_cannot_forge_a_line_for_the_scripts(tmp_path):
         scontrol, log = fake_scontrol(tmp_path)
         s = hc(h.url, "--mode", "slurm", "--timeout", "5s", SCONTROL=str(scontrol),
                SLURMD_NODENAME="node7")
-        assert "Reason=umd: GPU 0 WARN: slow GPU 9" in log.read_text(), log.read_text()
+        assert "Reason=umd[quick gpus=0]: GPU 0 WARN: slow GPU 9" in log.read_text(), \
+            log.read_text()
         assert s.returncode == 1
 
 

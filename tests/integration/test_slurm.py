@@ -12,6 +12,12 @@ slurmd on their own ports with state under a temporary folder, HealthCheckInterv
     look at the node slower than its bound changes nothing; --resume-own resumes only when
     every GPU and the tier umd's reason names have passed (not a --devices 1 run for GPU 0,
     not a quick run for the extended tier); UMD_HEALTHCHECK_RESUME_OWN's spellings
+  - the verdict's action in umd's reason (issue 58): a pending remap, an uncorrectable error, a
+    recovery action, a remap failure, a link down, a replay storm (fake_gpu_state) and a
+    failing Xid (xid_source=file:) each drain with theirs; one replay and an application Xid
+    drain nothing; --resume-own waits for the action's condition (reset_gpu: the pass of what a
+    reset clears; reboot_node: another boot id; service: never); the reason within 200
+    characters, its bracket whole
 Skips, saying why, only when Slurm cannot be started here.
 
 A busy GPU is made two ways: occupy() holds it with a long umd job, and fake_gpu_state makes
@@ -28,11 +34,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, wait_for
 from hostile import HANG, Hostile, accepted_then_hanging, job, job_id
 from test_jobs import submit
+from test_coexist import GpuState
 from test_sched_pause import pairs_final, pause_during_pairs
 from test_umdctl import HEALTHCHECK, UMDCTL
+from test_xid import Watched, fixture, on_device
+
+# One Slurm (the module fixture) for the whole file: its tests stay on one xdist worker.
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("slurm")]
 
 NODE = socket.gethostname().split(".")[0]
 BINS = ("munged", "slurmctld", "slurmd", "scontrol", "sinfo")
@@ -539,3 +550,196 @@ def test_resume_own_refuses_a_spelling_it_does_not_know(slurm, umd):
         assert p.stderr == (f"umd-healthcheck: UMD_HEALTHCHECK_RESUME_OWN '{value}' is not a "
                             "boolean (1/0, true/false, yes/no, on/off)\n")
         assert seen(slurm) == ("drained", own)
+
+
+# -- the verdict's action in umd's reason, and --resume-own waiting for it (issue 58) --
+# The faults come from the fake devices' fake_gpu_state (docs/design.md lists its keys) and an
+# Xid line fed through xid_source=file:; the boot id umd-healthcheck reads is a file of the
+# test's (UMD_HEALTHCHECK_BOOT_ID_FILE), so a reboot is that file changing.
+
+BOOT_A = "1a2b3c4d-0000-4000-8000-000000000001"
+BOOT_B = "5e6f7a8b-0000-4000-8000-000000000002"
+
+# fake_gpu_state for GPU 0, the action its verdict asks for, and what else the bracket says.
+FAULTS = {
+    "a pending remap": ({"gpu_errors": {"remapped_rows": {"pending": True, "uncorrected": 1}}},
+                        "reset_gpu", ""),
+    "an uncorrectable DRAM error": ({"gpu_errors": {"ecc": {"volatile": {"dram":
+                                                                         {"uncorrected": 1}}}}},
+                                    "reset_gpu", ""),
+    "a recovery action of node reboot": ({"gpu_errors": {"recovery_action": {"value": 2}}},
+                                         "reboot_node", " boot=1a2b3c4d"),
+    "a remap failure": ({"gpu_errors": {"remapped_rows": {"failure": True, "uncorrected": 8}}},
+                        "service", ""),
+    "a link down": ({"nvlinks_active": 17}, "reset_gpu", ""),
+    # 5000 replays since the previous check, far above Gen5 x16's 30.2 a minute
+    "a replay storm": ({"replay_counter": 5004}, "service", ""),
+}
+
+
+class Faulty:
+    """A umd with two fake GPUs whose state is a file, and a boot id file for the program."""
+
+    def __init__(self, umd, tmp_path, *args, **kw):
+        self.gpu = GpuState(tmp_path)
+        self.d = umd(fake_devices=2, args=[*self.gpu.args(), *args], **kw)
+        self.boot = tmp_path / "hc-boot-id"
+        self.boot.write_text(BOOT_A + "\n")
+
+    def set(self, gpu0):
+        self.gpu.set({"0": gpu0})
+        time.sleep(0.2)  # a look (every 50 ms) has read the file
+
+    def run(self, slurm, *args, d=None, **env):
+        return healthcheck(slurm, d or self.d, *args,
+                           UMD_HEALTHCHECK_BOOT_ID_FILE=str(self.boot), **env)
+
+
+def drained_by(slurm, umd, tmp_path, fault):
+    """The node drained by umd-healthcheck for FAULTS[fault] on GPU 0; (Faulty, reason)."""
+    quiet(slurm)
+    f = Faulty(umd, tmp_path)
+    state, action, extra = FAULTS[fault]
+    if "replay_counter" in state:
+        f.set({"replay_counter": 4})  # the first look at a counter only reports it
+        assert f.run(slurm).returncode == 0
+    f.set(state)
+    p = f.run(slurm)
+    assert p.returncode == 1, p.stdout + p.stderr
+    now = seen(slurm)
+    assert now[0] == "drained", (now, p.stdout)
+    assert now[1].startswith(f"umd[quick gpus=0 action={action}{extra}]: GPU 0 FAIL: "), now
+    assert len(now[1]) <= 200, now
+    return f, now[1]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_each_fault_reaches_the_drain_reason_with_its_action(slurm, umd, tmp_path, fault):
+    _, reason = drained_by(slurm, umd, tmp_path, fault)
+    assert " action=" not in reason.split("]: ", 1)[1], reason  # said once, in the bracket
+
+
+def test_a_failing_xid_reaches_the_drain_reason_with_its_action(slurm, umd, tmp_path):
+    quiet(slurm)
+    w = Watched(umd, tmp_path, boot=BOOT_A)
+    w.append(on_device(fixture(79), 0))  # fallen off the bus: reboot_node
+    wait_for(lambda: w.device_health(0), what="device 0's failing verdict")
+    p = healthcheck(slurm, w.d, UMD_HEALTHCHECK_BOOT_ID_FILE=str(w.boot))
+    assert p.returncode == 1, p.stdout + p.stderr
+    state, reason = seen(slurm)
+    assert state == "drained", (state, reason, p.stdout)
+    assert reason.startswith("umd[quick gpus=0 action=reboot_node boot=1a2b3c4d]: GPU 0 FAIL: "), \
+        reason
+
+
+def test_an_application_xid_does_not_drain_the_node(slurm, umd, tmp_path):
+    quiet(slurm)
+    w = Watched(umd, tmp_path, boot=BOOT_A)
+    w.append(on_device(fixture(31), 0))  # an MMU fault of a user's program: restart_job
+    wait_for(lambda: w.device(0)["xid"]["events"], what="the Xid 31 event")
+    p = healthcheck(slurm, w.d, UMD_HEALTHCHECK_BOOT_ID_FILE=str(w.boot))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert seen(slurm) == ("idle", "none")
+
+
+def test_one_replay_does_not_drain_the_node(slurm, umd, tmp_path):
+    quiet(slurm)
+    f = Faulty(umd, tmp_path)
+    f.set({"replay_counter": 3})
+    assert f.run(slurm).returncode == 0
+    f.set({"replay_counter": 4})
+    p = f.run(slurm)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert seen(slurm) == ("idle", "none")
+
+
+def test_resume_own_for_reset_gpu_waits_for_what_a_reset_clears(slurm, umd, tmp_path):
+    f, reason = drained_by(slurm, umd, tmp_path, "a pending remap")
+    p = f.run(slurm, **RESUME_OWN)  # still pending: no reset yet
+    assert seen(slurm) == ("drained", reason), p.stdout
+    f.set({})  # the reset: the remap took effect, nothing pending
+    p = f.run(slurm, **RESUME_OWN)
+    assert "resumed" in p.stdout and seen(slurm)[0] == "idle", (p.stdout, seen(slurm))
+
+
+def test_resume_own_for_reboot_node_waits_for_a_new_boot_id(slurm, umd, tmp_path):
+    f, reason = drained_by(slurm, umd, tmp_path, "a recovery action of node reboot")
+    f.set({})  # every GPU passes, but this is the same boot
+    p = f.run(slurm, **RESUME_OWN)
+    assert seen(slurm) == ("drained", reason), p.stdout
+    assert "stays drained: umd drained it for action=reboot_node and this is still boot " \
+           "1a2b3c4d" in p.stdout, p.stdout
+    f.boot.write_text(BOOT_B + "\n")
+    p = f.run(slurm, **RESUME_OWN)
+    assert "resumed" in p.stdout and seen(slurm)[0] == "idle", (p.stdout, seen(slurm))
+
+
+def test_a_reboot_node_drain_that_fails_again_in_the_same_boot_keeps_its_boot(slurm, umd,
+                                                                              tmp_path):
+    f, reason = drained_by(slurm, umd, tmp_path, "a recovery action of node reboot")
+    f.set({"nvlinks_active": 17})  # GPU 0 fails again, for a reset this time
+    p = f.run(slurm, **RESUME_OWN)
+    state, now = seen(slurm)
+    assert now.startswith("umd[quick gpus=0 action=reboot_node boot=1a2b3c4d]: "), (now, p.stdout)
+
+
+def test_a_node_drained_for_service_is_never_resumed_by_umd(slurm, umd, tmp_path):
+    f, reason = drained_by(slurm, umd, tmp_path, "a remap failure")
+    f.set({})
+    f.boot.write_text(BOOT_B + "\n")  # not even a reboot
+    p = f.run(slurm, **RESUME_OWN)
+    assert seen(slurm) == ("drained", reason), p.stdout
+    assert "action=service, which umd never resumes" in p.stdout, p.stdout
+
+
+def test_a_reboot_node_drain_without_a_boot_id_is_not_resumed(slurm, umd, tmp_path):
+    quiet(slurm)
+    f = Faulty(umd, tmp_path)
+    set_state(slurm, "DRAIN", "umd[quick gpus=0 action=reboot_node]: GPU 0 FAIL: test")
+    p = f.run(slurm, **RESUME_OWN)
+    assert seen(slurm)[0] == "drained", p.stdout
+    assert "no boot id was written with the drain" in p.stdout, p.stdout
+
+
+def test_the_reason_stays_within_200_characters_with_its_bracket_whole(slurm, umd, tmp_path):
+    quiet(slurm)
+    f = Faulty(umd, tmp_path)
+    many = ",".join(str(i) for i in range(2, 60))  # GPUs this run does not have: not passed
+    set_state(slurm, "DRAIN", f"umd[extended gpus={many} action=reset_gpu]: GPU 2 FAIL: test")
+    f.set(FAULTS["a pending remap"][0])
+    p = f.run(slurm)
+    assert p.returncode == 1, p.stdout + p.stderr
+    state, reason = seen(slurm)
+    assert len(reason) <= 200, reason
+    assert reason.startswith("umd[extended gpus=all action=reset_gpu]: GPU 0 FAIL: "), reason
+
+
+
+def test_a_reset_gpu_xid_drain_is_resumed_only_once_umd_sees_it_cleared(slurm, umd, tmp_path):
+    """An Xid asking for a reset fails its GPU until umd sees a new boot (the watch's rule), so
+    --resume-own cannot resume the node before: here the reboot is umd started again with
+    another boot id, its Xid state kept."""
+    quiet(slurm)
+    state_dir = tmp_path / "state"
+    w = Watched(umd, tmp_path, state_dir=state_dir, boot=BOOT_A)
+    w.append(on_device(fixture(63), 0))  # a row marked for remapping: reset_gpu
+    wait_for(lambda: w.device_health(0), what="device 0's failing verdict")
+    p = healthcheck(slurm, w.d, UMD_HEALTHCHECK_BOOT_ID_FILE=str(w.boot))
+    state, reason = seen(slurm)
+    assert reason.startswith("umd[quick gpus=0 action=reset_gpu]: GPU 0 FAIL: "), (reason, p.stdout)
+    p = healthcheck(slurm, w.d, UMD_HEALTHCHECK_BOOT_ID_FILE=str(w.boot), **RESUME_OWN)
+    assert seen(slurm) == ("drained", reason), p.stdout
+    w.d.close()
+    w.boot.write_text(BOOT_B + "\n")
+    again = Watched(umd, tmp_path, state_dir=state_dir)
+    p = healthcheck(slurm, again.d, UMD_HEALTHCHECK_BOOT_ID_FILE=str(w.boot), **RESUME_OWN)
+    assert "resumed" in p.stdout and seen(slurm)[0] == "idle", (p.stdout, seen(slurm))
+
+
+def test_slurmds_own_run_drains_with_the_action(slurm, umd, tmp_path):
+    gpu = GpuState(tmp_path)
+    gpu.set({"0": FAULTS["a pending remap"][0]})
+    d = umd(fake_devices=2, args=gpu.args())
+    slurm.check_against(d)
+    state, reason = wait_state(slurm, "drain")
+    assert reason.startswith("umd[quick gpus=0 action=reset_gpu]: GPU 0 FAIL: "), reason

@@ -10,7 +10,10 @@ import sqlite3
 import threading
 import time
 
+import pytest
 import requests
+
+pytestmark = pytest.mark.system  # two minutes on purpose
 
 SOAK_S = float(os.environ.get("UMD_SOAK_S", "120"))
 # Statuses a loaded umd may answer with; anything else (or nothing) is a defect.

@@ -7,13 +7,15 @@ Environment (set by tests/integration/meson.build): UMDCTL, plus conftest's UMD_
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import UMD_BIN, clean_env
+from conftest import UMD_BIN, clean_env, wait_for
 from test_jobs import submit, wait_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -484,8 +486,70 @@ def test_health_cached_reads_the_gpu_pairs_verdict(umd):
 def test_health_cached_pairs_verdict_past_max_age_is_unknown(umd):
     d = umd(fake_devices=2)
     assert ctl(d, "health").returncode == 0
-    time.sleep(2.2)
-    p = ctl(d, "health", "--cached", "--max-age", "1s")
+
+    def aged():  # polled, not slept through: the verdict passes 1 s a second or two from now
+        p = ctl(d, "health", "--cached", "--max-age", "1s")
+        return p if p.returncode == 4 else None
+
+    p = wait_for(aged, timeout=10, what="the verdict to pass --max-age 1s")
     assert p.returncode == 4, p.stdout + p.stderr
     assert re.search(r"^GPU pairs \(every GPU\) UNKNOWN: the last verdict is \d+ s old",
                      p.stdout, re.M), p.stdout
+
+
+# -- how umd-healthcheck reaches umd: its unix socket by default (issue 58) --
+
+@pytest.fixture
+def short_dir():  # as test_access.py's
+    d = tempfile.mkdtemp(prefix="umd-", dir="/tmp")  # sun_path holds 108 bytes
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_healthcheck_reaches_umd_on_its_unix_socket_by_default(umd, short_dir):
+    sock = os.path.join(short_dir, "umd.sock")
+    umd(fake_devices=2, listen=False, args=["--listen", "", "--unix-socket", sock])
+    e = env(UMD_HEALTHCHECK_UNIX_SOCKET=sock)
+    p = subprocess.run(["/bin/sh", str(HEALTHCHECK), "--timeout", "20s"], capture_output=True,
+                       text=True, timeout=60, env=e)
+    assert p.returncode == 0 and "GPU 1 " in p.stdout, p.stdout + p.stderr
+
+
+def test_healthcheck_url_wins_over_the_unix_socket(umd, short_dir):
+    sock = os.path.join(short_dir, "umd.sock")
+    umd(fake_devices=2, args=["--unix-socket", sock], env={"UMD_FAKE_LINK": "0=4x8"})  # its GPU 0 warns
+    ok = umd(fake_devices=2)
+    e = env(UMD_HEALTHCHECK_UNIX_SOCKET=sock)
+    for how in (["--url", ok.base_url], []):
+        if not how:
+            e["UMD_URL"] = ok.base_url
+        p = subprocess.run(["/bin/sh", str(HEALTHCHECK), *how, "--timeout", "20s"],
+                           capture_output=True, text=True, timeout=60, env=e)
+        assert p.returncode == 0, (how, p.stdout + p.stderr)
+
+
+def test_nhc_check_reaches_umd_on_its_unix_socket_by_default(umd, short_dir):
+    sock = os.path.join(short_dir, "umd.sock")
+    umd(fake_devices=2, listen=False, args=["--listen", "", "--unix-socket", sock],
+        env={"UMD_FAKE_LINK": "1=4x8"})
+    e = env(UMD_HEALTHCHECK_UNIX_SOCKET=sock)
+    assert subprocess.run(["/bin/sh", str(HEALTHCHECK), "--timeout", "20s"], env=e,
+                          capture_output=True, timeout=60).returncode == 1
+    script = (f'die() {{ echo "DIE $1 $2"; exit 1; }}\nlog() {{ echo "LOG $*"; }}\n'
+              f'. {NHC}\ncheck_umd\necho "RC $?"\n')
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                       env=env(UMD_NHC_UMDCTL=UMDCTL, UMD_NHC_UNIX_SOCKET=sock))
+    assert p.stdout.startswith("DIE 1 umd: GPU 1 ") and "Gen4 x8" in p.stdout, p.stdout + p.stderr
+
+
+def test_healthcheck_passes_over_a_unix_socket_it_may_not_use(umd, short_dir):
+    """umd-healthcheck.service's DynamicUser is not in the socket's group: it goes on asking
+    umd's URL rather than failing on the socket (run here as nobody, the socket 0600 root's)."""
+    os.chmod(short_dir, 0o755)
+    sock = os.path.join(short_dir, "umd.sock")
+    umd(fake_devices=1, args=["--unix-socket", sock, "--unix-socket-mode", "0600"])
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "/bin/sh", str(HEALTHCHECK), "--timeout", "5s"], capture_output=True,
+                       text=True, timeout=60, env=env(UMD_HEALTHCHECK_UNIX_SOCKET=sock))
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "127.0.0.1:8470" in p.stdout and "unix socket" not in p.stdout, p.stdout

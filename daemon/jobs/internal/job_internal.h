@@ -13,6 +13,7 @@
 #include "devices.h"
 #include "core.h"
 #include "job_state.h"
+#include "jobs.h"
 #include "supervisor.h"
 #include "uuid.h"
 
@@ -109,12 +110,17 @@ struct job_pending {
 struct jobs {
         const struct umd_config *cfg;
         struct store *store;
+        /* Where every job file reads the time (jobs_monotonic_ms, jobs_realtime_ms): the
+         * system's clocks unless umd_daemon.jobs_clock gave a test's. */
+        struct jobs_clock clock;
+        struct metrics *metrics; /* d->metrics: told of queues, parts and finished jobs */
         /* NULL until job_dispatch_attach_supervisor and after jobs_shutdown. */
         struct supervisor *sup;
         /* The Xid watch, whose check each canonical verdict gets; NULL: none. */
         struct xid_watch *xid;
         /* Asks coexist.c for a look now; NULL: none (job_dispatch_attach_looks). */
-        void (*poke)(ssize_t dev);
+        void (*poke)(void *arg, ssize_t dev);
+        void *poke_arg;
         bool quiescing;
         bool store_was_failing; /* job_dispatch_store_watch saw the store failing */
         struct job **jobs;      /* ascending id (submission order) */
@@ -173,6 +179,16 @@ struct jobs {
         struct job_recovery rec;
 };
 
+static inline uint64_t jobs_monotonic_ms(const struct jobs *js)
+{
+        return js->clock.monotonic_ms(js->clock.data);
+}
+
+static inline uint64_t jobs_realtime_ms(const struct jobs *js)
+{
+        return js->clock.realtime_ms(js->clock.data);
+}
+
 static inline bool is_node(size_t dev)
 {
         return have_node() && dev == node_index();
@@ -217,7 +233,7 @@ size_t jobs_open_of(const struct jobs *js, const char *client);
 struct job *jobs_find_keyed(struct jobs *js, const char *key, const char *client);
 /* job_public() of the job's document, without keeping a tree a compact job does not hold. */
 json_t *job_public_of(struct job *j);
-json_t *job_now_json(void);
+json_t *job_now_json(const struct jobs *js);
 /* job_query.c: a store read's outcome r for job id as the API says it (0, or a 404 / 500). */
 struct problem;
 int job_query_store_problem(int r, const char *id, struct problem *p);
@@ -231,7 +247,7 @@ void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, j
 /* Recomputes the job's state and times after its parts changed; true when it just finished. */
 bool job_update_state(struct jobs *js, struct job *j);
 /* A job reached a final state: counted in metrics. */
-void job_finished(struct job *j);
+void job_finished(struct jobs *js, struct job *j);
 int job_persist(struct jobs *js, struct job *j);
 /* A change nobody waits for and no answer has shown (a part finished while the job is not
  * final): written within JOB_PERSIST_DELAY_MS by jobs_unlock, or sooner by any job_persist of

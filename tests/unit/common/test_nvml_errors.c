@@ -1,8 +1,9 @@
 /* The GPU error state read through the real NVML loader (common/nvml.c) from a fake
- * libnvidia-ml driven by a JSON state (fake_nvml_state.c), then judged (daemon/health_errors.c):
- * each fault the fake can hold reaches its check's verdict and action; a healthy GPU with zero
- * counters passes; what the driver does not support, or lacks (this program's build without
- * nvmlDeviceGetRemappedRows, FAKE_NVML_NO_REMAPPED_ROWS), reads "unknown" and never fails. */
+ * libnvidia-ml driven by a JSON state (tests/fake_nvml/fake_nvml.c), then judged
+ * (daemon/health_errors.c): each fault the fake can hold reaches its check's verdict and action; a
+ * healthy GPU with zero counters passes; what the driver does not support, or lacks (this program's
+ * build without nvmlDeviceGetRemappedRows, FAKE_NVML_NO_REMAPPED_ROWS), reads "unknown" and never
+ * fails. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

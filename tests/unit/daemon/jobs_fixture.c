@@ -89,52 +89,54 @@ const char *worker_state_to_string(enum worker_state st)
 
 /* ---- metrics: the job files push, nobody reads here ---- */
 
-void metrics_observe_queue(size_t dev, size_t queued)
+void metrics_observe_queue(struct metrics *mt, size_t dev, size_t queued)
 {
-        (void)dev, (void)queued;
+        (void)mt, (void)dev, (void)queued;
 }
 
-void metrics_observe_running(size_t running)
+void metrics_observe_running(struct metrics *mt, size_t running)
 {
-        (void)running;
+        (void)mt, (void)running;
 }
 
-void metrics_observe_node(const char *state, bool warm, const char *verdict)
+void metrics_observe_node(struct metrics *mt, const char *state, bool warm, const char *verdict)
 {
-        (void)state, (void)warm, (void)verdict;
+        (void)mt, (void)state, (void)warm, (void)verdict;
 }
 
-void metrics_job_finished(const char *benchmark, const char *state, double duration_s)
+void metrics_job_finished(struct metrics *mt, const char *benchmark, const char *state,
+                          double duration_s)
 {
-        (void)benchmark, (void)state, (void)duration_s;
+        (void)mt, (void)benchmark, (void)state, (void)duration_s;
 }
 
 const char *const metrics_result_paths[] = {"benchmark", "measurements[].name", NULL};
 
-void metrics_part_result(const char *uuid, const json_t *result, bool canonical)
+void metrics_part_result(struct metrics *mt, const char *uuid, const json_t *result, bool canonical)
 {
-        (void)uuid, (void)result, (void)canonical;
+        (void)mt, (void)uuid, (void)result, (void)canonical;
 }
 
-void metrics_health_result(const char *uuid, const char *link, const json_t *result, bool contended)
+void metrics_health_result(struct metrics *mt, const char *uuid, const char *link,
+                           const json_t *result, bool contended)
 {
-        (void)uuid, (void)link, (void)result, (void)contended;
+        (void)mt, (void)uuid, (void)link, (void)result, (void)contended;
 }
 
-void metrics_health_node_result(const json_t *result)
+void metrics_health_node_result(struct metrics *mt, const json_t *result)
 {
-        (void)result;
+        (void)mt, (void)result;
 }
 
-char *metrics_text(size_t *ret_len)
+char *metrics_text(struct metrics *mt, size_t *ret_len)
 {
-        (void)ret_len;
+        (void)mt, (void)ret_len;
         return NULL;
 }
 
-void metrics_http_observe(const char *route, const char *method, int status)
+void metrics_http_observe(struct metrics *mt, const char *route, const char *method, int status)
 {
-        (void)route, (void)method, (void)status;
+        (void)mt, (void)route, (void)method, (void)status;
 }
 
 /* ---- store failures, injected between the job files and the real store ---- */
@@ -276,6 +278,33 @@ int __wrap_store_poll(struct store_ticket *t, int *ret_r)
         return r;
 }
 
+/* ---- the jobs' clock: the system's, fx->clock_ahead_ms ahead ---- */
+
+static uint64_t fx_monotonic_ms(void *data)
+{
+        (void)data;
+        return now_monotonic_ms() + fx->clock_ahead_ms;
+}
+
+static uint64_t fx_realtime_ms(void *data)
+{
+        (void)data;
+        return now_realtime_ms() + fx->clock_ahead_ms;
+}
+
+static const struct jobs_clock fx_clock = {.monotonic_ms = fx_monotonic_ms,
+                                           .realtime_ms = fx_realtime_ms};
+
+uint64_t fx_clock_monotonic_ms(void)
+{
+        return fx_monotonic_ms(NULL);
+}
+
+void fx_clock_advance(uint64_t ms)
+{
+        fx->clock_ahead_ms += ms;
+}
+
 /* ---- set-up ---- */
 
 static void fx_start(unsigned n_devices)
@@ -289,7 +318,7 @@ static void fx_start(unsigned n_devices)
         assert_int_equal(store_open(fx->dir, &fx->d.store), 0);
         assert_int_equal(jobs_init(&fx->d, &fx->d.jobs), 0);
         job_verdict_restore(fx->d.jobs);
-        assert_int_equal(devctl_load(&fx->d), 0);
+        assert_int_equal(devctl_new(&fx->d, &fx->d.devctl), 0);
         core_init(&fx->d);
         job_dispatch_callbacks(fx->d.jobs, &fx->cb);
         job_dispatch_attach_supervisor(fx->d.jobs, &fake_sup);
@@ -298,6 +327,8 @@ static void fx_start(unsigned n_devices)
 static void fx_stop(void)
 {
         jobs_quiesce(fx->d.jobs);
+        devctl_free(fx->d.devctl);
+        fx->d.devctl = NULL;
         jobs_shutdown(fx->d.jobs);
         fx->d.jobs = NULL;
         store_close(fx->d.store);
@@ -319,7 +350,7 @@ int fx_setup(void **state)
         fx->cfg.state_dir = strdup(fx->dir);
         if (fx_configure)
                 fx_configure(&fx->cfg);
-        fx->d = (struct umd_daemon){.cfg = &fx->cfg, .signal_fd = -1};
+        fx->d = (struct umd_daemon){.cfg = &fx->cfg, .signal_fd = -1, .jobs_clock = &fx_clock};
         fx_start(2);
         *state = fx;
         return 0;
@@ -428,22 +459,23 @@ void fx_part_done(size_t dev, const char *id, enum part_outcome outcome)
         fx_part_done_looked(dev, id, outcome, NULL);
 }
 
-static void fx_poke(ssize_t dev)
+static void fx_poke(void *arg, ssize_t dev)
 {
         (void)dev;
+        assert_ptr_equal(arg, fx);
         fx->pokes++;
 }
 
 void fx_attach_looks(void)
 {
-        job_dispatch_attach_looks(fx->d.jobs, fx_poke);
+        job_dispatch_attach_looks(fx->d.jobs, fx_poke, fx);
 }
 
 void fx_look(size_t dev, int others)
 {
         struct gpu_state st = {.known = true, .other_processes = others, .compute_mode = "default"};
 
-        job_dispatch_gpu_observed(fx->d.jobs, dev, &st, now_monotonic_ms());
+        job_dispatch_gpu_observed(fx->d.jobs, dev, &st, fx_clock_monotonic_ms());
 }
 
 void fx_worker_state(size_t dev, enum worker_state st, const char *reason)

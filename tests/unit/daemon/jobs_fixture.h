@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "config.h"
@@ -53,6 +54,9 @@ struct fx {
         unsigned pokes;
         /* Called once a submit's commit is in, before store_wait_doc returns (NULL: none). */
         void (*after_commit)(void);
+        /* How far the jobs' clock (jobs.h's struct jobs_clock) is ahead of the system's: it
+         * runs on from there, and fx_clock_advance moves it; restarts keep it. */
+        uint64_t clock_ahead_ms;
 };
 
 extern struct fx *fx;
@@ -67,6 +71,12 @@ int fx_teardown(void **state);
  * directory (recovery), with n fake GPUs. crash: as if umd had been killed, its shutdown writes
  * nothing (its store_put calls fail), so the store holds what it held while umd ran. */
 void fx_restart(unsigned n_devices, bool crash);
+
+/* Moves the jobs' clock, monotonic and realtime, ms ahead: a delay passes (JOB_PERSIST_DELAY_MS,
+ * a look's) without the test sleeping through it. */
+void fx_clock_advance(uint64_t ms);
+/* The jobs' monotonic clock now (a look's looked_ms, as coexist.c stamps it). */
+uint64_t fx_clock_monotonic_ms(void);
 
 /* POST /v1/jobs with body (JSON text): the status (202, 200, 4xx, 5xx); *ret_id the job's id. */
 int fx_submit(const char *body, const char *idem, const char *client, char ret_id[JOB_ID_MAX]);

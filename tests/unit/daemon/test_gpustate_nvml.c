@@ -1,7 +1,7 @@
-/* gpustate.c's link reads through the real NVML loader (common/nvml.c built to load
- * fake_nvml_links.c): the NVLinks up, each up link's CRC, replay and recovery counters by NVML's
- * numbers, the PCIe replay counter; a driver without the error counter entry point still says
- * which links are up. */
+/* gpustate.c's link reads through the real NVML loader (common/nvml.c built to load umd's fake
+ * NVML, tests/fake_nvml/, in the state of links.json): the NVLinks up, each up link's CRC, replay
+ * and recovery counters by NVML's numbers, the PCIe replay counter; a driver without the error
+ * counter entry point still says which links are up. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,7 +24,7 @@ static void test_links_and_their_counters_are_read(void **state)
         assert_true(st.known);
         assert_int_equal(st.replay_counter, 42);
         assert_int_equal(st.nvlinks_active, 12);
-#ifdef FAKE_NO_ERROR_COUNTER
+#ifdef FAKE_NVML_NO_ERROR_COUNTER
         for (size_t l = 0; l < GPU_STATE_NVLINKS_MAX; l++)
                 assert_int_equal(st.nvlink_errors[l][GPU_NVLINK_CRC], -1);
 #else

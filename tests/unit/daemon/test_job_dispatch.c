@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -113,7 +112,7 @@ static void test_another_process_fails_a_busy_policy_fail_part(void **state)
         char a[JOB_ID_MAX], b[JOB_ID_MAX];
 
         (void)state;
-        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms());
+        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, fx_clock_monotonic_ms());
         assert_int_equal(fx_submit("{\"benchmark\": \"copy\", \"device\": 0, \"busy_policy\": "
                                    "\"fail\", \"params\": {\"size\": \"4MiB\"}}",
                                    NULL, NULL, a),
@@ -127,7 +126,7 @@ static void test_another_process_fails_a_busy_policy_fail_part(void **state)
         assert_string_equal(json_string_value(json_object_get(fx_part(b, 0), "waiting")),
                             "GPU in use by 1 other process");
         st.other_processes = 0;
-        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, now_monotonic_ms());
+        job_dispatch_gpu_observed(fx->d.jobs, 0, &st, fx_clock_monotonic_ms());
         assert_string_equal(fx_state(b), "running");
 }
 
@@ -330,10 +329,9 @@ static void test_a_look_that_began_before_the_workers_says_nothing_of_other_proc
         (void)state;
         looks_attached_and_free();
         assert_int_equal(fx_submit(COPY0, NULL, NULL, a), 202);
-        uint64_t began = now_monotonic_ms();
+        uint64_t began = fx_clock_monotonic_ms();
         fx_look(0, 0);
-        struct timespec ms = {.tv_nsec = 2 * 1000 * 1000};
-        nanosleep(&ms, NULL);
+        fx_clock_advance(2);
         fx_part_done_looked(0, a, PART_SUCCEEDED, "{\"others\": 1}");
         job_dispatch_gpu_observed(fx->d.jobs, 0, &st, began);
         struct device *d = devices_get(0);

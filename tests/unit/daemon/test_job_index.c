@@ -13,7 +13,6 @@
 
 #include <sqlite3.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "jobs_fixture.h"
 #include "store.h"
@@ -217,7 +216,9 @@ static void test_a_start_whose_part_row_cannot_be_queued_writes_the_whole_docume
 
 #define COPY_BOTH "{\"benchmark\": \"copy\", \"devices\": [0, 1], \"params\": {\"size\": \"4MiB\"}}"
 
-static const struct timespec past_delay = {.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000};
+/* Past JOB_PERSIST_DELAY_MS (a second; private to the job files): the jobs' clock is moved on
+ * this far (fx_clock_advance), nothing sleeps. */
+#define PAST_DELAY_MS 1200
 
 /* Past JOB_PERSIST_DELAY_MS (a second), the next hold of the lock writes a started part as its
  * own document, though no answer showed the job: when it started is stored, and the job's
@@ -235,7 +236,7 @@ test_a_start_is_written_as_the_part_s_own_document_once_its_delay_has_passed(voi
         db_text("SELECT doc IS NULL FROM parts WHERE job_id = ?1 AND idx = 0", a, txt, sizeof(txt));
         assert_string_equal(txt, "1");
         store_wal_stats(fx->d.store, &before);
-        nanosleep(&past_delay, NULL);
+        fx_clock_advance(PAST_DELAY_MS);
         assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202); /* a hold of the lock */
         store_sync(fx->d.store);
         store_wal_stats(fx->d.store, &after);
@@ -265,7 +266,7 @@ static void test_a_part_that_ends_before_its_job_survives_a_crash_with_its_resul
         assert_int_equal(fx_submit(COPY_BOTH, NULL, NULL, a), 202);
         assert_int_equal(fx->n_dispatched, 2);
         fx_part_done(0, a, PART_SUCCEEDED);
-        nanosleep(&past_delay, NULL);
+        fx_clock_advance(PAST_DELAY_MS);
         assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202); /* a hold of the lock */
         store_sync(fx->d.store);
         assert_true(fx->part_docs >= 1);
@@ -301,7 +302,7 @@ static void job_between_parts(char a[JOB_ID_MAX])
 
         assert_int_equal(fx_submit(COPY_BOTH, NULL, NULL, a), 202);
         fx_part_done(0, a, PART_SUCCEEDED);
-        nanosleep(&past_delay, NULL);
+        fx_clock_advance(PAST_DELAY_MS);
         assert_int_equal(fx_submit(COPY(0), NULL, NULL, b), 202);
         store_sync(fx->d.store);
 }
@@ -394,7 +395,7 @@ static void test_a_part_s_own_document_that_cannot_be_queued_writes_the_whole_jo
         assert_int_equal(fx_submit(COPY(0), NULL, NULL, a), 202);
         store_sync(fx->d.store);
         fx->fail_put_part = 1;
-        nanosleep(&past_delay, NULL);
+        fx_clock_advance(PAST_DELAY_MS);
         assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202);
         assert_int_equal(fx->fail_put_part, 0);
         store_sync(fx->d.store);
@@ -426,7 +427,6 @@ static void test_a_part_s_own_document_of_another_device_is_not_taken(void **sta
 static void test_a_job_written_before_its_delay_is_not_written_again(void **state)
 {
         char a[JOB_ID_MAX], b[JOB_ID_MAX];
-        const struct timespec delay = {.tv_sec = 1, .tv_nsec = 200 * 1000 * 1000};
         struct store_wal_stats before, after;
 
         (void)state;
@@ -435,7 +435,7 @@ static void test_a_job_written_before_its_delay_is_not_written_again(void **stat
         assert_string_equal(fx_state(a), "succeeded");
         store_sync(fx->d.store);
         store_wal_stats(fx->d.store, &before);
-        nanosleep(&delay, NULL);
+        fx_clock_advance(PAST_DELAY_MS);
         assert_int_equal(fx_submit(COPY(1), NULL, NULL, b), 202);
         store_sync(fx->d.store);
         store_wal_stats(fx->d.store, &after);

@@ -17,9 +17,12 @@
 #include "daemon.h"
 #include "metrics.h"
 
+/* The group's one (setup): series accumulate across the tests, as in a daemon. */
+static struct metrics *mt;
+
 static char *scrape(void)
 {
-        char *text = metrics_text(NULL);
+        char *text = metrics_text(mt, NULL);
 
         assert_non_null(text);
         return text;
@@ -69,7 +72,7 @@ static void part(const char *uuid, const char *json)
 {
         json_t *result = load(json);
 
-        metrics_part_result(uuid, result, false);
+        metrics_part_result(mt, uuid, result, false);
         json_decref(result);
 }
 
@@ -77,7 +80,7 @@ static void health(const char *uuid, const char *json, bool contended)
 {
         json_t *result = load(json);
 
-        metrics_health_result(uuid, "gen5x16", result, contended);
+        metrics_health_result(mt, uuid, "gen5x16", result, contended);
         json_decref(result);
 }
 
@@ -140,7 +143,7 @@ static void test_the_node_check_gives_each_gpu_its_slowest_peer_copy(void **stat
             "{\"method\": \"ce\", \"direction\": \"uni\", \"src\": 1, \"dst\": 0, \"gbps\": "
             "380}]}");
 
-        metrics_health_node_result(result);
+        metrics_health_node_result(mt, result);
         json_decref(result);
         char *text = scrape();
         assert_has_line(text, "umd_health_bandwidth_bytes_per_second{uuid=\"GPU-p0\",figure="
@@ -207,7 +210,7 @@ static void test_modes_per_device_are_bounded_and_the_rest_counted(void **state)
                 json_array_append_new(ms, json_pack("{s:s, s:f}", "name", name, "gbps", 1.0));
         }
         json_t *result = json_pack("{s:s, s:o}", "benchmark", "copy", "measurements", ms);
-        metrics_part_result("GPU-many", result, false);
+        metrics_part_result(mt, "GPU-many", result, false);
         json_decref(result);
         char *text = scrape();
         assert_int_equal(count_prefix(text, "umd_bandwidth_bytes_per_second{uuid=\"GPU-many\""),
@@ -228,9 +231,9 @@ static void test_label_values_are_escaped(void **state)
 
 static void test_job_durations_fill_cumulative_buckets(void **state)
 {
-        metrics_job_finished("copy", "succeeded", 0.3);
-        metrics_job_finished("copy", "succeeded", 7);
-        metrics_job_finished("copy", "failed", 4000);
+        metrics_job_finished(mt, "copy", "succeeded", 0.3);
+        metrics_job_finished(mt, "copy", "succeeded", 7);
+        metrics_job_finished(mt, "copy", "failed", 4000);
         char *text = scrape();
         assert_has_line(text, "umd_job_duration_seconds_bucket{le=\"0.1\"} 0");
         assert_has_line(text, "umd_job_duration_seconds_bucket{le=\"0.5\"} 1");
@@ -245,9 +248,9 @@ static void test_job_durations_fill_cumulative_buckets(void **state)
 
 static void test_http_requests_are_counted_by_route_method_and_status(void **state)
 {
-        metrics_http_observe("/v1/jobs/{id}", "GET", 200);
-        metrics_http_observe("/v1/jobs/{id}", "GET", 200);
-        metrics_http_observe("/v1/jobs/{id}", "GET", 404);
+        metrics_http_observe(mt, "/v1/jobs/{id}", "GET", 200);
+        metrics_http_observe(mt, "/v1/jobs/{id}", "GET", 200);
+        metrics_http_observe(mt, "/v1/jobs/{id}", "GET", 404);
         char *text = scrape();
         assert_has_line(text, "umd_http_requests_total{route=\"/v1/jobs/{id}\",method=\"GET\","
                               "status=\"200\"} 2");
@@ -258,8 +261,8 @@ static void test_http_requests_are_counted_by_route_method_and_status(void **sta
 
 static void test_pushed_gauges_show_and_unknown_devices_are_ignored(void **state)
 {
-        metrics_observe_running(3);
-        metrics_observe_queue(99, 5); /* no such device: nothing to keep, nothing to crash */
+        metrics_observe_running(mt, 3);
+        metrics_observe_queue(mt, 99, 5); /* no such device: nothing to keep, nothing to crash */
         char *text = scrape();
         assert_has_line(text, "umd_jobs_running 3");
         assert_has_line(text, "umd_up 1");
@@ -269,12 +272,13 @@ static void test_pushed_gauges_show_and_unknown_devices_are_ignored(void **state
 static int setup(void **state)
 {
         static const struct umd_daemon d = {.signal_fd = -1};
-        return metrics_init(&d);
+        return metrics_new(&d, &mt);
 }
 
 static int teardown(void **state)
 {
-        metrics_free();
+        metrics_free(mt);
+        mt = NULL;
         return 0;
 }
 

@@ -1,7 +1,8 @@
-/* A libnvidia-ml stand-in driven by a JSON state file, for the tests of umd's NVML readers: the
- * real common/nvml.c loads it (built with NVML_SONAME naming it) and asks it what it would ask
- * the driver. UMD_FAKE_NVML_STATE names the file, re-read at each handle lookup, so one test
- * program can change a GPU between reads:
+/* umd's one fake NVML (issue 58): a libnvidia-ml stand-in driven by a JSON state file, for every
+ * test of umd's NVML readers. The real common/nvml.c loads it (built with NVML_SONAME naming it:
+ * the unit tests; or as libnvidia-ml.so.1 through LD_LIBRARY_PATH: the integration tests' Xid
+ * events) and asks it what it would ask the driver. UMD_FAKE_NVML_STATE names the file, re-read
+ * at each handle lookup, so one test program can change a GPU between reads:
  *
  *   {"devices": {"GPU-...": {
  *      "remapped_rows": {"corrected", "uncorrected", "pending", "failure"},
@@ -9,30 +10,43 @@
  *      "ecc_mode": {"current": "on"|"off", "pending": "on"|"off"},
  *      "retired_pages": {"single_bit", "double_bit", "pending"},
  *      "recovery_action": N, "inforom_valid": bool,
+ *      "nvlinks": {"present": N, "up": N}, "nvlink_errors": [[N, ...] a link, by NVML's
+ *      counter number], "replay_counter": N,
  *      "not_supported": ["nvmlDeviceGetEccMode", ...]}}}
  *
  * (the shape of common/nvml_errors.h's readings, so a fault reads as it is written). What a GPU
- * does not say is a healthy GPU's: zero counts, ECC on, nothing pending, a valid InfoROM. A GPU
- * the file does not name is unknown (NVML_ERROR_NOT_FOUND). Built twice: whole, and with
- * FAKE_NVML_NO_REMAPPED_ROWS, an older driver that lacks nvmlDeviceGetRemappedRows. */
+ * does not say is a healthy GPU's: zero counts, ECC on, nothing pending, a valid InfoROM; links
+ * and the replay counter not said are "not supported". A GPU the file does not name is unknown
+ * (NVML_ERROR_NOT_FOUND), except umd's fake devices (uuids GPU-fa4e0000-0000-4000-8000-<index>,
+ * kernels/fake.c), which are healthy GPUs whose Xid events are the "INDEX CODE" lines appended
+ * to $FAKE_NVML_XID_FILE, handed out by nvmlEventSetWait_v2. Built whole, without
+ * nvmlDeviceGetRemappedRows (FAKE_NVML_NO_REMAPPED_ROWS) and without
+ * nvmlDeviceGetNvLinkErrorCounter (FAKE_NVML_NO_ERROR_COUNTER): older drivers. */
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nvml.h"
 
-#define FAKE_GPUS_MAX  8
-#define FAKE_UUID_MAX  96
-#define NVML_NOT_FOUND 6
+#define FAKE_GPUS_MAX    8
+#define FAKE_UUID_MAX    96
+#define NVML_NOT_FOUND   6
+#define FAKE_UUID_PREFIX "GPU-fa4e0000-0000-4000-8000-"
+#define FAKE_POLL_NS     10000000L /* how often an event wait looks at the file: 10 ms */
+#define FAKE_LINE_MAX    64
 
 struct nvml_device {
         char uuid[FAKE_UUID_MAX];
 };
 
-static struct nvml_device gpus[FAKE_GPUS_MAX];
-static json_t *state; /* the file as last read */
+static struct nvml_device gpus[FAKE_GPUS_MAX];      /* the file's GPUs, in its order */
+static struct nvml_device fake_gpus[FAKE_GPUS_MAX]; /* umd's fake devices, by index */
+static json_t *state;                               /* the file as last read */
+static long consumed;                               /* bytes of the Xid file handed out */
 
 #define EXPORT __attribute__((visibility("default")))
 /* The driver's entry points, declared by NVIDIA's nvml.h, which umd does not include. */
@@ -82,6 +96,22 @@ EXPORT const char *nvmlErrorString(int r)
                                                : "Unknown Error";
 }
 
+/* One of umd's fake devices (kernels/fake.c's uuids), a healthy GPU the file need not name. */
+static int fake_device(const char *uuid, nvml_device *ret)
+{
+        size_t n = strlen(FAKE_UUID_PREFIX);
+        unsigned long idx;
+
+        if (strncmp(uuid, FAKE_UUID_PREFIX, n) != 0)
+                return NVML_NOT_FOUND;
+        idx = strtoul(uuid + n, NULL, 16);
+        if (idx >= FAKE_GPUS_MAX)
+                return NVML_NOT_FOUND;
+        snprintf(fake_gpus[idx].uuid, sizeof(fake_gpus[idx].uuid), "%s", uuid);
+        *ret = &fake_gpus[idx];
+        return NVML_SUCCESS;
+}
+
 EXPORT int nvmlDeviceGetHandleByUUID(const char *uuid, nvml_device *ret)
 {
         const char *path = getenv("UMD_FAKE_NVML_STATE");
@@ -103,7 +133,7 @@ EXPORT int nvmlDeviceGetHandleByUUID(const char *uuid, nvml_device *ret)
                 }
                 i++;
         }
-        return NVML_NOT_FOUND;
+        return fake_device(uuid, ret);
 }
 
 EXPORT int nvmlDeviceGetHandleByPciBusId_v2(const char *bus, nvml_device *ret)
@@ -118,9 +148,50 @@ EXPORT int nvmlDeviceGetComputeRunningProcesses_v3(nvml_device dev, unsigned *n,
         return NVML_SUCCESS;
 }
 
+/* The links up and present ("nvlinks"), or false: the GPU says nothing of its links. */
+static bool links(nvml_device dev, unsigned *up, unsigned *present)
+{
+        const json_t *l = json_object_get(gpu(dev), "nvlinks");
+
+        if (!json_is_object(l))
+                return false;
+        *up = (unsigned)num(l, "up");
+        *present = (unsigned)num(l, "present");
+        return true;
+}
+
 EXPORT int nvmlDeviceGetNvLinkState(nvml_device dev, unsigned link, int *active)
 {
-        return NVML_ERROR_NOT_SUPPORTED;
+        unsigned up, present;
+
+        if (!links(dev, &up, &present) || link >= present)
+                return NVML_ERROR_NOT_SUPPORTED;
+        *active = link < up ? NVML_FEATURE_ON : 0;
+        return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_NO_ERROR_COUNTER
+/* An up link's counter from "nvlink_errors"; a link down, or not in the list, has none. */
+EXPORT int nvmlDeviceGetNvLinkErrorCounter(nvml_device dev, unsigned link, int counter,
+                                           unsigned long long *value)
+{
+        const json_t *counts = json_array_get(json_object_get(gpu(dev), "nvlink_errors"), link);
+        unsigned up, present;
+
+        if (!links(dev, &up, &present) || link >= up || !json_is_array(counts))
+                return NVML_ERROR_NOT_SUPPORTED;
+        json_t *v = json_array_get(counts, (size_t)counter);
+        *value = json_is_integer(v) ? (unsigned long long)json_integer_value(v) : 0;
+        return NVML_SUCCESS;
+}
+#endif
+
+EXPORT int nvmlDeviceGetPcieReplayCounter(nvml_device dev, unsigned *value)
+{
+        if (!json_is_integer(json_object_get(gpu(dev), "replay_counter")))
+                return NVML_ERROR_NOT_SUPPORTED;
+        *value = (unsigned)num(gpu(dev), "replay_counter");
+        return NVML_SUCCESS;
 }
 
 EXPORT int nvmlDeviceGetNvLinkRemotePciInfo_v2(nvml_device dev, unsigned link,
@@ -231,4 +302,56 @@ EXPORT int nvmlDeviceValidateInforom(nvml_device dev)
         return json_is_false(json_object_get(gpu(dev), "inforom_valid"))
                    ? NVML_ERROR_CORRUPTED_INFOROM
                    : NVML_SUCCESS;
+}
+
+/* Xid events of umd's fake devices: the unread "INDEX CODE" lines of $FAKE_NVML_XID_FILE. */
+EXPORT int nvmlEventSetCreate(void **ret)
+{
+        *ret = &consumed;
+        return NVML_SUCCESS;
+}
+
+EXPORT int nvmlDeviceRegisterEvents(nvml_device dev, unsigned long long types, void *set)
+{
+        return NVML_SUCCESS;
+}
+
+EXPORT int nvmlEventSetFree(void *set)
+{
+        return NVML_SUCCESS;
+}
+
+/* The next unread line of the file, if there is one. */
+static int next_event(struct nvml_event_data *ret)
+{
+        const char *path = getenv("FAKE_NVML_XID_FILE");
+        FILE *f = path ? fopen(path, "r") : NULL;
+        char line[FAKE_LINE_MAX];
+        unsigned idx, code;
+        int r = 0;
+
+        if (!f)
+                return 0;
+        if (fseek(f, consumed, SEEK_SET) == 0 && fgets(line, sizeof(line), f) &&
+            strchr(line, '\n') && sscanf(line, "%u %u", &idx, &code) == 2 && idx < FAKE_GPUS_MAX) {
+                consumed += (long)strlen(line);
+                *ret = (struct nvml_event_data){.device = &fake_gpus[idx],
+                                                .event_type = NVML_EVENT_TYPE_XID,
+                                                .event_data = code};
+                r = 1;
+        }
+        fclose(f);
+        return r;
+}
+
+EXPORT int nvmlEventSetWait_v2(void *set, struct nvml_event_data *ret, unsigned timeout_ms)
+{
+        struct timespec step = {0, FAKE_POLL_NS};
+
+        for (unsigned waited = 0; waited <= timeout_ms; waited += FAKE_POLL_NS / 1000000) {
+                if (next_event(ret))
+                        return NVML_SUCCESS;
+                nanosleep(&step, NULL);
+        }
+        return NVML_ERROR_TIMEOUT;
 }
