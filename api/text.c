@@ -241,7 +241,8 @@ static void render_sweep_summary(FILE *f, const json_t *s)
 }
 
 /* pipeline (issue 21): one step's strategies against the limit and against serial; where the
- * host wrote each batch (issue 60), its write alone and each strategy's write. */
+ * host wrote each batch (issue 60), its write alone and each strategy's write; the managed
+ * prefetch alone where one ran. */
 static void render_pipeline_point(FILE *f, const json_t *s)
 {
         size_t i;
@@ -258,6 +259,12 @@ static void render_pipeline_point(FILE *f, const json_t *s)
                         "  the host writes each batch: %.3f ms into pinned memory alone; "
                         "\"write ms\" is its write in each strategy's memory\n",
                         num(s, "host_write_ms"));
+        /* What bounds every managed strategy (issue 60), where one prefetched. */
+        if (json_is_number(json_object_get(s, "prefetch_alone_ms")))
+                fprintf(f, "  managed prefetch alone, no kernel: %.3f ms (%.2fx the limit)\n",
+                        num(s, "prefetch_alone_ms"),
+                        num(s, "limit_ms") > 0 ? num(s, "prefetch_alone_ms") / num(s, "limit_ms")
+                                               : 0.0);
         fprintf(f, "  %-26s %10s %8s %10s %11s %11s%s\n", "strategy", "step ms", "x limit",
                 "vs serial", "first ms", "steady ms", written ? "    write ms" : "");
         json_array_foreach(json_object_get(s, "strategies"), i, x)

@@ -4,6 +4,10 @@
 # managed strategies issued both ways, each comparison twice, then the pipeline with the host
 # writing each batch (one writer and eight). Writes under $OUT (or ./gpu-out).
 #   bench/pipeline60-run.sh [BUNDLE] [experiment|confirm]
+# confirm: one round with the defaults (chunk_issue auto: pinned copies on the copy stream,
+# managed prefetches round robin), the reference beside it, and each job's sentence; about 100 s
+# on an H100 (the experiment's jobs took 11-12.5 s each prepared, 26 s and 14 s host_written,
+# and a reference run about 15 s).
 b=${1:-.gpu-bundle}
 what=${2:-experiment}
 out=${OUT:-gpu-out}
@@ -52,7 +56,9 @@ for f in ("umd-managed.jsonl", "umd-written.jsonl"):
         lim = max(med("copy_alone") or 0, med("kernel_alone") or 0, med("host_write") or 0)
         pr = j["params"]
         print(f, pr.get("chunks"), pr.get("chunk_issue"), pr.get("batch"), pr.get("writers"), "err:", j.get("error"),
-              "limit %.2f" % lim, " ".join("%s=%.2f(%.3fx)%s" % (n, med(n), med(n) / lim if lim else 0,
-              (" hw=%.1f" % m["host_write_ms"]) if m.get("host_write_ms") is not None else "")
+              "limit %.2f" % lim, " ".join("%s=%.2f(%.3fx)%s%s" % (n, med(n), med(n) / lim if lim else 0,
+              (" hw=%.1f" % m["host_write_ms"]) if m.get("host_write_ms") is not None else "",
+              (" " + m["chunk_issue"]) if m.get("chunk_issue") else "")
               for n, m in ms.items() if med(n) is not None))
+        print("  ", (r.get("summary") or {}).get("conclusion"))
 PY

@@ -282,7 +282,8 @@ static const char *const pipe_strategy_values[] = {MEAS_PIPE_SERIAL,
 static const char *const layout_values[] = {"spread", "clustered", NULL};
 /* issue 60: who makes each step's batch, and how a chunked strategy issues its chunks */
 static const char *const pipe_batch_values[] = {PIPE_BATCH_PREPARED, PIPE_BATCH_WRITTEN, NULL};
-static const char *const chunk_issue_values[] = {"copy_stream", "round_robin", NULL};
+static const char *const chunk_issue_values[] = {PIPE_ISSUE_AUTO, PIPE_ISSUE_COPY_STREAM,
+                                                 PIPE_ISSUE_ROUND_ROBIN, NULL};
 
 #define P_PIPE_COMMON                                                                              \
         {.name = "steps",                                                                          \
@@ -311,9 +312,10 @@ static const char *const chunk_issue_values[] = {"copy_stream", "round_robin", N
              .type = PARAM_ENUM,                                                                   \
              .description = "how a chunked strategy issues its chunks: copy_stream (every copy "   \
                             "or prefetch on one stream, the kernels on the others after "          \
-                            "events) or round_robin (chunk k's copy and kernel on stream k % "     \
-                            "streams, as the plain program of issue 60 does)",                     \
-             .def_str = "copy_stream",                                                             \
+                            "events), round_robin (chunk k's copy or prefetch and its kernel on "  \
+                            "stream k % streams), or auto: pinned copies copy_stream, managed "    \
+                            "prefetches round_robin, each the faster on an H100 (issue 60)",       \
+             .def_str = PIPE_ISSUE_AUTO,                                                           \
              .values = chunk_issue_values},                                                        \
             {.name = "batch",                                                                      \
              .type = PARAM_ENUM,                                                                   \
@@ -525,13 +527,12 @@ static const struct param_def health_params[] = {
 static const char *const copy_meas[] = {MEAS_H2D, MEAS_D2H, MEAS_BIDIR, NULL};
 static const char *const copy_overlap_meas[] = {MEAS_OVERLAPPED, MEAS_SERIAL, MEAS_COPY_ALONE,
                                                 MEAS_KERNEL_ALONE, NULL};
-static const char *const pipeline_meas[] = {MEAS_PIPE_SERIAL,         MEAS_PIPE_OVERLAPPED,
-                                            MEAS_PIPE_PAGEABLE,       MEAS_PIPE_ON_DEMAND,
-                                            MEAS_PIPE_PREFETCH,       MEAS_PIPE_PREFETCH_CHUNKED,
-                                            MEAS_PIPE_ZERO_COPY,      MEAS_PIPE_GATHER,
-                                            MEAS_PIPE_PREFETCH_BATCH, MEAS_PIPE_DISCARD_PREFETCH,
-                                            MEAS_HOST_WRITE,          MEAS_COPY_ALONE,
-                                            MEAS_KERNEL_ALONE,        NULL};
+static const char *const pipeline_meas[] = {
+    MEAS_PIPE_SERIAL,           MEAS_PIPE_OVERLAPPED, MEAS_PIPE_PAGEABLE,
+    MEAS_PIPE_ON_DEMAND,        MEAS_PIPE_PREFETCH,   MEAS_PIPE_PREFETCH_CHUNKED,
+    MEAS_PIPE_ZERO_COPY,        MEAS_PIPE_GATHER,     MEAS_PIPE_PREFETCH_BATCH,
+    MEAS_PIPE_DISCARD_PREFETCH, MEAS_HOST_WRITE,      MEAS_COPY_ALONE,
+    MEAS_KERNEL_ALONE,          MEAS_PREFETCH_ALONE,  NULL};
 static const char *const zero_copy_meas[] = {MEAS_READ, MEAS_READ_WRITE, NULL};
 static const char *const on_demand_meas[] = {MEAS_GPU_ON_DEMAND, MEAS_CPU_ON_DEMAND, NULL};
 static const char *const prefetch_meas[] = {MEAS_PREFETCH_KERNEL, MEAS_PREFETCH,

@@ -90,9 +90,12 @@ struct param_def {
 #define MEAS_PIPE_PREFETCH_BATCH   "managed_prefetch_batch"
 #define MEAS_PIPE_DISCARD_PREFETCH "managed_discard_prefetch"
 /* issue 60: the host's write of one batch alone (batch host_written): a third half of the limit */
-#define MEAS_HOST_WRITE   "host_write"
-#define MEAS_COPY_ALONE   "copy_alone"
-#define MEAS_KERNEL_ALONE "kernel_alone"
+#define MEAS_HOST_WRITE "host_write"
+/* issue 60: the batch prefetched whole to the GPU alone, no kernel: the managed copy's own rate,
+ * the bound of every managed strategy (measured where a prefetching strategy runs) */
+#define MEAS_PREFETCH_ALONE "managed_prefetch_alone"
+#define MEAS_COPY_ALONE     "copy_alone"
+#define MEAS_KERNEL_ALONE   "kernel_alone"
 /* The word pipeline's intensity takes for "as long as the copy". */
 #define PIPE_BALANCED "balanced"
 /* pipeline's batch (issue 60): already in host memory before each step (untimed), or written
@@ -100,6 +103,12 @@ struct param_def {
 #define PIPE_BATCH_PREPARED "prepared"
 #define PIPE_BATCH_WRITTEN  "host_written"
 #define PIPE_MAX_STEPS      100
+/* pipeline's chunk_issue (issue 60): how a chunked strategy issues its chunks. auto, the
+ * default, is each kind's faster on the H100 (bench/results/gpu-h100-1207): pinned copies on one
+ * copy stream, managed prefetches round robin. */
+#define PIPE_ISSUE_AUTO        "auto"
+#define PIPE_ISSUE_COPY_STREAM "copy_stream"
+#define PIPE_ISSUE_ROUND_ROBIN "round_robin"
 /* health's small-copy latency */
 #define MEAS_LATENCY_PINNED_H2D "latency_pinned_h2d"
 /* health's extended tier (issue 24): what it adds to the quick tier's measurements. A knee is a

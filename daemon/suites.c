@@ -294,13 +294,15 @@ static const char *pipe_bound(double copy, double kern, double host)
 
 /* One pipeline run's summary: the limit and each strategy against it and against serial. Where
  * the host writes each batch (a host_write measurement), its write alone is a third half of the
- * limit, and each strategy says what its own write cost. */
+ * limit, and each strategy says what its own write cost. Where a strategy prefetched managed
+ * memory, the prefetch alone: what bounds them all. */
 static json_t *pipe_point_summary(const json_t *result, const char *suffix, json_int_t intensity)
 {
         double copy = median_ms(at_point(result, MEAS_COPY_ALONE, suffix));
         double kern = median_ms(at_point(result, MEAS_KERNEL_ALONE, suffix));
         double host = median_ms(at_point(result, MEAS_HOST_WRITE, suffix));
         double serial = median_ms(at_point(result, MEAS_PIPE_SERIAL, suffix));
+        double pf = median_ms(at_point(result, MEAS_PREFETCH_ALONE, suffix));
         double limit = copy > kern ? copy : kern, best_ms = 0;
         json_t *list = json_array();
         const char *best = NULL;
@@ -323,23 +325,25 @@ static json_t *pipe_point_summary(const json_t *result, const char *suffix, json
                 bool differs = json_is_number(steady) && first > 1.1 * json_number_value(steady);
                 json_array_append_new(
                     list,
-                    json_pack("{s:s, s:s, s:f, s:f, s:f, s:o, s:f, s:O?, s:b, s:O?}", "strategy",
-                              pipe_order[i], "label", strategy_label(pipe_order[i]), "median_ms",
-                              ms, "cv", num(json_object_get(m, "stats"), "cv"), "ratio_to_limit",
-                              ms / limit, "speedup_vs_serial",
+                    json_pack("{s:s, s:s, s:f, s:f, s:f, s:o, s:f, s:O?, s:b, s:O?, s:O*}",
+                              "strategy", pipe_order[i], "label", strategy_label(pipe_order[i]),
+                              "median_ms", ms, "cv", num(json_object_get(m, "stats"), "cv"),
+                              "ratio_to_limit", ms / limit, "speedup_vs_serial",
                               serial > 0 ? json_real(serial / ms) : json_null(), "first_step_ms",
                               first, "steady_step_ms", steady, "first_step_differs", differs,
-                              "host_write_ms", json_object_get(m, "host_write_ms")));
+                              "host_write_ms", json_object_get(m, "host_write_ms"), "chunk_issue",
+                              json_object_get(m, "chunk_issue")));
                 if (!best || ms < best_ms) {
                         best = pipe_order[i];
                         best_ms = ms;
                 }
         }
-        return json_pack("{s:I, s:f, s:f, s:o, s:f, s:s, s:s?, s:f, s:o, s:s*}", "intensity",
+        return json_pack("{s:I, s:f, s:f, s:o, s:f, s:s, s:s?, s:f, s:o, s:o, s:s*}", "intensity",
                          intensity, "copy_ms", copy, "kernel_ms", kern, "host_write_ms",
                          host > 0 ? json_real(host) : json_null(), "limit_ms", limit, "bound",
                          pipe_bound(copy, kern, host), "best", best, "best_ms", best_ms,
-                         "strategies", list, "note", n);
+                         "prefetch_alone_ms", pf > 0 ? json_real(pf) : json_null(), "strategies",
+                         list, "note", n);
 }
 
 static const json_t *strategy_in(const json_t *point, const char *s)
@@ -376,6 +380,72 @@ static void host_write_words(const json_t *point, char *buf, size_t len, size_t 
                 *at += (size_t)snprintf(buf + *at, len - *at, ".");
 }
 
+/* Issue 60's goal: managed memory prefetched in chunks within this factor of the limit. Past
+ * it the sentence says what stops it. */
+#define MANAGED_GOAL 1.10
+
+/* The best managed chunked strategy at a point (prefetched chunk by chunk, or after a discard),
+ * or NULL. */
+static const json_t *best_managed_chunked(const json_t *point)
+{
+        const json_t *pc = strategy_in(point, MEAS_PIPE_PREFETCH_CHUNKED),
+                     *dp = strategy_in(point, MEAS_PIPE_DISCARD_PREFETCH);
+        if (!pc || (dp && num(dp, "ratio_to_limit") < num(pc, "ratio_to_limit")))
+                return dp;
+        return pc;
+}
+
+/* What stops the best managed chunked strategy at a point short of MANAGED_GOAL, from the same
+ * run's measurements, appended at buf + *at; nothing where it is within the goal. In order: the
+ * host's write into managed memory (host_written: the CPU faults the pages back), the prefetch
+ * alone (no managed strategy can move the batch faster than it), and what the chunks add
+ * beyond it (copy_stream: every prefetch in series on one stream). */
+static void managed_goal_words(const json_t *result, const char *suffix, const json_t *point,
+                               char *buf, size_t len, size_t *at)
+{
+        const json_t *b = best_managed_chunked(point);
+        const json_t *pa = at_point(result, MEAS_PREFETCH_ALONE, suffix),
+                     *ca = at_point(result, MEAS_COPY_ALONE, suffix);
+        double limit = num(point, "limit_ms"), x = num(b, "ratio_to_limit");
+        double pf = num(point, "prefetch_alone_ms"), hw = num(b, "host_write_ms");
+        bool one_stream =
+            streq_ptr(json_string_value(json_object_get(b, "chunk_issue")), PIPE_ISSUE_COPY_STREAM);
+
+        if (!b || limit <= 0 || x <= MANAGED_GOAL || *at >= len)
+                return;
+        *at += (size_t)snprintf(buf + *at, len - *at,
+                                " Managed memory prefetched in chunks (%s) takes %.2fx the limit, "
+                                "over the %.2fx goal: ",
+                                json_string_value(json_object_get(b, "strategy")), x, MANAGED_GOAL);
+        if (*at >= len)
+                return;
+        if (hw > MANAGED_GOAL * limit)
+                *at += (size_t)snprintf(buf + *at, len - *at,
+                                        "the host's write into managed memory takes %.2f ms "
+                                        "(%.2fx the limit, its CPU faults included), so the "
+                                        "write, not the prefetch, stops it.",
+                                        hw, hw / limit);
+        else if (pf <= 0)
+                *at += (size_t)snprintf(buf + *at, len - *at,
+                                        "this run has no %s to say what stops it.",
+                                        MEAS_PREFETCH_ALONE);
+        else
+                *at += (size_t)snprintf(
+                    buf + *at, len - *at,
+                    "managed prefetch alone, no kernel, moves the batch in %.2f ms (%.1f GB/s "
+                    "against the pinned copy's %.1f GB/s), %.2fx the limit, %s%s",
+                    pf, num(pa, "bytes") / pf / 1e6, num(ca, "bytes") / num(point, "copy_ms") / 1e6,
+                    pf / limit,
+                    pf / limit > MANAGED_GOAL
+                        ? "and no managed strategy moves it faster: the bound is the prefetch "
+                          "rate"
+                        : "within the goal: what the chunks add stops it",
+                    one_stream ? "; issued copy_stream, every prefetch also waits its turn on one "
+                                 "stream (chunk_issue auto or round_robin overlaps them)."
+                    : pf / limit > MANAGED_GOAL ? ", not the order umd issues them in."
+                                                : ".");
+}
+
 static json_t *pipeline_summary(const json_t *result)
 {
         json_int_t k =
@@ -396,9 +466,15 @@ static json_t *pipeline_summary(const json_t *result)
                                num(s, "limit_ms"));
         if (ov && at < sizeof(sentence))
                 at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
-                                       " Overlapped pinned copies take %.2fx the limit, %.2fx "
-                                       "faster than copy then kernel.",
-                                       num(ov, "ratio_to_limit"), num(ov, "speedup_vs_serial"));
+                                       " Overlapped pinned copies take %.2fx the limit",
+                                       num(ov, "ratio_to_limit"));
+        /* Against serial only where serial ran. */
+        if (ov && num(ov, "speedup_vs_serial") > 0 && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
+                                       ", %.2fx faster than copy then kernel",
+                                       num(ov, "speedup_vs_serial"));
+        if (ov && at < sizeof(sentence))
+                at += (size_t)snprintf(sentence + at, sizeof(sentence) - at, ".");
         if (od && at < sizeof(sentence))
                 at += (size_t)snprintf(sentence + at, sizeof(sentence) - at,
                                        " Managed memory faulted in on demand takes %.2fx.",
@@ -408,6 +484,7 @@ static json_t *pipeline_summary(const json_t *result)
                                        " Prefetched chunk by chunk: %.2fx.",
                                        num(pc, "ratio_to_limit"));
         host_write_words(s, sentence, sizeof(sentence), &at);
+        managed_goal_words(result, "", s, sentence, sizeof(sentence), &at);
         if (json_is_string(json_object_get(s, "note")) && at < sizeof(sentence))
                 snprintf(sentence + at, sizeof(sentence) - at, " Note: %s.",
                          json_string_value(json_object_get(s, "note")));
@@ -614,8 +691,12 @@ static json_t *pipeline_sweep_summary(const json_t *result)
                                        num(pc, "ratio_to_limit"));
         if (at > 0 && at < sizeof(sentence))
                 at += (size_t)snprintf(sentence + at, sizeof(sentence) - at, ".");
-        if (bal)
+        if (bal) {
+                char suf[32];
+                snprintf(suf, sizeof(suf), "@i=%lld", (long long)kb);
                 host_write_words(bal, sentence, sizeof(sentence), &at);
+                managed_goal_words(result, suf, bal, sentence, sizeof(sentence), &at);
+        }
         if (at > 0 && at < sizeof(sentence))
                 at += (size_t)snprintf(sentence + at, sizeof(sentence) - at, " ");
         if (touched && at < sizeof(sentence))

@@ -205,7 +205,10 @@ static int step_batch(struct pipe *p)
 /* One step by a chunked strategy: the copies (or prefetches) back to back on stream 0, each
  * followed by an event; each chunk's kernel on one of the other streams, after its event. One
  * stream for every copy keeps them on one copy engine in order, so they run at the rate of one
- * copy of the whole batch; the kernels of the chunks already there run meanwhile. */
+ * copy of the whole batch; the kernels of the chunks already there run meanwhile. Managed
+ * prefetches lose that way: each one's own cost is paid in series on the one stream (on an
+ * H100, 1.40-1.88x the limit against 1.18-1.20x round robin; docs/design.md), so chunk_issue
+ * auto issues them round robin. */
 static int step_chunked(struct pipe *p, bool prefetch)
 {
         struct bench_job *j = p->j;
@@ -217,7 +220,7 @@ static int step_chunked(struct pipe *p, bool prefetch)
         int ncompute = p->nstreams - 1;
         int r;
 
-        if (p->issue == ISSUE_ROUND_ROBIN)
+        if ((prefetch ? p->issue_prefetch : p->issue_copy) == ISSUE_ROUND_ROBIN)
                 return step_round_robin(p, prefetch, data, weights, n);
 
         if (weights && p->weights) {
@@ -280,6 +283,9 @@ int pipe_step(struct pipe *p, enum pipe_kind kind)
                 return step_batch(p);
         case K_COPY_ALONE:
                 CK(j, cudaMemcpyAsync(p->dev, p->host, p->size, cudaMemcpyHostToDevice, s0));
+                return 0;
+        case K_PREFETCH_ALONE:
+                CK(j, cudaMemPrefetchAsync(p->managed, p->size, loc_dev(c), 0, s0));
                 return 0;
         case K_KERNEL_ALONE:
                 break;
@@ -371,7 +377,7 @@ static int run_steps(struct pipe *p, enum pipe_kind kind, int steps, std::vector
 {
         struct bench_job *j = p->j;
         struct bench_ctx *c = j->ctx;
-        bool check = kind != K_COPY_ALONE;
+        bool check = kind != K_COPY_ALONE && kind != K_PREFETCH_ALONE; /* no kernel, no sum */
 
         for (int i = 0; i < j->warmup + j->iterations; i++) {
                 double sum = 0, first = 0;
@@ -411,11 +417,16 @@ static int run_steps(struct pipe *p, enum pipe_kind kind, int steps, std::vector
         return 0;
 }
 
+static bool alone_kind(enum pipe_kind k)
+{
+        return k == K_COPY_ALONE || k == K_KERNEL_ALONE || k == K_PREFETCH_ALONE;
+}
+
 static int measure(struct pipe *p, enum pipe_kind kind, const char *name)
 {
         std::vector<double> samples, firsts, steadies, writes;
-        int steps = kind == K_COPY_ALONE || kind == K_KERNEL_ALONE ? 1 : p->steps;
-        bool written = p->written && kind != K_COPY_ALONE && kind != K_KERNEL_ALONE;
+        int steps = alone_kind(kind) ? 1 : p->steps;
+        bool written = p->written && !alone_kind(kind);
         int r = written ? pipe_run_written(p, kind, steps, samples, firsts, steadies, writes)
                         : run_steps(p, kind, steps, samples, firsts, steadies);
         if (r < 0)
@@ -434,6 +445,14 @@ static int measure(struct pipe *p, enum pipe_kind kind, const char *name)
                     x, json_pack("{s:i, s:i}", "chunks",
                                  (int)std::min<uint64_t>((uint64_t)p->nchunks, p->total_pages),
                                  "streams", p->nstreams));
+        /* How its chunks were issued (the batched call issues none of its own). */
+        if (x && (kind == K_OVERLAPPED || kind == K_PREFETCH_CHUNKED || kind == K_DISCARD_PREFETCH))
+                json_object_set_new(
+                    x, "chunk_issue",
+                    json_string((kind == K_OVERLAPPED ? p->issue_copy : p->issue_prefetch) ==
+                                        ISSUE_ROUND_ROBIN
+                                    ? PIPE_ISSUE_ROUND_ROBIN
+                                    : PIPE_ISSUE_COPY_STREAM));
         /* What the host's write of one batch cost in this strategy's memory (host time; for
          * managed memory, its CPU faults included). */
         if (x && written)
@@ -609,6 +628,7 @@ static int pipe_run(struct pipe *p)
         struct bench_job *j = p->j;
         cudaStream_t s0 = st(p, 0);
         bool need_managed = false, need_pageable = false, need_discard = false;
+        bool need_prefetch = false;
         json_t *intensity = json_object_get(j->params, "intensity");
         json_t *info = json_object();
         int r;
@@ -622,6 +642,7 @@ static int pipe_run(struct pipe *p)
                 need_managed |= managed_kind(s.kind);
                 need_pageable |= s.kind == K_PAGEABLE;
                 need_discard |= s.kind == K_DISCARD_PREFETCH;
+                need_prefetch |= managed_kind(s.kind) && s.kind != K_ON_DEMAND;
         }
         r = pool_host(j, 0, p->size, &p->host);
         if (r >= 0)
@@ -672,6 +693,9 @@ static int pipe_run(struct pipe *p)
                 r = pipe_buffers(p, need_managed, need_pageable, need_discard);
         if (r >= 0 && p->written)
                 r = pipe_measure_host_write(p);
+        /* What bounds every prefetching strategy, from the same run (the summary cites it). */
+        if (r >= 0 && need_prefetch)
+                r = measure(p, K_PREFETCH_ALONE, MEAS_PREFETCH_ALONE);
         for (auto &s : pipe_strategies) {
                 if (r < 0)
                         break;
@@ -690,16 +714,19 @@ static int pipe_run(struct pipe *p)
         return r;
 }
 
+/* chunk_issue's words: how pinned copies, and how managed prefetches, are issued. */
 static const struct {
         const char *word;
-        enum pipe_issue issue;
-} pipe_issues[] = {{"copy_stream", ISSUE_COPY_STREAM}, {"round_robin", ISSUE_ROUND_ROBIN}};
+        enum pipe_issue copy, prefetch;
+} pipe_issues[] = {{PIPE_ISSUE_AUTO, ISSUE_COPY_STREAM, ISSUE_ROUND_ROBIN},
+                   {PIPE_ISSUE_COPY_STREAM, ISSUE_COPY_STREAM, ISSUE_COPY_STREAM},
+                   {PIPE_ISSUE_ROUND_ROBIN, ISSUE_ROUND_ROBIN, ISSUE_ROUND_ROBIN}};
 
 int bench_pipeline(struct bench_job *j)
 {
         struct pipe p = {};
         const char *layout = param_str(j, "layout", "spread");
-        const char *issue = param_str(j, "chunk_issue", "copy_stream");
+        const char *issue = param_str(j, "chunk_issue", PIPE_ISSUE_AUTO);
         uint64_t touched = (uint64_t)param_int(j, "touched", 0);
 
         p.j = j;
@@ -711,9 +738,13 @@ int bench_pipeline(struct bench_job *j)
         p.nstreams = (int)param_int(j, "streams", 3);
         p.written = strcmp(param_str(j, "batch", PIPE_BATCH_PREPARED), PIPE_BATCH_WRITTEN) == 0;
         p.writers = (int)param_int(j, "writers", 1);
-        for (auto &x : pipe_issues)
-                if (strcmp(issue, x.word) == 0)
-                        p.issue = x.issue;
+        p.issue_prefetch = ISSUE_ROUND_ROBIN; /* auto, unless named otherwise */
+        for (auto &x : pipe_issues) {
+                if (strcmp(issue, x.word) == 0) {
+                        p.issue_copy = x.copy;
+                        p.issue_prefetch = x.prefetch;
+                }
+        }
         p.total_pages = p.size / PIPE_PAGE;
         if (p.total_pages == 0)
                 return job_fail(j, -EINVAL, "size must be at least one 4 KiB page");

@@ -22,11 +22,14 @@ enum pipe_kind {
         K_PREFETCH_BATCH,
         K_DISCARD_PREFETCH,
         K_COPY_ALONE,
-        K_KERNEL_ALONE
+        K_KERNEL_ALONE,
+        K_PREFETCH_ALONE /* the batch prefetched whole, no kernel: the managed copy's rate */
 };
 
 /* How a chunked strategy issues its chunks: every copy (or prefetch) on stream 0 with the
- * kernels on the others after events, or chunk c's copy and kernel both on stream c % streams. */
+ * kernels on the others after events, or chunk c's copy and kernel both on stream c % streams.
+ * Pinned copies and managed prefetches each have their own (chunk_issue auto: the first for
+ * copies, the second for prefetches). */
 enum pipe_issue { ISSUE_COPY_STREAM, ISSUE_ROUND_ROBIN };
 
 struct pipe {
@@ -36,7 +39,7 @@ struct pipe {
         uint64_t pages;       /* touched pages */
         uint64_t spacing;     /* touched page t is page t * spacing */
         int intensity, steps, nchunks, nstreams;
-        enum pipe_issue issue;
+        enum pipe_issue issue_copy, issue_prefetch;
         bool written;   /* batch host_written: the host writes each batch, double-buffered */
         int writers;    /* threads of the host's write */
         void *host;     /* pinned, mapped: the batch as the host has it */
@@ -68,7 +71,7 @@ static inline cudaStream_t st(struct pipe *p, int i)
 static inline bool managed_kind(enum pipe_kind k)
 {
         return k == K_ON_DEMAND || k == K_PREFETCH || k == K_PREFETCH_CHUNKED ||
-               k == K_PREFETCH_BATCH || k == K_DISCARD_PREFETCH;
+               k == K_PREFETCH_BATCH || k == K_DISCARD_PREFETCH || k == K_PREFETCH_ALONE;
 }
 
 int pipe_step(struct pipe *p, enum pipe_kind kind);

@@ -448,11 +448,15 @@ static int plan_copy_overlap(struct fake_job *j)
 #define PIPE_PAGEABLE_GBPS  9.3
 #define PIPE_ON_DEMAND_GBPS 8.5 /* managed pages faulted in by the kernel */
 #define PIPE_PREFETCH_GBPS  51.0
-#define PIPE_ZERO_COPY_GBPS 52.0   /* a kernel reading mapped host memory */
-#define PIPE_GATHER_GBPS    20.0   /* 4 KiB rows of a 2D copy */
-#define PIPE_HBM_GBPS       3000.0 /* the kernel's own reads */
-#define PIPE_FMA_PER_S      3.2e13 /* an H200's FP32 FMAs a second */
-#define PIPE_PAGE           4096ull
+/* chunk_issue copy_stream: what each managed prefetch adds when all of them wait their turn on
+ * one stream (on the H100, copy_stream took 4-7 ms longer than round robin at 16 chunks of 1 GiB
+ * and 11-13 ms at 64: bench/results/gpu-h100-1207); round robin overlaps it with the others */
+#define PIPE_PREFETCH_CALL_MS 0.2
+#define PIPE_ZERO_COPY_GBPS   52.0   /* a kernel reading mapped host memory */
+#define PIPE_GATHER_GBPS      20.0   /* 4 KiB rows of a 2D copy */
+#define PIPE_HBM_GBPS         3000.0 /* the kernel's own reads */
+#define PIPE_FMA_PER_S        3.2e13 /* an H200's FP32 FMAs a second */
+#define PIPE_PAGE             4096ull
 /* batch host_written (issue 60): the host's copy of a batch, a CPU thread's rate and the most
  * the threads together reach; into managed memory whose pages are on the GPU, each page faults
  * back first (a thread's rate; the driver's fault path serialises beyond PIPE_FAULT_MAX_GBPS) */
@@ -485,13 +489,15 @@ static uint64_t pipe_balanced(uint64_t size)
 struct pipe_point {
         uint64_t size, touched, weights, writeback, intensity, chunks, streams, steps, writers;
         bool clustered, written;
+        bool copy_rr, prefetch_rr; /* chunk_issue: pinned copies, managed prefetches round robin */
 };
 
 /* A chunked step of n chunks moving `move` ms and computing `kern` ms: the longer half plus one
- * chunk of the shorter; one stream overlaps nothing. Both chunk_issue values get this rule: round
+ * chunk of the shorter; one stream overlaps nothing. Both chunk_issue shapes get this rule: round
  * robin adds each stream's own turns, (move + kern) / streams, which with two streams or more
- * never exceeds the longer half, so an ideal schedule cannot tell them apart. What the GPU's
- * driver adds to either is what the real run measures (docs/design.md, issue 60). */
+ * never exceeds the longer half, so an ideal schedule cannot tell them apart. What the driver
+ * adds is the caller's: managed prefetches issued on one stream (copy_stream, or a single stream)
+ * pay PIPE_PREFETCH_CALL_MS each in series (docs/design.md, issue 60). */
 static double pipe_chunked_ms(const struct pipe_point *p, double move, double kern, double n)
 {
         if (p->streams < 2)
@@ -557,9 +563,14 @@ static void pipe_model(const char *name, const struct pipe_point *p, double *ret
                 /* one batched call completes as a whole: nothing overlaps within the step */
                 t = ms_at(size, PIPE_PREFETCH_GBPS) + kern;
                 first_extra = ms_at((double)p->weights, PIPE_PREFETCH_GBPS);
+        } else if (streq_ptr(name, MEAS_PREFETCH_ALONE)) {
+                t = ms_at(size, PIPE_PREFETCH_GBPS);
+                weights = wb = 0;
         } else if (streq_ptr(name, MEAS_PIPE_PREFETCH_CHUNKED) ||
                    streq_ptr(name, MEAS_PIPE_DISCARD_PREFETCH)) {
                 double pf = ms_at(size, PIPE_PREFETCH_GBPS);
+                if (!p->prefetch_rr || p->streams < 2) /* one stream: in series either way */
+                        pf += n * PIPE_PREFETCH_CALL_MS;
                 t = pipe_chunked_ms(p, pf, kern, n);
                 first_extra = ms_at((double)p->weights, PIPE_PREFETCH_GBPS);
         } else if (streq_ptr(name, MEAS_PIPE_ZERO_COPY)) {
@@ -572,24 +583,67 @@ static void pipe_model(const char *name, const struct pipe_point *p, double *ret
         /* host_written, double-buffered: the first step waits for its write, each later one
          * for the longer of its write (made during the step before) and its GPU time. */
         if (p->written && !streq_ptr(name, MEAS_COPY_ALONE) &&
-            !streq_ptr(name, MEAS_KERNEL_ALONE)) {
+            !streq_ptr(name, MEAS_KERNEL_ALONE) && !streq_ptr(name, MEAS_PREFETCH_ALONE)) {
                 double w = pipe_write_ms(name, p);
                 *ret_first += w;
                 *ret_steady = fmax(*ret_steady, w);
         }
 }
 
-/* One pipeline run's measurements, each named "strategy" + suffix ("@i=64" in a sweep). */
+/* What a strategy's measurement says beyond its times: its host write (host_written), the
+ * writers of host_write, a chunked one's chunking and how its chunks were issued. */
+static void pipe_extras(json_t *x, const char *s, const struct pipe_point *p, bool single)
+{
+        bool chunked = streq_ptr(s, MEAS_PIPE_OVERLAPPED) ||
+                       streq_ptr(s, MEAS_PIPE_PREFETCH_CHUNKED) ||
+                       streq_ptr(s, MEAS_PIPE_DISCARD_PREFETCH);
+        bool rr = streq_ptr(s, MEAS_PIPE_OVERLAPPED) ? p->copy_rr : p->prefetch_rr;
+
+        if (p->written && !single)
+                json_object_set_new(x, "host_write_ms", json_real(pipe_write_ms(s, p)));
+        if (streq_ptr(s, MEAS_HOST_WRITE))
+                json_object_set_new(x, "writers", json_integer((json_int_t)p->writers));
+        if (chunked || streq_ptr(s, MEAS_PIPE_PREFETCH_BATCH))
+                json_object_update_new(x, json_pack("{s:I, s:I}", "chunks", (json_int_t)p->chunks,
+                                                    "streams", (json_int_t)p->streams));
+        if (chunked)
+                json_object_set_new(
+                    x, "chunk_issue",
+                    json_string(rr ? PIPE_ISSUE_ROUND_ROBIN : PIPE_ISSUE_COPY_STREAM));
+}
+
+/* Whether a strategy of the list prefetches managed memory: then the run measures the prefetch
+ * alone, as the real one does. */
+static bool pipe_prefetching(const json_t *strategies)
+{
+        size_t i;
+        json_t *v;
+        json_array_foreach(strategies, i, v)
+        {
+                const char *s = json_string_value(v);
+                if (pipe_managed(s) && !streq_ptr(s, MEAS_PIPE_ON_DEMAND))
+                        return true;
+        }
+        return false;
+}
+
+/* One pipeline run's measurements, each named "strategy" + suffix ("@i=64" in a sweep): the
+ * halves of the limit and the prefetch alone first, in the real run's order. */
 static int plan_pipe_point(struct fake_job *j, const struct pipe_point *p, const json_t *strategies,
                            const char *suffix, const char *sweep)
 {
-        static const char *const always[] = {MEAS_COPY_ALONE, MEAS_KERNEL_ALONE, MEAS_HOST_WRITE};
-        size_t nalone = p->written ? 3 : 2, i, n = nalone + json_array_size(strategies);
+        const char *alone[4] = {MEAS_COPY_ALONE, MEAS_KERNEL_ALONE};
+        size_t nalone = 2, i, n;
         int r = 0;
 
+        if (p->written)
+                alone[nalone++] = MEAS_HOST_WRITE;
+        if (pipe_prefetching(strategies))
+                alone[nalone++] = MEAS_PREFETCH_ALONE;
+        n = nalone + json_array_size(strategies);
         for (i = 0; r == 0 && i < n; i++) {
                 const char *s = i < nalone
-                                    ? always[i]
+                                    ? alone[i]
                                     : json_string_value(json_array_get(strategies, i - nalone));
                 bool single = i < nalone;
                 uint64_t steps = single ? 1 : p->steps;
@@ -618,20 +672,9 @@ static int plan_pipe_point(struct fake_job *j, const struct pipe_point *p, const
                 if (m->extra && sweep)
                         json_object_update_new(
                             m->extra, json_pack("{s:s, s:s}", "strategy", s, "sweep", sweep));
-                if (m->extra && p->written && !single)
-                        json_object_set_new(m->extra, "host_write_ms",
-                                            json_real(pipe_write_ms(s, p)));
-                if (m->extra && streq_ptr(s, MEAS_HOST_WRITE))
-                        json_object_set_new(m->extra, "writers",
-                                            json_integer((json_int_t)p->writers));
-                if (m->extra && (streq_ptr(s, MEAS_PIPE_OVERLAPPED) ||
-                                 streq_ptr(s, MEAS_PIPE_PREFETCH_CHUNKED) ||
-                                 streq_ptr(s, MEAS_PIPE_PREFETCH_BATCH) ||
-                                 streq_ptr(s, MEAS_PIPE_DISCARD_PREFETCH)))
-                        json_object_update_new(m->extra, json_pack("{s:I, s:I}", "chunks",
-                                                                   (json_int_t)p->chunks, "streams",
-                                                                   (json_int_t)p->streams));
-                if (!m->extra)
+                if (m->extra)
+                        pipe_extras(m->extra, s, p, single);
+                else
                         r = -ENOMEM;
         }
         return r;
@@ -649,6 +692,8 @@ static void pipe_point_from(const struct fake_job *j, struct pipe_point *p)
             .steps = param_u64(j->params, "steps"),
             .writers = param_u64(j->params, "writers"),
             .written = streq_ptr(param_str(j->params, "batch"), PIPE_BATCH_WRITTEN),
+            .copy_rr = streq_ptr(param_str(j->params, "chunk_issue"), PIPE_ISSUE_ROUND_ROBIN),
+            .prefetch_rr = !streq_ptr(param_str(j->params, "chunk_issue"), PIPE_ISSUE_COPY_STREAM),
             .clustered = streq_ptr(param_str(j->params, "layout"), "clustered"),
         };
         if (param_u64(j->params, "touched") > 0)

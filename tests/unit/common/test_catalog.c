@@ -288,6 +288,9 @@ static void test_pipeline_batch_writers_and_chunk_issue(void **state)
         json_t *p = validate_ok("pipeline", NULL, false);
         assert_string_equal(json_string_value(json_object_get(p, "batch")), "prepared");
         assert_int_equal(json_integer_value(json_object_get(p, "writers")), 1);
+        assert_string_equal(json_string_value(json_object_get(p, "chunk_issue")), "auto");
+        json_decref(p);
+        p = validate_ok("pipeline", "{\"chunk_issue\": \"copy_stream\"}", false);
         assert_string_equal(json_string_value(json_object_get(p, "chunk_issue")), "copy_stream");
         json_decref(p);
         p = validate_ok("pipeline_sweep",

@@ -221,6 +221,104 @@ static void test_pipeline_prepared_says_nothing_of_a_write(void **state)
         json_decref(s), json_decref(r);
 }
 
+/* Issue 60's goal for managed memory prefetched in chunks (1.10x the limit), and what stops it:
+ * the H100's figures (bench/results/gpu-h100-1207) as a prepared run. chunked_ms's strategy was
+ * issued `issue`; pf_ms <= 0 leaves the prefetch alone out. */
+static json_t *managed_result(double chunked_ms, const char *issue, double pf_ms)
+{
+        json_t *pc = pm("managed_prefetch_chunked", chunked_ms, chunked_ms, chunked_ms);
+        json_object_set_new(pc, "chunk_issue", json_string(issue));
+        json_t *r = json_pack("{s:{s:i}, s:[o, o, o, o]}", "intensity", "chosen", 2180,
+                              "measurements", pm("copy_alone", 19.34, 19.34, 19.34),
+                              pm("kernel_alone", 19.35, 19.35, 19.35),
+                              pm("pinned_overlapped", 20.65, 20.65, 20.65), pc);
+        if (pf_ms > 0)
+                json_array_append_new(json_object_get(r, "measurements"),
+                                      pm("managed_prefetch_alone", pf_ms, pf_ms, pf_ms));
+        return r;
+}
+
+static const char *conclusion(const json_t *s)
+{
+        return json_string_value(json_object_get(s, "conclusion"));
+}
+
+static void test_pipeline_managed_over_the_goal_is_bound_by_the_prefetch_rate(void **state)
+{
+        json_t *r = managed_result(23.11, "round_robin", 21.60), *s = suite_summary("pipeline", r);
+        const char *c = conclusion(s);
+
+        assert_true(fabs(numf(s, "prefetch_alone_ms") - 21.60) < 1e-9);
+        assert_string_equal(json_string_value(json_object_get(
+                                strategy(s, "managed_prefetch_chunked"), "chunk_issue")),
+                            "round_robin");
+        assert_non_null(strstr(c, "Managed memory prefetched in chunks (managed_prefetch_chunked) "
+                                  "takes 1.19x the limit, over the 1.10x goal: managed prefetch "
+                                  "alone, no kernel, moves the batch in 21.60 ms (49.7 GB/s "
+                                  "against the pinned copy's 55.5 GB/s), 1.12x the limit, and no "
+                                  "managed strategy moves it faster: the bound is the prefetch "
+                                  "rate, not the order umd issues them in."));
+        json_decref(s), json_decref(r);
+}
+
+static void test_pipeline_managed_copy_stream_says_the_prefetches_wait_in_turn(void **state)
+{
+        json_t *r = managed_result(30.15, "copy_stream", 20.50), *s = suite_summary("pipeline", r);
+        const char *c = conclusion(s);
+
+        assert_non_null(strstr(c, "takes 1.56x the limit, over the 1.10x goal"));
+        assert_non_null(strstr(c, "1.06x the limit, within the goal: what the chunks add stops it; "
+                                  "issued copy_stream, every prefetch also waits its turn on one "
+                                  "stream (chunk_issue auto or round_robin overlaps them)."));
+        json_decref(s), json_decref(r);
+}
+
+static void test_pipeline_managed_within_the_goal_says_nothing_of_it(void **state)
+{
+        json_t *r = managed_result(21.00, "round_robin", 20.50), *s = suite_summary("pipeline", r);
+
+        assert_null(strstr(conclusion(s), "goal"));
+        json_decref(s), json_decref(r);
+}
+
+static void test_pipeline_managed_over_the_goal_without_the_prefetch_alone_says_so(void **state)
+{
+        json_t *r = managed_result(23.11, "round_robin", 0), *s = suite_summary("pipeline", r);
+
+        assert_true(json_is_null(json_object_get(s, "prefetch_alone_ms")));
+        assert_non_null(strstr(conclusion(s), "over the 1.10x goal: this run has no "
+                                              "managed_prefetch_alone to say what stops it."));
+        json_decref(s), json_decref(r);
+}
+
+static void test_pipeline_managed_host_write_over_the_goal_is_what_stops_it(void **state)
+{
+        json_t *r = written_result(100), *s = suite_summary("pipeline", r);
+        const json_t *dp =
+            json_array_find(json_object_get(r, "measurements"), "name", "managed_discard_prefetch");
+
+        /* discard-and-prefetch, the better of the two, past the goal by its write */
+        json_object_set_new((json_t *)json_object_get(dp, "stats"), "median_ms", json_real(120));
+        json_object_set_new((json_t *)dp, "host_write_ms", json_real(118));
+        json_decref(s);
+        s = suite_summary("pipeline", r);
+        assert_non_null(strstr(conclusion(s), "(managed_discard_prefetch) takes 1.20x the limit, "
+                                              "over the 1.10x goal: the host's write into managed "
+                                              "memory takes 118.00 ms (1.18x the limit, its CPU "
+                                              "faults included), so the write, not the prefetch, "
+                                              "stops it."));
+        json_decref(s), json_decref(r);
+}
+
+static void test_pipeline_without_serial_claims_no_speedup(void **state)
+{
+        json_t *r = managed_result(21.00, "round_robin", 20.50), *s = suite_summary("pipeline", r);
+
+        assert_non_null(strstr(conclusion(s), "Overlapped pinned copies take 1.07x the limit."));
+        assert_null(strstr(conclusion(s), "faster than copy then kernel"));
+        json_decref(s), json_decref(r);
+}
+
 static void test_copy_overlap_short_kernel_says_so_with_both_times(void **state)
 {
         json_t *r = json_pack("{s:[o, o, o, o]}", "measurements", pm("copy_alone", 19.3, 0, 0),
@@ -370,6 +468,13 @@ int main(void)
             cmocka_unit_test(test_pipeline_host_write_longer_than_both_halves_is_the_limit),
             cmocka_unit_test(test_pipeline_host_write_within_the_limit_leaves_it_alone),
             cmocka_unit_test(test_pipeline_prepared_says_nothing_of_a_write),
+            cmocka_unit_test(test_pipeline_managed_over_the_goal_is_bound_by_the_prefetch_rate),
+            cmocka_unit_test(test_pipeline_managed_copy_stream_says_the_prefetches_wait_in_turn),
+            cmocka_unit_test(test_pipeline_managed_within_the_goal_says_nothing_of_it),
+            cmocka_unit_test(
+                test_pipeline_managed_over_the_goal_without_the_prefetch_alone_says_so),
+            cmocka_unit_test(test_pipeline_managed_host_write_over_the_goal_is_what_stops_it),
+            cmocka_unit_test(test_pipeline_without_serial_claims_no_speedup),
             cmocka_unit_test(test_copy_overlap_short_kernel_says_so_with_both_times),
             cmocka_unit_test(test_copy_overlap_long_kernel_is_ranked_against_the_limit),
             cmocka_unit_test(test_sweep_within_10pct_of_the_limit_or_never),
