@@ -338,6 +338,35 @@ static void test_a_look_that_began_before_the_workers_says_nothing_of_other_proc
         assert_int_equal(d->gpu.other_processes, 1);
 }
 
+/* start_commit_wait on and off (off is the default: a commit a part costs umd's CPU). */
+static void start_commit_wait_on(struct umd_config *cfg)
+{
+        cfg->start_commit_wait = true;
+}
+
+static void start_commit_wait_off(struct umd_config *cfg)
+{
+        cfg->start_commit_wait = false;
+}
+
+static int setup_with(void **state, void (*configure)(struct umd_config *))
+{
+        fx_configure = configure;
+        int r = fx_setup(state);
+        fx_configure = NULL;
+        return r;
+}
+
+static int setup_start_commit_wait_on(void **state)
+{
+        return setup_with(state, start_commit_wait_on);
+}
+
+static int setup_start_commit_wait_off(void **state)
+{
+        return setup_with(state, start_commit_wait_off);
+}
+
 /* A part's start is committed before its worker is sent the part (issue 57: a part sent first ran
  * where nothing of it could be recorded when the disk had gone, and ran again after a restart).
  * The previous part's end dispatches the next: it is running, not sent, until its start commits;
@@ -401,19 +430,6 @@ static void test_a_final_state_not_committed_is_shown_running_until_it_is(void *
         assert_null(fx_field(a, "not_stored"));
 }
 
-static void start_commit_wait_off(struct umd_config *cfg)
-{
-        cfg->start_commit_wait = false;
-}
-
-static int setup_start_commit_wait_off(void **state)
-{
-        fx_configure = start_commit_wait_off;
-        int r = fx_setup(state);
-        fx_configure = NULL;
-        return r;
-}
-
 /* start_commit_wait = false: the next part is sent as the previous one ends, its start queued
  * to the store with the rest, as before issue 57. */
 static void test_without_start_commit_wait_a_part_is_sent_at_once(void **state)
@@ -437,10 +453,10 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_a_part_the_supervisor_cannot_take_stays_queued,
                                             fx_setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_a_part_is_sent_only_once_its_start_commits,
-                                            fx_setup, fx_teardown),
+                                            setup_start_commit_wait_on, fx_teardown),
             cmocka_unit_test_setup_teardown(
-                test_a_part_whose_start_does_not_commit_is_not_sent_and_waits_queued, fx_setup,
-                fx_teardown),
+                test_a_part_whose_start_does_not_commit_is_not_sent_and_waits_queued,
+                setup_start_commit_wait_on, fx_teardown),
             cmocka_unit_test_setup_teardown(test_without_start_commit_wait_a_part_is_sent_at_once,
                                             setup_start_commit_wait_off, fx_teardown),
             cmocka_unit_test_setup_teardown(
