@@ -1451,7 +1451,8 @@ static int run_plan(const struct fake_plan *plans, size_t n_plans, const json_t 
         job.size = param_u64(norm, "size");
         r = plan->plan(&job);
         if (r < 0) {
-                r = backend_fail(ret_error, r, "%s", r == -ENOMEM ? "out of memory" : job.why);
+                r = backend_fail(ret_error, r, "%s",
+                                 r == -ENOMEM && !job.why[0] ? "out of memory" : job.why);
                 goto out;
         }
         plan_only(&job);
