@@ -17,7 +17,8 @@ static void render_matrix(FILE *f, const json_t *pm)
         const json_t *ref = json_object_get(pm, "reference");
         size_t i, k;
 
-        fprintf(f, "\n  placement matrix: first step / steady step, x all-device (%.3f / %.3f ms)\n",
+        fprintf(f,
+                "\n  placement matrix: first step / steady step, x all-device (%.3f / %.3f ms)\n",
                 num(ref, "first_step_ms"), num(ref, "steady_step_ms"));
         fprintf(f, "  %-12s", "class");
         json_array_foreach(pl, k, p) fprintf(f, " %20s", json_string_value(p));

@@ -491,14 +491,17 @@ static const struct param_def health_params[] = {
 /* train_step and embedding_gather (issue 60): a GEMM training step with each tensor class
  * placed, and embedding rows gathered from a table in host memory. */
 static const char *const train_shape_values[] = {TRAIN_SHAPE_MLP, TRAIN_SHAPE_TRANSFORMER, NULL};
-static const char *const train_class_values[] = {
-    TRAIN_CLASS_BATCH,    TRAIN_CLASS_WEIGHTS,   TRAIN_CLASS_ACTIVATIONS,
-    TRAIN_CLASS_GRADIENTS, TRAIN_CLASS_OPTIMIZER, TRAIN_CLASS_ALL, NULL};
-static const char *const train_placement_values[] = {MEAS_TRAIN_MANAGED_RESIDENT,
-                                                     MEAS_TRAIN_MANAGED_HOST,
-                                                     MEAS_TRAIN_HOST_MAPPED, NULL};
+static const char *const train_class_values[] = {TRAIN_CLASS_BATCH,
+                                                 TRAIN_CLASS_WEIGHTS,
+                                                 TRAIN_CLASS_ACTIVATIONS,
+                                                 TRAIN_CLASS_GRADIENTS,
+                                                 TRAIN_CLASS_OPTIMIZER,
+                                                 TRAIN_CLASS_ALL,
+                                                 NULL};
+static const char *const train_placement_values[] = {
+    MEAS_TRAIN_MANAGED_RESIDENT, MEAS_TRAIN_MANAGED_HOST, MEAS_TRAIN_HOST_MAPPED, NULL};
 static const char *const emb_strategy_values[] = {
-    MEAS_EMB_DEVICE,    MEAS_EMB_MANAGED_UVM,     MEAS_EMB_ON_DEMAND, MEAS_EMB_HOST_MAPPED,
+    MEAS_EMB_DEVICE,    MEAS_EMB_MANAGED_UVM,     MEAS_EMB_ON_DEMAND,  MEAS_EMB_HOST_MAPPED,
     MEAS_EMB_HBM_CACHE, MEAS_EMB_EXPLICIT_GATHER, MEAS_EMB_WHOLE_COPY, NULL};
 
 static const struct param_def train_step_params[] = {
@@ -523,7 +526,11 @@ static const struct param_def train_step_params[] = {
      .min = 64,
      .max = 16384,
      .def = 2048},
-    {.name = "layers", .type = PARAM_INT, .description = "layers (or blocks)", .min = 1, .max = 32,
+    {.name = "layers",
+     .type = PARAM_INT,
+     .description = "layers (or blocks)",
+     .min = 1,
+     .max = 32,
      .def = 4},
     {.name = "steps",
      .type = PARAM_INT,
@@ -537,17 +544,16 @@ static const struct param_def train_step_params[] = {
      .type = PARAM_ENUM_LIST,
      .description = "the rows of the placement matrix: each tensor class placed alone, and all "
                     "of them at once",
-     .def_str = TRAIN_CLASS_BATCH "," TRAIN_CLASS_WEIGHTS "," TRAIN_CLASS_ACTIVATIONS
-                                  "," TRAIN_CLASS_GRADIENTS "," TRAIN_CLASS_OPTIMIZER
-                                  "," TRAIN_CLASS_ALL,
+     .def_str =
+         TRAIN_CLASS_BATCH "," TRAIN_CLASS_WEIGHTS "," TRAIN_CLASS_ACTIVATIONS
+                           "," TRAIN_CLASS_GRADIENTS "," TRAIN_CLASS_OPTIMIZER "," TRAIN_CLASS_ALL,
      .values = train_class_values},
     {.name = "placements",
      .type = PARAM_ENUM_LIST,
      .description = "the columns: managed and prefetched to the GPU, managed and first on the "
                     "host, or host-mapped pinned; every row is compared with all in device "
                     "memory",
-     .def_str = MEAS_TRAIN_MANAGED_RESIDENT "," MEAS_TRAIN_MANAGED_HOST
-                                            "," MEAS_TRAIN_HOST_MAPPED,
+     .def_str = MEAS_TRAIN_MANAGED_RESIDENT "," MEAS_TRAIN_MANAGED_HOST "," MEAS_TRAIN_HOST_MAPPED,
      .values = train_placement_values},
     P_ITER(3),
     {.name = "warmup",

@@ -22,12 +22,12 @@ struct emb_run {
         struct bench_job *j;
         uint64_t rows, row_bytes, mult;
         uint32_t lookups;
-        std::vector<uint32_t> ranks;   /* every sample's lookups, as popularity ranks */
-        std::vector<uint32_t> idx;     /* the same as rows */
-        uint8_t *pinned;               /* the table in mapped pinned memory */
-        uint32_t *d_idx;               /* one sample's rows on the device */
-        uint8_t *d_out;                /* the gathered rows */
-        int sample;                    /* the sample prep set up */
+        std::vector<uint32_t> ranks; /* every sample's lookups, as popularity ranks */
+        std::vector<uint32_t> idx;   /* the same as rows */
+        uint8_t *pinned;             /* the table in mapped pinned memory */
+        uint32_t *d_idx;             /* one sample's rows on the device */
+        uint8_t *d_out;              /* the gathered rows */
+        int sample;                  /* the sample prep set up */
 };
 
 static uint32_t *sample_idx(struct emb_run *e, int i)
@@ -129,7 +129,8 @@ static int emb_managed(struct emb_run *e, bool advised)
         if (r < 0)
                 return r;
         if (advised) {
-                cudaError_t a = cudaMemAdvise(p, size, cudaMemAdviseSetPreferredLocation, loc_host());
+                cudaError_t a =
+                    cudaMemAdvise(p, size, cudaMemAdviseSetPreferredLocation, loc_host());
                 if (a == cudaSuccess)
                         a = cudaMemAdvise(p, size, cudaMemAdviseSetAccessedBy, loc_dev(j->ctx));
                 if (a != cudaSuccess) {
@@ -245,8 +246,8 @@ static int emb_explicit(struct emb_run *e)
                                            e->pinned + (uint64_t)host_idx[i] * e->row_bytes,
                                            e->row_bytes);
                             pack.push_back(now_ms() - t0);
-                            CK(j, cudaMemcpyAsync(e->d_out, staging, bytes,
-                                                  cudaMemcpyHostToDevice, s));
+                            CK(j, cudaMemcpyAsync(e->d_out, staging, bytes, cudaMemcpyHostToDevice,
+                                                  s));
                             CK(j, cudaStreamSynchronize(s));
                             return 0;
                     });
@@ -281,10 +282,10 @@ static int emb_whole(struct emb_run *e)
                 r = job_fail(j, -EIO, "cudaEventCreate failed");
         if (r >= 0)
                 r = emb_gpu(
-                    e, MEAS_EMB_WHOLE_COPY, [&]() -> int {
+                    e, MEAS_EMB_WHOLE_COPY,
+                    [&]() -> int {
                             float ms = 0;
-                            if (e->sample > 0 &&
-                                cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
+                            if (e->sample > 0 && cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
                                     copy.push_back(ms);
                             return 0;
                     },
@@ -302,9 +303,9 @@ static int emb_whole(struct emb_run *e)
         if (r >= 0 && !copy.empty()) {
                 struct sample_stats st;
                 stats_compute(copy.data(), copy.size(), &st);
-                json_object_set_new(json_array_get(j->measurements,
-                                                   json_array_size(j->measurements) - 1),
-                                    "copy_gbps", json_real(size / (st.median * 1e6)));
+                json_object_set_new(
+                    json_array_get(j->measurements, json_array_size(j->measurements) - 1),
+                    "copy_gbps", json_real(size / (st.median * 1e6)));
         }
         if (a)
                 cudaEventDestroy(a);

@@ -158,17 +158,17 @@ static int train_reset(struct train_run *t)
         for (int c = TC_WEIGHTS; c < TC_N; c++)
                 CK(j, cudaMemsetAsync(t->arena[c], 0, class_bytes(t, c), s));
         for (int i = 0; i < n->gemms; i++)
-                k_train_init<<<grid, TRAIN_THREADS, 0, s>>>(
-                    n->w[i], (uint64_t)n->dims[i] * n->dims[i + 1], 100 + i,
-                    sqrtf(3.0f / n->dims[i]));
+                k_train_init<<<grid, TRAIN_THREADS, 0, s>>>(n->w[i],
+                                                            (uint64_t)n->dims[i] * n->dims[i + 1],
+                                                            100 + i, sqrtf(3.0f / n->dims[i]));
         CK(j, cudaGetLastError());
         for (int c = 0; c < TC_N; c++) {
                 if (t->place[c] == TP_RESIDENT)
-                        CK(j, cudaMemPrefetchAsync(t->arena[c], class_bytes(t, c),
-                                                   loc_dev(j->ctx), 0, s));
+                        CK(j, cudaMemPrefetchAsync(t->arena[c], class_bytes(t, c), loc_dev(j->ctx),
+                                                   0, s));
                 else if (t->place[c] == TP_HOST_FIRST)
-                        CK(j, cudaMemPrefetchAsync(t->arena[c], class_bytes(t, c), loc_host(), 0,
-                                                   s));
+                        CK(j,
+                           cudaMemPrefetchAsync(t->arena[c], class_bytes(t, c), loc_host(), 0, s));
         }
         CK(j, cudaStreamSynchronize(s));
         return 0;
@@ -196,15 +196,15 @@ static int train_one_step(struct train_run *t, float *ret_ms)
                 memcpy(t->arena[TC_BATCH], t->staging, b);
         CK(j, cudaEventRecord(c->ev_start, s));
         if (t->place[TC_BATCH] == TP_DEVICE)
-                CK(j, cudaMemcpyAsync(t->arena[TC_BATCH], t->staging, b, cudaMemcpyHostToDevice, s));
+                CK(j,
+                   cudaMemcpyAsync(t->arena[TC_BATCH], t->staging, b, cudaMemcpyHostToDevice, s));
         else if (t->place[TC_BATCH] == TP_RESIDENT)
                 CK(j, cudaMemPrefetchAsync(t->arena[TC_BATCH], b, loc_dev(c), 0, s));
         r = train_enqueue(
             &t->net,
             [&](int ta, int tb, int m, int n, int k, const float *a, int lda, const float *bb,
-                int ldb, float beta, float *cc, int ldc) {
-                    return gemm_call(t, ta, tb, m, n, k, a, lda, bb, ldb, beta, cc, ldc);
-            },
+                int ldb, float beta, float *cc,
+                int ldc) { return gemm_call(t, ta, tb, m, n, k, a, lda, bb, ldb, beta, cc, ldc); },
             s, grid_cap(c, 4096));
         if (r != 0) {
                 char buf[64];
@@ -299,10 +299,9 @@ static int train_row(struct train_run *t, const char *cls, enum tplace pl)
         struct sample_stats st;
         stats_compute(fs.data(), fs.size(), &st);
         json_t *extra = json_pack("{s:s, s:s, s:I, s:f, s:o, s:f, s:f}", "placement",
-                                  place_names[pl], "class", cls, "placed_bytes",
-                                  (json_int_t)placed, "first_step_ms", st.median,
-                                  "first_samples_ms", json_array(), "flops_per_step", t->flops,
-                                  "max_rel_diff_vs_device", diff);
+                                  place_names[pl], "class", cls, "placed_bytes", (json_int_t)placed,
+                                  "first_step_ms", st.median, "first_samples_ms", json_array(),
+                                  "flops_per_step", t->flops, "max_rel_diff_vs_device", diff);
         for (size_t i = 0; extra && i < first.size(); i++)
                 json_array_append_new(json_object_get(extra, "first_samples_ms"),
                                       json_real(first[i]));
@@ -361,16 +360,16 @@ int bench_train_step(struct bench_job *j)
         t.blas->destroy(t.h);
         if (r < 0)
                 return r;
-        json_t *ctx = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:{s:I, s:I, s:I, s:I, s:I}}",
-                                "shape", transformer ? TRAIN_SHAPE_TRANSFORMER : TRAIN_SHAPE_MLP,
-                                "batch", t.net.rows, "hidden", t.net.dims[0], "layers",
-                                (int)param_int(j, "layers", 4), "gemms", t.net.gemms,
-                                "flops_per_step", t.flops, "class_bytes", TRAIN_CLASS_BATCH,
-                                (json_int_t)class_bytes(&t, TC_BATCH), TRAIN_CLASS_WEIGHTS,
-                                (json_int_t)class_bytes(&t, TC_WEIGHTS), TRAIN_CLASS_ACTIVATIONS,
-                                (json_int_t)class_bytes(&t, TC_ACTS), TRAIN_CLASS_GRADIENTS,
-                                (json_int_t)class_bytes(&t, TC_GRADS), TRAIN_CLASS_OPTIMIZER,
-                                (json_int_t)class_bytes(&t, TC_OPT));
+        json_t *ctx =
+            json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:{s:I, s:I, s:I, s:I, s:I}}", "shape",
+                      transformer ? TRAIN_SHAPE_TRANSFORMER : TRAIN_SHAPE_MLP, "batch", t.net.rows,
+                      "hidden", t.net.dims[0], "layers", (int)param_int(j, "layers", 4), "gemms",
+                      t.net.gemms, "flops_per_step", t.flops, "class_bytes", TRAIN_CLASS_BATCH,
+                      (json_int_t)class_bytes(&t, TC_BATCH), TRAIN_CLASS_WEIGHTS,
+                      (json_int_t)class_bytes(&t, TC_WEIGHTS), TRAIN_CLASS_ACTIVATIONS,
+                      (json_int_t)class_bytes(&t, TC_ACTS), TRAIN_CLASS_GRADIENTS,
+                      (json_int_t)class_bytes(&t, TC_GRADS), TRAIN_CLASS_OPTIMIZER,
+                      (json_int_t)class_bytes(&t, TC_OPT));
         json_object_update_new(j->context_extra, ctx);
         json_object_set_new(j->context_extra, "host_memory", json_string("per tensor class"));
         json_object_set_new(j->extra_top, "placement_matrix", train_matrix(j->measurements));

@@ -213,7 +213,7 @@ json_t *conditions_hmm(const json_t *uvm, const json_t *device, const char *vers
 #define BLOCKER(cond, text)                                                                        \
         do {                                                                                       \
                 if ((cond) && len < sizeof(why))                                                   \
-                        len += snprintf(why + len, sizeof(why) - len, "%s%s", len ? "; " : "",    \
+                        len += snprintf(why + len, sizeof(why) - len, "%s%s", len ? "; " : "",     \
                                         (text));                                                   \
         } while (0)
         BLOCKER(!pageable, "the device reports no pageableMemoryAccess: kernels cannot use "
@@ -231,10 +231,9 @@ json_t *conditions_hmm(const json_t *uvm, const json_t *device, const char *vers
                                            : "the device reports pageableMemoryAccess: "
                                              "system_memory runs");
         return json_pack("{s:b, s:O?, s:O?, s:b, s:s, s:o, s:s?, s:I}", "pageableMemoryAccess",
-                         pageable, "pageableMemoryAccessUsesHostPageTables", hpt,
-                         "uvm_disable_hmm", dis, "could_use_hmm", pageable && !disabled, "why",
-                         why, "kernel_module", module, "kernel_release", release,
-                         "cuda_driver_version", cuda);
+                         pageable, "pageableMemoryAccessUsesHostPageTables", hpt, "uvm_disable_hmm",
+                         dis, "could_use_hmm", pageable && !disabled, "why", why, "kernel_module",
+                         module, "kernel_release", release, "cuda_driver_version", cuda);
 }
 
 json_t *conditions_host(const char *uvm_dir, const json_t *device)

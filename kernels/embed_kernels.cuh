@@ -23,8 +23,8 @@ __global__ static void k_emb_gather(const uint8_t *table, const uint32_t *idx, u
         for (uint64_t i = warp; i < n; i += warps) {
                 uint32_t row = idx[i];
                 int32_t slot = map ? map[row] : -1;
-                const uint8_t *src =
-                    slot >= 0 ? cache + (uint64_t)slot * row_bytes : table + (uint64_t)row * row_bytes;
+                const uint8_t *src = slot >= 0 ? cache + (uint64_t)slot * row_bytes
+                                               : table + (uint64_t)row * row_bytes;
                 uint8_t *dst = out + i * row_bytes;
                 for (uint32_t off = lane * 16; off < row_bytes; off += 32 * 16)
                         *(uint4 *)(dst + off) = *(const uint4 *)(src + off);

@@ -627,8 +627,8 @@ static int plan_points(struct fake_job *j,
                        const char *key)
 {
         struct fake_points pts = {0};
-        int r = model(j->params, FAKE_MEMORY_TOTAL - FAKE_MEMORY_USED, &pts, j->why,
-                      sizeof(j->why));
+        int r =
+            model(j->params, FAKE_MEMORY_TOTAL - FAKE_MEMORY_USED, &pts, j->why, sizeof(j->why));
 
         for (size_t i = 0; r == 0 && i < pts.n; i++) {
                 r = add(j, pts.p[i].name, key, pts.p[i].bytes);

@@ -11,18 +11,18 @@
 
 #include "catalog.h"
 
-#define FAKE_FP32_FLOPS    4.0e13 /* cuBLAS Sgemm, sustained */
-#define FAKE_HBM_GBPS      3000.0
-#define FAKE_COPY_GBPS     55.5
-#define FAKE_FAULT_GBPS    8.5
-#define FAKE_MAPPED_GBPS   52.0
-#define FAKE_GATHER_GBPS   2000.0 /* rows gathered from HBM */
-#define FAKE_REMOTE_GBPS   20.0   /* rows read in place over PCIe */
-#define FAKE_PACK_GBPS     10.0   /* the CPU packing rows */
-#define FAKE_FAULT_CHUNK   65536.0
-#define FAKE_ALIGN_FLOATS  64
-#define FAKE_GEMMS_MAX     128
-#define FAKE_EULER_GAMMA   0.5772156649
+#define FAKE_FP32_FLOPS   4.0e13 /* cuBLAS Sgemm, sustained */
+#define FAKE_HBM_GBPS     3000.0
+#define FAKE_COPY_GBPS    55.5
+#define FAKE_FAULT_GBPS   8.5
+#define FAKE_MAPPED_GBPS  52.0
+#define FAKE_GATHER_GBPS  2000.0 /* rows gathered from HBM */
+#define FAKE_REMOTE_GBPS  20.0   /* rows read in place over PCIe */
+#define FAKE_PACK_GBPS    10.0   /* the CPU packing rows */
+#define FAKE_FAULT_CHUNK  65536.0
+#define FAKE_ALIGN_FLOATS 64
+#define FAKE_GEMMS_MAX    128
+#define FAKE_EULER_GAMMA  0.5772156649
 
 enum { C_BATCH, C_WEIGHTS, C_ACTS, C_GRADS, C_OPT, C_N };
 static const char *const class_names[C_N] = {TRAIN_CLASS_BATCH, TRAIN_CLASS_WEIGHTS,
@@ -98,8 +98,8 @@ static double ms_at(double bytes, double gbps)
 }
 
 /* One cell's first and steady step: the all-device step plus what the placement adds. */
-static void train_cell(const uint64_t bytes[C_N], double device_ms, const char *cls,
-                       const char *pl, double *ret_first, double *ret_steady)
+static void train_cell(const uint64_t bytes[C_N], double device_ms, const char *cls, const char *pl,
+                       double *ret_first, double *ret_steady)
 {
         double first = device_ms, steady = device_ms;
 
@@ -160,7 +160,8 @@ int fake_train_step(const json_t *params, uint64_t free_bytes, struct fake_point
                          (unsigned long long)total, (unsigned long long)free_bytes);
                 return -ENOMEM;
         }
-        double device_ms = flops / FAKE_FP32_FLOPS * 1e3 + ms_at((double)bytes[C_BATCH], FAKE_COPY_GBPS) +
+        double device_ms = flops / FAKE_FP32_FLOPS * 1e3 +
+                           ms_at((double)bytes[C_BATCH], FAKE_COPY_GBPS) +
                            ms_at(4.0 * bytes[C_WEIGHTS] * 2, FAKE_HBM_GBPS);
         int r = train_point(out, bytes, device_ms, flops, TRAIN_CLASS_ALL, MEAS_TRAIN_DEVICE);
         json_array_foreach(json_object_get(params, "classes"), ci, cv)
@@ -168,8 +169,8 @@ int fake_train_step(const json_t *params, uint64_t free_bytes, struct fake_point
                 json_array_foreach(json_object_get(params, "placements"), pi, pv)
                 {
                         if (r == 0)
-                                r = train_point(out, bytes, device_ms, flops,
-                                                json_string_value(cv), json_string_value(pv));
+                                r = train_point(out, bytes, device_ms, flops, json_string_value(cv),
+                                                json_string_value(pv));
                 }
         }
         return r;
@@ -181,10 +182,12 @@ static double zipf_hit(double held, double rows, double s)
 {
         if (s <= 0)
                 return held / rows;
-        double hc = fabs(s - 1) < 1e-9 ? log(held) + FAKE_EULER_GAMMA
-                                       : (pow(held, 1 - s) - 1) / (1 - s) + 0.5 + 0.5 * pow(held, -s);
-        double hr = fabs(s - 1) < 1e-9 ? log(rows) + FAKE_EULER_GAMMA
-                                       : (pow(rows, 1 - s) - 1) / (1 - s) + 0.5 + 0.5 * pow(rows, -s);
+        double hc = fabs(s - 1) < 1e-9
+                        ? log(held) + FAKE_EULER_GAMMA
+                        : (pow(held, 1 - s) - 1) / (1 - s) + 0.5 + 0.5 * pow(held, -s);
+        double hr = fabs(s - 1) < 1e-9
+                        ? log(rows) + FAKE_EULER_GAMMA
+                        : (pow(rows, 1 - s) - 1) / (1 - s) + 0.5 + 0.5 * pow(rows, -s);
         double h = hc / hr;
         return h < 0 ? 0 : h > 1 ? 1 : h;
 }
@@ -208,8 +211,8 @@ static int emb_point(struct fake_points *out, const struct emb_shape *e, const c
         else if (strcmp(s, MEAS_EMB_HBM_CACHE) == 0) {
                 ms = e->hit * gather_ms +
                      ms_at((1 - e->hit) * e->lookups * fmax(e->row, 64), FAKE_REMOTE_GBPS);
-                extra = json_pack("{s:I, s:f, s:s}", "cache_rows", (json_int_t)e->held,
-                                  "hit_rate", e->hit, "cache_fill",
+                extra = json_pack("{s:I, s:f, s:s}", "cache_rows", (json_int_t)e->held, "hit_rate",
+                                  e->hit, "cache_fill",
                                   "static: the distribution's hottest rows, before timing");
         } else if (strcmp(s, MEAS_EMB_EXPLICIT_GATHER) == 0) {
                 double pack = ms_at(e->gathered, FAKE_PACK_GBPS);

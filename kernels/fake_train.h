@@ -22,8 +22,8 @@ struct fake_points {
         size_t n;
 };
 
-/* 0 with out filled (free with fake_points_free), -EINVAL / -ENOMEM / -ENOTSUP with why. free_bytes:
- * the modelled GPU's free memory, refused past as the worker refuses. */
+/* 0 with out filled (free with fake_points_free), -EINVAL / -ENOMEM / -ENOTSUP with why.
+ * free_bytes: the modelled GPU's free memory, refused past as the worker refuses. */
 int fake_train_step(const json_t *params, uint64_t free_bytes, struct fake_points *out, char *why,
                     size_t why_len);
 int fake_embedding_gather(const json_t *params, uint64_t free_bytes, struct fake_points *out,

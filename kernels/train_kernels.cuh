@@ -96,13 +96,13 @@ __global__ static void k_train_adam(float *w, const float *g, float *m, float *v
 struct train_net {
         int gemms, rows;
         int dims[TRAIN_GEMMS_MAX + 1];
-        float *x, *t;                  /* batch: input rows x dims[0], target rows x dims[gemms] */
-        float *a[TRAIN_GEMMS_MAX];     /* activations: GEMM i's output, rows x dims[i + 1] */
-        float *w[TRAIN_GEMMS_MAX];     /* weights: dims[i] x dims[i + 1], row-major */
-        float *dw[TRAIN_GEMMS_MAX];    /* weight gradients, the same shapes */
-        float *g0, *g1;                /* activation gradients, rows x the widest dim each */
-        float *m, *v;                  /* Adam's moments, the weights' layout */
-        uint64_t nweights;             /* floats of every weight together */
+        float *x, *t;               /* batch: input rows x dims[0], target rows x dims[gemms] */
+        float *a[TRAIN_GEMMS_MAX];  /* activations: GEMM i's output, rows x dims[i + 1] */
+        float *w[TRAIN_GEMMS_MAX];  /* weights: dims[i] x dims[i + 1], row-major */
+        float *dw[TRAIN_GEMMS_MAX]; /* weight gradients, the same shapes */
+        float *g0, *g1;             /* activation gradients, rows x the widest dim each */
+        float *m, *v;               /* Adam's moments, the weights' layout */
+        uint64_t nweights;          /* floats of every weight together */
 };
 
 /* Enqueues one step's compute on stream s: forward (GEMM, ReLU between GEMMs), the loss
@@ -110,8 +110,8 @@ struct train_net {
  * and the update. gemm(transa, transb, m, n, k, A, lda, B, ldb, beta, C, ldc) is cuBLAS's Sgemm
  * with alpha 1, column-major: a row-major Y = X W is Y^T = W^T X^T. Returns gemm's first
  * non-zero status, or 0. */
-template <class Gemm> static int train_enqueue(const struct train_net *n, Gemm gemm,
-                                                cudaStream_t s, unsigned grid)
+template <class Gemm>
+static int train_enqueue(const struct train_net *n, Gemm gemm, cudaStream_t s, unsigned grid)
 {
         const int rows = n->rows, last = n->gemms - 1;
         float *g = n->g0, *gnext = n->g1;
@@ -124,16 +124,16 @@ template <class Gemm> static int train_enqueue(const struct train_net *n, Gemm g
                 if (r != 0)
                         return r;
                 if (i < last)
-                        k_train_relu<<<grid, TRAIN_THREADS, 0, s>>>(
-                            n->a[i], (uint64_t)rows * n->dims[i + 1]);
+                        k_train_relu<<<grid, TRAIN_THREADS, 0, s>>>(n->a[i], (uint64_t)rows *
+                                                                                 n->dims[i + 1]);
         }
         k_train_loss_grad<<<grid, TRAIN_THREADS, 0, s>>>(
             g, n->a[last], n->t, (uint64_t)rows * n->dims[last + 1], 1.0f / rows);
         for (int i = last; i >= 0; i--) {
                 const float *in = i == 0 ? n->x : n->a[i - 1];
                 /* dW = X^T dY: column-major dW^T = dY^T X */
-                r = gemm(0, 1, n->dims[i + 1], n->dims[i], rows, g, n->dims[i + 1], in,
-                         n->dims[i], 0.0f, n->dw[i], n->dims[i + 1]);
+                r = gemm(0, 1, n->dims[i + 1], n->dims[i], rows, g, n->dims[i + 1], in, n->dims[i],
+                         0.0f, n->dw[i], n->dims[i + 1]);
                 if (r != 0 || i == 0)
                         break;
                 /* dX = dY W^T: column-major dX^T = W dY^T */

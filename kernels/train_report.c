@@ -94,10 +94,9 @@ json_t *train_matrix(const json_t *measurements)
                         continue;
                 double f = json_number_value(json_object_get(m, "first_step_ms"));
                 double s = median_ms(m);
-                json_t *cell = json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", name,
-                                         "first_step_ms", f, "steady_step_ms", s,
-                                         "first_vs_device", f / ref_first, "steady_vs_device",
-                                         s / ref_steady);
+                json_t *cell = json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", name, "first_step_ms",
+                                         f, "steady_step_ms", s, "first_vs_device", f / ref_first,
+                                         "steady_vs_device", s / ref_steady);
                 add_once(json_object_get(o, "classes"), cls);
                 add_once(json_object_get(o, "placements"), pl);
                 json_object_set(json_object_get(row_for(json_object_get(o, "rows"), cls), "cells"),
@@ -146,8 +145,8 @@ static json_t *embed_planner(const json_t *measurements, double hbm)
             "{s:{s:o, s:o, s:o, s:o, s:o}, s:{s:f, s:f, s:n, s:f, s:f, s:f, s:s}, s:{s:o, s:o, "
             "s:o, s:o}}",
             "measured", "hbm_gbps", rate_or_null(hbm), "host_memory_gbps", rate_or_null(host),
-            "pcie_gbps", rate_or_null(pcie), "uvm_lookup_gbps", rate_or_null(lookup),
-            "uvm_factor", ratio_or_null(lookup, hbm), "torchrec", "hbm_gbps", TORCHREC_HBM_GBPS,
+            "pcie_gbps", rate_or_null(pcie), "uvm_lookup_gbps", rate_or_null(lookup), "uvm_factor",
+            ratio_or_null(lookup, hbm), "torchrec", "hbm_gbps", TORCHREC_HBM_GBPS,
             "host_memory_gbps", TORCHREC_DDR_GBPS, "pcie_gbps", "uvm_lookup_gbps", tr_uvm,
             "uvm_factor", tr_uvm / TORCHREC_HBM_GBPS, "uvm_caching_gbps",
             (TORCHREC_UVM_CACHING_RATIO * TORCHREC_HBM_GBPS +
@@ -177,20 +176,19 @@ json_t *embed_report(const json_t *measurements, long long lookups)
                 double ms = median_ms(m);
                 if (!name || ms <= 0)
                         continue;
-                json_array_append_new(
-                    factors, json_pack("{s:s, s:f, s:f, s:o}", "strategy", name, "rows_per_s",
-                                       (double)lookups / (ms / 1e3), "gbps",
-                                       json_number_value(json_object_get(m, "gbps")),
-                                       "factor_vs_device", ratio_or_null(ms, dev_ms)));
+                json_array_append_new(factors,
+                                      json_pack("{s:s, s:f, s:f, s:o}", "strategy", name,
+                                                "rows_per_s", (double)lookups / (ms / 1e3), "gbps",
+                                                json_number_value(json_object_get(m, "gbps")),
+                                                "factor_vs_device", ratio_or_null(ms, dev_ms)));
                 if (dev_ms > 0 && ms / dev_ms > worst_f) {
                         worst_f = ms / dev_ms;
                         worst = name;
                 }
         }
-        json_t *o = json_pack("{s:o, s:o}", "factors", factors, "planner",
-                              embed_planner(measurements, dev ? json_number_value(json_object_get(
-                                                                    dev, "gbps"))
-                                                              : 0));
+        json_t *o = json_pack(
+            "{s:o, s:o}", "factors", factors, "planner",
+            embed_planner(measurements, dev ? json_number_value(json_object_get(dev, "gbps")) : 0));
         if (o && worst) {
                 snprintf(buf, sizeof(buf),
                          "every strategy against rows gathered from HBM; the slowest, %s, takes "

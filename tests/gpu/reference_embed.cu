@@ -76,7 +76,8 @@ int main(int argc, char **argv)
         CK(cudaEventCreate(&a));
         CK(cudaEventCreate(&b));
         uint64_t blocks = ((uint64_t)lookups * 32 + EMB_THREADS - 1) / EMB_THREADS;
-        unsigned grid = (unsigned)std::min<uint64_t>(blocks, (uint64_t)prop.multiProcessorCount * 8);
+        unsigned grid =
+            (unsigned)std::min<uint64_t>(blocks, (uint64_t)prop.multiProcessorCount * 8);
         const uint8_t *tables[2] = {table_dev, host_view};
         double med[2];
         for (int t = 0; t < 2; t++) {

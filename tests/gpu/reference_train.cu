@@ -102,7 +102,8 @@ int main(int argc, char **argv)
         CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
         CK(cudaEventCreate(&a));
         CK(cudaEventCreate(&b));
-        if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)
+        if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS ||
+            cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)
                 return 1;
         auto gemm = [&](int ta, int tb2, int m, int nn, int k, const float *A, int lda,
                         const float *B, int ldb, float beta, float *C, int ldc) {

@@ -133,8 +133,9 @@ static const char CLOSED_MODULE[] = "NVRM version: NVIDIA UNIX x86_64 Kernel Mod
 
 static json_t *hmm_for(bool pageable, const char *version, const char *release, int cuda)
 {
-        json_t *dev = json_pack("{s:b, s:b, s:i}", "pageableMemoryAccess", pageable,
-                                "pageableMemoryAccessUsesHostPageTables", 0, "driver_version", cuda);
+        json_t *dev =
+            json_pack("{s:b, s:b, s:i}", "pageableMemoryAccess", pageable,
+                      "pageableMemoryAccessUsesHostPageTables", 0, "driver_version", cuda);
         json_t *uvm = json_pack("{s:s}", "uvm_disable_hmm", "N");
         json_t *h = conditions_hmm(uvm, dev, version, release);
         json_decref(dev);
