@@ -61,7 +61,11 @@ static void train_conclude(json_t *o, const json_t *worst_first, const json_t *w
                                 "; the dearest first step is %s at %.2fx all-device",
                                 json_string_value(json_object_get(worst_first, "name")),
                                 json_number_value(json_object_get(worst_first, "first_vs_device")));
-        if (worst_steady && len < (int)sizeof(buf))
+        /* A steady step within the free margin is no cost: naming it "dearest" would mislead. */
+        if (worst_steady &&
+            json_number_value(json_object_get(worst_steady, "steady_vs_device")) >
+                TRAIN_FREE_WITHIN &&
+            len < (int)sizeof(buf))
                 snprintf(buf + len, sizeof(buf) - len,
                          "; the dearest steady step is %s at %.2fx, paid every step",
                          json_string_value(json_object_get(worst_steady, "name")),

@@ -158,3 +158,12 @@ def test_text_view_shows_the_matrix_and_the_factors(umd):
     done, _, _ = job(d, "embedding_gather", size="64MiB")
     text = d.get(f"/v1/jobs/{done['id']}?format=text").text
     assert "x HBM time" in text and "TorchRec" in text and "UVM lookup" in text
+
+
+def test_a_steady_step_within_the_margin_is_not_called_a_cost(umd):
+    d = umd(fake_devices=1)
+    _, res, _ = job(d, "train_step", classes=["weights"], placements=["managed_host"])
+    pm = res["placement_matrix"]
+    assert pm["free"] == ["managed_host@weights"]
+    assert "dearest first step is managed_host@weights" in pm["conclusion"]
+    assert "dearest steady step" not in pm["conclusion"]
