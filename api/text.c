@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "size.h"
+#include "text_train.h"
 #include "util.h"
 
 static const char *str(const json_t *o, const char *k, const char *def)
@@ -457,6 +458,7 @@ char *text_render_job(const json_t *job)
                         continue;
                 render_measurements(f, res);
                 render_explains(f, res);
+                text_render_train(f, res);
                 const json_t *s = json_object_get(res, "summary");
                 const char *bench = str(job, "benchmark", "");
                 if (!json_is_object(s))

@@ -523,6 +523,134 @@ static const struct param_def health_params[] = {
     P_FAKE,
 };
 
+/* train_step and embedding_gather (issue 60): a GEMM training step with each tensor class
+ * placed, and embedding rows gathered from a table in host memory. */
+static const char *const train_shape_values[] = {TRAIN_SHAPE_MLP, TRAIN_SHAPE_TRANSFORMER, NULL};
+static const char *const train_class_values[] = {TRAIN_CLASS_BATCH,
+                                                 TRAIN_CLASS_WEIGHTS,
+                                                 TRAIN_CLASS_ACTIVATIONS,
+                                                 TRAIN_CLASS_GRADIENTS,
+                                                 TRAIN_CLASS_OPTIMIZER,
+                                                 TRAIN_CLASS_ALL,
+                                                 NULL};
+static const char *const train_placement_values[] = {
+    MEAS_TRAIN_MANAGED_RESIDENT, MEAS_TRAIN_MANAGED_HOST, MEAS_TRAIN_HOST_MAPPED, NULL};
+static const char *const emb_strategy_values[] = {
+    MEAS_EMB_DEVICE,    MEAS_EMB_MANAGED_UVM,     MEAS_EMB_ON_DEMAND,  MEAS_EMB_HOST_MAPPED,
+    MEAS_EMB_HBM_CACHE, MEAS_EMB_EXPLICIT_GATHER, MEAS_EMB_WHOLE_COPY, NULL};
+
+static const struct param_def train_step_params[] = {
+    {.name = "shape",
+     .type = PARAM_ENUM,
+     .description = "mlp: layers of hidden x hidden GEMMs; transformer_block: each layer the "
+                    "four GEMMs of a block (QKV, output projection, FFN up to 4x hidden and "
+                    "down), no attention-score GEMMs",
+     .def_str = TRAIN_SHAPE_MLP,
+     .values = train_shape_values},
+    {.name = "batch",
+     .type = PARAM_INT,
+     .unit = "rows",
+     .description = "rows of the batch (tokens for transformer_block)",
+     .min = 16,
+     .max = 65536,
+     .def = 2048},
+    {.name = "hidden",
+     .type = PARAM_INT,
+     .unit = "floats",
+     .description = "the hidden width",
+     .min = 64,
+     .max = 16384,
+     .def = 2048},
+    {.name = "layers",
+     .type = PARAM_INT,
+     .description = "layers (or blocks)",
+     .min = 1,
+     .max = 32,
+     .def = 4},
+    {.name = "steps",
+     .type = PARAM_INT,
+     .unit = "steps",
+     .description = "training steps per sample, from a fresh placement (the first is reported "
+                    "apart from the steady ones)",
+     .min = 2,
+     .max = 50,
+     .def = 5},
+    {.name = "classes",
+     .type = PARAM_ENUM_LIST,
+     .description = "the rows of the placement matrix: each tensor class placed alone, and all "
+                    "of them at once",
+     .def_str =
+         TRAIN_CLASS_BATCH "," TRAIN_CLASS_WEIGHTS "," TRAIN_CLASS_ACTIVATIONS
+                           "," TRAIN_CLASS_GRADIENTS "," TRAIN_CLASS_OPTIMIZER "," TRAIN_CLASS_ALL,
+     .values = train_class_values},
+    {.name = "placements",
+     .type = PARAM_ENUM_LIST,
+     .description = "the columns: managed and prefetched to the GPU, managed and first on the "
+                    "host, or host-mapped pinned; every row is compared with all in device "
+                    "memory",
+     .def_str = MEAS_TRAIN_MANAGED_RESIDENT "," MEAS_TRAIN_MANAGED_HOST "," MEAS_TRAIN_HOST_MAPPED,
+     .values = train_placement_values},
+    P_ITER(3),
+    {.name = "warmup",
+     .type = PARAM_INT,
+     .unit = "samples",
+     .description = "untimed samples before the timed ones (each a fresh placement too)",
+     .min = 0,
+     .max = 10,
+     .def = 1},
+    P_SEED,
+    P_FAKE,
+};
+
+static const struct param_def embedding_gather_params[] = {
+    {.name = "size",
+     .type = PARAM_SIZE,
+     .unit = "bytes",
+     .description = "bytes of the embedding table in host memory",
+     .min = 64 * KiB,
+     .max = 0,
+     .def = 1 * GiB},
+    {.name = "row_bytes",
+     .type = PARAM_INT,
+     .unit = "bytes",
+     .description = "bytes of one row, a multiple of 16 (128: 32 floats)",
+     .min = 16,
+     .max = 65536,
+     .def = 128},
+    {.name = "lookups",
+     .type = PARAM_INT,
+     .unit = "rows",
+     .description = "rows gathered a step",
+     .min = 1,
+     .max = 1 << 22,
+     .def = 65536},
+    {.name = "zipf_x100",
+     .type = PARAM_INT,
+     .description = "the rows' Zipf exponent in hundredths (0: uniform, 105: 1.05), indices "
+                    "drawn on the host from seed",
+     .min = 0,
+     .max = 300,
+     .def = 0},
+    {.name = "cache_load_factor",
+     .type = PARAM_INT,
+     .unit = "percent",
+     .description = "hbm_cache: rows of the table the HBM cache holds (FBGEMM's default 20)",
+     .min = 1,
+     .max = 100,
+     .def = 20},
+    {.name = "strategies",
+     .type = PARAM_ENUM_LIST,
+     .description = "strategies to run, all on the same indices (device is the reference)",
+     .def_str = MEAS_EMB_DEVICE "," MEAS_EMB_MANAGED_UVM "," MEAS_EMB_ON_DEMAND
+                                "," MEAS_EMB_HOST_MAPPED "," MEAS_EMB_HBM_CACHE
+                                "," MEAS_EMB_EXPLICIT_GATHER "," MEAS_EMB_WHOLE_COPY,
+     .values = emb_strategy_values},
+    P_ITER(10),
+    P_WARMUP,
+    P_SEED,
+    P_FAKE,
+};
+
 /* Each benchmark's measurement names (catalog.h's MEAS_*): what its result may contain. */
 static const char *const copy_meas[] = {MEAS_H2D, MEAS_D2H, MEAS_BIDIR, NULL};
 static const char *const copy_overlap_meas[] = {MEAS_OVERLAPPED, MEAS_SERIAL, MEAS_COPY_ALONE,
@@ -574,6 +702,10 @@ static const char *const managed_peer_meas[] = {MEAS_ON_DEMAND, MEAS_PREFETCH, M
 static const char *const host_all_meas[] = {MEAS_ALONE, MEAS_ALL, NULL};
 static const char *const topology_meas[] = {MEAS_D2D,    MEAS_CE_UNI,   MEAS_CE_BIDIR,
                                             MEAS_SM_UNI, MEAS_SM_BIDIR, NULL};
+static const char *const train_step_meas[] = {MEAS_TRAIN_DEVICE, MEAS_TRAIN_MANAGED_RESIDENT,
+                                              MEAS_TRAIN_MANAGED_HOST, MEAS_TRAIN_HOST_MAPPED,
+                                              NULL};
+#define embedding_gather_meas (emb_strategy_values)
 
 #define BENCH(name_, kind_, desc_, params_, meas_)                                                 \
         {                                                                                          \
@@ -636,6 +768,16 @@ static const struct bench_def catalog[] = {
           "pipeline across kernel intensities and touched fractions: each strategy's curve, the "
           "intensity where it comes within 10% of the limit, and where managed memory wins",
           pipeline_sweep_params, pipeline_meas),
+    BENCH("train_step", "benchmark",
+          "a GEMM training step (cuBLAS forward and backward, an Adam update) with each tensor "
+          "class in device, managed or host-mapped memory: the placement matrix against all "
+          "in device memory, first step and steady state",
+          train_step_params, train_step_meas),
+    BENCH("embedding_gather", "benchmark",
+          "embedding rows gathered from a table in host memory by every strategy (HBM, "
+          "FBGEMM's managed mode, on demand, host-mapped, an HBM row cache, a CPU gather, the "
+          "whole table copied): rows/s and each against HBM, beside TorchRec's planner constants",
+          embedding_gather_params, embedding_gather_meas),
     BENCH_MULTI("peer", "benchmark",
                 "copies between every ordered pair of GPUs, copy engine and SM, one direction "
                 "and both, with the link type between each pair (needs two GPUs)",
@@ -1113,8 +1255,8 @@ static int check_cross(const json_t *params, json_t *norm, struct catalog_error 
 {
         json_t *size = json_object_get(norm, "size");
         char a[48];
-        static const char *const le_size[] = {"chunk", "stride", "writeback", "touched",
-                                              "min_touched"};
+        static const char *const le_size[] = {"chunk",   "stride",      "writeback",
+                                              "touched", "min_touched", "row_bytes"};
         json_t *touched = json_object_get(norm, "touched");
 
         /* pipeline: touched 0 is the whole batch, said in bytes so the result shows it. */

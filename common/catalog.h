@@ -109,6 +109,27 @@ struct param_def {
 #define PIPE_ISSUE_AUTO        "auto"
 #define PIPE_ISSUE_COPY_STREAM "copy_stream"
 #define PIPE_ISSUE_ROUND_ROBIN "round_robin"
+/* train_step (issue 60): a measurement "placement@class", "device@all" the reference */
+#define MEAS_TRAIN_DEVICE           "device"
+#define MEAS_TRAIN_MANAGED_RESIDENT "managed_resident"
+#define MEAS_TRAIN_MANAGED_HOST     "managed_host"
+#define MEAS_TRAIN_HOST_MAPPED      "host_mapped"
+#define TRAIN_CLASS_BATCH           "batch"
+#define TRAIN_CLASS_WEIGHTS         "weights"
+#define TRAIN_CLASS_ACTIVATIONS     "activations"
+#define TRAIN_CLASS_GRADIENTS       "gradients"
+#define TRAIN_CLASS_OPTIMIZER       "optimizer"
+#define TRAIN_CLASS_ALL             "all"
+#define TRAIN_SHAPE_MLP             "mlp"
+#define TRAIN_SHAPE_TRANSFORMER     "transformer_block"
+/* embedding_gather (issue 60): one measurement per strategy, "device" the HBM reference */
+#define MEAS_EMB_DEVICE          "device"
+#define MEAS_EMB_MANAGED_UVM     "managed_uvm"
+#define MEAS_EMB_ON_DEMAND       MEAS_MANAGED_ON_DEMAND
+#define MEAS_EMB_HOST_MAPPED     "host_mapped"
+#define MEAS_EMB_HBM_CACHE       "hbm_cache"
+#define MEAS_EMB_EXPLICIT_GATHER "explicit_gather"
+#define MEAS_EMB_WHOLE_COPY      "whole_copy"
 /* health's small-copy latency */
 #define MEAS_LATENCY_PINNED_H2D "latency_pinned_h2d"
 /* health's extended tier (issue 24): what it adds to the quick tier's measurements. A knee is a

@@ -710,6 +710,8 @@ static const bench_entry<int (*)(struct bench_job *)> benchmarks[] = {
     {"d2d", bench_d2d},
     {"pipeline", bench_pipeline},
     {"pipeline_sweep", bench_pipeline_sweep},
+    {"train_step", bench_train_step},
+    {"embedding_gather", bench_embedding_gather},
 };
 
 static int (*bench_find(const char *id))(struct bench_job *)

@@ -421,6 +421,8 @@ int bench_health(struct bench_job *j);
 int bench_d2d(struct bench_job *j);
 int bench_pipeline(struct bench_job *j);
 int bench_pipeline_sweep(struct bench_job *j);
+int bench_train_step(struct bench_job *j);       /* bench_train.cu (issue 60) */
+int bench_embedding_gather(struct bench_job *j); /* bench_embed.cu (issue 60) */
 /* d2d's measurements under other names (topology's "d2d@G"); sm_name NULL: copy engine only.
  * extra (may be NULL, borrowed) is added to each measurement. */
 int d2d_measure(struct bench_job *j, const char *ce_name, const char *sm_name, const json_t *extra);

@@ -15,6 +15,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <sys/utsname.h>
 
 #define UVM_PARAMS_MAX 64
 #define UVM_VALUE_MAX  256
@@ -169,27 +170,85 @@ static bool flag_set(const json_t *v)
         return s && (s[0] == 'Y' || s[0] == 'y');
 }
 
+/* HMM's needs (NVIDIA's open-gpu-kernel-modules README and the CUDA programming guide's
+ * "Heterogeneous Memory Management"): the open kernel modules, Linux 6.1.24 or later, CUDA 12.2
+ * or later, nvidia_uvm's HMM left on, and the device then reports pageableMemoryAccess. */
+#define HMM_LINUX_MAJOR 6
+#define HMM_LINUX_MINOR 1
+#define HMM_LINUX_PATCH 24
+#define HMM_CUDA_MIN    12020
+#define HMM_WHY_MAX     512
+
+static bool linux_new_enough(const char *release)
+{
+        int a = 0, b = 0, c = 0;
+        if (!release || sscanf(release, "%d.%d.%d", &a, &b, &c) < 2)
+                return false;
+        if (a != HMM_LINUX_MAJOR)
+                return a > HMM_LINUX_MAJOR;
+        return b != HMM_LINUX_MINOR ? b > HMM_LINUX_MINOR : c >= HMM_LINUX_PATCH;
+}
+
+/* "open" when /proc/driver/nvidia/version says "Open Kernel Module", "proprietary" otherwise,
+ * null when it could not be read. */
+static json_t *module_kind(const char *version_text)
+{
+        if (!version_text)
+                return json_null();
+        return json_string(strstr(version_text, "Open Kernel Module") ? "open" : "proprietary");
+}
+
+json_t *conditions_hmm(const json_t *uvm, const json_t *device, const char *version_text,
+                       const char *release)
+{
+        json_t *pma = json_object_get(device, "pageableMemoryAccess");
+        json_t *hpt = json_object_get(device, "pageableMemoryAccessUsesHostPageTables");
+        json_t *dis = uvm ? json_object_get(uvm, "uvm_disable_hmm") : NULL;
+        json_t *module = module_kind(version_text);
+        json_int_t cuda = json_integer_value(json_object_get(device, "driver_version"));
+        bool pageable = json_is_true(pma) || (json_is_integer(pma) && json_integer_value(pma));
+        bool disabled = dis && flag_set(dis);
+        char why[HMM_WHY_MAX] = "";
+        size_t len = 0;
+
+#define BLOCKER(cond, text)                                                                        \
+        do {                                                                                       \
+                if ((cond) && len < sizeof(why))                                                   \
+                        len += snprintf(why + len, sizeof(why) - len, "%s%s", len ? "; " : "",     \
+                                        (text));                                                   \
+        } while (0)
+        BLOCKER(!pageable, "the device reports no pageableMemoryAccess: kernels cannot use "
+                           "malloc memory");
+        BLOCKER(disabled, "nvidia_uvm's uvm_disable_hmm is set");
+        BLOCKER(json_is_string(module) && strcmp(json_string_value(module), "open") != 0,
+                "the proprietary kernel module is loaded (HMM needs the open one)");
+        BLOCKER(release && !linux_new_enough(release), "Linux is older than 6.1.24");
+        BLOCKER(cuda > 0 && cuda < HMM_CUDA_MIN, "the driver's CUDA is older than 12.2");
+#undef BLOCKER
+        if (!len)
+                snprintf(why, sizeof(why), "%s",
+                         json_is_true(hpt) ? "the device reports pageableMemoryAccess through "
+                                             "the host's page tables (ATS): system_memory runs"
+                                           : "the device reports pageableMemoryAccess: "
+                                             "system_memory runs");
+        return json_pack("{s:b, s:O?, s:O?, s:b, s:s, s:o, s:s?, s:I}", "pageableMemoryAccess",
+                         pageable, "pageableMemoryAccessUsesHostPageTables", hpt, "uvm_disable_hmm",
+                         dis, "could_use_hmm", pageable && !disabled, "why", why, "kernel_module",
+                         module, "kernel_release", release, "cuda_driver_version", cuda);
+}
+
 json_t *conditions_host(const char *uvm_dir, const json_t *device)
 {
         const char *why = NULL;
         json_t *uvm = conditions_uvm_params(uvm_dir, &why);
-        json_t *pma = json_object_get(device, "pageableMemoryAccess");
-        json_t *hpt = json_object_get(device, "pageableMemoryAccessUsesHostPageTables");
-        json_t *dis = uvm ? json_object_get(uvm, "uvm_disable_hmm") : NULL;
-        bool pageable = json_is_true(pma) || (json_is_integer(pma) && json_integer_value(pma));
-        bool disabled = dis && flag_set(dis);
-        const char *hmm_why;
+        char *version = NULL;
+        size_t vlen = 0;
+        struct utsname u;
 
-        if (!pageable)
-                hmm_why = "the device reports no pageableMemoryAccess: kernels cannot use malloc "
-                          "memory";
-        else if (disabled)
-                hmm_why = "nvidia_uvm's uvm_disable_hmm is set";
-        else
-                hmm_why = "the device reports pageableMemoryAccess";
-        json_t *hmm = json_pack("{s:b, s:O?, s:O?, s:b, s:s}", "pageableMemoryAccess", pageable,
-                                "pageableMemoryAccessUsesHostPageTables", hpt, "uvm_disable_hmm",
-                                dis, "could_use_hmm", pageable && !disabled, "why", hmm_why);
+        if (read_file_at(AT_FDCWD, CONDITIONS_NVIDIA_VERSION, SYSFS_ATTR_MAX, &version, &vlen) < 0)
+                version = NULL;
+        json_t *hmm = conditions_hmm(uvm, device, version, uname(&u) == 0 ? u.release : NULL);
+        free(version);
         json_t *o = json_pack("{s:o, s:o}", "nvidia_uvm", uvm ? uvm : json_null(), "hmm", hmm);
         if (o && !uvm)
                 json_object_set_new(o, "nvidia_uvm_why", json_string(why));

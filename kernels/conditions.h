@@ -18,6 +18,14 @@ json_t *conditions_uvm_params(const char *dir, const char **ret_why);
  *  "could_use_hmm", "why"}} from the uvm parameter directory and the device's --list entry. */
 json_t *conditions_host(const char *uvm_dir, const json_t *device);
 
+/* Why HMM can or cannot be used here (issue 60), said plainly: conditions_host's "hmm" from the
+ * uvm parameters (NULL: unread), the device's --list entry, /proc/driver/nvidia/version's text
+ * (NULL: unread) and the kernel's release (NULL: unknown). Adds kernel_module ("open",
+ * "proprietary" or null), kernel_release and cuda_driver_version; why names every blocker. */
+#define CONDITIONS_NVIDIA_VERSION "/proc/driver/nvidia/version"
+json_t *conditions_hmm(const json_t *uvm, const json_t *device, const char *version_text,
+                       const char *release);
+
 /* The GPU with this UUID now, through NVML: {"sm_clock_mhz", "memory_clock_mhz",
  * "graphics_clock_mhz", "max_sm_clock_mhz", "temperature_c", "power_w", "throttle_reasons":
  * [names], "throttle_mask"}; fields NVML does not answer are null. When NVML is absent:

@@ -7,6 +7,8 @@
  * are catalog.h's MEAS_*. Rates follow the H200 facts in DESIGN.md; they are a model, never a
  * measurement. */
 #include "fake.h"
+#include "fake_train.h"
+#include "train_report.h"
 
 #include "backend.h"
 #include "catalog.h"
@@ -52,6 +54,7 @@ static const struct fake_mode {
     /* pipeline: every strategy's step time comes from pipe_model(), these name the rate of the
      * part the model has no better number for */
     {"pipeline", 1.0, 0, 1, "one direction"},
+    {"train_step", 1.0, 0, 1, "placed bytes"}, /* fake_train.c's model gives each time */
     {"zero_copy_read", 52.0, 6, 1, "one direction"},
     {"zero_copy", 84.6, 6, 2, "read+write"},
     {"managed_on_demand", 8.5, 30, 1, "one direction"},
@@ -727,6 +730,38 @@ static int plan_pipeline(struct fake_job *j)
         return plan_pipe_point(j, &p, json_object_get(j->params, "strategies"), "", NULL);
 }
 
+/* train_step and embedding_gather (issue 60): fake_train.c's model gives each measurement's
+ * time and keys; key names the rate table's entry that says which bytes are counted. */
+static int plan_points(struct fake_job *j,
+                       int (*model)(const json_t *, uint64_t, struct fake_points *, char *, size_t),
+                       const char *key)
+{
+        struct fake_points pts = {0};
+        int r =
+            model(j->params, FAKE_MEMORY_TOTAL - FAKE_MEMORY_USED, &pts, j->why, sizeof(j->why));
+
+        for (size_t i = 0; r == 0 && i < pts.n; i++) {
+                r = add(j, pts.p[i].name, key, pts.p[i].bytes);
+                if (r < 0)
+                        break;
+                j->m[j->n - 1].ms = pts.p[i].ms;
+                j->m[j->n - 1].extra = pts.p[i].extra;
+                pts.p[i].extra = NULL;
+        }
+        fake_points_free(&pts);
+        return r;
+}
+
+static int plan_train_step(struct fake_job *j)
+{
+        return plan_points(j, fake_train_step, "train_step");
+}
+
+static int plan_embedding_gather(struct fake_job *j)
+{
+        return plan_points(j, fake_embedding_gather, "pipeline");
+}
+
 /* The same points as kernels/bench_suite.cu's pipeline_sweep, in the same order. */
 static int plan_pipeline_sweep(struct fake_job *j)
 {
@@ -1323,6 +1358,8 @@ static const struct fake_plan gpu_plans[] = {
     {"d2d", plan_d2d},
     {"pipeline", plan_pipeline},
     {"pipeline_sweep", plan_pipeline_sweep},
+    {"train_step", plan_train_step},
+    {"embedding_gather", plan_embedding_gather},
 };
 
 static const struct fake_plan node_plans[] = {
@@ -1524,7 +1561,8 @@ static int run_plan(const struct fake_plan *plans, size_t n_plans, const json_t 
         job.size = param_u64(norm, "size");
         r = plan->plan(&job);
         if (r < 0) {
-                r = backend_fail(ret_error, r, "%s", r == -ENOMEM ? "out of memory" : job.why);
+                r = backend_fail(ret_error, r, "%s",
+                                 r == -ENOMEM && !job.why[0] ? "out of memory" : job.why);
                 goto out;
         }
         plan_only(&job);
@@ -1590,6 +1628,13 @@ int fake_run(const json_t *device, const char *benchmark, const json_t *params,
         result = json_pack("{s:s, s:b, s:o, s:o, s:[s]}", "benchmark", benchmark, "fake", 1,
                            "measurements", list, "context", ctx, "notes",
                            "fake device: numbers come from a bandwidth model, not a GPU");
+        if (result && strcmp(benchmark, "train_step") == 0)
+                json_object_set_new(result, "placement_matrix",
+                                    train_matrix(json_object_get(result, "measurements")));
+        if (result && strcmp(benchmark, "embedding_gather") == 0)
+                json_object_set_new(result, "embedding",
+                                    embed_report(json_object_get(result, "measurements"),
+                                                 (long long)param_u64(p, "lookups")));
         json_decref(p);
         if (result && top)
                 json_object_update(result, top);

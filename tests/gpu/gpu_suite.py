@@ -761,13 +761,57 @@ def test_xid(args):
         print(f"xid: seen {delay * 1000:.0f} ms after xid31 exited (source {source}); event "
               f"{json.dumps(ev)}; {counted[0]}; GPU 0's verdict "
               f"{last['verdict'] if last else 'none yet'}")
+
+
+def ref_json(args, prog, *argv):
+    path = os.path.join(os.path.dirname(args.reference), prog)
+    p = subprocess.run([path, *map(str, argv)], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        fail(f"{prog}: {p.stderr}")
+    return json.loads(p.stdout)
+
+
+def test_train(args):
+    """Issue 60: train_step's all-device step and embedding_gather's HBM and host-mapped
+    gathers, each within 2% of its plain reference (tests/gpu/reference_train.cu and
+    reference_embed.cu) in the same run; every row verified against the all-device outputs."""
+    shape = "batch=2048 hidden=2048 layers=4 steps=3 iterations=2 warmup=1"
+    emb = "size=1073741824 row_bytes=128 lookups=65536 iterations=10"
+    lines = drive(args, [f"train_step {shape} classes=[\"weights\"] placements=[\"managed_host\"]",
+                         f"embedding_gather {emb} strategies=[\"device\",\"host_mapped\"]"])
+    for line in lines:
+        if not line["ok"]:
+            fail(f"{line['benchmark']}: {line['error']}")
+    problems = []
+    t = {m["name"]: m for m in lines[0]["result"]["measurements"]}
+    rt = ref_json(args, "reference_train", "--batch", 2048, "--hidden", 2048, "--layers", 4,
+                  "--steps", 3, "--iterations", 2, "--warmup", 1)
+    mine = t["device@all"]["stats"]["median_ms"]
+    if abs(mine / rt["steady_step_ms"] - 1) > 0.02:
+        problems.append(f"train_step device@all {mine:.3f} ms against {rt['steady_step_ms']:.3f}")
+    e = {m["name"]: m for m in lines[1]["result"]["measurements"]}
+    re_ = ref_json(args, "reference_embed", "--size", 1 << 30, "--row-bytes", 128, "--lookups",
+                   65536, "--iterations", 10, "--warmup", 3)
+    for name, key in (("device", "device_ms"), ("host_mapped", "host_mapped_ms")):
+        mine = e[name]["stats"]["median_ms"]
+        if abs(mine / re_[key] - 1) > 0.02:
+            problems.append(f"embedding_gather {name} {mine:.4f} ms against {re_[key]:.4f}")
+    for line in lines:
+        for m in line["result"]["measurements"]:
+            if not m["verified"]:
+                problems.append(f"{m['name']} not verified")
+    print(lines[0]["result"]["placement_matrix"]["conclusion"])
+    print(lines[1]["result"]["embedding"].get("conclusion"))
+    if problems:
+        fail("; ".join(problems))
     return 0
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("test", choices=["list", "verify", "fidelity", "sanity", "limits", "suites",
-                                     "explain", "coexist", "multi", "pipeline", "errors", "xid"])
+                                     "explain", "coexist", "multi", "pipeline", "errors", "xid",
+                                     "train"])
     ap.add_argument("--umd", help="the umd daemon (coexist)")
     ap.add_argument("--worker", required=True)
     ap.add_argument("--driver", required=True)

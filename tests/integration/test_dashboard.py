@@ -367,3 +367,24 @@ def test_dashboard_jobs_table_refreshes_without_reload(page, tmp_path):
     assert fetched >= 3
     assert len(rows) >= 3 and rows[0].attrs["data-id"] == job(len(rows))["id"]
     assert "no devices" in dom.by_id("devices").text()
+
+
+def test_dashboard_draws_the_placement_matrix_and_the_embedding_factors(umd, tmp_path):
+    d = umd(fake_devices=1)
+    t = wait_job(d, submit(d, {"benchmark": "train_step",
+                               "params": {"classes": ["weights", "all"]}})["id"])
+    e = wait_job(d, submit(d, {"benchmark": "embedding_gather", "params": {"size": "64MiB"}})["id"])
+    assert t["state"] == "succeeded" and e["state"] == "succeeded"
+    pm = t["parts"][0]["result"]["placement_matrix"]
+    dom = Tree(render(d.base_url + "/", tmp_path)).root
+    table = dom.by_id("train").find_all("table", cls="placement-matrix")
+    assert len(table) == 1
+    rows = table[0].find_all("tr", cls="placement-row")
+    assert [r.attrs["data-class"] for r in rows] == ["weights", "all"]
+    cell = pm["rows"][0]["cells"]["host_mapped"]
+    assert f"{cell['first_vs_device']:.2f}× / {cell['steady_vs_device']:.2f}×" in rows[0].text()
+    assert dom.by_id("train").find_all("p", cls="conclusion")[0].text() == pm["conclusion"]
+    bars = dom.by_id("embed").find_all("rect", cls="bar")
+    factors = e["parts"][0]["result"]["embedding"]["factors"]
+    assert [b.attrs["data-strategy"] for b in bars] == [f["strategy"] for f in factors]
+    assert "TorchRec" in dom.by_id("embed").text()

@@ -127,6 +127,71 @@ static void test_stamp_on_a_fake_device_reads_nothing_real(void **state)
         json_decref(dev);
 }
 
+/* Issue 60: every blocker is named, and a node with none says system_memory runs. */
+static const char OPEN_MODULE[] = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95";
+static const char CLOSED_MODULE[] = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95";
+
+static json_t *hmm_for(bool pageable, const char *version, const char *release, int cuda)
+{
+        json_t *dev =
+            json_pack("{s:b, s:b, s:i}", "pageableMemoryAccess", pageable,
+                      "pageableMemoryAccessUsesHostPageTables", 0, "driver_version", cuda);
+        json_t *uvm = json_pack("{s:s}", "uvm_disable_hmm", "N");
+        json_t *h = conditions_hmm(uvm, dev, version, release);
+        json_decref(dev);
+        json_decref(uvm);
+        assert_non_null(h);
+        return h;
+}
+
+static const char *why_of(const json_t *h)
+{
+        return json_string_value(json_object_get(h, "why"));
+}
+
+static void test_hmm_usable_says_system_memory_runs(void **state)
+{
+        json_t *h = hmm_for(true, OPEN_MODULE, "6.8.0-45-generic", 13000);
+        assert_true(json_is_true(json_object_get(h, "could_use_hmm")));
+        assert_string_equal(json_string_value(json_object_get(h, "kernel_module")), "open");
+        assert_string_equal(json_string_value(json_object_get(h, "kernel_release")),
+                            "6.8.0-45-generic");
+        assert_int_equal(json_integer_value(json_object_get(h, "cuda_driver_version")), 13000);
+        assert_non_null(strstr(why_of(h), "system_memory runs"));
+        json_decref(h);
+}
+
+static void test_hmm_names_every_blocker(void **state)
+{
+        json_t *h = hmm_for(false, CLOSED_MODULE, "5.15.0-100-generic", 12010);
+        const char *why = why_of(h);
+        assert_true(json_is_false(json_object_get(h, "could_use_hmm")));
+        assert_string_equal(json_string_value(json_object_get(h, "kernel_module")), "proprietary");
+        assert_non_null(strstr(why, "no pageableMemoryAccess"));
+        assert_non_null(strstr(why, "proprietary kernel module"));
+        assert_non_null(strstr(why, "Linux is older than 6.1.24"));
+        assert_non_null(strstr(why, "older than 12.2"));
+        json_decref(h);
+}
+
+static void test_hmm_linux_6_1_needs_patch_24(void **state)
+{
+        json_t *h = hmm_for(false, OPEN_MODULE, "6.1.23", 13000);
+        assert_non_null(strstr(why_of(h), "older than 6.1.24"));
+        json_decref(h);
+        h = hmm_for(false, OPEN_MODULE, "6.1.24", 13000);
+        assert_null(strstr(why_of(h), "Linux"));
+        json_decref(h);
+}
+
+static void test_hmm_unread_module_is_null_not_a_guess(void **state)
+{
+        json_t *h = hmm_for(true, NULL, NULL, 13000);
+        assert_true(json_is_null(json_object_get(h, "kernel_module")));
+        assert_true(json_is_null(json_object_get(h, "kernel_release")));
+        json_decref(h);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -136,6 +201,10 @@ int main(void)
             cmocka_unit_test(test_throttle_reasons_in_words),
             cmocka_unit_test(test_gpu_state_without_nvml_or_gpu_says_why),
             cmocka_unit_test(test_stamp_on_a_fake_device_reads_nothing_real),
+            cmocka_unit_test(test_hmm_usable_says_system_memory_runs),
+            cmocka_unit_test(test_hmm_names_every_blocker),
+            cmocka_unit_test(test_hmm_linux_6_1_needs_patch_24),
+            cmocka_unit_test(test_hmm_unread_module_is_null_not_a_guess),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
