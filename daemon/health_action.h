@@ -3,6 +3,8 @@
  * checks'. The names are the API's, umdctl's, the metrics' and the drain reason's. */
 #pragma once
 
+#include <jansson.h>
+
 enum health_action {
         HEALTH_ACTION_NONE,
         HEALTH_ACTION_RESTART_JOB,
@@ -20,3 +22,10 @@ int health_action_from_name(const char *s, enum health_action *ret);
 
 /* The more severe of a and b. */
 enum health_action health_action_max(enum health_action a, enum health_action b);
+
+/* A verdict's "verdict", "reasons" and "action" again from its checks, after a check was added
+ * or replaced: the worst check's verdict (a word no check gives, such as "unknown", stands unless
+ * a check is worse), the reasons of the checks that did not pass, in order, and the most severe
+ * of their actions. The one place that does it: health_links.c and the Xid watch call it. On
+ * allocation failure the verdict is left as it was. */
+void health_settle(json_t *verdict);

@@ -329,37 +329,6 @@ static void throttle_check(json_t *verdict, const json_t *result)
         json_decref(names);
 }
 
-/* The verdict, its reasons and its action again from every check: the worst verdict, the
- * reasons of those that did not pass in order, the most severe action. */
-static void settle(json_t *verdict)
-{
-        json_t *reasons = json_array(), *c;
-        enum verdict worst = V_PASS;
-        enum health_action action = HEALTH_ACTION_NONE, a;
-        size_t i;
-
-        if (!reasons)
-                return;
-        if (health_action_from_name(json_string_value(json_object_get(verdict, "action")), &a) == 0)
-                action = a;
-        json_array_foreach(json_object_get(verdict, "checks"), i, c)
-        {
-                const char *v = json_string_value(json_object_get(c, "verdict"));
-                enum verdict cv = streq_ptr(v, "fail")   ? V_FAIL
-                                  : streq_ptr(v, "warn") ? V_WARN
-                                                         : V_PASS;
-                if (cv != V_PASS)
-                        json_array_append(reasons, json_object_get(c, "reason"));
-                worst = cv > worst ? cv : worst;
-                if (health_action_from_name(json_string_value(json_object_get(c, "action")), &a) ==
-                    0)
-                        action = health_action_max(action, a);
-        }
-        json_object_set_new(verdict, "verdict", json_string(verdict_names[worst]));
-        json_object_set_new(verdict, "reasons", reasons);
-        json_object_set_new(verdict, "action", json_string(health_action_name(action)));
-}
-
 void health_links_judge(const struct umd_config *cfg, json_t *verdict, const json_t *now,
                         const json_t *before, const json_t *pcie, const json_t *expect,
                         const json_t *result)
@@ -370,7 +339,7 @@ void health_links_judge(const struct umd_config *cfg, json_t *verdict, const jso
         nvlinks_active_check(verdict, now, expect);
         nvlink_errors_check(cfg, verdict, now, before);
         throttle_check(verdict, result);
-        settle(verdict);
+        health_settle(verdict);
 }
 
 /* "00000000:5A:00.0" and "0000:5a:00.0" alike as "0000:5a:00.0"; false when s is no bus id. */

@@ -451,41 +451,6 @@ static json_t *gpu_check(const struct xid_watch *w, const struct xid_gpu *g)
                          "threshold_source", XID_TABLE_SOURCE);
 }
 
-static int verdict_rank(const char *v)
-{
-        return streq_ptr(v, "fail") ? 2 : streq_ptr(v, "warn") ? 1 : 0;
-}
-
-/* v's "verdict", "reasons" and "action" from its checks, after the xid check changed. */
-static void recompute(json_t *v)
-{
-        static const char *const names[] = {"pass", "warn", "fail"};
-        json_t *checks = json_object_get(v, "checks"), *c, *reasons = json_array();
-        enum health_action action = HEALTH_ACTION_NONE;
-        int worst = 0;
-        size_t i;
-
-        json_array_foreach(checks, i, c)
-        {
-                const char *cv = json_string_value(json_object_get(c, "verdict"));
-                enum health_action a;
-                if (verdict_rank(cv) > worst)
-                        worst = verdict_rank(cv);
-                if (verdict_rank(cv) > 0 && json_is_string(json_object_get(c, "reason")))
-                        json_array_append(reasons, json_object_get(c, "reason"));
-                if (health_action_from_name(json_string_value(json_object_get(c, "action")), &a) ==
-                    0)
-                        action = health_action_max(action, a);
-        }
-        const char *was = json_string_value(json_object_get(v, "verdict"));
-        /* a word of no check's ("unknown") stands unless a check says worse */
-        bool other = was && strcmp(was, "pass") && strcmp(was, "warn") && strcmp(was, "fail");
-        if (!(other && worst == 0))
-                json_object_set_new(v, "verdict", json_string(names[worst]));
-        json_object_set_new(v, "reasons", reasons);
-        json_object_set_new(v, "action", json_string(health_action_name(action)));
-}
-
 json_t *xid_compose_verdict(struct xid_watch *w, size_t index, const json_t *verdict)
 {
         if (!w || index >= w->n)
@@ -509,7 +474,7 @@ json_t *xid_compose_verdict(struct xid_watch *w, size_t index, const json_t *ver
         }
         json_array_append_new(checks, check);
         json_object_set_new(v, "checks", checks);
-        recompute(v);
+        health_settle(v);
         return v;
 }
 
