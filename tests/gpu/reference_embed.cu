@@ -14,22 +14,7 @@
 
 #include "../../kernels/embed_kernels.cuh"
 
-#define CK(call)                                                                                   \
-        do {                                                                                       \
-                cudaError_t e_ = (call);                                                           \
-                if (e_ != cudaSuccess) {                                                           \
-                        fprintf(stderr, "reference_embed: %s: %s\n", #call,                        \
-                                cudaGetErrorString(e_));                                           \
-                        exit(1);                                                                   \
-                }                                                                                  \
-        } while (0)
-
-static double median(std::vector<double> v)
-{
-        std::sort(v.begin(), v.end());
-        size_t n = v.size();
-        return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "reference_common.h"
 
 int main(int argc, char **argv)
 {

@@ -18,15 +18,7 @@
 #include <string>
 #include <vector>
 
-#define CK(call)                                                                                   \
-        do {                                                                                       \
-                cudaError_t e_ = (call);                                                           \
-                if (e_ != cudaSuccess) {                                                           \
-                        fprintf(stderr, "reference_multi: %s: %s\n", #call,                        \
-                                cudaGetErrorString(e_));                                           \
-                        exit(1);                                                                   \
-                }                                                                                  \
-        } while (0)
+#include "reference_common.h"
 
 #define MAXG 8
 
@@ -37,13 +29,6 @@ static cudaEvent_t ev0[MAXG], ev1[MAXG];
 static void *src[MAXG], *dst[MAXG], *host[MAXG];
 static int sms[MAXG];
 static bool first = true;
-
-static double median(std::vector<double> v)
-{
-        std::sort(v.begin(), v.end());
-        size_t k = v.size();
-        return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-}
 
 static void emit(const std::string &key, double bytes, double ms)
 {

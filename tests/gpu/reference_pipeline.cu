@@ -31,22 +31,7 @@
 #include <functional>
 #include <vector>
 
-#define CK(call)                                                                                   \
-        do {                                                                                       \
-                cudaError_t e_ = (call);                                                           \
-                if (e_ != cudaSuccess) {                                                           \
-                        fprintf(stderr, "reference_pipeline: %s: %s\n", #call,                     \
-                                cudaGetErrorString(e_));                                           \
-                        exit(1);                                                                   \
-                }                                                                                  \
-        } while (0)
-
-static double median(std::vector<double> v)
-{
-        std::sort(v.begin(), v.end());
-        size_t n = v.size();
-        return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "reference_common.h"
 
 // The same arithmetic as umd's k_step, without its page mapping: every 16 bytes once.
 __global__ void k_fma(const uint4 *p, size_t nvec, int k, unsigned *sink)
