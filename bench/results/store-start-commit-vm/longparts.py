@@ -1,7 +1,7 @@
 """umd's CPU a job and commits a job for two-part jobs whose parts last DELAY ms (fake GPUs):
 where parts are longer than a commit, as a real benchmark's are. Usage: longparts.py UMD_DIR [ARGS...]"""
 import os, sys, tempfile, time, pathlib
-sys.path.insert(0, "/work/wt/store57b/tests/integration")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tests" / "integration"))
 UMD = sys.argv[1]
 os.environ["UMD_BIN"] = UMD + "/umd"
 os.environ["UMD_WORKER"] = UMD + "/kernels/umd-worker"
