@@ -774,9 +774,18 @@ def ref_json(args, prog, *argv):
 def test_train(args):
     """Issue 60: train_step's all-device step and embedding_gather's HBM and host-mapped
     gathers, each within 2% of its plain reference (tests/gpu/reference_train.cu and
-    reference_embed.cu) in the same run; every row verified against the all-device outputs."""
+    reference_embed.cu) in the same run; every row verified against the all-device outputs.
+    The gather is the largest the catalog takes (4M rows of 128 bytes, 512 MiB a step): at 64K
+    lookups the HBM gather took 17 us, too short for events, and random 128-byte reads of mapped
+    memory varied 4-6% between two runs of the plain reference alone
+    (bench/results/train-h100/README.md). The reference runs before and after umd, and umd must
+    lie within 2% of the nearer of the two."""
     shape = "batch=2048 hidden=2048 layers=4 steps=3 iterations=2 warmup=1"
-    emb = "size=1073741824 row_bytes=128 lookups=65536 iterations=10"
+    lookups = 1 << 22
+    emb = f"size=1073741824 row_bytes=128 lookups={lookups} iterations=10"
+    ref_args = ("--size", 1 << 30, "--row-bytes", 128, "--lookups", lookups, "--iterations", 10,
+                "--warmup", 3)
+    ref_before = ref_json(args, "reference_embed", *ref_args)
     lines = drive(args, [f"train_step {shape} classes=[\"weights\"] placements=[\"managed_host\"]",
                          f"embedding_gather {emb} strategies=[\"device\",\"host_mapped\"]"])
     for line in lines:
@@ -790,12 +799,15 @@ def test_train(args):
     if abs(mine / rt["steady_step_ms"] - 1) > 0.02:
         problems.append(f"train_step device@all {mine:.3f} ms against {rt['steady_step_ms']:.3f}")
     e = {m["name"]: m for m in lines[1]["result"]["measurements"]}
-    re_ = ref_json(args, "reference_embed", "--size", 1 << 30, "--row-bytes", 128, "--lookups",
-                   65536, "--iterations", 10, "--warmup", 3)
+    ref_after = ref_json(args, "reference_embed", *ref_args)
     for name, key in (("device", "device_ms"), ("host_mapped", "host_mapped_ms")):
         mine = e[name]["stats"]["median_ms"]
-        if abs(mine / re_[key] - 1) > 0.02:
-            problems.append(f"embedding_gather {name} {mine:.4f} ms against {re_[key]:.4f}")
+        refs = (ref_before[key], ref_after[key])
+        print(f"embedding_gather {name}: umd {mine:.4f} ms, reference {refs[0]:.4f} and "
+              f"{refs[1]:.4f} ms")
+        if min(abs(mine / r - 1) for r in refs) > 0.02:
+            problems.append(f"embedding_gather {name} {mine:.4f} ms against {refs[0]:.4f} "
+                            f"and {refs[1]:.4f}")
     for line in lines:
         for m in line["result"]["measurements"]:
             if not m["verified"]:
