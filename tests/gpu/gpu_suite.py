@@ -4,7 +4,7 @@
     gpu_suite.py TEST --worker umd-worker --driver bench-driver --reference reference
 
 TEST is one of:
-  list      `umd-worker --list` shows an H200 whose PCIe link was read
+  list      `umd-worker --list` shows every GPU with its uuid and its PCIe link read
   verify    every benchmark runs and verifies its data (system_memory may say unsupported)
   fidelity  umd's pinned H2D/D2H at 1 GiB within 2% of the reference loop, same run
   sanity    pinned >= pageable, prefetch >= on-demand, nothing above the link's theoretical
@@ -124,10 +124,8 @@ def test_list(args):
     devices = json.loads(p.stdout)
     if not devices:
         return SKIP
-    h200 = [d for d in devices if "H200" in d.get("name", "")]
-    if not h200:
-        fail("no H200 in " + ", ".join(d.get("name", "?") for d in devices))
-    for d in h200:
+    # Every GPU the worker lists, whatever its model (the lent machines are H100s or H200s).
+    for d in devices:
         if not d.get("uuid", "").startswith("GPU-"):
             fail(f"device {d.get('index')} has no uuid")
         link = d.get("pcie") or {}
@@ -204,7 +202,9 @@ def test_fidelity(args):
 def test_pipeline(args):
     size = 1 << 30
     lines = drive(args, [f"pipeline size={size}", f"copy_overlap size={size} iterations=5",
-                         f"um_vs_explicit size={size}"])
+                         # um_vs_explicit only for its overlapped-vs-serial check: at 1 GiB its
+                         # read_mostly mode alone took 206 s on an H100 (0.05 GB/s)
+                         "um_vs_explicit size=256MiB iterations=3"])
     for line in lines:
         if not line["ok"]:
             fail(f"{line['benchmark']}: {line['error']}")
