@@ -142,7 +142,7 @@ static const struct queue_entry *node_head(struct jobs *js)
 {
         const struct queue_entry *e = have_node() ? queue_peek(&js->queues[node_index()]) : NULL;
 
-        if (!e || !((const struct job *)e->job)->committed)
+        if (!e || !job_persist_committed(e->job))
                 return NULL;
         for (size_t i = 0; i < devices_count(); i++) {
                 const struct device *d = devices_get(i);
@@ -189,7 +189,7 @@ static void node_try(struct jobs *js, bool fresh)
                         job_checked(js, j);
                         continue;
                 }
-                if (!j->committed || store_holds(js, j, i))
+                if (!job_persist_committed(j) || store_holds(js, j, i))
                         return;
                 for (size_t g = 0; ok && g < devices_count(); g++) {
                         struct device *d = devices_get(g);
@@ -258,7 +258,7 @@ static void ready_head(struct jobs *js, size_t dev, char ret_id[JOB_ID_MAX], siz
         const struct job *next = e ? e->job : NULL;
 
         ret_id[0] = '\0';
-        if (next && next->committed && !next->unchecked) {
+        if (next && job_persist_committed(next) && !next->unchecked) {
                 str_copy_cut(ret_id, JOB_ID_MAX, next->id);
                 *ret_part = e->part;
         }
@@ -314,7 +314,7 @@ static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh)
         struct job *best = e->job;
         size_t best_part = e->part;
 
-        if (!best->committed) /* dispatched once its submission commits */
+        if (!job_persist_committed(best)) /* dispatched once its submission commits */
                 return;
         /* The decision above read the last look, which may be busy_poll_ms old: a part starts
          * only on a look that began after it was ready (coexist.c looks at once when asked). */
@@ -645,10 +645,10 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
          * carries it (another part's start writes only that part's row). */
         if (job_state_final(j->st)) {
                 job_persist(js, j);
-                jobs_retention_apply(js);
+                job_persist_retention(js);
         } else
                 job_persist_soon(js, j);
-        jobs_prune_finished(js);
+        job_persist_prune(js);
 out:
         if (d) {
                 d->running_jobs = 0;

@@ -187,7 +187,7 @@ static int recover_doc(struct jobs *js, json_t *doc, bool rewrite)
                             why[0] ? why : "unexpected shape");
                 return 0;
         }
-        j->committed = true;
+        job_persist_set_committed(j);
         if (job_state_final(j->st)) { /* finished, but its finished_ms was lost: nothing to do */
                 job_free(j);
                 return 0;
@@ -196,7 +196,7 @@ static int recover_doc(struct jobs *js, json_t *doc, bool rewrite)
                 job_persist(js, j); /* logged */
         int r = jobs_append(js, j);
         if (r < 0) {
-                jobs_finals_forget(js, j); /* recover_judge may have written it final */
+                job_persist_forget(js, j); /* recover_judge may have written it final */
                 job_free(j);
                 return r;
         }
@@ -236,7 +236,7 @@ static int recover_fast(struct jobs *js, struct store_open_job *o)
         snprintf(j->id, sizeof(j->id), "%s", o->id);
         j->st = JOB_QUEUED;
         j->prio = prio;
-        j->committed = true;
+        job_persist_set_committed(j);
         j->unchecked = true;
         j->n_parts = o->n_parts;
         for (size_t i = 0; i < o->n_parts; i++) {

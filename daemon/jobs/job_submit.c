@@ -197,7 +197,8 @@ static int job_take_id(struct job *j)
 }
 
 /* The new job's first write, made before core_lock while its tree is this thread's alone, under
- * an id of its own that job_submit's store_put_new replaces with the one taken in queue order.
+ * an id of its own that job_submit's job_persist_submit replaces with the one taken in queue
+ * order.
  * 0, or -errno (logged). */
 static int job_prepare_write(struct job *j, struct store_new **ret)
 {
@@ -205,7 +206,7 @@ static int job_prepare_write(struct job *j, struct store_new **ret)
 
         if (r < 0)
                 return log_error_errno(r, "Cannot make a new job's write: %m");
-        return store_new_prepare(j->doc, ret);
+        return job_persist_prepare_new(j, ret);
 }
 
 /* Whether j's document is still the one its submission's write carried. Every later change of
@@ -213,7 +214,7 @@ static int job_prepare_write(struct job *j, struct store_new **ret)
  * while queueing, which leaves the part not queued: job_compact rests on the same rules. */
 static bool unchanged_since_submission(const struct job *j)
 {
-        if (j->rewritten || j->st != JOB_QUEUED || j->cancel_requested)
+        if (job_persist_rewritten(j) || j->st != JOB_QUEUED || j->cancel_requested)
                 return false;
         for (size_t i = 0; i < j->n_parts; i++)
                 if (j->parts[i].st != JOB_QUEUED)
@@ -249,7 +250,7 @@ struct commit_note {
 static void committed_locked(struct jobs *js, struct job *j, const char *benchmark)
 {
         assert_locked();
-        j->committed = true;
+        job_persist_set_committed(j);
         job_changed(js, j);
         if (job_update_state(js, j)) { /* a part failed while queueing */
                 job_finished(js, j);
@@ -278,10 +279,10 @@ static void commit_note_run(struct core_deferred *d)
         struct job *j = job_find(n->js, n->id);
 
         /* Gone: cancelled and its cancel committed meanwhile (prune_finished freed it). */
-        if (j && !j->committed) {
+        if (j && !job_persist_committed(j)) {
                 committed_locked(n->js, j, n->benchmark);
                 start_committed_locked(n->js, j, n->devs, n->n_devs);
-                jobs_persist_pending_locked(n->js, false);
+                job_persist_pending_locked(n->js, false);
                 jobs_publish_locked(n->js);
         }
         free(n);
@@ -302,12 +303,12 @@ struct job_submit_wait {
 static int submit_end(struct job_submit_wait *sw, struct core_submitted *ret, struct problem *p)
 {
         struct jobs *js = sw->js;
-        char *kept = NULL; /* the bytes of the submission's write (store_wait_doc) */
+        char *kept = NULL; /* the bytes of the submission's write (job_persist_submit_wait) */
         size_t kept_len = 0;
         struct job *j;
         int r;
 
-        int w = store_wait_doc(sw->ticket, &kept, &kept_len);
+        int w = job_persist_submit_wait(sw->ticket, &kept, &kept_len);
         sw->ticket = NULL;
 
         /* Committed with every part queued: the answer is the bytes the commit carried, the job
@@ -379,7 +380,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         }
 
         core_lock();
-        jobs_prune_finished(js);
+        job_persist_prune(js);
         if (idem) {
                 struct job *prev = job_checked(js, jobs_find_keyed(js, idem, client));
                 _cleanup_json_ json_t *stored = NULL;
@@ -428,7 +429,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         }
         j = fresh;
         fresh = NULL; /* the index has it */
-        r = store_put_new(js->store, prepared, j->id, &ticket);
+        r = job_persist_submit(js, j, prepared, &ticket);
         prepared = NULL; /* taken */
         if (r < 0) {
                 job_unsubmit(js, j);
@@ -465,14 +466,14 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
 out:
         jobs_unlock(js);
         job_free(fresh); /* made, never queued: a replay, a full queue, no memory */
-        store_new_free(prepared);
+        job_persist_prepared_free(prepared);
         spec_done(&spec);
         return r;
 }
 
 int job_submit_when_done(struct job_submit_wait *w, void (*ready)(void *arg), void *arg)
 {
-        return store_when_done(w->ticket, ready, arg);
+        return job_persist_when_done(w->ticket, ready, arg);
 }
 
 int job_submit_end(struct job_submit_wait *w, struct core_submitted *ret, struct problem *p)

@@ -33,7 +33,7 @@ static json_t *past_parts(struct jobs *js, const char *uuid, const struct job *s
         json_t *parts = NULL;
 
         /* Read-your-writes: parts that finished a moment ago are still being committed. */
-        store_sync(js->store);
+        job_persist_sync(js);
         if (store_health_parts(js->store, uuid, self->id, true, js->cfg->health_baseline_runs,
                                &parts) < 0)
                 return NULL;
@@ -83,7 +83,7 @@ static int verdict_stamp_or_retry(struct jobs *js, struct job *j, size_t i, json
         json_object_set_new(p, "first_attempt",
                             json_pack("{s:o, s:O}", "verdict", v, "result", result));
         j->parts[i].st = JOB_QUEUED;
-        j->parts[i].unsaved = true;
+        job_persist_part_changed(j, i);
         json_object_set_new(p, "state", json_string("queued"));
         json_object_set_new(p, "waiting", json_string(waiting));
         if (job_enqueue(js, j, i) < 0) {
