@@ -7,6 +7,7 @@
 
 #include "core.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "job_spec.h"
 #include "jobs.h"
 #include "jsonutil.h"

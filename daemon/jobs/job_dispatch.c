@@ -18,6 +18,7 @@
 #include "devices.h"
 #include "gpustate.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "job_queue.h"
 #include "jobs.h"
 #include "jsonraw.h"

@@ -11,6 +11,7 @@
 #include "core.h"
 #include "devices.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "jobs.h"
 #include "jsonutil.h"
 #include "store.h"

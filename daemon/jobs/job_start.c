@@ -25,6 +25,7 @@
 #include "config.h"
 #include "devices.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "jobs.h"
 #include "lock.h"
 #include "log.h"

@@ -18,6 +18,7 @@
 #include "core.h"
 #include "devices.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "job_queue.h"
 #include "job_spec.h"
 #include "jobs.h"

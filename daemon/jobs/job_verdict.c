@@ -13,6 +13,7 @@
 #include "health.h"
 #include "health_links.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "jobs.h"
 #include "jsonutil.h"
 #include "log.h"

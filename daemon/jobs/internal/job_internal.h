@@ -13,7 +13,7 @@
 #include "devices.h"
 #include "core.h"
 #include "job_state.h"
-#include "job_persist.h"
+#include "job_persist_state.h"
 #include "jobs.h"
 #include "supervisor.h"
 #include "uuid.h"
