@@ -539,6 +539,41 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         jobs_unlock(js);
 }
 
+/* Whether a successful part's result (kept as the worker's bytes when raw, raw_len long) is
+ * over max_result_bytes. Kept as bytes, its size is their length (they are its compact dump);
+ * else the dump only when the bound cannot tell: a result a thousandth of the limit was dumped
+ * once more here only to be measured. */
+static bool result_too_big(struct jobs *js, const json_t *result, bool raw, size_t raw_len)
+{
+        if (raw)
+                return raw_len > js->cfg->max_result_bytes;
+        if (!result || json_dump_compact_fits(result, js->cfg->max_result_bytes))
+                return false;
+        _cleanup_free_ char *dump = json_dump_compact(result, NULL);
+        return !dump || strlen(dump) > js->cfg->max_result_bytes;
+}
+
+/* What a part that succeeded (and runs no more) tells: its metrics, read from read (what
+ * metrics read of it), on a GPU no other process shared, and the fleet's figures of a
+ * canonical check. */
+static void part_figures(struct jobs *js, struct job *j, struct device *d, size_t dev, json_t *read,
+                         json_t *result, bool contended)
+{
+        bool canonical = job_canonical(j);
+
+        if (d && !contended) {
+                _cleanup_json_ json_t *r = json_incref(read);
+                if (r)
+                        metrics_part_result(js->metrics, d->uuid, r, canonical);
+                else
+                        log_error("job %s on device %zu: out of memory reading its "
+                                  "result for metrics",
+                                  j->id, dev);
+        }
+        if (canonical)
+                part_fleet_figures(js, d, dev, result, contended);
+}
+
 /* seen: what metrics read of a result kept as bytes, picked by on_part_done (NULL: none, or no
  * memory for it). */
 static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
@@ -573,16 +608,7 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 size_t raw_len = 0;
                 bool raw = st == JOB_SUCCEEDED && json_raw_get(result, NULL, &raw_len);
                 _cleanup_json_ json_t *tree = NULL;
-                /* Kept as the worker's bytes, the result's size is their length (they are its
-                 * compact dump). Else the dump only when the bound cannot tell: a result a
-                 * thousandth of the limit was dumped once more here only to be measured. */
-                bool too_big = raw && raw_len > js->cfg->max_result_bytes;
-                if (st == JOB_SUCCEEDED && result && !raw &&
-                    !json_dump_compact_fits(result, js->cfg->max_result_bytes)) {
-                        _cleanup_free_ char *dump = json_dump_compact(result, NULL);
-                        too_big = !dump || strlen(dump) > js->cfg->max_result_bytes;
-                }
-                if (too_big) {
+                if (st == JOB_SUCCEEDED && result_too_big(js, result, raw, raw_len)) {
                         snprintf(why, sizeof(why),
                                  "result larger than max_result_bytes (%llu bytes)",
                                  (unsigned long long)js->cfg->max_result_bytes);
@@ -621,17 +647,8 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                         again = job_verdict_judge_node(js, j, i, result);
                 if (!again)
                         job_set_part(js, j, i, st, result, error);
-                if (st == JOB_SUCCEEDED && d && !contended && !again) {
-                        _cleanup_json_ json_t *read = json_incref(raw ? seen : result);
-                        if (read)
-                                metrics_part_result(js->metrics, d->uuid, read, canonical);
-                        else
-                                log_error("job %s on device %zu: out of memory reading its "
-                                          "result for metrics",
-                                          j->id, dev);
-                }
-                if (st == JOB_SUCCEEDED && !again && canonical)
-                        part_fleet_figures(js, d, dev, result, contended);
+                if (st == JOB_SUCCEEDED && !again)
+                        part_figures(js, j, d, dev, raw ? seen : result, result, contended);
                 if (st != JOB_SUCCEEDED)
                         log_info("job %s on device %zu: %s%s%s", j->id, dev, job_state_names[st],
                                  error ? ": " : "", error ? error : "");
@@ -641,15 +658,7 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 job_finished(js, j);
                 log_info("job %s (%s) %s", j->id, job_benchmark(j), job_state_names[j->st]);
         }
-        /* A part's end before the job's (its result: the bulk of the document) waits, for
-         * JOB_PERSIST_DELAY_MS at most, for the write of the job's final document, which
-         * carries it (another part's start writes only that part's row). */
-        if (job_state_final(j->st)) {
-                job_persist(js, j);
-                job_persist_retention(js);
-        } else
-                job_persist_soon(js, j);
-        job_persist_prune(js);
+        job_persist_part_ended(js, j);
 out:
         if (d) {
                 d->running_jobs = 0;

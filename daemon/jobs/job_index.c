@@ -2,13 +2,14 @@
  * needs (queued and running ones, and finished ones until their final write is committed;
  * sorted by id, which is submission order, with what submits look up in it kept beside it: a
  * hash of the idempotency keys and each client's count of open jobs), the per-device queues, the
- * state machine of jobs and their parts (job_state.c derives a job's state from its parts'),
- * persistence of every change, recovery at start, retention, and the generation waiters watch.
- * The document each job is stored as is the truth; struct job caches what the queue needs. History
- * (finished jobs) lives only in the store and is read from it. Every change happens under core_lock
- * and is queued to the store's writer before the lock is released (so writes keep their order). Who
- * changes jobs: job_dispatch.c (running them), job_submit.c and job_cancel.c, job_verdict.c
- * (canonical health checks); job_query.c reads them. */
+ * state machine of jobs and their parts (job_state.c derives a job's state from its parts'), the
+ * forms a job's document is held in, and the generation waiters watch. The document each job is
+ * stored as is the truth; struct job caches what the queue needs. History (finished jobs) lives
+ * only in the store and is read from it. Every change happens under core_lock and is queued to
+ * the store's writer before the lock is released (so writes keep their order): when and what is
+ * written is job_persist.c's, the only caller of the store's writes. Who changes jobs:
+ * job_dispatch.c (running them), job_submit.c and job_cancel.c, job_verdict.c (canonical health
+ * checks), job_recover.c (at start); job_query.c reads them. */
 #include "jobs.h"
 
 #include <errno.h>

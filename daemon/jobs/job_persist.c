@@ -320,6 +320,20 @@ void job_persist_shown(struct jobs *js, struct job *j)
                 (void)job_persist(js, j); /* logged; it stays pending and is tried again */
 }
 
+/* A part's end before the job's (its result: the bulk of the document) waits, for
+ * JOB_PERSIST_DELAY_MS at most, for the write of the job's final document, which carries it
+ * (another part's start writes only that part's row). A final job's write may make room for
+ * retention, and a final write that committed meanwhile lets its job leave memory. */
+void job_persist_part_ended(struct jobs *js, struct job *j)
+{
+        if (job_state_final(j->st)) {
+                job_persist(js, j);
+                job_persist_retention(js);
+        } else
+                job_persist_soon(js, j);
+        job_persist_prune(js);
+}
+
 /* Every job in memory looked at: after a job could not be listed, or written (out of memory). */
 static void pending_walk(struct jobs *js, uint64_t upto)
 {

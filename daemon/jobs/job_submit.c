@@ -354,6 +354,44 @@ out:
         return r;
 }
 
+/* A submission with an idempotency key: when the key names an earlier job of the client (in
+ * memory, else in the store), 1 with *ret that job as it is, or a 409 when its body differs;
+ * 0 when it names none. */
+static int submit_replay_locked(struct jobs *js, const char *idem, const char *client,
+                                const char *request, struct core_submitted *ret, struct problem *p)
+{
+        struct job *prev = job_checked(js, jobs_find_keyed(js, idem, client));
+        _cleanup_json_ json_t *stored = NULL;
+        _cleanup_free_ char *stored_req = NULL;
+        const char *req = NULL, *prev_id = NULL;
+        int r;
+
+        assert_locked();
+        if (prev) {
+                req = json_string_value(json_object_get(job_doc(prev), "request"));
+                prev_id = prev->id;
+        } else if (store_find_idempotent(js->store, idem, client, &stored, &stored_req) == 0) {
+                req = stored_req;
+                prev_id = json_string_value(json_object_get(stored, "id"));
+        }
+        if (!prev_id)
+                return 0;
+        if (!req || strcmp(req, request) != 0) {
+                r = problem_set(p, 409, "Idempotency-Key",
+                                "this Idempotency-Key was used for job %s with a different body",
+                                prev_id);
+        } else {
+                if (prev)
+                        job_persist_shown(js, prev);
+                ret->job = prev ? job_public_of(prev) : json_incref(stored);
+                snprintf(ret->id, sizeof(ret->id), "%s", prev_id);
+                r = 1;
+        }
+        if (prev) /* req pointed into its tree: given up only now */
+                job_compact(prev);
+        return r;
+}
+
 int job_submit(struct jobs *js, const json_t *body, const char *idem, const char *client,
                struct core_submitted *ret, struct problem *p)
 {
@@ -382,38 +420,8 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
 
         core_lock();
         job_persist_prune(js);
-        if (idem) {
-                struct job *prev = job_checked(js, jobs_find_keyed(js, idem, client));
-                _cleanup_json_ json_t *stored = NULL;
-                _cleanup_free_ char *stored_req = NULL;
-                const char *req = NULL, *prev_id = NULL;
-
-                if (prev) {
-                        req = json_string_value(json_object_get(job_doc(prev), "request"));
-                        prev_id = prev->id;
-                } else if (store_find_idempotent(js->store, idem, client, &stored, &stored_req) ==
-                           0) {
-                        req = stored_req;
-                        prev_id = json_string_value(json_object_get(stored, "id"));
-                }
-                if (prev_id) {
-                        if (!req || strcmp(req, request) != 0) {
-                                r = problem_set(p, 409, "Idempotency-Key",
-                                                "this Idempotency-Key was used for job %s with a "
-                                                "different body",
-                                                prev_id);
-                        } else {
-                                if (prev)
-                                        job_persist_shown(js, prev);
-                                ret->job = prev ? job_public_of(prev) : json_incref(stored);
-                                snprintf(ret->id, sizeof(ret->id), "%s", prev_id);
-                                r = 1;
-                        }
-                        if (prev) /* req pointed into its tree: given up only now */
-                                job_compact(prev);
-                        goto out;
-                }
-        }
+        if (idem && (r = submit_replay_locked(js, idem, client, request, ret, p)) != 0)
+                goto out;
         if (parsed < 0) {
                 *p = parse_p;
                 r = parsed;

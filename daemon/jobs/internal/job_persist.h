@@ -88,6 +88,9 @@ void job_persist_part_started(struct jobs *js, struct job *j, size_t i);
  * queued, and the whole document was queued instead (the part is then sent at once). */
 int job_persist_part_started_waited(struct jobs *js, struct job *j, size_t i,
                                     struct store_ticket **ret_ticket);
+/* A part of j ended (and j's state was made again): written as the job's final write when j
+ * is final now, else within JOB_PERSIST_DELAY_MS; then the prune. */
+void job_persist_part_ended(struct jobs *js, struct job *j);
 /* Before an answer shows the job: its pending change, if any, is queued now (an answer only
  * shows what is committed or queued ahead of its job_persist_sync). */
 void job_persist_shown(struct jobs *js, struct job *j);
