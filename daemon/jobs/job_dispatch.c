@@ -30,6 +30,10 @@
 #include "supervisor.h"
 #include "util.h"
 
+/* A part's waiting or error text made here: a device's pause or fault reason (256 bytes at most,
+ * devices.h) inside a sentence of its own. */
+#define PART_WHY_MAX 400
+
 static void part_set_waiting(struct jobs *js, struct job *j, size_t i, const char *why)
 {
         json_t *p = job_part_doc(j, i);
@@ -176,7 +180,7 @@ static void want_look(struct jobs *js, uint64_t *wanted, ssize_t dev)
 static void node_try(struct jobs *js, bool fresh)
 {
         const struct queue_entry *e;
-        char why[400];
+        char why[PART_WHY_MAX];
 
         if (!js->sup || js->quiescing || js->node_running ||
             (js->node_wstate != WORKER_IDLE && js->node_wstate != WORKER_COLD))
@@ -587,7 +591,7 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
             [PART_TIMED_OUT] = JOB_TIMED_OUT,
             [PART_CANCELLED] = JOB_CANCELLED,
         };
-        char why[400];
+        char why[PART_WHY_MAX];
 
         struct device *d = devices_get(dev);
         struct job *j = job_find(js, job_id);
@@ -688,7 +692,7 @@ static void fail_queued_on(struct jobs *js, size_t dev, const char *why)
 static void on_worker_state(void *userdata, size_t dev, enum worker_state st, const char *reason)
 {
         struct jobs *js = userdata;
-        char why[400];
+        char why[PART_WHY_MAX];
 
         core_lock();
         struct device *d = devices_get(dev);

@@ -28,6 +28,9 @@
 #include "util.h"
 #include "uuid.h"
 
+/* Why spec_validate_stored refused a stored job: one sentence, quoting at most a bounded key. */
+#define STORED_WHY_MAX 160
+
 static ssize_t device_of_uuid(const char *uuid)
 {
         if (strcmp(uuid, "node") == 0)
@@ -176,7 +179,7 @@ static bool recover_judge(struct jobs *js, struct job *j, const json_t *doc,
 static int recover_doc(struct jobs *js, json_t *doc, bool rewrite)
 {
         struct job *j;
-        char why[160] = "";
+        char why[STORED_WHY_MAX] = "";
 
         /* What comes back from disk is trusted no more than a submission: the filters and
          * handlers assume the shapes job_index.c writes. A job that cannot even be read as one
@@ -371,7 +374,7 @@ static bool job_same(const struct job *j, const struct job *d)
 
 struct job *job_checked(struct jobs *js, struct job *j)
 {
-        char id[JOB_ID_MAX], why[160] = "";
+        char id[JOB_ID_MAX], why[STORED_WHY_MAX] = "";
         struct job *d;
 
         assert_locked();
