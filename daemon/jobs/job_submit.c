@@ -199,8 +199,7 @@ static int job_take_id(struct job *j)
 
 /* The new job's first write, made before core_lock while its tree is this thread's alone, under
  * an id of its own that job_submit's job_persist_submit replaces with the one taken in queue
- * order.
- * 0, or -errno (logged). */
+ * order. 0, or -errno (logged). */
 static int job_prepare_write(struct job *j, struct store_new **ret)
 {
         int r = job_take_id(j);
