@@ -1,0 +1,245 @@
+/* The durable job store: STATE_DIR/umd.db, SQLite in WAL mode with synchronous commits. Owns
+ * the database, its writer thread (which groups concurrent writes into one transaction), the
+ * pool of reader connections, the lock that keeps a second umd off the state directory, the
+ * one-time import of the old jobs/<id>.json files and background retention. Keeps no job in
+ * memory and never decides about a job's state: the job subsystem (daemon/jobs/) does both.
+ *
+ * A job is handed over in umd's internal form (the document the API serves plus "request",
+ * "created_ms" and "finished_ms"); the store keeps the public document, byte for byte as the API
+ * serves it (json_dump_compact), beside indexed columns and those three. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blob.h"
+#include "uuid.h"
+
+struct store;
+struct store_ticket;
+
+/* Lock STATE_DIR/umd.lock (refusing a second instance), open or create STATE_DIR/umd.db (a
+ * corrupt one is renamed to umd.db.corrupt-<time> and replaced), import STATE_DIR/jobs once,
+ * start the writer. 0 or -errno, logged (-EBUSY: another umd holds the state directory). */
+int store_open(const char *state_dir, struct store **ret);
+/* Bound the write-ahead log (wal_max_bytes): a WAL past three quarters of bytes after a commit
+ * is truncated by a TRUNCATE checkpoint (the quarter left is for what commits meanwhile), any WAL
+ * once the writer has been idle a second, and journal_size_limit caps what a WAL reset leaves.
+ * Without a call the WAL is checkpointed passively only. */
+void store_set_wal_max(struct store *s, uint64_t bytes);
+/* A commit someone waits for waits up to us microseconds for as many waiters as the last one
+ * served (0: never waits; the default until this is called). */
+void store_set_commit_gather(struct store *s, uint64_t us);
+/* What the WAL's policy did since store_open: commits seen, passive checkpoints asked for (one
+ * per CHECKPOINT_PAGES of WAL growth at most), restarts past wal_max_bytes (the next commit
+ * writes the WAL from its start; the file keeps its length) and truncations (to nothing) when
+ * the writer was idle. For tests, benchmarks and /metrics. */
+struct store_wal_stats {
+        uint64_t commits, checkpoints, restarts, idle_truncations;
+        /* Job changes the writer's batches committed, and of those the ones an answer waited
+         * for (a submit, a cancel, a read of a change not yet written): with commits, how
+         * much each commit shared. */
+        uint64_t changes, waited_changes;
+        /* Of those changes, the ones written: a job's whole row (a document) or a part's state
+         * alone. A change that a later one of its job in the same batch replaces is written
+         * by neither (changes less both). */
+        uint64_t documents_written, parts_written;
+};
+void store_wal_stats(struct store *s, struct store_wal_stats *ret);
+/* Commit what is queued, stop the writer, close everything. */
+void store_close(struct store *s);
+
+/* Queue a write of job (internal form, valid "id"). The caller may set keys of the job's top
+ * level and part objects as soon as this returns, but must not change values below those levels
+ * in place: they are shared with the queued copy, which the writer dumps. With ret_ticket, the
+ * caller must store_wait() or store_poll() it; without, a failure is only logged. 0, -EINVAL (no
+ * valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
+int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+/* store_put of a job its caller changes no more, at no level, until this write's outcome is
+ * known (a final job's: the only change a final job sees is a cancel put back once its write
+ * failed): the writer dumps the job itself, holding a reference, with no shallow copy made. */
+int store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
+/* A new job's first write (a submit), made from its tree while the tree is still the caller's
+ * alone: no snapshot, no lock, and the writer finds its row made. job's "id" (a valid UUID) is
+ * a stand-in that store_put_new replaces: ids are taken in the order jobs are queued, under
+ * core_lock, and the dump need not wait for that. 0, -EINVAL (no valid id or parts) or
+ * -ENOMEM, logged; *ret untouched on failure. */
+struct store_new;
+int store_new_prepare(const json_t *job, struct store_new **ret);
+/* Queue p (taken, whatever the outcome) as a write of the job with id id: its stand-in in the
+ * row and the document's bytes replaced by id. Once committed, the ticket (required) keeps the
+ * bytes of the public document its write carried, for store_wait_doc, so that the answer needs
+ * no dump of its own. 0, -EINVAL (id not a UUID) or -ENOMEM, logged; nothing queued on failure. */
+int store_put_new(struct store *s, struct store_new *p, const char *id,
+                  struct store_ticket **ret_ticket);
+void store_new_free(struct store_new *p);
+/* Queue a write of part idx's state alone, the job's document left as it is: a part's start,
+ * which a restart must find (to say the part was interrupted rather than run it again), costs a
+ * small row instead of a dump and the job's whole row. The document catches up with a later
+ * store_put; until then the job's columns and lists show its last store_put, and store_recover
+ * hands on the part's row (store_open_job.parts), which recovery lays over the document. state
+ * must live as long as the program (a job_state_names string). Fire and forget: a failure to
+ * commit is logged. 0, -EINVAL (no valid id) or -ENOMEM, logged; nothing is queued on failure. */
+int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
+/* store_put_part with a ticket (store_wait, store_poll or store_when_done it): a part's start
+ * that its worker is sent only once it is committed (job_start.c, issue 57). */
+int store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
+                          struct store_ticket **ret_ticket);
+/* store_put_part with the part's own document: part (its object in the job's document, dumped
+ * now, by the caller's thread) goes to its row beside state, newer than the job's document. A
+ * part's end while other parts of its job run is so written without the job's whole row
+ * (issue 23: "write what changed"), and store_recover hands it on (store_open_part.doc) for
+ * recovery to lay over the document. The job's next document (store_put and the rest) carries
+ * the part again, and clears it. part NULL: store_put_part. 0, -EINVAL or -ENOMEM (out of memory,
+ * or a part the dumper refuses), logged; nothing is queued on failure. */
+int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
+                       const json_t *part);
+/* Wait for the ticket's commit and free it (a wait makes the writer commit what is queued now,
+ * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
+ * disk full, -EIO: anything else). */
+int store_wait(struct store_ticket *t);
+/* store_wait, and for a ticket of store_put_new whose commit carried its document (not
+ * superseded by a later change of the same job in its batch), those bytes: *ret_doc (malloc'd,
+ * *ret_len long, exactly what store_public_copy's compact dump of the job as put would be) is
+ * set only when 0 is returned and they were kept; otherwise it is left untouched. */
+int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
+/* store_wait_doc without blocking a thread: 1 when t is committed (or failed) already; 0 when
+ * ready(arg) will be called once, from the writer's thread with the store's lock held (so it must
+ * be quick and take no lock of the store's), when it is. Like a wait, it makes the writer commit
+ * what is queued now. Either way t stays the caller's, for store_wait_doc, which then returns at
+ * once; a store_wait_doc before ready came takes its place (ready is then never called). */
+int store_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg);
+/* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. A
+ * ticket only polled is committed within STORE_LAZY_MS, with whatever else came meanwhile. */
+int store_poll(struct store_ticket *t, int *ret_r);
+/* How many tickets have finished (committed or failed) since store_open; it only grows, and
+ * reading it takes no lock (0 for NULL). A caller that polls tickets can skip looking while it
+ * stands still: no ticket finished meanwhile. */
+uint64_t store_commits(struct store *s);
+/* Wait until everything queued so far is committed (read-your-writes for queries); like
+ * store_wait, it ends the writer's wait for more changes. */
+void store_sync(struct store *s);
+
+/* What clients see of a job: the internal document less the bookkeeping only umd needs
+ * (request, created_ms, finished_ms); without results for lists. Shallow: the top level and the
+ * part objects are copied, what lies below them is shared. NULL on OOM. A result kept as the
+ * worker's bytes (a raw node, jsonraw.h) stays one: such a copy must go through
+ * store_public_expand before anything dumps it. */
+json_t *store_public_copy(const json_t *doc, bool with_results);
+/* Each part's result in pub (a store_public_copy: its part objects are its own) that is a raw
+ * node becomes its tree: an answer's parse, done once core_lock is released. 0 or -ENOMEM. */
+int store_public_expand(json_t *pub);
+
+/* One unfinished job as store_recover reads it: its columns and its parts' rows, from indexes
+ * alone, so that recovery can queue a waiting job without reading its document; and, when the
+ * callback asks for it, its internal document as JSON text (the stored document with request and
+ * created_ms added to it as bytes). Nothing of it is checked: it is what the disk holds. Valid
+ * during the callback only, but for text: the callback may take it (setting text to NULL), and
+ * then frees it. */
+struct store_open_part {
+        const char *uuid, *state; /* NULL where the parts table has no row for this index */
+        const char *doc;          /* the part's own document (store_put_part_doc), or NULL */
+};
+struct store_open_job {
+        const char *id, *state, *client, *idempotency_key;
+        const char *priority; /* NULL: the row predates the column (schema 1) */
+        int cancel_requested; /* 0 or 1; -1: the row predates the column */
+        int64_t created_ms;
+        char *text; /* NULL until the callback returns STORE_OPEN_WANT_TEXT */
+        size_t text_len;
+        const struct store_open_part *parts;
+        size_t n_parts; /* the highest idx in the parts table, plus one */
+};
+/* A callback's answer: call me again with text (NULL then only when the row has no document). */
+#define STORE_OPEN_WANT_TEXT 1
+/* Unfinished jobs (no finished_ms), in id order. The callback returns 0, STORE_OPEN_WANT_TEXT,
+ * or <0 to abort. 0 or -errno. */
+typedef int (*store_open_fn)(struct store_open_job *job, void *userdata);
+int store_recover(struct store *s, store_open_fn fn, void *userdata);
+/* A document read from the store (such as store_open_job's text) as a tree, parsed with the
+ * store's limits (depth, no NUL). NULL with e set when it is not one. */
+json_t *store_parse_doc(const char *text, size_t len, json_error_t *e);
+
+/* The public document of job id (any case). 0, -ENOENT or -errno. */
+int store_get(struct store *s, const char *id, json_t **ret);
+/* Its internal document (with request, created_ms and finished_ms), as store_recover's text
+ * parses to: what a job held only in the store reads back. 0, -ENOENT, -EBADMSG or -EIO. */
+int store_get_internal(struct store *s, const char *id, json_t **ret);
+/* store_get_internal of each of ids[0, n) in one read transaction: ret[i] is its tree, or NULL
+ * when it is not there or cannot be read (logged). 0, or -errno (logged) when nothing could be
+ * read (every ret[i] NULL). */
+int store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
+/* Keep up to max_bytes of finished jobs' documents in memory for store_get_finished (0: no
+ * cache). Once, before reads start. 0 or -ENOMEM. */
+int store_set_cache(struct store *s, uint64_t max_bytes);
+/* The stored bytes of job id (the document the API serves) and their ETag, as a reference the
+ * caller drops with blob_unref. Only for a job that is finished and out of the jobs' memory: its
+ * bytes never change again, so they are cached (retention and any later write drop them).
+ * 0, -ENOENT or -errno. */
+int store_get_finished(struct store *s, const char *id, struct blob **ret);
+/* The newest job with this idempotency key and client (NULL matches NULL): its public document
+ * and the request body it was submitted with. 0, -ENOENT or -errno. */
+int store_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,
+                          char **ret_request);
+
+struct store_query {
+        const char *state;     /* NULL: any */
+        const char *benchmark; /* NULL: any */
+        const char *uuid;      /* a part on this device; NULL: any */
+        const char *label_key; /* with label_key_len and label_value; NULL: any */
+        size_t label_key_len;
+        const char *label_value;
+        const char *before; /* id cursor, exclusive; NULL: none */
+        const char *after;  /* id cursor, exclusive: newer than this; NULL: none */
+        uint64_t since_ms;  /* created at or after; 0: none */
+        uint64_t until_ms;  /* created before; 0: none */
+        size_t limit;
+        bool with_results; /* whole public documents, up to max_bytes of them (one at least) */
+        uint64_t max_bytes;
+};
+/* Summaries (public documents without results), or whole documents with with_results, newest
+ * first, as a JSON array's text made of the stored bytes: *ret_text (malloc'd), its length, how
+ * many jobs, the last one's id ("" for none); *ret_more when more match. 0 or -errno. */
+int store_list_raw(struct store *s, const struct store_query *q, char **ret_text, size_t *ret_len,
+                   size_t *ret_n, char ret_last[UUID_STRING_MAX], bool *ret_more);
+/* The same, parsed: an array of the documents. */
+int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more);
+
+/* The part objects of finished health jobs on device uuid that carry a verdict, newest first,
+ * at most max, skipping job exclude_id; passing_only: verdict "pass" and state succeeded. */
+int store_health_parts(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
+                       size_t max, json_t **ret_parts);
+
+/* Ask the writer to delete finished jobs beyond max_jobs, older than retention_days (0: no age
+ * limit), or beyond max_bytes in total (0: no limit), oldest first, in small transactions when
+ * it has nothing else to do. Returns at once. */
+void store_retention(struct store *s, unsigned max_jobs, unsigned retention_days,
+                     uint64_t max_bytes);
+/* Jobs stored (committed). */
+size_t store_count(struct store *s);
+/* PRAGMA quick_check over the whole file, on a thread of its own (once, after READY: start-up
+ * does not wait for it). 0 or -errno, logged. store_close interrupts it. */
+int store_check_start(struct store *s);
+enum store_check {
+        STORE_CHECK_PENDING, /* not started, running, or could not run (logged) */
+        STORE_CHECK_OK,
+        STORE_CHECK_DAMAGED,
+};
+enum store_check store_check_state(const struct store *s);
+/* What the check found wrong with the file, or NULL (also while it runs): the store then runs,
+ * but some finished jobs cannot be read. Never changes once set. */
+const char *store_damage(const struct store *s);
+/* The indexes start-up found disagreeing with their tables and rebuilt (store_repair.c),
+ * comma-separated, or NULL when none. */
+const char *store_repaired(const struct store *s);
+/* 0 while the store commits; the -errno (-EROFS, -EIO, -ENOSPC) of its last commit while
+ * every commit fails for the disk (store_health.c). No part is dispatched meanwhile. */
+int store_commit_error(const struct store *s);
+/* The writer's batches that failed for the disk since store_open. */
+uint64_t store_commit_failures(const struct store *s);
+
+/* `umd --export DIR`: write every job in STATE_DIR/umd.db to DIR/<id>.json (internal form, the
+ * old store's format). Reads a live database safely. 0 or -errno, logged. */
+int store_export(const char *state_dir, const char *dir);
