@@ -35,7 +35,7 @@ static const char *const rsql[R_COUNT] = {
     /* The text of one of them, for the jobs recovery must parse: the request comes escaped as a
      * JSON string (SQLite's json_quote), ready to be put into the text. */
     [R_OPEN_TEXT] = "SELECT doc, json_quote(request), created_ms FROM jobs WHERE id = ?1",
-    /* A job's internal document (store_internal_from_row's columns). */
+    /* A job's internal document (store_doc_internal_from_row's columns). */
     [R_INTERNAL] = "SELECT doc, request, created_ms, finished_ms FROM jobs WHERE id = ?1",
     /* Their parts, by one walk of the parts table from the first of them on, in the order of
      * its key (store_recover merges it with R_OPEN, seeking again past a run of finished jobs'
@@ -53,52 +53,6 @@ static const char *const rsql[R_COUNT] = {
     [R_END] = "COMMIT",
 };
 
-static void cache_key(const char *id, char key[UUID_STRING_MAX])
-{
-        size_t i;
-
-        for (i = 0; id[i] && i + 1 < UUID_STRING_MAX; i++)
-                key[i] = (char)((id[i] >= 'A' && id[i] <= 'Z') ? id[i] + 32 : id[i]);
-        key[i] = '\0';
-}
-
-static struct cache_slot *cache_slot_of(struct store *s, const char *key)
-{
-        return &s->cache[fnv1a_str(FNV1A_INIT, key) % CACHE_SLOTS];
-}
-
-/* With cache_mu held. */
-static void cache_drop_slot(struct store *s, struct cache_slot *c)
-{
-        s->cache_bytes -= c->blob->len;
-        blob_unref(c->blob);
-        *c = (struct cache_slot){0};
-}
-
-void store_cache_evict(struct store *s, const char *id)
-{
-        char key[UUID_STRING_MAX];
-        struct cache_slot *c;
-
-        if (!s->cache)
-                return;
-        cache_key(id, key);
-        pthread_mutex_lock(&s->cache_mu);
-        c = cache_slot_of(s, key);
-        if (strcmp(c->id, key) == 0)
-                cache_drop_slot(s, c);
-        pthread_mutex_unlock(&s->cache_mu);
-}
-
-void store_cache_free(struct store *s)
-{
-        for (size_t i = 0; s->cache && i < CACHE_SLOTS; i++)
-                blob_unref(s->cache[i].blob);
-        free(s->cache);
-        s->cache = NULL;
-        s->cache_bytes = 0;
-}
-
 /* ---- readers ---- */
 
 static void reader_free(struct reader *r)
@@ -113,7 +67,7 @@ static void reader_free(struct reader *r)
         free(r);
 }
 
-int store_reader_take(struct store *s, struct reader **ret)
+int store_read_take(struct store *s, struct reader **ret)
 {
         struct reader *r;
         int e;
@@ -137,7 +91,7 @@ int store_reader_take(struct store *s, struct reader **ret)
                 return -ENOMEM;
         e = store_db_open(s->db_path, false, &r->db);
         for (size_t i = 0; e == 0 && i < R_COUNT; i++)
-                e = store_prepare(r->db, rsql[i], &r->st[i]);
+                e = store_db_prepare(r->db, rsql[i], &r->st[i]);
         if (e < 0) {
                 reader_free(r);
                 return e;
@@ -147,7 +101,7 @@ int store_reader_take(struct store *s, struct reader **ret)
 }
 
 /* Keep at most READERS_MAX idle connections: more threads than that are a burst. */
-void store_reader_give(struct store *s, struct reader *r)
+void store_read_give(struct store *s, struct reader *r)
 {
         bool keep;
 
@@ -163,7 +117,7 @@ void store_reader_give(struct store *s, struct reader *r)
                 reader_free(r);
 }
 
-json_t *store_parse_text(sqlite3_stmt *st, int col)
+json_t *store_read_parse_text(sqlite3_stmt *st, int col)
 {
         const char *t = (const char *)sqlite3_column_text(st, col);
         size_t len = (size_t)sqlite3_column_bytes(st, col);
@@ -181,7 +135,7 @@ json_t *store_parse_text(sqlite3_stmt *st, int col)
         return json_parse_strict(t, len, STORE_JSON_DEPTH, &err);
 }
 
-void store_readers_close(struct store *s)
+void store_read_close(struct store *s)
 {
         while (s->readers) {
                 struct reader *r = s->readers;
@@ -202,7 +156,7 @@ static int get_tree(struct store *s, int which, json_t *(*parse)(sqlite3_stmt *s
         json_t *j = NULL;
         int rc, r;
 
-        r = store_reader_take(s, &rd);
+        r = store_read_take(s, &rd);
         if (r < 0)
                 return r;
         st = rd->st[which];
@@ -212,7 +166,7 @@ static int get_tree(struct store *s, int which, json_t *(*parse)(sqlite3_stmt *s
                 j = parse(st);
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
-        store_reader_give(s, rd);
+        store_read_give(s, rd);
         if (rc == SQLITE_DONE)
                 return -ENOENT;
         if (rc != SQLITE_ROW)
@@ -226,7 +180,7 @@ static int get_tree(struct store *s, int which, json_t *(*parse)(sqlite3_stmt *s
 
 static json_t *parse_doc_column(sqlite3_stmt *st)
 {
-        return store_parse_text(st, 0);
+        return store_read_parse_text(st, 0);
 }
 
 int store_get(struct store *s, const char *id, json_t **ret)
@@ -236,7 +190,7 @@ int store_get(struct store *s, const char *id, json_t **ret)
 
 int store_get_internal(struct store *s, const char *id, json_t **ret)
 {
-        return get_tree(s, R_INTERNAL, store_internal_from_row, id, ret);
+        return get_tree(s, R_INTERNAL, store_doc_internal_from_row, id, ret);
 }
 
 static int step_alone(sqlite3_stmt *st)
@@ -256,7 +210,7 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
         assert(ids || n == 0);
         for (size_t i = 0; i < n; i++)
                 ret[i] = NULL;
-        r = store_reader_take(s, &rd);
+        r = store_read_take(s, &rd);
         if (r < 0)
                 return log_error_errno(r, "SQLite: no reader for %zu jobs: %m", n);
         /* One read transaction: each read of its own began and ended one, and found the
@@ -264,7 +218,7 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
          * their pages. */
         if (step_alone(rd->st[R_BEGIN]) < 0) {
                 r = log_error_errno(EIO, "SQLite: cannot begin a read: %s", sqlite3_errmsg(rd->db));
-                store_reader_give(s, rd);
+                store_read_give(s, rd);
                 return r;
         }
         st = rd->st[R_INTERNAL];
@@ -273,7 +227,7 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
 
                 sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_STATIC);
                 rc = sqlite3_step(st);
-                if (rc == SQLITE_ROW && !(ret[i] = store_internal_from_row(st)))
+                if (rc == SQLITE_ROW && !(ret[i] = store_doc_internal_from_row(st)))
                         log_error("store: job %s is not valid JSON", ids[i]);
                 else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
                         log_error("SQLite: cannot read job %s: %s", ids[i], sqlite3_errstr(rc));
@@ -287,78 +241,7 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
         if (!sqlite3_get_autocommit(rd->db))
                 reader_free(rd);
         else
-                store_reader_give(s, rd);
-        return 0;
-}
-
-int store_set_cache(struct store *s, uint64_t max_bytes)
-{
-        if (max_bytes == 0 || s->cache)
-                return 0;
-        s->cache = calloc(CACHE_SLOTS, sizeof(*s->cache));
-        if (!s->cache)
-                return -ENOMEM;
-        s->cache_max = max_bytes;
-        return 0;
-}
-
-int store_get_finished(struct store *s, const char *id, struct blob **ret)
-{
-        char key[UUID_STRING_MAX];
-        struct cache_slot *c = NULL;
-        struct blob *b = NULL;
-        struct reader *rd;
-        sqlite3_stmt *st;
-        int rc, r;
-
-        cache_key(id, key);
-        if (s->cache) {
-                /* A reference, not a copy: the lock covers a compare and an increment. */
-                pthread_mutex_lock(&s->cache_mu);
-                c = cache_slot_of(s, key);
-                if (strcmp(c->id, key) == 0)
-                        b = blob_ref(c->blob);
-                pthread_mutex_unlock(&s->cache_mu);
-                if (b) {
-                        *ret = b;
-                        return 0;
-                }
-        }
-        r = store_reader_take(s, &rd);
-        if (r < 0)
-                return r;
-        st = rd->st[R_GET];
-        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        r = 0;
-        if (rc == SQLITE_ROW) {
-                const char *t = (const char *)sqlite3_column_text(st, 0);
-
-                r = t ? blob_new(t, (size_t)sqlite3_column_bytes(st, 0), &b) : -ENOMEM;
-        }
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        store_reader_give(s, rd);
-        if (rc == SQLITE_DONE)
-                return -ENOENT;
-        if (rc != SQLITE_ROW)
-                return log_error_errno(EIO, "SQLite: cannot read job %s: %s", id,
-                                       sqlite3_errstr(rc));
-        if (r < 0)
-                return r;
-        /* A document over a sixteenth of the cache would push out too much for one job. */
-        if (s->cache && b->len <= s->cache_max / 16) {
-                pthread_mutex_lock(&s->cache_mu);
-                if (c->id[0])
-                        cache_drop_slot(s, c);
-                if (s->cache_bytes + b->len <= s->cache_max) {
-                        c->blob = blob_ref(b);
-                        s->cache_bytes += b->len;
-                        memcpy(c->id, key, sizeof(key));
-                }
-                pthread_mutex_unlock(&s->cache_mu);
-        }
-        *ret = b;
+                store_read_give(s, rd);
         return 0;
 }
 
@@ -371,20 +254,20 @@ int store_find_idempotent(struct store *s, const char *key, const char *client, 
         char *req = NULL;
         int rc, r;
 
-        r = store_reader_take(s, &rd);
+        r = store_read_take(s, &rd);
         if (r < 0)
                 return r;
         st = rd->st[R_IDEM];
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-        store_bind_text_or_null(st, 2, client);
+        store_rows_bind_text(st, 2, client);
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
-                j = store_parse_text(st, 0);
+                j = store_read_parse_text(st, 0);
                 req = strdup((const char *)sqlite3_column_text(st, 1) ?: "");
         }
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
-        store_reader_give(s, rd);
+        store_read_give(s, rd);
         if (rc == SQLITE_DONE)
                 return -ENOENT;
         if (rc != SQLITE_ROW || !j || !req) {
@@ -407,7 +290,7 @@ int store_health_parts(struct store *s, const char *uuid, const char *exclude_id
 
         if (!out)
                 return -ENOMEM;
-        r = store_reader_take(s, &rd);
+        r = store_read_take(s, &rd);
         if (r < 0) {
                 json_decref(out);
                 return r;
@@ -417,7 +300,7 @@ int store_health_parts(struct store *s, const char *uuid, const char *exclude_id
         sqlite3_bind_text(st, 2, exclude_id ?: "", -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 3, (sqlite3_int64)max);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                _cleanup_json_ json_t *j = store_parse_text(st, 0);
+                _cleanup_json_ json_t *j = store_read_parse_text(st, 0);
                 size_t i;
                 json_t *p;
 
@@ -432,193 +315,12 @@ int store_health_parts(struct store *s, const char *uuid, const char *exclude_id
         }
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
-        store_reader_give(s, rd);
+        store_read_give(s, rd);
         if (rc != SQLITE_DONE) {
                 json_decref(out);
                 return log_error_errno(EIO, "SQLite: cannot read health history: %s",
                                        sqlite3_errstr(rc));
         }
         *ret_parts = out;
-        return 0;
-}
-
-/* The smallest UUIDv7 created at ms: ids are time-ordered, so a time range is an id range. */
-static void id_floor(uint64_t ms, char buf[UUID_STRING_MAX])
-{
-        snprintf(buf, UUID_STRING_MAX, "%08x-%04x-0000-0000-000000000000",
-                 (unsigned)((ms >> 16) & 0xffffffffu), (unsigned)(ms & 0xffff));
-}
-
-static sqlite3_stmt *list_stmt(struct reader *rd, unsigned mask)
-{
-        char sql[1024];
-        size_t at;
-
-        if (rd->list[mask])
-                return rd->list[mask];
-        /* With a device, walk that device's parts (newest first) and join the job: a GPU's
-         * history over months never scans other GPUs' jobs. */
-        if (mask & Q_UUID)
-                at = (size_t)snprintf(sql, sizeof(sql),
-                                      "SELECT j.%s, j.id FROM parts p CROSS JOIN jobs j ON "
-                                      "j.id = p.job_id WHERE p.uuid = ?3",
-                                      (mask & Q_DOC) ? "doc" : "summary");
-        else
-                at = (size_t)snprintf(sql, sizeof(sql), "SELECT j.%s, j.id FROM jobs j WHERE 1",
-                                      (mask & Q_DOC) ? "doc" : "summary");
-#define ADD(bit, cond)                                                                             \
-        if ((mask & (bit)) && at < sizeof(sql))                                                    \
-                at += (size_t)snprintf(sql + at, sizeof(sql) - at, " AND %s", cond);
-        ADD(Q_STATE, "j.state = ?1");
-        /* Implied by the state, said so that the planner takes the partial index of its kind
-         * (store.c: jobs_state_final, jobs_open_cols). */
-        ADD(Q_STATE,
-            (mask & Q_FINAL) ? "j.state NOT IN ('queued', 'running')" : "j.finished_ms IS NULL");
-        ADD(Q_BENCH, "j.benchmark = ?2");
-        ADD(Q_BEFORE, (mask & Q_UUID) ? "p.job_id < ?4" : "j.id < ?4");
-        ADD(Q_SINCE, (mask & Q_UUID) ? "p.job_id >= ?5" : "j.id >= ?5");
-        ADD(Q_UNTIL, (mask & Q_UUID) ? "p.job_id < ?6" : "j.id < ?6");
-        ADD(Q_AFTER, (mask & Q_UUID) ? "p.job_id > ?8" : "j.id > ?8");
-#undef ADD
-        if (at < sizeof(sql))
-                snprintf(sql + at, sizeof(sql) - at, " ORDER BY %s DESC LIMIT ?7",
-                         (mask & Q_UUID) ? "p.job_id" : "j.id");
-        if (store_prepare(rd->db, sql, &rd->list[mask]) < 0)
-                return NULL;
-        return rd->list[mask];
-}
-
-static bool label_matches(const json_t *job, const struct store_query *q)
-{
-        const char *k;
-        json_t *v;
-
-        json_object_foreach(json_object_get(job, "labels"), k, v)
-        {
-                if (strlen(k) == q->label_key_len &&
-                    strncmp(k, q->label_key, q->label_key_len) == 0 && json_is_string(v) &&
-                    strcmp(json_string_value(v), q->label_value) == 0)
-                        return true;
-        }
-        return false;
-}
-
-/* The states jobs_state_final leaves out (store.c), named as its condition names them. */
-static bool state_is_open(const char *state)
-{
-        return strcmp(state, "queued") == 0 || strcmp(state, "running") == 0;
-}
-
-int store_list_raw(struct store *s, const struct store_query *q, char **ret_text, size_t *ret_len,
-                   size_t *ret_n, char ret_last[UUID_STRING_MAX], bool *ret_more)
-{
-        char since[UUID_STRING_MAX], until[UUID_STRING_MAX], last[UUID_STRING_MAX] = "";
-        unsigned mask = (q->state ? Q_STATE : 0) | (q->benchmark ? Q_BENCH : 0) |
-                        (q->uuid ? Q_UUID : 0) | (q->before ? Q_BEFORE : 0) |
-                        (q->since_ms ? Q_SINCE : 0) | (q->until_ms ? Q_UNTIL : 0) |
-                        (q->after ? Q_AFTER : 0) | (q->with_results ? Q_DOC : 0) |
-                        (q->state && !state_is_open(q->state) ? Q_FINAL : 0);
-        uint64_t bytes = 0;
-        struct reader *rd;
-        sqlite3_stmt *st;
-        char *buf = NULL;
-        size_t len = 0, n = 0;
-        FILE *f;
-        bool more = false;
-        int rc, r;
-
-        r = store_reader_take(s, &rd);
-        if (r < 0)
-                return r;
-        st = list_stmt(rd, mask);
-        f = st ? open_memstream(&buf, &len) : NULL;
-        if (!f) {
-                store_reader_give(s, rd);
-                return st ? -ENOMEM : -EIO;
-        }
-        fputc('[', f);
-        id_floor(q->since_ms, since);
-        id_floor(q->until_ms, until);
-        store_bind_text_or_null(st, 1, q->state);
-        store_bind_text_or_null(st, 2, q->benchmark);
-        store_bind_text_or_null(st, 3, q->uuid);
-        store_bind_text_or_null(st, 4, q->before);
-        store_bind_text_or_null(st, 8, q->after);
-        sqlite3_bind_text(st, 5, since, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 6, until, -1, SQLITE_STATIC);
-        /* A label is matched here, not in SQL: then rows are read until the page is full. */
-        sqlite3_bind_int64(st, 7, q->label_key ? -1 : (sqlite3_int64)q->limit + 1);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                const char *text = (const char *)sqlite3_column_text(st, 0);
-                const char *id = (const char *)sqlite3_column_text(st, 1);
-                size_t size = (size_t)sqlite3_column_bytes(st, 0);
-
-                if (!text || !id)
-                        continue;
-                /* With results a page ends at max_bytes (but holds one job at least): the
-                 * next cursor then picks up where it stopped. */
-                if (q->with_results && n > 0 && bytes + size > q->max_bytes) {
-                        more = true;
-                        break;
-                }
-                if (q->label_key) {
-                        json_t *j = store_parse_text(st, 0);
-                        bool match = j && label_matches(j, q);
-
-                        json_decref(j);
-                        if (!match)
-                                continue;
-                }
-                if (n == q->limit) {
-                        more = true;
-                        break;
-                }
-                /* The stored text is the document as the API serves it (json_dump_compact):
-                 * a page is those bytes joined, never parsed and dumped again. */
-                if (n > 0)
-                        fputc(',', f);
-                fwrite(text, 1, size, f);
-                snprintf(last, sizeof(last), "%s", id);
-                n++;
-                bytes += size;
-        }
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        store_reader_give(s, rd);
-        fputc(']', f);
-        if (fclose(f) != 0) {
-                free(buf);
-                return -ENOMEM;
-        }
-        if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-                free(buf);
-                return log_error_errno(EIO, "SQLite: cannot list jobs: %s", sqlite3_errstr(rc));
-        }
-        *ret_text = buf;
-        *ret_len = len;
-        *ret_n = n;
-        memcpy(ret_last, last, sizeof(last));
-        *ret_more = more;
-        return 0;
-}
-
-int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more)
-{
-        char last[UUID_STRING_MAX];
-        _cleanup_free_ char *text = NULL;
-        size_t len = 0, n = 0;
-        json_error_t err;
-        json_t *arr;
-        int r;
-
-        r = store_list_raw(s, q, &text, &len, &n, last, ret_more);
-        if (r < 0)
-                return r;
-        arr = json_loadb(text, len, 0, &err);
-        if (!json_is_array(arr)) {
-                json_decref(arr);
-                return log_error_errno(EBADMSG, "store: a listed job is not valid JSON");
-        }
-        *ret_jobs = arr;
         return 0;
 }

@@ -141,7 +141,7 @@ static void test_nocase_is_sqlites_own_order(void **state)
                 sqlite3_bind_text(st, 2, y, ny, SQLITE_STATIC);
                 assert_int_equal(sqlite3_step(st), SQLITE_ROW);
                 int less = sqlite3_column_int(st, 0), equal = sqlite3_column_int(st, 1);
-                int ours = store_nocase_compare(NULL, nx, x, ny, y);
+                int ours = store_db_nocase_compare(NULL, nx, x, ny, y);
 
                 assert_int_equal(sqlite3_step(st), SQLITE_DONE);
                 sqlite3_reset(st);
@@ -1500,7 +1500,7 @@ static void test_export_writes_every_job(void **state)
         json_decref(jb);
 }
 
-/* store_take_batch on a queue made by hand: tickets of jobs "a".."e" queued at the given
+/* store_writer_take_batch on a queue made by hand: tickets of jobs "a".."e" queued at the given
  * monotonic ms, waited where the name is upper case. */
 struct queue {
         struct store s;
@@ -1544,7 +1544,7 @@ static void test_a_batch_nobody_waits_for_takes_every_change(void **state)
         (void)state;
         queue_add(&q, 'a', 95);
         queue_add(&q, 'b', 99);
-        list_is(store_take_batch(&q.s, 100), "a@95 b@99");
+        list_is(store_writer_take_batch(&q.s, 100), "a@95 b@99");
         assert_null(q.s.head);
         assert_null(q.s.tail);
 }
@@ -1558,7 +1558,7 @@ static void test_a_waited_batch_keeps_a_jobs_changes_in_order(void **state)
         queue_add(&q, 'a', 70); /* due: goes, though its job's next change stays */
         queue_add(&q, 'a', 95);
         queue_add(&q, 'B', 99);
-        list_is(store_take_batch(&q.s, 100), "a@70 b@99");
+        list_is(store_writer_take_batch(&q.s, 100), "a@70 b@99");
         list_is(q.s.head, "a@95");
         assert_int_equal(q.s.head_ms, 95);
 }
@@ -1572,7 +1572,7 @@ static void test_a_waited_change_takes_its_jobs_earlier_ones(void **state)
         queue_add(&q, 'a', 95);
         queue_add(&q, 'c', 96);
         queue_add(&q, 'A', 99);
-        list_is(store_take_batch(&q.s, 100), "a@95 a@99");
+        list_is(store_writer_take_batch(&q.s, 100), "a@95 a@99");
         list_is(q.s.head, "c@96");
 }
 
@@ -1589,7 +1589,7 @@ static void test_a_waited_batch_leaves_changes_younger_than_lazy(void **state)
         queue_add(&q, 'B', now - 1);
         snprintf(want, sizeof(want), "e@%d b@%d", (int)now - STORE_LAZY_MS, (int)now - 1);
         snprintf(left, sizeof(left), "d@%d", (int)now - STORE_LAZY_MS + 1);
-        list_is(store_take_batch(&q.s, now), want);
+        list_is(store_writer_take_batch(&q.s, now), want);
         list_is(q.s.head, left);
 }
 
@@ -1601,7 +1601,7 @@ static void test_a_sync_takes_every_change(void **state)
         q.s.flush_all = true;
         queue_add(&q, 'a', 99);
         queue_add(&q, 'b', 100);
-        list_is(store_take_batch(&q.s, 100), "a@99 b@100");
+        list_is(store_writer_take_batch(&q.s, 100), "a@99 b@100");
         assert_null(q.s.head);
         assert_false(q.s.flush_all);
 }
