@@ -13,7 +13,10 @@
  * while every real commit failed, so the store looked back every 200 ms and dispatched again.
  *
  * The writer's errors go through store_health_log_limited: one line per kind every
- * STORE_LOG_INTERVAL_MS, saying how many like it were left out since the last. */
+ * STORE_LOG_INTERVAL_MS, saying how many like it were left out since the last.
+ *
+ * The file's own health is here too: the whole file's quick check, once after READY on a thread
+ * of its own (store_check_start), and what it found (store_damage). */
 #include "store_internal.h"
 
 #include <assert.h>

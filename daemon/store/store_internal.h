@@ -162,9 +162,8 @@ struct store_row {
         size_t n_parts;
 };
 
-/* Who makes a ticket's row from its snapshot (store_write.c's store_prep_drain, on the thread that
- * queued it, or the writer),
- * decided once by a compare-and-swap on ticket.prep. */
+/* Who makes a ticket's row from its snapshot (store_prep.c's store_prep_drain, on the thread that
+ * queued it, or the writer), decided once by a compare-and-swap on ticket.prep. */
 enum {
         PREP_NONE,  /* not made: either may take it */
         PREP_BUSY,  /* a drain makes it, outside mu */

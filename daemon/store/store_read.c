@@ -1,7 +1,8 @@
 /* The store's reads (store.h, store_internal.h): a pool of reader connections (WAL never makes
- * them wait for the writer), the cache of finished jobs' documents as blob references (their
- * bytes never change, so a GET copies nothing under a lock), and the queries: by id, by
- * idempotency key, health history and lists. Never writes. */
+ * them wait for the writer) that every read takes one of, and the reads by id (public or internal
+ * document, one or several), by idempotency key and of health history. The finished jobs' cache
+ * is store_cache.c's, lists are store_list.c's, recovery's read store_recover.c's. Never
+ * writes. */
 #include "store.h"
 
 #include <assert.h>
