@@ -94,6 +94,61 @@ static bool scan_utf8(struct scan *s)
         return true;
 }
 
+/* The escape at b[pos] (a backslash), as jansson writes them: its byte into *ret_out and its
+ * length (2, or 6 for a \u00XX), or 0 for one jansson would not write. */
+static inline size_t decode_escape(const char *b, size_t len, size_t pos, char *ret_out)
+{
+        char out;
+
+        if (len - pos < 2)
+                return 0;
+        switch (b[pos + 1]) {
+        case '"':
+                out = '"';
+                break;
+        case '\\':
+                out = '\\';
+                break;
+        case 'b':
+                out = '\b';
+                break;
+        case 'f':
+                out = '\f';
+                break;
+        case 'n':
+                out = '\n';
+                break;
+        case 'r':
+                out = '\r';
+                break;
+        case 't':
+                out = '\t';
+                break;
+        case 'u': {
+                int h, l;
+
+                /* Only a control character without a short escape, and never NUL (jansson
+                 * reads none). */
+                if (len - pos < 6 || b[pos + 2] != '0' || b[pos + 3] != '0')
+                        return 0;
+                h = hexval(b[pos + 4]);
+                l = hexval(b[pos + 5]);
+                if (h < 0 || h > 1 || l < 0)
+                        return 0;
+                out = (char)(h * 16 + l);
+                if (out == 0 || out == '\b' || out == '\f' || out == '\n' || out == '\r' ||
+                    out == '\t')
+                        return 0;
+                *ret_out = out;
+                return 6;
+        }
+        default:
+                return 0; /* \/ or a \u jansson would not write */
+        }
+        *ret_out = out;
+        return 2;
+}
+
 /* A string at s->pos ('"') with some byte other than plain ones (json_plain_span), decoded.
  * When key is not NULL its decoded bytes go there (at most KEY_MAX) and their count to
  * *key_len. The cursor lives in locals and runs of plain bytes are taken at once: through s,
@@ -109,7 +164,7 @@ __attribute__((noinline)) static bool scan_string_decoded(struct scan *s, char *
                 return false;
         pos++;
         for (;;) {
-                size_t from = pos;
+                size_t from = pos, esc;
                 unsigned char c;
                 char out;
 
@@ -146,52 +201,10 @@ __attribute__((noinline)) static bool scan_string_decoded(struct scan *s, char *
                         continue;
                 }
                 /* c is the backslash */
-                if (len - pos < 2)
+                esc = decode_escape(b, len, pos, &out);
+                if (esc == 0)
                         return false;
-                switch (b[pos + 1]) {
-                case '"':
-                        out = '"';
-                        break;
-                case '\\':
-                        out = '\\';
-                        break;
-                case 'b':
-                        out = '\b';
-                        break;
-                case 'f':
-                        out = '\f';
-                        break;
-                case 'n':
-                        out = '\n';
-                        break;
-                case 'r':
-                        out = '\r';
-                        break;
-                case 't':
-                        out = '\t';
-                        break;
-                case 'u': {
-                        int h, l;
-
-                        /* Only a control character without a short escape, and never NUL
-                         * (jansson reads none). */
-                        if (len - pos < 6 || b[pos + 2] != '0' || b[pos + 3] != '0')
-                                return false;
-                        h = hexval(b[pos + 4]);
-                        l = hexval(b[pos + 5]);
-                        if (h < 0 || h > 1 || l < 0)
-                                return false;
-                        out = (char)(h * 16 + l);
-                        if (out == 0 || out == '\b' || out == '\f' || out == '\n' || out == '\r' ||
-                            out == '\t')
-                                return false;
-                        pos += 4;
-                        break;
-                }
-                default:
-                        return false; /* \/ or a \u jansson would not write */
-                }
-                pos += 2;
+                pos += esc;
                 if (key) {
                         if (k + 1 > KEY_MAX)
                                 return false;
@@ -283,90 +296,95 @@ static uint64_t digits_value(const char *d, size_t n)
         return v;
 }
 
-bool json_real_surely_jansson(const char *tok, size_t n)
+/* A real token's parts after its optional '-': the integer digits ip[0..ilen), the fraction's
+ * fp[0..flen) (fp NULL without a point), and rest, where what follows them begins (end: the
+ * token's end). */
+struct real_parts {
+        const char *ip, *fp, *rest, *end;
+        size_t ilen, flen;
+};
+
+/* The exponent form (rest at 'e'): its nd significant digits as m, and x, the decimal exponent of
+ * the first. false where "%.17g" and jansson would not have written the token so. */
+static bool real_exponent_form(const struct real_parts *t, uint64_t *m, size_t *nd, int *x)
 {
-#if LDBL_MANT_DIG < 64
-        (void)tok, (void)n;
-        return false; /* no extended precision to decide with */
-#else
-        const char *p = tok, *end = tok + n, *ip, *fp = NULL;
-        size_t ilen, flen = 0, nd;
-        uint64_t m;
-        int x; /* the decimal exponent of the first significant digit */
+        const char *p = t->rest, *end = t->end, *ip = t->ip, *fp = t->fp;
+        size_t ilen = t->ilen, flen = t->flen;
+        /* "%.17g"'s exponent as jansson leaves it: 'e', no '+', no leading zero. */
+        int e = 0;
+        bool eneg = false;
 
-        if (p < end && *p == '-')
-                p++;
-        for (ip = p; p < end && *p >= '0' && *p <= '9';)
-                p++;
-        ilen = (size_t)(p - ip);
-        if (p < end && *p == '.') {
-                for (fp = ++p; p < end && *p >= '0' && *p <= '9';)
-                        p++;
-                flen = (size_t)(p - fp);
-        }
-        if (ilen == 0 || (fp && flen == 0))
+        if (*p++ != 'e')
                 return false;
-        if (p < end) {
-                /* "%.17g"'s exponent as jansson leaves it: 'e', no '+', no leading zero. */
-                int e = 0;
-                bool eneg = false;
+        if (p < end && *p == '-') {
+                eneg = true;
+                p++;
+        }
+        if (p == end || *p < '1' || *p > '9')
+                return false;
+        for (; p < end && *p >= '0' && *p <= '9'; p++)
+                if ((e = e * 10 + (*p - '0')) > 400)
+                        return false;
+        if (p != end)
+                return false;
+        *x = eneg ? -e : e;
+        /* One digit before the point, none of the fraction's trailing zeros, and an exponent
+         * "%g" writes so (below -4, or from the precision up). */
+        if (ilen != 1 || *ip == '0' || (fp && fp[flen - 1] == '0') || (*x >= -4 && *x < 17))
+                return false;
+        *nd = 1 + flen;
+        if (*nd > 17)
+                return false;
+        *m = digits_value(ip, 1) * (uint64_t)pow10_exact[flen] + digits_value(fp, flen);
+        return true;
+}
 
-                if (*p++ != 'e')
-                        return false;
-                if (p < end && *p == '-') {
-                        eneg = true;
-                        p++;
-                }
-                if (p == end || *p < '1' || *p > '9')
-                        return false;
-                for (; p < end && *p >= '0' && *p <= '9'; p++)
-                        if ((e = e * 10 + (*p - '0')) > 400)
-                                return false;
-                if (p != end)
-                        return false;
-                x = eneg ? -e : e;
-                /* One digit before the point, none of the fraction's trailing zeros, and an
-                 * exponent "%g" writes so (below -4, or from the precision up). */
-                if (ilen != 1 || *ip == '0' || (fp && fp[flen - 1] == '0') || (x >= -4 && x < 17))
-                        return false;
-                nd = 1 + flen;
-                if (nd > 17)
-                        return false;
-                m = digits_value(ip, 1) * (uint64_t)pow10_exact[flen] + digits_value(fp, flen);
-        } else if (!fp) {
+/* The form without an exponent, as real_exponent_form says it. */
+static bool real_plain_form(const struct real_parts *t, uint64_t *m, size_t *nd, int *x)
+{
+        const char *ip = t->ip, *fp = t->fp;
+        size_t ilen = t->ilen, flen = t->flen;
+
+        if (!fp)
                 return false; /* jansson writes a point or an exponent into every real */
-        } else if (*ip != '0') {
+        if (*ip != '0') {
                 if (ilen > 17)
                         return false;
-                x = (int)ilen - 1;
+                *x = (int)ilen - 1;
                 if (flen == 1 && fp[0] == '0') {
                         /* "%g" wrote an integer, jansson added ".0". */
-                        nd = ilen;
-                        while (nd > 1 && ip[nd - 1] == '0')
-                                nd--;
-                        m = digits_value(ip, nd);
-                } else {
-                        if (fp[flen - 1] == '0' || ilen + flen > 17)
-                                return false;
-                        nd = ilen + flen;
-                        m = digits_value(ip, ilen) * (uint64_t)pow10_exact[flen] +
-                            digits_value(fp, flen);
+                        *nd = ilen;
+                        while (*nd > 1 && ip[*nd - 1] == '0')
+                                (*nd)--;
+                        *m = digits_value(ip, *nd);
+                        return true;
                 }
-        } else {
-                size_t z = 0; /* the fraction's zeros before its first significant digit */
-
-                if (ilen != 1)
+                if (fp[flen - 1] == '0' || ilen + flen > 17)
                         return false;
-                while (z < flen && fp[z] == '0')
-                        z++;
-                if (z == flen || fp[flen - 1] == '0' || flen - z > 17)
-                        return false;
-                x = -(int)z - 1;
-                if (x < -4)
-                        return false; /* "%g" writes an exponent there */
-                nd = flen - z;
-                m = digits_value(fp + z, nd);
+                *nd = ilen + flen;
+                *m = digits_value(ip, ilen) * (uint64_t)pow10_exact[flen] + digits_value(fp, flen);
+                return true;
         }
+        size_t z = 0; /* the fraction's zeros before its first significant digit */
+
+        if (ilen != 1)
+                return false;
+        while (z < flen && fp[z] == '0')
+                z++;
+        if (z == flen || fp[flen - 1] == '0' || flen - z > 17)
+                return false;
+        *x = -(int)z - 1;
+        if (*x < -4)
+                return false; /* "%g" writes an exponent there */
+        *nd = flen - z;
+        *m = digits_value(fp + z, *nd);
+        return true;
+}
+
+/* Whether the token m * 10^(x - nd + 1) (m of nd significant digits, x the exponent of the
+ * first) is what "%.17g" writes for the double it reads as. */
+static bool real_reads_back(uint64_t m, size_t nd, int x)
+{
         for (; nd < 17; nd++)
                 m *= 10; /* 17 digits: the token is m * 10^(x - 16) */
         /* A power of ten: a double just below it prints with the exponent below. */
@@ -387,6 +405,36 @@ bool json_real_surely_jansson(const char *tok, size_t n)
          * below a power of two included). d's roundings are each within 2^-64 of it: eight of
          * them is room to spare. */
         return r < half - ldexpl(d, -61);
+}
+
+bool json_real_surely_jansson(const char *tok, size_t n)
+{
+#if LDBL_MANT_DIG < 64
+        (void)tok, (void)n;
+        return false; /* no extended precision to decide with */
+#else
+        const char *p = tok, *end = tok + n;
+        struct real_parts t = {.end = end};
+        uint64_t m;
+        size_t nd;
+        int x; /* the decimal exponent of the first significant digit */
+
+        if (p < end && *p == '-')
+                p++;
+        for (t.ip = p; p < end && *p >= '0' && *p <= '9';)
+                p++;
+        t.ilen = (size_t)(p - t.ip);
+        if (p < end && *p == '.') {
+                for (t.fp = ++p; p < end && *p >= '0' && *p <= '9';)
+                        p++;
+                t.flen = (size_t)(p - t.fp);
+        }
+        if (t.ilen == 0 || (t.fp && t.flen == 0))
+                return false;
+        t.rest = p;
+        if (p < end ? !real_exponent_form(&t, &m, &nd, &x) : !real_plain_form(&t, &m, &nd, &x))
+                return false;
+        return real_reads_back(m, nd, x);
 #endif
 }
 
