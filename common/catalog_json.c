@@ -8,6 +8,10 @@
 #include "catalog.h"
 #include "catalog_params.h"
 
+/* A parameter's description in its schema, with its unit and the fake-only note: the longest
+ * (chunk_issue's) is about 320 bytes; a longer one is cut. */
+#define CATALOG_DESCRIPTION_MAX 512
+
 static const char *type_name(enum param_type t)
 {
         switch (t) {
@@ -165,7 +169,7 @@ static json_t *param_schema(const struct param_def *p, const struct catalog_limi
         if (!s)
                 return NULL;
         if (p->description || p->fake_only) {
-                char d[512];
+                char d[CATALOG_DESCRIPTION_MAX];
 
                 snprintf(d, sizeof(d), "%s%s%s%s", p->description ? p->description : "",
                          p->unit ? " (" : "", p->unit ? p->unit : "", p->unit ? ")" : "");

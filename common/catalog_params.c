@@ -13,6 +13,17 @@
 #include "size.h"
 #include "util.h"
 
+/* One size_format answer in a message: SIZE_STRING_MAX (32) would do; 48 is room to spare. */
+#define CATALOG_SIZE_TEXT_MAX 48
+static_assert(CATALOG_SIZE_TEXT_MAX >= SIZE_STRING_MAX, "a size's text must fit");
+/* An enum's allowed values joined by ", " for a message. A longer list is cut: pipeline's
+ * strategies (202 bytes) lose their last letters, and the detail holds no more than
+ * CATALOG_ERROR_DETAIL_MAX anyway. */
+#define CATALOG_VALUES_TEXT_MAX 200
+/* A size list item's field, "params.NAME[i]": the field cut at 80 bytes and an index of at
+ * most 20 digits. */
+#define CATALOG_ITEM_FIELD_MAX 128
+
 uint64_t catalog_params_size_max(const struct param_def *p, const struct catalog_limits *lim)
 {
         return p->max > 0 ? (uint64_t)p->max : lim->max_buffer_bytes;
@@ -64,7 +75,7 @@ static int check_size(const struct param_def *p, const json_t *v, const struct c
                       const char *field, uint64_t *ret, struct catalog_error *err)
 {
         uint64_t bytes;
-        char a[48], b[48];
+        char a[CATALOG_SIZE_TEXT_MAX], b[CATALOG_SIZE_TEXT_MAX];
 
         if (json_is_integer(v)) {
                 json_int_t i = json_integer_value(v);
@@ -120,7 +131,7 @@ static void enum_join(const struct param_def *p, char *buf, size_t len)
 static int check_param(const struct param_def *p, const json_t *v, const struct catalog_limits *lim,
                        json_t **ret_norm, struct catalog_error *err)
 {
-        char field[96], list[200];
+        char field[CATALOG_ERROR_FIELD_MAX], list[CATALOG_VALUES_TEXT_MAX];
         uint64_t bytes;
         int r;
 
@@ -191,7 +202,7 @@ static int check_param(const struct param_def *p, const json_t *v, const struct 
                         return -ENOMEM;
                 json_array_foreach(v, i, e)
                 {
-                        char ef[128];
+                        char ef[CATALOG_ITEM_FIELD_MAX];
                         snprintf(ef, sizeof(ef), "%.80s[%zu]", field, i);
                         r = check_size(p, e, lim, ef, &bytes, err);
                         if (r < 0) {
@@ -241,7 +252,7 @@ static json_t *param_default(const struct param_def *p, const json_t *norm,
 static int check_cross(const json_t *params, json_t *norm, struct catalog_error *err)
 {
         json_t *size = json_object_get(norm, "size");
-        char a[48];
+        char a[CATALOG_SIZE_TEXT_MAX];
         static const char *const le_size[] = {"chunk",   "stride",      "writeback",
                                               "touched", "min_touched", "row_bytes"};
         json_t *touched = json_object_get(norm, "touched");
@@ -252,7 +263,7 @@ static int check_cross(const json_t *params, json_t *norm, struct catalog_error 
 
         for (size_t i = 0; i < ELEMENTSOF(le_size); i++) {
                 json_t *v = json_object_get(norm, le_size[i]);
-                char field[96];
+                char field[CATALOG_ERROR_FIELD_MAX];
                 if (!v || !size || json_integer_value(v) <= json_integer_value(size))
                         continue;
                 if (!params || !json_object_get(params, le_size[i])) {
@@ -285,7 +296,7 @@ int catalog_validate(const struct bench_def *b, const json_t *params,
         json_object_foreach((json_t *)params, key, v)
         {
                 const struct param_def *p = catalog_param(b, key);
-                char field[96];
+                char field[CATALOG_ERROR_FIELD_MAX];
                 if (p && (!p->fake_only || allow_fake))
                         continue;
                 snprintf(field, sizeof(field), "params.%.80s", key);
