@@ -106,7 +106,9 @@ static char *dump_with(const json_t *j, size_t flags, const char *extra, size_t 
  * random trees. What it is not sure to write alike (a string that is not UTF-8, which jansson
  * refuses, a tree deeper than DUMP_DEPTH_MAX, which could be a loop jansson would refuse too)
  * makes it give up, and jansson dumps as before. */
-#define DUMP_DEPTH_MAX  2048
+#define DUMP_DEPTH_MAX 2048
+/* An object of up to this many members sorts its keys on the stack (a job's documents have
+ * fewer); a larger one mallocs. */
 #define DUMP_SORT_STACK 32
 /* An integer's text: INT64_MIN is 20 bytes with its sign; digits are written backwards from the
  * end, so no NUL. */

@@ -27,6 +27,17 @@ extern "C" {
 /* A measurement's name: a MEAS_* name (24 bytes at most) and "@src>dst" (two indexes under
  * MULTI_MAX), or a check's sentence naming one GPU; snprintf cuts a longer one. */
 #define MULTI_NAME_MAX 64
+/* managed_peer's names: a measurement's, or its check's sentence naming two GPUs (under 60). */
+#define MULTI_LONG_NAME_MAX 96
+/* topology's own measurements: "d2d@g". */
+#define MULTI_SHORT_NAME_MAX 32
+/* A check's words for dev_verify: "GPU a's buffer after NAME copies from GPU b". */
+#define MULTI_WHAT_MAX 96
+/* The far end of a GPU's NVLinks as NVML names it: a PCI bus id ("00000000:18:00.0", 16 bytes
+ * and the NUL), with room; nvlink_between cuts a longer one. */
+#define MULTI_REMOTE_MAX 48
+/* Why the node's extended tier skipped its pairs: one sentence and three numbers. */
+#define MULTI_WHY_MAX 160
 
 struct bench_multi {
         int n;
@@ -46,7 +57,7 @@ static json_t *link_json(struct bench_multi *m, int a, int b)
             json_string_value(json_object_get(m->ctx[b]->device_info, "pci_bus_id"));
         int can = 0, rank = -1, atomics = 0, links = 0, other = 0;
         const char *why = NULL, *type;
-        char remote[48] = "";
+        char remote[MULTI_REMOTE_MAX] = "";
         int r;
 
         cudaDeviceCanAccessPeer(&can, m->ctx[a]->ordinal, m->ctx[b]->ordinal);
@@ -241,7 +252,7 @@ static int peer_pair(struct bench_job *j, struct bench_multi *m, void **src, voi
         bool gated = size < BENCH_GATE_BELOW, gate_timeouts = false;
         struct bench_ctx *ca = m->ctx[a], *cb = m->ctx[b];
         std::vector<double> samples;
-        char what[96];
+        char what[MULTI_WHAT_MAX];
         int r;
 
         r = clear(j, m, b, dst[b]);
@@ -302,7 +313,7 @@ static int multi_peer(struct bench_job *j, struct bench_multi *m)
 {
         static const char *const methods[] = {"ce", "sm"};
         void *src[MULTI_MAX] = {}, *dst[MULTI_MAX] = {};
-        char name[64];
+        char name[MULTI_NAME_MAX];
         int r = pair_buffers(j, m, src, dst);
 
         for (int k = 0; r >= 0 && k < 2; k++) {
@@ -343,7 +354,7 @@ static int managed_pair(struct bench_job *j, struct bench_multi *m, void **src, 
         size_t size = j->size;
         void *p = NULL;
         std::vector<double> od, pf;
-        char name[96];
+        char name[MULTI_LONG_NAME_MAX];
         int r;
 
         use(j, m, b);
@@ -549,7 +560,7 @@ static int multi_host_all(struct bench_job *j, struct bench_multi *m)
 
 static int multi_topology(struct bench_job *j, struct bench_multi *m)
 {
-        char name[32];
+        char name[MULTI_SHORT_NAME_MAX];
         int r = 0;
 
         for (int g = 0; r >= 0 && g < m->n; g++) {
@@ -590,7 +601,7 @@ static int multi_health(struct bench_job *j, struct bench_multi *m)
                 double took = now_ms() - t0, est = took * (double)full / (double)quick;
                 double left = budget - took;
                 json_t *ran = json_array(), *skipped = json_array();
-                char why[160];
+                char why[MULTI_WHY_MAX];
 
                 if (budget <= 0 || est <= left) {
                         json_array_clear(j->measurements);

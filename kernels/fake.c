@@ -29,6 +29,13 @@
 #define FAKE_DRIVER  13000
 #define FAKE_RUNTIME 13000
 #define FAKE_JITTER  0.015 /* +-1.5% */
+/* A fake device's identity: "GPU-fa4e0000-0000-4000-8000-" and 12 hex digits (40 bytes and the
+ * NUL) with room; "00000000:BB:00.0" (16 and the NUL) with room; a name a test gives
+ * (UMD_FAKE_NAME, cut to FAKE_GIVEN_NAME_MAX) and " (fake)". */
+#define FAKE_UUID_MAX       48
+#define FAKE_BUS_ID_MAX     24
+#define FAKE_NAME_MAX       96
+#define FAKE_GIVEN_NAME_MAX 64
 
 /* Tests degrade a fake device's link with UMD_FAKE_LINK="INDEX=GENxWIDTH,..." (for example
  * "1=4x8": fake device 1 trained at Gen4 x8 of its Gen5 x16), so the health verdict's link
@@ -66,7 +73,7 @@ static void fake_name(unsigned index, char *buf, size_t len)
                 int n = 0;
 
                 if (sscanf(p, "%u=%n", &i, &n) == 1 && n > 0 && i == index) {
-                        char given[64];
+                        char given[FAKE_GIVEN_NAME_MAX];
                         size_t w = strcspn(p + n, ",");
 
                         if (w > 0 && w < sizeof(given)) {
@@ -83,7 +90,7 @@ static void fake_name(unsigned index, char *buf, size_t len)
 
 json_t *fake_device_info(unsigned index)
 {
-        char uuid[48], bus[24], name[96];
+        char uuid[FAKE_UUID_MAX], bus[FAKE_BUS_ID_MAX], name[FAKE_NAME_MAX];
         int gen, width;
 
         fake_link(index, &gen, &width);

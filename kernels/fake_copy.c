@@ -84,7 +84,7 @@ int fake_copy_plan_sweep(struct fake_job *j)
         {
                 json_array_foreach(json_object_get(j->params, "sizes"), i, sz)
                 {
-                        char name[64];
+                        char name[FAKE_MEAS_NAME_MAX];
                         uint64_t size = (uint64_t)json_integer_value(sz);
 
                         snprintf(name, sizeof(name), "%s@%llu", json_string_value(m),

@@ -9,6 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A model key: an advice and ".read" or ".write" (the longest, preferred_location_device.write,
+ * 31 bytes), or a managed key and ".warp_per_chunk"; a longer one is cut and found in no table. */
+#define FAKE_MANAGED_KEY_MAX 64
+
 /* Issue 17's explain pass, modelled per managed measurement (model key): what CUPTI's Unified
  * Memory counters would say for a buffer of `size` bytes. Shapes, not measurements: on-demand
  * faults migrate 64 KiB on average and fault every 4 KiB page; prefetches move 2 MiB blocks
@@ -132,7 +136,7 @@ int fake_managed_plan_prefetch(struct fake_job *j)
 int fake_managed_plan_advise(struct fake_job *j)
 {
         const char *advice = fake_model_param_str(j->params, "advice");
-        char key[64];
+        char key[FAKE_MANAGED_KEY_MAX];
         int r;
 
         snprintf(key, sizeof(key), "%s.read", advice ? advice : "");
@@ -145,7 +149,7 @@ int fake_managed_plan_advise(struct fake_job *j)
 void fake_managed_plan_explain(struct fake_job *j)
 {
         bool chunks = streq_ptr(fake_model_param_str(j->params, "kernel"), "warp_per_chunk");
-        char key[64];
+        char key[FAKE_MANAGED_KEY_MAX];
 
         for (size_t i = 0; fake_model_param_u64(j->params, "explain") && i < j->n; i++) {
                 snprintf(key, sizeof(key), "%s%s", j->m[i].mode->key,

@@ -10,6 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A link type of UMD_FAKE_P2P ("host", "pcie", "nvlink"): sscanf reads at most 15 letters
+ * ("%15[a-z]"), so 16 with the NUL. */
+#define FAKE_LINK_TYPE_MAX 16
+/* A pair's model key or name prefix, "peer_sm_bidir" or "sm_bidir": under 16 bytes. */
+#define FAKE_PAIR_KEY_MAX 32
+
 /* --- several GPUs: the node worker's benchmarks --- */
 
 #define FAKE_NVLINKS 18 /* an H200 pair as nvidia-smi topo -m shows it: NV18 */
@@ -21,7 +27,7 @@ static void fake_pair_link(unsigned a, unsigned b, const char **ret_type, unsign
 {
         const char *env = getenv("UMD_FAKE_P2P");
         unsigned x, y, links;
-        char type[16];
+        char type[FAKE_LINK_TYPE_MAX];
         int n;
 
         *ret_type = "nvlink";
@@ -85,7 +91,7 @@ json_t *fake_multi_links_json(unsigned n)
 static int add_pair(struct fake_job *j, const char *prefix, const char *key, uint64_t size, int src,
                     int dst, const char *method, const char *direction)
 {
-        char name[64];
+        char name[FAKE_MEAS_NAME_MAX];
         int r;
 
         if (dst < 0 || dst == src)
@@ -112,7 +118,7 @@ int fake_multi_plan_pairs(struct fake_job *j, const json_t *params)
         int r = 0;
 
         for (size_t m = 0; m < ELEMENTSOF(methods); m++) {
-                char key[32], prefix[32];
+                char key[FAKE_PAIR_KEY_MAX], prefix[FAKE_PAIR_KEY_MAX];
 
                 if (!fake_model_list_has(params, "methods", methods[m]))
                         continue;

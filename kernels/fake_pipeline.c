@@ -25,6 +25,8 @@
 #define PIPE_HBM_GBPS         3000.0 /* the kernel's own reads */
 #define PIPE_FMA_PER_S        3.2e13 /* an H200's FP32 FMAs a second */
 #define PIPE_PAGE             4096ull
+/* A sweep point's suffix, "@i=N" or "@t=N": at most 23 bytes, with room. */
+#define PIPE_SUFFIX_MAX 48
 /* batch host_written (issue 60): the host's copy of a batch, a CPU thread's rate and the most
  * the threads together reach; into managed memory whose pages are on the GPU, each page faults
  * back first (a thread's rate; the driver's fault path serialises beyond PIPE_FAULT_MAX_GBPS) */
@@ -216,7 +218,7 @@ static int plan_pipe_point(struct fake_job *j, const struct pipe_point *p, const
                 bool single = i < nalone;
                 uint64_t steps = single ? 1 : p->steps;
                 double first, steady;
-                char name[64];
+                char name[FAKE_MEAS_NAME_MAX];
 
                 if (!s)
                         continue;
@@ -301,7 +303,7 @@ int fake_pipeline_plan(struct fake_job *j)
 int fake_pipeline_plan_sweep(struct fake_job *j)
 {
         struct pipe_point p;
-        char suffix[48];
+        char suffix[PIPE_SUFFIX_MAX];
         json_t *touched_strategies =
             json_pack("[s, s, s]", MEAS_PIPE_SERIAL, MEAS_PIPE_ON_DEMAND, MEAS_PIPE_GATHER);
         const json_t *strategies = json_object_get(j->params, "strategies");

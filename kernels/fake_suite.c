@@ -97,7 +97,7 @@ static void plan_fit(struct fake_job *j, size_t from, const char *addition, doub
 {
         uint64_t budget = plan_budget(j);
         double t = est_from(j, from);
-        char why[160];
+        char why[FAKE_WHY_MAX];
 
         if (budget == 0 || *spent + t <= (double)budget) {
                 *spent += t;
@@ -122,7 +122,7 @@ static int add_knee(struct fake_job *j, const char *name, const char *key, uint6
         int r = 0;
 
         for (uint64_t sz = 64 * 1024; r == 0 && sz <= top; sz *= 4) {
-                char n[64];
+                char n[FAKE_MEAS_NAME_MAX];
 
                 snprintf(n, sizeof(n), "%s@%llu", name, (unsigned long long)sz);
                 r = fake_model_add(j, n, key, sz);
