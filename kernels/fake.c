@@ -17,8 +17,6 @@
 #include "util.h"
 
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

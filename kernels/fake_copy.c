@@ -12,16 +12,15 @@
 int fake_copy_plan_copy(struct fake_job *j)
 {
         const char *dir = fake_model_param_str(j->params, "direction");
+        bool pageable = fake_model_pageable(j);
 
         if (streq_ptr(dir, MEAS_BIDIR))
-                return fake_model_add(j, MEAS_BIDIR,
-                                      fake_model_pageable(j) ? "pageable_bidir" : "bidir", j->size);
-        if (streq_ptr(dir, MEAS_D2H))
-                return fake_model_add(j, MEAS_D2H,
-                                      fake_model_pageable(j) ? MEAS_PAGEABLE_D2H : MEAS_PINNED_D2H,
+                return fake_model_add(j, MEAS_BIDIR, pageable ? "pageable_bidir" : "bidir",
                                       j->size);
-        return fake_model_add(
-            j, MEAS_H2D, fake_model_pageable(j) ? MEAS_PAGEABLE_H2D : MEAS_PINNED_H2D, j->size);
+        if (streq_ptr(dir, MEAS_D2H))
+                return fake_model_add(j, MEAS_D2H, pageable ? MEAS_PAGEABLE_D2H : MEAS_PINNED_D2H,
+                                      j->size);
+        return fake_model_add(j, MEAS_H2D, pageable ? MEAS_PAGEABLE_H2D : MEAS_PINNED_H2D, j->size);
 }
 
 int fake_copy_plan_overlap(struct fake_job *j)
