@@ -174,9 +174,17 @@ struct catalog_limits {
         uint64_t max_buffer_bytes;
 };
 
+/* An error's field: "params." and a parameter's name (the catalog's are under 30 bytes), or a
+ * size list's "params.NAME[i]"; a longer one is cut. */
+#define CATALOG_ERROR_FIELD_MAX 96
+/* An error's rule with what it got: two sizes, or the allowed values joined
+ * (CATALOG_VALUES_TEXT_MAX) after "must be one of: "; a longer one is cut. */
+#define CATALOG_ERROR_DETAIL_MAX 256
+
 struct catalog_error {
-        char field[96];   /* "params.size", "benchmark" */
-        char detail[256]; /* says the rule: "must be at most 4 GiB (max_buffer_bytes)" */
+        char field[CATALOG_ERROR_FIELD_MAX];   /* "params.size", "benchmark" */
+        char detail[CATALOG_ERROR_DETAIL_MAX]; /* says the rule: "must be at most 4 GiB
+                                                * (max_buffer_bytes)" */
 };
 
 const struct bench_def *catalog_find(const char *name);

@@ -17,7 +17,10 @@
 #include "util.h"
 
 #define TEMP_ATTEMPTS 16
-#define FILE_MODE     0640
+/* A temporary file's random suffix: 6 letters or digits, 36^6 (about 2^31) names, as mkstemp's
+ * XXXXXX. */
+#define TEMP_SUFFIX_LEN 6
+#define FILE_MODE       0640
 
 int fsync_dir(int dirfd)
 {
@@ -51,15 +54,15 @@ static int open_temp(int dirfd, const char *name, char *tmp, size_t tmp_len)
         static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
 
         for (int attempt = 0; attempt < TEMP_ATTEMPTS; attempt++) {
-                uint8_t rnd[6];
-                char suffix[7];
+                uint8_t rnd[TEMP_SUFFIX_LEN];
+                char suffix[TEMP_SUFFIX_LEN + 1];
                 int fd, r;
 
                 if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
                         return errno ? -errno : -EIO;
                 for (size_t i = 0; i < sizeof(rnd); i++)
                         suffix[i] = alphabet[rnd[i] % (sizeof(alphabet) - 1)];
-                suffix[6] = '\0';
+                suffix[TEMP_SUFFIX_LEN] = '\0';
                 r = snprintf(tmp, tmp_len, ".%s.tmp.%s", name, suffix);
                 if (r < 0 || (size_t)r >= tmp_len || (size_t)r > NAME_MAX)
                         return -ENAMETOOLONG;

@@ -9,7 +9,6 @@
 #include "jsonraw.h"
 
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,6 +93,61 @@ static bool scan_utf8(struct scan *s)
         return true;
 }
 
+/* The escape at b[pos] (a backslash), as jansson writes them: its byte into *ret_out and its
+ * length (2, or 6 for a \u00XX), or 0 for one jansson would not write. */
+static inline size_t decode_escape(const char *b, size_t len, size_t pos, char *ret_out)
+{
+        char out;
+
+        if (len - pos < 2)
+                return 0;
+        switch (b[pos + 1]) {
+        case '"':
+                out = '"';
+                break;
+        case '\\':
+                out = '\\';
+                break;
+        case 'b':
+                out = '\b';
+                break;
+        case 'f':
+                out = '\f';
+                break;
+        case 'n':
+                out = '\n';
+                break;
+        case 'r':
+                out = '\r';
+                break;
+        case 't':
+                out = '\t';
+                break;
+        case 'u': {
+                int h, l;
+
+                /* Only a control character without a short escape, and never NUL (jansson
+                 * reads none). */
+                if (len - pos < 6 || b[pos + 2] != '0' || b[pos + 3] != '0')
+                        return 0;
+                h = hexval(b[pos + 4]);
+                l = hexval(b[pos + 5]);
+                if (h < 0 || h > 1 || l < 0)
+                        return 0;
+                out = (char)(h * 16 + l);
+                if (out == 0 || out == '\b' || out == '\f' || out == '\n' || out == '\r' ||
+                    out == '\t')
+                        return 0;
+                *ret_out = out;
+                return 6;
+        }
+        default:
+                return 0; /* \/ or a \u jansson would not write */
+        }
+        *ret_out = out;
+        return 2;
+}
+
 /* A string at s->pos ('"') with some byte other than plain ones (json_plain_span), decoded.
  * When key is not NULL its decoded bytes go there (at most KEY_MAX) and their count to
  * *key_len. The cursor lives in locals and runs of plain bytes are taken at once: through s,
@@ -109,7 +163,7 @@ __attribute__((noinline)) static bool scan_string_decoded(struct scan *s, char *
                 return false;
         pos++;
         for (;;) {
-                size_t from = pos;
+                size_t from = pos, esc;
                 unsigned char c;
                 char out;
 
@@ -146,52 +200,10 @@ __attribute__((noinline)) static bool scan_string_decoded(struct scan *s, char *
                         continue;
                 }
                 /* c is the backslash */
-                if (len - pos < 2)
+                esc = decode_escape(b, len, pos, &out);
+                if (esc == 0)
                         return false;
-                switch (b[pos + 1]) {
-                case '"':
-                        out = '"';
-                        break;
-                case '\\':
-                        out = '\\';
-                        break;
-                case 'b':
-                        out = '\b';
-                        break;
-                case 'f':
-                        out = '\f';
-                        break;
-                case 'n':
-                        out = '\n';
-                        break;
-                case 'r':
-                        out = '\r';
-                        break;
-                case 't':
-                        out = '\t';
-                        break;
-                case 'u': {
-                        int h, l;
-
-                        /* Only a control character without a short escape, and never NUL
-                         * (jansson reads none). */
-                        if (len - pos < 6 || b[pos + 2] != '0' || b[pos + 3] != '0')
-                                return false;
-                        h = hexval(b[pos + 4]);
-                        l = hexval(b[pos + 5]);
-                        if (h < 0 || h > 1 || l < 0)
-                                return false;
-                        out = (char)(h * 16 + l);
-                        if (out == 0 || out == '\b' || out == '\f' || out == '\n' || out == '\r' ||
-                            out == '\t')
-                                return false;
-                        pos += 4;
-                        break;
-                }
-                default:
-                        return false; /* \/ or a \u jansson would not write */
-                }
-                pos += 2;
+                pos += esc;
                 if (key) {
                         if (k + 1 > KEY_MAX)
                                 return false;
@@ -264,130 +276,6 @@ static bool real_text(double v, char *buf, size_t size)
                         memmove(start, end, len + 1 - (size_t)(end - buf));
         }
         return true;
-}
-
-/* 10^0 .. 10^27: each a long double exactly (5^27 < 2^64). */
-static const long double pow10_exact[] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,
-                                          1e7L,  1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L,
-                                          1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L,
-                                          1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
-#define POW10_EXACT_MAX 27
-
-/* The digits d[0..n) as an integer (n <= 17, so it fits). */
-static uint64_t digits_value(const char *d, size_t n)
-{
-        uint64_t v = 0;
-
-        for (size_t i = 0; i < n; i++)
-                v = v * 10 + (uint64_t)(d[i] - '0');
-        return v;
-}
-
-bool json_real_surely_jansson(const char *tok, size_t n)
-{
-#if LDBL_MANT_DIG < 64
-        (void)tok, (void)n;
-        return false; /* no extended precision to decide with */
-#else
-        const char *p = tok, *end = tok + n, *ip, *fp = NULL;
-        size_t ilen, flen = 0, nd;
-        uint64_t m;
-        int x; /* the decimal exponent of the first significant digit */
-
-        if (p < end && *p == '-')
-                p++;
-        for (ip = p; p < end && *p >= '0' && *p <= '9';)
-                p++;
-        ilen = (size_t)(p - ip);
-        if (p < end && *p == '.') {
-                for (fp = ++p; p < end && *p >= '0' && *p <= '9';)
-                        p++;
-                flen = (size_t)(p - fp);
-        }
-        if (ilen == 0 || (fp && flen == 0))
-                return false;
-        if (p < end) {
-                /* "%.17g"'s exponent as jansson leaves it: 'e', no '+', no leading zero. */
-                int e = 0;
-                bool eneg = false;
-
-                if (*p++ != 'e')
-                        return false;
-                if (p < end && *p == '-') {
-                        eneg = true;
-                        p++;
-                }
-                if (p == end || *p < '1' || *p > '9')
-                        return false;
-                for (; p < end && *p >= '0' && *p <= '9'; p++)
-                        if ((e = e * 10 + (*p - '0')) > 400)
-                                return false;
-                if (p != end)
-                        return false;
-                x = eneg ? -e : e;
-                /* One digit before the point, none of the fraction's trailing zeros, and an
-                 * exponent "%g" writes so (below -4, or from the precision up). */
-                if (ilen != 1 || *ip == '0' || (fp && fp[flen - 1] == '0') || (x >= -4 && x < 17))
-                        return false;
-                nd = 1 + flen;
-                if (nd > 17)
-                        return false;
-                m = digits_value(ip, 1) * (uint64_t)pow10_exact[flen] + digits_value(fp, flen);
-        } else if (!fp) {
-                return false; /* jansson writes a point or an exponent into every real */
-        } else if (*ip != '0') {
-                if (ilen > 17)
-                        return false;
-                x = (int)ilen - 1;
-                if (flen == 1 && fp[0] == '0') {
-                        /* "%g" wrote an integer, jansson added ".0". */
-                        nd = ilen;
-                        while (nd > 1 && ip[nd - 1] == '0')
-                                nd--;
-                        m = digits_value(ip, nd);
-                } else {
-                        if (fp[flen - 1] == '0' || ilen + flen > 17)
-                                return false;
-                        nd = ilen + flen;
-                        m = digits_value(ip, ilen) * (uint64_t)pow10_exact[flen] +
-                            digits_value(fp, flen);
-                }
-        } else {
-                size_t z = 0; /* the fraction's zeros before its first significant digit */
-
-                if (ilen != 1)
-                        return false;
-                while (z < flen && fp[z] == '0')
-                        z++;
-                if (z == flen || fp[flen - 1] == '0' || flen - z > 17)
-                        return false;
-                x = -(int)z - 1;
-                if (x < -4)
-                        return false; /* "%g" writes an exponent there */
-                nd = flen - z;
-                m = digits_value(fp + z, nd);
-        }
-        for (; nd < 17; nd++)
-                m *= 10; /* 17 digits: the token is m * 10^(x - 16) */
-        /* A power of ten: a double just below it prints with the exponent below. */
-        if (m == 10000000000000000ull)
-                return false;
-        int k = x - 16;
-        if (k > POW10_EXACT_MAX || -k > POW10_EXACT_MAX)
-                return false;
-        /* d: the token's value, one rounding off; half: half a unit of its 17th digit. */
-        long double d = k >= 0 ? (long double)m * pow10_exact[k] : (long double)m / pow10_exact[-k];
-        long double half = k >= 0 ? 0.5L * pow10_exact[k] : 0.5L / pow10_exact[-k];
-        double v = (double)d;
-        /* Exact: d and v are that close. */
-        long double r = fabsl(d - (long double)v);
-        /* Within half of v, the token's 17 digits are what "%.17g" writes for v. And it reads
-         * as v: half is at most 5e-17 of the token (its 17 digits begin with a non-zero one),
-         * less than half the gap between doubles about v (at least 2^-54 of v, the smaller gap
-         * below a power of two included). d's roundings are each within 2^-64 of it: eight of
-         * them is room to spare. */
-        return r < half - ldexpl(d, -61);
-#endif
 }
 
 static bool scan_digits(struct scan *s)

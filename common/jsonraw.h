@@ -59,5 +59,5 @@ json_t *json_raw_pick(const json_t *j, const char *const *paths);
  * writes for the double it reads as ("%.17g" with jansson's ".0" and exponent rules), decided
  * with no strtod and no print: from its shape and extended-precision arithmetic, for
  * magnitudes between 1e-11 and 1e43. false means only "not sure": the recogniser then reads and
- * prints it, as it does for every real false here. */
+ * prints it, as it does for every real false here. In jsonreal.c. */
 bool json_real_surely_jansson(const char *tok, size_t n);

@@ -106,8 +106,16 @@ static char *dump_with(const json_t *j, size_t flags, const char *extra, size_t 
  * random trees. What it is not sure to write alike (a string that is not UTF-8, which jansson
  * refuses, a tree deeper than DUMP_DEPTH_MAX, which could be a loop jansson would refuse too)
  * makes it give up, and jansson dumps as before. */
-#define DUMP_DEPTH_MAX  2048
+#define DUMP_DEPTH_MAX 2048
+/* An object of up to this many members sorts its keys on the stack (a job's documents have
+ * fewer); a larger one mallocs. */
 #define DUMP_SORT_STACK 32
+/* An integer's text: INT64_MIN is 20 bytes with its sign; digits are written backwards from the
+ * end, so no NUL. */
+#define DUMP_INTEGER_MAX 24
+/* A real's text: "%.17g" writes at most 24 bytes ("-1.2345678901234567e-308"); room for the
+ * ".0" jansson adds and the NUL, and a longer one is refused. */
+#define DUMP_REAL_MAX 40
 
 /* The length of the valid UTF-8 sequence at s (at most n bytes), or 0: jansson's utf8_check_full
  * (no overlong forms, no surrogates, nothing past U+10FFFF). */
@@ -138,7 +146,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 }
 
 /* json_plain_span's bytes after its last whole word (jsonutil.h). */
-const bool json_plain_bytes[256] = {
+const bool json_plain_bytes[JSON_PLAIN_BYTES_N] = {
 #define PLAIN_ROW    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
 #define PLAIN_ROW_20 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 /* 0x22 the quote */
 #define PLAIN_ROW_50 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1 /* 0x5C the backslash */
@@ -216,7 +224,7 @@ static bool dump_string(struct dump_buf *d, const char *str, size_t n)
 
 static bool dump_integer(struct dump_buf *d, json_int_t v)
 {
-        char buf[24], *p = buf + sizeof(buf);
+        char buf[DUMP_INTEGER_MAX], *p = buf + sizeof(buf);
         /* Negated as unsigned: INT64_MIN has no positive. */
         unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
 
@@ -232,7 +240,7 @@ static bool dump_integer(struct dump_buf *d, json_int_t v)
  * the exponent without '+' or leading zeros. umd never sets a locale, so the point is '.'. */
 static bool dump_real(struct dump_buf *d, double v)
 {
-        char buf[40];
+        char buf[DUMP_REAL_MAX];
         int n = snprintf(buf, sizeof(buf), "%.17g", v);
         size_t len;
         char *e;

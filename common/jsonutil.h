@@ -2,6 +2,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,7 +48,9 @@ bool json_dump_compact_fits(const json_t *j, size_t max);
  * machine the lowest set bit is the first match in memory. Inline: strings in umd's documents
  * average ten bytes, a job's dumps and scans run through about 400 of them, and a call's own
  * cost was a quarter of a string's. */
-extern const bool json_plain_bytes[256];
+/* One entry per byte value. */
+#define JSON_PLAIN_BYTES_N (UCHAR_MAX + 1)
+extern const bool json_plain_bytes[JSON_PLAIN_BYTES_N];
 static inline size_t json_plain_span(const char *p, size_t n)
 {
         const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;

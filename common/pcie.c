@@ -11,6 +11,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A sysfs attribute's path: a devices directory (PCIE_SYSFS_DEVICES, or a test's temporary one),
+ * a bus id and an attribute name; room for a long temporary directory, and a longer path is
+ * refused (-ENAMETOOLONG), never cut. */
+#define PCIE_PATH_MAX 512
+/* A device's directory: PCIE_PATH_MAX less room for the attribute's name. */
+#define PCIE_DIR_MAX 384
+/* A normalised bus id, "dddd:bb:dd.f": 12 bytes and the NUL. */
+#define PCIE_BUS_ID_MAX 16
+/* A link attribute's text ("32.0 GT/s PCIe", "16"): far shorter; read() stops at the room. */
+#define PCIE_ATTR_MAX 128
+
 int pcie_parse_speed_gen(const char *s)
 {
         /* Per-lane transfer rate of each generation, in GT/s. */
@@ -115,7 +126,7 @@ int pcie_normalize_bus_id(const char *bus_id, char *buf, size_t len)
 /* Reads a small sysfs attribute into buf. 0 or -errno. */
 static int read_attr(const char *dir, const char *name, char *buf, size_t len)
 {
-        char path[512];
+        char path[PCIE_PATH_MAX];
         ssize_t n;
         int fd, r = 0;
 
@@ -151,7 +162,7 @@ json_t *pcie_link_json(const char *devices_dir, const char *bus_id)
             {"max_gen", "max_link_speed", pcie_parse_speed_gen},
             {"max_width", "max_link_width", pcie_parse_width},
         };
-        char id[16], dir[384], text[128];
+        char id[PCIE_BUS_ID_MAX], dir[PCIE_DIR_MAX], text[PCIE_ATTR_MAX];
         bool have_dir;
         json_t *o;
 

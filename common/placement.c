@@ -15,6 +15,19 @@
 
 #include "pcie.h"
 
+/* A normalised bus id, "dddd:bb:dd.f" (12 bytes and the NUL), with room. */
+#define PLACEMENT_BUS_ID_MAX 32
+/* A sysfs attribute's path under a devices or nodes directory (a test's may be a temporary
+ * one); a longer one is cut, its read fails, and the answer is "unknown". */
+#define PLACEMENT_PATH_MAX 256
+/* An attribute's text: a cpulist or node list in ranges ("0-63,128-191"), a few per NUMA node
+ * even on the largest hosts; a longer list is cut at the room and then refused by the parser. */
+#define PLACEMENT_ATTR_MAX 1024
+/* The worker's own CPUs as a cpulist for its result; cpulist_format ends a longer one "...". */
+#define PLACEMENT_CPUS_TEXT_MAX 512
+/* get_mempolicy's node mask: 16 longs, 1024 nodes (Linux's MAX_NUMNODES at its largest). */
+#define PLACEMENT_NODE_MASK_LONGS 16
+
 int cpulist_parse(const char *s, cpu_set_t *ret)
 {
         cpu_set_t set;
@@ -95,7 +108,7 @@ static int read_small(const char *path, char *buf, size_t len)
 void placement_gpu(const char *devices_dir, const char *pci_bus_id, int *ret_node,
                    cpu_set_t *ret_cpus, bool *ret_has_cpus)
 {
-        char bus[32], path[256], buf[1024];
+        char bus[PLACEMENT_BUS_ID_MAX], path[PLACEMENT_PATH_MAX], buf[PLACEMENT_ATTR_MAX];
 
         *ret_node = -1;
         *ret_has_cpus = false;
@@ -115,7 +128,7 @@ void placement_gpu(const char *devices_dir, const char *pci_bus_id, int *ret_nod
 
 int placement_numa_nodes(const char *nodes_dir)
 {
-        char path[256], buf[1024];
+        char path[PLACEMENT_PATH_MAX], buf[PLACEMENT_ATTR_MAX];
         cpu_set_t nodes; /* a node list has the cpulist syntax */
 
         snprintf(path, sizeof(path), "%s/online", nodes_dir);
@@ -143,9 +156,9 @@ static const char *policy_name(int mode)
 
 json_t *placement_self_json(const char *pci_bus_id)
 {
-        char cpus[512];
+        char cpus[PLACEMENT_CPUS_TEXT_MAX];
         cpu_set_t set;
-        unsigned long mask[16] = {0};
+        unsigned long mask[PLACEMENT_NODE_MASK_LONGS] = {0};
         int mode = -1, node = -1;
         json_t *o;
 

@@ -12,6 +12,14 @@
 
 #include "util.h"
 
+/* A UUID's 128 bits (RFC 9562). */
+#define UUID_BYTES 16
+/* The random bytes of one id: 2 for rand_a's 12 bits (or the counter's start), 8 for rand_b's
+ * 62. */
+#define UUID_RANDOM_BYTES 10
+/* The text's length without its NUL: 32 hex digits and 4 dashes. */
+#define UUID_TEXT_LEN (UUID_STRING_MAX - 1)
+
 static pthread_mutex_t uuid_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t last_ms;
 static uint16_t last_counter; /* 12 bits */
@@ -73,7 +81,7 @@ static int random_bytes(void *buf, size_t len)
 
 static void format(uint64_t ms, uint16_t rand_a, const uint8_t rand_b[8], char ret[UUID_STRING_MAX])
 {
-        uint8_t b[16];
+        uint8_t b[UUID_BYTES];
 
         b[0] = (uint8_t)(ms >> 40);
         b[1] = (uint8_t)(ms >> 32);
@@ -89,7 +97,7 @@ static void format(uint64_t ms, uint16_t rand_a, const uint8_t rand_b[8], char r
         /* By hand, not snprintf's sixteen "%02x": this runs under core_lock for every submit. */
         static const char hex[] = "0123456789abcdef";
         char *o = ret;
-        for (size_t i = 0; i < 16; i++) {
+        for (size_t i = 0; i < UUID_BYTES; i++) {
                 if (i == 4 || i == 6 || i == 8 || i == 10)
                         *o++ = '-';
                 *o++ = hex[b[i] >> 4];
@@ -102,7 +110,7 @@ static void format(uint64_t ms, uint16_t rand_a, const uint8_t rand_b[8], char r
  * ids of a given time, e.g. tests and cursors). */
 int uuid7_generate_at(uint64_t unix_ms, char ret[UUID_STRING_MAX])
 {
-        uint8_t rnd[10];
+        uint8_t rnd[UUID_RANDOM_BYTES];
         int r;
 
         if (unix_ms >> 48)
@@ -117,7 +125,7 @@ int uuid7_generate_at(uint64_t unix_ms, char ret[UUID_STRING_MAX])
 int uuid7_generate(char ret[UUID_STRING_MAX])
 {
         uint64_t ms = now_realtime_ms();
-        uint8_t rnd[10];
+        uint8_t rnd[UUID_RANDOM_BYTES];
         uint16_t counter;
         int r;
 
@@ -149,7 +157,7 @@ bool uuid_is_valid(const char *s)
 {
         if (!s)
                 return false;
-        for (size_t i = 0; i < 36; i++) {
+        for (size_t i = 0; i < UUID_TEXT_LEN; i++) {
                 char c = s[i];
 
                 if (i == 8 || i == 13 || i == 18 || i == 23) {
@@ -157,8 +165,8 @@ bool uuid_is_valid(const char *s)
                                 return false;
                 } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
                              (c >= 'A' && c <= 'F'))) {
-                        return false; /* also stops at a NUL before 36 */
+                        return false; /* also stops at a NUL before the end */
                 }
         }
-        return s[36] == '\0';
+        return s[UUID_TEXT_LEN] == '\0';
 }

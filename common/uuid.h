@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A UUID's text, 32 hex digits and 4 dashes, and the NUL. */
 #define UUID_STRING_MAX 37
 /* The one size of a job id's buffer (its 36 chars and the NUL), wherever one is held: the job
  * files, the supervisor and the worker's protocol, the API's waiters. A job id is a UUID, so

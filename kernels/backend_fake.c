@@ -17,6 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A device's key in the fake_gpu_state file: "node", or a device index as a decimal number (20
+ * digits at most, with its sign and the NUL). */
+#define FAKE_STATE_KEY_MAX 24
+
 struct backend {
         json_t *device;  /* the --list entry (the node's for "all") */
         json_t *devices; /* the node worker: every fake device */
@@ -64,7 +68,7 @@ static json_t *state_entry(const struct backend *b)
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *all = NULL;
         json_error_t err;
-        char key[24];
+        char key[FAKE_STATE_KEY_MAX];
         size_t len = 0;
 
         if (!b->fake_state || read_file_at(AT_FDCWD, b->fake_state, 65536, &buf, &len) < 0)

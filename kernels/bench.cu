@@ -582,7 +582,7 @@ void mark_verified(struct bench_job *j)
 
 void add_note(struct bench_job *j, const char *fmt, ...)
 {
-        char buf[512];
+        char buf[BENCH_NOTE_MAX];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(buf, sizeof(buf), fmt, ap);

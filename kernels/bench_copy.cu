@@ -147,6 +147,83 @@ int bench_copy(struct bench_job *j)
                                json_pack("{s:i, s:b}", "copies_per_sample", reps, "gated", gated));
 }
 
+/* copy_overlap's overlapped step: every chunk copied on stream 0 and each one's kernel on one of
+ * the other streams after its copy landed, into out. */
+static int overlap_chunked(struct bench_job *j, void *dev, void *host, size_t chunk, int nstreams,
+                           std::vector<double> &out)
+{
+        struct bench_ctx *c = j->ctx;
+        size_t size = j->size;
+        size_t nchunks = (size + chunk - 1) / chunk;
+        cudaStream_t s0 = c->streams[0];
+        auto none = []() -> int { return 0; };
+        std::vector<cudaEvent_t> landed(nstreams > 1 ? nchunks : 0);
+        struct events {
+                std::vector<cudaEvent_t> &v;
+                ~events()
+                {
+                        for (cudaEvent_t e : v)
+                                if (e)
+                                        cudaEventDestroy(e);
+                }
+        } eg = {landed};
+        for (cudaEvent_t &e : landed)
+                CK(j, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        /* Every copy on stream 0, back to back, each chunk's kernel on one of the other streams
+         * after its copy's event. Issue 21 found the old way (each stream copying its chunk,
+         * then running its kernel) about 10% slower than serial at 1 GiB in 4 MiB chunks with
+         * this light kernel; the suspected cause is several H2D copies in flight at once on
+         * different copy engines, which one copy stream rules out. Not yet confirmed on a GPU:
+         * tests/gpu/reference_pipeline times both ways side by side (bench/pipeline-run.sh). */
+        return sample_events(j, out, none, [&]() -> int {
+                int ncompute = nstreams - 1;
+                for (size_t k = 0; k < nchunks; k++) {
+                        size_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
+                        cudaStream_t s = s0;
+                        CK(j, cudaMemcpyAsync((char *)dev + off, (char *)host + off, len,
+                                              cudaMemcpyHostToDevice, s0));
+                        if (ncompute) {
+                                s = c->streams[1 + k % ncompute];
+                                CK(j, cudaEventRecord(landed[k], s0));
+                                CK(j, cudaStreamWaitEvent(s, landed[k], 0));
+                        }
+                        int r = launch_process(j, (char *)dev + off, len, OP_READ_WRITE, false, s);
+                        if (r < 0)
+                                return r;
+                }
+                for (int s = 1; s <= ncompute; s++) {
+                        CK(j, cudaEventRecord(c->ev_join[s], c->streams[s]));
+                        CK(j, cudaStreamWaitEvent(s0, c->ev_join[s], 0));
+                }
+                return 0;
+        });
+}
+
+/* The two halves of the step alone: overlap can save at most the shorter, so a kernel much
+ * shorter than the copy leaves nothing to hide (daemon/suites.c says so). Checks the device
+ * buffer after both. */
+static int overlap_halves(struct bench_job *j, void *dev, void *host,
+                          std::vector<double> &copy_alone, std::vector<double> &kernel_alone)
+{
+        size_t size = j->size;
+        cudaStream_t s0 = j->ctx->streams[0];
+        auto none = []() -> int { return 0; };
+        uint64_t kernel_runs = 0;
+        int r = sample_events(j, copy_alone, none, [&]() -> int {
+                CK(j, cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s0));
+                return 0;
+        });
+        if (r >= 0)
+                r = sample_events(j, kernel_alone, none, [&]() -> int {
+                        kernel_runs++;
+                        return launch_process(j, dev, size, OP_READ_WRITE, false, s0);
+                });
+        if (r >= 0)
+                r = dev_verify(j, dev, size, j->seed, kernel_runs % 2 ? BENCH_XOR_BYTE : 0,
+                               "device buffer after the copies and kernels alone");
+        return r;
+}
+
 int bench_copy_overlap(struct bench_job *j)
 {
         struct bench_ctx *c = j->ctx;
@@ -183,47 +260,7 @@ int bench_copy_overlap(struct bench_job *j)
         if (r < 0)
                 return r;
 
-        auto none = []() -> int { return 0; };
-        std::vector<cudaEvent_t> landed(nstreams > 1 ? nchunks : 0);
-        struct events {
-                std::vector<cudaEvent_t> &v;
-                ~events()
-                {
-                        for (cudaEvent_t e : v)
-                                if (e)
-                                        cudaEventDestroy(e);
-                }
-        } eg = {landed};
-        for (cudaEvent_t &e : landed)
-                CK(j, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-        /* Every copy on stream 0, back to back, each chunk's kernel on one of the other streams
-         * after its copy's event. Issue 21 found the old way (each stream copying its chunk,
-         * then running its kernel) about 10% slower than serial at 1 GiB in 4 MiB chunks with
-         * this light kernel; the suspected cause is several H2D copies in flight at once on
-         * different copy engines, which one copy stream rules out. Not yet confirmed on a GPU:
-         * tests/gpu/reference_pipeline times both ways side by side (bench/pipeline-run.sh). */
-        r = sample_events(j, overlapped, none, [&]() -> int {
-                int ncompute = nstreams - 1;
-                for (size_t k = 0; k < nchunks; k++) {
-                        size_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
-                        cudaStream_t s = s0;
-                        CK(j, cudaMemcpyAsync((char *)dev + off, (char *)host + off, len,
-                                              cudaMemcpyHostToDevice, s0));
-                        if (ncompute) {
-                                s = c->streams[1 + k % ncompute];
-                                CK(j, cudaEventRecord(landed[k], s0));
-                                CK(j, cudaStreamWaitEvent(s, landed[k], 0));
-                        }
-                        r = launch_process(j, (char *)dev + off, len, OP_READ_WRITE, false, s);
-                        if (r < 0)
-                                return r;
-                }
-                for (int s = 1; s <= ncompute; s++) {
-                        CK(j, cudaEventRecord(c->ev_join[s], c->streams[s]));
-                        CK(j, cudaStreamWaitEvent(s0, c->ev_join[s], 0));
-                }
-                return 0;
-        });
+        r = overlap_chunked(j, dev, host, chunk, nstreams, overlapped);
         if (r < 0)
                 return r;
         /* Every run copies fresh data and XORs it once. */
@@ -233,10 +270,12 @@ int bench_copy_overlap(struct bench_job *j)
                 return r;
         CK(j, cudaMemsetAsync(dev, 0, size, s0));
 
-        r = sample_events(j, serial, none, [&]() -> int {
-                CK(j, cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s0));
-                return launch_process(j, dev, size, OP_READ_WRITE, false, s0);
-        });
+        r = sample_events(
+            j, serial, []() -> int { return 0; },
+            [&]() -> int {
+                    CK(j, cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s0));
+                    return launch_process(j, dev, size, OP_READ_WRITE, false, s0);
+            });
         if (r < 0)
                 return r;
         r = dev_verify(j, dev, size, j->seed, BENCH_XOR_BYTE,
@@ -244,22 +283,8 @@ int bench_copy_overlap(struct bench_job *j)
         if (r < 0)
                 return r;
 
-        /* The two halves of the step alone: overlap can save at most the shorter, so a kernel
-         * much shorter than the copy leaves nothing to hide (daemon/suites.c says so). */
         std::vector<double> copy_alone, kernel_alone;
-        uint64_t kernel_runs = 0;
-        r = sample_events(j, copy_alone, none, [&]() -> int {
-                CK(j, cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s0));
-                return 0;
-        });
-        if (r >= 0)
-                r = sample_events(j, kernel_alone, none, [&]() -> int {
-                        kernel_runs++;
-                        return launch_process(j, dev, size, OP_READ_WRITE, false, s0);
-                });
-        if (r >= 0)
-                r = dev_verify(j, dev, size, j->seed, kernel_runs % 2 ? BENCH_XOR_BYTE : 0,
-                               "device buffer after the copies and kernels alone");
+        r = overlap_halves(j, dev, host, copy_alone, kernel_alone);
         if (r < 0)
                 return r;
 
@@ -306,28 +331,11 @@ static int latency_copies(struct bench_job *j, const char *name, void *hostp, vo
                                          "copies_per_sample", repeats, "timer", "host clock"));
 }
 
-int bench_latency(struct bench_job *j)
+/* latency's copies, pinned and pageable, each way the run takes (only), each checked after it. */
+static int latency_copy_all(struct bench_job *j, void *pin, void *dev, void *pageable, int repeats)
 {
-        struct bench_ctx *c = j->ctx;
         size_t size = j->size;
-        int repeats = (int)param_int(j, "repeats", 100);
-        uint64_t pages = (uint64_t)param_int(j, "pages", 64);
-        /* 2 MiB apart: the largest block the driver migrates at once, so each touch is its own
-         * fault rather than a neighbour brought in by the previous one. */
-        const uint64_t spacing = 2ull << 20;
-        void *pin = NULL, *dev = NULL, *pageable = NULL, *managed = NULL;
-        cudaStream_t s0 = c->streams[0];
-        uint64_t touches = 0;
-        int r;
-
-        r = pool_host(j, 0, size, &pin);
-        if (r >= 0)
-                r = pool_dev(j, 0, size, &dev);
-        if (r < 0)
-                return r;
-        pageable = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
-        if (!pageable)
-                return job_fail(j, -ENOMEM, "out of memory");
+        int r = 0;
 
         /* Each copy's check follows it; a d2h copy is checked against the pattern the h2d copy
          * before it would have left, so without one the device buffer is filled first. */
@@ -363,18 +371,63 @@ int bench_latency(struct bench_job *j)
                         r = host_verify(j, pageable, size, j->seed + 1, 0,
                                         "host buffer after pageable d2h");
         }
-        free(pageable);
-        if (r < 0)
-                return r;
-        bool single_wanted = bench_takes(j, MEAS_FAULT_SINGLE);
-        bool bulk_wanted = bench_takes(j, MEAS_FAULT_BULK);
-        bool resident_wanted = bench_takes(j, MEAS_RESIDENT);
-        if (!single_wanted && !bulk_wanted && !resident_wanted)
-                return 0;
+        return r;
+}
 
-        /* Managed page faults. */
+/* After the fault passes: each page's first word was XORed once per pass (touches of them),
+ * the rest is untouched. */
+static int latency_verify_pages(struct bench_job *j, const void *managed, uint64_t pages,
+                                uint64_t spacing, uint64_t touches)
+{
+        CK(j, cudaDeviceSynchronize());
+        uint32_t xw = touches % 2 ? BENCH_XOR_WORD : 0;
+        uint64_t bad = 0;
+        for (uint64_t p = 0; p < pages; p++) {
+                uint64_t w = p * spacing / 4;
+                bad += ((const uint32_t *)managed)[w] != (pattern_word(w, j->seed) ^ xw);
+                bad += ((const uint32_t *)managed)[w + 1] != pattern_word(w + 1, j->seed);
+        }
+        if (bad)
+                return job_fail(j, -EIO, "verification failed: %llu managed words differ",
+                                (unsigned long long)bad);
+        return 0;
+}
+
+/* The fault measurements the run takes, each a page's mean latency. */
+static int latency_report_faults(struct bench_job *j, std::vector<double> &single,
+                                 std::vector<double> &bulk, std::vector<double> &resident,
+                                 uint64_t pages, uint64_t spacing)
+{
+        int r = 0;
+
+        for (auto *m : {&single, &bulk, &resident}) {
+                if (r < 0)
+                        break;
+                struct sample_stats st;
+                const char *name = m == &single ? MEAS_FAULT_SINGLE
+                                   : m == &bulk ? MEAS_FAULT_BULK
+                                                : MEAS_RESIDENT;
+                if (!bench_takes(j, name))
+                        continue;
+                stats_compute(m->data(), m->size(), &st);
+                r = add_measurement(j, name, 4.0, "one word touched per page", *m, false,
+                                    json_pack("{s:f, s:I, s:I}", "latency_us", st.median * 1e3,
+                                              "pages", (json_int_t)pages, "page_spacing_bytes",
+                                              (json_int_t)spacing));
+        }
+        return r;
+}
+
+/* latency's managed page faults: one page at a time from the host (single) or already on the
+ * GPU (resident), and every page in one kernel (bulk). */
+static int latency_faults(struct bench_job *j, uint64_t pages, uint64_t spacing)
+{
+        struct bench_ctx *c = j->ctx;
+        cudaStream_t s0 = c->streams[0];
+        void *managed = NULL;
+        uint64_t touches = 0;
         size_t msize = pages * spacing;
-        r = managed_alloc(j, msize, &managed);
+        int r = managed_alloc(j, msize, &managed);
         if (r < 0)
                 return r;
         host_fill(managed, msize, j->seed);
@@ -416,11 +469,11 @@ int bench_latency(struct bench_job *j)
                 }
                 return 0;
         };
-        if (single_wanted)
+        if (bench_takes(j, MEAS_FAULT_SINGLE))
                 r = one_by_one(single, false);
-        if (r >= 0 && resident_wanted)
+        if (r >= 0 && bench_takes(j, MEAS_RESIDENT))
                 r = one_by_one(resident, true);
-        if (r >= 0 && bulk_wanted)
+        if (r >= 0 && bench_takes(j, MEAS_FAULT_BULK))
                 r = sample_events(j, bulk, to_host, [&]() -> int {
                         touches++;
                         return launch_touch(j, managed, 0, pages, spacing, s0);
@@ -428,36 +481,41 @@ int bench_latency(struct bench_job *j)
         if (r >= 0) {
                 for (double &s : bulk)
                         s /= (double)pages;
-                /* Each page's first word was XORed once per pass; the rest is untouched. */
-                CK(j, cudaDeviceSynchronize());
-                uint32_t xw = touches % 2 ? BENCH_XOR_WORD : 0;
-                uint64_t bad = 0;
-                for (uint64_t p = 0; p < pages; p++) {
-                        uint64_t w = p * spacing / 4;
-                        bad += ((uint32_t *)managed)[w] != (pattern_word(w, j->seed) ^ xw);
-                        bad += ((uint32_t *)managed)[w + 1] != pattern_word(w + 1, j->seed);
-                }
-                if (bad)
-                        r = job_fail(j, -EIO, "verification failed: %llu managed words differ",
-                                     (unsigned long long)bad);
+                r = latency_verify_pages(j, managed, pages, spacing, touches);
         }
-        for (auto *m : {&single, &bulk, &resident}) {
-                if (r < 0)
-                        break;
-                struct sample_stats st;
-                const char *name = m == &single ? MEAS_FAULT_SINGLE
-                                   : m == &bulk ? MEAS_FAULT_BULK
-                                                : MEAS_RESIDENT;
-                if (!bench_takes(j, name))
-                        continue;
-                stats_compute(m->data(), m->size(), &st);
-                r = add_measurement(j, name, 4.0, "one word touched per page", *m, false,
-                                    json_pack("{s:f, s:I, s:I}", "latency_us", st.median * 1e3,
-                                              "pages", (json_int_t)pages, "page_spacing_bytes",
-                                              (json_int_t)spacing));
-        }
+        if (r >= 0)
+                r = latency_report_faults(j, single, bulk, resident, pages, spacing);
         cudaFree(managed);
         return r;
+}
+
+int bench_latency(struct bench_job *j)
+{
+        size_t size = j->size;
+        int repeats = (int)param_int(j, "repeats", 100);
+        uint64_t pages = (uint64_t)param_int(j, "pages", 64);
+        /* 2 MiB apart: the largest block the driver migrates at once, so each touch is its own
+         * fault rather than a neighbour brought in by the previous one. */
+        const uint64_t spacing = 2ull << 20;
+        void *pin = NULL, *dev = NULL, *pageable = NULL;
+        int r;
+
+        r = pool_host(j, 0, size, &pin);
+        if (r >= 0)
+                r = pool_dev(j, 0, size, &dev);
+        if (r < 0)
+                return r;
+        pageable = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+        if (!pageable)
+                return job_fail(j, -ENOMEM, "out of memory");
+        r = latency_copy_all(j, pin, dev, pageable, repeats);
+        free(pageable);
+        if (r < 0)
+                return r;
+        if (!bench_takes(j, MEAS_FAULT_SINGLE) && !bench_takes(j, MEAS_FAULT_BULK) &&
+            !bench_takes(j, MEAS_RESIDENT))
+                return 0;
+        return latency_faults(j, pages, spacing);
 }
 
 /* One way of copying within the GPU, timed like copy's pinned copies (small ones repeated behind

@@ -24,6 +24,12 @@ extern "C" {
 #define BENCH_XOR_WORD        0x5A5A5A5Au
 #define BENCH_GATE_BELOW      (16ull << 20) /* pinned copies under this are held behind a gate */
 #define BENCH_GATE_TIMEOUT_NS 2000000000ull
+/* The device's uuid, "GPU-" and 36 characters (41 bytes with the NUL), with room. */
+#define BENCH_UUID_MAX 64
+/* The device's name: cudaDeviceProp's name field is 256 bytes, so it is kept whole. */
+#define BENCH_DEVICE_NAME_MAX 256
+/* One note of a result (add_note): a sentence or two; vsnprintf cuts a longer one. */
+#define BENCH_NOTE_MAX 512
 
 struct bench_buf {
         void *p;
@@ -46,8 +52,8 @@ struct bench_ctx {
         int pageable_access;
         int concurrent_managed;
         int driver_version, runtime_version;
-        char uuid[64];
-        char name[256];
+        char uuid[BENCH_UUID_MAX];
+        char name[BENCH_DEVICE_NAME_MAX];
         json_t *inforom; /* the GPU's InfoROM reading, kept for the worker's life (nvml_errors.h) */
 };
 

@@ -12,6 +12,12 @@
 
 #include "bench_internal.h"
 
+/* The kernel's shape in words for the result's context: the longest, grid_stride's, is about
+ * 250 bytes with its numbers; snprintf cuts a longer one. */
+#define MANAGED_KERNEL_WORDS_MAX 400
+/* Why an explain pass's counts are incomplete: a 230-byte sentence with four numbers. */
+#define MANAGED_WHY_MAX 320
+
 static const char *const ONE_DIR = "one direction";
 
 static int none(void)
@@ -102,7 +108,7 @@ static unsigned chunk_grid(const struct bench_ctx *c, size_t size)
 static void describe_kernel(struct bench_job *j)
 {
         struct bench_ctx *c = j->ctx;
-        char words[400];
+        char words[MANAGED_KERNEL_WORDS_MAX];
         if (j->warp_per_chunk) {
                 unsigned blocks = chunk_grid(c, j->size);
                 snprintf(words, sizeof(words),
@@ -135,7 +141,7 @@ void explain_check(json_t *x, uint64_t expect_htod, uint64_t expect_dtoh)
 {
         uint64_t h = (uint64_t)json_integer_value(json_object_get(x, "bytes_htod"));
         uint64_t d = (uint64_t)json_integer_value(json_object_get(x, "bytes_dtoh"));
-        char why[320];
+        char why[MANAGED_WHY_MAX];
 
         json_object_set_new(x, "expected_bytes_htod", json_integer((json_int_t)expect_htod));
         json_object_set_new(x, "expected_bytes_dtoh", json_integer((json_int_t)expect_dtoh));

@@ -24,6 +24,20 @@ extern "C" {
 }
 
 #define MULTI_MAX 16 /* GPUs the node worker opens at most */
+/* A measurement's name: a MEAS_* name (24 bytes at most) and "@src>dst" (two indexes under
+ * MULTI_MAX), or a check's sentence naming one GPU; snprintf cuts a longer one. */
+#define MULTI_NAME_MAX 64
+/* managed_peer's names: a measurement's, or its check's sentence naming two GPUs (under 60). */
+#define MULTI_LONG_NAME_MAX 96
+/* topology's own measurements: "d2d@g". */
+#define MULTI_SHORT_NAME_MAX 32
+/* A check's words for dev_verify: "GPU a's buffer after NAME copies from GPU b". */
+#define MULTI_WHAT_MAX 96
+/* The far end of a GPU's NVLinks as NVML names it: a PCI bus id ("00000000:18:00.0", 16 bytes
+ * and the NUL), with room; nvlink_between cuts a longer one. */
+#define MULTI_REMOTE_MAX 48
+/* Why the node's extended tier skipped its pairs: one sentence and three numbers. */
+#define MULTI_WHY_MAX 160
 
 struct bench_multi {
         int n;
@@ -43,7 +57,7 @@ static json_t *link_json(struct bench_multi *m, int a, int b)
             json_string_value(json_object_get(m->ctx[b]->device_info, "pci_bus_id"));
         int can = 0, rank = -1, atomics = 0, links = 0, other = 0;
         const char *why = NULL, *type;
-        char remote[48] = "";
+        char remote[MULTI_REMOTE_MAX] = "";
         int r;
 
         cudaDeviceCanAccessPeer(&can, m->ctx[a]->ordinal, m->ctx[b]->ordinal);
@@ -238,7 +252,7 @@ static int peer_pair(struct bench_job *j, struct bench_multi *m, void **src, voi
         bool gated = size < BENCH_GATE_BELOW, gate_timeouts = false;
         struct bench_ctx *ca = m->ctx[a], *cb = m->ctx[b];
         std::vector<double> samples;
-        char what[96];
+        char what[MULTI_WHAT_MAX];
         int r;
 
         r = clear(j, m, b, dst[b]);
@@ -299,7 +313,7 @@ static int multi_peer(struct bench_job *j, struct bench_multi *m)
 {
         static const char *const methods[] = {"ce", "sm"};
         void *src[MULTI_MAX] = {}, *dst[MULTI_MAX] = {};
-        char name[64];
+        char name[MULTI_NAME_MAX];
         int r = pair_buffers(j, m, src, dst);
 
         for (int k = 0; r >= 0 && k < 2; k++) {
@@ -340,7 +354,7 @@ static int managed_pair(struct bench_job *j, struct bench_multi *m, void **src, 
         size_t size = j->size;
         void *p = NULL;
         std::vector<double> od, pf;
-        char name[96];
+        char name[MULTI_LONG_NAME_MAX];
         int r;
 
         use(j, m, b);
@@ -417,52 +431,28 @@ static int multi_managed_peer(struct bench_job *j, struct bench_multi *m)
 
 /* ---------------------------------------------------------------- host_all */
 
-static int multi_host_all(struct bench_job *j, struct bench_multi *m)
+/* One GPU's copy of host_all, queued on its first stream. */
+static int host_all_enqueue(struct bench_job *j, struct bench_multi *m, void **host, void **dev,
+                            bool d2h, int g)
 {
-        bool d2h = strcmp(param_str(j, "direction", "h2d"), "d2h") == 0;
-        void *host[MULTI_MAX] = {}, *dev[MULTI_MAX] = {};
+        struct bench_ctx *c = m->ctx[g];
         size_t size = j->size;
-        std::vector<double> all;
-        std::vector<std::vector<double>> per(m->n);
-        char name[64];
+        cudaSetDevice(c->ordinal);
+        CK(j,
+           cudaMemcpyAsync(d2h ? host[g] : dev[g], d2h ? dev[g] : host[g], size,
+                           d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, c->streams[0]));
+        return 0;
+}
+
+/* All at once: every GPU's stream held by its own gate while the copies are queued, the gates
+ * released back to back; a sample (into all) is the longest GPU's span, each GPU's own into
+ * per. */
+static int host_all_at_once(struct bench_job *j, struct bench_multi *m, void **host, void **dev,
+                            bool d2h, std::vector<double> &all,
+                            std::vector<std::vector<double>> &per)
+{
         int r = 0;
 
-        json_object_set_new(j->context_extra, "direction", json_string(d2h ? "d2h" : "h2d"));
-        json_object_set_new(j->context_extra, "host_memory", json_string("pinned"));
-        for (int g = 0; r >= 0 && g < m->n; g++) {
-                struct bench_ctx *c = use(j, m, g);
-                r = pool_host(j, 0, size, &host[g]);
-                if (r >= 0)
-                        r = pool_dev(j, 0, size, &dev[g]);
-                if (r >= 0) /* the source holds GPU g's pattern, the destination zeros */
-                        r = dev_fill(j, d2h ? dev[g] : host[g], size, j->seed + (uint32_t)g, 0,
-                                     c->streams[0]);
-                if (r >= 0)
-                        r = clear(j, m, g, d2h ? host[g] : dev[g]);
-        }
-        if (r < 0)
-                return r;
-        auto enqueue = [&](int g) -> int {
-                struct bench_ctx *c = m->ctx[g];
-                cudaSetDevice(c->ordinal);
-                CK(j, cudaMemcpyAsync(d2h ? host[g] : dev[g], d2h ? dev[g] : host[g], size,
-                                      d2h ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
-                                      c->streams[0]));
-                return 0;
-        };
-        /* Each GPU alone (the others idle). */
-        for (int g = 0; r >= 0 && g < m->n; g++) {
-                std::vector<double> s;
-                use(j, m, g);
-                r = sample_events(
-                    j, s, []() -> int { return 0; }, [&]() -> int { return enqueue(g); });
-                snprintf(name, sizeof(name), MEAS_ALONE "@%d", g);
-                if (r >= 0)
-                        r = add_measurement(j, name, (double)size, "one direction", s, false,
-                                            pair_extra(g, -1, "ce", d2h ? "d2h" : "h2d", 1, false));
-        }
-        /* All at once: every GPU's stream held by its own gate while the copies are queued,
-         * the gates released back to back; a sample is the longest GPU's span. */
         for (int i = 0; r >= 0 && i < j->warmup + j->iterations; i++) {
                 double longest = 0;
                 if (job_cancelled(j))
@@ -473,7 +463,7 @@ static int multi_host_all(struct bench_job *j, struct bench_multi *m)
                         if (r < 0)
                                 break;
                         CK(j, cudaEventRecord(c->ev_start, c->streams[0]));
-                        r = enqueue(g);
+                        r = host_all_enqueue(j, m, host, dev, d2h, g);
                         if (r < 0)
                                 break;
                         CK(j, cudaEventRecord(c->ev_stop, c->streams[0]));
@@ -501,6 +491,48 @@ static int multi_host_all(struct bench_job *j, struct bench_multi *m)
                 if (i >= j->warmup)
                         all.push_back(longest);
         }
+        return r;
+}
+
+static int multi_host_all(struct bench_job *j, struct bench_multi *m)
+{
+        bool d2h = strcmp(param_str(j, "direction", "h2d"), "d2h") == 0;
+        void *host[MULTI_MAX] = {}, *dev[MULTI_MAX] = {};
+        size_t size = j->size;
+        std::vector<double> all;
+        std::vector<std::vector<double>> per(m->n);
+        char name[MULTI_NAME_MAX];
+        int r = 0;
+
+        json_object_set_new(j->context_extra, "direction", json_string(d2h ? "d2h" : "h2d"));
+        json_object_set_new(j->context_extra, "host_memory", json_string("pinned"));
+        for (int g = 0; r >= 0 && g < m->n; g++) {
+                struct bench_ctx *c = use(j, m, g);
+                r = pool_host(j, 0, size, &host[g]);
+                if (r >= 0)
+                        r = pool_dev(j, 0, size, &dev[g]);
+                if (r >= 0) /* the source holds GPU g's pattern, the destination zeros */
+                        r = dev_fill(j, d2h ? dev[g] : host[g], size, j->seed + (uint32_t)g, 0,
+                                     c->streams[0]);
+                if (r >= 0)
+                        r = clear(j, m, g, d2h ? host[g] : dev[g]);
+        }
+        if (r < 0)
+                return r;
+        /* Each GPU alone (the others idle). */
+        for (int g = 0; r >= 0 && g < m->n; g++) {
+                std::vector<double> s;
+                use(j, m, g);
+                r = sample_events(
+                    j, s, []() -> int { return 0; },
+                    [&]() -> int { return host_all_enqueue(j, m, host, dev, d2h, g); });
+                snprintf(name, sizeof(name), MEAS_ALONE "@%d", g);
+                if (r >= 0)
+                        r = add_measurement(j, name, (double)size, "one direction", s, false,
+                                            pair_extra(g, -1, "ce", d2h ? "d2h" : "h2d", 1, false));
+        }
+        if (r >= 0)
+                r = host_all_at_once(j, m, host, dev, d2h, all, per);
         for (int g = 0; r >= 0 && g < m->n; g++) {
                 use(j, m, g);
                 snprintf(name, sizeof(name), "GPU %d's %s destination after the copies", g,
@@ -528,7 +560,7 @@ static int multi_host_all(struct bench_job *j, struct bench_multi *m)
 
 static int multi_topology(struct bench_job *j, struct bench_multi *m)
 {
-        char name[32];
+        char name[MULTI_SHORT_NAME_MAX];
         int r = 0;
 
         for (int g = 0; r >= 0 && g < m->n; g++) {
@@ -569,7 +601,7 @@ static int multi_health(struct bench_job *j, struct bench_multi *m)
                 double took = now_ms() - t0, est = took * (double)full / (double)quick;
                 double left = budget - took;
                 json_t *ran = json_array(), *skipped = json_array();
-                char why[160];
+                char why[MULTI_WHY_MAX];
 
                 if (budget <= 0 || est <= left) {
                         json_array_clear(j->measurements);

@@ -19,6 +19,24 @@ extern "C" {
 #include "pcie.h"
 }
 
+/* A measurement's name under the suite: a MEAS_* name (24 bytes at most) with "@" and a size or
+ * a sweep point, or a source's "bench.measurement"; snprintf cuts a longer one. */
+#define SUITE_NAME_MAX 96
+/* A sub-run's overrides as JSON text written here: a size, or the canonical check's fixed
+ * params (the longest, host_dep's, under 100 bytes). */
+#define SUITE_OVERRIDES_MAX 160
+/* Overrides that are one or two short members ("{\"size\": N}"). */
+#define SUITE_SHORT_OVERRIDES_MAX 96
+/* A sweep point's overrides: a mode's own and its size, or pipeline's three strategies named. */
+#define SUITE_SWEEP_OVERRIDES_MAX 256
+/* A run's key among the runs a suite shares: a catalog id, a space and its overrides. */
+#define SUITE_RUN_KEY_MAX SUITE_OVERRIDES_MAX
+/* A skipped addition's reason: its name and three numbers in one sentence. */
+#define SUITE_WHY_MAX 160
+/* A pipeline_sweep point, "i=N" (an intensity) or "t=N" (touched bytes): at most 22 bytes. */
+#define SUITE_POINT_MAX         32
+#define SUITE_TOUCHED_POINT_MAX 48
+
 /* One sub-benchmark with the suite's params, overridden by `overrides` (JSON text). */
 static int sub_run(struct bench_job *j, const char *bench, const char *overrides, json_t **ret)
 {
@@ -65,7 +83,7 @@ struct mode {
  * run share it through runs ("bench overrides" -> result, owned by runs). */
 static int run_cached(struct bench_job *j, json_t *runs, const struct mode *md, json_t **ret)
 {
-        char key[160];
+        char key[SUITE_RUN_KEY_MAX];
         snprintf(key, sizeof(key), "%s %s", md->bench, md->overrides);
         json_t *res = json_object_get(runs, key);
         if (!res) {
@@ -131,7 +149,7 @@ int bench_um_vs_explicit(struct bench_job *j)
                 json_t *m = json_deep_copy(src);
                 double ms = median_ms(src);
                 double eff = stats_gbps((double)j->size, ms);
-                char source[96];
+                char source[SUITE_NAME_MAX];
                 snprintf(source, sizeof(source), "%s.%s", md->bench, md->measurement);
                 json_object_set_new(m, "name", json_string(md->name));
                 json_object_set_new(m, "source", json_string(source));
@@ -193,7 +211,7 @@ int bench_sweep(struct bench_job *j)
                         return job_fail(j, -EINVAL, "unknown sweep mode %s", json_string_value(mv));
                 json_array_foreach(sizes, si, sv)
                 {
-                        char ov[256];
+                        char ov[SUITE_SWEEP_OVERRIDES_MAX];
                         json_t *res = NULL;
                         json_t *o = json_loads(md->overrides, 0, NULL);
                         json_object_set(o, "size", sv);
@@ -204,7 +222,7 @@ int bench_sweep(struct bench_job *j)
                         r = sub_run(j, md->bench, ov, &res);
                         if (r < 0)
                                 return r;
-                        char name[96];
+                        char name[SUITE_NAME_MAX];
                         snprintf(name, sizeof(name), "%s@%lld", md->name,
                                  (long long)json_integer_value(sv));
                         json_t *m = json_deep_copy(result_measurement(res, md->measurement));
@@ -257,7 +275,7 @@ struct ext_plan {
 static bool ext_fits(struct ext_plan *pl, const char *addition, double est)
 {
         double left = pl->budget_ms - (now_ms() - pl->t0);
-        char why[160];
+        char why[SUITE_WHY_MAX];
 
         if (pl->budget_ms <= 0 || est <= left) {
                 json_array_append_new(pl->ran, json_string(addition));
@@ -301,7 +319,7 @@ static int ext_knee(struct bench_job *j, json_t *runs, struct ext_plan *pl, cons
         if (!ext_fits(pl, addition, est))
                 return 0;
         for (uint64_t sz = 64 * 1024; r >= 0 && sz <= top; sz *= 4) {
-                char n[96], ov[160];
+                char n[SUITE_NAME_MAX], ov[SUITE_OVERRIDES_MAX];
                 snprintf(n, sizeof(n), "%s@%llu", name, (unsigned long long)sz);
                 snprintf(ov, sizeof(ov), "{%s\"size\": %llu}", extra, (unsigned long long)sz);
                 const struct mode md = {n, bench, ov, meas, NULL};
@@ -322,7 +340,7 @@ static int health_extended(struct bench_job *j, json_t *runs, double t0)
         double h2d = taken_gbps(j, MEAS_PINNED_H2D), d2h = taken_gbps(j, MEAS_PINNED_D2H);
         double pageable = taken_gbps(j, MEAS_PAGEABLE_H2D), d2d = taken_gbps(j, MEAS_D2D);
         struct ext_plan pl = {t0, (double)param_int(j, "budget_ms", 0), json_array(), json_array()};
-        char ov[160];
+        char ov[SUITE_OVERRIDES_MAX];
         int r = 0;
 
         if (!pl.ran || !pl.skipped) {
@@ -389,7 +407,8 @@ static int health_extended(struct bench_job *j, json_t *runs, double t0)
 int bench_health(struct bench_job *j)
 {
         double t0 = now_ms();
-        char host_dep[160], managed[96], d2d[96];
+        char host_dep[SUITE_OVERRIDES_MAX], managed[SUITE_SHORT_OVERRIDES_MAX],
+            d2d[SUITE_SHORT_OVERRIDES_MAX];
         int half = j->iterations / 2 < 3 ? 3 : j->iterations / 2;
         json_t *d2d_size = json_object_get(j->params, "d2d_size");
 
@@ -466,7 +485,7 @@ static int sweep_take(struct bench_job *j, json_t *res, const char *point, const
         json_t *m;
         json_array_foreach(json_object_get(res, "measurements"), i, m)
         {
-                char name[96];
+                char name[SUITE_NAME_MAX];
                 json_t *c = json_deep_copy(m);
                 snprintf(name, sizeof(name), "%s@%s", json_string_value(json_object_get(m, "name")),
                          point);
@@ -487,7 +506,7 @@ static int sweep_take(struct bench_job *j, json_t *res, const char *point, const
  * full pipeline run; the curves, the 10%-of-limit points and the sentence are the daemon's. */
 int bench_pipeline_sweep(struct bench_job *j)
 {
-        char ov[256];
+        char ov[SUITE_SWEEP_OVERRIDES_MAX];
         json_t *res = NULL;
         int r = sub_run(j, "pipeline", "{\"intensity\": \"balanced\"}", &res);
         if (r < 0)
@@ -501,7 +520,7 @@ int bench_pipeline_sweep(struct bench_job *j)
 
         int64_t lo = param_int(j, "min_intensity", 2), factor = param_int(j, "max_factor", 4);
         for (int64_t k = lo; r >= 0 && k <= kb * factor; k *= 4) {
-                char point[32];
+                char point[SUITE_POINT_MAX];
                 if (k == kb)
                         continue;
                 snprintf(ov, sizeof(ov), "{\"intensity\": %lld}", (long long)k);
@@ -515,7 +534,7 @@ int bench_pipeline_sweep(struct bench_job *j)
         uint64_t t = (uint64_t)param_int(j, "min_touched", 1 << 20);
         int64_t ti = param_int(j, "touched_intensity", 16);
         for (bool last = false; !last; t *= 4) {
-                char point[48];
+                char point[SUITE_TOUCHED_POINT_MAX];
                 if (t >= j->size) {
                         t = j->size;
                         last = true;

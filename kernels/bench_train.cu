@@ -28,6 +28,10 @@ static const char *const place_names[] = {MEAS_TRAIN_DEVICE, MEAS_TRAIN_MANAGED_
                                           MEAS_TRAIN_MANAGED_HOST, MEAS_TRAIN_HOST_MAPPED};
 
 #define ALIGN_FLOATS 64 /* every tensor starts 256 bytes in */
+/* A row's measurement name, "placement@class": two of this file's names, under 40 bytes. */
+#define TRAIN_NAME_MAX 64
+/* cuBLAS's words for a status (cublas_strerror), or its number. */
+#define TRAIN_BLAS_WHY_MAX 64
 
 struct train_run {
         struct bench_job *j;
@@ -207,7 +211,7 @@ static int train_one_step(struct train_run *t, float *ret_ms)
                 int ldc) { return gemm_call(t, ta, tb, m, n, k, a, lda, bb, ldb, beta, cc, ldc); },
             s, grid_cap(c, 4096));
         if (r != 0) {
-                char buf[64];
+                char buf[TRAIN_BLAS_WHY_MAX];
                 return job_fail(j, -EIO, "cublasSgemm_v2: %s",
                                 cublas_strerror(t->blas, r, buf, sizeof(buf)));
         }
@@ -256,7 +260,7 @@ static int train_row(struct train_run *t, const char *cls, enum tplace pl)
         std::vector<double> first, steady;
         std::vector<float> out, w;
         uint64_t placed = 0;
-        char name[64];
+        char name[TRAIN_NAME_MAX];
         int r;
 
         for (int c = 0; c < TC_N; c++) {

@@ -17,9 +17,14 @@
 #include <fcntl.h>
 #include <sys/utsname.h>
 
+/* nvidia_uvm's module parameters kept at most: it has about 40; the rest would be a new driver's
+ * and are left out rather than grow the result without bound. */
 #define UVM_PARAMS_MAX 64
+/* One parameter's value as text: a number or a short word; a longer one is cut. */
 #define UVM_VALUE_MAX  256
 #define SYSFS_ATTR_MAX 4096 /* sysfs says 4096 bytes for every attribute, whatever it holds */
+/* Why NVML cannot read a GPU's errors: "NVML does not know UUID: " and NVML's own words. */
+#define CONDITIONS_UNKNOWN_MAX 160
 
 json_t *conditions_throttle_words(unsigned long long mask)
 {
@@ -177,7 +182,8 @@ static bool flag_set(const json_t *v)
 #define HMM_LINUX_MINOR 1
 #define HMM_LINUX_PATCH 24
 #define HMM_CUDA_MIN    12020
-#define HMM_WHY_MAX     512
+/* Every blocker's sentence joined by "; " (the five together are under 350 bytes). */
+#define HMM_WHY_MAX 512
 
 static bool linux_new_enough(const char *release)
 {
@@ -302,7 +308,7 @@ json_t *conditions_gpu_errors(const char *uuid, json_t **inforom_kept)
 {
         const struct nvml_api *nvml = NULL;
         const char *why = NULL;
-        char unknown[160];
+        char unknown[CONDITIONS_UNKNOWN_MAX];
         nvml_device d;
         nvml_return r;
 

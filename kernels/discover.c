@@ -12,6 +12,15 @@
 #include <string.h>
 
 /* cudaDriverGetVersion reports 0 when libcuda cannot be loaded at all. */
+/* A uuid as --list spells it, "GPU-" and 36 characters (41 bytes with the NUL), with room. */
+#define DISCOVER_UUID_MAX 48
+/* cudaDeviceGetPCIBusId's "dddddddd:bb:dd.f": 16 bytes and the NUL, with room. */
+#define DISCOVER_BUS_ID_MAX 32
+/* A compute capability, "major.minor". */
+#define DISCOVER_CC_MAX 16
+/* A runtime error's message: "device N: " and the runtime's words. */
+#define DISCOVER_WHY_MAX 256
+
 static const char no_driver[] = "no NVIDIA driver (libcuda.so.1 is not installed or not loadable)";
 
 void discover_format_uuid(const void *bytes, char *buf, size_t len)
@@ -37,7 +46,7 @@ static json_t *attr_bool(int dev, enum cudaDeviceAttr attr)
 static json_t *describe(int dev, int driver, int runtime, char **ret_why)
 {
         struct cudaDeviceProp p;
-        char bus_id[32], cc[16], uuid[48];
+        char bus_id[DISCOVER_BUS_ID_MAX], cc[DISCOVER_CC_MAX], uuid[DISCOVER_UUID_MAX];
         size_t mem_free = 0, mem_total = 0;
         cudaError_t e;
         json_t *o = NULL;
@@ -51,7 +60,7 @@ static json_t *describe(int dev, int driver, int runtime, char **ret_why)
         if (e == cudaSuccess)
                 e = cudaMemGetInfo(&mem_free, &mem_total);
         if (e != cudaSuccess) {
-                char buf[256];
+                char buf[DISCOVER_WHY_MAX];
 
                 snprintf(buf, sizeof(buf), "device %d: %s", dev, cudaGetErrorString(e));
                 *ret_why = strdup(buf);
@@ -154,7 +163,7 @@ int discover_device(const char *id, int *ret_ordinal, json_t **ret_info, char **
         }
         for (int dev = 0; dev < count; dev++) {
                 struct cudaDeviceProp p;
-                char uuid[48];
+                char uuid[DISCOVER_UUID_MAX];
                 bool match;
                 json_t *info;
 

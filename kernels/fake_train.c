@@ -2,6 +2,7 @@
  * fake.c models with (pinned copies 55.5 GB/s, faults 8.5 GB/s, mapped reads 52 GB/s); the
  * GEMMs run at FAKE_FP32_FLOPS. */
 #include "fake_train.h"
+#include "fake_model.h"
 
 #include <errno.h>
 #include <math.h>
@@ -271,4 +272,36 @@ int fake_embedding_gather(const json_t *params, uint64_t free_bytes, struct fake
                         r = emb_point(out, &e, json_string_value(s));
         }
         return r;
+}
+
+/* train_step and embedding_gather (issue 60): fake_train.c's model gives each measurement's
+ * time and keys; key names the rate table's entry that says which bytes are counted. */
+static int plan_points(struct fake_job *j,
+                       int (*model)(const json_t *, uint64_t, struct fake_points *, char *, size_t),
+                       const char *key)
+{
+        struct fake_points pts = {0};
+        int r =
+            model(j->params, FAKE_MEMORY_TOTAL - FAKE_MEMORY_USED, &pts, j->why, sizeof(j->why));
+
+        for (size_t i = 0; r == 0 && i < pts.n; i++) {
+                r = fake_model_add(j, pts.p[i].name, key, pts.p[i].bytes);
+                if (r < 0)
+                        break;
+                j->m[j->n - 1].ms = pts.p[i].ms;
+                j->m[j->n - 1].extra = pts.p[i].extra;
+                pts.p[i].extra = NULL;
+        }
+        fake_points_free(&pts);
+        return r;
+}
+
+int fake_train_plan_step(struct fake_job *j)
+{
+        return plan_points(j, fake_train_step, "train_step");
+}
+
+int fake_train_plan_embedding(struct fake_job *j)
+{
+        return plan_points(j, fake_embedding_gather, "pipeline");
 }

@@ -7,8 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A point's measurement name: "placement@class" or an embedding strategy (under 40 bytes), with
+ * room; snprintf cuts a longer one. */
 #define FAKE_POINT_NAME_MAX 64
-#define FAKE_WHY_MAX        160
+/* Why a model refused (a bound broken, with its numbers): one sentence. */
+#define FAKE_WHY_MAX 160
 
 struct fake_point {
         char name[FAKE_POINT_NAME_MAX];

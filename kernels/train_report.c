@@ -7,7 +7,7 @@
 
 #include "catalog.h"
 
-#define CELL_NAME_MAX  64
+/* The matrix's conclusion: two or three sentences naming the worst cells and their times. */
 #define CONCLUSION_MAX 512
 
 static double median_ms(const json_t *m)

@@ -432,24 +432,94 @@ static int parse_size_arg(const char *opt, const char *s, uint64_t *ret)
         return 0;
 }
 
-int main(int argc, char **argv)
+/* What the command line asks beyond the worker's own settings (struct worker). */
+struct worker_opts {
+        const char *device_id;
+        bool list, implements, fake;
+        uint64_t fake_n;
+};
+
+enum {
+        OPT_LIST = 0x100,
+        OPT_IMPLEMENTS,
+        OPT_FAKE,
+        OPT_DEVICE,
+        OPT_IPC_FD,
+        OPT_HEARTBEAT,
+        OPT_MAX_BUFFER,
+        OPT_POOL,
+        OPT_RESERVE,
+        OPT_POOL_IDLE,
+        OPT_FAKE_STATE,
+        OPT_LOG_LEVEL,
+        OPT_HELP,
+        OPT_VERSION,
+};
+
+/* One option c with its argument. 0, 1 when it was --help or --version (printed: exit 0), or
+ * -EINVAL when it is bad (said on stderr: exit 2). */
+static int parse_option(int c, const char *arg, struct worker *w, struct worker_opts *o)
 {
-        enum {
-                OPT_LIST = 0x100,
-                OPT_IMPLEMENTS,
-                OPT_FAKE,
-                OPT_DEVICE,
-                OPT_IPC_FD,
-                OPT_HEARTBEAT,
-                OPT_MAX_BUFFER,
-                OPT_POOL,
-                OPT_RESERVE,
-                OPT_POOL_IDLE,
-                OPT_FAKE_STATE,
-                OPT_LOG_LEVEL,
-                OPT_HELP,
-                OPT_VERSION,
-        };
+        uint64_t v;
+        int r;
+
+        switch (c) {
+        case OPT_LIST:
+                o->list = true;
+                return 0;
+        case OPT_IMPLEMENTS:
+                o->implements = true;
+                return 0;
+        case OPT_FAKE:
+                o->fake = true;
+                return parse_uint_arg("--fake", arg, 1, 1024, &o->fake_n);
+        case OPT_DEVICE:
+                o->device_id = arg;
+                return 0;
+        case OPT_IPC_FD:
+                r = parse_uint_arg("--ipc-fd", arg, 0, 65535, &v);
+                w->fd = r < 0 ? w->fd : (int)v;
+                return r;
+        case OPT_HEARTBEAT:
+                r = parse_uint_arg("--heartbeat-ms", arg, 10, 3600000, &v);
+                w->heartbeat_ms = r < 0 ? w->heartbeat_ms : (unsigned)v;
+                return r;
+        case OPT_MAX_BUFFER:
+                return parse_size_arg("--max-buffer-bytes", arg, &w->args.lim.max_buffer_bytes);
+        case OPT_POOL:
+                return parse_size_arg("--pool-bytes", arg, &w->args.lim.pool_bytes);
+        case OPT_RESERVE:
+                return parse_size_arg("--managed-reserve-bytes", arg,
+                                      &w->args.lim.managed_reserve_bytes);
+        case OPT_POOL_IDLE:
+                return parse_uint_arg("--pool-idle-ms", arg, 0, 86400000, &w->pool_idle_ms);
+        case OPT_FAKE_STATE:
+                w->args.fake_state = arg;
+                return 0;
+        case OPT_LOG_LEVEL:
+                r = log_level_from_string(arg);
+                if (r < 0) {
+                        fprintf(stderr, "umd-worker: --log-level: unknown level '%s'\n", arg);
+                        return -EINVAL;
+                }
+                log_set_level(r);
+                return 0;
+        case OPT_HELP:
+                usage(stdout);
+                return 1;
+        case OPT_VERSION:
+                printf("umd-worker %s (%s)\n", UMD_VERSION, UMD_BUILD);
+                return 1;
+        default:
+                usage(stderr);
+                return -EINVAL;
+        }
+}
+
+/* The command line into w and o: 0, 1 (--help or --version printed: exit 0), or -EINVAL (said
+ * on stderr: exit 2). */
+static int parse_args(int argc, char **argv, struct worker *w, struct worker_opts *o)
+{
         static const struct option options[] = {
             {"list", no_argument, NULL, OPT_LIST},
             {"implements", no_argument, NULL, OPT_IMPLEMENTS},
@@ -467,128 +537,67 @@ int main(int argc, char **argv)
             {"version", no_argument, NULL, OPT_VERSION},
             {},
         };
-        static char ident[96];
-        struct worker w = {
-            .fd = -1,
-            .heartbeat_ms = HEARTBEAT_MS_DEFAULT,
-            .pool_idle_ms = 10000,
-        };
-        const char *device_id = NULL;
-        bool list = false, implements = false, fake = false;
-        uint64_t fake_n = 0, v;
-        char *why = NULL;
         int c, r;
 
-        log_set_ident("umd-worker");
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
-                switch (c) {
-                case OPT_LIST:
-                        list = true;
-                        break;
-                case OPT_IMPLEMENTS:
-                        implements = true;
-                        break;
-                case OPT_FAKE:
-                        if (parse_uint_arg("--fake", optarg, 1, 1024, &fake_n) < 0)
-                                return 2;
-                        fake = true;
-                        break;
-                case OPT_DEVICE:
-                        device_id = optarg;
-                        break;
-                case OPT_IPC_FD:
-                        if (parse_uint_arg("--ipc-fd", optarg, 0, 65535, &v) < 0)
-                                return 2;
-                        w.fd = (int)v;
-                        break;
-                case OPT_HEARTBEAT:
-                        if (parse_uint_arg("--heartbeat-ms", optarg, 10, 3600000, &v) < 0)
-                                return 2;
-                        w.heartbeat_ms = (unsigned)v;
-                        break;
-                case OPT_MAX_BUFFER:
-                        if (parse_size_arg("--max-buffer-bytes", optarg,
-                                           &w.args.lim.max_buffer_bytes) < 0)
-                                return 2;
-                        break;
-                case OPT_POOL:
-                        if (parse_size_arg("--pool-bytes", optarg, &w.args.lim.pool_bytes) < 0)
-                                return 2;
-                        break;
-                case OPT_RESERVE:
-                        if (parse_size_arg("--managed-reserve-bytes", optarg,
-                                           &w.args.lim.managed_reserve_bytes) < 0)
-                                return 2;
-                        break;
-                case OPT_POOL_IDLE:
-                        if (parse_uint_arg("--pool-idle-ms", optarg, 0, 86400000, &w.pool_idle_ms) <
-                            0)
-                                return 2;
-                        break;
-                case OPT_FAKE_STATE:
-                        w.args.fake_state = optarg;
-                        break;
-                case OPT_LOG_LEVEL:
-                        r = log_level_from_string(optarg);
-                        if (r < 0) {
-                                fprintf(stderr, "umd-worker: --log-level: unknown level '%s'\n",
-                                        optarg);
-                                return 2;
-                        }
-                        log_set_level(r);
-                        break;
-                case OPT_HELP:
-                        usage(stdout);
-                        return 0;
-                case OPT_VERSION:
-                        printf("umd-worker %s (%s)\n", UMD_VERSION, UMD_BUILD);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return 2;
-                }
+                r = parse_option(c, optarg, w, o);
+                if (r != 0)
+                        return r;
         }
         if (optind < argc) {
                 fprintf(stderr, "umd-worker: unexpected argument '%s'\n", argv[optind]);
-                return 2;
+                return -EINVAL;
         }
+        return 0;
+}
 
-        w.fake = fake;
-        w.ops = fake ? &backend_fake : &backend_real;
-        w.args.fake_n = (unsigned)fake_n;
-        if (implements) {
-                /* The registry test compares this with the catalog (tests/unit/kernels). */
-                unsigned n = 0;
+/* --implements: the catalog ids ops runs, one a line; the exit status (77: none). */
+static int print_implements(const struct backend_ops *ops)
+{
+        /* The registry test compares this with the catalog (tests/unit/kernels). */
+        unsigned n = 0;
 
-                for (size_t i = 0; i < catalog_count(); i++)
-                        if (w.ops->implements(catalog_get(i)->name)) {
-                                printf("%s\n", catalog_get(i)->name);
-                                n++;
-                        }
-                if (fflush(stdout) != 0)
-                        return 1;
-                return n > 0 ? 0 : 77;
-        }
-        if (list) {
-                json_t *devices = w.ops->list(&w.args, &why);
-
-                if (!devices) {
-                        fprintf(stderr, "umd-worker: out of memory\n");
-                        return 1;
+        for (size_t i = 0; i < catalog_count(); i++)
+                if (ops->implements(catalog_get(i)->name)) {
+                        printf("%s\n", catalog_get(i)->name);
+                        n++;
                 }
-                if (json_array_size(devices) == 0 && why)
-                        fprintf(stderr, "umd-worker: no GPUs: %s\n", why);
-                free(why);
-                json_dumpf(devices, stdout, JSON_INDENT(2));
-                fputc('\n', stdout);
-                json_decref(devices);
-                return fflush(stdout) == 0 ? 0 : 1;
-        }
+        if (fflush(stdout) != 0)
+                return 1;
+        return n > 0 ? 0 : 77;
+}
 
-        if (!device_id || w.fd < 0) {
-                fprintf(stderr, "umd-worker: need --list, or --device ID and --ipc-fd FD\n");
-                return 2;
+/* --list: the devices as JSON; the exit status. */
+static int print_list(struct worker *w)
+{
+        char *why = NULL;
+        json_t *devices = w->ops->list(&w->args, &why);
+
+        if (!devices) {
+                fprintf(stderr, "umd-worker: out of memory\n");
+                return 1;
         }
+        if (json_array_size(devices) == 0 && why)
+                fprintf(stderr, "umd-worker: no GPUs: %s\n", why);
+        free(why);
+        json_dumpf(devices, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+        json_decref(devices);
+        return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* The log's name for this worker: "umd-worker[" and "fake " around a device id (a GPU's uuid is
+ * 40 bytes, an index or "all" fewer), with room; a longer id is cut, never overflows. */
+#define WORKER_IDENT_MAX 96
+
+/* Names the process in the log, sets its signals and opens its device (or every GPU): 0, or the
+ * exit status, the error logged. */
+static int open_device(struct worker *w, const char *device_id, bool fake)
+{
+        static char ident[WORKER_IDENT_MAX]; /* log_set_ident keeps the pointer */
+        char *why = NULL;
+        int r;
+
         snprintf(ident, sizeof(ident), "umd-worker[%s%s]", fake ? "fake " : "", device_id);
         log_set_ident(ident);
         /* A dead umd is noticed as a write error, not a signal. */
@@ -600,11 +609,11 @@ int main(int argc, char **argv)
         signal(SIGTERM, SIG_IGN);
         signal(SIGINT, SIG_IGN);
 
-        w.multi = strcmp(device_id, "all") == 0;
-        w.args.device_id = device_id;
-        r = w.ops->open(&w.args, &w.backend, &w.device, &why);
+        w->multi = strcmp(device_id, "all") == 0;
+        w->args.device_id = device_id;
+        r = w->ops->open(&w->args, &w->backend, &w->device, &why);
         if (r < 0) {
-                if (w.multi)
+                if (w->multi)
                         log_error("Node worker: cannot open the GPUs: %s",
                                   why ? why : strerror(-r));
                 else
@@ -613,10 +622,43 @@ int main(int argc, char **argv)
                 /* A fake index out of range is a usage error, as before. */
                 return fake && r == -EINVAL ? 2 : 1;
         }
-        if (!w.device) {
+        if (!w->device) {
                 log_error("Out of memory");
                 return 1;
         }
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        struct worker w = {
+            .fd = -1,
+            .heartbeat_ms = HEARTBEAT_MS_DEFAULT,
+            .pool_idle_ms = 10000,
+        };
+        struct worker_opts o = {0};
+        int r;
+
+        log_set_ident("umd-worker");
+        r = parse_args(argc, argv, &w, &o);
+        if (r != 0)
+                return r > 0 ? 0 : 2;
+
+        w.fake = o.fake;
+        w.ops = o.fake ? &backend_fake : &backend_real;
+        w.args.fake_n = (unsigned)o.fake_n;
+        if (o.implements)
+                return print_implements(w.ops);
+        if (o.list)
+                return print_list(&w);
+
+        if (!o.device_id || w.fd < 0) {
+                fprintf(stderr, "umd-worker: need --list, or --device ID and --ipc-fd FD\n");
+                return 2;
+        }
+        r = open_device(&w, o.device_id, o.fake);
+        if (r != 0)
+                return r;
 
         pthread_mutex_init(&w.send_lock, NULL);
         pthread_mutex_init(&w.lock, NULL);

@@ -3,7 +3,7 @@ GPUs: a health job with params {"tier": "extended"} runs the quick tier's checks
 sweep of each path, bidirectional and pageable copies both ways, latency, managed memory, device
 memory and every GPU pair at full size, inside health_extended_budget_s (two thirds to the GPUs,
 side by side, one third to the pairs); what does not fit is skipped and said. The fake GPUs plan
-on their model's times (kernels/fake.c), which stand for the real ones."""
+on their model's times (kernels/fake_suite.c), which stand for the real ones."""
 import json
 from datetime import datetime
 

@@ -2,8 +2,8 @@
 against the limit, the balanced intensity, weights and the first step, writeback, touched pages
 and the gather), its bounds refused with a problem and nothing stored, the pipeline_sweep suite's
 curves and sentence, copy_overlap's note on a kernel too short to hide the copy, and the text
-view. The fake model follows the GPU's rules (kernels/fake.c pipe_model), so the numbers below are
-the model's, said as such."""
+view. The fake model follows the GPU's rules (kernels/fake_pipeline.c pipe_model), so the
+numbers below are the model's, said as such."""
 import pytest
 
 from conftest import run_job, stored_docs
