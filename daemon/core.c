@@ -43,6 +43,11 @@ static struct jobs *core_jobs(void)
         return core_daemon->jobs;
 }
 
+static struct devices *core_devices(void)
+{
+        return core_daemon->devices;
+}
+
 /* A job's answer from memory leaves core_lock with the results that are kept as the worker's
  * bytes unparsed (store_public_copy): they are parsed here, outside the lock, before the API
  * dumps the answer. r: what the job function returned. */
@@ -124,7 +129,7 @@ int core_device_index(const char *id, size_t *ret_index)
         ssize_t i;
 
         core_lock();
-        i = devices_lookup(id);
+        i = devices_find(core_devices(), id);
         core_unlock();
         if (i < 0)
                 return -ENODEV;
@@ -150,8 +155,8 @@ json_t *core_devices_json(void)
 {
         json_t *arr = json_array();
         core_lock();
-        for (size_t i = 0; i < devices_count(); i++) {
-                json_t *dev = device_to_json(devices_get(i));
+        for (size_t i = 0; i < devices_size(core_devices()); i++) {
+                json_t *dev = device_to_json(devices_at(core_devices(), i));
                 xid_decorate_device(core_daemon->xid, i, dev);
                 json_array_append_new(arr, dev);
         }
@@ -197,9 +202,9 @@ int core_health(json_t **ret_body)
         _cleanup_json_ json_t *seen = core_config->expected_gpus ? gpustate_pci_gpus() : NULL;
         _cleanup_json_ json_t *present = json_array();
         core_lock();
-        n = devices_count();
+        n = devices_size(core_devices());
         for (size_t i = 0; i < n; i++) {
-                struct device *d = devices_get(i);
+                struct device *d = devices_at(core_devices(), i);
                 /* with the Xid watch's check: a failing Xid counts the moment it is read */
                 json_t *last = xid_compose_verdict(core_daemon->xid, i, d->last_verdict);
                 const char *verdict = json_string_value(json_object_get(last, "verdict"));
@@ -236,7 +241,7 @@ int core_health(json_t **ret_body)
                                       json_string("the GPU pairs failed their last health check"));
         const char *reason = NULL, *status = usable ? "ok" : "unavailable";
         if (n == 0)
-                reason = devices_empty_reason();
+                reason = devices_why_empty(core_devices());
         else if (usable == 0)
                 reason = failing ? "no device is both running and passing its health check"
                                  : "every device is faulted";

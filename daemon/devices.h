@@ -50,18 +50,41 @@ struct device {
 /* Resolve the worker program: cfg->worker_path, else the installed one, else the one in the
  * build tree beside umd. *ret malloc'd. 0 or -ENOENT (logged). */
 int devices_find_worker(const struct umd_config *cfg, char **ret);
-/* Run the worker's --list (with a timeout), keep the devices cfg->devices selects.
- * 0 (possibly with zero devices, the reason kept for /v1/health) or -errno (logged). */
-int devices_discover(const struct umd_config *cfg, const char *worker_path);
-size_t devices_count(void);
-struct device *devices_get(size_t i);
+
+/* The device table: one per daemon (devices_new), held by struct umd_daemon. */
+struct devices;
+/* Run the worker's --list (with a timeout), keep the devices cfg->devices selects. 0 with *ret
+ * (possibly with zero devices, the reason kept for /v1/health) or -errno (logged). The table is
+ * also the one the handle-less readers below answer from, until devices_free. */
+int devices_new(const struct umd_config *cfg, const char *worker_path, struct devices **ret);
+/* NULL-safe; returns NULL. */
+struct devices *devices_free(struct devices *ds);
+/* A NULL table is an empty one (nothing discovered yet). */
+size_t devices_size(const struct devices *ds);
+struct device *devices_at(const struct devices *ds, size_t i);
 /* By index ("0") or uuid; -1 when unknown. */
-ssize_t devices_lookup(const char *spec);
-ssize_t devices_lookup_uuid(const char *uuid);
-/* Why the list is empty, or NULL. */
-const char *devices_empty_reason(void);
+ssize_t devices_find(const struct devices *ds, const char *spec);
+ssize_t devices_find_uuid(const struct devices *ds, const char *uuid);
+/* Why the table is empty, or NULL. */
+const char *devices_why_empty(const struct devices *ds);
 /* The node (the worker for benchmarks spanning GPUs) is one more slot after the GPUs, on
  * hosts with two or more. */
+static inline bool devices_has_node(const struct devices *ds)
+{
+        return devices_size(ds) >= 2;
+}
+
+static inline size_t devices_node_slot(const struct devices *ds)
+{
+        return devices_size(ds);
+}
+
+/* The same, without a handle, on the table devices_new made last: what the job files
+ * (daemon/jobs/) call until they reach the table as js->devices. Nothing else calls them. */
+size_t devices_count(void);
+struct device *devices_get(size_t i);
+ssize_t devices_lookup_uuid(const char *uuid);
+const char *devices_empty_reason(void);
 static inline bool have_node(void)
 {
         return devices_count() >= 2;
@@ -90,4 +113,3 @@ enum device_state device_state(const struct device *d);
 enum device_state device_state_of_worker(enum worker_state ws);
 const char *device_state_string(const struct device *d);
 json_t *device_to_json(const struct device *d);
-void devices_free(void);

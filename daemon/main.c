@@ -38,23 +38,23 @@
 /* Jobs recovered unchecked that one turn of the main loop checks (jobs_check_recovered). */
 #define CHECK_BATCH 64
 
-static void notify_status(struct jobs *jobs, const char *phase)
+static void notify_status(const struct umd_daemon *d, const char *phase)
 {
         size_t queued, running, total, faulted = 0;
-        job_query_counts(jobs, &queued, &running, &total);
+        job_query_counts(d->jobs, &queued, &running, &total);
         core_lock();
-        for (size_t i = 0; i < devices_count(); i++)
-                faulted += devices_get(i)->wstate == WORKER_FAULTED;
+        for (size_t i = 0; i < devices_size(d->devices); i++)
+                faulted += devices_at(d->devices, i)->wstate == WORKER_FAULTED;
         core_unlock();
         sd_notifyf(0,
                    "STATUS=%s: %zu devices (%zu faulted), %zu parts queued, %zu running, %zu jobs",
-                   phase, devices_count(), faulted, queued, running, total);
+                   phase, devices_size(d->devices), faulted, queued, running, total);
 }
 
-static int start_supervisor(const struct umd_config *cfg, struct jobs *jobs,
-                            struct supervisor **ret)
+static int start_supervisor(const struct umd_daemon *dm, struct supervisor **ret)
 {
-        size_t n = devices_count();
+        const struct umd_config *cfg = dm->cfg;
+        size_t n = devices_size(dm->devices);
         struct supervised_device *devs = calloc(n + 1, sizeof(*devs));
         struct supervisor_callbacks cb;
         int r;
@@ -63,7 +63,7 @@ static int start_supervisor(const struct umd_config *cfg, struct jobs *jobs,
                 return -ENOMEM;
         int nodes = placement_numa_nodes(PLACEMENT_SYSFS_NODES);
         for (size_t i = 0; i < n; i++) {
-                struct device *d = devices_get(i);
+                struct device *d = devices_at(dm->devices, i);
                 devs[i].fake = d->fake;
                 devs[i].numa_node = -1;
                 /* Beside its GPU, as nvbandwidth runs: host buffers on the far socket cost
@@ -86,14 +86,14 @@ static int start_supervisor(const struct umd_config *cfg, struct jobs *jobs,
         }
         /* The node worker, for benchmarks spanning GPUs, is one more slot after the GPUs:
          * its own process, so that it never shares a fate with one GPU's worker. */
-        if (have_node()) {
-                struct supervised_device *node = &devs[node_index()];
-                node->fake = devices_get(0)->fake;
+        if (devices_has_node(dm->devices)) {
+                struct supervised_device *node = &devs[devices_node_slot(dm->devices)];
+                node->fake = devices_at(dm->devices, 0)->fake;
                 node->numa_node = -1;
                 snprintf(node->id, sizeof(node->id), "all");
         }
-        job_dispatch_callbacks(jobs, &cb);
-        r = supervisor_start(cfg, devs, have_node() ? n + 1 : n, &cb, ret);
+        job_dispatch_callbacks(dm->jobs, &cb);
+        r = supervisor_start(cfg, devs, devices_has_node(dm->devices) ? n + 1 : n, &cb, ret);
         free(devs);
         return r;
 }
@@ -145,7 +145,7 @@ static int run(struct umd_daemon *d)
         r = devices_find_worker(cfg, &d->worker_path);
         if (r < 0)
                 goto out;
-        r = devices_discover(cfg, d->worker_path);
+        r = devices_new(cfg, d->worker_path, &d->devices);
         if (r < 0)
                 goto out;
         free(cfg->worker_path);
@@ -172,7 +172,7 @@ static int run(struct umd_daemon *d)
         r = api_start(cfg, &d->api);
         if (r < 0)
                 goto out;
-        r = start_supervisor(cfg, d->jobs, &d->sup);
+        r = start_supervisor(d, &d->sup);
         if (r < 0)
                 goto out;
         job_dispatch_attach_supervisor(d->jobs, d->sup);
@@ -187,8 +187,8 @@ static int run(struct umd_daemon *d)
         sd_notify(0, "READY=1");
         size_t unchecked = SIZE_MAX;       /* jobs_check_recovered says how many there are */
         (void)store_check_start(d->store); /* logged; the store runs unchecked */
-        notify_status(d->jobs, "ready");
-        log_info("umd %s ready: %zu devices, state in %s", UMD_VERSION, devices_count(),
+        notify_status(d, "ready");
+        log_info("umd %s ready: %zu devices, state in %s", UMD_VERSION, devices_size(d->devices),
                  cfg->state_dir);
 
         for (;;) {
@@ -234,7 +234,7 @@ static int run(struct umd_daemon *d)
                         last_pet = now;
                 }
                 if (now - last_status >= 5000) {
-                        notify_status(d->jobs, "running");
+                        notify_status(d, "running");
                         last_status = now;
                 }
                 if (now - last_retry >= cfg->store_retry_ms) {
@@ -249,7 +249,7 @@ static int run(struct umd_daemon *d)
         }
 
         sd_notify(0, "STOPPING=1");
-        notify_status(d->jobs, "stopping");
+        notify_status(d, "stopping");
 out:
         coexist_stop(d->coexist);
         d->coexist = NULL;
@@ -272,7 +272,7 @@ out:
         metrics_free(d->metrics);
         d->metrics = NULL;
         gpustate_shutdown();
-        devices_free();
+        d->devices = devices_free(d->devices);
         models_free();
         free(d->worker_path);
         d->worker_path = NULL;

@@ -72,7 +72,8 @@ struct xid_gpu {
 
 struct xid_watch {
         const struct umd_config *cfg;
-        struct supervisor *sup; /* under lock: NULL until attached */
+        struct devices *devices; /* d->devices: the GPUs whose Xids are told apart */
+        struct supervisor *sup;  /* under lock: NULL until attached */
         pthread_mutex_t lock;
         pthread_t thread, nvml_thread;
         bool started, nvml_started;
@@ -295,7 +296,7 @@ static bool record(struct xid_watch *w, struct xid_gpu *g, const struct xid_even
 /* Not under w->lock (the supervisor's lock is its own). */
 static bool own_pid(struct xid_watch *w, int pid)
 {
-        size_t slots = devices_count() + (have_node() ? 1 : 0);
+        size_t slots = devices_size(w->devices) + (devices_has_node(w->devices) ? 1 : 0);
 
         pthread_mutex_lock(&w->lock);
         struct supervisor *sup = w->sup;
@@ -572,12 +573,13 @@ static void *nvml_thread(void *arg)
 static int watch_alloc(const struct umd_daemon *d, struct xid_watch **ret)
 {
         struct xid_watch *w = calloc(1, sizeof(*w));
-        size_t n = devices_count();
+        size_t n = devices_size(d->devices);
         char err[XID_WHY_MAX];
 
         if (!w)
                 return -ENOMEM;
         w->cfg = d->cfg;
+        w->devices = d->devices;
         w->n = n;
         w->stop_fd = -1;
         w->state_dirfd = -1;
@@ -595,7 +597,7 @@ static int watch_alloc(const struct umd_daemon *d, struct xid_watch **ret)
                         return -ENOMEM;
                 if (i == n)
                         break;
-                struct device *dev = devices_get(i);
+                struct device *dev = devices_at(d->devices, i);
                 str_copy_cut(w->gpus[i].uuid, sizeof(w->gpus[i].uuid), dev->uuid);
                 if (xid_normalise_bus(json_string_value(json_object_get(dev->info, "pci_bus_id")),
                                       w->gpus[i].bus) < 0)
@@ -643,8 +645,8 @@ int xid_watch_start(const struct umd_daemon *d, struct xid_watch **ret)
         /* NVML's events beside a kernel source; fake devices only with a source named (auto
          * reads nothing for them), where NVML, if any loads, knows none of their uuids */
         const char *src = d->cfg->xid_source;
-        bool fake = devices_count() > 0 && devices_get(0)->fake;
-        if (d->cfg->xid_nvml_events && devices_count() > 0 && strcmp(src, "none") != 0 &&
+        bool fake = devices_size(d->devices) > 0 && devices_at(d->devices, 0)->fake;
+        if (d->cfg->xid_nvml_events && devices_size(d->devices) > 0 && strcmp(src, "none") != 0 &&
             strcmp(src, "nvml") != 0 && !(fake && strcmp(src, "auto") == 0) &&
             pthread_create(&w->nvml_thread, NULL, nvml_thread, w) == 0)
                 w->nvml_started = true;
@@ -653,6 +655,11 @@ int xid_watch_start(const struct umd_daemon *d, struct xid_watch **ret)
 fail:
         xid_watch_stop(w);
         return r;
+}
+
+struct devices *xid_watch_devices(struct xid_watch *w)
+{
+        return w->devices;
 }
 
 void xid_watch_stop(struct xid_watch *w)

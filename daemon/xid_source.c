@@ -209,7 +209,8 @@ void xid_source_run(struct xid_watch *w, const char *spec, int stop_fd)
                 xid_watch_source_set(w, "none", "xid_source=none");
                 return;
         }
-        if (strcmp(spec, "auto") == 0 && devices_count() > 0 && devices_get(0)->fake) {
+        struct devices *ds = xid_watch_devices(w);
+        if (strcmp(spec, "auto") == 0 && devices_size(ds) > 0 && devices_at(ds, 0)->fake) {
                 /* a fake GPU's address may be a real one's: the host's Xids are not its own */
                 xid_watch_source_set(w, "none",
                                      "fake devices: the kernel's Xids are not theirs "
@@ -245,7 +246,8 @@ void xid_source_nvml_run(struct xid_watch *w)
         const struct nvml_api *api;
         const char *why;
         nvml_event_set set = NULL;
-        size_t n = devices_count();
+        struct devices *ds = xid_watch_devices(w);
+        size_t n = devices_size(ds);
         nvml_device *handles = calloc(n + 1, sizeof(*handles));
 
         if (!handles || nvml_open(&api, &why) < 0 || !api->event_set_create ||
@@ -257,7 +259,7 @@ void xid_source_nvml_run(struct xid_watch *w)
                 return;
         }
         for (size_t i = 0; i < n; i++) {
-                const struct device *d = devices_get(i);
+                const struct device *d = devices_at(ds, i);
                 nvml_return r = api->by_uuid(d->uuid, &handles[i]);
                 if (r == NVML_SUCCESS)
                         r = api->register_events(handles[i], NVML_EVENT_TYPE_XID, set);
@@ -281,7 +283,7 @@ void xid_source_nvml_run(struct xid_watch *w)
                         if (handles[i] && handles[i] == ev.device)
                                 xid_watch_feed_nvml(w,
                                                     json_string_value(json_object_get(
-                                                        devices_get(i)->info, "pci_bus_id")),
+                                                        devices_at(ds, i)->info, "pci_bus_id")),
                                                     (unsigned)ev.event_data);
         }
         api->event_set_free(set);
