@@ -43,6 +43,9 @@ static int int_or(const json_t *o, const char *k)
  * 45% the directions take turns (no faster than one alone), below 60% they barely overlap. */
 #define HEALTH_BIDIR_WARN 0.60
 #define HEALTH_BIDIR_FAIL 0.45
+/* How a link's expected rate was found, after the reason's figures: a model name and two numbers.
+ */
+#define PAIR_BASIS_MAX 160
 
 /* A measured share of what was expected, against the warn and fail lines below it. */
 static enum verdict verdict_of_fraction(double frac, double warn, double fail)
@@ -502,6 +505,29 @@ static double model_nvlink_gbps(const json_t *expects, long long s, long long d,
         return ra <= rb ? ra : rb;
 }
 
+/* What the link from GPU s to GPU d should carry: the model table's rate a link where both GPUs
+ * have one (*ret_kind "model"), else the rule by compute capability (topology.c; *ret_kind left
+ * as it is); basis says which, for the reason. */
+static double pair_expected(const json_t *link, const json_t *devices, const json_t *expects,
+                            long long s, long long d, const char **ret_kind, char *basis,
+                            size_t basis_len)
+{
+        const char *type = json_string_value(json_object_get(link, "type"));
+        double expected = topology_link_expected_gbps(link, devices);
+        const char *model = NULL;
+        double per_link = model_nvlink_gbps(expects, s, d, &model);
+        long long nvl = int_or(link, "nvlink_links");
+
+        if (type && strcmp(type, "nvlink") == 0 && nvl > 0 && per_link > 0) {
+                expected = (double)nvl * per_link;
+                *ret_kind = "model";
+                snprintf(basis, basis_len, "; %lld links x %.0f GB/s, the %s's rate", nvl, per_link,
+                         model ? model : "model");
+        } else if (type && strcmp(type, "nvlink") == 0)
+                snprintf(basis, basis_len, "; by compute capability: no model rate");
+        return expected;
+}
+
 json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                             const json_t *expects, const json_t *baseline, size_t baseline_runs)
 {
@@ -526,22 +552,12 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                 double gbps = json_number_value(g);
                 const json_t *link = topology_link(result, s, d);
                 const char *type = json_string_value(json_object_get(link, "type"));
-                double expected = topology_link_expected_gbps(link, devices);
-                const char *model = NULL, *exp_kind = "link";
-                char basis[160] = "";
-                double per_link = model_nvlink_gbps(expects, s, d, &model);
-                long long nvl = int_or(link, "nvlink_links");
+                const char *exp_kind = "link";
+                char basis[PAIR_BASIS_MAX] = "";
+                double expected =
+                    pair_expected(link, devices, expects, s, d, &exp_kind, basis, sizeof(basis));
                 topology_link_label(link, label, sizeof(label));
                 snprintf(name, sizeof(name), "peer %lld->%lld", s, d);
-                /* The model table's rate a link where both GPUs have one, else the rule by
-                 * compute capability (topology.c); the reason says which. */
-                if (type && strcmp(type, "nvlink") == 0 && nvl > 0 && per_link > 0) {
-                        expected = (double)nvl * per_link;
-                        exp_kind = "model";
-                        snprintf(basis, sizeof(basis), "; %lld links x %.0f GB/s, the %s's rate",
-                                 nvl, per_link, model ? model : "model");
-                } else if (type && strcmp(type, "nvlink") == 0)
-                        snprintf(basis, sizeof(basis), "; by compute capability: no model rate");
 
                 if (!type || strcmp(type, "host") == 0) {
                         snprintf(why, sizeof(why),

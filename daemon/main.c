@@ -98,89 +98,80 @@ static int start_supervisor(const struct umd_daemon *dm, struct supervisor **ret
         return r;
 }
 
-/* Builds d (main() set d->cfg) in dependency order, serves until a signal, and takes it down in
- * reverse; d's members are NULL or -1 until created and again once freed. */
-static int run(struct umd_daemon *d)
+/* Builds d's members in dependency order, up to READY's eve. 0, or -errno (logged) with what
+ * was built left for take_down. */
+static int build(struct umd_daemon *d)
 {
         struct umd_config *cfg = d->cfg;
-        uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0, last_retry = 0;
-        sigset_t mask;
         int r;
-
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGHUP);
-        /* Blocked before any thread starts, so every thread inherits the mask and only the
-         * signalfd below sees them. */
-        pthread_sigmask(SIG_BLOCK, &mask, NULL);
-        signal(SIGPIPE, SIG_IGN);
-        d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
-        if (d->signal_fd < 0)
-                return log_error_errno(errno, "signalfd: %m");
-
-        /* Sockets systemd passed must not leak into the discovery child: sd_listen_fds()
-         * marks them close-on-exec (api_start takes them over later). */
-        (void)sd_listen_fds(0);
 
         /* The store first: its lock keeps a second umd on this state directory from going any
          * further (not even discovery). */
         r = mkdir_p(cfg->state_dir, 0750);
         if (r < 0) {
                 log_error_errno(r, "cannot create state directory %s: %m", cfg->state_dir);
-                goto out;
+                return r;
         }
         store_files_set_validator(spec_validate_stored);
         r = store_open(cfg->state_dir, &d->store);
         if (r < 0)
-                goto out;
+                return r;
         store_set_wal_max(d->store, cfg->wal_max_bytes);
         store_set_commit_gather(d->store, cfg->commit_gather_us);
         r = store_set_cache(d->store, cfg->job_cache_bytes);
         if (r < 0) {
                 log_error_errno(r, "cannot set up the job cache (job_cache_bytes): %m");
-                goto out;
+                return r;
         }
 
         r = devices_find_worker(cfg, &d->worker_path);
         if (r < 0)
-                goto out;
+                return r;
         r = devices_new(cfg, d->worker_path, &d->devices);
         if (r < 0)
-                goto out;
+                return r;
         free(cfg->worker_path);
         cfg->worker_path = strdup(d->worker_path);
         r = metrics_new(d, &d->metrics);
         if (r < 0)
-                goto out;
+                return r;
 
         r = jobs_init(d, &d->jobs);
         if (r < 0)
-                goto out;
+                return r;
         job_verdict_restore(d->jobs);
         r = devctl_new(d, &d->devctl);
         if (r < 0)
-                goto out;
+                return r;
         gpustate_init(cfg);
         /* Before the listeners, which compose its answers from the first request on. */
         r = xid_watch_start(d, &d->xid);
         if (r < 0)
-                goto out;
+                return r;
         job_verdict_attach_xid(d->jobs, d->xid);
 
         /* api_start takes systemd's sockets (sd_listen_fds) before any thread exists. */
         r = api_start(cfg, &d->api);
         if (r < 0)
-                goto out;
+                return r;
         r = start_supervisor(d, &d->sup);
         if (r < 0)
-                goto out;
+                return r;
         job_dispatch_attach_supervisor(d->jobs, d->sup);
         metrics_attach_supervisor(d->metrics, d->sup);
         xid_watch_attach_supervisor(d->xid, d->sup);
         r = coexist_start(d, &d->coexist);
         if (r < 0)
-                goto out;
+                return r;
+        return 0;
+}
+
+/* READY, then the main loop until a signal (0) or a failed poll (-errno, logged). */
+static int serve(struct umd_daemon *d)
+{
+        struct umd_config *cfg = d->cfg;
+        uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0, last_retry = 0;
+        int r = 0;
 
         if (sd_watchdog_enabled(0, &watchdog_usec) <= 0)
                 watchdog_usec = 0;
@@ -250,7 +241,14 @@ static int run(struct umd_daemon *d)
 
         sd_notify(0, "STOPPING=1");
         notify_status(d, "stopping");
-out:
+        return r;
+}
+
+/* Frees what build made, in reverse: every member NULL (or -1) after. */
+static void take_down(struct umd_daemon *d)
+{
+        struct umd_config *cfg = d->cfg;
+
         coexist_stop(d->coexist);
         d->coexist = NULL;
         jobs_quiesce(d->jobs);
@@ -279,6 +277,35 @@ out:
         if (d->signal_fd >= 0)
                 close(d->signal_fd);
         d->signal_fd = -1;
+}
+
+/* Builds d (main() set d->cfg) in dependency order, serves until a signal, and takes it down in
+ * reverse; d's members are NULL or -1 until created and again once freed. */
+static int run(struct umd_daemon *d)
+{
+        sigset_t mask;
+        int r;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        /* Blocked before any thread starts, so every thread inherits the mask and only the
+         * signalfd below sees them. */
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+        if (d->signal_fd < 0)
+                return log_error_errno(errno, "signalfd: %m");
+
+        /* Sockets systemd passed must not leak into the discovery child: sd_listen_fds()
+         * marks them close-on-exec (api_start takes them over later). */
+        (void)sd_listen_fds(0);
+
+        r = build(d);
+        if (r >= 0)
+                r = serve(d);
+        take_down(d);
         return r;
 }
 

@@ -584,6 +584,36 @@ static json_t *touched_summary(const json_t *result, uint64_t size, char *words,
                          "um_wins_below_fraction", below < 0 ? json_null() : json_real(below));
 }
 
+/* Each strategy's curve over the sorted points (n, in order of intensity): its time against
+ * the limit at each intensity, and the first intensity where it comes within 10% of the limit. */
+static void pipe_curves(json_t *curves, json_t *const *sorted, size_t n)
+{
+        for (size_t s = 0; s < ELEMENTSOF(pipe_order); s++) {
+                json_t *pts = json_array(), *within = NULL;
+                for (size_t i = 0; i < n; i++) {
+                        const json_t *x = strategy_in(sorted[i], pipe_order[s]);
+                        if (!x)
+                                continue;
+                        json_array_append_new(
+                            pts,
+                            json_pack("{s:O, s:f, s:f, s:f}", "intensity",
+                                      json_object_get(sorted[i], "intensity"), "median_ms",
+                                      num(x, "median_ms"), "limit_ms", num(sorted[i], "limit_ms"),
+                                      "ratio_to_limit", num(x, "ratio_to_limit")));
+                        if (!within && num(x, "ratio_to_limit") <= 1.10)
+                                within = json_incref(json_object_get(sorted[i], "intensity"));
+                }
+                if (json_array_size(pts) == 0) {
+                        json_decref(pts);
+                        continue;
+                }
+                json_array_append_new(
+                    curves, json_pack("{s:s, s:s, s:o, s:o}", "strategy", pipe_order[s], "label",
+                                      strategy_label(pipe_order[s]), "points", pts,
+                                      "within_10pct_from", within ? within : json_string("never")));
+        }
+}
+
 static json_t *pipeline_sweep_summary(const json_t *result)
 {
         json_t *suffixes = sweep_points(result, "intensity"), *points = json_array(), *v;
@@ -635,30 +665,7 @@ static json_t *pipeline_sweep_summary(const json_t *result)
                         od_n++;
                 }
         }
-        for (size_t s = 0; s < ELEMENTSOF(pipe_order); s++) {
-                json_t *pts = json_array(), *within = NULL;
-                for (i = 0; i < n; i++) {
-                        const json_t *x = strategy_in(sorted[i], pipe_order[s]);
-                        if (!x)
-                                continue;
-                        json_array_append_new(
-                            pts,
-                            json_pack("{s:O, s:f, s:f, s:f}", "intensity",
-                                      json_object_get(sorted[i], "intensity"), "median_ms",
-                                      num(x, "median_ms"), "limit_ms", num(sorted[i], "limit_ms"),
-                                      "ratio_to_limit", num(x, "ratio_to_limit")));
-                        if (!within && num(x, "ratio_to_limit") <= 1.10)
-                                within = json_incref(json_object_get(sorted[i], "intensity"));
-                }
-                if (json_array_size(pts) == 0) {
-                        json_decref(pts);
-                        continue;
-                }
-                json_array_append_new(
-                    curves, json_pack("{s:s, s:s, s:o, s:o}", "strategy", pipe_order[s], "label",
-                                      strategy_label(pipe_order[s]), "points", pts,
-                                      "within_10pct_from", within ? within : json_string("never")));
-        }
+        pipe_curves(curves, sorted, n);
         free(sorted);
 
         char sentence[1792], touched_words[400];
