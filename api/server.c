@@ -41,6 +41,10 @@
 #include "server_internal.h"
 #include "util.h"
 
+/* An IPv4-mapped IPv6 address (::ffff:a.b.c.d, RFC 4291 2.5.5.2) holds its IPv4 address from this
+ * byte on. */
+#define V4MAPPED_V4_AT 12
+
 /* Certificate chains are a few KiB; refuse to read anything absurd. */
 #define TLS_FILE_MAX (1024 * 1024)
 
@@ -277,7 +281,7 @@ static bool listener_is_local(const struct listener *l)
         if (ss.ss_family == AF_INET6) {
                 const struct in6_addr *a = &((const struct sockaddr_in6 *)&ss)->sin6_addr;
                 return IN6_IS_ADDR_LOOPBACK(a) ||
-                       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+                       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[V4MAPPED_V4_AT] == 127);
         }
         return true;
 }

@@ -15,6 +15,9 @@
 
 #include "http.h"
 
+/* The job a ?wait= waits for: a job id (36 characters) with room to spare. */
+#define WAIT_ID_MAX 48
+
 #define LISTEN_NAME_MAX 128
 
 struct api_reply;
@@ -132,7 +135,7 @@ struct request_ctx {
         struct MHD_Connection *conn;
         bool waiting;
         uint64_t wait_deadline_ms; /* 0: not waited yet */
-        char wait_id[48];          /* the job waited for; "": any job (a list) */
+        char wait_id[WAIT_ID_MAX]; /* the job waited for; "": any job (a list) */
         /* A submit suspended until its commit is in (api_reply.submit_wait): answered by
          * handle_job_submit_end once resumed, or ended unanswered if the connection ends. */
         struct job_submit_wait *submit_wait;

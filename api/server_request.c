@@ -22,6 +22,11 @@
 #include "server_internal.h"
 #include "util.h"
 
+/* One libmicrohttpd message, cut: its messages are a line each. */
+#define MHD_MESSAGE_MAX 512
+/* Retry-After's seconds, as a header value. */
+#define RETRY_AFTER_MAX 16
+
 /* How often a ?wait= read asks again when a job changed between its read and its suspend. */
 #define WAIT_ROUNDS_MAX 4
 
@@ -31,7 +36,7 @@ atomic_int server_mhd_log_level = LOG_WARNING;
 
 void server_mhd_logger(void *cls, const char *fmt, va_list ap)
 {
-        char buf[512];
+        char buf[MHD_MESSAGE_MAX];
         size_t n;
 
         vsnprintf(buf, sizeof(buf), fmt, ap);
@@ -54,7 +59,7 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
 {
         struct MHD_Response *resp;
         enum MHD_Result ok;
-        char retry[16] = "";
+        char retry[RETRY_AFTER_MAX] = "";
 
         if (rep->retry_after_s > 0)
                 snprintf(retry, sizeof(retry), "%u", rep->retry_after_s);

@@ -12,6 +12,9 @@
 #include "cli.h"
 #include "http.h"
 
+/* A query value, percent-encoded: a label or a cursor, at three characters a byte. */
+#define QUERY_VALUE_MAX 1024
+
 #define WAIT_SLICE_MS 60000 /* longest single ?wait= asked for: umd's default wait_max_s */
 #define POLL_PAUSE_MS 250   /* between polls when umd answers ?wait= at once */
 /* Of a path, what an error line shows: a route and a job id fit, with room to spare. */
@@ -64,7 +67,7 @@ void call_print_json(const json_t *j)
  * that ran out of --timeout (h->deadline_ms) is an answer not had in time. */
 int call_failed(const struct http *h, const struct http_answer *a, int rc)
 {
-        char why[512];
+        char why[CALL_WHY_MAX];
 
         if (rc == -ETIMEDOUT && h->deadline_ms) {
                 fprintf(stderr, "umdctl: no answer from umd at %s within --timeout: %s\n",
@@ -140,7 +143,7 @@ int call_json(struct http *h, const char *method, const char *path, const json_t
 /* Percent-encode s for a query string. */
 void call_query_add(char **q, const char *key, const char *value)
 {
-        char enc[1024];
+        char enc[QUERY_VALUE_MAX];
         size_t n = 0;
 
         for (const unsigned char *p = (const unsigned char *)value; *p && n + 4 < sizeof(enc);
@@ -170,7 +173,7 @@ void call_query_add(char **q, const char *key, const char *value)
  * request umd did not answer (nothing is printed for it: the caller's one line says so). */
 int call_wait_final(struct http *h, const char *id, uint64_t deadline, json_t **ret, bool *ret_hung)
 {
-        char path[256];
+        char path[CALL_PATH_MAX];
         json_t *job = NULL;
         int rc;
 

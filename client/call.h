@@ -9,6 +9,12 @@
 
 #include "http.h"
 
+/* A request's path: a route, a job id and a query of a few arguments. */
+#define CALL_PATH_MAX 256
+/* One line saying why a request or a check failed: a status, a problem's title and detail, or a
+ * device's state and reason. */
+#define CALL_WHY_MAX 512
+
 /* A request's own limit when the command sets none shorter (--timeout). */
 #define REQUEST_TIMEOUT_MS 15000L
 

@@ -208,7 +208,7 @@ static int health_cached_pairs(struct http *h, const struct umdctl_args *a, json
 {
         json_t *node = NULL;
         int rc = call_json(h, "GET", "/v1/devices/node", NULL, REQUEST_TIMEOUT_MS, &node);
-        char why[512];
+        char why[CALL_WHY_MAX];
 
         if (rc)
                 return rc;
@@ -251,7 +251,7 @@ static int health_cached(struct http *h, const struct umdctl_args *a)
                 json_t *index = json_object_get(d, "index");
                 const char *uuid = json_string_value(json_object_get(d, "uuid"));
                 const char *state = json_string_value(json_object_get(d, "state"));
-                char why[512];
+                char why[CALL_WHY_MAX];
 
                 if (json_is_true(json_object_get(d, "paused")) || !strcmp(state, "paused")) {
                         const char *pr = json_string_value(json_object_get(d, "pause_reason"));
@@ -306,7 +306,7 @@ static bool health_part(json_t *list, const json_t *part, double timeout_s, cons
         json_t *index = json_object_get(part, "device"),
                *verdict = json_object_get(part, "verdict");
         const char *uuid = json_string_value(json_object_get(part, "uuid"));
-        char why[512];
+        char why[CALL_WHY_MAX];
 
         if (!strcmp(state, "succeeded") && verdict && !json_is_null(verdict)) {
                 if (!answer_is_verdict(verdict))
@@ -368,7 +368,7 @@ int cmd_health(struct http *h, const struct umdctl_args *a)
         uint64_t reserve = timeout / 5 < CANCEL_RESERVE_MS ? timeout / 5 : CANCEL_RESERVE_MS;
         json_t *body, *job = NULL, *done = NULL, *part, *list, *parts;
         struct http_answer ans;
-        char path[256], note[HEALTH_NOTE_MAX] = "";
+        char path[CALL_PATH_MAX], note[HEALTH_NOTE_MAX] = "";
         size_t i;
         int rc;
 

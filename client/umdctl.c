@@ -16,13 +16,24 @@
 #include "cmd_health.h"
 #include "http.h"
 
+/* ls's page size as a query value. */
+#define LS_LIMIT_ARG_MAX 16
+/* --label KEY=VALUE as ls sends it (KEY:VALUE). */
+#define LS_LABEL_MAX 512
+/* A job's devices in ls's table: indexes, comma-separated, cut. */
+#define LS_DEVICES_MAX 128
+/* A device's PCIe link in words ("Gen5 x16"). */
+#define LINK_WORDS_MAX 32
+/* pause and resume's path: a device as the user gave it (an index or a uuid), room to spare. */
+#define DEVICE_PATH_MAX 512
+
 #define SUBMIT_TIMEOUT_MS (3600ull * 1000)
 #define LS_DEFAULT_LIMIT  50u
 #define LS_PAGE_MAX       500u
 
 static int print_job_text(struct http *h, const char *id)
 {
-        char path[256];
+        char path[CALL_PATH_MAX];
         struct http_answer a;
 
         snprintf(path, sizeof(path), "/v1/jobs/%s?format=text", id);
@@ -106,7 +117,7 @@ static int cmd_submit(struct http *h, const struct umdctl_args *a)
 
 static int cmd_show(struct http *h, const struct umdctl_args *a)
 {
-        char path[256];
+        char path[CALL_PATH_MAX];
         json_t *job = NULL;
 
         if (!a->json)
@@ -170,7 +181,7 @@ static void job_devices(const json_t *job, char *buf, size_t len)
  * malloc'd, NULL without memory. */
 static char *ls_page_path(const struct umdctl_args *a, const char *cursor, unsigned limit)
 {
-        char *q = NULL, lim[16], label[512];
+        char *q = NULL, lim[LS_LIMIT_ARG_MAX], label[LS_LABEL_MAX];
         char *path = NULL;
 
         snprintf(lim, sizeof(lim), "%u", limit);
@@ -210,7 +221,7 @@ static void ls_print(const struct umdctl_args *a, json_t *out, bool more, const 
         printf("%-36s  %-11s  %-16s  %-8s  %s\n", "ID", "STATE", "BENCHMARK", "DEVICES", "CREATED");
         json_array_foreach(out, i, job)
         {
-                char devs[128];
+                char devs[LS_DEVICES_MAX];
                 job_devices(job, devs, sizeof(devs));
                 printf("%-36s  %-11s  %-16s  %-8s  %s\n",
                        json_string_value(json_object_get(job, "id")),
@@ -295,7 +306,7 @@ static int cmd_ls(struct http *h, const struct umdctl_args *a)
 
 static int cmd_cancel(struct http *h, const struct umdctl_args *a)
 {
-        char path[256];
+        char path[CALL_PATH_MAX];
         json_t *job = NULL;
 
         snprintf(path, sizeof(path), "/v1/jobs/%s", a->target);
@@ -369,7 +380,7 @@ static int cmd_devices(struct http *h, const struct umdctl_args *a)
         json_array_foreach(doc, i, d)
         {
                 json_t *pcie = json_object_get(d, "pcie"), *lh = json_object_get(d, "last_health");
-                char link[32] = "-";
+                char link[LINK_WORDS_MAX] = "-";
                 if (json_is_object(pcie))
                         snprintf(
                             link, sizeof(link), "Gen%lld x%lld",
@@ -393,7 +404,7 @@ static int cmd_devices(struct http *h, const struct umdctl_args *a)
 
 static int cmd_pause(struct http *h, const struct umdctl_args *a, bool pause)
 {
-        char path[512];
+        char path[DEVICE_PATH_MAX];
         json_t *body = NULL, *dev = NULL;
 
         snprintf(path, sizeof(path), "/v1/devices/%s/%s", a->target, pause ? "pause" : "resume");

@@ -24,6 +24,9 @@
 #include "supervisor.h"
 #include "util.h"
 
+/* The devices one round of the health schedule may find due: more than a host has GPUs. */
+#define SCHEDULE_DUE_MAX 64
+
 /* One per daemon (coexist_start), held by struct umd_daemon. */
 struct coexist {
         pthread_t thread;
@@ -45,7 +48,7 @@ struct coexist {
 static void look(struct coexist *cx, const bool *only)
 {
         for (size_t i = 0; i < devices_size(cx->devices); i++) {
-                char uuid[64];
+                char uuid[DEVICE_UUID_MAX];
                 int fake_index;
                 struct gpu_state st;
                 uint64_t at = now_monotonic_ms();
@@ -72,7 +75,7 @@ static void look(struct coexist *cx, const bool *only)
  * the GPU pairs are due too (the check then has the node's part). */
 static void schedule(struct coexist *cx)
 {
-        size_t devs[64], n;
+        size_t devs[SCHEDULE_DUE_MAX], n;
         bool all;
 
         core_lock();

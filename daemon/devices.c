@@ -22,6 +22,9 @@
 #include "umd-build.h"
 #include "util.h"
 
+/* fake_devices as a decimal argument. */
+#define COUNT_ARG_MAX 16
+
 #define LIST_OUTPUT_MAX (4u * 1024u * 1024u)
 
 /* Why no GPU is there to own: one of two sentences. */
@@ -180,7 +183,7 @@ static bool selected(const struct umd_config *cfg, const json_t *dev)
 static int devices_discover(struct devices *ds, const struct umd_config *cfg,
                             const char *worker_path)
 {
-        char nbuf[16];
+        char nbuf[COUNT_ARG_MAX];
         char *argv[6];
         size_t a = 0;
         _cleanup_free_ char *out = NULL;

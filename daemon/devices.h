@@ -12,18 +12,26 @@
 #include "supervisor.h"
 #include "uuid.h"
 
+/* A GPU's uuid as NVML and CUDA print it: "GPU-" and 36 characters, with room to spare. */
+#define DEVICE_UUID_MAX 64
+/* Why a device is faulted or restarting, or why it is paused: a sentence, with a worker's exit
+ * status or an admin's reason (at most REASON_MAX, devctl.c). */
+#define DEVICE_REASON_MAX 256
+/* When a pause began: an RFC 3339 time with milliseconds ("2026-12-08T00:00:00.000Z"). */
+#define DEVICE_TIME_MAX 40
+
 struct umd_config;
 
 struct device {
         size_t index; /* umd's index: position in the device list */
         /* index, uuid, fake and fake_index are fixed once devices_discover returns, before any
          * thread starts: they may be read without core_lock. */
-        char uuid[64];
+        char uuid[DEVICE_UUID_MAX];
         bool fake;
         json_t *info; /* the --list entry */
         enum worker_state wstate;
-        char reason[256];        /* why faulted / restarting */
-        json_t *last_verdict;    /* last health verdict (of any tier) or NULL */
+        char reason[DEVICE_REASON_MAX]; /* why faulted / restarting */
+        json_t *last_verdict;           /* last health verdict (of any tier) or NULL */
         json_t *verdict_by_tier; /* {"quick": verdict, "extended": verdict}: each tier's last */
         unsigned running_jobs;   /* 0 or 1 */
 
@@ -42,8 +50,8 @@ struct device {
         char ready_at_start[JOB_ID_MAX];
         size_t ready_at_start_part;
         bool paused; /* admin: run nothing, hold nothing */
-        char pause_reason[256];
-        char paused_at[40];
+        char pause_reason[DEVICE_REASON_MAX];
+        char paused_at[DEVICE_TIME_MAX];
         uint64_t last_check_ms; /* last canonical health check (realtime), for the schedule */
 };
 

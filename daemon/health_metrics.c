@@ -13,6 +13,9 @@
 #include "lock.h"
 #include "util.h"
 
+/* A series' labels: a GPU's index and uuid. */
+#define LABELS_MAX 160
+
 static const json_t *check_figures(const json_t *verdict, const char *name)
 {
         size_t i;
@@ -92,7 +95,7 @@ static void family(FILE *f, const struct devices *ds, const char *name, const ch
         for (size_t i = 0; i < devices_size(ds); i++) {
                 struct device *d = devices_at(ds, i);
                 json_t *idx = json_object_get(d->info, "index");
-                char labels[160];
+                char labels[LABELS_MAX];
 
                 if (!d->last_verdict)
                         continue;

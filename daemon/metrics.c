@@ -39,6 +39,28 @@
 #include "util.h"
 #include "xid.h"
 
+/* The host's name as umd_device_info's Hostname: HOST_NAME_MAX (64) is Linux's, room to spare. */
+#define HOSTNAME_MAX 256
+/* The node worker's state and verdict words as last pushed ("restarting", "pass"). */
+#define NODE_STATE_MAX   16
+#define NODE_VERDICT_MAX 8
+/* Escaped label values: a route pattern, a method, a benchmark, a uuid (with room for escapes),
+ * a measurement's name, a link label, a GPU model's name, a PCI bus id. */
+#define LABEL_ROUTE_MAX  128
+#define LABEL_METHOD_MAX 16
+#define LABEL_NAME_MAX   64
+#define LABEL_UUID_MAX   80
+#define LABEL_LINK_MAX   40
+#define LABEL_MODEL_MAX  160
+/* The escaped host name: HOSTNAME_MAX with room for escapes. */
+#define LABEL_HOST_MAX 300
+/* A device's labels' start, uuid="...", (modes_of counts by it). */
+#define LABEL_PREFIX_MAX 96
+/* A series' whole label set: every value above with its key and quotes. */
+#define LABELS_MAX       256
+#define LABELS_SHORT_MAX 160
+#define LABELS_LINK_MAX  96
+
 #define MAX_SERIES 4096
 /* (benchmark, mode) pairs exported per device. The catalog's benchmarks name about 40 modes
  * together; anything past this is a bug or a hostile worker, not a reason for new series. */
@@ -77,11 +99,11 @@ struct metrics {
         _Atomic size_t *queue_depth; /* per device, as the job files last pushed it */
         size_t n_queue_depth;
         _Atomic size_t running_parts;
-        char hostname[256]; /* umd_device_info's Hostname, as dcgm-exporter labels it */
+        char hostname[HOSTNAME_MAX]; /* umd_device_info's Hostname, as dcgm-exporter labels it */
         /* The node worker as last pushed (under mlock); node_known stays false on a host with
          * one GPU. */
         bool node_known, node_warm;
-        char node_state[16], node_verdict[8];
+        char node_state[NODE_STATE_MAX], node_verdict[NODE_VERDICT_MAX];
 };
 
 int metrics_new(const struct umd_daemon *d, struct metrics **ret)
@@ -198,7 +220,7 @@ static void family_set(struct family *f, const char *labels, double v, bool add)
 
 void metrics_http_observe(struct metrics *mt, const char *route, const char *method, int status)
 {
-        char r[128], m[16], labels[256];
+        char r[LABEL_ROUTE_MAX], m[LABEL_METHOD_MAX], labels[LABELS_MAX];
         escape(r, sizeof(r), route);
         escape(m, sizeof(m), method);
         snprintf(labels, sizeof(labels), "route=\"%s\",method=\"%s\",status=\"%d\"", r, m, status);
@@ -210,7 +232,7 @@ void metrics_http_observe(struct metrics *mt, const char *route, const char *met
 void metrics_job_finished(struct metrics *mt, const char *benchmark, const char *state,
                           double duration_s)
 {
-        char b[64], labels[160];
+        char b[LABEL_NAME_MAX], labels[LABELS_SHORT_MAX];
         escape(b, sizeof(b), benchmark);
         snprintf(labels, sizeof(labels), "benchmark=\"%s\",state=\"%s\"", b, state);
         pthread_mutex_lock(&mt->mlock);
@@ -254,7 +276,8 @@ void metrics_part_result(struct metrics *mt, const char *uuid, const json_t *res
         double now = (double)now_realtime_ms() / 1000.0;
         size_t i;
         json_t *m;
-        char u[80], b[64], n[64], prefix[96], labels[256];
+        char u[LABEL_UUID_MAX], b[LABEL_NAME_MAX], n[LABEL_NAME_MAX], prefix[LABEL_PREFIX_MAX],
+            labels[LABELS_MAX];
 
         escape(u, sizeof(u), uuid);
         escape(b, sizeof(b), bench ? bench : "unknown");
@@ -309,7 +332,7 @@ static const struct {
 static void health_figure_set(struct metrics *mt, const char *u, const char *figure,
                               const char *link, double gbps)
 {
-        char labels[256];
+        char labels[LABELS_MAX];
 
         snprintf(labels, sizeof(labels), "uuid=\"%s\",figure=\"%s\",link=\"%s\"", u, figure, link);
         family_set(&mt->health_bw, labels, gbps * 1e9, false);
@@ -318,7 +341,7 @@ static void health_figure_set(struct metrics *mt, const char *u, const char *fig
 void metrics_health_result(struct metrics *mt, const char *uuid, const char *link,
                            const json_t *result, bool contended)
 {
-        char u[80], l[32], labels[96];
+        char u[LABEL_UUID_MAX], l[TOPOLOGY_LABEL_MAX], labels[LABELS_LINK_MAX];
         size_t i;
         json_t *m;
 
@@ -387,7 +410,7 @@ void metrics_health_node_result(struct metrics *mt, const json_t *result)
         pthread_mutex_lock(&mt->mlock);
         for (size_t s = 0; s < n; s++) {
                 const char *uuid = node_device_uuid(result, (long long)s);
-                char u[80], label[32], l[40];
+                char u[LABEL_UUID_MAX], label[TOPOLOGY_LABEL_MAX], l[LABEL_LINK_MAX];
 
                 if (!uuid || slowest[s] <= 0)
                         continue;
@@ -474,7 +497,7 @@ static void text_devices(FILE *f, struct metrics *mt)
         for (size_t i = 0; i < devices_size(mt->devices); i++) {
                 struct device *d = devices_at(mt->devices, i);
                 json_t *idx = json_object_get(d->info, "index");
-                char model[160], bus[64], host[300];
+                char model[LABEL_MODEL_MAX], bus[LABEL_NAME_MAX], host[LABEL_HOST_MAX];
 
                 escape(host, sizeof(host), mt->hostname);
                 escape(model, sizeof(model), json_string_value(json_object_get(d->info, "name")));

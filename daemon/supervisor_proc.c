@@ -25,6 +25,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* A number as a worker's argument: a descriptor, a count or milliseconds (up to 10 digits). */
+#define ARG_SMALL_MAX 16
+/* A byte count as a worker's argument (up to 20 digits). */
+#define ARG_BYTES_MAX 24
+/* The worker's argv: its path, --fake N --fake-state PATH, eight options with their values,
+ * the terminator, and room to spare. */
+#define WORKER_ARGV_MAX 28
+/* How a worker ended, in words ("worker killed by signal SIGSEGV"), or a kill's reason. */
+#define EXIT_HOW_MAX 160
+/* A part's error after its worker ended: how, or the deadline it passed. */
+#define EXIT_ERR_MAX 256
+
 /* Between fork and exec: async-signal-safe calls only. Placement is best effort: a host that
  * refuses it (a cgroup without those CPUs) still runs the worker, which reports where it ran. */
 static _Noreturn void child_exec(int fd, pid_t parent, char **argv,
@@ -112,8 +124,10 @@ void supervisor_proc_close_pidfd(struct supervisor *s, struct slot *w)
 
 int supervisor_proc_spawn(struct supervisor *s, struct slot *w, uint64_t now)
 {
-        char fd_s[16], fake_s[16], hb_s[16], maxb_s[24], pool_s[24], res_s[24], idle_s[24];
-        char *argv[28];
+        char fd_s[ARG_SMALL_MAX], fake_s[ARG_SMALL_MAX], hb_s[ARG_SMALL_MAX];
+        char maxb_s[ARG_BYTES_MAX], pool_s[ARG_BYTES_MAX], res_s[ARG_BYTES_MAX],
+            idle_s[ARG_BYTES_MAX];
+        char *argv[WORKER_ARGV_MAX];
         size_t a = 0;
         struct timeval tv = {SEND_TIMEOUT_MS / 1000, (SEND_TIMEOUT_MS % 1000) * 1000};
         int sv[2];
@@ -255,7 +269,7 @@ void supervisor_proc_crash_respawn(struct supervisor *s, struct slot *w, uint64_
 /* The worker process is gone (status from waitpid). */
 static void on_exit_status(struct supervisor *s, struct slot *w, int status, uint64_t now)
 {
-        char how[160], err[256];
+        char how[EXIT_HOW_MAX], err[EXIT_ERR_MAX];
         enum kill_reason killed = w->killed;
         bool crash;
 

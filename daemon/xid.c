@@ -24,6 +24,9 @@
 #include "xid_parse.h"
 #include "xid_table.h"
 
+/* When an Xid was seen: an RFC 3339 time with milliseconds. */
+#define XID_TIME_MAX 40
+
 #define XID_STATE_FILE "xid-state.json"
 /* /proc/sys/kernel/random/boot_id: a uuid and a newline. */
 #define XID_BOOT_ID_MAX 64
@@ -59,7 +62,7 @@ struct xid_counter {
 /* One GPU's evidence, or the node's (events on no GPU of umd's). */
 struct xid_gpu {
         char bus[XID_BUS_MAX];
-        char uuid[64];
+        char uuid[DEVICE_UUID_MAX];
         struct xid_event *ring; /* the newest xid_events_max, oldest overwritten */
         size_t next, count;
         struct xid_counter counters[XID_COUNTERS_MAX];
@@ -110,7 +113,7 @@ static int read_boot_id(const char *path, char ret[XID_BOOT_ID_MAX])
 
 static json_t *event_to_json(const struct xid_event *e)
 {
-        char when[40];
+        char when[XID_TIME_MAX];
         const char *name = e->kind == XID_KIND_XID || e->kind == XID_KIND_FALLEN_OFF_BUS
                                ? xid_table_name(e->code)
                                : NULL;
@@ -131,7 +134,7 @@ static json_t *event_to_json(const struct xid_event *e)
 static void state_save(struct xid_watch *w)
 {
         json_t *gpus = json_object();
-        char when[40];
+        char when[XID_TIME_MAX];
 
         for (size_t i = 0; i < w->n; i++) {
                 const struct xid_gpu *g = &w->gpus[i];

@@ -20,6 +20,9 @@
 #include "xid_internal.h"
 #include "xid_parse.h"
 
+/* The journal match on this boot: "_BOOT_ID=" and 32 hex digits. */
+#define JOURNAL_MATCH_MAX 64
+
 /* A kernel record: /dev/kmsg hands one a read, at most about 8 KiB (PRINTK_MESSAGE_MAX). */
 #define XID_RECORD_MAX 8192
 /* How often a file source is read again at its end, as tail -f does (ms): the delay a line
@@ -122,7 +125,7 @@ static int run_journal(struct xid_watch *w, const char *dir, int stop_fd, char *
 {
         sd_journal *j = NULL;
         sd_id128_t boot;
-        char match[64], sboot[SD_ID128_STRING_MAX];
+        char match[JOURNAL_MATCH_MAX], sboot[SD_ID128_STRING_MAX];
         /* dir: journal:DIR, a directory of journal files (tests); else the system's journal */
         int r = dir ? sd_journal_open_directory(&j, dir, 0)
                     : sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY | SD_JOURNAL_SYSTEM);
