@@ -380,6 +380,7 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
         s->cfg = cfg;
         atomic_init(&s->inflight, 0);
         atomic_init(&s->submits_waiting, 0);
+        atomic_init(&s->mhd_log_level, LOG_WARNING);
         pthread_mutex_init(&s->conns_lock, NULL);
         pthread_mutex_init(&s->wait_lock, NULL);
         /* The reaper's deadlines are CLOCK_MONOTONIC (with CLOCK_REALTIME the reaper spun). */
@@ -416,13 +417,13 @@ int api_start(const struct umd_config *cfg, struct api_server **ret)
         r = server_conn_reaper_start(s);
         if (r < 0)
                 goto fail;
-        atomic_store(&server_mhd_log_level, LOG_WARNING);
+        atomic_store(&s->mhd_log_level, LOG_WARNING);
         for (size_t i = 0; i < s->n_listeners; i++) {
                 r = server_worker_start_listener(s, &s->listeners[i]);
                 if (r < 0)
                         goto fail;
         }
-        atomic_store(&server_mhd_log_level, LOG_DEBUG);
+        atomic_store(&s->mhd_log_level, LOG_DEBUG);
         core_set_job_listener(server_wait_job_changed, s);
         *ret = s;
         return 0;

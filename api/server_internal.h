@@ -110,6 +110,9 @@ struct api_server {
         struct request_ctx *waiters;
         unsigned n_waiters;
         bool stopping; /* answer every wait now */
+        /* The level libmicrohttpd's messages are logged at (server_mhd_logger): warnings while
+         * starting, debug after. */
+        atomic_int mhd_log_level;
 };
 
 struct request_ctx {
@@ -184,8 +187,6 @@ uint64_t server_wait_expire(struct api_server *s, uint64_t now);
 void server_wait_stop(struct api_server *s);
 
 /* server_request.c: libmicrohttpd's callbacks for requests. */
-/* The level libmicrohttpd's messages are logged at: warnings while starting, debug after. */
-extern atomic_int server_mhd_log_level;
 void server_mhd_logger(void *cls, const char *fmt, va_list ap);
 enum MHD_Result server_on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,

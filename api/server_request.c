@@ -31,11 +31,10 @@
 #define WAIT_ROUNDS_MAX 4
 
 /* libmicrohttpd reports client misbehaviour through this logger too; only start-up problems
- * are worth more than a debug line. */
-atomic_int server_mhd_log_level = LOG_WARNING;
-
+ * are worth more than a debug line (cls: the server, whose mhd_log_level says which). */
 void server_mhd_logger(void *cls, const char *fmt, va_list ap)
 {
+        struct api_server *s = cls;
         char buf[MHD_MESSAGE_MAX];
         size_t n;
 
@@ -43,7 +42,7 @@ void server_mhd_logger(void *cls, const char *fmt, va_list ap)
         n = strlen(buf);
         while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
                 buf[--n] = '\0';
-        log_msg(atomic_load(&server_mhd_log_level), "http: %s", buf);
+        log_msg(atomic_load(&s->mhd_log_level), "http: %s", buf);
 }
 
 /* ---- replies ---- */

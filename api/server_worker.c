@@ -231,7 +231,7 @@ static int start_worker(struct api_server *s, struct listener *l, struct http_wo
          * (no address). */
         w->daemon = MHD_start_daemon(
             flags, 0, server_conn_on_accept, w, server_on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-            server_mhd_logger, NULL, MHD_OPTION_CONNECTION_LIMIT, limit,
+            server_mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT, limit,
             MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)(l->is_unix ? 0 : cfg->max_connections_per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
