@@ -7,9 +7,7 @@
  * requests server_request.c's, ?wait= reads server_wait.c's. */
 #include <arpa/inet.h>
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <grp.h>
@@ -20,10 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>

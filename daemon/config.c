@@ -7,23 +7,18 @@
 #include <assert.h>
 #include <errno.h>
 #include <getopt.h>
-#include <ini.h>
 #include <limits.h>
-#include <math.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "config_internal.h"
 #include "log.h"
-#include "netaddr.h"
 #include "size.h"
 #include "umd-build.h"
 #include "umd-vcs.h"
-#include "config_internal.h"
 #include "util.h"
 #include "xid_table.h"
 

@@ -1,6 +1,7 @@
-/* The GPUs umd owns: discovered once at start by running `umd-worker --list`, then fixed for
- * the daemon's life. Holds each device's identity and its current worker state; the caller
- * (job_index.c) serialises access with the core lock. */
+/* The GPUs umd owns: a table (struct devices, one per daemon, made by devices_new in main.c's
+ * order and held as d->devices) discovered once at start by running `umd-worker --list`, then
+ * fixed for the daemon's life. Holds each device's identity and its current worker state; the
+ * callers serialise access with the core lock. */
 #pragma once
 
 #include <jansson.h>

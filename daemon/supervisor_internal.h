@@ -1,7 +1,8 @@
 /* What the supervisor's files share (supervisor.c, supervisor_proc.c, supervisor_msg.c,
  * supervisor_loop.c): the supervisor object, its worker slots and queued events, and the
  * functions one file calls in another. Nothing outside the supervisor includes it. Every function
- * here but supervisor_loop_main is called with s->lock held. */
+ * here but supervisor_loop_main is called with s->lock held, or once the thread is gone
+ * (supervisor_stop). */
 #pragma once
 
 #include <jansson.h>
