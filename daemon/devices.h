@@ -25,7 +25,7 @@ struct umd_config;
 
 struct device {
         size_t index; /* umd's index: position in the device list */
-        /* index, uuid, fake and fake_index are fixed once devices_discover returns, before any
+        /* index, uuid, fake and fake_index are fixed once devices_new returns, before any
          * thread starts: they may be read without core_lock. */
         char uuid[DEVICE_UUID_MAX];
         bool fake;

@@ -7,6 +7,7 @@
 
 #include "core.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "job_spec.h"
 #include "jobs.h"
 #include "jsonutil.h"
@@ -49,7 +50,7 @@ static int cancel_check_locked(struct jobs *js, const char *id, const char *clie
         int r;
 
         assert_locked();
-        jobs_prune_finished(js);
+        job_persist_prune(js);
         j = job_checked(js, job_find(js, id));
         if (!j)
                 return CANCEL_GONE;
@@ -67,7 +68,6 @@ static int cancel_check_locked(struct jobs *js, const char *id, const char *clie
 static void cancel_undo_locked(struct jobs *js, struct job *j, const struct cancel_undo *u)
 {
         assert_locked();
-        j->final_unsaved = false;
         j->cancel_requested = u->was_requested;
         json_t *doc = job_doc(j);
         if (u->was_requested)
@@ -79,7 +79,7 @@ static void cancel_undo_locked(struct jobs *js, struct job *j, const struct canc
                 if (i >= SPEC_MAX_DEVICES || !u->was_queued[i] || j->parts[i].st != JOB_CANCELLED)
                         continue;
                 j->parts[i].st = JOB_QUEUED;
-                j->parts[i].unsaved = true;
+                job_persist_part_changed(j, i);
                 json_object_set_new(pd, "state", json_string(job_state_names[JOB_QUEUED]));
                 json_object_set_new(pd, "finished", json_null());
                 json_object_set_new(pd, "error", json_null());
@@ -93,11 +93,8 @@ static void cancel_undo_locked(struct jobs *js, struct job *j, const struct canc
         }
         job_state_set(js, j, job_derive_state(j));
         json_object_set_new(doc, "state", json_string(job_state_names[j->st]));
-        if (j->final_ticket) { /* the failed final write: nothing to wait for any more */
-                (void)store_wait(j->final_ticket);
-                j->final_ticket = NULL;
-        }
-        job_compact(j); /* waiting again, as before the cancel */
+        job_persist_final_drop(j); /* its final write failed: nothing to wait for any more */
+        job_compact(j);            /* waiting again, as before the cancel */
 }
 
 /* The effect: j's queued parts are cancelled at once (its running ones once the supervisor has
@@ -116,7 +113,6 @@ static int cancel_start_locked(struct jobs *js, struct job *j, struct cancel_und
                 return problem_set(p, 500, "", "out of memory");
         u->was_requested = j->cancel_requested;
         j->cancel_requested = true;
-        j->rewritten = true; /* its own store_put below, not job_persist's */
         json_object_set_new(doc, "cancel_requested", json_true());
         for (size_t i = 0; i < j->n_parts; i++) {
                 if (j->parts[i].st == JOB_QUEUED && i < SPEC_MAX_DEVICES) {
@@ -126,33 +122,12 @@ static int cancel_start_locked(struct jobs *js, struct job *j, struct cancel_und
         }
         if (job_update_state(js, j))
                 job_finished(js, j);
-        r = job_state_final(j->st) ? job_persist(js, j) : store_put(js->store, doc, ret_ticket);
-        if (r == 0)
-                job_row_current(js, j);
+        r = job_persist_cancel(js, j, ret_ticket);
         if (r < 0) {
                 cancel_undo_locked(js, j, u);
                 return problem_set(p, 500, "", "out of memory");
         }
         return 0;
-}
-
-/* The outcome of a final job's commit, once store_sync has returned: its final ticket's, or
- * -EIO when that write already failed. */
-static int final_commit_locked(struct job *j)
-{
-        int w = 0;
-
-        assert_locked();
-        if (!j->final_ticket && j->final_unsaved)
-                w = -EIO;
-        if (j->final_ticket && store_poll(j->final_ticket, &w) > 0) {
-                j->final_ticket = NULL;
-                if (w < 0)
-                        j->final_unsaved = true;
-                else
-                        j->final_committed = true; /* the ticket prune_finished polls is gone */
-        }
-        return w;
 }
 
 /* After the commit (w its outcome): the running parts are handed to the supervisor to stop
@@ -227,11 +202,11 @@ int job_cancel(struct jobs *js, const char *id, const char *client, bool admin, 
                 final = job_state_final(j->st);
                 jobs_unlock(js);
                 /* Answered only once committed; the lock is not held meanwhile. */
-                w = final ? (store_sync(js->store), 0) : store_wait(ticket);
+                w = job_persist_cancel_wait(js, ticket);
                 core_lock();
                 j = job_find(js, jid);
                 if (j && final)
-                        w = final_commit_locked(j);
+                        w = job_persist_final_outcome_locked(j);
                 r = j ? cancel_finish_locked(js, j, w, &u, ret_job, p) : CANCEL_FINISHED_MEANWHILE;
         }
         jobs_unlock(js);

@@ -18,6 +18,7 @@
 #include "devices.h"
 #include "gpustate.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "job_queue.h"
 #include "jobs.h"
 #include "jsonraw.h"
@@ -28,6 +29,10 @@
 #include "suites.h"
 #include "supervisor.h"
 #include "util.h"
+
+/* A part's waiting or error text made here: a device's pause or fault reason (256 bytes at most,
+ * devices.h) inside a sentence of its own. */
+#define PART_WHY_MAX 400
 
 static void part_set_waiting(struct jobs *js, struct job *j, size_t i, const char *why)
 {
@@ -142,7 +147,7 @@ static const struct queue_entry *node_head(struct jobs *js)
 {
         const struct queue_entry *e = have_node() ? queue_peek(&js->queues[node_index()]) : NULL;
 
-        if (!e || !((const struct job *)e->job)->committed)
+        if (!e || !job_persist_committed(e->job))
                 return NULL;
         for (size_t i = 0; i < devices_count(); i++) {
                 const struct device *d = devices_get(i);
@@ -175,7 +180,7 @@ static void want_look(struct jobs *js, uint64_t *wanted, ssize_t dev)
 static void node_try(struct jobs *js, bool fresh)
 {
         const struct queue_entry *e;
-        char why[400];
+        char why[PART_WHY_MAX];
 
         if (!js->sup || js->quiescing || js->node_running ||
             (js->node_wstate != WORKER_IDLE && js->node_wstate != WORKER_COLD))
@@ -189,7 +194,7 @@ static void node_try(struct jobs *js, bool fresh)
                         job_checked(js, j);
                         continue;
                 }
-                if (!j->committed || store_holds(js, j, i))
+                if (!job_persist_committed(j) || store_holds(js, j, i))
                         return;
                 for (size_t g = 0; ok && g < devices_count(); g++) {
                         struct device *d = devices_get(g);
@@ -258,7 +263,7 @@ static void ready_head(struct jobs *js, size_t dev, char ret_id[JOB_ID_MAX], siz
         const struct job *next = e ? e->job : NULL;
 
         ret_id[0] = '\0';
-        if (next && next->committed && !next->unchecked) {
+        if (next && job_persist_committed(next) && !next->unchecked) {
                 str_copy_cut(ret_id, JOB_ID_MAX, next->id);
                 *ret_part = e->part;
         }
@@ -314,7 +319,7 @@ static void gpu_try(struct jobs *js, struct device *d, size_t dev, bool fresh)
         struct job *best = e->job;
         size_t best_part = e->part;
 
-        if (!best->committed) /* dispatched once its submission commits */
+        if (!job_persist_committed(best)) /* dispatched once its submission commits */
                 return;
         /* The decision above read the last look, which may be busy_poll_ms old: a part starts
          * only on a look that began after it was ready (coexist.c looks at once when asked). */
@@ -538,6 +543,41 @@ static void on_part_done(void *userdata, size_t dev, const char *job_id, enum pa
         jobs_unlock(js);
 }
 
+/* Whether a successful part's result (kept as the worker's bytes when raw, raw_len long) is
+ * over max_result_bytes. Kept as bytes, its size is their length (they are its compact dump);
+ * else the dump only when the bound cannot tell: a result a thousandth of the limit was dumped
+ * once more here only to be measured. */
+static bool result_too_big(struct jobs *js, const json_t *result, bool raw, size_t raw_len)
+{
+        if (raw)
+                return raw_len > js->cfg->max_result_bytes;
+        if (!result || json_dump_compact_fits(result, js->cfg->max_result_bytes))
+                return false;
+        _cleanup_free_ char *dump = json_dump_compact(result, NULL);
+        return !dump || strlen(dump) > js->cfg->max_result_bytes;
+}
+
+/* What a part that succeeded (and runs no more) tells: its metrics, read from read (what
+ * metrics read of it), on a GPU no other process shared, and the fleet's figures of a
+ * canonical check. */
+static void part_figures(struct jobs *js, struct job *j, struct device *d, size_t dev, json_t *read,
+                         json_t *result, bool contended)
+{
+        bool canonical = job_canonical(j);
+
+        if (d && !contended) {
+                _cleanup_json_ json_t *r = json_incref(read);
+                if (r)
+                        metrics_part_result(js->metrics, d->uuid, r, canonical);
+                else
+                        log_error("job %s on device %zu: out of memory reading its "
+                                  "result for metrics",
+                                  j->id, dev);
+        }
+        if (canonical)
+                part_fleet_figures(js, d, dev, result, contended);
+}
+
 /* seen: what metrics read of a result kept as bytes, picked by on_part_done (NULL: none, or no
  * memory for it). */
 static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
@@ -551,7 +591,7 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
             [PART_TIMED_OUT] = JOB_TIMED_OUT,
             [PART_CANCELLED] = JOB_CANCELLED,
         };
-        char why[400];
+        char why[PART_WHY_MAX];
 
         struct device *d = devices_get(dev);
         struct job *j = job_find(js, job_id);
@@ -572,16 +612,7 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 size_t raw_len = 0;
                 bool raw = st == JOB_SUCCEEDED && json_raw_get(result, NULL, &raw_len);
                 _cleanup_json_ json_t *tree = NULL;
-                /* Kept as the worker's bytes, the result's size is their length (they are its
-                 * compact dump). Else the dump only when the bound cannot tell: a result a
-                 * thousandth of the limit was dumped once more here only to be measured. */
-                bool too_big = raw && raw_len > js->cfg->max_result_bytes;
-                if (st == JOB_SUCCEEDED && result && !raw &&
-                    !json_dump_compact_fits(result, js->cfg->max_result_bytes)) {
-                        _cleanup_free_ char *dump = json_dump_compact(result, NULL);
-                        too_big = !dump || strlen(dump) > js->cfg->max_result_bytes;
-                }
-                if (too_big) {
+                if (st == JOB_SUCCEEDED && result_too_big(js, result, raw, raw_len)) {
                         snprintf(why, sizeof(why),
                                  "result larger than max_result_bytes (%llu bytes)",
                                  (unsigned long long)js->cfg->max_result_bytes);
@@ -620,17 +651,8 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                         again = job_verdict_judge_node(js, j, i, result);
                 if (!again)
                         job_set_part(js, j, i, st, result, error);
-                if (st == JOB_SUCCEEDED && d && !contended && !again) {
-                        _cleanup_json_ json_t *read = json_incref(raw ? seen : result);
-                        if (read)
-                                metrics_part_result(js->metrics, d->uuid, read, canonical);
-                        else
-                                log_error("job %s on device %zu: out of memory reading its "
-                                          "result for metrics",
-                                          j->id, dev);
-                }
-                if (st == JOB_SUCCEEDED && !again && canonical)
-                        part_fleet_figures(js, d, dev, result, contended);
+                if (st == JOB_SUCCEEDED && !again)
+                        part_figures(js, j, d, dev, raw ? seen : result, result, contended);
                 if (st != JOB_SUCCEEDED)
                         log_info("job %s on device %zu: %s%s%s", j->id, dev, job_state_names[st],
                                  error ? ": " : "", error ? error : "");
@@ -640,15 +662,7 @@ static void part_done_locked(struct jobs *js, size_t dev, const char *job_id,
                 job_finished(js, j);
                 log_info("job %s (%s) %s", j->id, job_benchmark(j), job_state_names[j->st]);
         }
-        /* A part's end before the job's (its result: the bulk of the document) waits, for
-         * JOB_PERSIST_DELAY_MS at most, for the write of the job's final document, which
-         * carries it (another part's start writes only that part's row). */
-        if (job_state_final(j->st)) {
-                job_persist(js, j);
-                jobs_retention_apply(js);
-        } else
-                job_persist_soon(js, j);
-        jobs_prune_finished(js);
+        job_persist_part_ended(js, j);
 out:
         if (d) {
                 d->running_jobs = 0;
@@ -678,7 +692,7 @@ static void fail_queued_on(struct jobs *js, size_t dev, const char *why)
 static void on_worker_state(void *userdata, size_t dev, enum worker_state st, const char *reason)
 {
         struct jobs *js = userdata;
-        char why[400];
+        char why[PART_WHY_MAX];
 
         core_lock();
         struct device *d = devices_get(dev);

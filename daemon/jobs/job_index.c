@@ -2,13 +2,14 @@
  * needs (queued and running ones, and finished ones until their final write is committed;
  * sorted by id, which is submission order, with what submits look up in it kept beside it: a
  * hash of the idempotency keys and each client's count of open jobs), the per-device queues, the
- * state machine of jobs and their parts (job_state.c derives a job's state from its parts'),
- * persistence of every change, recovery at start, retention, and the generation waiters watch.
- * The document each job is stored as is the truth; struct job caches what the queue needs. History
- * (finished jobs) lives only in the store and is read from it. Every change happens under core_lock
- * and is queued to the store's writer before the lock is released (so writes keep their order). Who
- * changes jobs: job_dispatch.c (running them), job_submit.c and job_cancel.c, job_verdict.c
- * (canonical health checks); job_query.c reads them. */
+ * state machine of jobs and their parts (job_state.c derives a job's state from its parts'), the
+ * forms a job's document is held in, and the generation waiters watch. The document each job is
+ * stored as is the truth; struct job caches what the queue needs. History (finished jobs) lives
+ * only in the store and is read from it. Every change happens under core_lock and is queued to
+ * the store's writer before the lock is released (so writes keep their order): when and what is
+ * written is job_persist.c's, the only caller of the store's writes. Who changes jobs:
+ * job_dispatch.c (running them), job_submit.c and job_cancel.c, job_verdict.c (canonical health
+ * checks), job_recover.c (at start); job_query.c reads them. */
 #include "jobs.h"
 
 #include <errno.h>
@@ -25,6 +26,7 @@
 #include "daemon.h"
 #include "devices.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "job_queue.h"
 #include "job_spec.h"
 #include "jsonutil.h"
@@ -84,7 +86,7 @@ void jobs_unlock(struct jobs *js)
 {
         /* Every change ends here (and a look at each GPU comes every busy_poll_ms), so a
          * pending change waits JOB_PERSIST_DELAY_MS, or little more, for its write. */
-        jobs_persist_pending_locked(js, false);
+        job_persist_pending_locked(js, false);
         jobs_publish_locked(js);
         core_unlock();
 }
@@ -93,8 +95,7 @@ void job_free(struct job *j)
 {
         if (!j)
                 return;
-        if (j->final_ticket)
-                (void)store_wait(j->final_ticket);
+        job_persist_release(j);
         json_decref(j->doc);
         free(j->text);
         free(j->client);
@@ -200,8 +201,7 @@ void job_compact(struct job *j)
 {
         /* Only a job nothing is about to change: queued and committed (submit waits for its
          * commit with the tree), not asked to cancel, no final write pending. */
-        if (!j->doc || j->st != JOB_QUEUED || !j->committed || j->cancel_requested ||
-            j->final_ticket || j->final_unsaved)
+        if (!j->doc || j->st != JOB_QUEUED || !job_persist_settled(j) || j->cancel_requested)
                 return;
         /* Nor one recovered unchecked: job_checked reads its document as the disk's, whole. */
         if (j->unchecked)
@@ -209,8 +209,8 @@ void job_compact(struct job *j)
         for (size_t i = 0; i < j->n_parts; i++)
                 if (j->parts[i].st != JOB_QUEUED)
                         return;
-        /* Written once, committed (j->committed): the store's row is this tree. */
-        if (!j->rewritten) {
+        /* Written once, committed (job_persist_settled): the store's row is this tree. */
+        if (!job_persist_rewritten(j)) {
                 json_decref(j->doc);
                 j->doc = NULL;
                 j->stored = true;
@@ -315,7 +315,7 @@ void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, j
         if (old == JOB_QUEUED && st != JOB_QUEUED && j->parts[i].device >= 0)
                 queue_remove(&js->queues[j->parts[i].device], j, i);
         j->parts[i].st = st;
-        j->parts[i].unsaved = true;
+        job_persist_part_changed(j, i);
         /* Constant keys and state names: set without jansson's UTF-8 check of each (a part's
          * start and end, every job). The error's text is checked: it may be a worker's. */
         json_object_set_new_nocheck(p, "state", json_string_nocheck(job_state_names[st]));
@@ -355,248 +355,6 @@ void job_finished(struct jobs *js, struct job *j)
         uint64_t start = (uint64_t)json_integer_value(json_object_get(job_doc(j), "created_ms"));
         double dur = j->finished_ms > start ? (double)(j->finished_ms - start) / 1000.0 : 0;
         metrics_job_finished(js->metrics, job_benchmark(j), job_state_names[j->st], dur);
-}
-
-/* j has a final write in flight: prune_finished is to look at it. */
-static void finals_add(struct jobs *js, struct job *j)
-{
-        if (j->in_finals)
-                return;
-        if (js->n_finals == js->cap_finals) {
-                size_t nc = js->cap_finals ? js->cap_finals * 2 : 64;
-                struct job **n = realloc(js->finals, nc * sizeof(*n));
-
-                if (!n) {
-                        js->finals_lost = true; /* the next prune walks every job */
-                        return;
-                }
-                js->finals = n;
-                js->cap_finals = nc;
-        }
-        js->finals[js->n_finals++] = j;
-        j->in_finals = true;
-}
-
-void jobs_finals_forget(struct jobs *js, struct job *j)
-{
-        if (!j->in_finals)
-                return;
-        for (size_t k = 0; k < js->n_finals; k++)
-                if (js->finals[k] == j) {
-                        js->finals[k] = js->finals[--js->n_finals];
-                        break;
-                }
-        j->in_finals = false;
-}
-
-/* Queue the job's current document for the writer. A finished job keeps a ticket, so that it
- * leaves memory (prune_finished) only once the store has it; other changes are fire and forget
- * (the writer logs a failure). */
-int job_persist(struct jobs *js, struct job *j)
-{
-        json_t *doc = job_doc(j);
-        int r;
-
-        j->rewritten = true;
-        if (!doc)
-                return -ENOMEM;
-        /* A final job's document changes no more (job_cancel.c puts a cancel back only once
-         * its final write failed), so the writer may dump it as it is. */
-        if (job_state_final(j->st) && !j->final_ticket) {
-                j->final_committed = false; /* a newer final write: its ticket says */
-                r = store_put_final(js->store, doc, &j->final_ticket);
-                if (r == 0)
-                        finals_add(js, j);
-        } else if (job_state_final(j->st))
-                r = store_put_final(js->store, doc, NULL);
-        else
-                r = store_put(js->store, doc, NULL);
-        if (r == 0) {
-                j->persist_due_ms = 0; /* the whole document: the pending change with it */
-                for (size_t i = 0; i < j->n_parts; i++)
-                        j->parts[i].unsaved = false;
-                job_row_current(js, j);
-        }
-        return r;
-}
-
-void job_row_current(struct jobs *js, struct job *j)
-{
-        if (!j->row_behind)
-                return;
-        j->row_behind = false;
-        assert(js->n_rows_behind > 0);
-        js->n_rows_behind--;
-}
-
-size_t jobs_rows_current_locked(struct jobs *js)
-{
-        size_t written = 0, left = 0;
-
-        assert_locked();
-        if (js->n_rows_behind == 0)
-                return 0;
-        for (size_t k = 0; k < js->n_jobs; k++) {
-                struct job *j = js->jobs[k];
-
-                if (!j->row_behind)
-                        continue;
-                if (job_persist(js, j) == 0)
-                        written++;
-                else
-                        left++; /* logged; listed as its row says, tried again next list */
-        }
-        /* What the walk found is the truth should the count have drifted. */
-        js->n_rows_behind = left;
-        return written;
-}
-
-/* A pending change fallen due (job_persist_soon): for a job not final, its parts that changed
- * since its last write, each as its own document, not the job's whole row. The change is mostly
- * a part's end while the job's other parts run (their queues drift apart): under a submit load a
- * third or more of the jobs were written whole once more for it, a dump of the job and its row
- * with its indexes each time (issue 23, "write what changed"). What the document holds above
- * the parts that changed meanwhile is the job's state and start, which recovery makes again
- * from the parts (job_recover.c). The whole document, as before, when it is final, when no part
- * says it changed, or when a part's write cannot be queued. */
-static int job_persist_due(struct jobs *js, struct job *j)
-{
-        size_t n = 0;
-
-        if (job_state_final(j->st) || !job_doc(j))
-                return job_persist(js, j);
-        for (size_t i = 0; i < j->n_parts; i++)
-                n += j->parts[i].unsaved;
-        if (n == 0)
-                return job_persist(js, j);
-        for (size_t i = 0; i < j->n_parts; i++) {
-                if (!j->parts[i].unsaved)
-                        continue;
-                if (store_put_part_doc(js->store, j->id, i, job_state_names[j->parts[i].st],
-                                       job_part_doc(j, i)) < 0)
-                        return job_persist(js, j); /* logged; the whole carries every part */
-                j->parts[i].unsaved = false;
-        }
-        j->rewritten = true;
-        j->persist_due_ms = 0;
-        if (!j->row_behind) {
-                j->row_behind = true;
-                js->n_rows_behind++;
-        }
-        return 0;
-}
-
-/* The part's row now (store_put_part), the document as a part's end's is (job_persist_soon):
- * mostly within its job's final write. A start's whole document was nearly half of the
- * documents a job's changes wrote under a submit load (issue 23); a restart still finds the
- * part running, since recovery lays the part's row over the document. */
-void job_persist_part(struct jobs *js, struct job *j, size_t i)
-{
-        if (store_put_part(js->store, j->id, i, job_state_names[j->parts[i].st]) == 0)
-                job_persist_soon(js, j);
-        else
-                (void)job_persist(js, j); /* out of memory (logged): the whole document */
-}
-
-/* At the ring's end (jobs.pending); false: out of memory. */
-static bool pending_push(struct jobs *js, const struct job *j)
-{
-        if (js->n_pending == js->cap_pending) {
-                size_t nc = js->cap_pending ? js->cap_pending * 2 : 256;
-                struct job_pending *n = malloc(nc * sizeof(*n));
-
-                if (!n)
-                        return false;
-                /* Unrolled from the head, so that the ring starts at 0 again. */
-                for (size_t k = 0; k < js->n_pending; k++)
-                        n[k] = js->pending[(js->pending_head + k) % js->cap_pending];
-                free(js->pending);
-                js->pending = n;
-                js->pending_head = 0;
-                js->cap_pending = nc;
-        }
-        struct job_pending *e = &js->pending[(js->pending_head + js->n_pending) % js->cap_pending];
-        memcpy(e->id, j->id, sizeof(e->id));
-        e->due_ms = j->persist_due_ms;
-        js->n_pending++;
-        return true;
-}
-
-void job_persist_soon(struct jobs *js, struct job *j)
-{
-        j->rewritten = true;
-        if (j->persist_due_ms)
-                return; /* its first pending change sets when it is written */
-        j->persist_due_ms = jobs_monotonic_ms(js) + JOB_PERSIST_DELAY_MS;
-        if (!pending_push(js, j))
-                js->pending_lost = true; /* the passes walk every job until none is pending */
-        if (!js->persist_due_ms || j->persist_due_ms < js->persist_due_ms)
-                js->persist_due_ms = j->persist_due_ms;
-}
-
-void job_persist_shown(struct jobs *js, struct job *j)
-{
-        if (j->persist_due_ms)
-                (void)job_persist(js, j); /* logged; it stays pending and is tried again */
-}
-
-/* Every job in memory looked at: after a job could not be listed, or written (out of memory). */
-static void persist_pending_walk(struct jobs *js, uint64_t upto)
-{
-        for (size_t k = 0; k < js->n_jobs; k++) {
-                struct job *j = js->jobs[k];
-                uint64_t due = j->persist_due_ms;
-
-                if (!due)
-                        continue;
-                if (due <= upto && job_persist_due(js, j) == 0)
-                        continue;
-                /* Not due yet, or out of memory (logged): the next pass. */
-                if (!js->persist_due_ms || due < js->persist_due_ms)
-                        js->persist_due_ms = due;
-        }
-        if (!js->persist_due_ms) { /* none pending: the ring is whole again (empty) */
-                js->n_pending = 0;
-                js->pending_head = 0;
-                js->pending_lost = false;
-        }
-}
-
-void jobs_persist_pending_locked(struct jobs *js, bool all)
-{
-        assert_locked();
-        uint64_t now = jobs_monotonic_ms(js);
-
-        if (!js->persist_due_ms || (!all && now < js->persist_due_ms))
-                return;
-        js->persist_due_ms = 0;
-        /* What falls due within a quarter of the delay is written now too, so that a pass comes
-         * four times per delay at most, not once per pending job. */
-        uint64_t upto = all ? UINT64_MAX : now + JOB_PERSIST_DELAY_MS / 4;
-        if (js->pending_lost) {
-                persist_pending_walk(js, upto);
-                return;
-        }
-        while (js->n_pending > 0) {
-                const struct job_pending *e = &js->pending[js->pending_head];
-
-                if (e->due_ms > upto) {
-                        js->persist_due_ms = e->due_ms;
-                        break;
-                }
-                struct job *j = job_find(js, e->id);
-                js->pending_head = (js->pending_head + 1) % js->cap_pending;
-                js->n_pending--;
-                /* Gone, written since, or pending again since (a later entry has it). */
-                if (!j || !j->persist_due_ms || j->persist_due_ms > upto)
-                        continue;
-                if (job_persist_due(js, j) < 0) {
-                        /* Out of memory (logged): it stays pending, out of the ring's order. */
-                        js->pending_lost = true;
-                        js->persist_due_ms = j->persist_due_ms;
-                        return;
-                }
-        }
 }
 
 ssize_t job_index(struct jobs *js, const char *id)
@@ -830,8 +588,7 @@ void jobs_remove(struct jobs *js, struct job *j)
 
 void jobs_remove_at(struct jobs *js, size_t i)
 {
-        jobs_finals_forget(js, js->jobs[i]);
-        job_row_current(js, js->jobs[i]);
+        job_persist_forget(js, js->jobs[i]);
         index_forget(js, js->jobs[i]);
         job_free(js->jobs[i]);
         if (i < js->n_jobs / 2) { /* the jobs before it are fewer: they move on by one */
@@ -859,68 +616,6 @@ bool job_waits_near_head(struct jobs *js, const struct job *j)
         return false;
 }
 
-/* Says in the part why it is not running yet; persisted only when the reason changes. */
-/* ---- retention ---- */
-
-/* Retention runs on the store's writer, in small transactions, between writes. */
-void jobs_retention_apply(struct jobs *js)
-{
-        store_retention(js->store, js->cfg->max_jobs, js->cfg->retention_days,
-                        js->cfg->max_store_bytes);
-}
-
-/* Finished jobs leave memory once their final write is committed: from then on the store
- * answers for them. A failed write keeps the job here and is retried by jobs_retry_unsaved
- * (every store_retry_ms) and at shutdown. */
-/* What prune_finished does with a final job: free it (its final write committed, or a cancel
- * saw it commit), keep it listed (its write is still in flight), or drop it from the list (its
- * write failed, final_unsaved, and retry_unsaved writes it again; or a cancel was undone). */
-enum prune_verdict { PRUNE_FREE, PRUNE_KEEP, PRUNE_DROP };
-
-static enum prune_verdict prune_judge(struct job *j)
-{
-        int r;
-
-        if (!job_state_final(j->st))
-                return PRUNE_DROP;
-        if (j->final_ticket && store_poll(j->final_ticket, &r) > 0) {
-                j->final_ticket = NULL;
-                if (r == 0)
-                        return PRUNE_FREE;
-                j->final_unsaved = true;
-        }
-        /* Its ticket polled by a cancel's answer, which waits for the commit: left here, every
-         * job cancelled before it ran stayed in memory until a restart. */
-        if (j->final_committed && !j->final_ticket)
-                return PRUNE_FREE;
-        return j->final_ticket ? PRUNE_KEEP : PRUNE_DROP;
-}
-
-/* The old way, when a job could not be listed in finals: one pass over every job that closes
- * the gaps as it goes, and finals made again from what stays. */
-static void prune_walk_all(struct jobs *js)
-{
-        size_t w = 0;
-
-        js->n_finals = 0;
-        js->finals_lost = false;
-        for (size_t i = 0; i < js->n_jobs; i++) {
-                struct job *j = js->jobs[i];
-
-                j->in_finals = false;
-                enum prune_verdict v = prune_judge(j);
-                if (v == PRUNE_FREE) {
-                        index_forget(js, j);
-                        job_free(j);
-                        continue;
-                }
-                if (v == PRUNE_KEEP)
-                        finals_add(js, j);
-                js->jobs[w++] = j;
-        }
-        js->n_jobs = w;
-}
-
 static int cmp_size(const void *a, const void *b)
 {
         size_t x = *(const size_t *)a, y = *(const size_t *)b;
@@ -928,11 +623,28 @@ static int cmp_size(const void *a, const void *b)
         return x < y ? -1 : x > y;
 }
 
-/* Free the jobs at the n (> 0) indices at, and close their gaps: the jobs after the first gap
- * move back, or those before the last move on, whichever are fewer. Finished jobs are mostly the
- * oldest, at the front: under a long queue (half a million jobs in bench/store/run) moving every
- * job after them was a copy of megabytes a prune, under core_lock. */
-static void close_gaps(struct jobs *js, size_t *at, size_t n)
+void jobs_sweep(struct jobs *js, bool (*drop)(struct jobs *js, struct job *j))
+{
+        size_t w = 0;
+
+        for (size_t i = 0; i < js->n_jobs; i++) {
+                struct job *j = js->jobs[i];
+
+                if (drop(js, j)) {
+                        index_forget(js, j);
+                        job_free(j);
+                        continue;
+                }
+                js->jobs[w++] = j;
+        }
+        js->n_jobs = w;
+}
+
+/* The jobs after the first gap move back, or those before the last move on, whichever are
+ * fewer. Finished jobs are mostly the oldest, at the front: under a long queue (half a million
+ * jobs in bench/store/run) moving every job after them was a copy of megabytes a prune, under
+ * core_lock. */
+void jobs_free_at(struct jobs *js, size_t *at, size_t n)
 {
         qsort(at, n, sizeof(*at), cmp_size);
         for (size_t k = 0; k < n; k++) {
@@ -963,121 +675,12 @@ static void close_gaps(struct jobs *js, size_t *at, size_t n)
         js->n_jobs -= n;
 }
 
-void jobs_prune_finished(struct jobs *js)
-{
-        uint64_t commits = store_commits(js->store);
-        size_t keep = 0, n_at = 0, *at;
-
-        /* No ticket finished since the last look: nothing to prune. */
-        if (commits == js->prune_seen_commits && !js->finals_lost)
-                return;
-        js->prune_seen_commits = commits;
-        if (js->finals_lost || !(at = malloc((js->n_finals ?: 1) * sizeof(*at)))) {
-                prune_walk_all(js);
-                return;
-        }
-        /* Where each job to free stands in the index (a binary search: no walk of every job),
-         * then one pass over the pointers from the first of them closes the gaps. */
-        for (size_t k = 0; k < js->n_finals; k++) {
-                struct job *j = js->finals[k];
-                enum prune_verdict v = prune_judge(j);
-                ssize_t i;
-
-                if (v == PRUNE_KEEP) {
-                        js->finals[keep++] = j;
-                        continue;
-                }
-                j->in_finals = false;
-                if (v == PRUNE_DROP)
-                        continue;
-                i = job_index(js, j->id);
-                if (i >= 0 && js->jobs[i] == j)
-                        at[n_at++] = (size_t)i;
-                else /* cannot happen: whatever frees an indexed job forgets it */
-                        log_error("job %s: final but not in the index; left in memory", j->id);
-        }
-        js->n_finals = keep;
-        if (n_at > 0)
-                close_gaps(js, at, n_at);
-        free(at);
-}
-
-/* With the lock held: queue again every final write that failed. The number of jobs still
- * waiting for a final commit (written again or still in flight). */
-static size_t retry_unsaved_locked(struct jobs *js)
-{
-        assert_locked();
-        size_t waiting = 0;
-
-        jobs_prune_finished(js);
-        for (size_t k = 0; k < js->n_jobs; k++) {
-                struct job *j = js->jobs[k];
-
-                if (j->final_unsaved && !j->final_ticket) {
-                        j->final_unsaved = false;
-                        if (job_persist(js, j) < 0)
-                                j->final_unsaved = true;
-                }
-                if (j->final_unsaved || j->final_ticket)
-                        waiting++;
-        }
-        return waiting;
-}
-
-void jobs_retry_unsaved(struct jobs *js)
-{
-        core_lock();
-        (void)retry_unsaved_locked(js);
-        jobs_unlock(js);
-}
-
 void jobs_tick(struct jobs *js)
 {
         core_lock();
-        jobs_prune_finished(js);
-        jobs_retention_apply(js);
+        job_persist_prune(js);
+        job_persist_retention(js);
         jobs_unlock(js);
-}
-
-/* At shutdown, with the lock held and nothing else left to take it: a job that ended while its
- * final write failed (shown running, with not_stored, until a write of it commits: job_query.c)
- * loses its end to the restart, which reads it back interrupted. Writing it until it commits
- * keeps the end the worker reported; the wait is
- * bounded by shutdown_timeout_s because systemd's own stop timeout will not wait forever. */
-static void flush_unsaved_locked(struct jobs *js)
-{
-        assert_locked();
-        uint64_t deadline = jobs_monotonic_ms(js) + 1000ull * js->cfg->shutdown_timeout_s;
-        struct timespec pause = {.tv_sec = js->cfg->store_retry_ms / 1000,
-                                 .tv_nsec = (long)(js->cfg->store_retry_ms % 1000) * 1000000};
-        size_t left;
-
-        for (;;) {
-                /* Wait for what is in flight, so each round knows what failed. */
-                for (size_t k = 0; k < js->n_jobs; k++) {
-                        struct job *j = js->jobs[k];
-
-                        if (j->final_ticket) {
-                                if (store_wait(j->final_ticket) < 0)
-                                        j->final_unsaved = true;
-                                j->final_ticket = NULL;
-                        }
-                }
-                left = 0;
-                for (size_t k = 0; k < js->n_jobs; k++)
-                        left += js->jobs[k]->final_unsaved;
-                if (left == 0 || jobs_monotonic_ms(js) >= deadline)
-                        break;
-                nanosleep(&pause, NULL);
-                (void)retry_unsaved_locked(js);
-        }
-        for (size_t k = 0; k < js->n_jobs; k++)
-                if (js->jobs[k]->final_unsaved)
-                        log_error("job %s: its final state (%s) could not be written before "
-                                  "shutdown_timeout_s (%us); the next start reads it as it was "
-                                  "last stored",
-                                  js->jobs[k]->id, job_state_names[js->jobs[k]->st],
-                                  js->cfg->shutdown_timeout_s);
 }
 
 /* What a half-built or stopped js holds, freed; NULL is a no-op. */
@@ -1091,8 +694,7 @@ static void jobs_free(struct jobs *js)
         free(jobs_base(js));
         free(js->keyed);
         clients_free(js);
-        free(js->finals);
-        free(js->pending);
+        job_persist_free(js);
         /* One queue per device and one for the node (allocated whether or not it is used). */
         for (size_t i = 0; js->queues && i <= devices_count(); i++)
                 queue_free(&js->queues[i]);
@@ -1135,10 +737,7 @@ void jobs_shutdown(struct jobs *js)
                         job_persist(js, j);
                 }
         }
-        jobs_persist_pending_locked(js, true); /* what the next start should read back */
-        /* And whole: a stopped store is read by more than recovery (umd --export). */
-        jobs_rows_current_locked(js);
-        flush_unsaved_locked(js);
+        job_persist_shutdown_locked(js);
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
         free(jobs_base(js));
@@ -1148,12 +747,7 @@ void jobs_shutdown(struct jobs *js)
         js->keyed = NULL;
         js->n_keyed = js->n_keyed_buckets = 0;
         clients_free(js);
-        free(js->finals);
-        js->finals = NULL;
-        js->n_finals = js->cap_finals = 0;
-        free(js->pending);
-        js->pending = NULL;
-        js->n_pending = js->cap_pending = js->pending_head = 0;
+        job_persist_free(js);
         /* One queue per device and one for the node (allocated whether or not it is used). */
         for (size_t i = 0; js->queues && i <= devices_count(); i++)
                 queue_free(&js->queues[i]);
@@ -1195,7 +789,7 @@ int jobs_init(const struct umd_daemon *d, struct jobs **ret)
                 return r;
         }
         js->node_wstate = WORKER_COLD;
-        js->prune_seen_commits = UINT64_MAX;
+        job_persist_init(js);
         atomic_init(&js->generation, 1);
         js->cfg = d->cfg;
         js->store = d->store;
@@ -1212,11 +806,11 @@ int jobs_init(const struct umd_daemon *d, struct jobs **ret)
                 return log_error_errno(r, "cannot recover jobs from the store: %m");
         }
         /* Before READY: what recovery changed is durable. */
-        store_sync(js->store);
+        job_persist_sync(js);
         /* No other thread runs yet; the lock is taken for what asserts it. */
         core_lock();
-        jobs_prune_finished(js);
-        jobs_retention_apply(js);
+        job_persist_prune(js);
+        job_persist_retention(js);
         queued = jobs_queued_total(js);
         core_unlock();
         log_info("store: %zu jobs (%zu parts queued, %zu of them to be checked after start), %u "

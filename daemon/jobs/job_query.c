@@ -11,6 +11,7 @@
 #include "core.h"
 #include "devices.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "jobs.h"
 #include "jsonutil.h"
 #include "store.h"
@@ -90,9 +91,9 @@ static void show_unstored(struct jobs *js, json_t *pub, const char *final)
 static void check_final_stored(struct jobs *js, const char *id, json_t *pub)
 {
         core_lock();
-        jobs_prune_finished(js);
+        job_persist_prune(js);
         struct job *j = job_find(js, id);
-        if (j && job_state_final(j->st) && (j->final_unsaved || j->final_ticket))
+        if (j && job_state_final(j->st) && job_persist_final_pending(j))
                 show_unstored(js, pub, job_state_names[j->st]);
         core_unlock();
 }
@@ -104,7 +105,7 @@ int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct prob
         if (!uuid_is_valid(id))
                 return problem_set(p, 400, "id", "'%.64s' is not a job id (a UUID)", id);
         core_lock();
-        jobs_prune_finished(js);
+        job_persist_prune(js);
         struct job *j = job_checked(js, job_find(js, id));
         if (j) {
                 job_persist_shown(js, j);
@@ -114,7 +115,7 @@ int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct prob
         core_unlock();
         if (j) {
                 /* What a client reads is on disk: wait for the commit of what it shows. */
-                store_sync(js->store);
+                job_persist_sync(js);
                 if (final && *ret_job)
                         check_final_stored(js, id, *ret_job);
                 return 0;
@@ -173,12 +174,12 @@ int job_query_list(struct jobs *js, const struct job_filter *f, struct job_rows 
          * their last documents: a list by a final state needs none of this. */
         if (f->state < 0 || !job_state_final((enum job_state)f->state)) {
                 core_lock();
-                size_t written = jobs_rows_current_locked(js);
+                size_t written = job_persist_rows_current_locked(js);
                 core_unlock();
                 if (written > 0)
-                        store_sync(js->store);
+                        job_persist_sync(js);
         }
-        /* No store_sync here, unlike a job's GET: every change a client was answered about is
+        /* No job_persist_sync here, unlike a job's GET: every change a client was answered about is
          * committed before that answer (submit, cancel) or before a GET shows it, so waiting
          * for the writer would only add the commits in flight of changes nobody saw yet (and
          * under load that wait was most of a list's time: p99 1.4 s, bench/load/RESULTS.md). */

@@ -18,6 +18,7 @@
 #include "core.h"
 #include "devices.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "job_queue.h"
 #include "job_spec.h"
 #include "jsonutil.h"
@@ -26,6 +27,9 @@
 #include "store.h"
 #include "util.h"
 #include "uuid.h"
+
+/* Why spec_validate_stored refused a stored job: one sentence, quoting at most a bounded key. */
+#define STORED_WHY_MAX 160
 
 static ssize_t device_of_uuid(const char *uuid)
 {
@@ -175,7 +179,7 @@ static bool recover_judge(struct jobs *js, struct job *j, const json_t *doc,
 static int recover_doc(struct jobs *js, json_t *doc, bool rewrite)
 {
         struct job *j;
-        char why[160] = "";
+        char why[STORED_WHY_MAX] = "";
 
         /* What comes back from disk is trusted no more than a submission: the filters and
          * handlers assume the shapes job_index.c writes. A job that cannot even be read as one
@@ -187,7 +191,7 @@ static int recover_doc(struct jobs *js, json_t *doc, bool rewrite)
                             why[0] ? why : "unexpected shape");
                 return 0;
         }
-        j->committed = true;
+        job_persist_set_committed(j);
         if (job_state_final(j->st)) { /* finished, but its finished_ms was lost: nothing to do */
                 job_free(j);
                 return 0;
@@ -196,7 +200,7 @@ static int recover_doc(struct jobs *js, json_t *doc, bool rewrite)
                 job_persist(js, j); /* logged */
         int r = jobs_append(js, j);
         if (r < 0) {
-                jobs_finals_forget(js, j); /* recover_judge may have written it final */
+                job_persist_forget(js, j); /* recover_judge may have written it final */
                 job_free(j);
                 return r;
         }
@@ -236,7 +240,7 @@ static int recover_fast(struct jobs *js, struct store_open_job *o)
         snprintf(j->id, sizeof(j->id), "%s", o->id);
         j->st = JOB_QUEUED;
         j->prio = prio;
-        j->committed = true;
+        job_persist_set_committed(j);
         j->unchecked = true;
         j->n_parts = o->n_parts;
         for (size_t i = 0; i < o->n_parts; i++) {
@@ -370,7 +374,7 @@ static bool job_same(const struct job *j, const struct job *d)
 
 struct job *job_checked(struct jobs *js, struct job *j)
 {
-        char id[JOB_ID_MAX], why[160] = "";
+        char id[JOB_ID_MAX], why[STORED_WHY_MAX] = "";
         struct job *d;
 
         assert_locked();

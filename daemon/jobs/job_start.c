@@ -5,7 +5,7 @@
  * ran a second time. A start whose commit fails puts the part back in its queue, never sent; the
  * store is failing by then, so it waits there and says why (job_dispatch.c, store_holds).
  *
- * The start's ticket is awaited without blocking anyone: store_when_done's callback, on the
+ * The start's ticket is awaited without blocking anyone: job_persist_when_done's callback, on the
  * writer's thread, only writes to an eventfd (jobs.start_fd) that the main loop polls, and the
  * main loop sends the part (jobs_starts_committed). Meanwhile the slot (a GPU, or the node) is
  * taken, as for a part sent, and a cancel of the part is passed on once it is sent.
@@ -25,6 +25,7 @@
 #include "config.h"
 #include "devices.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "jobs.h"
 #include "lock.h"
 #include "log.h"
@@ -80,7 +81,7 @@ static void part_unstart(struct jobs *js, struct job *j, size_t i)
         json_t *pd = job_part_doc(j, i);
 
         j->parts[i].st = JOB_QUEUED;
-        j->parts[i].unsaved = true;
+        job_persist_part_changed(j, i);
         if (j->parts[i].attempts > 0)
                 j->parts[i].attempts--;
         json_object_set_new(pd, "state", json_string(job_state_names[JOB_QUEUED]));
@@ -146,24 +147,23 @@ void job_start_part(struct jobs *js, struct job *j, size_t i, size_t slot, enum 
         /* Its row now, the document with its end (job_persist_soon): recovery lays the row over
          * the document, so a restart finds the part running and says it was interrupted. */
         if (!js->cfg->start_commit_wait) { /* sent at once, its start committed with the rest */
-                job_persist_part(js, j, i);
+                job_persist_part_started(js, j, i);
                 struct job_start now = {.part = i, .was = was};
                 memcpy(now.id, j->id, sizeof(now.id));
                 start_settle(js, slot, &now, 0);
                 return;
         }
-        if (store_put_part_waited(js->store, j->id, i, job_state_names[JOB_RUNNING], &t) == 0) {
-                job_persist_soon(js, j);
+        if (job_persist_part_started_waited(js, j, i, &t) == 0) {
                 s->ticket = t;
                 s->part = i;
                 s->was = was;
                 memcpy(s->id, j->id, sizeof(s->id));
-                if (store_when_done(t, start_done, js) > 0)
+                if (job_persist_when_done(t, start_done, js) > 0)
                         start_done(js);
                 return;
         }
-        /* Out of memory (logged): the whole document, and the part sent as it always was. */
-        (void)job_persist(js, j);
+        /* Out of memory (logged): the whole document was queued, the part is sent as it always
+         * was. */
         struct job_start now = {.part = i, .was = was};
         memcpy(now.id, j->id, sizeof(now.id));
         start_settle(js, slot, &now, 0);
@@ -180,7 +180,7 @@ void jobs_starts_committed(struct jobs *js)
                 struct job_start *s = &js->starts[slot];
                 int r;
 
-                if (!s->ticket || store_poll(s->ticket, &r) == 0)
+                if (!s->ticket || job_persist_poll(s->ticket, &r) == 0)
                         continue;
                 s->ticket = NULL;
                 start_settle(js, slot, s, r);
@@ -210,7 +210,7 @@ void job_start_abandon_locked(struct jobs *js)
 
                 if (!s->ticket)
                         continue;
-                (void)store_wait(s->ticket);
+                (void)job_persist_wait(s->ticket);
                 s->ticket = NULL;
                 struct job *j = job_find(js, s->id);
                 if (j && s->part < j->n_parts && j->parts[s->part].st == JOB_RUNNING) {

@@ -18,6 +18,7 @@
 #include "core.h"
 #include "devices.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "job_queue.h"
 #include "job_spec.h"
 #include "jobs.h"
@@ -197,15 +198,15 @@ static int job_take_id(struct job *j)
 }
 
 /* The new job's first write, made before core_lock while its tree is this thread's alone, under
- * an id of its own that job_submit's store_put_new replaces with the one taken in queue order.
- * 0, or -errno (logged). */
+ * an id of its own that job_submit's job_persist_submit replaces with the one taken in queue
+ * order. 0, or -errno (logged). */
 static int job_prepare_write(struct job *j, struct store_new **ret)
 {
         int r = job_take_id(j);
 
         if (r < 0)
                 return log_error_errno(r, "Cannot make a new job's write: %m");
-        return store_new_prepare(j->doc, ret);
+        return job_persist_prepare_new(j, ret);
 }
 
 /* Whether j's document is still the one its submission's write carried. Every later change of
@@ -213,7 +214,7 @@ static int job_prepare_write(struct job *j, struct store_new **ret)
  * while queueing, which leaves the part not queued: job_compact rests on the same rules. */
 static bool unchanged_since_submission(const struct job *j)
 {
-        if (j->rewritten || j->st != JOB_QUEUED || j->cancel_requested)
+        if (job_persist_rewritten(j) || j->st != JOB_QUEUED || j->cancel_requested)
                 return false;
         for (size_t i = 0; i < j->n_parts; i++)
                 if (j->parts[i].st != JOB_QUEUED)
@@ -249,7 +250,7 @@ struct commit_note {
 static void committed_locked(struct jobs *js, struct job *j, const char *benchmark)
 {
         assert_locked();
-        j->committed = true;
+        job_persist_set_committed(j);
         job_changed(js, j);
         if (job_update_state(js, j)) { /* a part failed while queueing */
                 job_finished(js, j);
@@ -278,10 +279,10 @@ static void commit_note_run(struct core_deferred *d)
         struct job *j = job_find(n->js, n->id);
 
         /* Gone: cancelled and its cancel committed meanwhile (prune_finished freed it). */
-        if (j && !j->committed) {
+        if (j && !job_persist_committed(j)) {
                 committed_locked(n->js, j, n->benchmark);
                 start_committed_locked(n->js, j, n->devs, n->n_devs);
-                jobs_persist_pending_locked(n->js, false);
+                job_persist_pending_locked(n->js, false);
                 jobs_publish_locked(n->js);
         }
         free(n);
@@ -302,12 +303,12 @@ struct job_submit_wait {
 static int submit_end(struct job_submit_wait *sw, struct core_submitted *ret, struct problem *p)
 {
         struct jobs *js = sw->js;
-        char *kept = NULL; /* the bytes of the submission's write (store_wait_doc) */
+        char *kept = NULL; /* the bytes of the submission's write (job_persist_submit_wait) */
         size_t kept_len = 0;
         struct job *j;
         int r;
 
-        int w = store_wait_doc(sw->ticket, &kept, &kept_len);
+        int w = job_persist_submit_wait(sw->ticket, &kept, &kept_len);
         sw->ticket = NULL;
 
         /* Committed with every part queued: the answer is the bytes the commit carried, the job
@@ -352,6 +353,44 @@ out:
         return r;
 }
 
+/* A submission with an idempotency key: when the key names an earlier job of the client (in
+ * memory, else in the store), 1 with *ret that job as it is, or a 409 when its body differs;
+ * 0 when it names none. */
+static int submit_replay_locked(struct jobs *js, const char *idem, const char *client,
+                                const char *request, struct core_submitted *ret, struct problem *p)
+{
+        struct job *prev = job_checked(js, jobs_find_keyed(js, idem, client));
+        _cleanup_json_ json_t *stored = NULL;
+        _cleanup_free_ char *stored_req = NULL;
+        const char *req = NULL, *prev_id = NULL;
+        int r;
+
+        assert_locked();
+        if (prev) {
+                req = json_string_value(json_object_get(job_doc(prev), "request"));
+                prev_id = prev->id;
+        } else if (store_find_idempotent(js->store, idem, client, &stored, &stored_req) == 0) {
+                req = stored_req;
+                prev_id = json_string_value(json_object_get(stored, "id"));
+        }
+        if (!prev_id)
+                return 0;
+        if (!req || strcmp(req, request) != 0) {
+                r = problem_set(p, 409, "Idempotency-Key",
+                                "this Idempotency-Key was used for job %s with a different body",
+                                prev_id);
+        } else {
+                if (prev)
+                        job_persist_shown(js, prev);
+                ret->job = prev ? job_public_of(prev) : json_incref(stored);
+                snprintf(ret->id, sizeof(ret->id), "%s", prev_id);
+                r = 1;
+        }
+        if (prev) /* req pointed into its tree: given up only now */
+                job_compact(prev);
+        return r;
+}
+
 int job_submit(struct jobs *js, const json_t *body, const char *idem, const char *client,
                struct core_submitted *ret, struct problem *p)
 {
@@ -379,39 +418,9 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         }
 
         core_lock();
-        jobs_prune_finished(js);
-        if (idem) {
-                struct job *prev = job_checked(js, jobs_find_keyed(js, idem, client));
-                _cleanup_json_ json_t *stored = NULL;
-                _cleanup_free_ char *stored_req = NULL;
-                const char *req = NULL, *prev_id = NULL;
-
-                if (prev) {
-                        req = json_string_value(json_object_get(job_doc(prev), "request"));
-                        prev_id = prev->id;
-                } else if (store_find_idempotent(js->store, idem, client, &stored, &stored_req) ==
-                           0) {
-                        req = stored_req;
-                        prev_id = json_string_value(json_object_get(stored, "id"));
-                }
-                if (prev_id) {
-                        if (!req || strcmp(req, request) != 0) {
-                                r = problem_set(p, 409, "Idempotency-Key",
-                                                "this Idempotency-Key was used for job %s with a "
-                                                "different body",
-                                                prev_id);
-                        } else {
-                                if (prev)
-                                        job_persist_shown(js, prev);
-                                ret->job = prev ? job_public_of(prev) : json_incref(stored);
-                                snprintf(ret->id, sizeof(ret->id), "%s", prev_id);
-                                r = 1;
-                        }
-                        if (prev) /* req pointed into its tree: given up only now */
-                                job_compact(prev);
-                        goto out;
-                }
-        }
+        job_persist_prune(js);
+        if (idem && (r = submit_replay_locked(js, idem, client, request, ret, p)) != 0)
+                goto out;
         if (parsed < 0) {
                 *p = parse_p;
                 r = parsed;
@@ -428,7 +437,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         }
         j = fresh;
         fresh = NULL; /* the index has it */
-        r = store_put_new(js->store, prepared, j->id, &ticket);
+        r = job_persist_submit(js, j, prepared, &ticket);
         prepared = NULL; /* taken */
         if (r < 0) {
                 job_unsubmit(js, j);
@@ -465,14 +474,14 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
 out:
         jobs_unlock(js);
         job_free(fresh); /* made, never queued: a replay, a full queue, no memory */
-        store_new_free(prepared);
+        job_persist_prepared_free(prepared);
         spec_done(&spec);
         return r;
 }
 
 int job_submit_when_done(struct job_submit_wait *w, void (*ready)(void *arg), void *arg)
 {
-        return store_when_done(w->ticket, ready, arg);
+        return job_persist_when_done(w->ticket, ready, arg);
 }
 
 int job_submit_end(struct job_submit_wait *w, struct core_submitted *ret, struct problem *p)

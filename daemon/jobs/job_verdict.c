@@ -13,6 +13,7 @@
 #include "health.h"
 #include "health_links.h"
 #include "job_internal.h"
+#include "job_persist.h"
 #include "jobs.h"
 #include "jsonutil.h"
 #include "log.h"
@@ -33,7 +34,7 @@ static json_t *past_parts(struct jobs *js, const char *uuid, const struct job *s
         json_t *parts = NULL;
 
         /* Read-your-writes: parts that finished a moment ago are still being committed. */
-        store_sync(js->store);
+        job_persist_sync(js);
         if (store_health_parts(js->store, uuid, self->id, true, js->cfg->health_baseline_runs,
                                &parts) < 0)
                 return NULL;
@@ -83,7 +84,7 @@ static int verdict_stamp_or_retry(struct jobs *js, struct job *j, size_t i, json
         json_object_set_new(p, "first_attempt",
                             json_pack("{s:o, s:O}", "verdict", v, "result", result));
         j->parts[i].st = JOB_QUEUED;
-        j->parts[i].unsaved = true;
+        job_persist_part_changed(j, i);
         json_object_set_new(p, "state", json_string("queued"));
         json_object_set_new(p, "waiting", json_string(waiting));
         if (job_enqueue(js, j, i) < 0) {

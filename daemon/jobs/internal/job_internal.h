@@ -13,6 +13,7 @@
 #include "devices.h"
 #include "core.h"
 #include "job_state.h"
+#include "job_persist_state.h"
 #include "jobs.h"
 #include "supervisor.h"
 #include "uuid.h"
@@ -22,24 +23,12 @@ struct store;
 struct store_ticket;
 struct queue;
 
-/* How long a change nobody waits for may wait for its write (job_persist_soon: a part's start
- * or its end while other parts of the job are not final): longer than the parts of a job on every
- * GPU take to end one after another, so that they meet in its final write (they run from separate
- * queues, which drift apart: at 100 ms nearly every job of a drain was written once more, at a
- * second about a third of them); short beside a real benchmark. What a crash within it loses
- * was told to no one (an answer showing the job writes it first): the next start finds that
- * part as it was stored, running, and says it was interrupted, as if the crash had come a
- * second earlier. */
-#define JOB_PERSIST_DELAY_MS 1000
-
 struct part {
         ssize_t device; /* -1: device gone */
         enum job_state st;
-        uint64_t waiting_since_ms; /* first refused for a busy GPU, 0 when not waiting */
-        unsigned attempts;         /* runs started (a failing canonical check runs twice) */
-        /* Its object in the document changed since the job's last write of either (the whole
-         * document, or the part's own: job_persist_due). */
-        bool unsaved;
+        uint64_t waiting_since_ms;       /* first refused for a busy GPU, 0 when not waiting */
+        unsigned attempts;               /* runs started (a failing canonical check runs twice) */
+        struct job_persist_part persist; /* job_persist.c's alone */
 };
 
 struct job {
@@ -47,19 +36,10 @@ struct job {
         /* The flags in the bytes after id's 37, where they cost no padding (thousands of jobs
          * wait). */
         bool cancel_requested : 1;
-        bool committed : 1;       /* its submission is durable: it may run */
-        bool final_unsaved : 1;   /* its final write failed: written again every store_retry_ms */
-        unsigned stripped : 3;    /* the keys text leaves out (job_index.c's STRIPPED_*) */
-        bool unchecked : 1;       /* recovered from its columns; job_checked() not yet run */
-        bool stored : 1;          /* doc and text NULL: the document is the store's row */
-        bool rewritten : 1;       /* a write was queued after its submission's (job_persist...) */
-        bool final_committed : 1; /* final, and a cancel saw that write commit: prune it */
-        bool in_finals : 1;       /* listed in jobs.finals, for prune_finished to look at */
-        /* Its parts' own documents (job_persist_due) are newer than its row's state and
-         * summary, which lists read: counted in jobs.n_rows_behind, written whole before a list
-         * (jobs_rows_current_locked). */
-        bool row_behind : 1;
-        bool indexed : 1; /* in jobs.jobs: counted in its client's jobs.clients[].open */
+        unsigned stripped : 3; /* the keys text leaves out (job_index.c's STRIPPED_*) */
+        bool unchecked : 1;    /* recovered from its columns; job_checked() not yet run */
+        bool stored : 1;       /* doc and text NULL: the document is the store's row */
+        bool indexed : 1;      /* in jobs.jobs: counted in its client's jobs.clients[].open */
         /* The stored document: the truth; the fields below cache what queues need. A job that is
          * only waiting holds none of it: the store's committed row is the document (stored),
          * unless it was written again since its submission, which the store may not have yet;
@@ -80,10 +60,8 @@ struct job {
         size_t n_parts;
         struct part *parts;
         uint64_t finished_ms;
-        /* Monotonic: the tree is newer than what was queued to the store, and is written by
-         * then (job_persist_soon); 0: nothing pending. */
-        uint64_t persist_due_ms;
-        struct store_ticket *final_ticket; /* its final write; pruned from memory once done */
+        /* Whether and when its changes reach the store: job_persist.c's alone. */
+        struct job_persist_state persist;
 };
 
 /* What recovery keeps (job_recover.c): counts for the log, and the last submission
@@ -98,12 +76,6 @@ struct job_recovery {
         json_t *last_body;
         bool last_ok;
         char last_why[800];
-};
-
-/* A job's pending change, in jobs.pending. */
-struct job_pending {
-        char id[JOB_ID_MAX];
-        uint64_t due_ms; /* the job's persist_due_ms when it was listed */
 };
 
 /* One instance (jobs_init), behind core_lock. */
@@ -135,7 +107,7 @@ struct jobs {
         struct job **jobs; /* ascending id (submission order) */
         /* cap_jobs slots allocated from jobs - jobs_skip: the oldest jobs, which finish first,
          * leave by moving jobs on (jobs_skip grows) instead of moving every job after them
-         * (jobs_prune_finished, jobs_remove_at); an append at the allocation's end closes the
+         * (job_persist_prune, jobs_remove_at); an append at the allocation's end closes the
          * gap. */
         size_t n_jobs, cap_jobs, jobs_skip;
         /* The indexed jobs with an idempotency_key, hashed by key and client (chained through
@@ -158,27 +130,8 @@ struct jobs {
         json_t *node_last_verdict;    /* the canonical check's last verdict on the GPU pairs */
         json_t *node_verdict_by_tier; /* each tier's last one: {"quick": ..., "extended": ...} */
         uint64_t node_last_check_ms;  /* the pairs' last scheduled check (realtime) */
-        uint64_t prune_seen_commits;  /* store_commits at the last prune (UINT64_MAX: none yet) */
-        /* The jobs given a final write since the last prune (job_persist), which prune_finished
-         * looks at instead of every job in memory: under a backlog of thousands that walk, once
-         * per commit, was 3% of umd's CPU. finals_lost: one could not be listed (out of
-         * memory), so the next prune walks every job as before. */
-        struct job **finals;
-        size_t n_finals, cap_finals;
-        bool finals_lost;
-        uint64_t persist_due_ms; /* monotonic: the earliest job's persist_due_ms; 0: none */
-        /* Jobs in memory with row_behind set. No list of them: a list walks every job when
-         * this is not 0, which it seldom is for long (a job's next whole write clears it). */
-        size_t n_rows_behind;
-        /* The jobs given a pending change (job_persist_soon), oldest first, which is the order
-         * they fall due in (each waits JOB_PERSIST_DELAY_MS): a ring of ids, not pointers, since
-         * a job may leave memory first. An entry whose job was written since, or is gone, is
-         * passed over. Under a backlog of 100,000 jobs the pass that walked every job for the few
-         * due, four times a second, was a cost of every job in memory. pending_lost: one could
-         * not be listed (out of memory), so passes walk every job until none is pending. */
-        struct job_pending *pending;
-        size_t pending_head, n_pending, cap_pending;
-        bool pending_lost;
+        /* The pending writes, the finals in flight, the rows behind: job_persist.c's alone. */
+        struct jobs_persist persist;
         /* Waiters (GET ?wait=) learn of changes through these: the generation moves first, then
          * the listener is told, both under the lock (so a reader that saw the old generation is
          * woken). The generation is read without the lock. */
@@ -269,37 +222,16 @@ void job_set_part(struct jobs *js, struct job *j, size_t i, enum job_state st, j
 bool job_update_state(struct jobs *js, struct job *j);
 /* A job reached a final state: counted in metrics. */
 void job_finished(struct jobs *js, struct job *j);
-int job_persist(struct jobs *js, struct job *j);
-/* A change nobody waits for and no answer has shown (a part finished while the job is not
- * final): written within JOB_PERSIST_DELAY_MS by jobs_unlock, or sooner by any job_persist of
- * the job, so that the parts' ends usually go to the store as one final document. Written when
- * due, a job not final writes only its parts that changed, each as its own document
- * (store_put_part_doc). */
-void job_persist_soon(struct jobs *js, struct job *j);
-/* Part i just started: its state row is queued now (a restart must find it running), the
- * rest of the change as job_persist_soon's. */
-void job_persist_part(struct jobs *js, struct job *j, size_t i);
-/* Before an answer shows the job: its pending change, if any, is queued now (an answer only
- * shows what is committed or queued ahead of its store_sync). */
-void job_persist_shown(struct jobs *js, struct job *j);
-/* A whole write of j was queued: its row is its document again (row_behind cleared). */
-void job_row_current(struct jobs *js, struct job *j);
-/* Before a list (which reads the jobs' rows): every job whose row is behind its parts' own
- * documents is written whole. Returns how many writes were queued (the caller waits for their
- * commit with store_sync), 0 when none was behind. A job that cannot be written (out of memory,
- * logged) stays behind and is listed as its row says. With core_lock held. */
-size_t jobs_rows_current_locked(struct jobs *js);
-/* Queue every pending change (all) or those whose delay has passed. */
-void jobs_persist_pending_locked(struct jobs *js, bool all);
 /* The generation moved: waiters are told. */
 void job_changed(struct jobs *js, const struct job *j);
 int job_enqueue(struct jobs *js, struct job *j, size_t i);
 /* What clients see: a copy of the stored document less umd's bookkeeping. */
 json_t *job_public(const json_t *doc);
-void jobs_prune_finished(struct jobs *js);
-/* j leaves jobs.finals (it is about to be freed by its caller); a no-op when not listed. */
-void jobs_finals_forget(struct jobs *js, struct job *j);
-void jobs_retention_apply(struct jobs *js);
+/* For job_persist_prune: the jobs at the n (> 0) indices at (sorted here) leave the index and
+ * are freed, their gaps closed in one pass. */
+void jobs_free_at(struct jobs *js, size_t *at, size_t n);
+/* Every job for which drop(js, j) is true leaves the index and is freed (a walk of them all). */
+void jobs_sweep(struct jobs *js, bool (*drop)(struct jobs *js, struct job *j));
 size_t jobs_queued_total(struct jobs *js);
 /* Parts running on every device and the node. */
 size_t jobs_running_locked(struct jobs *js);

@@ -1,9 +1,27 @@
-/* What store.c, store_write.c and store_read.c share and nothing else may include: the store's
- * struct, its prepared statements' numbering, and the helpers each of the three files uses. The
- * store is one object split over three files by concern: store.c opens, locks, sets up the
- * schema, recovers and exports; store_write.c owns the writer and checkpointer threads, group
- * commit and retention; store_read.c owns the reader connections, the finished-job cache and the
- * queries. */
+/* What the store's files share and nothing else may include: the store's struct, its tickets
+ * and rows, its prepared statements' numbering, and the functions one file of the store offers
+ * the others, each named for its file (store_writer_*, store_wal_*, ...). The store is one object
+ * (struct store) split over daemon/store/ by concern:
+ *   store_open.c       open and close, the state directory's lock, a corrupt file set aside
+ *   store_db.c         SQLite connections, the NOCASE collation, result codes as -errno
+ *   store_schema.c     the schema, its migrations, the writer's connection
+ *   store_import.c     the one-time import of the old jobs/ files
+ *   store_queue.c      the write API: changes queued as tickets, waited on, called back, polled
+ *   store_prep.c       who makes a queued change's rows: the thread that queued it, or the writer
+ *   store_doc.c        every conversion between a job's JSON and the store's bytes
+ *   store_rows.c       the writer's statements and what binds them
+ *   store_writer.c     the writer thread and group commit
+ *   store_wal.c        the WAL's bound, the checkpointer thread
+ *   store_retention.c  background retention
+ *   store_read.c       the reader connections and the reads by id
+ *   store_cache.c      the finished jobs' cache
+ *   store_list.c       lists
+ *   store_recover.c    the unfinished jobs read back at start
+ *   store_health.c     whether commits fail, the writer's rate-limited errors, the file's check
+ *   store_repair.c     indexes that disagree with their tables, rebuilt at start
+ *   store_vfs.c        the writer's VFS
+ *   store_files.c      the old store's job files (import, export)
+ *   store_export.c     umd --export */
 #pragma once
 
 #include <pthread.h>
@@ -24,6 +42,9 @@
 #define IMPORT_BATCH       1000
 #define READERS_MAX        16
 #define STORE_JSON_DEPTH   64
+/* What the file's check found wrong, as SQLite's first message says it: one line for the log
+ * and /v1/health, cut there. */
+#define STORE_DAMAGE_MAX 256
 /* WAL pages after which the checkpointer copies them into umd.db (SQLite's default). */
 #define CHECKPOINT_PAGES 1000
 
@@ -62,7 +83,7 @@ enum {
  * STORE_LOG_INTERVAL_MS at most, with a count of those left out. */
 #define STORE_LOG_INTERVAL_MS 10000u
 enum store_log_kind {
-        STORE_LOG_STEP,       /* a statement failed (store_wstep) */
+        STORE_LOG_STEP,       /* a statement failed (store_rows_step) */
         STORE_LOG_COMMIT,     /* a batch of several changes failed */
         STORE_LOG_CHANGE,     /* a change nobody waited for was not committed */
         STORE_LOG_CHECKPOINT, /* a checkpoint or WAL restart failed */
@@ -72,7 +93,7 @@ struct store_log_limit {
         uint64_t last_ms; /* monotonic: when one was last logged */
         uint64_t left_out;
 };
-void store_log_limited(struct store *s, enum store_log_kind kind, const char *fmt, ...)
+void store_health_log_limited(struct store *s, enum store_log_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* After each of the writer's batches: committed, something was; failed, the -errno of a failure
  * (0: none). Sets or clears store_commit_error. */
@@ -83,8 +104,8 @@ void store_health_note_batch(struct store *s, bool committed, int failed);
  * unchecked). 0, -EBADMSG when the file is not a database, or another -errno. */
 int store_repair_indexes(const char *path, char *ret_repaired, size_t len);
 
-/* The writer's statements, prepared on its connection by store.c's writer_open. */
-extern const char *const store_wsql[W_COUNT];
+/* store_rows.c: the writer's statements, prepared on its connection by store_schema_open. */
+extern const char *const store_rows_sql[W_COUNT];
 
 enum {
         R_GET,
@@ -123,7 +144,7 @@ struct reader {
 };
 
 /* A job's rows as the writer binds them, made on the writer's thread from the snapshot store_put
- * took (store_row_from_job): the public document dumped once, its summary (the same buffer when
+ * took (store_doc_row_from_job): the public document dumped once, its summary (the same buffer when
  * no part has a result) and the indexed columns. */
 struct store_part_row {
         char *uuid, *state, *verdict;
@@ -141,9 +162,8 @@ struct store_row {
         size_t n_parts;
 };
 
-/* Who makes a ticket's row from its snapshot (store_write.c's prep_drain, on the thread that
- * queued it, or the writer),
- * decided once by a compare-and-swap on ticket.prep. */
+/* Who makes a ticket's row from its snapshot (store_prep.c's store_prep_drain, on the thread that
+ * queued it, or the writer), decided once by a compare-and-swap on ticket.prep. */
 enum {
         PREP_NONE,  /* not made: either may take it */
         PREP_BUSY,  /* a drain makes it, outside mu */
@@ -152,6 +172,7 @@ enum {
 };
 
 struct store_ticket {
+        struct store *store; /* whose queue it is on: a wait takes its lock */
         struct store_ticket *next;
         struct store_row row;
         /* A drain's work: it makes prep_row (all but the id, which row keeps: the
@@ -200,7 +221,7 @@ struct store {
         bool check_started;
         pthread_mutex_t check_mu;
         sqlite3 *check_db;
-        char damage[256];
+        char damage[STORE_DAMAGE_MAX];
         _Atomic int check_state; /* enum store_check */
         /* Whether commits fail for the disk (store_health.c): 0 or the -errno, set and
          * cleared by the writer, read by anyone; the batches that failed so; since when
@@ -231,8 +252,8 @@ struct store {
         _Atomic uint64_t committed; /* tickets finished (store_commits reads it unlocked) */
         bool stopping, thread_started;
         /* The changes queued whose rows nobody has claimed yet. The thread that queued one
-         * makes its rows once it has let core_lock go (prep_drain), so that JSON is not the one
-         * writer's work (it bounds the submit rate where CPUs are many); the list is how that
+         * makes its rows once it has let core_lock go (store_prep_drain), so that JSON is not the
+         * one writer's work (it bounds the submit rate where CPUs are many); the list is how that
          * thread knows its ticket is still alive (the writer unlinks a ticket before freeing
          * it). prep_waiting: writers blocked on prep_done for a ticket a drain makes. */
         struct store_ticket *prep_head, *prep_tail;
@@ -291,53 +312,107 @@ struct cache_slot {
         struct blob *blob;        /* the cache's reference */
 };
 
-/* The store a ticket belongs to (tickets keep none; there is one store per process). */
-extern struct store *store_singleton;
+/* store_new_prepare's (store_doc.c), queued by store_put_new (store_queue.c). */
+struct store_new {
+        struct store_row row;
+        /* Where the stand-in id's characters are in row.doc and in row.summary (a buffer of its
+         * own when some part has a result, even a null one). */
+        size_t id_at_doc, id_at_sum;
+};
 
-/* store.c: SQLite's result codes as -errno; a connection with the settings every one needs;
+/* store_db.c: SQLite's result codes as -errno; a connection with the settings every one needs;
  * a persistent prepared statement. Each logs its failure. */
-int store_errno_from_sqlite(int rc);
-bool store_is_corrupt(int rc);
+int store_db_errno(int rc);
+bool store_db_is_corrupt(int rc);
 int store_db_open(const char *path, bool writer, sqlite3 **ret);
 /* The NOCASE collation each connection is given in place of SQLite's: the same order, faster on
  * strings that share a long prefix. An sqlite3 collating function. */
-int store_nocase_compare(void *unused, int n1, const void *k1, int n2, const void *k2);
-int store_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret);
+int store_db_nocase_compare(void *unused, int n1, const void *k1, int n2, const void *k2);
+int store_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret);
+
 /* store_vfs.c: the VFS of the writer's connection (the unix VFS, with a WAL's appends written
  * once a commit, at its sync). Registered once, whoever calls first; 0 or -errno, logged. */
 #define STORE_WAL_VFS "umd-wal"
 int store_vfs_register(void);
-/* The internal form of a job from a row of (doc, request, created_ms, finished_ms). */
-json_t *store_internal_from_row(sqlite3_stmt *st);
 
-/* store_write.c, on the writer's connection: step st to its end and reset it (0 or -errno,
- * logged); a text parameter or NULL; one job's rows inside the open transaction; the counts. */
-int store_wstep(struct store *s, sqlite3_stmt *st);
-void store_bind_text_or_null(sqlite3_stmt *st, int i, const char *v);
-int store_write_row(struct store *s, const struct store_row *row);
-/* The rows of job (internal form) into *ret: 0, -EINVAL (no id or parts) or -ENOMEM, logged;
- * *ret untouched on failure. store_row_free frees what it holds (a zeroed row is fine). */
-int store_row_from_job(const json_t *job, struct store_row *ret);
-void store_row_free(struct store_row *row);
-void store_read_stats(struct store *s);
-/* What a batch's commits wrote: whole rows, and parts' states alone. */
+/* store_schema.c: the writer's connection, with the schema created or migrated and the writer's
+ * statements prepared (-EBADMSG when the file is damaged, -EPROTO when it is newer), and its
+ * close (safe when not open). */
+int store_schema_open(struct store *s);
+void store_schema_close(struct store *s);
+
+/* store_import.c: STATE_DIR/jobs into the database, once (0 when there is none). 0 or -errno,
+ * logged. */
+int store_import_files(struct store *s);
+
+/* store_doc.c: the rows of job (internal form) into *ret: 0, -EINVAL (no id or parts) or
+ * -ENOMEM, logged; *ret untouched on failure. store_doc_row_free frees what it holds (a zeroed
+ * row is fine). */
+int store_doc_row_from_job(const json_t *job, struct store_row *ret);
+void store_doc_row_free(struct store_row *row);
+/* What the writer will dump of job: its top level and part objects copied, the rest shared.
+ * NULL: out of memory. */
+json_t *store_doc_snapshot(const json_t *job);
+/* A part's own document (store_put_part_doc), malloc'd, *ret_len long; NULL when out of memory
+ * or the part cannot be dumped. */
+char *store_doc_part_text(const json_t *part, size_t *ret_len);
+/* The internal form of a job from a row of (doc, request, created_ms, finished_ms). */
+json_t *store_doc_internal_from_row(sqlite3_stmt *st);
+
+/* store_rows.c, on the writer's connection: step st to its end and reset it (0 or -errno,
+ * logged); a text parameter or NULL; one job's rows inside the open transaction; a part's state
+ * alone (a part_only ticket's); the counts, from the stats table. */
+int store_rows_step(struct store *s, sqlite3_stmt *st);
+void store_rows_bind_text(sqlite3_stmt *st, int i, const char *v);
+int store_rows_write(struct store *s, const struct store_row *row);
+int store_rows_write_part_state(struct store *s, const struct store_ticket *t);
+void store_rows_read_stats(struct store *s);
+
+/* store_prep.c. Under mu: t on the prep list, for a drain to make its rows (store_queue.c, as
+ * it queues a change with a snapshot). After the queue's mu is let go: t among this thread's, for
+ * it to make once it lets core_lock go. Under mu: t out of the drains' reach, the caller's to
+ * free (the writer, once t is committed). The writer's claim on t's rows: a drain's if it made
+ * them, else made from the snapshot now; 0, or -errno (logged) for this ticket. */
+void store_prep_list_locked(struct store *s, struct store_ticket *t);
+void store_prep_mine(struct store *s, struct store_ticket *t);
+void store_prep_release(struct store *s, struct store_ticket *t);
+int store_prep_ticket_row(struct store *s, struct store_ticket *t);
+
+/* store_writer.c. What a batch's commits wrote: whole rows, and parts' states alone. */
 struct store_written {
         uint64_t documents, parts;
 };
 /* Under mu: take the tickets the next batch commits out of s's queue (the rest stay, in order;
  * head_ms follows the oldest), as a list in queue order; NULL when every one stays. */
-struct store_ticket *store_take_batch(struct store *s, uint64_t now);
+struct store_ticket *store_writer_take_batch(struct store *s, uint64_t now);
 /* Start the checkpointer and the writer (0 or -errno, logged); stop both after the writer has
  * committed what is queued, and close the checkpointer's connection (safe if never started). */
 int store_writer_start(struct store *s);
 void store_writer_stop(struct store *s);
 
+/* store_wal.c: open the checkpointer's connection, start its thread and hook the writer's
+ * commits (0 or -errno, logged); stop it and close its connection (safe if never started). On
+ * the writer's thread, between batches: restart the WAL (wal_restart); with mu held, which it
+ * lets go meanwhile: apply journal_size_limit (wal_limit_set). */
+int store_wal_start(struct store *s);
+void store_wal_stop(struct store *s);
+void store_wal_restart(struct store *s);
+void store_wal_apply_limit_locked(struct store *s);
+/* One of the store's threads told to stop (stopping, its condition signalled) and joined. */
+void store_writer_stop_thread(struct store *s, pthread_cond_t *wake, pthread_t thread,
+                              bool *started);
+
+/* store_retention.c, on the writer's thread: one small transaction of retention; true when there
+ * may be more to delete. */
+bool store_retention_step(struct store *s);
+
 /* store_read.c: a reader connection from the pool (0 or -errno) and back; a column's text
- * parsed (NULL when it is not JSON); drop a job's cached bytes; free every idle reader and the
- * cache (at close). */
-int store_reader_take(struct store *s, struct reader **ret);
-void store_reader_give(struct store *s, struct reader *r);
-json_t *store_parse_text(sqlite3_stmt *st, int col);
+ * parsed (NULL when it is not JSON); free every idle reader (at close). */
+int store_read_take(struct store *s, struct reader **ret);
+void store_read_give(struct store *s, struct reader *r);
+json_t *store_read_parse_text(sqlite3_stmt *st, int col);
+void store_read_close(struct store *s);
+
+/* store_cache.c: drop a job's cached bytes; free the cache (at close). */
 void store_cache_evict(struct store *s, const char *id);
-void store_readers_close(struct store *s);
 void store_cache_free(struct store *s);

@@ -245,7 +245,7 @@ int store_vfs_register(void)
 {
         pthread_once(&wal_vfs_once, wal_vfs_register);
         if (wal_vfs_rc != SQLITE_OK)
-                return log_error_errno(store_errno_from_sqlite(wal_vfs_rc),
+                return log_error_errno(store_db_errno(wal_vfs_rc),
                                        "SQLite: cannot register the %s VFS: %s", STORE_WAL_VFS,
                                        sqlite3_errstr(wal_vfs_rc));
         return 0;

@@ -14,8 +14,9 @@
  * file VACUUMed so that the pages it left are not found by the quick check as never used.
  *
  * A table that cannot be read whole is what this cannot repair: its indexes are left unchecked,
- * and the quick check after start finds the damage (umd runs degraded, store.c's check_main).
- * The file is set aside only when even its schema cannot be read (writer_open). */
+ * and the quick check after start finds the damage (umd runs degraded, store_health.c's
+ * check_main). The file is set aside only when even its schema cannot be read (store_schema_open).
+ */
 #include "store_internal.h"
 
 #include <assert.h>
@@ -28,6 +29,9 @@
 
 /* An index's CREATE statement, or a statement made from its name. */
 #define REPAIR_SQL_MAX 512
+/* The one scan that counts a table's rows for each of its indexes: a FILTER clause an index
+ * (about 60 bytes each, a handful of indexes a table). */
+#define REPAIR_COUNTS_SQL_MAX 2048
 
 /* umd's indexes and the rows each holds. The primary key of parts is its table (WITHOUT
  * ROWID): nothing to compare it with. */
@@ -55,7 +59,7 @@ static const struct index_def index_defs[] = {
 };
 
 enum index_health {
-        INDEX_ABSENT, /* an older schema's file: writer_open makes it */
+        INDEX_ABSENT, /* an older schema's file: store_schema_open makes it */
         INDEX_OK,
         INDEX_DISAGREES,
         INDEX_UNREADABLE,
@@ -74,7 +78,7 @@ static int count_one(sqlite3 *db, const char *sql, int64_t *ret)
         sqlite3_finalize(st);
         if (rc == SQLITE_OK)
                 return 0;
-        return store_is_corrupt(rc) ? -EBADMSG : store_errno_from_sqlite(rc);
+        return store_db_is_corrupt(rc) ? -EBADMSG : store_db_errno(rc);
 }
 
 /* The index's SQL from the schema into sql ("" for an autoindex); 0, or -ENOENT when absent. */
@@ -96,7 +100,7 @@ static int index_sql(sqlite3 *db, const char *name, char sql[REPAIR_SQL_MAX])
                 return 0;
         if (rc == SQLITE_DONE)
                 return -ENOENT;
-        return store_is_corrupt(rc) ? -EBADMSG : store_errno_from_sqlite(rc);
+        return store_db_is_corrupt(rc) ? -EBADMSG : store_db_errno(rc);
 }
 
 static enum index_health index_check(sqlite3 *db, const struct index_def *d, int64_t rows)
@@ -154,7 +158,7 @@ static bool jobs_agree_with_stats(sqlite3 *db)
 /* The rows of table that each of its indexes should hold, in one scan of the table alone. */
 static int table_counts(sqlite3 *db, const char *table, int64_t counts[ELEMENTSOF(index_defs)])
 {
-        char sql[2048];
+        char sql[REPAIR_COUNTS_SQL_MAX];
         size_t len = (size_t)snprintf(sql, sizeof(sql), "SELECT 0");
         sqlite3_stmt *st = NULL;
         int rc;
@@ -180,10 +184,10 @@ static int table_counts(sqlite3 *db, const char *table, int64_t counts[ELEMENTSO
         if ((rc & 0xff) == SQLITE_ERROR)
                 return -ENOENT; /* no such table yet (an empty file): nothing to compare */
         /* Its indexes cannot be checked nor rebuilt from it; the file's quick check after
-         * start says what is damaged, and umd runs degraded (store.c's check_main). */
+         * start says what is damaged, and umd runs degraded (store_health.c's check_main). */
         log_warning("store: table %s cannot be read whole (%s): its indexes are not checked", table,
                     sqlite3_errmsg(db));
-        return store_is_corrupt(rc) ? -EBADMSG : store_errno_from_sqlite(rc);
+        return store_db_is_corrupt(rc) ? -EBADMSG : store_db_errno(rc);
 }
 
 /* An index REINDEX cannot touch (its own pages are damaged): its schema row removed by hand, the
@@ -206,7 +210,7 @@ static int index_recreate(sqlite3 **db, const char *path, const char *name)
         sqlite3_close(*db);
         *db = NULL;
         if (rc != SQLITE_OK)
-                return store_errno_from_sqlite(rc);
+                return store_db_errno(rc);
         r = store_db_open(path, true, db);
         if (r < 0)
                 return r;
@@ -215,7 +219,7 @@ static int index_recreate(sqlite3 **db, const char *path, const char *name)
                 rc = sqlite3_exec(*db, "VACUUM", NULL, NULL, NULL);
         if (rc != SQLITE_OK) {
                 log_error("store: cannot make index %s again: %s", name, sqlite3_errmsg(*db));
-                return store_is_corrupt(rc) ? -EBADMSG : store_errno_from_sqlite(rc);
+                return store_db_is_corrupt(rc) ? -EBADMSG : store_db_errno(rc);
         }
         return 0;
 }
@@ -231,10 +235,10 @@ static int index_rebuild(sqlite3 **db, const char *path, const struct index_def 
                 rc = sqlite3_exec(*db, sql, NULL, NULL, NULL);
                 if (rc == SQLITE_OK)
                         return 0;
-                if (!store_is_corrupt(rc)) {
+                if (!store_db_is_corrupt(rc)) {
                         log_error("store: cannot rebuild index %s: %s", d->name,
                                   sqlite3_errmsg(*db));
-                        return store_errno_from_sqlite(rc);
+                        return store_db_errno(rc);
                 }
         }
         return index_recreate(db, path, d->name);
@@ -284,4 +288,9 @@ int store_repair_indexes(const char *path, char *ret_repaired, size_t len)
         }
         sqlite3_close(db);
         return r;
+}
+
+const char *store_repaired(const struct store *s)
+{
+        return s && s->repaired[0] ? s->repaired : NULL;
 }

@@ -26,6 +26,9 @@
 #define STORE_JSON_DEPTH 64
 #define JOB_SUFFIX       ".json"
 #define CORRUPT_SUFFIX   ".corrupt"
+/* Why a file was set aside, for the log: jansson's parse error (its text is at most 160 bytes)
+ * with a few words around it. */
+#define WHY_MAX 256
 
 struct dir {
         int dirfd;
@@ -124,7 +127,7 @@ static int load_one(struct dir *s, const char *name, json_t **ret)
         char id[UUID_STRING_MAX] = "";
         const char *file_id;
         size_t n = strlen(name) - strlen(JOB_SUFFIX), len;
-        char why[256];
+        char why[WHY_MAX];
         json_error_t err;
         char *data = NULL;
         json_t *j;
@@ -171,6 +174,40 @@ static int load_one(struct dir *s, const char *name, json_t **ret)
         return 1;
 }
 
+/* A write that never reached its rename: the job file, if any, is the previous whole version,
+ * so the temporary file goes (or is set aside when it cannot: a directory named like one). */
+static void drop_temp(struct dir *s, const char *name, unsigned *corrupt, unsigned *stale)
+{
+        if (unlinkat(s->dirfd, name, 0) < 0 && errno != ENOENT) {
+                set_aside(s, name, strerror(errno)); /* not fatal */
+                (*corrupt)++;
+                return;
+        }
+        log_info("Removed stale temporary file %s/%s", s->path, name);
+        (*stale)++;
+}
+
+/* j (taken, whatever the outcome) at the end of *found. 0, or -ENOMEM (logged). */
+static int found_add(struct found **found, size_t *n, size_t *cap, json_t *j)
+{
+        if (*n == *cap) {
+                size_t ncap = *cap ? *cap * 2 : 64;
+                struct found *nf = realloc(*found, ncap * sizeof(**found));
+
+                if (!nf) {
+                        json_decref(j);
+                        return log_error_errno(ENOMEM, "Cannot recover jobs");
+                }
+                *found = nf;
+                *cap = ncap;
+        }
+        snprintf((*found)[*n].id, UUID_STRING_MAX, "%s",
+                 json_string_value(json_object_get(j, "id")));
+        (*found)[*n].job = j;
+        (*n)++;
+        return 0;
+}
+
 int store_files_load(const char *path, store_files_fn fn, void *userdata, unsigned *ret_corrupt)
 {
         struct dir dir = {.path = path}, *s = &dir;
@@ -215,16 +252,7 @@ int store_files_load(const char *path, store_files_fn fn, void *userdata, unsign
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
                 if (is_temp_name(de->d_name)) {
-                        /* A write that never reached its rename: the job file, if any, is the
-                         * previous whole version. */
-                        if (unlinkat(s->dirfd, de->d_name, 0) < 0 && errno != ENOENT) {
-                                /* e.g. a directory named like a temp file: not fatal */
-                                set_aside(s, de->d_name, strerror(errno));
-                                corrupt++;
-                                continue;
-                        }
-                        log_info("Removed stale temporary file %s/%s", s->path, de->d_name);
-                        stale++;
+                        drop_temp(s, de->d_name, &corrupt, &stale);
                         continue;
                 }
                 if (!has_suffix(de->d_name, JOB_SUFFIX))
@@ -237,23 +265,9 @@ int store_files_load(const char *path, store_files_fn fn, void *userdata, unsign
                         corrupt++;
                         continue;
                 }
-                r = 0;
-                if (n_found == cap) {
-                        size_t ncap = cap ? cap * 2 : 64;
-                        struct found *nf = realloc(found, ncap * sizeof(*found));
-
-                        if (!nf) {
-                                json_decref(j);
-                                r = log_error_errno(ENOMEM, "Cannot recover jobs");
-                                break;
-                        }
-                        found = nf;
-                        cap = ncap;
-                }
-                snprintf(found[n_found].id, UUID_STRING_MAX, "%s",
-                         json_string_value(json_object_get(j, "id")));
-                found[n_found].job = j;
-                n_found++;
+                r = found_add(&found, &n_found, &cap, j);
+                if (r < 0)
+                        break;
         }
         closedir(d);
 

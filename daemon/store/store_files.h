@@ -1,5 +1,6 @@
 /* The job store's file format from before SQLite (STATE_DIR/jobs/<id>.json, one file a job):
- * read once to import it into umd.db, and written by `umd --export DIR`. Used only by store.c. */
+ * read once to import it into umd.db (store_import.c), and written by `umd --export DIR`
+ * (store_export.c); main.c sets the check of a stored job (store_files_set_validator). */
 #pragma once
 
 #include <jansson.h>

@@ -1,0 +1,444 @@
+/* Every conversion between a job's JSON and the store's bytes (store.h, store_internal.h), in
+ * one file so that a later step can lift it into the job subsystem and leave the store taking
+ * prepared row bytes: the public form of a job (store_public_copy, store_public_expand), a job's
+ * rows dumped from its document (store_doc_row_from_job: the document with each part's result
+ * spliced in as the worker's bytes, its summary and its indexed columns), the shallow snapshot a
+ * change is queued as, a new job's rows made before its id is known (store_new_prepare), a
+ * part's own document, and the internal form back from a row. */
+#include "store_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "jsonraw.h"
+#include "jsonutil.h"
+#include "log.h"
+
+/* ---- the public form of a job ---- */
+
+/* What clients see: the internal document less the bookkeeping only umd needs; without results
+ * for lists. Shallow: what lies below the top level and the part objects is shared, results kept
+ * as the worker's bytes included (store_public_expand parses those, outside the caller's lock). */
+json_t *store_public_copy(const json_t *doc, bool with_results)
+{
+        json_t *j = json_copy((json_t *)doc), *parts = json_array();
+        size_t i;
+        json_t *p;
+
+        if (!j || !parts) {
+                json_decref(j);
+                json_decref(parts);
+                return NULL;
+        }
+        json_object_del(j, "request");
+        json_object_del(j, "created_ms");
+        json_object_del(j, "finished_ms");
+        json_array_foreach(json_object_get(doc, "parts"), i, p)
+        {
+                json_t *c = json_copy(p);
+                if (c && !with_results)
+                        json_object_del(c, "result");
+                if (!c || json_array_append_new(parts, c) < 0) {
+                        json_decref(j);
+                        json_decref(parts);
+                        return NULL;
+                }
+        }
+        if (json_object_set_new(j, "parts", parts) < 0) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
+}
+
+int store_public_expand(json_t *pub)
+{
+        size_t i;
+        json_t *p;
+
+        json_array_foreach(json_object_get(pub, "parts"), i, p)
+        {
+                json_t *res = json_object_get(p, "result");
+
+                if (json_raw_get(res, NULL, NULL) &&
+                    json_object_set_new(p, "result", json_raw_tree(res)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+void store_doc_row_free(struct store_row *row)
+{
+        if (!row)
+                return;
+        if (row->summary != row->doc)
+                free(row->summary);
+        free(row->doc);
+        free(row->state);
+        free(row->benchmark);
+        free(row->client);
+        free(row->idem);
+        free(row->request);
+        free(row->priority);
+        for (size_t i = 0; i < row->n_parts; i++) {
+                free(row->parts[i].uuid);
+                free(row->parts[i].state);
+                free(row->parts[i].verdict);
+        }
+        free(row->parts);
+        *row = (struct store_row){0};
+}
+
+/* strdup that keeps NULL, setting *oom when a copy fails. */
+static char *dup_or_null(const char *v, bool *oom)
+{
+        char *c;
+
+        if (!v)
+                return NULL;
+        c = strdup(v);
+        if (!c)
+                *oom = true;
+        return c;
+}
+
+/* What a part's result is dumped as before its bytes are spliced in: a string no parsed
+ * document holds (it starts with NUL), which jansson writes as RESULT_MARK. */
+#define RESULT_MARK_VALUE "\0result"
+#define RESULT_MARK       "\"\\u0000result\""
+#define RESULT_KEY        "\"result\":"
+
+/* The bytes of a part's result: a raw node's own (the worker's compact dump), else its dump,
+ * left in *ret_dump for the caller to free. 0 or -ENOMEM. */
+static int result_bytes(const json_t *res, const char **ret, size_t *ret_len, char **ret_dump)
+{
+        if (json_raw_get(res, ret, ret_len))
+                return 0;
+        /* Every part of a job not yet final has one: a dump would cost more than the row's
+         * other work for it. */
+        if (json_is_null(res)) {
+                *ret = "null";
+                *ret_len = strlen("null");
+                return 0;
+        }
+        *ret_dump = json_dump_compact(res, ret_len);
+        if (!*ret_dump)
+                return -ENOMEM;
+        *ret = *ret_dump;
+        return 0;
+}
+
+/* The row's document and summary from text, the public document dumped with each of its
+ * n_results parts' result a mark: the document with the results' bytes in place of the marks,
+ * the summary without the member at all (a dump of the parts without "result" is those bytes).
+ * So a result is never parsed nor dumped again for the row, and the job is dumped once.
+ * 0, -ENOMEM or -EINVAL (a mark not found: cannot be). */
+static int splice_results(const char *text, size_t len, const json_t *parts, size_t n_results,
+                          struct store_row *row)
+{
+        const size_t mark = strlen(RESULT_MARK), key = strlen(RESULT_KEY);
+        size_t cap = len + 1, dpos = 0, spos = 0, dcur = 0, scur = 0, i, k = 0;
+        char **dumps = calloc(n_results, sizeof(*dumps));
+        const char **bytes = calloc(n_results, sizeof(*bytes));
+        size_t *lens = calloc(n_results, sizeof(*lens));
+        int r = -ENOMEM;
+        json_t *p;
+
+        if (!dumps || !bytes || !lens)
+                goto out;
+        json_array_foreach(parts, i, p)
+        {
+                const json_t *res = json_object_get(p, "result");
+
+                if (!res)
+                        continue;
+                if (k == n_results || result_bytes(res, &bytes[k], &lens[k], &dumps[k]) < 0)
+                        goto out;
+                cap += lens[k++];
+        }
+        row->doc = malloc(cap);
+        row->summary = malloc(len + 1);
+        if (!row->doc || !row->summary)
+                goto out;
+        r = -EINVAL;
+        for (k = 0; k < n_results; k++) {
+                const char *at = memmem(text + dcur, len - dcur, RESULT_MARK, mark);
+                size_t off, cut_from, cut_to;
+
+                if (!at)
+                        goto out;
+                off = (size_t)(at - text);
+                /* Never a part's first member ("device" sorts before it), but cut it right if
+                 * it were: with the comma after it instead of the one before. */
+                if (off >= key + 1 && memcmp(text + off - key, RESULT_KEY, key) == 0 &&
+                    text[off - key - 1] == ',') {
+                        cut_from = off - key - 1;
+                        cut_to = off + mark;
+                } else if (off >= key + 1 && memcmp(text + off - key, RESULT_KEY, key) == 0) {
+                        cut_from = off - key;
+                        cut_to = off + mark + (off + mark < len && text[off + mark] == ',');
+                } else
+                        goto out;
+                memcpy(row->doc + dpos, text + dcur, off - dcur);
+                dpos += off - dcur;
+                memcpy(row->doc + dpos, bytes[k], lens[k]);
+                dpos += lens[k];
+                dcur = off + mark;
+                memcpy(row->summary + spos, text + scur, cut_from - scur);
+                spos += cut_from - scur;
+                scur = cut_to;
+        }
+        memcpy(row->doc + dpos, text + dcur, len - dcur);
+        row->doc_len = dpos + len - dcur;
+        row->doc[row->doc_len] = '\0';
+        memcpy(row->summary + spos, text + scur, len - scur);
+        row->sum_len = spos + len - scur;
+        row->summary[row->sum_len] = '\0';
+        r = 0;
+out:
+        for (k = 0; dumps && k < n_results; k++)
+                free(dumps[k]);
+        free(dumps);
+        free(bytes);
+        free(lens);
+        return r;
+}
+
+int store_doc_row_from_job(const json_t *job, struct store_row *ret)
+{
+        const char *id = json_string_value(json_object_get(job, "id"));
+        json_t *parts = json_object_get(job, "parts"), *fin = json_object_get(job, "finished_ms");
+        _cleanup_json_ json_t *mark = NULL;
+        _cleanup_free_ char *text = NULL;
+        struct store_row row = {0};
+        bool oom = false;
+        size_t n_results = 0, len;
+        json_t *p;
+        size_t i;
+        int r;
+
+        if (!id || !uuid_is_valid(id) || !json_is_array(parts))
+                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+        /* The public document is the internal one less three keys, dumped once as if it had
+         * none of them (no new top level is built). The summary (what lists serve) is the same
+         * bytes unless some part has a result, which is all a queued or running job ever has. */
+        struct json_override ov[] = {
+            {"request", NULL}, {"created_ms", NULL}, {"finished_ms", NULL}, {"parts", NULL}};
+        size_t n_ov = 3; /* the fourth, the parts' results as marks, where some part has one */
+        json_array_foreach(parts, i, p) n_results += json_object_get(p, "result") != NULL;
+        if (n_results > 0) {
+                /* Each part dumped as if its result were a mark: no part is copied for it. */
+                mark = json_stringn_nocheck(RESULT_MARK_VALUE, sizeof(RESULT_MARK_VALUE) - 1);
+                if (!mark)
+                        goto oom;
+                ov[n_ov++] = (struct json_override){"parts", NULL, "result", mark};
+        }
+        /* No result is in this dump (each is a mark, its bytes spliced in after), so nothing in
+         * it is deeper than umd's dumper goes or other than UTF-8 (what jansson made): NULL is
+         * out of memory. */
+        text = json_dump_compact_with(job, ov, n_ov, &len);
+        if (!text)
+                goto oom;
+        if (n_results == 0) {
+                row.doc = text;
+                text = NULL;
+                row.doc_len = len;
+                row.summary = row.doc;
+                row.sum_len = row.doc_len;
+        } else {
+                r = splice_results(text, len, parts, n_results, &row);
+                if (r == -EINVAL) {
+                        store_doc_row_free(&row);
+                        return log_error_errno(EIO,
+                                               "Job %s: a result's place not found in its "
+                                               "dump",
+                                               id);
+                }
+                if (r < 0)
+                        goto oom;
+        }
+
+        str_copy_cut(row.id, sizeof(row.id), id);
+        row.state = dup_or_null(json_string_value(json_object_get(job, "state")), &oom);
+        row.benchmark = dup_or_null(json_string_value(json_object_get(job, "benchmark")), &oom);
+        row.client = dup_or_null(json_string_value(json_object_get(job, "client")), &oom);
+        row.idem = dup_or_null(json_string_value(json_object_get(job, "idempotency_key")), &oom);
+        row.request = dup_or_null(json_string_value(json_object_get(job, "request")), &oom);
+        row.priority = dup_or_null(json_string_value(json_object_get(job, "priority")), &oom);
+        row.cancel_requested = json_is_true(json_object_get(job, "cancel_requested"));
+        row.created_ms = json_integer_value(json_object_get(job, "created_ms"));
+        row.finished = json_is_integer(fin);
+        row.finished_ms = json_integer_value(fin);
+        row.parts = calloc(json_array_size(parts) ?: 1, sizeof(*row.parts));
+        if (!row.parts)
+                goto oom;
+        json_array_foreach(parts, i, p)
+        {
+                struct store_part_row *pr = &row.parts[row.n_parts++];
+
+                pr->uuid = dup_or_null(json_string_value(json_object_get(p, "uuid")) ?: "", &oom);
+                pr->state = dup_or_null(json_string_value(json_object_get(p, "state")) ?: "", &oom);
+                pr->verdict = dup_or_null(
+                    json_string_value(json_object_get(json_object_get(p, "verdict"), "verdict")),
+                    &oom);
+        }
+        if (oom)
+                goto oom;
+        *ret = row;
+        return 0;
+oom:
+        store_doc_row_free(&row);
+        return log_error_errno(ENOMEM, "Cannot serialise job %s", id);
+}
+
+/* What the writer will dump of job: a new top level and new part objects, the rest shared. The
+ * callers change a job only at those two levels (a key set to a new value), and leave what lies
+ * below alone once it is in the document, so the writer can dump the copy without their lock
+ * while they go on; jansson's reference counts are atomic. NULL: out of memory. */
+json_t *store_doc_snapshot(const json_t *job)
+{
+        json_t *snap = json_copy((json_t *)job), *parts = json_array(), *p;
+        size_t i;
+
+        if (!snap || !parts)
+                goto oom;
+        json_array_foreach(json_object_get(job, "parts"), i, p)
+        {
+                if (json_array_append_new(parts, json_copy(p)) < 0)
+                        goto oom;
+        }
+        if (json_object_set_new(snap, "parts", parts) < 0) {
+                parts = NULL; /* taken, and freed, by the failed set */
+                goto oom;
+        }
+        return snap;
+oom:
+        json_decref(parts);
+        json_decref(snap);
+        return NULL;
+}
+
+/* The offset of the top level's id in a document's bytes, just past its opening quote: keys
+ * come sorted and those before "id" hold scalars only, so its first appearance as a key is the
+ * top level's (a string holding the pattern has its quotes escaped). false: not there. */
+static bool find_id(const char *doc, size_t len, const char *id, size_t *ret)
+{
+        char key[sizeof("\"id\":\"\"") + UUID_STRING_MAX];
+        int n = snprintf(key, sizeof(key), "\"id\":\"%s\"", id);
+        const char *at = memmem(doc, len, key, (size_t)n);
+
+        if (!at)
+                return false;
+        *ret = (size_t)(at - doc) + strlen("\"id\":\"");
+        return true;
+}
+
+int store_new_prepare(const json_t *job, struct store_new **ret)
+{
+        const char *id = json_string_value(json_object_get(job, "id"));
+        struct store_new *p;
+        int r;
+
+        assert(ret);
+        if (!id || !uuid_is_valid(id))
+                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return log_error_errno(ENOMEM, "Cannot queue a new job's write");
+        r = store_doc_row_from_job(job, &p->row);
+        if (r < 0) {
+                free(p);
+                return r;
+        }
+        if (!find_id(p->row.doc, p->row.doc_len, id, &p->id_at_doc) ||
+            !find_id(p->row.summary, p->row.sum_len, id, &p->id_at_sum)) {
+                store_new_free(p);
+                return log_error_errno(EINVAL, "Job %s: its id not found in its document", id);
+        }
+        *ret = p;
+        return 0;
+}
+
+void store_new_free(struct store_new *p)
+{
+        if (!p)
+                return;
+        store_doc_row_free(&p->row);
+        free(p);
+}
+
+/* The part's own document: its object compact, the result spliced in as its bytes (a worker's
+ * raw node is dumped by no one). Member order is no matter: recovery parses it. NULL when out of
+ * memory or the part cannot be dumped (nothing in it is deeper than umd's dumper goes, but a
+ * caller that gets NULL writes the whole document instead, which says why). */
+char *store_doc_part_text(const json_t *part, size_t *ret_len)
+{
+        static const char key[] = "{\"result\":";
+        const json_t *res = json_object_get(part, "result");
+        struct json_override ov = {"result", NULL};
+        _cleanup_free_ char *rest = NULL, *dump = NULL;
+        const char *bytes;
+        size_t rest_len, len;
+        char *out;
+
+        rest = res ? json_dump_compact_with(part, &ov, 1, &rest_len)
+                   : json_dump_compact(part, &rest_len);
+        if (!rest || rest_len < 2 || rest[0] != '{')
+                return NULL;
+        if (!res) {
+                char *whole = rest;
+
+                rest = NULL;
+                *ret_len = rest_len;
+                return whole;
+        }
+        if (result_bytes(res, &bytes, &len, &dump) < 0)
+                return NULL;
+        /* {"result":BYTES then, after a comma unless the rest is {}, the rest less its { */
+        out = malloc(sizeof(key) - 1 + len + rest_len + 1);
+        if (!out)
+                return NULL;
+        size_t n = sizeof(key) - 1;
+        memcpy(out, key, n);
+        memcpy(out + n, bytes, len);
+        n += len;
+        if (rest_len > 2)
+                out[n++] = ',';
+        memcpy(out + n, rest + 1, rest_len - 1);
+        n += rest_len - 1;
+        out[n] = '\0';
+        *ret_len = n;
+        return out;
+}
+
+/* ---- the internal form back from a row ---- */
+
+/* The internal form back from the row: the public document plus the bookkeeping columns. */
+json_t *store_doc_internal_from_row(sqlite3_stmt *st)
+{
+        json_t *j = store_read_parse_text(st, 0);
+
+        if (!j)
+                return NULL;
+        if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+                json_object_set_new(j, "request",
+                                    json_string((const char *)sqlite3_column_text(st, 1)));
+        json_object_set_new(j, "created_ms", json_integer(sqlite3_column_int64(st, 2)));
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL)
+                json_object_set_new(j, "finished_ms", json_integer(sqlite3_column_int64(st, 3)));
+        return j;
+}
+
+json_t *store_parse_doc(const char *text, size_t len, json_error_t *e)
+{
+        return json_parse_strict(text, len, STORE_JSON_DEPTH, e);
+}
