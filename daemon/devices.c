@@ -22,6 +22,8 @@
 #include "umd-build.h"
 #include "util.h"
 
+/* A place the worker may be: a directory (at most PATH_MAX) and "/kernels/umd-worker". */
+#define CANDIDATE_PATH_MAX (PATH_MAX + 32)
 /* fake_devices as a decimal argument. */
 #define COUNT_ARG_MAX 16
 
@@ -49,7 +51,7 @@ static bool is_executable(const char *p)
 
 int devices_find_worker(const struct umd_config *cfg, char **ret)
 {
-        char self[PATH_MAX], cand[PATH_MAX + 32];
+        char self[PATH_MAX], cand[CANDIDATE_PATH_MAX];
 
         if (cfg->worker_path) {
                 if (!is_executable(cfg->worker_path)) {

@@ -24,6 +24,9 @@
 #include "xid_parse.h"
 #include "xid_table.h"
 
+/* The Xid check's reason: the kernel's line (XID_TEXT_MAX) and the sentence around it, the Xid's
+ * name and its action. */
+#define XID_VERDICT_WHY_MAX (XID_TEXT_MAX + 256)
 /* When an Xid was seen: an RFC 3339 time with milliseconds. */
 #define XID_TIME_MAX 40
 
@@ -424,7 +427,7 @@ uint64_t xid_watch_watermark(struct xid_watch *w)
 /* Under w->lock: the "xid" check of g. */
 static json_t *gpu_check(const struct xid_watch *w, const struct xid_gpu *g)
 {
-        char why[XID_TEXT_MAX + 256];
+        char why[XID_VERDICT_WHY_MAX];
         size_t evidence = 0;
 
         for (size_t i = 0; i < g->n_counters; i++)
