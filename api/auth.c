@@ -17,6 +17,14 @@
 #include "log.h"
 #include "util.h"
 
+/* A ROLE field's value: the longest role ("admin", "submit", "read"), and room to tell a longer
+ * word from it. */
+#define ROLE_WORD_MAX 16
+/* What is wrong with a tokens file's line: a fixed sentence and the line's number. */
+#define LINE_WHY_MAX 160
+/* A tokens file's error: its path, the line and LINE_WHY_MAX. */
+#define TOKENS_ERR_MAX 512
+
 struct auth_token {
         char name[AUTH_NAME_MAX + 1];
         enum api_role role;
@@ -145,7 +153,7 @@ static size_t split(const char *s, const char *end, struct field *f, size_t max)
 /* The role a ROLE field names; ROLE_NONE for anything else. */
 static enum api_role field_role(const struct field *f)
 {
-        char role[16];
+        char role[ROLE_WORD_MAX];
 
         if (f->len >= sizeof(role))
                 return ROLE_NONE;
@@ -218,7 +226,7 @@ int auth_tokens_parse(const char *text, size_t len, const char *origin, struct a
         struct auth_tokens *t = calloc(1, sizeof(*t));
         const char *p = text, *end = text + len;
         unsigned line = 0;
-        char why[160];
+        char why[LINE_WHY_MAX];
         int r = 0;
 
         if (!t)
@@ -280,7 +288,7 @@ int auth_tokens_load(const char *path, struct auth_tokens **ret)
         struct auth_tokens *t = NULL;
         struct stat st;
         size_t len = 0;
-        char err[512];
+        char err[TOKENS_ERR_MAX];
         int r;
 
         /* O_NONBLOCK: a FIFO at the path must fail the type check below, not block start-up

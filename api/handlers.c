@@ -13,6 +13,10 @@
 #include "jsonutil.h"
 #include "text.h"
 
+/* A benchmark's params schema: its name ("params_" and a catalog id), and its $ref. */
+#define SCHEMA_NAME_MAX 96
+#define SCHEMA_REF_MAX  128
+
 unsigned api_wait_max_s = 60;
 
 void handle_health(const struct api_request *req, struct api_reply *rep)
@@ -78,7 +82,7 @@ static json_t *openapi_build(void)
         json_array_foreach(pairs, i, pair)
         {
                 const char *name = json_string_value(json_array_get(pair, 0));
-                char key[96], ref[128];
+                char key[SCHEMA_NAME_MAX], ref[SCHEMA_REF_MAX];
 
                 snprintf(key, sizeof(key), "params_%s", name);
                 snprintf(ref, sizeof(ref), "#/components/schemas/%s", key);

@@ -11,6 +11,15 @@
 #include "core.h"
 #include "uuid.h"
 
+/* A reply's Location: "/v1/jobs/" and a job id, with room to spare. */
+#define REPLY_LOCATION_MAX 128
+/* A reply's Allow: the methods a route takes, comma-separated. */
+#define REPLY_ALLOW_MAX 64
+/* A reply's ETag: a quoted hash of the body. */
+#define REPLY_ETAG_MAX 64
+/* A Content-Length value as sent: up to 20 digits, with room for what a client adds. */
+#define FRAMING_LENGTH_MAX 32
+
 /* Nesting allowed in request bodies; deeper is a 400 before anything else looks at it. */
 #define API_JSON_MAX_DEPTH      32
 #define API_IDEMPOTENCY_KEY_MAX 128
@@ -59,12 +68,12 @@ struct api_reply {
         char *body; /* malloc'd unless body_static or blob */
         size_t body_len;
         bool body_static;
-        struct blob *blob;  /* when set, body is blob->data and the reply holds this reference */
-        char location[128]; /* "" = no Location header */
-        char allow[64];     /* "" = no Allow header */
+        struct blob *blob; /* when set, body is blob->data and the reply holds this reference */
+        char location[REPLY_LOCATION_MAX]; /* "" = no Location header */
+        char allow[REPLY_ALLOW_MAX];       /* "" = no Allow header */
         unsigned retry_after_s;
-        char etag[64]; /* "" = no ETag header; with the quotes */
-        char *link;    /* malloc'd Link header value, NULL = none */
+        char etag[REPLY_ETAG_MAX]; /* "" = no ETag header; with the quotes */
+        char *link;                /* malloc'd Link header value, NULL = none */
         /* A read asked to ?wait= for something not there yet: the server may hold the
          * connection up to wait_ms and ask again when a job changes (wait_id: only that job;
          * "" any), unless the jobs' generation moved past wait_gen already. The reply filled
@@ -125,7 +134,7 @@ struct request_framing {
         bool content_length_differs;
         bool transfer_encoding_odd;
         bool name_has_space;
-        char content_length[32]; /* the first value, to compare the others with */
+        char content_length[FRAMING_LENGTH_MAX]; /* the first value, to compare the others with */
 };
 void request_framing_add(struct request_framing *f, const char *key, const char *value);
 int request_framing_check(const struct request_framing *f, struct problem *p);

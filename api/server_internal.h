@@ -1,7 +1,8 @@
-/* What the three parts of the HTTP server share: the server object, a request's context and a
- * connection's entry, and the calls between them. server.c listens and tracks connections,
- * server_wait.c holds the ?wait= reads, server_request.c is libmicrohttpd's request callbacks.
- * Nothing outside api/server*.c includes this. */
+/* What the five parts of the HTTP server share: the server object, a request's context and a
+ * connection's entry, and the calls between them. server.c opens the listeners and starts and
+ * stops the server, server_conn.c counts and cuts connections, server_worker.c runs the threads
+ * that serve them, server_wait.c holds the ?wait= reads, server_request.c is libmicrohttpd's
+ * request callbacks. Nothing outside api/server*.c includes this. */
 #pragma once
 
 #include <microhttpd.h>
@@ -10,12 +11,17 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "http.h"
+
+/* The job a ?wait= waits for: a job id (36 characters) with room to spare. */
+#define WAIT_ID_MAX 48
 
 #define LISTEN_NAME_MAX 128
 
 struct api_reply;
+struct umd_config;
 
 struct api_server;
 
@@ -104,6 +110,9 @@ struct api_server {
         struct request_ctx *waiters;
         unsigned n_waiters;
         bool stopping; /* answer every wait now */
+        /* The level libmicrohttpd's messages are logged at (server_mhd_logger): warnings while
+         * starting, debug after. */
+        atomic_int mhd_log_level;
 };
 
 struct request_ctx {
@@ -129,17 +138,38 @@ struct request_ctx {
         struct MHD_Connection *conn;
         bool waiting;
         uint64_t wait_deadline_ms; /* 0: not waited yet */
-        char wait_id[48];          /* the job waited for; "": any job (a list) */
+        char wait_id[WAIT_ID_MAX]; /* the job waited for; "": any job (a list) */
         /* A submit suspended until its commit is in (api_reply.submit_wait): answered by
          * handle_job_submit_end once resumed, or ended unanswered if the connection ends. */
         struct job_submit_wait *submit_wait;
 };
 
-/* server.c: set the request deadline of c's connection (0: none). */
+/* server_conn.c */
+/* Set the request deadline of c's connection (0: none). */
 void server_conn_set_deadline(struct api_server *s, struct MHD_Connection *c, uint64_t deadline);
-/* server.c: MHD_resume_connection, from any thread, and wake the thread that runs c's daemon
+/* MHD_resume_connection, from any thread, and wake the thread that runs c's daemon
  * (libmicrohttpd 0.9.75 wakes no one when it runs no thread of its own). */
 void server_conn_resume(struct api_server *s, struct MHD_Connection *c);
+/* libmicrohttpd's accept policy and connection notification (cls: the struct http_worker). */
+enum MHD_Result server_conn_on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
+void server_conn_on_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                           enum MHD_ConnectionNotificationCode code);
+/* The thread that cuts late requests and expires waits; stopped after every daemon is. */
+int server_conn_reaper_start(struct api_server *s);
+void server_conn_reaper_stop(struct api_server *s);
+/* Raise the open-file limit for the listeners' connections and set s's connection counts. */
+void server_conn_limits(struct api_server *s);
+
+/* server_worker.c */
+/* What api_stop asks of a worker (http_worker.want). */
+enum { WORKER_RUN, WORKER_QUIESCE, WORKER_STOP };
+/* Workers per listener: the configured http_threads, or the machine's CPUs up to a cap. */
+unsigned server_worker_threads(const struct umd_config *cfg);
+/* Start l's workers, each a daemon and its thread. 0 or -errno (logged). */
+int server_worker_start_listener(struct api_server *s, struct listener *l);
+void server_worker_wake(struct http_worker *w);
+/* Join w's thread and stop its daemon. */
+void server_worker_free(struct http_worker *w);
 
 /* server_wait.c */
 /* Hold the connection of a read that asked to wait. 0: suspended (libmicrohttpd calls
@@ -157,8 +187,6 @@ uint64_t server_wait_expire(struct api_server *s, uint64_t now);
 void server_wait_stop(struct api_server *s);
 
 /* server_request.c: libmicrohttpd's callbacks for requests. */
-/* The level libmicrohttpd's messages are logged at: warnings while starting, debug after. */
-extern atomic_int server_mhd_log_level;
 void server_mhd_logger(void *cls, const char *fmt, va_list ap);
 enum MHD_Result server_on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,

@@ -22,23 +22,27 @@
 #include "server_internal.h"
 #include "util.h"
 
+/* One libmicrohttpd message, cut: its messages are a line each. */
+#define MHD_MESSAGE_MAX 512
+/* Retry-After's seconds, as a header value. */
+#define RETRY_AFTER_MAX 16
+
 /* How often a ?wait= read asks again when a job changed between its read and its suspend. */
 #define WAIT_ROUNDS_MAX 4
 
 /* libmicrohttpd reports client misbehaviour through this logger too; only start-up problems
- * are worth more than a debug line. */
-atomic_int server_mhd_log_level = LOG_WARNING;
-
+ * are worth more than a debug line (cls: the server, whose mhd_log_level says which). */
 void server_mhd_logger(void *cls, const char *fmt, va_list ap)
 {
-        char buf[512];
+        struct api_server *s = cls;
+        char buf[MHD_MESSAGE_MAX];
         size_t n;
 
         vsnprintf(buf, sizeof(buf), fmt, ap);
         n = strlen(buf);
         while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
                 buf[--n] = '\0';
-        log_msg(atomic_load(&server_mhd_log_level), "http: %s", buf);
+        log_msg(atomic_load(&s->mhd_log_level), "http: %s", buf);
 }
 
 /* ---- replies ---- */
@@ -54,7 +58,7 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct request_ctx 
 {
         struct MHD_Response *resp;
         enum MHD_Result ok;
-        char retry[16] = "";
+        char retry[RETRY_AFTER_MAX] = "";
 
         if (rep->retry_after_s > 0)
                 snprintf(retry, sizeof(retry), "%u", rep->retry_after_s);

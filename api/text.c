@@ -33,11 +33,11 @@ static void render_measurements(FILE *f, const json_t *result)
         json_array_foreach(json_object_get(result, "measurements"), i, m)
         {
                 const json_t *st = json_object_get(m, "stats");
-                char sz[32];
+                char sz[TEXT_CELL_MAX];
                 size_format_approx((uint64_t)json_integer_value(json_object_get(m, "bytes")), sz,
                                    sizeof(sz));
                 json_t *g = json_object_get(m, "gbps");
-                char gb[32] = "-";
+                char gb[TEXT_CELL_MAX] = "-";
                 if (json_is_number(g))
                         snprintf(gb, sizeof(gb), "%.2f", json_number_value(g));
                 json_t *ver = json_object_get(m, "verified");
@@ -53,7 +53,7 @@ static void render_measurements(FILE *f, const json_t *result)
 /* 262144 -> "262,144" */
 static void thousands(json_int_t v, char *buf, size_t len)
 {
-        char digits[32];
+        char digits[TEXT_CELL_MAX];
         size_t n = (size_t)snprintf(digits, sizeof(digits), "%lld", (long long)(v < 0 ? -v : v));
         size_t at = 0;
         if (v < 0 && at + 1 < len)
@@ -76,7 +76,7 @@ static json_int_t integer(const json_t *o, const char *k)
  * the pages came. */
 static void render_arrival(FILE *f, const char *name, const json_t *a, const char *fake)
 {
-        char burst[32];
+        char burst[TEXT_CELL_MAX];
 
         if (!json_is_object(a))
                 return;
@@ -113,7 +113,7 @@ static void render_fault_cost(FILE *f, const char *name, const json_t *c, const 
  * moved in what pieces, and whether the driver thrashed or throttled. */
 static void render_explain(FILE *f, const char *name, const json_t *x)
 {
-        char a[32], b[32], c[32], d[32];
+        char a[TEXT_CELL_MAX], b[TEXT_CELL_MAX], c[TEXT_CELL_MAX], d[TEXT_CELL_MAX];
 
         if (!json_is_true(json_object_get(x, "available"))) {
                 fprintf(f, "  explain %s: %s\n", name,
@@ -140,7 +140,7 @@ static void render_explain(FILE *f, const char *name, const json_t *x)
             {"dtoh", "to the host", "mean_migration_dtoh_bytes"},
         };
         for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-                char kb[32], kn[32];
+                char kb[TEXT_CELL_MAX], kn[TEXT_CELL_MAX];
                 snprintf(kb, sizeof(kb), "bytes_%s", dirs[i][0]);
                 snprintf(kn, sizeof(kn), "migrations_%s", dirs[i][0]);
                 json_int_t bytes = integer(x, kb), n = integer(x, kn);
@@ -213,7 +213,7 @@ static void render_um_summary(FILE *f, const json_t *s)
         json_array_foreach(json_object_get(s, "modes"), i, m)
         {
                 json_t *r = json_object_get(m, "ratio_to_pinned");
-                char ratio[32] = "-";
+                char ratio[TEXT_CELL_MAX] = "-";
                 if (json_is_number(r))
                         snprintf(ratio, sizeof(ratio), "%.2fx", json_number_value(r));
                 fprintf(f, "  %-42s %9.2f %10.3f %10s%s\n", str(m, "mode", "?"), num(m, "gbps"),
@@ -233,7 +233,7 @@ static void render_sweep_summary(FILE *f, const json_t *s)
         fprintf(f, "\n  %-24s %10s %18s\n", "mode", "peak GB/s", "90% of peak from");
         json_array_foreach(json_object_get(s, "curves"), i, c)
         {
-                char sz[32] = "-";
+                char sz[TEXT_CELL_MAX] = "-";
                 json_t *at = json_object_get(c, "size_at_90pct_peak");
                 if (json_is_integer(at))
                         size_format_approx((uint64_t)json_integer_value(at), sz, sizeof(sz));
@@ -270,14 +270,14 @@ static void render_pipeline_point(FILE *f, const json_t *s)
                 "vs serial", "first ms", "steady ms", written ? "    write ms" : "");
         json_array_foreach(json_object_get(s, "strategies"), i, x)
         {
-                char vs[32] = "-", steady[32] = "-";
+                char vs[TEXT_CELL_MAX] = "-", steady[TEXT_CELL_MAX] = "-";
                 json_t *v = json_object_get(x, "speedup_vs_serial");
                 if (json_is_number(v))
                         snprintf(vs, sizeof(vs), "%.2fx", json_number_value(v));
                 v = json_object_get(x, "steady_step_ms");
                 if (json_is_number(v))
                         snprintf(steady, sizeof(steady), "%.3f", json_number_value(v));
-                char write[32] = "";
+                char write[TEXT_CELL_MAX] = "";
                 if (written)
                         snprintf(write, sizeof(write), " %11.3f", num(x, "host_write_ms"));
                 fprintf(f, "  %-26s %10.3f %7.2fx %10s %11.3f %11s%s%s\n", str(x, "strategy", "?"),
@@ -322,7 +322,7 @@ static void render_pipeline_sweep(FILE *f, const json_t *s)
         json_array_foreach(json_object_get(s, "curves"), i, c)
         {
                 const json_t *w = json_object_get(c, "within_10pct_from");
-                char within[32];
+                char within[TEXT_CELL_MAX];
                 fprintf(f, "  %-26s", str(c, "strategy", "?"));
                 json_array_foreach(lim, k, p)
                 {
@@ -350,7 +350,7 @@ static void render_pipeline_sweep(FILE *f, const json_t *s)
                         "on demand ms", "gather ms");
                 json_array_foreach(json_object_get(t, "points"), i, p)
                 {
-                        char sz[32], ga[32] = "-";
+                        char sz[TEXT_CELL_MAX], ga[TEXT_CELL_MAX] = "-";
                         size_format_approx((uint64_t)num(p, "touched_bytes"), sz, sizeof(sz));
                         if (json_is_number(json_object_get(p, "gather_ms")))
                                 snprintf(ga, sizeof(ga), "%.3f", num(p, "gather_ms"));
@@ -443,7 +443,7 @@ char *text_render_job(const json_t *job)
         {
                 const json_t *res = json_object_get(p, "result");
                 const json_t *dev = json_object_get(p, "device");
-                char devname[32];
+                char devname[TEXT_CELL_MAX];
                 if (json_is_string(dev)) /* the node worker: every GPU */
                         snprintf(devname, sizeof(devname), "%s", json_string_value(dev));
                 else

@@ -30,7 +30,7 @@ static void render_matrix(FILE *f, const json_t *pm)
                 json_array_foreach(pl, k, p)
                 {
                         const json_t *c = json_object_get(cells, json_string_value(p));
-                        char cell[32] = "-";
+                        char cell[TEXT_CELL_MAX] = "-";
                         if (c)
                                 snprintf(cell, sizeof(cell), "%.2fx / %.2fx",
                                          num(c, "first_vs_device"), num(c, "steady_vs_device"));
@@ -46,7 +46,7 @@ static void render_rate(FILE *f, const char *what, const json_t *measured, const
                         const char *key)
 {
         json_t *m = json_object_get(measured, key), *t = json_object_get(torchrec, key);
-        char a[32] = "-", b[32] = "-";
+        char a[TEXT_CELL_MAX] = "-", b[TEXT_CELL_MAX] = "-";
         if (json_is_number(m))
                 snprintf(a, sizeof(a), "%.4g", json_number_value(m));
         if (json_is_number(t))
@@ -63,7 +63,7 @@ static void render_embedding(FILE *f, const json_t *e)
         fprintf(f, "\n  %-18s %14s %10s %12s\n", "strategy", "rows/s", "GB/s", "x HBM time");
         json_array_foreach(json_object_get(e, "factors"), i, x)
         {
-                char fac[32] = "-";
+                char fac[TEXT_CELL_MAX] = "-";
                 if (json_is_number(json_object_get(x, "factor_vs_device")))
                         snprintf(fac, sizeof(fac), "%.2f", num(x, "factor_vs_device"));
                 fprintf(f, "  %-18s %14.4g %10.2f %12s\n",

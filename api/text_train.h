@@ -5,5 +5,9 @@
 #include <jansson.h>
 #include <stdio.h>
 
+/* A cell of the text view's tables: a number with its unit ("12.3 GB/s", "1.5 GiB", "262,144"),
+ * a ratio, or a device's index ("all" for the node worker). */
+#define TEXT_CELL_MAX 32
+
 /* Renders result's "placement_matrix" and "embedding" where present; nothing otherwise. */
 void text_render_train(FILE *f, const json_t *result);

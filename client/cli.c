@@ -266,6 +266,41 @@ static const char *command_name(enum umdctl_command c)
         return "?";
 }
 
+/* --device or --devices: ls's filter, or the devices a submit runs on (given once). */
+static int set_devices(struct umdctl_args *a, const struct opt *o, const char *v)
+{
+        if (a->command == CMD_LS) {
+                a->device = v;
+                return 0;
+        }
+        if (a->devices)
+                return usage_error("give --device or --devices once");
+        a->devices_plural = o->id == O_DEVICES;
+        if (parse_devices(v, a->devices_plural, &a->devices) < 0)
+                return usage_error("--%s: '%s' is not %s", o->name, v,
+                                   a->devices_plural
+                                       ? "a comma-separated list of indexes and UUIDs, "
+                                         "or all"
+                                       : "a device index or UUID");
+        return 0;
+}
+
+/* --label: ls's filter (one), or a submit's labels (any number). */
+static int set_label(struct umdctl_args *a, const char *v)
+{
+        if (a->command == CMD_LS) {
+                if (!strchr(v, '=') && !strchr(v, ':'))
+                        return usage_error("--label: '%s' is not KEY=VALUE", v);
+                a->label = v;
+                return 0;
+        }
+        if (!a->labels)
+                a->labels = json_object();
+        if (parse_kv_into(a->labels, v, false) < 0)
+                return usage_error("--label: '%s' is not KEY=VALUE", v);
+        return 0;
+}
+
 static int set_opt(struct umdctl_args *a, const struct opt *o, const char *v)
 {
         uint64_t u;
@@ -282,20 +317,7 @@ static int set_opt(struct umdctl_args *a, const struct opt *o, const char *v)
                 return 0;
         case O_DEVICE:
         case O_DEVICES:
-                if (a->command == CMD_LS) {
-                        a->device = v;
-                        return 0;
-                }
-                if (a->devices)
-                        return usage_error("give --device or --devices once");
-                a->devices_plural = o->id == O_DEVICES;
-                if (parse_devices(v, a->devices_plural, &a->devices) < 0)
-                        return usage_error("--%s: '%s' is not %s", o->name, v,
-                                           a->devices_plural
-                                               ? "a comma-separated list of indexes and UUIDs, "
-                                                 "or all"
-                                               : "a device index or UUID");
-                return 0;
+                return set_devices(a, o, v);
         case O_PARAM:
                 if (!a->params)
                         a->params = json_object();
@@ -303,17 +325,7 @@ static int set_opt(struct umdctl_args *a, const struct opt *o, const char *v)
                         return usage_error("--param: '%s' is not KEY=VALUE", v);
                 return 0;
         case O_LABEL:
-                if (a->command == CMD_LS) {
-                        if (!strchr(v, '=') && !strchr(v, ':'))
-                                return usage_error("--label: '%s' is not KEY=VALUE", v);
-                        a->label = v;
-                        return 0;
-                }
-                if (!a->labels)
-                        a->labels = json_object();
-                if (parse_kv_into(a->labels, v, false) < 0)
-                        return usage_error("--label: '%s' is not KEY=VALUE", v);
-                return 0;
+                return set_label(a, v);
         case O_PRIORITY:
                 a->priority = v;
                 return 0;
@@ -437,6 +449,40 @@ static int find_command(struct umdctl_args *a, const char *s)
 }
 
 /* items: room for one per argument. */
+/* What pass 2 leaves to check: the command's argument, and options that go together or not. */
+static int check_args(struct umdctl_args *a, const char *const *positional, size_t npos)
+{
+        switch (a->command) {
+        case CMD_SUBMIT:
+        case CMD_SHOW:
+        case CMD_CANCEL:
+        case CMD_PAUSE:
+        case CMD_RESUME:
+                if (npos != 1)
+                        return usage_error("'%s' needs %s", command_name(a->command),
+                                           a->command == CMD_SUBMIT ? "a BENCHMARK"
+                                           : a->command == CMD_PAUSE || a->command == CMD_RESUME
+                                               ? "a DEVICE (index or UUID)"
+                                               : "a job ID");
+                a->target = positional[0];
+                break;
+        default:
+                if (npos != 0)
+                        return usage_error("'%s' takes no argument '%s'", command_name(a->command),
+                                           positional[0]);
+        }
+        if (a->command == CMD_HEALTH && a->cached && a->devices)
+                return usage_error("--cached reads every device's last verdict; drop --devices");
+        if (a->command == CMD_HEALTH && a->cached && a->extended)
+                return usage_error("--extended runs the extended tier; --cached reads the last "
+                                   "verdicts of any tier: use one");
+        if (a->command == CMD_HEALTH && a->max_age_ms && !a->cached)
+                return usage_error("--max-age goes with --cached");
+        if (a->command == CMD_SUBMIT && a->timeout_set && !a->wait)
+                return usage_error("--timeout goes with --wait");
+        return 0;
+}
+
 static int parse_args(struct umdctl_args *a, int argc, char **argv, struct item *items,
                       const char *env_url, const char *env_token_file)
 {
@@ -523,34 +569,9 @@ static int parse_args(struct umdctl_args *a, int argc, char **argv, struct item 
                 positional[npos++] = it->arg;
         }
 
-        switch (a->command) {
-        case CMD_SUBMIT:
-        case CMD_SHOW:
-        case CMD_CANCEL:
-        case CMD_PAUSE:
-        case CMD_RESUME:
-                if (npos != 1)
-                        return usage_error("'%s' needs %s", command_name(a->command),
-                                           a->command == CMD_SUBMIT ? "a BENCHMARK"
-                                           : a->command == CMD_PAUSE || a->command == CMD_RESUME
-                                               ? "a DEVICE (index or UUID)"
-                                               : "a job ID");
-                a->target = positional[0];
-                break;
-        default:
-                if (npos != 0)
-                        return usage_error("'%s' takes no argument '%s'", command_name(a->command),
-                                           positional[0]);
-        }
-        if (a->command == CMD_HEALTH && a->cached && a->devices)
-                return usage_error("--cached reads every device's last verdict; drop --devices");
-        if (a->command == CMD_HEALTH && a->cached && a->extended)
-                return usage_error("--extended runs the extended tier; --cached reads the last "
-                                   "verdicts of any tier: use one");
-        if (a->command == CMD_HEALTH && a->max_age_ms && !a->cached)
-                return usage_error("--max-age goes with --cached");
-        if (a->command == CMD_SUBMIT && a->timeout_set && !a->wait)
-                return usage_error("--timeout goes with --wait");
+        r = check_args(a, positional, npos);
+        if (r < 0)
+                return r;
 
         if (!a->url)
                 a->url = env_url && *env_url ? env_url : DEFAULT_URL;

@@ -11,11 +11,14 @@
 
 #include "answer.h"
 
+/* A bearer token file: one token and white space; a longer one is cut, and then refused. */
+#define TOKEN_FILE_MAX 4096
+
 #define MAX_BODY (64u * 1024 * 1024) /* a page of jobs with results stays far below this */
 
 static int read_token(const char *path, char **ret)
 {
-        char buf[4096];
+        char buf[TOKEN_FILE_MAX];
         FILE *f = fopen(path, "re");
 
         if (!f) {

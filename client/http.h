@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* curl's error buffer (CURLOPT_ERRORBUFFER): CURL_ERROR_SIZE, which curl.h sets to 256. */
+#define HTTP_ERROR_MAX 256
+
 struct http {
         void *curl;
         char *base; /* URL without the trailing slash */
@@ -22,8 +25,8 @@ struct http_answer {
         long status; /* 0 when nothing answered */
         char *body;  /* NUL-terminated, owned */
         size_t len;
-        char *content_type; /* owned, or NULL */
-        char error[256];    /* why nothing answered (status 0) */
+        char *content_type;         /* owned, or NULL */
+        char error[HTTP_ERROR_MAX]; /* why nothing answered (status 0) */
 };
 
 /* 0, or -errno after printing one line (a token file that cannot be read, no curl). */

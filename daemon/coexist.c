@@ -24,6 +24,9 @@
 #include "supervisor.h"
 #include "util.h"
 
+/* The devices one round of the health schedule may find due: more than a host has GPUs. */
+#define SCHEDULE_DUE_MAX 64
+
 /* One per daemon (coexist_start), held by struct umd_daemon. */
 struct coexist {
         pthread_t thread;
@@ -32,7 +35,8 @@ struct coexist {
         pthread_cond_t cond;
         const struct umd_config *cfg;
         struct supervisor *sup;
-        struct jobs *jobs; /* d->jobs: told what each look found */
+        struct jobs *jobs;       /* d->jobs: told what each look found */
+        struct devices *devices; /* d->devices: the GPUs looked at */
         /* Under lock: a look was asked for (coexist_poke), at every GPU, or at those marked. */
         bool poked, poked_all;
         bool *poked_dev;
@@ -43,8 +47,8 @@ struct coexist {
 /* Looks at the GPUs marked in only, or at every one when only is NULL. */
 static void look(struct coexist *cx, const bool *only)
 {
-        for (size_t i = 0; i < devices_count(); i++) {
-                char uuid[64];
+        for (size_t i = 0; i < devices_size(cx->devices); i++) {
+                char uuid[DEVICE_UUID_MAX];
                 int fake_index;
                 struct gpu_state st;
                 uint64_t at = now_monotonic_ms();
@@ -53,12 +57,15 @@ static void look(struct coexist *cx, const bool *only)
                         continue;
                 /* Fixed once the devices are found (devices.h): read without core_lock, which
                  * every part's end and start would otherwise take once more. */
-                struct device *d = devices_get(i);
+                struct device *d = devices_at(cx->devices, i);
                 snprintf(uuid, sizeof(uuid), "%s", d->uuid);
                 fake_index = d->fake_index;
                 /* The node worker, when there is one, is the slot after the GPUs. */
                 gpustate_query(uuid, fake_index, supervisor_worker_pid(cx->sup, i),
-                               have_node() ? supervisor_worker_pid(cx->sup, node_index()) : 0, &st);
+                               devices_has_node(cx->devices)
+                                   ? supervisor_worker_pid(cx->sup, devices_node_slot(cx->devices))
+                                   : 0,
+                               &st);
                 job_dispatch_gpu_observed(cx->jobs, i, &st, at);
         }
 }
@@ -68,7 +75,7 @@ static void look(struct coexist *cx, const bool *only)
  * the GPU pairs are due too (the check then has the node's part). */
 static void schedule(struct coexist *cx)
 {
-        size_t devs[64], n;
+        size_t devs[SCHEDULE_DUE_MAX], n;
         bool all;
 
         core_lock();
@@ -177,9 +184,10 @@ int coexist_start(const struct umd_daemon *d, struct coexist **ret)
         cx->cfg = d->cfg;
         cx->sup = d->sup;
         cx->jobs = d->jobs;
+        cx->devices = d->devices;
         pthread_mutex_init(&cx->lock, NULL);
         cond_init_monotonic(&cx->cond);
-        cx->n_devs = devices_count();
+        cx->n_devs = devices_size(cx->devices);
         cx->poked_dev = calloc(cx->n_devs ?: 1, sizeof(*cx->poked_dev));
         cx->only = calloc(cx->n_devs ?: 1, sizeof(*cx->only));
         if (!cx->poked_dev || !cx->only) {

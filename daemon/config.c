@@ -1,53 +1,31 @@
-/* umd's configuration table and its two readers (INI file, command line). Owns struct
- * umd_config's defaults, parsing and validation; nothing here opens sockets or reads state. */
+/* umd's configuration table and its command line. Owns struct umd_config's keys, their
+ * defaults and the checks across keys; a key's value from its text and the INI file are
+ * config_read.c's, --help, the sample and --print-config config_print.c's. Nothing here opens
+ * sockets or reads state. */
 #include "config.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <getopt.h>
-#include <ini.h>
 #include <limits.h>
-#include <math.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "config_internal.h"
 #include "log.h"
-#include "netaddr.h"
 #include "size.h"
 #include "umd-build.h"
 #include "umd-vcs.h"
 #include "util.h"
 #include "xid_table.h"
 
-/* A key's error: the value as given (a listen list can be long) and what it should be. */
-#define CONFIG_ERR_MAX 384
-/* A file line's error: the key's name, then CONFIG_ERR_MAX. */
-#define CONFIG_LINE_ERR_MAX (CONFIG_ERR_MAX + 128)
-/* A key's name as a flag: the longest (health_memory_warn_fraction, 27) with room to spare. */
-#define CONFIG_FLAG_MAX 64
-/* A key's value as the file spells it: at most CONFIG_MAX_LISTEN addresses of up to 64. */
-#define CONFIG_VALUE_MAX 1024
-
-enum key_type { K_STR, K_LISTEN, K_UINT, K_SIZE, K_BOOL, K_DOUBLE, K_MODE, K_LOGLEVEL, K_BUSY };
-
-struct key {
-        const char *name;
-        enum key_type type;
-        size_t off;
-        const char *def;
-        double min, max; /* K_UINT, K_SIZE, K_DOUBLE, K_MODE */
-        const char *help;
-};
-
 #define F(field) offsetof(struct umd_config, field)
 #define GiB      (1024.0 * 1024.0 * 1024.0)
 
-static const struct key keys[] = {
+const struct key config_keys[] = {
     {"listen", K_LISTEN, F(listen), UMD_DEFAULT_LISTEN, 0, 0,
      "TCP address to serve HTTP on, ADDR:PORT or [V6ADDR]:PORT. Repeat the flag for several; "
      "in the file separate with spaces. Empty: none (unix socket or systemd sockets only)."},
@@ -296,6 +274,7 @@ static const struct key keys[] = {
 
     {"log_level", K_LOGLEVEL, F(log_level), "info", 0, 0, "error, warning, notice, info or debug."},
 };
+const size_t config_n_keys = ELEMENTSOF(config_keys);
 
 /* The Xid watch's keys: xid_source one of its forms, xid_actions a valid override list. */
 static int xid_config_check(const struct umd_config *c, char *err, size_t errlen)
@@ -330,188 +309,16 @@ static int xid_config_check(const struct umd_config *c, char *err, size_t errlen
         return 0;
 }
 
-static const char *const busy_policy_names[] = {"wait", "run", "fail"};
-
-int busy_policy_from_string(const char *s)
-{
-        for (size_t i = 0; s && i < ELEMENTSOF(busy_policy_names); i++)
-                if (strcmp(s, busy_policy_names[i]) == 0)
-                        return (int)i;
-        return -EINVAL;
-}
-
-const char *busy_policy_to_string(unsigned p)
-{
-        return p < ELEMENTSOF(busy_policy_names) ? busy_policy_names[p] : "wait";
-}
-
-static void *field(struct umd_config *c, const struct key *k)
-{
-        return (char *)c + k->off;
-}
-
-static const struct key *key_find(const char *name)
-{
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
-                if (strcmp(keys[i].name, name) == 0)
-                        return &keys[i];
-        return NULL;
-}
-
-static int listen_validate(const char *s, char *err, size_t errlen)
-{
-        struct sockaddr_storage ss;
-        socklen_t len;
-
-        if (netaddr_parse(s, &ss, &len) < 0) {
-                snprintf(err, errlen,
-                         "'%s' is not ADDR:PORT or [V6ADDR]:PORT with a numeric address", s);
-                return -EINVAL;
-        }
-        return 0;
-}
-
-static void listen_clear(struct umd_config *c)
-{
-        for (size_t i = 0; i < c->n_listen; i++)
-                free(c->listen[i]);
-        c->n_listen = 0;
-}
-
-static int listen_add(struct umd_config *c, const char *s, char *err, size_t errlen)
-{
-        int r = listen_validate(s, err, errlen);
-        if (r < 0)
-                return r;
-        if (c->n_listen >= CONFIG_MAX_LISTEN) {
-                snprintf(err, errlen, "at most %d listen addresses", CONFIG_MAX_LISTEN);
-                return -E2BIG;
-        }
-        c->listen[c->n_listen] = strdup(s);
-        if (!c->listen[c->n_listen])
-                return -ENOMEM;
-        c->n_listen++;
-        return 0;
-}
-
-/* Set one key from its text form. append: a repeated --listen adds rather than replaces. */
-static int key_set(struct umd_config *c, const struct key *k, const char *v, bool append, char *err,
-                   size_t errlen)
-{
-        void *p = field(c, k);
-        uint64_t u;
-        int r;
-
-        switch (k->type) {
-        case K_STR: {
-                char **s = p;
-                char *n = v[0] ? strdup(v) : NULL;
-                if (v[0] && !n)
-                        return -ENOMEM;
-                free(*s);
-                *s = n;
-                return 0;
-        }
-        case K_LISTEN: {
-                if (!append)
-                        listen_clear(c);
-                _cleanup_free_ char *copy = strdup(v);
-                if (!copy)
-                        return -ENOMEM;
-                char *save = NULL;
-                for (char *w = strtok_r(copy, " \t,", &save); w;
-                     w = strtok_r(NULL, " \t,", &save)) {
-                        r = listen_add(c, w, err, errlen);
-                        if (r < 0)
-                                return r;
-                }
-                return 0;
-        }
-        case K_UINT:
-                r = parse_uint64(v, (uint64_t)k->min, (uint64_t)k->max, &u);
-                if (r < 0) {
-                        snprintf(err, errlen, "'%s' is not a whole number from %.0f to %.0f", v,
-                                 k->min, k->max);
-                        return r;
-                }
-                *(unsigned *)p = (unsigned)u;
-                return 0;
-        case K_MODE: {
-                char *end;
-                errno = 0;
-                unsigned long m = strtoul(v, &end, 8);
-                if (errno || end == v || *end || m > 0777) {
-                        snprintf(err, errlen, "'%s' is not an octal mode like 0660", v);
-                        return -EINVAL;
-                }
-                *(unsigned *)p = (unsigned)m;
-                return 0;
-        }
-        case K_SIZE: {
-                char a[SIZE_STRING_MAX], b[SIZE_STRING_MAX];
-                r = size_parse(v, &u);
-                if (r < 0 || u < (uint64_t)k->min || u > (uint64_t)k->max) {
-                        snprintf(err, errlen, "'%s' is not a size from %s to %s", v,
-                                 size_format((uint64_t)k->min, a, sizeof(a)),
-                                 size_format((uint64_t)k->max, b, sizeof(b)));
-                        return -EINVAL;
-                }
-                *(uint64_t *)p = u;
-                return 0;
-        }
-        case K_BOOL:
-                if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "on"))
-                        *(bool *)p = true;
-                else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0") ||
-                         !strcmp(v, "off"))
-                        *(bool *)p = false;
-                else {
-                        snprintf(err, errlen, "'%s' is not true or false", v);
-                        return -EINVAL;
-                }
-                return 0;
-        case K_DOUBLE: {
-                char *end;
-                errno = 0;
-                double d = strtod(v, &end);
-                if (errno || end == v || *end || !isfinite(d) || d < k->min || d > k->max) {
-                        snprintf(err, errlen, "'%s' is not a number from %g to %g", v, k->min,
-                                 k->max);
-                        return -EINVAL;
-                }
-                *(double *)p = d;
-                return 0;
-        }
-        case K_BUSY:
-                r = busy_policy_from_string(v);
-                if (r < 0) {
-                        snprintf(err, errlen, "'%s' is not one of wait, run, fail", v);
-                        return -EINVAL;
-                }
-                *(unsigned *)p = (unsigned)r;
-                return 0;
-        case K_LOGLEVEL:
-                r = log_level_from_string(v);
-                if (r < 0) {
-                        snprintf(err, errlen,
-                                 "'%s' is not one of error, warning, notice, info, debug", v);
-                        return -EINVAL;
-                }
-                *(int *)p = r;
-                return 0;
-        }
-        return -EINVAL;
-}
-
 void config_init(struct umd_config *c)
 {
         char err[CONFIG_ERR_MAX];
 
         memset(c, 0, sizeof(*c));
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                int r = key_set(c, &keys[i], keys[i].def, false, err, sizeof(err));
+        for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
+                int r = config_read_key(c, &config_keys[i], config_keys[i].def, false, err,
+                                        sizeof(err));
                 if (r < 0) { /* a bad default is a programming error */
-                        fprintf(stderr, "umd: bad default for %s: %s\n", keys[i].name, err);
+                        fprintf(stderr, "umd: bad default for %s: %s\n", config_keys[i].name, err);
                         abort();
                 }
         }
@@ -524,238 +331,18 @@ void config_init(struct umd_config *c)
 
 void config_free(struct umd_config *c)
 {
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                if (keys[i].type == K_STR) {
-                        char **s = field(c, &keys[i]);
+        for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
+                if (config_keys[i].type == K_STR) {
+                        char **s = (char **)((char *)c + config_keys[i].off);
                         free(*s);
                         *s = NULL;
                 }
         }
-        listen_clear(c);
+        config_read_listen_clear(c);
         free(c->config_file);
         c->config_file = NULL;
         free(c->export_dir);
         c->export_dir = NULL;
-}
-
-struct ini_state {
-        struct umd_config *c;
-        char err[CONFIG_LINE_ERR_MAX];
-};
-
-static int config_ini_line(void *user, const char *section, const char *name, const char *value)
-{
-        struct ini_state *st = user;
-        char err[CONFIG_ERR_MAX];
-
-        if (strcmp(section, "umd") != 0) {
-                snprintf(st->err, sizeof(st->err), "unknown section [%s] (only [umd])", section);
-                return 0;
-        }
-        const struct key *k = key_find(name);
-        if (!k) {
-                snprintf(st->err, sizeof(st->err), "unknown key '%s'", name);
-                return 0;
-        }
-        if (key_set(st->c, k, value, false, err, sizeof(err)) < 0) {
-                snprintf(st->err, sizeof(st->err), "%s: %s", name, err);
-                return 0;
-        }
-        return 1;
-}
-
-int config_load_file(struct umd_config *c, const char *path)
-{
-        struct ini_state st = {.c = c};
-        FILE *f = NULL;
-        /* A FIFO at the path is refused, and does not block start-up. */
-        int r = fopen_regular(path, &f);
-
-        if (r == -EISDIR || r == -EBADFD) {
-                fprintf(stderr, "umd: config file %s: not a regular file\n", path);
-                return -EINVAL;
-        }
-        if (r < 0) {
-                fprintf(stderr, "umd: cannot read config file %s: %s\n", path, strerror(-r));
-                return r;
-        }
-        int line = ini_parse_file(f, config_ini_line, &st);
-        fclose(f);
-        if (line != 0) {
-                fprintf(stderr, "umd: %s:%d: %s\n", path, line,
-                        st.err[0] ? st.err : "not a 'key = value' line");
-                return -EINVAL;
-        }
-        return 0;
-}
-
-static const char *type_hint(const struct key *k)
-{
-        switch (k->type) {
-        case K_UINT:
-                return "N";
-        case K_SIZE:
-                return "SIZE";
-        case K_BOOL:
-                return "BOOL";
-        case K_DOUBLE:
-                return "FRACTION";
-        case K_MODE:
-                return "MODE";
-        case K_LISTEN:
-                return "ADDR:PORT";
-        case K_LOGLEVEL:
-                return "LEVEL";
-        case K_BUSY:
-                return "POLICY";
-        default:
-                return "VALUE";
-        }
-}
-
-static void flag_name(const struct key *k, char *buf, size_t len)
-{
-        snprintf(buf, len, "%s", k->name);
-        for (char *p = buf; *p; p++)
-                if (*p == '_')
-                        *p = '-';
-}
-
-void config_print_help(FILE *f, const char *prog)
-{
-        char flag[CONFIG_FLAG_MAX];
-
-        fprintf(
-            f,
-            "Usage: %s [OPTIONS]\n\n"
-            "umd serves GPU data-movement benchmarks (Unified Memory against explicit copies)\n"
-            "over HTTP/JSON. Every option is also a key of the config file (section [umd],\n"
-            "dashes as underscores); options given here win.\n\n"
-            "  -c, --config FILE      config file (default " UMD_DEFAULT_CONFIG_FILE
-            ", if present)\n"
-            "      --check-config     parse the configuration, print nothing, exit 0 if valid\n"
-            "      --print-config     print the effective configuration (defaults, file, flags)\n"
-            "                         as a config file, and exit\n"
-            "      --export DIR       write every stored job to DIR/<id>.json and exit\n"
-            "      --print-openapi    print the OpenAPI document umd serves (with each\n"
-            "                         benchmark's params schema from the catalog), and exit\n"
-            "      --worker PATH      the same as --worker-path\n"
-            "  -h, --help             this text\n"
-            "  -V, --version          version and build\n\n",
-            prog);
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                flag_name(&keys[i], flag, sizeof(flag));
-                fprintf(f, "      --%s %s\n          %s (default: %s)\n", flag, type_hint(&keys[i]),
-                        keys[i].help, keys[i].def[0] ? keys[i].def : "none");
-        }
-}
-
-static void print_wrapped(FILE *f, const char *text)
-{
-        const char *p = text;
-        while (*p) {
-                size_t n = strlen(p);
-                if (n > 94) {
-                        n = 94;
-                        while (n > 0 && p[n] != ' ')
-                                n--;
-                        if (n == 0)
-                                n = 94;
-                }
-                fprintf(f, "# %.*s\n", (int)n, p);
-                p += n;
-                while (*p == ' ')
-                        p++;
-        }
-}
-
-void config_print_sample(FILE *f)
-{
-        fprintf(f, "# /etc/umd/umd.conf: configuration of umd(8); see umd.conf(5).\n"
-                   "# Every key is shown with its default, commented out. Each is also a\n"
-                   "# command-line flag (--key-name); flags win over this file.\n\n"
-                   "[umd]\n");
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                fputc('\n', f);
-                print_wrapped(f, keys[i].help);
-                fprintf(f, "#%s = %s\n", keys[i].name, keys[i].def);
-        }
-}
-
-/* One key's value as the config file would spell it. */
-static void key_format(const struct umd_config *c, const struct key *k, char *buf, size_t len)
-{
-        const void *p = (const char *)c + k->off;
-        size_t used = 0;
-
-        buf[0] = 0;
-        switch (k->type) {
-        case K_STR:
-                snprintf(buf, len, "%s", *(char *const *)p ? *(char *const *)p : "");
-                break;
-        case K_LISTEN:
-                for (size_t i = 0; i < c->n_listen && used < len; i++)
-                        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " " : "",
-                                                 c->listen[i]);
-                break;
-        case K_UINT:
-                snprintf(buf, len, "%u", *(const unsigned *)p);
-                break;
-        case K_MODE:
-                snprintf(buf, len, "%04o", *(const unsigned *)p);
-                break;
-        case K_SIZE:
-                size_format(*(const uint64_t *)p, buf, len);
-                break;
-        case K_BOOL:
-                snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
-                break;
-        case K_DOUBLE:
-                snprintf(buf, len, "%g", *(const double *)p);
-                break;
-        case K_LOGLEVEL:
-                snprintf(buf, len, "%s", log_level_to_string(*(const int *)p));
-                break;
-        case K_BUSY:
-                snprintf(buf, len, "%s", busy_policy_to_string(*(const unsigned *)p));
-                break;
-        }
-}
-
-void config_print_effective(FILE *f, const struct umd_config *c)
-{
-        struct umd_config def;
-        char now[CONFIG_VALUE_MAX], was[CONFIG_VALUE_MAX];
-
-        /* A key still at its default is printed commented out with the documented default, so
-         * with no file and no flags this is exactly the sample (etc/umd.conf). */
-        config_init(&def);
-        fprintf(f, "# /etc/umd/umd.conf: configuration of umd(8); see umd.conf(5).\n"
-                   "# Every key is shown with its default, commented out. Each is also a\n"
-                   "# command-line flag (--key-name); flags win over this file.\n");
-        size_t changed = 0;
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                key_format(c, &keys[i], now, sizeof(now));
-                key_format(&def, &keys[i], was, sizeof(was));
-                changed += strcmp(now, was) != 0;
-        }
-        if (changed)
-                fprintf(f,
-                        "# Effective configuration: defaults, %s%sthen flags; keys that differ\n"
-                        "# from their default are not commented out.\n",
-                        c->config_file ? c->config_file : "", c->config_file ? ", " : "");
-        fprintf(f, "\n[umd]\n");
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                key_format(c, &keys[i], now, sizeof(now));
-                key_format(&def, &keys[i], was, sizeof(was));
-                fputc('\n', f);
-                print_wrapped(f, keys[i].help);
-                if (strcmp(now, was) == 0)
-                        fprintf(f, "#%s = %s\n", keys[i].name, keys[i].def);
-                else
-                        fprintf(f, "%s = %s\n", keys[i].name, now);
-        }
-        config_free(&def);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -823,12 +410,12 @@ static const struct option own_options[] = {
  * ":": a missing value is told apart from an unknown option. */
 #define OWN_SHORT_OPTIONS "+:c:hV"
 /* own options, two spellings a key, --worker, the terminator */
-#define OPTIONS_MAX (ELEMENTSOF(own_options) + 2 * ELEMENTSOF(keys) + 2)
+#define OPTIONS_MAX (ELEMENTSOF(own_options) + 2 * ELEMENTSOF(config_keys) + 2)
 
 struct options {
         struct option opt[OPTIONS_MAX];
         const struct key *key[OPTIONS_MAX]; /* the key of each OPT_KEY entry */
-        char dashed[ELEMENTSOF(keys)][CONFIG_FLAG_MAX];
+        char dashed[ELEMENTSOF(config_keys)][CONFIG_FLAG_MAX];
 };
 
 static void options_build(struct options *o)
@@ -837,18 +424,18 @@ static void options_build(struct options *o)
 
         for (size_t i = 0; i < ELEMENTSOF(own_options); i++)
                 o->opt[n++] = own_options[i];
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                int has_arg = keys[i].type == K_BOOL ? optional_argument : required_argument;
+        for (size_t i = 0; i < ELEMENTSOF(config_keys); i++) {
+                int has_arg = config_keys[i].type == K_BOOL ? optional_argument : required_argument;
 
-                flag_name(&keys[i], o->dashed[i], sizeof(o->dashed[i]));
-                o->key[n] = &keys[i];
+                config_print_flag_name(&config_keys[i], o->dashed[i], sizeof(o->dashed[i]));
+                o->key[n] = &config_keys[i];
                 o->opt[n++] = (struct option){o->dashed[i], has_arg, NULL, OPT_KEY};
-                if (strcmp(o->dashed[i], keys[i].name) != 0) {
-                        o->key[n] = &keys[i];
-                        o->opt[n++] = (struct option){keys[i].name, has_arg, NULL, OPT_KEY};
+                if (strcmp(o->dashed[i], config_keys[i].name) != 0) {
+                        o->key[n] = &config_keys[i];
+                        o->opt[n++] = (struct option){config_keys[i].name, has_arg, NULL, OPT_KEY};
                 }
-                if (strcmp(keys[i].name, "worker_path") == 0) {
-                        o->key[n] = &keys[i];
+                if (strcmp(config_keys[i].name, "worker_path") == 0) {
+                        o->key[n] = &config_keys[i];
                         o->opt[n++] = (struct option){"worker", has_arg, NULL, OPT_KEY};
                 }
         }
@@ -877,13 +464,86 @@ struct flag_value {
         const char *flag; /* as typed, for the error: "--max-jobs" or "--max_jobs=0" */
 };
 
+/* The named config file, or else the default one when it is there. 0 or -EINVAL (said). */
+static int load_file(struct umd_config *c, const char *config_file)
+{
+        int r;
+
+        if (config_file) {
+                r = config_load_file(c, config_file);
+                if (r < 0)
+                        return -EINVAL;
+        } else if (access(UMD_DEFAULT_CONFIG_FILE, F_OK) == 0) {
+                config_file = UMD_DEFAULT_CONFIG_FILE;
+                r = config_load_file(c, config_file);
+                if (r < 0)
+                        return -EINVAL;
+        }
+        if (config_file) {
+                free(c->config_file);
+                c->config_file = strdup(config_file);
+        }
+        return 0;
+}
+
+/* The keys given as flags, over the file's. The first --listen replaces the file's list, later
+ * ones add. */
+static int flags_apply(struct umd_config *c, const struct flag_value *flags, size_t n_flags)
+{
+        char err[CONFIG_ERR_MAX];
+        bool listen_seen = false;
+
+        for (size_t i = 0; i < n_flags; i++) {
+                const struct key *k = flags[i].key;
+                const char *a = flags[i].flag;
+                bool append = k->type == K_LISTEN && listen_seen;
+
+                if (k->type == K_LISTEN)
+                        listen_seen = true;
+                int r = config_read_key(c, k, flags[i].value, append, err, sizeof(err));
+                if (r < 0)
+                        return usage_error("--%.*s: %s", (int)strcspn(a + 2, "="), a + 2, err);
+        }
+        return 0;
+}
+
+/* What no key checks alone: keys that contradict each other, or leave umd unable to work. */
+static int keys_agree(const struct umd_config *c)
+{
+        char err[CONFIG_ERR_MAX];
+        int r;
+
+        if (c->job_timeout_default_s > c->job_timeout_max_s)
+                return usage_error("job_timeout_default_s (%u) is above job_timeout_max_s (%u)",
+                                   c->job_timeout_default_s, c->job_timeout_max_s);
+        r = canonical_check_fits(c);
+        if (r < 0)
+                return r;
+        if (c->health_baseline_min_runs > c->health_baseline_runs)
+                return usage_error("health_baseline_min_runs (%u) is above health_baseline_runs "
+                                   "(%u)",
+                                   c->health_baseline_min_runs, c->health_baseline_runs);
+        if (c->health_fail_fraction > c->health_warn_fraction)
+                return usage_error("health_fail_fraction is above health_warn_fraction");
+        if (c->health_memory_fail_fraction > c->health_memory_warn_fraction)
+                return usage_error(
+                    "health_memory_fail_fraction is above health_memory_warn_fraction");
+        r = xid_config_check(c, err, sizeof(err));
+        if (r < 0)
+                return usage_error("%s", err);
+        if ((c->tls_cert == NULL) != (c->tls_key == NULL))
+                return usage_error("tls_cert and tls_key go together");
+        if (!c->state_dir)
+                return usage_error("state_dir must not be empty");
+        return 0;
+}
+
 int config_parse_args(struct umd_config *c, int argc, char **argv)
 {
         _cleanup_free_ struct options *o = calloc(1, sizeof(*o));
         _cleanup_free_ struct flag_value *flags = calloc(argc > 0 ? argc : 1, sizeof(*flags));
         const char *config_file = NULL;
         bool print_sample = false, check_only = false;
-        char err[CONFIG_ERR_MAX];
         size_t n_flags = 0;
         int r;
 
@@ -957,57 +617,16 @@ int config_parse_args(struct umd_config *c, int argc, char **argv)
                 }
         }
         /* Pass 2: the file. The default one is optional; a named one must be readable. */
-        if (config_file) {
-                r = config_load_file(c, config_file);
-                if (r < 0)
-                        return -EINVAL;
-        } else if (access(UMD_DEFAULT_CONFIG_FILE, F_OK) == 0) {
-                config_file = UMD_DEFAULT_CONFIG_FILE;
-                r = config_load_file(c, config_file);
-                if (r < 0)
-                        return -EINVAL;
-        }
-        if (config_file) {
-                free(c->config_file);
-                c->config_file = strdup(config_file);
-        }
-
-        /* Pass 3: flags win. The first --listen replaces the file's list, later ones add. */
-        bool listen_seen = false;
-        for (size_t i = 0; i < n_flags; i++) {
-                const struct key *k = flags[i].key;
-                const char *a = flags[i].flag;
-                bool append = k->type == K_LISTEN && listen_seen;
-
-                if (k->type == K_LISTEN)
-                        listen_seen = true;
-                r = key_set(c, k, flags[i].value, append, err, sizeof(err));
-                if (r < 0)
-                        return usage_error("--%.*s: %s", (int)strcspn(a + 2, "="), a + 2, err);
-        }
-
-        if (c->job_timeout_default_s > c->job_timeout_max_s)
-                return usage_error("job_timeout_default_s (%u) is above job_timeout_max_s (%u)",
-                                   c->job_timeout_default_s, c->job_timeout_max_s);
-        r = canonical_check_fits(c);
+        r = load_file(c, config_file);
         if (r < 0)
                 return r;
-        if (c->health_baseline_min_runs > c->health_baseline_runs)
-                return usage_error("health_baseline_min_runs (%u) is above health_baseline_runs "
-                                   "(%u)",
-                                   c->health_baseline_min_runs, c->health_baseline_runs);
-        if (c->health_fail_fraction > c->health_warn_fraction)
-                return usage_error("health_fail_fraction is above health_warn_fraction");
-        if (c->health_memory_fail_fraction > c->health_memory_warn_fraction)
-                return usage_error(
-                    "health_memory_fail_fraction is above health_memory_warn_fraction");
-        r = xid_config_check(c, err, sizeof(err));
+        /* Pass 3: flags win. */
+        r = flags_apply(c, flags, n_flags);
         if (r < 0)
-                return usage_error("%s", err);
-        if ((c->tls_cert == NULL) != (c->tls_key == NULL))
-                return usage_error("tls_cert and tls_key go together");
-        if (!c->state_dir)
-                return usage_error("state_dir must not be empty");
+                return r;
+        r = keys_agree(c);
+        if (r < 0)
+                return r;
         if (print_sample) {
                 config_print_effective(stdout, c);
                 return 1;

@@ -27,6 +27,13 @@
 #include "util.h"
 #include "xid.h"
 
+/* A GPU's problem in GET /v1/health: its index, uuid, state and the reason given for it. */
+#define HEALTH_WHY_MAX 512
+/* The store's damage, as store.c words it (a sentence), in one problem. */
+#define HEALTH_STORE_WHY_MAX 400
+/* A failing commit's problem: a fixed sentence and strerror's words. */
+#define HEALTH_COMMIT_WHY_MAX 160
+
 static const struct umd_config *core_config;
 /* main.c's daemon: its jobs member is read at each call, set by main.c before the listeners
  * start and cleared only after they stopped (daemon.h). */
@@ -41,6 +48,11 @@ void core_init(const struct umd_daemon *d)
 static struct jobs *core_jobs(void)
 {
         return core_daemon->jobs;
+}
+
+static struct devices *core_devices(void)
+{
+        return core_daemon->devices;
 }
 
 /* A job's answer from memory leaves core_lock with the results that are kept as the worker's
@@ -124,7 +136,7 @@ int core_device_index(const char *id, size_t *ret_index)
         ssize_t i;
 
         core_lock();
-        i = devices_lookup(id);
+        i = devices_find(core_devices(), id);
         core_unlock();
         if (i < 0)
                 return -ENODEV;
@@ -150,8 +162,8 @@ json_t *core_devices_json(void)
 {
         json_t *arr = json_array();
         core_lock();
-        for (size_t i = 0; i < devices_count(); i++) {
-                json_t *dev = device_to_json(devices_get(i));
+        for (size_t i = 0; i < devices_size(core_devices()); i++) {
+                json_t *dev = device_to_json(devices_at(core_devices(), i));
                 xid_decorate_device(core_daemon->xid, i, dev);
                 json_array_append_new(arr, dev);
         }
@@ -183,70 +195,88 @@ static json_t *store_repaired_json(void)
         return repaired;
 }
 
-int core_health(json_t **ret_body)
-{
-        size_t usable = 0, faulted = 0, failing = 0, n, queued, running, total;
-        json_t *problems_arr = json_array(), *verdicts = json_array();
-        char why[512], store_why[400], commit_why[160];
-        const char *damage = job_query_store_damage(core_jobs());
-        int commit_error = job_query_store_commit_error(core_jobs());
-        enum health_action action = HEALTH_ACTION_NONE;
+/* What GET /v1/health counts of the GPUs: usable, faulted (or stopped), failing their health
+ * check, and the most severe action their verdicts ask for. */
+struct health_tally {
+        size_t usable, faulted, failing;
+        enum health_action action;
+};
 
-        job_query_counts(core_jobs(), &queued, &running, &total);
-        /* The PCI bus is read before the lock: sysfs, but still I/O. */
-        _cleanup_json_ json_t *seen = core_config->expected_gpus ? gpustate_pci_gpus() : NULL;
-        _cleanup_json_ json_t *present = json_array();
-        core_lock();
-        n = devices_count();
-        for (size_t i = 0; i < n; i++) {
-                struct device *d = devices_get(i);
+/* Each GPU's verdict (with the Xid watch's) into verdicts, what is wrong with it into problems,
+ * its PCI bus id into present, its counts into t. core_lock held. */
+static void health_devices_locked(struct health_tally *t, json_t *problems, json_t *verdicts,
+                                  json_t *present)
+{
+        char why[HEALTH_WHY_MAX];
+
+        for (size_t i = 0; i < devices_size(core_devices()); i++) {
+                struct device *d = devices_at(core_devices(), i);
                 /* with the Xid watch's check: a failing Xid counts the moment it is read */
                 json_t *last = xid_compose_verdict(core_daemon->xid, i, d->last_verdict);
                 const char *verdict = json_string_value(json_object_get(last, "verdict"));
                 enum health_action a = verdict_action(last);
-                action = health_action_max(action, a);
+                t->action = health_action_max(t->action, a);
                 json_array_append(present, json_object_get(d->info, "pci_bus_id"));
                 json_array_append_new(verdicts,
                                       json_pack("{s:I, s:s, s:s, s:o?}", "index", (json_int_t)i,
                                                 "uuid", d->uuid, "state", device_state_string(d),
                                                 "last_health", last));
                 if (d->wstate == WORKER_FAULTED || d->wstate == WORKER_STOPPED) {
-                        faulted++;
+                        t->faulted++;
                         snprintf(why, sizeof(why), "device %zu (%s) is %s%s%s", i, d->uuid,
                                  device_state_string(d), d->reason[0] ? ": " : "", d->reason);
-                        json_array_append_new(problems_arr, json_string(why));
+                        json_array_append_new(problems, json_string(why));
                 } else if (verdict && strcmp(verdict, "fail") == 0) {
-                        failing++;
+                        t->failing++;
                         snprintf(why, sizeof(why),
                                  "device %zu (%s) failed its last health check (action: %s)", i,
                                  d->uuid, health_action_name(a));
-                        json_array_append_new(problems_arr, json_string(why));
+                        json_array_append_new(problems, json_string(why));
                 } else {
-                        usable++;
+                        t->usable++;
                 }
         }
+}
+
+int core_health(json_t **ret_body)
+{
+        struct health_tally tally = {.action = HEALTH_ACTION_NONE};
+        size_t n, queued, running, total;
+        json_t *problems_arr = json_array(), *verdicts = json_array();
+        char store_why[HEALTH_STORE_WHY_MAX], commit_why[HEALTH_COMMIT_WHY_MAX];
+        const char *damage = job_query_store_damage(core_jobs());
+        int commit_error = job_query_store_commit_error(core_jobs());
+
+        job_query_counts(core_jobs(), &queued, &running, &total);
+        /* The PCI bus is read before the lock: sysfs, but still I/O. */
+        _cleanup_json_ json_t *seen = core_config->expected_gpus ? gpustate_pci_gpus() : NULL;
+        _cleanup_json_ json_t *present = json_array();
+        core_lock();
+        n = devices_size(core_devices());
+        health_devices_locked(&tally, problems_arr, verdicts, present);
         /* The node worker and the GPU pairs' verdict: a failing pair is a problem to report, but
          * no GPU is less usable for it (each GPU's own verdict says that). */
         json_t *node = job_query_node_json_locked(core_jobs());
         const char *pairs =
             json_string_value(json_object_get(json_object_get(node, "last_health"), "verdict"));
-        action = health_action_max(action, verdict_action(json_object_get(node, "last_health")));
+        tally.action =
+            health_action_max(tally.action, verdict_action(json_object_get(node, "last_health")));
         if (pairs && strcmp(pairs, "fail") == 0)
                 json_array_append_new(problems_arr,
                                       json_string("the GPU pairs failed their last health check"));
-        const char *reason = NULL, *status = usable ? "ok" : "unavailable";
+        const char *reason = NULL, *status = tally.usable ? "ok" : "unavailable";
         if (n == 0)
-                reason = devices_empty_reason();
-        else if (usable == 0)
-                reason = failing ? "no device is both running and passing its health check"
-                                 : "every device is faulted";
+                reason = devices_why_empty(core_devices());
+        else if (tally.usable == 0)
+                reason = tally.failing ? "no device is both running and passing its health check"
+                                       : "every device is faulted";
         core_unlock();
         /* Fewer GPUs than the node should have (issue 58): the node fails, usable or not. */
         json_t *inventory = health_links_inventory(core_config, present, seen);
         bool short_of = streq_ptr(json_string_value(json_object_get(inventory, "verdict")), "fail");
         if (short_of) {
                 json_array_append(problems_arr, json_object_get(inventory, "reason"));
-                if (usable) {
+                if (tally.usable) {
                         status = "degraded";
                         reason = json_string_value(json_object_get(inventory, "reason"));
                 }
@@ -258,7 +288,7 @@ int core_health(json_t **ret_body)
                          "the job store is damaged (%s): some finished jobs cannot be read",
                          damage);
                 json_array_append_new(problems_arr, json_string(store_why));
-                if (usable) {
+                if (tally.usable) {
                         status = "degraded";
                         reason = store_why;
                 }
@@ -270,7 +300,7 @@ int core_health(json_t **ret_body)
                          "the job store cannot commit (%s): no job part starts until it can",
                          strerror(-commit_error));
                 json_array_append_new(problems_arr, json_string(commit_why));
-                if (usable) {
+                if (tally.usable) {
                         status = "degraded";
                         reason = commit_why;
                 }
@@ -279,20 +309,21 @@ int core_health(json_t **ret_body)
         *ret_body = json_pack(
             "{s:s, s:s?, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:o, s:o, s:o, s:s, s:o, s:s, s:o}",
             "status", status, "reason", reason, "devices", "total", (json_int_t)n, "usable",
-            (json_int_t)usable, "faulted", (json_int_t)faulted, "failing_health",
-            (json_int_t)failing, "jobs", "queued", (json_int_t)queued, "running",
+            (json_int_t)tally.usable, "faulted", (json_int_t)tally.faulted, "failing_health",
+            (json_int_t)tally.failing, "jobs", "queued", (json_int_t)queued, "running",
             (json_int_t)running, "problems", problems_arr, "device_health", verdicts, "node",
             node ? node : json_null(), "store_check", job_query_store_check(core_jobs()),
             "store_repaired", store_repaired_json(), "store_commit",
             commit_error ? "failing" : "ok", "xid", xid_watch_json(core_daemon->xid));
-        action = health_action_max(action, verdict_action(inventory));
+        tally.action = health_action_max(tally.action, verdict_action(inventory));
         if (*ret_body) {
-                json_object_set_new(*ret_body, "action", json_string(health_action_name(action)));
+                json_object_set_new(*ret_body, "action",
+                                    json_string(health_action_name(tally.action)));
                 if (inventory)
                         json_object_set(*ret_body, "inventory", inventory);
         }
         json_decref(inventory);
-        return usable && !damage && !short_of && !commit_error ? 200 : 503;
+        return tally.usable && !damage && !short_of && !commit_error ? 200 : 503;
 }
 
 json_t *core_version_json(void)

@@ -8,6 +8,7 @@
 struct umd_config;
 struct store;
 struct jobs;
+struct devices;
 struct supervisor;
 struct api_server;
 struct metrics;
@@ -20,6 +21,7 @@ struct umd_daemon {
         struct umd_config *cfg;  /* parsed before anything else */
         struct store *store;     /* opened first: its lock keeps a second umd out */
         char *worker_path;       /* umd-worker, found before discovery */
+        struct devices *devices; /* the GPUs, discovered once (devices_new) before metrics */
         struct metrics *metrics; /* after discovery: a queue gauge per device (metrics_new) */
         struct jobs *jobs;       /* recovered from the store after discovery (jobs_init) */
         struct devctl *devctl;   /* the paused devices, once jobs exist (devctl_new) */
@@ -35,5 +37,5 @@ struct umd_daemon {
  * for --print-openapi, which starts nothing else). */
 void core_init(const struct umd_daemon *d);
 
-/* The devices discovered (devices.h) are a table of their own, behind core_lock: discovery
- * fills it once before jobs_init and nothing replaces it while umd runs. */
+/* The devices discovered (devices.h, d->devices) change behind core_lock: discovery fills the
+ * table once before jobs_init and nothing replaces it while umd runs. */

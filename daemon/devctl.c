@@ -27,8 +27,9 @@
 #define REASON_MAX       200u
 
 struct devctl {
-        const char *state_dir; /* the configuration's, which outlives this */
-        struct jobs *jobs;     /* told of pauses and resumes (devctl_new's d->jobs) */
+        const char *state_dir;   /* the configuration's, which outlives this */
+        struct jobs *jobs;       /* told of pauses and resumes (devctl_new's d->jobs) */
+        struct devices *devices; /* d->devices: whose pauses these are */
 };
 
 /* With core_lock held. 0 or -errno (logged). */
@@ -43,8 +44,8 @@ static int save_locked(struct devctl *dc)
 
         if (!all)
                 return -ENOMEM;
-        for (size_t i = 0; i < devices_count(); i++) {
-                struct device *d = devices_get(i);
+        for (size_t i = 0; i < devices_size(dc->devices); i++) {
+                struct device *d = devices_at(dc->devices, i);
 
                 if (d->paused)
                         json_object_set_new(all, d->uuid,
@@ -65,7 +66,7 @@ static int save_locked(struct devctl *dc)
 }
 
 /* Marks the devices paused.json names as paused: 0 or -errno (logged). */
-static int load(const char *state_dir)
+static int load(struct devices *ds, const char *state_dir)
 {
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *all = NULL;
@@ -94,10 +95,10 @@ static int load(const char *state_dir)
         core_lock();
         json_object_foreach(all, uuid, v)
         {
-                ssize_t i = devices_lookup_uuid(uuid);
+                ssize_t i = devices_find_uuid(ds, uuid);
                 const char *reason = json_string_value(json_object_get(v, "reason"));
                 const char *since = json_string_value(json_object_get(v, "since"));
-                struct device *d = i >= 0 ? devices_get((size_t)i) : NULL;
+                struct device *d = i >= 0 ? devices_at(ds, (size_t)i) : NULL;
 
                 if (!d) {
                         log_warning("paused device %s is not present; forgetting it", uuid);
@@ -121,7 +122,8 @@ int devctl_new(const struct umd_daemon *d, struct devctl **ret)
                 return log_error_errno(ENOMEM, "out of memory");
         dc->state_dir = d->cfg->state_dir;
         dc->jobs = d->jobs;
-        r = load(dc->state_dir);
+        dc->devices = d->devices;
+        r = load(dc->devices, dc->state_dir);
         if (r < 0) {
                 free(dc);
                 return r;
@@ -166,11 +168,12 @@ static int parse_reason(const json_t *body, const char **ret, struct problem *p)
 
 /* Take core_lock and find the device id names (an index or a uuid): 0 with the lock held, or a
  * 404 with it released. */
-static int lock_device(const char *id, ssize_t *ret_index, struct device **ret, struct problem *p)
+static int lock_device(struct devctl *dc, const char *id, ssize_t *ret_index, struct device **ret,
+                       struct problem *p)
 {
         core_lock();
-        ssize_t i = devices_lookup(id);
-        struct device *d = i >= 0 ? devices_get((size_t)i) : NULL;
+        ssize_t i = devices_find(dc->devices, id);
+        struct device *d = i >= 0 ? devices_at(dc->devices, (size_t)i) : NULL;
 
         if (!d) {
                 core_unlock();
@@ -195,7 +198,7 @@ int devctl_pause(struct devctl *dc, const char *id, const json_t *body, json_t *
                 return r;
         ssize_t i = -1;
         struct device *d = NULL;
-        r = lock_device(id, &i, &d, p);
+        r = lock_device(dc, id, &i, &d, p);
         if (r < 0)
                 return r;
         was = d->paused;
@@ -228,7 +231,7 @@ int devctl_resume(struct devctl *dc, const char *id, json_t **ret_device, struct
 
         ssize_t i = -1;
         struct device *d = NULL;
-        r = lock_device(id, &i, &d, p);
+        r = lock_device(dc, id, &i, &d, p);
         if (r < 0)
                 return r;
         if (d->paused) {

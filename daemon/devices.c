@@ -22,11 +22,26 @@
 #include "umd-build.h"
 #include "util.h"
 
+/* A place the worker may be: a directory (at most PATH_MAX) and "/kernels/umd-worker". */
+#define CANDIDATE_PATH_MAX (PATH_MAX + 32)
+/* fake_devices as a decimal argument. */
+#define COUNT_ARG_MAX 16
+
 #define LIST_OUTPUT_MAX (4u * 1024u * 1024u)
 
-static struct device *devices;
-static size_t n_devices;
-static char empty_reason[512];
+/* Why no GPU is there to own: one of two sentences. */
+#define EMPTY_REASON_MAX 512
+
+struct devices {
+        struct device *dev;
+        size_t n;
+        char empty_reason[EMPTY_REASON_MAX];
+};
+
+/* The table the handle-less readers (devices_count, devices_get, ...) answer from: the one
+ * devices_new made last, until it is freed. The job files call those readers; the rest of umd
+ * holds the handle (d->devices). */
+static struct devices *devices;
 
 static bool is_executable(const char *p)
 {
@@ -36,7 +51,7 @@ static bool is_executable(const char *p)
 
 int devices_find_worker(const struct umd_config *cfg, char **ret)
 {
-        char self[PATH_MAX], cand[PATH_MAX + 32];
+        char self[PATH_MAX], cand[CANDIDATE_PATH_MAX];
 
         if (cfg->worker_path) {
                 if (!is_executable(cfg->worker_path)) {
@@ -166,9 +181,11 @@ static bool selected(const struct umd_config *cfg, const json_t *dev)
         return hit;
 }
 
-int devices_discover(const struct umd_config *cfg, const char *worker_path)
+/* Discovery's devices that cfg selects, in ds. */
+static int devices_discover(struct devices *ds, const struct umd_config *cfg,
+                            const char *worker_path)
 {
-        char nbuf[16];
+        char nbuf[COUNT_ARG_MAX];
         char *argv[6];
         size_t a = 0;
         _cleanup_free_ char *out = NULL;
@@ -198,22 +215,22 @@ int devices_discover(const struct umd_config *cfg, const char *worker_path)
                 return -EBADMSG;
         }
 
-        devices = calloc(json_array_size(list) + 1, sizeof(*devices));
-        if (!devices)
+        ds->dev = calloc(json_array_size(list) + 1, sizeof(*ds->dev));
+        if (!ds->dev)
                 return -ENOMEM;
         size_t i;
         json_t *d;
         json_array_foreach(list, i, d)
         {
                 const char *uuid = json_string_value(json_object_get(d, "uuid"));
-                if (!json_is_object(d) || !uuid || strlen(uuid) >= sizeof(devices[0].uuid)) {
+                if (!json_is_object(d) || !uuid || strlen(uuid) >= sizeof(ds->dev[0].uuid)) {
                         log_warning("discovery: skipping an entry without a uuid");
                         continue;
                 }
                 if (!selected(cfg, d))
                         continue;
-                struct device *dev = &devices[n_devices];
-                dev->index = n_devices;
+                struct device *dev = &ds->dev[ds->n];
+                dev->index = ds->n;
                 snprintf(dev->uuid, sizeof(dev->uuid), "%s", uuid);
                 dev->fake = json_is_true(json_object_get(d, "fake"));
                 dev->info = json_incref(d);
@@ -227,50 +244,104 @@ int devices_discover(const struct umd_config *cfg, const char *worker_path)
                                               .max_gen = -1,
                                               .max_width = -1,
                                               .replay_counter = -1};
-                n_devices++;
+                ds->n++;
                 log_info("device %zu: %s %s%s", dev->index,
                          json_string_value(json_object_get(d, "name")) ?: "?", dev->uuid,
                          dev->fake ? " (fake)" : "");
         }
-        if (n_devices == 0) {
-                snprintf(empty_reason, sizeof(empty_reason), "%s",
+        if (ds->n == 0) {
+                snprintf(ds->empty_reason, sizeof(ds->empty_reason), "%s",
                          json_array_size(list) == 0
                              ? "no GPU found (umd-worker --list found none; see the log)"
                              : "no discovered GPU matches the 'devices' setting");
-                log_warning("%s", empty_reason);
+                log_warning("%s", ds->empty_reason);
         }
         return 0;
 }
 
-size_t devices_count(void)
+int devices_new(const struct umd_config *cfg, const char *worker_path, struct devices **ret)
 {
-        return n_devices;
+        struct devices *ds = calloc(1, sizeof(*ds));
+        int r;
+
+        if (!ds)
+                return -ENOMEM;
+        r = devices_discover(ds, cfg, worker_path);
+        if (r < 0) {
+                devices_free(ds);
+                return r;
+        }
+        devices = ds;
+        *ret = ds;
+        return 0;
 }
 
-struct device *devices_get(size_t i)
+struct devices *devices_free(struct devices *ds)
 {
-        return i < n_devices ? &devices[i] : NULL;
+        if (!ds)
+                return NULL;
+        for (size_t i = 0; i < ds->n; i++) {
+                json_decref(ds->dev[i].info);
+                json_decref(ds->dev[i].last_verdict);
+                json_decref(ds->dev[i].verdict_by_tier);
+        }
+        free(ds->dev);
+        if (devices == ds)
+                devices = NULL;
+        free(ds);
+        return NULL;
 }
 
-ssize_t devices_lookup_uuid(const char *uuid)
+size_t devices_size(const struct devices *ds)
 {
-        for (size_t i = 0; i < n_devices; i++)
-                if (strcasecmp(devices[i].uuid, uuid) == 0)
+        return ds ? ds->n : 0;
+}
+
+struct device *devices_at(const struct devices *ds, size_t i)
+{
+        return ds && i < ds->n ? &ds->dev[i] : NULL;
+}
+
+ssize_t devices_find_uuid(const struct devices *ds, const char *uuid)
+{
+        for (size_t i = 0; i < devices_size(ds); i++)
+                if (strcasecmp(ds->dev[i].uuid, uuid) == 0)
                         return (ssize_t)i;
         return -1;
 }
 
-ssize_t devices_lookup(const char *spec)
+ssize_t devices_find(const struct devices *ds, const char *spec)
 {
         uint64_t n;
         if (parse_uint64(spec, 0, 1 << 20, &n) == 0)
-                return n < n_devices ? (ssize_t)n : -1;
-        return devices_lookup_uuid(spec);
+                return n < devices_size(ds) ? (ssize_t)n : -1;
+        return devices_find_uuid(ds, spec);
+}
+
+const char *devices_why_empty(const struct devices *ds)
+{
+        /* Before discovery there is no reason to give yet, as there was none to keep. */
+        return ds && ds->n == 0 ? ds->empty_reason : devices_size(ds) == 0 ? "" : NULL;
+}
+
+size_t devices_count(void)
+{
+        return devices_size(devices);
+}
+
+struct device *devices_get(size_t i)
+{
+        return devices_at(devices, i);
+}
+
+ssize_t devices_lookup_uuid(const char *uuid)
+{
+        return devices_find_uuid(devices, uuid);
 }
 
 const char *devices_empty_reason(void)
 {
-        return n_devices == 0 ? empty_reason : NULL;
+        return devices_why_empty(devices);
 }
 
 const char *const device_state_names[DEVICE_STATE_MAX] = {
@@ -339,16 +410,4 @@ json_t *device_to_json(const struct device *d)
                             json_pack("{s:s, s:s?}", "source", gpustate_backend(), "unknown",
                                       d->gpu.why[0] ? d->gpu.why : NULL));
         return j;
-}
-
-void devices_free(void)
-{
-        for (size_t i = 0; i < n_devices; i++) {
-                json_decref(devices[i].info);
-                json_decref(devices[i].last_verdict);
-                json_decref(devices[i].verdict_by_tier);
-        }
-        free(devices);
-        devices = NULL;
-        n_devices = 0;
 }

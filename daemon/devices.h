@@ -1,6 +1,7 @@
-/* The GPUs umd owns: discovered once at start by running `umd-worker --list`, then fixed for
- * the daemon's life. Holds each device's identity and its current worker state; the caller
- * (job_index.c) serialises access with the core lock. */
+/* The GPUs umd owns: a table (struct devices, one per daemon, made by devices_new in main.c's
+ * order and held as d->devices) discovered once at start by running `umd-worker --list`, then
+ * fixed for the daemon's life. Holds each device's identity and its current worker state; the
+ * callers serialise access with the core lock. */
 #pragma once
 
 #include <jansson.h>
@@ -12,18 +13,26 @@
 #include "supervisor.h"
 #include "uuid.h"
 
+/* A GPU's uuid as NVML and CUDA print it: "GPU-" and 36 characters, with room to spare. */
+#define DEVICE_UUID_MAX 64
+/* Why a device is faulted or restarting, or why it is paused: a sentence, with a worker's exit
+ * status or an admin's reason (at most REASON_MAX, devctl.c). */
+#define DEVICE_REASON_MAX 256
+/* When a pause began: an RFC 3339 time with milliseconds ("2026-12-08T00:00:00.000Z"). */
+#define DEVICE_TIME_MAX 40
+
 struct umd_config;
 
 struct device {
         size_t index; /* umd's index: position in the device list */
-        /* index, uuid, fake and fake_index are fixed once devices_discover returns, before any
+        /* index, uuid, fake and fake_index are fixed once devices_new returns, before any
          * thread starts: they may be read without core_lock. */
-        char uuid[64];
+        char uuid[DEVICE_UUID_MAX];
         bool fake;
         json_t *info; /* the --list entry */
         enum worker_state wstate;
-        char reason[256];        /* why faulted / restarting */
-        json_t *last_verdict;    /* last health verdict (of any tier) or NULL */
+        char reason[DEVICE_REASON_MAX]; /* why faulted / restarting */
+        json_t *last_verdict;           /* last health verdict (of any tier) or NULL */
         json_t *verdict_by_tier; /* {"quick": verdict, "extended": verdict}: each tier's last */
         unsigned running_jobs;   /* 0 or 1 */
 
@@ -42,26 +51,49 @@ struct device {
         char ready_at_start[JOB_ID_MAX];
         size_t ready_at_start_part;
         bool paused; /* admin: run nothing, hold nothing */
-        char pause_reason[256];
-        char paused_at[40];
+        char pause_reason[DEVICE_REASON_MAX];
+        char paused_at[DEVICE_TIME_MAX];
         uint64_t last_check_ms; /* last canonical health check (realtime), for the schedule */
 };
 
 /* Resolve the worker program: cfg->worker_path, else the installed one, else the one in the
  * build tree beside umd. *ret malloc'd. 0 or -ENOENT (logged). */
 int devices_find_worker(const struct umd_config *cfg, char **ret);
-/* Run the worker's --list (with a timeout), keep the devices cfg->devices selects.
- * 0 (possibly with zero devices, the reason kept for /v1/health) or -errno (logged). */
-int devices_discover(const struct umd_config *cfg, const char *worker_path);
-size_t devices_count(void);
-struct device *devices_get(size_t i);
+
+/* The device table: one per daemon (devices_new), held by struct umd_daemon. */
+struct devices;
+/* Run the worker's --list (with a timeout), keep the devices cfg->devices selects. 0 with *ret
+ * (possibly with zero devices, the reason kept for /v1/health) or -errno (logged). The table is
+ * also the one the handle-less readers below answer from, until devices_free. */
+int devices_new(const struct umd_config *cfg, const char *worker_path, struct devices **ret);
+/* NULL-safe; returns NULL. */
+struct devices *devices_free(struct devices *ds);
+/* A NULL table is an empty one (nothing discovered yet). */
+size_t devices_size(const struct devices *ds);
+struct device *devices_at(const struct devices *ds, size_t i);
 /* By index ("0") or uuid; -1 when unknown. */
-ssize_t devices_lookup(const char *spec);
-ssize_t devices_lookup_uuid(const char *uuid);
-/* Why the list is empty, or NULL. */
-const char *devices_empty_reason(void);
+ssize_t devices_find(const struct devices *ds, const char *spec);
+ssize_t devices_find_uuid(const struct devices *ds, const char *uuid);
+/* Why the table is empty, or NULL. */
+const char *devices_why_empty(const struct devices *ds);
 /* The node (the worker for benchmarks spanning GPUs) is one more slot after the GPUs, on
  * hosts with two or more. */
+static inline bool devices_has_node(const struct devices *ds)
+{
+        return devices_size(ds) >= 2;
+}
+
+static inline size_t devices_node_slot(const struct devices *ds)
+{
+        return devices_size(ds);
+}
+
+/* The same, without a handle, on the table devices_new made last: what the job files
+ * (daemon/jobs/) call until they reach the table as js->devices. Nothing else calls them. */
+size_t devices_count(void);
+struct device *devices_get(size_t i);
+ssize_t devices_lookup_uuid(const char *uuid);
+const char *devices_empty_reason(void);
 static inline bool have_node(void)
 {
         return devices_count() >= 2;
@@ -90,4 +122,3 @@ enum device_state device_state(const struct device *d);
 enum device_state device_state_of_worker(enum worker_state ws);
 const char *device_state_string(const struct device *d);
 json_t *device_to_json(const struct device *d);
-void devices_free(void);

@@ -18,6 +18,18 @@
 #include "topology.h"
 #include "util.h"
 
+/* A check's reason: one figure, what it is judged against, the warn (and fail) line. */
+#define REASON_MAX 320
+/* A reason that names two figures, what they are judged against (a link, a model or a baseline)
+ * and both lines. */
+#define REASON_LONG_MAX 640
+/* A check's name: a measurement's name and a suffix (_vs_link, _vs_baseline), or a pair's. */
+#define CHECK_NAME_MAX 64
+/* A skipped check's name: "skipped: " and a measurement's name. */
+#define SKIPPED_NAME_MAX 96
+/* One figure as a reason prints it, with its unit. */
+#define FIGURE_MAX 32
+
 const char *const health_bandwidth_modes[] = {
     MEAS_PINNED_H2D, MEAS_PINNED_D2H, MEAS_PAGEABLE_H2D, MEAS_MANAGED_PREFETCH, MEAS_D2D, NULL};
 /* Only pinned copies are bounded by the link alone; pageable and managed paths also depend on
@@ -43,6 +55,9 @@ static int int_or(const json_t *o, const char *k)
  * 45% the directions take turns (no faster than one alone), below 60% they barely overlap. */
 #define HEALTH_BIDIR_WARN 0.60
 #define HEALTH_BIDIR_FAIL 0.45
+/* How a link's expected rate was found, after the reason's figures: a model name and two numbers.
+ */
+#define PAIR_BASIS_MAX 160
 
 /* A measured share of what was expected, against the warn and fail lines below it. */
 static enum verdict verdict_of_fraction(double frac, double warn, double fail)
@@ -88,7 +103,7 @@ static void model_checks(const struct umd_config *cfg, const json_t *result, con
         const char *mname = json_string_value(json_object_get(model, "name"));
         const char *src = json_string_value(json_object_get(model, "source"));
         json_t *g = json_object_get(result_measurement(result, MEAS_D2D), "gbps");
-        char why[640];
+        char why[REASON_LONG_MAX];
 
         if (!json_is_object(model) || !mname) {
                 snprintf(why, sizeof(why),
@@ -191,7 +206,7 @@ static void knee_check(const json_t *result, const char *knee, const char *path,
         size_t i, n = 0, len = strlen(knee);
         double peak = 0, at = -1, largest = 0, smallest = -1;
         json_t *m;
-        char why[320], name[64], s90[32], lo[32], hi[32];
+        char why[REASON_MAX], name[CHECK_NAME_MAX], s90[FIGURE_MAX], lo[FIGURE_MAX], hi[FIGURE_MAX];
 
         json_array_foreach(json_object_get(result, "measurements"), i, m)
         {
@@ -232,7 +247,7 @@ static void fraction_check(json_t *checks, json_t *reasons, enum verdict *worst,
                            const char *what, double g, const char *ref_what, double ref,
                            double warn, const char *expectation)
 {
-        char why[320];
+        char why[REASON_MAX];
 
         if (g < 0 || ref <= 0)
                 return;
@@ -249,7 +264,7 @@ static void extended_checks(const struct umd_config *cfg, const json_t *result,
         double h2d = gbps_of(result, MEAS_PINNED_H2D), d2h = gbps_of(result, MEAS_PINNED_D2H);
         double bidir = gbps_of(result, MEAS_BIDIR), d2d = gbps_of(result, MEAS_D2D);
         double full = gbps_of(result, MEAS_D2D_FULL);
-        char why[320];
+        char why[REASON_MAX];
 
         knee_check(result, MEAS_KNEE_PINNED_H2D, MEAS_PINNED_H2D, checks, reasons, worst);
         knee_check(result, MEAS_KNEE_PINNED_D2H, MEAS_PINNED_D2H, checks, reasons, worst);
@@ -329,7 +344,7 @@ static void extended_checks(const struct umd_config *cfg, const json_t *result,
                 return; /* latency was skipped: the plan says so */
         for (size_t k = 0; k < sizeof(lats) / sizeof(lats[0]); k++) {
                 double us = latency_us_of(result_measurement(result, lats[k].name));
-                char name[64];
+                char name[CHECK_NAME_MAX];
                 if (us < 0)
                         continue;
                 snprintf(name, sizeof(name), "%s", lats[k].name);
@@ -347,7 +362,7 @@ void health_add_tier(json_t *verdict, const json_t *result)
         json_t *checks = json_object_get(verdict, "checks"),
                *reasons = json_object_get(verdict, "reasons"), *x;
         enum verdict worst = V_PASS; /* a plan's checks only ever pass */
-        char why[640];
+        char why[REASON_LONG_MAX];
         size_t i, at = 0;
 
         json_object_set_new(verdict, "tier", json_string(tier ? tier : HEALTH_TIER_QUICK));
@@ -378,7 +393,7 @@ void health_add_tier(json_t *verdict, const json_t *result)
         add_check(checks, reasons, &worst, "plan", V_PASS, why, "none");
         json_array_foreach(skipped, i, x)
         {
-                char name[96];
+                char name[SKIPPED_NAME_MAX];
                 snprintf(name, sizeof(name), "skipped: %s",
                          json_string_value(json_object_get(x, "check")));
                 add_check(checks, reasons, &worst, name, V_PASS,
@@ -394,7 +409,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
 {
         json_t *checks = json_array(), *reasons = json_array();
         enum verdict worst = V_PASS;
-        char why[320];
+        char why[REASON_MAX];
         int cg = int_or(pcie, "current_gen"), cw = int_or(pcie, "current_width");
         int mg = int_or(pcie, "max_gen"), mw = int_or(pcie, "max_width");
         double link = pcie_link_gbps(cg, cw);
@@ -421,7 +436,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
 
         for (const char *const *m = link_bound_modes; *m && link > 0; m++) {
                 json_t *g = json_object_get(result_measurement(result, *m), "gbps");
-                char name[64];
+                char name[CHECK_NAME_MAX];
                 snprintf(name, sizeof(name), "%s_vs_link", *m);
                 if (!json_is_number(g)) {
                         snprintf(why, sizeof(why), "%s was not measured", *m);
@@ -451,7 +466,7 @@ json_t *health_verdict(const struct umd_config *cfg, const json_t *result, const
                 json_t *g = json_object_get(result_measurement(result, *m), "gbps");
                 json_t *b = json_object_get(baseline, *m);
                 bool tight = in_list(tight_modes, *m);
-                char name[64];
+                char name[CHECK_NAME_MAX];
                 snprintf(name, sizeof(name), "%s_vs_baseline", *m);
                 if (!json_is_number(g) || !json_is_number(b) || json_number_value(b) <= 0)
                         continue;
@@ -502,6 +517,29 @@ static double model_nvlink_gbps(const json_t *expects, long long s, long long d,
         return ra <= rb ? ra : rb;
 }
 
+/* What the link from GPU s to GPU d should carry: the model table's rate a link where both GPUs
+ * have one (*ret_kind "model"), else the rule by compute capability (topology.c; *ret_kind left
+ * as it is); basis says which, for the reason. */
+static double pair_expected(const json_t *link, const json_t *devices, const json_t *expects,
+                            long long s, long long d, const char **ret_kind, char *basis,
+                            size_t basis_len)
+{
+        const char *type = json_string_value(json_object_get(link, "type"));
+        double expected = topology_link_expected_gbps(link, devices);
+        const char *model = NULL;
+        double per_link = model_nvlink_gbps(expects, s, d, &model);
+        long long nvl = int_or(link, "nvlink_links");
+
+        if (type && strcmp(type, "nvlink") == 0 && nvl > 0 && per_link > 0) {
+                expected = (double)nvl * per_link;
+                *ret_kind = "model";
+                snprintf(basis, basis_len, "; %lld links x %.0f GB/s, the %s's rate", nvl, per_link,
+                         model ? model : "model");
+        } else if (type && strcmp(type, "nvlink") == 0)
+                snprintf(basis, basis_len, "; by compute capability: no model rate");
+        return expected;
+}
+
 json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                             const json_t *expects, const json_t *baseline, size_t baseline_runs)
 {
@@ -509,7 +547,7 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
         json_t *checks = json_array(), *reasons = json_array(), *m;
         enum verdict worst = V_PASS;
         size_t i, pairs = 0;
-        char why[640], label[32], name[64];
+        char why[REASON_LONG_MAX], label[TOPOLOGY_LABEL_MAX], name[CHECK_NAME_MAX];
 
         json_array_foreach(json_object_get(result, "measurements"), i, m)
         {
@@ -526,22 +564,12 @@ json_t *health_pair_verdict(const struct umd_config *cfg, const json_t *result,
                 double gbps = json_number_value(g);
                 const json_t *link = topology_link(result, s, d);
                 const char *type = json_string_value(json_object_get(link, "type"));
-                double expected = topology_link_expected_gbps(link, devices);
-                const char *model = NULL, *exp_kind = "link";
-                char basis[160] = "";
-                double per_link = model_nvlink_gbps(expects, s, d, &model);
-                long long nvl = int_or(link, "nvlink_links");
+                const char *exp_kind = "link";
+                char basis[PAIR_BASIS_MAX] = "";
+                double expected =
+                    pair_expected(link, devices, expects, s, d, &exp_kind, basis, sizeof(basis));
                 topology_link_label(link, label, sizeof(label));
                 snprintf(name, sizeof(name), "peer %lld->%lld", s, d);
-                /* The model table's rate a link where both GPUs have one, else the rule by
-                 * compute capability (topology.c); the reason says which. */
-                if (type && strcmp(type, "nvlink") == 0 && nvl > 0 && per_link > 0) {
-                        expected = (double)nvl * per_link;
-                        exp_kind = "model";
-                        snprintf(basis, sizeof(basis), "; %lld links x %.0f GB/s, the %s's rate",
-                                 nvl, per_link, model ? model : "model");
-                } else if (type && strcmp(type, "nvlink") == 0)
-                        snprintf(basis, sizeof(basis), "; by compute capability: no model rate");
 
                 if (!type || strcmp(type, "host") == 0) {
                         snprintf(why, sizeof(why),
@@ -652,7 +680,7 @@ json_t *health_pair_baseline(const struct umd_config *cfg, const json_t *parts, 
 {
         size_t max = cfg->health_baseline_runs, runs = 0, k, x;
         json_t *gbps = json_object(), *links = json_object(), *seen = json_object(), *p, *m;
-        char label[32];
+        char label[TOPOLOGY_LABEL_MAX];
 
         json_array_foreach(parts, k, p)
         {

@@ -8,6 +8,8 @@
 #include <jansson.h>
 #include <stdio.h>
 
+struct devices;
+
 /* Defaults a model entry may override (models.h: retired_pages_max, sram_uncorrected_max,
  * ecc_off). */
 #define HEALTH_ERRORS_RETIRED_PAGES_MAX    63 /* DCGM_LIMIT_MAX_RETIRED_PAGES */
@@ -30,4 +32,4 @@ void health_actions_stamp(json_t *verdict);
 /* /metrics' families of the GPUs' last canonical verdicts (health_metrics.c):
  * umd_gpu_health_action, umd_gpu_ecc_errors_total, umd_gpu_remapped_rows, umd_gpu_row_remap_pending
  * and _failure. Takes core_lock. */
-void health_errors_metrics(FILE *f);
+void health_errors_metrics(FILE *f, const struct devices *ds);

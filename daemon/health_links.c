@@ -11,6 +11,13 @@
 #include "gpustate.h"
 #include "util.h"
 
+/* A link's generation and width in words ("Gen5 x16"), or why they are unknown. */
+#define LINK_WORDS_MAX 48
+/* The throttle reasons NVML gave, in words, comma-separated. */
+#define THROTTLE_WORDS_MAX 256
+/* A PCI bus id in the normal form ("0000:65:00.0"), with room to spare. */
+#define BUS_ID_MAX 32
+
 enum verdict { V_PASS, V_WARN, V_FAIL };
 static const char *const verdict_names[] = {"pass", "warn", "fail"};
 static const char *const kind_names[_GPU_NVLINK_KIND_MAX] = {"crc", "replay", "recovery"};
@@ -123,7 +130,7 @@ static void pcie_check(const struct umd_config *cfg, json_t *verdict, const json
                            ? ber
                            : cfg->health_pcie_replay_floor_per_min;
         double fail = limit * cfg->health_pcie_replay_fail_factor;
-        char why[LINKS_WHY_MAX], link[48] = "the link's generation and width unknown";
+        char why[LINKS_WHY_MAX], link[LINK_WORDS_MAX] = "the link's generation and width unknown";
 
         if (n < 0)
                 return;
@@ -302,7 +309,7 @@ static size_t throttles_seen(const json_t *result, json_t *names, char *words, s
 static void throttle_check(json_t *verdict, const json_t *result)
 {
         json_t *names = json_array(), *c;
-        char words[256], why[LINKS_WHY_MAX];
+        char words[THROTTLE_WORDS_MAX], why[LINKS_WHY_MAX];
         size_t i;
 
         if (!names || throttles_seen(result, names, words, sizeof(words)) == 0) {
@@ -355,7 +362,7 @@ static bool bus_norm(const char *s, char *buf, size_t len)
 
 static bool bus_in(const json_t *list, const char *norm)
 {
-        char b[32];
+        char b[BUS_ID_MAX];
         size_t i;
         const json_t *x;
 
@@ -373,7 +380,7 @@ json_t *health_links_inventory(const struct umd_config *cfg, const json_t *prese
         size_t present = json_array_size(present_bus), i, at = 0;
         unsigned want = cfg->expected_gpus;
         json_t *missing = json_array(), *x;
-        char why[LINKS_WHY_MAX], b[32];
+        char why[LINKS_WHY_MAX], b[BUS_ID_MAX];
 
         if (want == 0 || !missing) {
                 json_decref(missing);

@@ -16,6 +16,7 @@
 #include "health_action.h"
 
 struct umd_config;
+struct devices;
 
 /* "crc", "replay", "recovery": the metric label and the counters' JSON keys. */
 const char *health_nvlink_kind_name(enum gpu_nvlink_kind k);
@@ -50,4 +51,4 @@ json_t *health_links_inventory(const struct umd_config *cfg, const json_t *prese
 /* The link and inventory metric families (health_links_metrics.c): umd_gpu_pcie_replays_total,
  * umd_gpu_nvlink_errors_total, umd_gpu_nvlinks_active, umd_node_gpus_expected and
  * umd_node_gpus_present, from each device's last look. Takes core_lock. */
-void health_links_metrics(FILE *f, const struct umd_config *cfg);
+void health_links_metrics(FILE *f, const struct umd_config *cfg, const struct devices *ds);

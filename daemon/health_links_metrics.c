@@ -53,24 +53,24 @@ static void gpu_series(FILE *f, const struct device *d, bool *done, const char *
         fprintf(f, "%s{gpu=\"%lld\",UUID=\"%s\"} %lld\n", name, gpu_index(d), d->uuid, value);
 }
 
-void health_links_metrics(FILE *f, const struct umd_config *cfg)
+void health_links_metrics(FILE *f, const struct umd_config *cfg, const struct devices *ds)
 {
         bool replays = false, active = false, nvlink = false;
 
         core_lock();
-        size_t n = devices_count();
+        size_t n = devices_size(ds);
         for (size_t i = 0; i < n; i++)
-                gpu_series(f, devices_get(i), &replays, "umd_gpu_pcie_replays_total", "counter",
+                gpu_series(f, devices_at(ds, i), &replays, "umd_gpu_pcie_replays_total", "counter",
                            "PCIe replays (link-level retries) as NVML counts them.",
-                           devices_get(i)->gpu.replay_counter);
+                           devices_at(ds, i)->gpu.replay_counter);
         for (size_t i = 0; i < n; i++)
-                gpu_series(f, devices_get(i), &active, "umd_gpu_nvlinks_active", "gauge",
+                gpu_series(f, devices_at(ds, i), &active, "umd_gpu_nvlinks_active", "gauge",
                            "NVLinks up, as NVML says (the model table says how many there "
                            "should be).",
-                           devices_get(i)->gpu.nvlinks_active);
+                           devices_at(ds, i)->gpu.nvlinks_active);
         for (size_t i = 0; i < n; i++)
-                if (devices_get(i)->gpu.known)
-                        nvlink_series(f, devices_get(i), &nvlink);
+                if (devices_at(ds, i)->gpu.known)
+                        nvlink_series(f, devices_at(ds, i), &nvlink);
         core_unlock();
         fprintf(f,
                 "# HELP umd_node_gpus_expected The GPUs this node should have (expected_gpus; 0: "

@@ -13,6 +13,9 @@
 #include "lock.h"
 #include "util.h"
 
+/* A series' labels: a GPU's index and uuid. */
+#define LABELS_MAX 160
+
 static const json_t *check_figures(const json_t *verdict, const char *name)
 {
         size_t i;
@@ -84,14 +87,15 @@ static void print_remap_failure(FILE *f, const char *labels, const json_t *rows)
 }
 
 /* Each family's HELP and TYPE, then its samples from every device. */
-static void family(FILE *f, const char *name, const char *type, const char *help,
-                   void (*print)(FILE *, const char *, const json_t *), const char *check)
+static void family(FILE *f, const struct devices *ds, const char *name, const char *type,
+                   const char *help, void (*print)(FILE *, const char *, const json_t *),
+                   const char *check)
 {
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-        for (size_t i = 0; i < devices_count(); i++) {
-                struct device *d = devices_get(i);
+        for (size_t i = 0; i < devices_size(ds); i++) {
+                struct device *d = devices_at(ds, i);
                 json_t *idx = json_object_get(d->info, "index");
-                char labels[160];
+                char labels[LABELS_MAX];
 
                 if (!d->last_verdict)
                         continue;
@@ -103,25 +107,25 @@ static void family(FILE *f, const char *name, const char *type, const char *help
         }
 }
 
-void health_errors_metrics(FILE *f)
+void health_errors_metrics(FILE *f, const struct devices *ds)
 {
         core_lock();
-        family(f, "umd_gpu_health_action", "gauge",
+        family(f, ds, "umd_gpu_health_action", "gauge",
                "The action the GPU's last canonical health verdict asks for (1 for its action): "
                "none < restart_job < reset_gpu < reboot_node < service.",
                print_action, NULL);
-        family(f, "umd_gpu_ecc_errors_total", "counter",
+        family(f, ds, "umd_gpu_ecc_errors_total", "counter",
                "ECC errors over the GPU's life (NVML's aggregate counts) at its last canonical "
                "check, by location (dram, sram) and type (corrected, uncorrected).",
                print_ecc, "ecc_aggregate");
-        family(f, "umd_gpu_remapped_rows", "gauge",
+        family(f, ds, "umd_gpu_remapped_rows", "gauge",
                "Rows of the GPU's memory remapped, for correctable and uncorrectable errors, at "
                "its last canonical check.",
                print_remapped, "remapped_rows");
-        family(f, "umd_gpu_row_remap_pending", "gauge",
+        family(f, ds, "umd_gpu_row_remap_pending", "gauge",
                "1 when a row remap waits for the GPU's reset (NVML), at its last canonical check.",
                print_remap_pending, "remapped_rows");
-        family(f, "umd_gpu_row_remap_failure", "gauge",
+        family(f, ds, "umd_gpu_row_remap_failure", "gauge",
                "1 when NVML says a row remap failed (the GPU needs service), at its last canonical "
                "check.",
                print_remap_failure, "remapped_rows");

@@ -38,23 +38,23 @@
 /* Jobs recovered unchecked that one turn of the main loop checks (jobs_check_recovered). */
 #define CHECK_BATCH 64
 
-static void notify_status(struct jobs *jobs, const char *phase)
+static void notify_status(const struct umd_daemon *d, const char *phase)
 {
         size_t queued, running, total, faulted = 0;
-        job_query_counts(jobs, &queued, &running, &total);
+        job_query_counts(d->jobs, &queued, &running, &total);
         core_lock();
-        for (size_t i = 0; i < devices_count(); i++)
-                faulted += devices_get(i)->wstate == WORKER_FAULTED;
+        for (size_t i = 0; i < devices_size(d->devices); i++)
+                faulted += devices_at(d->devices, i)->wstate == WORKER_FAULTED;
         core_unlock();
         sd_notifyf(0,
                    "STATUS=%s: %zu devices (%zu faulted), %zu parts queued, %zu running, %zu jobs",
-                   phase, devices_count(), faulted, queued, running, total);
+                   phase, devices_size(d->devices), faulted, queued, running, total);
 }
 
-static int start_supervisor(const struct umd_config *cfg, struct jobs *jobs,
-                            struct supervisor **ret)
+static int start_supervisor(const struct umd_daemon *dm, struct supervisor **ret)
 {
-        size_t n = devices_count();
+        const struct umd_config *cfg = dm->cfg;
+        size_t n = devices_size(dm->devices);
         struct supervised_device *devs = calloc(n + 1, sizeof(*devs));
         struct supervisor_callbacks cb;
         int r;
@@ -63,7 +63,7 @@ static int start_supervisor(const struct umd_config *cfg, struct jobs *jobs,
                 return -ENOMEM;
         int nodes = placement_numa_nodes(PLACEMENT_SYSFS_NODES);
         for (size_t i = 0; i < n; i++) {
-                struct device *d = devices_get(i);
+                struct device *d = devices_at(dm->devices, i);
                 devs[i].fake = d->fake;
                 devs[i].numa_node = -1;
                 /* Beside its GPU, as nvbandwidth runs: host buffers on the far socket cost
@@ -86,109 +86,100 @@ static int start_supervisor(const struct umd_config *cfg, struct jobs *jobs,
         }
         /* The node worker, for benchmarks spanning GPUs, is one more slot after the GPUs:
          * its own process, so that it never shares a fate with one GPU's worker. */
-        if (have_node()) {
-                struct supervised_device *node = &devs[node_index()];
-                node->fake = devices_get(0)->fake;
+        if (devices_has_node(dm->devices)) {
+                struct supervised_device *node = &devs[devices_node_slot(dm->devices)];
+                node->fake = devices_at(dm->devices, 0)->fake;
                 node->numa_node = -1;
                 snprintf(node->id, sizeof(node->id), "all");
         }
-        job_dispatch_callbacks(jobs, &cb);
-        r = supervisor_start(cfg, devs, have_node() ? n + 1 : n, &cb, ret);
+        job_dispatch_callbacks(dm->jobs, &cb);
+        r = supervisor_start(cfg, devs, devices_has_node(dm->devices) ? n + 1 : n, &cb, ret);
         free(devs);
         return r;
 }
 
-/* Builds d (main() set d->cfg) in dependency order, serves until a signal, and takes it down in
- * reverse; d's members are NULL or -1 until created and again once freed. */
-static int run(struct umd_daemon *d)
+/* Builds d's members in dependency order, up to READY's eve. 0, or -errno (logged) with what
+ * was built left for take_down. */
+static int build(struct umd_daemon *d)
 {
         struct umd_config *cfg = d->cfg;
-        uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0, last_retry = 0;
-        sigset_t mask;
         int r;
-
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGHUP);
-        /* Blocked before any thread starts, so every thread inherits the mask and only the
-         * signalfd below sees them. */
-        pthread_sigmask(SIG_BLOCK, &mask, NULL);
-        signal(SIGPIPE, SIG_IGN);
-        d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
-        if (d->signal_fd < 0)
-                return log_error_errno(errno, "signalfd: %m");
-
-        /* Sockets systemd passed must not leak into the discovery child: sd_listen_fds()
-         * marks them close-on-exec (api_start takes them over later). */
-        (void)sd_listen_fds(0);
 
         /* The store first: its lock keeps a second umd on this state directory from going any
          * further (not even discovery). */
         r = mkdir_p(cfg->state_dir, 0750);
         if (r < 0) {
                 log_error_errno(r, "cannot create state directory %s: %m", cfg->state_dir);
-                goto out;
+                return r;
         }
         store_files_set_validator(spec_validate_stored);
         r = store_open(cfg->state_dir, &d->store);
         if (r < 0)
-                goto out;
+                return r;
         store_set_wal_max(d->store, cfg->wal_max_bytes);
         store_set_commit_gather(d->store, cfg->commit_gather_us);
         r = store_set_cache(d->store, cfg->job_cache_bytes);
         if (r < 0) {
                 log_error_errno(r, "cannot set up the job cache (job_cache_bytes): %m");
-                goto out;
+                return r;
         }
 
         r = devices_find_worker(cfg, &d->worker_path);
         if (r < 0)
-                goto out;
-        r = devices_discover(cfg, d->worker_path);
+                return r;
+        r = devices_new(cfg, d->worker_path, &d->devices);
         if (r < 0)
-                goto out;
+                return r;
         free(cfg->worker_path);
         cfg->worker_path = strdup(d->worker_path);
         r = metrics_new(d, &d->metrics);
         if (r < 0)
-                goto out;
+                return r;
 
         r = jobs_init(d, &d->jobs);
         if (r < 0)
-                goto out;
+                return r;
         job_verdict_restore(d->jobs);
         r = devctl_new(d, &d->devctl);
         if (r < 0)
-                goto out;
+                return r;
         gpustate_init(cfg);
         /* Before the listeners, which compose its answers from the first request on. */
         r = xid_watch_start(d, &d->xid);
         if (r < 0)
-                goto out;
+                return r;
         job_verdict_attach_xid(d->jobs, d->xid);
 
         /* api_start takes systemd's sockets (sd_listen_fds) before any thread exists. */
         r = api_start(cfg, &d->api);
         if (r < 0)
-                goto out;
-        r = start_supervisor(cfg, d->jobs, &d->sup);
+                return r;
+        r = start_supervisor(d, &d->sup);
         if (r < 0)
-                goto out;
+                return r;
         job_dispatch_attach_supervisor(d->jobs, d->sup);
         metrics_attach_supervisor(d->metrics, d->sup);
         xid_watch_attach_supervisor(d->xid, d->sup);
         r = coexist_start(d, &d->coexist);
         if (r < 0)
-                goto out;
+                return r;
+        return 0;
+}
+
+/* READY, then the main loop until a signal (0) or a failed poll (-errno, logged). */
+static int serve(struct umd_daemon *d)
+{
+        struct umd_config *cfg = d->cfg;
+        uint64_t watchdog_usec = 0, last_pet = 0, last_status = 0, last_tick = 0, last_retry = 0;
+        int r = 0;
 
         if (sd_watchdog_enabled(0, &watchdog_usec) <= 0)
                 watchdog_usec = 0;
         sd_notify(0, "READY=1");
         size_t unchecked = SIZE_MAX;       /* jobs_check_recovered says how many there are */
         (void)store_check_start(d->store); /* logged; the store runs unchecked */
-        notify_status(d->jobs, "ready");
-        log_info("umd %s ready: %zu devices, state in %s", UMD_VERSION, devices_count(),
+        notify_status(d, "ready");
+        log_info("umd %s ready: %zu devices, state in %s", UMD_VERSION, devices_size(d->devices),
                  cfg->state_dir);
 
         for (;;) {
@@ -234,7 +225,7 @@ static int run(struct umd_daemon *d)
                         last_pet = now;
                 }
                 if (now - last_status >= 5000) {
-                        notify_status(d->jobs, "running");
+                        notify_status(d, "running");
                         last_status = now;
                 }
                 if (now - last_retry >= cfg->store_retry_ms) {
@@ -249,8 +240,15 @@ static int run(struct umd_daemon *d)
         }
 
         sd_notify(0, "STOPPING=1");
-        notify_status(d->jobs, "stopping");
-out:
+        notify_status(d, "stopping");
+        return r;
+}
+
+/* Frees what build made, in reverse: every member NULL (or -1) after. */
+static void take_down(struct umd_daemon *d)
+{
+        struct umd_config *cfg = d->cfg;
+
         coexist_stop(d->coexist);
         d->coexist = NULL;
         jobs_quiesce(d->jobs);
@@ -272,13 +270,42 @@ out:
         metrics_free(d->metrics);
         d->metrics = NULL;
         gpustate_shutdown();
-        devices_free();
+        d->devices = devices_free(d->devices);
         models_free();
         free(d->worker_path);
         d->worker_path = NULL;
         if (d->signal_fd >= 0)
                 close(d->signal_fd);
         d->signal_fd = -1;
+}
+
+/* Builds d (main() set d->cfg) in dependency order, serves until a signal, and takes it down in
+ * reverse; d's members are NULL or -1 until created and again once freed. */
+static int run(struct umd_daemon *d)
+{
+        sigset_t mask;
+        int r;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        /* Blocked before any thread starts, so every thread inherits the mask and only the
+         * signalfd below sees them. */
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+        if (d->signal_fd < 0)
+                return log_error_errno(errno, "signalfd: %m");
+
+        /* Sockets systemd passed must not leak into the discovery child: sd_listen_fds()
+         * marks them close-on-exec (api_start takes them over later). */
+        (void)sd_listen_fds(0);
+
+        r = build(d);
+        if (r >= 0)
+                r = serve(d);
+        take_down(d);
         return r;
 }
 

@@ -39,6 +39,28 @@
 #include "util.h"
 #include "xid.h"
 
+/* The host's name as umd_device_info's Hostname: HOST_NAME_MAX (64) is Linux's, room to spare. */
+#define HOSTNAME_MAX 256
+/* The node worker's state and verdict words as last pushed ("restarting", "pass"). */
+#define NODE_STATE_MAX   16
+#define NODE_VERDICT_MAX 8
+/* Escaped label values: a route pattern, a method, a benchmark, a uuid (with room for escapes),
+ * a measurement's name, a link label, a GPU model's name, a PCI bus id. */
+#define LABEL_ROUTE_MAX  128
+#define LABEL_METHOD_MAX 16
+#define LABEL_NAME_MAX   64
+#define LABEL_UUID_MAX   80
+#define LABEL_LINK_MAX   40
+#define LABEL_MODEL_MAX  160
+/* The escaped host name: HOSTNAME_MAX with room for escapes. */
+#define LABEL_HOST_MAX 300
+/* A device's labels' start, uuid="...", (modes_of counts by it). */
+#define LABEL_PREFIX_MAX 96
+/* A series' whole label set: every value above with its key and quotes. */
+#define LABELS_MAX       256
+#define LABELS_SHORT_MAX 160
+#define LABELS_LINK_MAX  96
+
 #define MAX_SERIES 4096
 /* (benchmark, mode) pairs exported per device. The catalog's benchmarks name about 40 modes
  * together; anything past this is a bug or a hostile worker, not a reason for new series. */
@@ -73,19 +95,20 @@ struct metrics {
         uint64_t start_ms;
         struct supervisor *msup;
         const struct umd_daemon *daemon_state;
+        struct devices *devices;     /* d->devices: a series per GPU */
         _Atomic size_t *queue_depth; /* per device, as the job files last pushed it */
         size_t n_queue_depth;
         _Atomic size_t running_parts;
-        char hostname[256]; /* umd_device_info's Hostname, as dcgm-exporter labels it */
+        char hostname[HOSTNAME_MAX]; /* umd_device_info's Hostname, as dcgm-exporter labels it */
         /* The node worker as last pushed (under mlock); node_known stays false on a host with
          * one GPU. */
         bool node_known, node_warm;
-        char node_state[16], node_verdict[8];
+        char node_state[NODE_STATE_MAX], node_verdict[NODE_VERDICT_MAX];
 };
 
 int metrics_new(const struct umd_daemon *d, struct metrics **ret)
 {
-        size_t n = devices_count();
+        size_t n = devices_size(d->devices);
         struct metrics *mt = calloc(1, sizeof(*mt));
 
         if (!mt)
@@ -93,6 +116,7 @@ int metrics_new(const struct umd_daemon *d, struct metrics **ret)
         pthread_mutex_init(&mt->mlock, NULL);
         mt->start_ms = now_monotonic_ms();
         mt->daemon_state = d;
+        mt->devices = d->devices;
         if (gethostname(mt->hostname, sizeof(mt->hostname)) < 0)
                 mt->hostname[0] = 0;
         mt->hostname[sizeof(mt->hostname) - 1] = 0;
@@ -196,7 +220,7 @@ static void family_set(struct family *f, const char *labels, double v, bool add)
 
 void metrics_http_observe(struct metrics *mt, const char *route, const char *method, int status)
 {
-        char r[128], m[16], labels[256];
+        char r[LABEL_ROUTE_MAX], m[LABEL_METHOD_MAX], labels[LABELS_MAX];
         escape(r, sizeof(r), route);
         escape(m, sizeof(m), method);
         snprintf(labels, sizeof(labels), "route=\"%s\",method=\"%s\",status=\"%d\"", r, m, status);
@@ -208,7 +232,7 @@ void metrics_http_observe(struct metrics *mt, const char *route, const char *met
 void metrics_job_finished(struct metrics *mt, const char *benchmark, const char *state,
                           double duration_s)
 {
-        char b[64], labels[160];
+        char b[LABEL_NAME_MAX], labels[LABELS_SHORT_MAX];
         escape(b, sizeof(b), benchmark);
         snprintf(labels, sizeof(labels), "benchmark=\"%s\",state=\"%s\"", b, state);
         pthread_mutex_lock(&mt->mlock);
@@ -252,7 +276,8 @@ void metrics_part_result(struct metrics *mt, const char *uuid, const json_t *res
         double now = (double)now_realtime_ms() / 1000.0;
         size_t i;
         json_t *m;
-        char u[80], b[64], n[64], prefix[96], labels[256];
+        char u[LABEL_UUID_MAX], b[LABEL_NAME_MAX], n[LABEL_NAME_MAX], prefix[LABEL_PREFIX_MAX],
+            labels[LABELS_MAX];
 
         escape(u, sizeof(u), uuid);
         escape(b, sizeof(b), bench ? bench : "unknown");
@@ -307,7 +332,7 @@ static const struct {
 static void health_figure_set(struct metrics *mt, const char *u, const char *figure,
                               const char *link, double gbps)
 {
-        char labels[256];
+        char labels[LABELS_MAX];
 
         snprintf(labels, sizeof(labels), "uuid=\"%s\",figure=\"%s\",link=\"%s\"", u, figure, link);
         family_set(&mt->health_bw, labels, gbps * 1e9, false);
@@ -316,7 +341,7 @@ static void health_figure_set(struct metrics *mt, const char *u, const char *fig
 void metrics_health_result(struct metrics *mt, const char *uuid, const char *link,
                            const json_t *result, bool contended)
 {
-        char u[80], l[32], labels[96];
+        char u[LABEL_UUID_MAX], l[TOPOLOGY_LABEL_MAX], labels[LABELS_LINK_MAX];
         size_t i;
         json_t *m;
 
@@ -385,7 +410,7 @@ void metrics_health_node_result(struct metrics *mt, const json_t *result)
         pthread_mutex_lock(&mt->mlock);
         for (size_t s = 0; s < n; s++) {
                 const char *uuid = node_device_uuid(result, (long long)s);
-                char u[80], label[32], l[40];
+                char u[LABEL_UUID_MAX], label[TOPOLOGY_LABEL_MAX], l[LABEL_LINK_MAX];
 
                 if (!uuid || slowest[s] <= 0)
                         continue;
@@ -413,85 +438,66 @@ static void family_emit(FILE *f, const char *name, const char *type, const char 
         family_print(f, name, fam);
 }
 
-char *metrics_text(struct metrics *mt, size_t *ret_len)
+/* The job store's commits, changes and checkpoints, and whether it can commit. */
+static void text_store(FILE *f, struct metrics *mt)
 {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        size_t running = atomic_load(&mt->running_parts);
-        size_t total =
-            mt->daemon_state && mt->daemon_state->store ? store_count(mt->daemon_state->store) : 0;
+        if (!mt->daemon_state || !mt->daemon_state->store)
+                return;
+        struct store_wal_stats w;
 
-        if (!f)
-                return NULL;
-        fprintf(f, "# HELP umd_up 1 while umd serves.\n# TYPE umd_up gauge\numd_up 1\n");
+        store_wal_stats(mt->daemon_state->store, &w);
         fprintf(f,
-                "# HELP umd_build_info Version and build of umd.\n# TYPE umd_build_info gauge\n"
-                "umd_build_info{version=\"%s\",build=\"%s\",cuda=\"%s\"} 1\n",
-                UMD_VERSION, UMD_BUILD, UMD_CUDA_VERSION);
+                "# HELP umd_store_commits_total SQLite commits of the job store.\n"
+                "# TYPE umd_store_commits_total counter\numd_store_commits_total %" PRIu64
+                "\n# HELP umd_store_changes_total Job changes committed, by whether an "
+                "answer waited for the commit (a submit, a cancel, a read of a change "
+                "not yet written).\n"
+                "# TYPE umd_store_changes_total counter\n"
+                "umd_store_changes_total{waited=\"true\"} %" PRIu64 "\n"
+                "umd_store_changes_total{waited=\"false\"} %" PRIu64 "\n"
+                "# HELP umd_store_writes_total Job changes written, by what was written: "
+                "a job's whole row (document) or a part's state alone (part); a change a "
+                "later one of its job in the same commit replaced is neither.\n"
+                "# TYPE umd_store_writes_total counter\n"
+                "umd_store_writes_total{kind=\"document\"} %" PRIu64 "\n"
+                "umd_store_writes_total{kind=\"part\"} %" PRIu64 "\n"
+                "# HELP umd_store_wal_checkpoints_total Passive checkpoints asked for as "
+                "the WAL grew.\n# TYPE umd_store_wal_checkpoints_total counter\n"
+                "umd_store_wal_checkpoints_total %" PRIu64 "\n"
+                "# HELP umd_store_wal_restarts_total RESTART checkpoints (the WAL past "
+                "three quarters of wal_max_bytes: the next commit writes it from its "
+                "start).\n"
+                "# TYPE umd_store_wal_restarts_total counter\n"
+                "umd_store_wal_restarts_total %" PRIu64 "\n"
+                "# HELP umd_store_wal_truncations_total TRUNCATE checkpoints (the writer "
+                "idle: the WAL cut to nothing).\n"
+                "# TYPE umd_store_wal_truncations_total counter\n"
+                "umd_store_wal_truncations_total %" PRIu64 "\n",
+                w.commits, w.waited_changes, w.changes - w.waited_changes, w.documents_written,
+                w.parts_written, w.checkpoints, w.restarts, w.idle_truncations);
         fprintf(f,
-                "# HELP umd_uptime_seconds Seconds since umd started.\n"
-                "# TYPE umd_uptime_seconds gauge\numd_uptime_seconds %.3f\n",
-                (double)(now_monotonic_ms() - mt->start_ms) / 1000.0);
-        fprintf(f,
-                "# HELP umd_jobs Jobs in the store.\n# TYPE umd_jobs gauge\numd_jobs %zu\n"
-                "# HELP umd_jobs_running Job parts running now.\n# TYPE umd_jobs_running gauge\n"
-                "umd_jobs_running %zu\n",
-                total, running);
-        if (mt->daemon_state && mt->daemon_state->store) {
-                struct store_wal_stats w;
+                "# HELP umd_store_commit_failing 1 while every commit of the job store "
+                "fails for the disk (read-only, I/O error, full): no part is dispatched.\n"
+                "# TYPE umd_store_commit_failing gauge\numd_store_commit_failing %d\n"
+                "# HELP umd_store_commit_failures_total Commits of the job store that "
+                "failed for the disk.\n"
+                "# TYPE umd_store_commit_failures_total counter\n"
+                "umd_store_commit_failures_total %" PRIu64 "\n",
+                store_commit_error(mt->daemon_state->store) != 0,
+                store_commit_failures(mt->daemon_state->store));
+}
 
-                store_wal_stats(mt->daemon_state->store, &w);
-                fprintf(f,
-                        "# HELP umd_store_commits_total SQLite commits of the job store.\n"
-                        "# TYPE umd_store_commits_total counter\numd_store_commits_total %" PRIu64
-                        "\n# HELP umd_store_changes_total Job changes committed, by whether an "
-                        "answer waited for the commit (a submit, a cancel, a read of a change "
-                        "not yet written).\n"
-                        "# TYPE umd_store_changes_total counter\n"
-                        "umd_store_changes_total{waited=\"true\"} %" PRIu64 "\n"
-                        "umd_store_changes_total{waited=\"false\"} %" PRIu64 "\n"
-                        "# HELP umd_store_writes_total Job changes written, by what was written: "
-                        "a job's whole row (document) or a part's state alone (part); a change a "
-                        "later one of its job in the same commit replaced is neither.\n"
-                        "# TYPE umd_store_writes_total counter\n"
-                        "umd_store_writes_total{kind=\"document\"} %" PRIu64 "\n"
-                        "umd_store_writes_total{kind=\"part\"} %" PRIu64 "\n"
-                        "# HELP umd_store_wal_checkpoints_total Passive checkpoints asked for as "
-                        "the WAL grew.\n# TYPE umd_store_wal_checkpoints_total counter\n"
-                        "umd_store_wal_checkpoints_total %" PRIu64 "\n"
-                        "# HELP umd_store_wal_restarts_total RESTART checkpoints (the WAL past "
-                        "three quarters of wal_max_bytes: the next commit writes it from its "
-                        "start).\n"
-                        "# TYPE umd_store_wal_restarts_total counter\n"
-                        "umd_store_wal_restarts_total %" PRIu64 "\n"
-                        "# HELP umd_store_wal_truncations_total TRUNCATE checkpoints (the writer "
-                        "idle: the WAL cut to nothing).\n"
-                        "# TYPE umd_store_wal_truncations_total counter\n"
-                        "umd_store_wal_truncations_total %" PRIu64 "\n",
-                        w.commits, w.waited_changes, w.changes - w.waited_changes,
-                        w.documents_written, w.parts_written, w.checkpoints, w.restarts,
-                        w.idle_truncations);
-                fprintf(f,
-                        "# HELP umd_store_commit_failing 1 while every commit of the job store "
-                        "fails for the disk (read-only, I/O error, full): no part is dispatched.\n"
-                        "# TYPE umd_store_commit_failing gauge\numd_store_commit_failing %d\n"
-                        "# HELP umd_store_commit_failures_total Commits of the job store that "
-                        "failed for the disk.\n"
-                        "# TYPE umd_store_commit_failures_total counter\n"
-                        "umd_store_commit_failures_total %" PRIu64 "\n",
-                        store_commit_error(mt->daemon_state->store) != 0,
-                        store_commit_failures(mt->daemon_state->store));
-        }
-
+/* Each GPU's families, from its entry in the device table (takes core_lock). */
+static void text_devices(FILE *f, struct metrics *mt)
+{
         fprintf(f, "# HELP umd_device_info The GPUs umd owns, labelled as dcgm-exporter labels "
                    "them (gpu, UUID, pci_bus_id, modelName, Hostname) to join on.\n"
                    "# TYPE umd_device_info gauge\n");
         core_lock();
-        for (size_t i = 0; i < devices_count(); i++) {
-                struct device *d = devices_get(i);
+        for (size_t i = 0; i < devices_size(mt->devices); i++) {
+                struct device *d = devices_at(mt->devices, i);
                 json_t *idx = json_object_get(d->info, "index");
-                char model[160], bus[64], host[300];
+                char model[LABEL_MODEL_MAX], bus[LABEL_NAME_MAX], host[LABEL_HOST_MAX];
 
                 escape(host, sizeof(host), mt->hostname);
                 escape(model, sizeof(model), json_string_value(json_object_get(d->info, "name")));
@@ -506,13 +512,13 @@ char *metrics_text(struct metrics *mt, size_t *ret_len)
         }
         fprintf(f, "# HELP umd_queue_depth Job parts waiting, per device.\n"
                    "# TYPE umd_queue_depth gauge\n");
-        for (size_t i = 0; i < devices_count(); i++)
-                fprintf(f, "umd_queue_depth{uuid=\"%s\"} %zu\n", devices_get(i)->uuid,
+        for (size_t i = 0; i < devices_size(mt->devices); i++)
+                fprintf(f, "umd_queue_depth{uuid=\"%s\"} %zu\n", devices_at(mt->devices, i)->uuid,
                         i < mt->n_queue_depth ? atomic_load(&mt->queue_depth[i]) : 0);
         fprintf(f, "# HELP umd_device_state Current state of each device (1 for the state it is "
                    "in).\n# TYPE umd_device_state gauge\n");
-        for (size_t i = 0; i < devices_count(); i++) {
-                struct device *d = devices_get(i);
+        for (size_t i = 0; i < devices_size(mt->devices); i++) {
+                struct device *d = devices_at(mt->devices, i);
                 enum device_state cur = device_state(d);
                 for (size_t s = 0; s < DEVICE_STATE_MAX; s++)
                         fprintf(f, "umd_device_state{uuid=\"%s\",state=\"%s\"} %d\n", d->uuid,
@@ -520,29 +526,30 @@ char *metrics_text(struct metrics *mt, size_t *ret_len)
         }
         fprintf(f, "# HELP umd_device_warm 1 while a worker holds a CUDA context on the GPU (it "
                    "exits after worker_idle_s).\n# TYPE umd_device_warm gauge\n");
-        for (size_t i = 0; i < devices_count(); i++) {
-                struct device *d = devices_get(i);
+        for (size_t i = 0; i < devices_size(mt->devices); i++) {
+                struct device *d = devices_at(mt->devices, i);
                 fprintf(f, "umd_device_warm{uuid=\"%s\"} %d\n", d->uuid,
                         d->wstate == WORKER_IDLE || d->wstate == WORKER_BUSY);
         }
         fprintf(f, "# HELP umd_device_other_processes Compute processes on the GPU that are not "
                    "umd's, at the last look (absent when unknown).\n"
                    "# TYPE umd_device_other_processes gauge\n");
-        for (size_t i = 0; i < devices_count(); i++) {
-                struct device *d = devices_get(i);
+        for (size_t i = 0; i < devices_size(mt->devices); i++) {
+                struct device *d = devices_at(mt->devices, i);
                 if (d->gpu.known && d->gpu.other_processes >= 0)
                         fprintf(f, "umd_device_other_processes{uuid=\"%s\"} %d\n", d->uuid,
                                 d->gpu.other_processes);
         }
         fprintf(f, "# HELP umd_worker_restarts_total Worker processes respawned, per device.\n"
                    "# TYPE umd_worker_restarts_total counter\n");
-        for (size_t i = 0; i < devices_count(); i++)
-                fprintf(f, "umd_worker_restarts_total{uuid=\"%s\"} %u\n", devices_get(i)->uuid,
+        for (size_t i = 0; i < devices_size(mt->devices); i++)
+                fprintf(f, "umd_worker_restarts_total{uuid=\"%s\"} %u\n",
+                        devices_at(mt->devices, i)->uuid,
                         mt->msup ? supervisor_restarts(mt->msup, i) : 0);
         fprintf(f, "# HELP umd_device_health_verdict Last health verdict per device (1 for the "
                    "verdict it has).\n# TYPE umd_device_health_verdict gauge\n");
-        for (size_t i = 0; i < devices_count(); i++) {
-                struct device *d = devices_get(i);
+        for (size_t i = 0; i < devices_size(mt->devices); i++) {
+                struct device *d = devices_at(mt->devices, i);
                 _cleanup_json_ json_t *last = xid_compose_verdict(
                     mt->daemon_state ? mt->daemon_state->xid : NULL, i, d->last_verdict);
                 const char *v = json_string_value(json_object_get(last, "verdict"));
@@ -554,56 +561,50 @@ char *metrics_text(struct metrics *mt, size_t *ret_len)
                                 d->uuid, verdicts[k], strcmp(v, verdicts[k]) == 0);
         }
         core_unlock();
-        health_errors_metrics(f);
-        health_links_metrics(f, mt->daemon_state ? mt->daemon_state->cfg : NULL);
+}
 
-        /* The supervisor's own lock is never taken under mlock; the node is its slot after the
-         * GPUs. */
-        unsigned node_restarts = mt->msup ? supervisor_restarts(mt->msup, devices_count()) : 0;
-        unsigned node_crashes = mt->msup ? supervisor_crashes(mt->msup, devices_count()) : 0;
-        pthread_mutex_lock(&mt->mlock);
-        family_emit(
-            f, "umd_health_bandwidth_bytes_per_second", "gauge",
-            "The last canonical, undisturbed health check's fleet figures per GPU (h2d, d2h, d2d, "
-            "peer), labelled with the slot's link capability, for comparison with the GPU's peers.",
-            &mt->health_bw);
-        family_emit(f, "umd_health_check_contended", "gauge",
-                    "1 when the GPU's last canonical health check was disturbed by another process "
-                    "(its figures were not taken).",
-                    &mt->health_contended);
-        if (mt->node_known) {
-                static const char *const verdicts[] = {"pass", "warn", "fail"};
+/* The node worker's families, on hosts with one (mlock held). */
+static void text_node_locked(FILE *f, struct metrics *mt, unsigned node_restarts,
+                             unsigned node_crashes)
+{
+        if (!mt->node_known)
+                return;
+        static const char *const verdicts[] = {"pass", "warn", "fail"};
 
-                fprintf(f, "# HELP umd_node_worker_state State of the node worker, which runs the "
-                           "benchmarks spanning GPUs and the check of the GPU pairs (1 for the "
-                           "state it is in).\n# TYPE umd_node_worker_state gauge\n");
-                for (size_t s = 0; s < DEVICE_STATE_MAX; s++)
-                        if (s != DEVICE_PAUSED)
-                                fprintf(f, "umd_node_worker_state{state=\"%s\"} %d\n",
-                                        device_state_names[s],
-                                        strcmp(mt->node_state, device_state_names[s]) == 0);
-                fprintf(f,
-                        "# HELP umd_node_worker_warm 1 while the node worker holds CUDA contexts "
-                        "on the GPUs.\n# TYPE umd_node_worker_warm gauge\numd_node_worker_warm "
-                        "%d\n",
-                        mt->node_warm);
-                fprintf(f,
-                        "# HELP umd_node_worker_restarts_total Node worker processes respawned.\n"
-                        "# TYPE umd_node_worker_restarts_total counter\n"
-                        "umd_node_worker_restarts_total %u\n"
-                        "# HELP umd_node_worker_crashes_total Node worker crashes.\n"
-                        "# TYPE umd_node_worker_crashes_total counter\n"
-                        "umd_node_worker_crashes_total %u\n",
-                        node_restarts, node_crashes);
-                if (mt->node_verdict[0]) {
-                        fprintf(f, "# HELP umd_node_health_verdict The GPU pairs' last canonical "
-                                   "health verdict (1 for the verdict it has).\n"
-                                   "# TYPE umd_node_health_verdict gauge\n");
-                        for (size_t k = 0; k < ELEMENTSOF(verdicts); k++)
-                                fprintf(f, "umd_node_health_verdict{verdict=\"%s\"} %d\n",
-                                        verdicts[k], strcmp(mt->node_verdict, verdicts[k]) == 0);
-                }
+        fprintf(f, "# HELP umd_node_worker_state State of the node worker, which runs the "
+                   "benchmarks spanning GPUs and the check of the GPU pairs (1 for the "
+                   "state it is in).\n# TYPE umd_node_worker_state gauge\n");
+        for (size_t s = 0; s < DEVICE_STATE_MAX; s++)
+                if (s != DEVICE_PAUSED)
+                        fprintf(f, "umd_node_worker_state{state=\"%s\"} %d\n",
+                                device_state_names[s],
+                                strcmp(mt->node_state, device_state_names[s]) == 0);
+        fprintf(f,
+                "# HELP umd_node_worker_warm 1 while the node worker holds CUDA contexts "
+                "on the GPUs.\n# TYPE umd_node_worker_warm gauge\numd_node_worker_warm "
+                "%d\n",
+                mt->node_warm);
+        fprintf(f,
+                "# HELP umd_node_worker_restarts_total Node worker processes respawned.\n"
+                "# TYPE umd_node_worker_restarts_total counter\n"
+                "umd_node_worker_restarts_total %u\n"
+                "# HELP umd_node_worker_crashes_total Node worker crashes.\n"
+                "# TYPE umd_node_worker_crashes_total counter\n"
+                "umd_node_worker_crashes_total %u\n",
+                node_restarts, node_crashes);
+        if (mt->node_verdict[0]) {
+                fprintf(f, "# HELP umd_node_health_verdict The GPU pairs' last canonical "
+                           "health verdict (1 for the verdict it has).\n"
+                           "# TYPE umd_node_health_verdict gauge\n");
+                for (size_t k = 0; k < ELEMENTSOF(verdicts); k++)
+                        fprintf(f, "umd_node_health_verdict{verdict=\"%s\"} %d\n", verdicts[k],
+                                strcmp(mt->node_verdict, verdicts[k]) == 0);
         }
+}
+
+/* The HTTP requests, the jobs finished and their durations, and the measurements (mlock held). */
+static void text_jobs_locked(FILE *f, struct metrics *mt)
+{
         family_emit(f, "umd_http_requests_total", "counter",
                     "HTTP requests answered, by route, method and status.", &mt->http_requests);
         family_emit(f, "umd_jobs_finished_total", "counter", "Jobs that reached a final state.",
@@ -635,6 +636,57 @@ char *metrics_text(struct metrics *mt, size_t *ret_len)
                 "device already has %d modes.\n# TYPE umd_metrics_series_dropped_total counter\n"
                 "umd_metrics_series_dropped_total %llu\n",
                 METRICS_MODES_PER_DEVICE, mt->series_dropped);
+}
+
+char *metrics_text(struct metrics *mt, size_t *ret_len)
+{
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        size_t running = atomic_load(&mt->running_parts);
+        size_t total =
+            mt->daemon_state && mt->daemon_state->store ? store_count(mt->daemon_state->store) : 0;
+
+        if (!f)
+                return NULL;
+        fprintf(f, "# HELP umd_up 1 while umd serves.\n# TYPE umd_up gauge\numd_up 1\n");
+        fprintf(f,
+                "# HELP umd_build_info Version and build of umd.\n# TYPE umd_build_info gauge\n"
+                "umd_build_info{version=\"%s\",build=\"%s\",cuda=\"%s\"} 1\n",
+                UMD_VERSION, UMD_BUILD, UMD_CUDA_VERSION);
+        fprintf(f,
+                "# HELP umd_uptime_seconds Seconds since umd started.\n"
+                "# TYPE umd_uptime_seconds gauge\numd_uptime_seconds %.3f\n",
+                (double)(now_monotonic_ms() - mt->start_ms) / 1000.0);
+        fprintf(f,
+                "# HELP umd_jobs Jobs in the store.\n# TYPE umd_jobs gauge\numd_jobs %zu\n"
+                "# HELP umd_jobs_running Job parts running now.\n# TYPE umd_jobs_running gauge\n"
+                "umd_jobs_running %zu\n",
+                total, running);
+        text_store(f, mt);
+
+        text_devices(f, mt);
+        health_errors_metrics(f, mt->devices);
+        health_links_metrics(f, mt->daemon_state ? mt->daemon_state->cfg : NULL, mt->devices);
+
+        /* The supervisor's own lock is never taken under mlock; the node is its slot after the
+         * GPUs. */
+        unsigned node_restarts =
+            mt->msup ? supervisor_restarts(mt->msup, devices_size(mt->devices)) : 0;
+        unsigned node_crashes =
+            mt->msup ? supervisor_crashes(mt->msup, devices_size(mt->devices)) : 0;
+        pthread_mutex_lock(&mt->mlock);
+        family_emit(
+            f, "umd_health_bandwidth_bytes_per_second", "gauge",
+            "The last canonical, undisturbed health check's fleet figures per GPU (h2d, d2h, d2d, "
+            "peer), labelled with the slot's link capability, for comparison with the GPU's peers.",
+            &mt->health_bw);
+        family_emit(f, "umd_health_check_contended", "gauge",
+                    "1 when the GPU's last canonical health check was disturbed by another process "
+                    "(its figures were not taken).",
+                    &mt->health_contended);
+        text_node_locked(f, mt, node_restarts, node_crashes);
+        text_jobs_locked(f, mt);
         pthread_mutex_unlock(&mt->mlock);
         xid_metrics(mt->daemon_state ? mt->daemon_state->xid : NULL, f);
 

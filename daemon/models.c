@@ -16,16 +16,24 @@
 #include "log.h"
 #include "util.h"
 
+/* A model's name and its fnmatch(3) glob on CUDA's device name, as the file gives them. */
+#define MODEL_NAME_MAX  64
+#define MODEL_MATCH_MAX 128
+/* Where an entry came from: the file's path and its section, or "built in". */
+#define MODEL_SOURCE_MAX 320
+/* A file's error: its path, the line and what is wrong there. */
+#define MODELS_ERR_MAX 256
+
 #define MODELS_MAX 256 /* entries from the file, at most: a file is an admin's, not a client's */
 
 struct model {
-        char name[64];
-        char match[128];          /* fnmatch(3) glob on CUDA's device name */
-        int pcie_gen, pcie_width; /* 0: no PCIe expectation */
-        int nvlinks;              /* -1: unknown; 0: none */
-        double nvlink_gbps;       /* a link, one direction, decimal GB/s; 0: unknown */
-        double memory_gbps;       /* nominal device memory bandwidth, decimal GB/s; 0: unknown */
-        char source[320];
+        char name[MODEL_NAME_MAX];
+        char match[MODEL_MATCH_MAX]; /* fnmatch(3) glob on CUDA's device name */
+        int pcie_gen, pcie_width;    /* 0: no PCIe expectation */
+        int nvlinks;                 /* -1: unknown; 0: none */
+        double nvlink_gbps;          /* a link, one direction, decimal GB/s; 0: unknown */
+        double memory_gbps;          /* nominal device memory bandwidth, decimal GB/s; 0: unknown */
+        char source[MODEL_SOURCE_MAX];
         bool from_file;
         /* Error-state thresholds (health_errors.h), from the file only; -1: the default. */
         int retired_pages_max, sram_uncorrected_max;
@@ -93,7 +101,7 @@ static int find_name(const struct model *t, size_t n, const char *name)
 struct reader {
         struct model *file; /* the file's entries, in the order of their sections */
         size_t n;
-        char err[256];
+        char err[MODELS_ERR_MAX];
 };
 
 static int set_int(const char *v, int min, int max, int *ret)

@@ -9,6 +9,9 @@
 
 #include "util.h"
 
+/* A problem's type URI: the base and the slug. */
+#define PROBLEM_TYPE_MAX 160
+
 struct problem_kind {
         int status;
         const char *slug;
@@ -114,7 +117,7 @@ static void utf8_sanitize(const char *in, char *out, size_t len)
 json_t *problem_to_json(const struct problem *p)
 {
         char detail[sizeof(p->detail)], field[sizeof(p->field)];
-        char type[160];
+        char type[PROBLEM_TYPE_MAX];
         int status = p->status >= 400 && p->status <= 599 ? p->status : 500;
         const char *slug = p->slug ? p->slug : problem_slug(status);
         const char *title = p->title ? p->title : problem_title(status);

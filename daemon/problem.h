@@ -5,14 +5,19 @@
 
 #include <jansson.h>
 
+/* A problem's detail: one sentence, which may quote a short part of the input. */
+#define PROBLEM_DETAIL_MAX 512
+/* Where the input is wrong: a path into the body ("params.size", "devices[1]"). */
+#define PROBLEM_FIELD_MAX 128
+
 /* RFC 9457 problem details. type is "https://umd.dev/problems/<slug>". */
 struct problem {
         int status;
         const char *slug;  /* "bad-request", "not-found", "queue-full", ... */
         const char *title; /* short, fixed per slug */
-        char detail[512];
-        char field[128];        /* "" when no single input is at fault */
-        unsigned retry_after_s; /* for 429/503, 0 = none */
+        char detail[PROBLEM_DETAIL_MAX];
+        char field[PROBLEM_FIELD_MAX]; /* "" when no single input is at fault */
+        unsigned retry_after_s;        /* for 429/503, 0 = none */
 };
 
 /* Fill p and return -status-ish negative (-EINVAL) for convenient `return problem_set(...)`. */

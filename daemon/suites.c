@@ -10,6 +10,20 @@
 #include "topology.h"
 #include "util.h"
 
+/* A summary's conclusion: a few sentences of figures, each bounded by what is left. */
+#define SENTENCE_MAX      512
+#define SENTENCE_LONG_MAX 768
+/* The pipeline summaries' conclusions, which add the host's write and managed memory's goal. */
+#define PIPELINE_SENTENCE_MAX 1536
+#define SWEEP_SENTENCE_MAX    1792
+/* A note on a short kernel, or the words on the buffer touched: one sentence. */
+#define NOTE_MAX 400
+/* A measurement's name without its point, or with a suffix. */
+#define MEAS_NAME_MAX 96
+/* A ratio in words (relation(): "2.1x faster"), or a point's suffix ("@i=1024"). */
+#define WORD_MAX   64
+#define SUFFIX_MAX 32
+
 static const struct {
         const char *mode, *words;
 } mode_words[] = {
@@ -97,7 +111,7 @@ static json_t *um_summary(const json_t *result)
                 }
         }
 
-        char sentence[768], rel[64];
+        char sentence[SENTENCE_LONG_MAX], rel[WORD_MAX];
         const json_t *od = result_measurement(result, MEAS_UM_ON_DEMAND),
                      *pf = result_measurement(result, MEAS_UM_PREFETCH);
         if (ref_gbps <= 0) {
@@ -128,7 +142,7 @@ static json_t *um_summary(const json_t *result)
         /* Overlap against copy then kernel means something only where the kernel can hide
          * part of the copy (issue 21): otherwise say so, with both times. */
         const json_t *ov = result_measurement(result, MEAS_UM_OVERLAPPED_COPY_KERNEL);
-        char note[400];
+        char note[NOTE_MAX];
         const char *n =
             ov ? short_kernel_note(json_number_value(json_object_get(ov, "copy_alone_ms")),
                                    json_number_value(json_object_get(ov, "kernel_alone_ms")), note,
@@ -152,7 +166,7 @@ static json_t *sweep_summary(const json_t *result)
                 const char *full = json_string_value(json_object_get(m, "name"));
                 if (!full)
                         continue;
-                char name[96];
+                char name[MEAS_NAME_MAX];
                 snprintf(name, sizeof(name), "%.*s", (int)strcspn(full, "@"), full);
                 json_t *c = json_object_get(curves, name);
                 if (!c) {
@@ -256,7 +270,7 @@ static json_t *copy_overlap_summary(const json_t *result)
         double over = median_ms(result_measurement(result, MEAS_OVERLAPPED));
         double ser = median_ms(result_measurement(result, MEAS_SERIAL));
         double limit = copy > kern ? copy : kern;
-        char note[400], sentence[512];
+        char note[NOTE_MAX], sentence[SENTENCE_MAX];
         const char *n = short_kernel_note(copy, kern, note, sizeof(note));
 
         if (copy <= 0 || over <= 0 || ser <= 0)
@@ -279,7 +293,7 @@ static json_t *copy_overlap_summary(const json_t *result)
 /* The measurement of strategy s at point suffix ("" for a pipeline job, "@i=64" in a sweep). */
 static const json_t *at_point(const json_t *result, const char *s, const char *suffix)
 {
-        char name[96];
+        char name[MEAS_NAME_MAX];
         snprintf(name, sizeof(name), "%s%s", s, suffix);
         return result_measurement(result, name);
 }
@@ -306,7 +320,7 @@ static json_t *pipe_point_summary(const json_t *result, const char *suffix, json
         double limit = copy > kern ? copy : kern, best_ms = 0;
         json_t *list = json_array();
         const char *best = NULL;
-        char note[400];
+        char note[NOTE_MAX];
         const char *n = short_kernel_note(copy, kern, note, sizeof(note));
 
         if (host > limit)
@@ -451,7 +465,7 @@ static json_t *pipeline_summary(const json_t *result)
         json_int_t k =
             json_integer_value(json_object_get(json_object_get(result, "intensity"), "chosen"));
         json_t *s = pipe_point_summary(result, "", k);
-        char sentence[1536];
+        char sentence[PIPELINE_SENTENCE_MAX];
         size_t at = 0;
 
         if (!s)
@@ -584,6 +598,36 @@ static json_t *touched_summary(const json_t *result, uint64_t size, char *words,
                          "um_wins_below_fraction", below < 0 ? json_null() : json_real(below));
 }
 
+/* Each strategy's curve over the sorted points (n, in order of intensity): its time against
+ * the limit at each intensity, and the first intensity where it comes within 10% of the limit. */
+static void pipe_curves(json_t *curves, json_t *const *sorted, size_t n)
+{
+        for (size_t s = 0; s < ELEMENTSOF(pipe_order); s++) {
+                json_t *pts = json_array(), *within = NULL;
+                for (size_t i = 0; i < n; i++) {
+                        const json_t *x = strategy_in(sorted[i], pipe_order[s]);
+                        if (!x)
+                                continue;
+                        json_array_append_new(
+                            pts,
+                            json_pack("{s:O, s:f, s:f, s:f}", "intensity",
+                                      json_object_get(sorted[i], "intensity"), "median_ms",
+                                      num(x, "median_ms"), "limit_ms", num(sorted[i], "limit_ms"),
+                                      "ratio_to_limit", num(x, "ratio_to_limit")));
+                        if (!within && num(x, "ratio_to_limit") <= 1.10)
+                                within = json_incref(json_object_get(sorted[i], "intensity"));
+                }
+                if (json_array_size(pts) == 0) {
+                        json_decref(pts);
+                        continue;
+                }
+                json_array_append_new(
+                    curves, json_pack("{s:s, s:s, s:o, s:o}", "strategy", pipe_order[s], "label",
+                                      strategy_label(pipe_order[s]), "points", pts,
+                                      "within_10pct_from", within ? within : json_string("never")));
+        }
+}
+
 static json_t *pipeline_sweep_summary(const json_t *result)
 {
         json_t *suffixes = sweep_points(result, "intensity"), *points = json_array(), *v;
@@ -635,33 +679,10 @@ static json_t *pipeline_sweep_summary(const json_t *result)
                         od_n++;
                 }
         }
-        for (size_t s = 0; s < ELEMENTSOF(pipe_order); s++) {
-                json_t *pts = json_array(), *within = NULL;
-                for (i = 0; i < n; i++) {
-                        const json_t *x = strategy_in(sorted[i], pipe_order[s]);
-                        if (!x)
-                                continue;
-                        json_array_append_new(
-                            pts,
-                            json_pack("{s:O, s:f, s:f, s:f}", "intensity",
-                                      json_object_get(sorted[i], "intensity"), "median_ms",
-                                      num(x, "median_ms"), "limit_ms", num(sorted[i], "limit_ms"),
-                                      "ratio_to_limit", num(x, "ratio_to_limit")));
-                        if (!within && num(x, "ratio_to_limit") <= 1.10)
-                                within = json_incref(json_object_get(sorted[i], "intensity"));
-                }
-                if (json_array_size(pts) == 0) {
-                        json_decref(pts);
-                        continue;
-                }
-                json_array_append_new(
-                    curves, json_pack("{s:s, s:s, s:o, s:o}", "strategy", pipe_order[s], "label",
-                                      strategy_label(pipe_order[s]), "points", pts,
-                                      "within_10pct_from", within ? within : json_string("never")));
-        }
+        pipe_curves(curves, sorted, n);
         free(sorted);
 
-        char sentence[1792], touched_words[400];
+        char sentence[SWEEP_SENTENCE_MAX], touched_words[NOTE_MAX];
         size_t at = 0;
         json_t *touched = touched_summary(result, size, touched_words, sizeof(touched_words));
         const json_t *ov = bal ? strategy_in(bal, MEAS_PIPE_OVERLAPPED) : NULL,
@@ -692,7 +713,7 @@ static json_t *pipeline_sweep_summary(const json_t *result)
         if (at > 0 && at < sizeof(sentence))
                 at += (size_t)snprintf(sentence + at, sizeof(sentence) - at, ".");
         if (bal) {
-                char suf[32];
+                char suf[SUFFIX_MAX];
                 snprintf(suf, sizeof(suf), "@i=%lld", (long long)kb);
                 host_write_words(bal, sentence, sizeof(sentence), &at);
                 managed_goal_words(result, suf, bal, sentence, sizeof(sentence), &at);

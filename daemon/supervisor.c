@@ -30,132 +30,28 @@
  *
  * Stopping: once supervisor_stop() starts, only PART_SUCCEEDED parts are still reported (a
  * result that arrived is real); parts cut short by the stop are not reported at all, so the
- * caller can leave them to be marked interrupted rather than cancelled or failed. */
+ * caller can leave them to be marked interrupted rather than cancelled or failed.
+ *
+ * This file owns the object (start, stop, the calls other threads make) and the events queued for
+ * the callbacks; supervisor_proc.c the processes, supervisor_msg.c what workers send,
+ * supervisor_loop.c the thread. */
 #include "supervisor.h"
 
 #include "config.h"
 #include "ipc.h"
-#include "jsonraw.h"
 #include "log.h"
+#include "supervisor_internal.h"
 #include "util.h"
-#include "uuid.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/mempolicy.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/pidfd.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-#define POLL_MAX_MS          1000u /* the thread looks at its timers at least this often */
-#define REAP_POLL_MS         100u  /* without pidfds, how often to look for dead workers */
-#define SEND_TIMEOUT_MS      2000u /* a worker not reading its socket for this long is stuck */
-#define READ_CHUNK           65536u
-#define FAULTED_RETRY_MIN_MS 100u /* retry period of a faulted device, at least */
-#define STALL_MIN_MS         250u /* a wake-up no later than this is scheduling, never a stall */
-
-enum kill_reason {
-        KILL_NONE,
-        KILL_TIMEOUT,  /* part deadline */
-        KILL_CANCEL,   /* cancel grace period over */
-        KILL_SILENT,   /* no hello or heartbeat in time: a crash */
-        KILL_PROTOCOL, /* broke the protocol: a crash */
-        KILL_STOP,     /* supervisor_stop timeout */
-        KILL_RETIRE,   /* did not exit when retired: not a crash */
-};
-
-struct slot {
-        struct supervised_device dev;
-        enum worker_state state;
-
-        pid_t pid; /* > 0 until reaped */
-        int pidfd;
-        bool exited; /* its pidfd polled readable: reap() has something to collect */
-        int fd;
-        struct ipc_decoder dec;
-        bool hello;
-        uint64_t spawned_at;
-        uint64_t last_heard; /* the hello and heartbeat deadlines run from here */
-        uint64_t respawn_at;
-        bool spawned_once;
-        unsigned crashes; /* in a row */
-        unsigned crashes_total;
-        unsigned restarts;
-        enum kill_reason killed;
-        char kill_detail[128];
-
-        bool has_part;
-        char job[JOB_ID_MAX];
-        uint64_t timeout_ms, deadline; /* deadline 0: none */
-        bool cancelling;
-        uint64_t cancel_kill_at;
-
-        char *pending_run; /* the run message's payload a cold start sends after hello */
-        size_t pending_run_len;
-        double cold_start_ms; /* of the part in hand; < 0 when it found the worker warm */
-        uint64_t idle_since;
-        bool retire_requested, exit_after_each_part;
-        bool retiring; /* shutdown sent: exits on its own, then WORKER_COLD */
-        uint64_t retire_kill_at;
-};
-
-struct event {
-        struct event *next;
-        size_t device;
-        bool is_part;
-        char job[JOB_ID_MAX];
-        enum part_outcome outcome;
-        json_t *result;
-        json_t *seen; /* what cb.result_paths name in a raw result, or NULL */
-        json_t *look; /* the worker's look after the part (common/ipc.h), or NULL */
-        char *error;
-        double cold_start_ms;
-        enum worker_state state;
-        char *reason;
-};
-
-struct supervisor {
-        pthread_mutex_t lock;
-        pthread_t thread;
-        bool thread_started;
-        int efd;
-        int epfd; /* efd, and each slot's fd and pidfd while open */
-
-        /* configuration, copied */
-        char *worker_path;
-        unsigned fake_devices;
-        unsigned heartbeat_interval_ms, heartbeat_timeout_ms, start_timeout_ms;
-        unsigned max_crashes, backoff_ms, backoff_max_ms, cancel_grace_ms;
-        uint64_t max_buffer_bytes, pool_bytes, managed_reserve_bytes;
-        uint64_t pool_idle_ms, worker_idle_ms;
-        char *fake_gpu_state;
-        int log_level;
-
-        struct supervisor_callbacks cb;
-        struct slot *w;
-        size_t n;
-
-        struct event *events, **events_tail;
-        uint64_t loop_at; /* when the thread last went round */
-        unsigned stalls;  /* times the thread woke a stall late (see the top) */
-        /* When the thread's poll ends at the latest (monotonic): a new timer due no earlier
-         * needs no wake-up, the thread sees it when it next goes round. */
-        uint64_t wake_at;
-        bool stopping;
-        uint64_t stop_deadline;
-};
 
 const char *worker_state_to_string(enum worker_state s)
 {
@@ -186,7 +82,7 @@ static void event_push(struct supervisor *s, struct event *e)
         s->events_tail = &e->next;
 }
 
-static void event_free(struct event *e)
+void supervisor_event_free(struct event *e)
 {
         if (!e)
                 return;
@@ -198,10 +94,8 @@ static void event_free(struct event *e)
         free(e);
 }
 
-static void set_state(struct supervisor *s, struct slot *w, enum worker_state state,
-                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void set_state(struct supervisor *s, struct slot *w, enum worker_state state,
-                      const char *fmt, ...)
+void supervisor_set_state(struct supervisor *s, struct slot *w, enum worker_state state,
+                          const char *fmt, ...)
 {
         struct event *e;
         va_list ap;
@@ -228,8 +122,8 @@ static void set_state(struct supervisor *s, struct slot *w, enum worker_state st
         event_push(s, e);
 }
 
-static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome outcome,
-                        json_t *result, json_t *seen, json_t *look, const char *error)
+void supervisor_finish_part(struct supervisor *s, struct slot *w, enum part_outcome outcome,
+                            json_t *result, json_t *seen, json_t *look, const char *error)
 {
         struct event *e;
 
@@ -260,717 +154,6 @@ static void finish_part(struct supervisor *s, struct slot *w, enum part_outcome 
         w->cold_start_ms = -1;
         free(w->pending_run);
         w->pending_run = NULL;
-}
-
-/* --- processes --- */
-
-/* Between fork and exec: async-signal-safe calls only. Placement is best effort: a host that
- * refuses it (a cgroup without those CPUs) still runs the worker, which reports where it ran. */
-static _Noreturn void child_exec(int fd, pid_t parent, char **argv,
-                                 const struct supervised_device *place)
-{
-        sigset_t none;
-
-        if (place && place->has_cpus)
-                (void)sched_setaffinity(0, sizeof(place->cpus), &place->cpus);
-        if (place && place->numa_node >= 0 && place->numa_node < 64) {
-                unsigned long mask = 1ul << place->numa_node;
-
-                (void)syscall(SYS_set_mempolicy, MPOL_PREFERRED, &mask, 64ul);
-        }
-
-        /* Ignored signals stay ignored across exec (SIGPIPE in umd): start the worker clean. */
-        for (int sig = 1; sig < NSIG; sig++)
-                if (sig != SIGKILL && sig != SIGSTOP)
-                        signal(sig, SIG_DFL);
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-                _exit(127);
-        /* Whatever another thread opened without O_CLOEXEC must not leak into the worker. */
-        (void)close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
-        if (fcntl(fd, F_SETFD, 0) < 0)
-                _exit(127);
-        execv(argv[0], argv);
-        _exit(127);
-}
-
-static void kill_worker(struct slot *w, enum kill_reason why, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void kill_worker(struct slot *w, enum kill_reason why, const char *fmt, ...)
-{
-        va_list ap;
-
-        if (w->pid <= 0 || w->killed != KILL_NONE)
-                return;
-        w->killed = why;
-        va_start(ap, fmt);
-        vsnprintf(w->kill_detail, sizeof(w->kill_detail), fmt, ap);
-        va_end(ap);
-        if (why == KILL_TIMEOUT || why == KILL_CANCEL || why == KILL_STOP || why == KILL_RETIRE)
-                log_notice("Device %s: killing worker %d: %s", w->dev.id, (int)w->pid,
-                           w->kill_detail);
-        else
-                log_warning("Device %s: killing worker %d: %s", w->dev.id, (int)w->pid,
-                            w->kill_detail);
-        if (kill(w->pid, SIGKILL) < 0 && errno != ESRCH)
-                log_error_errno(errno, "Device %s: cannot kill worker %d: %m", w->dev.id,
-                                (int)w->pid);
-}
-
-/* What an epoll event is for: the eventfd, or slot i's socket (i << 1) or pidfd (i << 1 | 1). */
-#define TAG_WAKE UINT64_MAX
-
-static int watch(struct supervisor *s, int fd, uint64_t tag)
-{
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
-
-        return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
-}
-
-/* Before fd is closed: a descriptor another process still holds (a child between fork and
- * exec) would stay in the set after its close. */
-static void unwatch(struct supervisor *s, int fd)
-{
-        (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, fd, NULL);
-}
-
-static void close_channel(struct supervisor *s, struct slot *w)
-{
-        if (w->fd >= 0) {
-                unwatch(s, w->fd);
-                close(w->fd);
-        }
-        w->fd = -1;
-        ipc_decoder_free(&w->dec);
-}
-
-static void close_pidfd(struct supervisor *s, struct slot *w)
-{
-        if (w->pidfd >= 0) {
-                unwatch(s, w->pidfd);
-                close(w->pidfd);
-        }
-        w->pidfd = -1;
-}
-
-static void schedule_crash_respawn(struct supervisor *s, struct slot *w, uint64_t now,
-                                   const char *how);
-
-static int spawn(struct supervisor *s, struct slot *w, uint64_t now)
-{
-        char fd_s[16], fake_s[16], hb_s[16], maxb_s[24], pool_s[24], res_s[24], idle_s[24];
-        char *argv[28];
-        size_t a = 0;
-        struct timeval tv = {SEND_TIMEOUT_MS / 1000, (SEND_TIMEOUT_MS % 1000) * 1000};
-        int sv[2];
-        pid_t pid;
-
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-                return log_error_errno(errno, "Device %s: socketpair: %m", w->dev.id);
-
-        snprintf(fd_s, sizeof(fd_s), "%d", sv[1]);
-        snprintf(hb_s, sizeof(hb_s), "%u", s->heartbeat_interval_ms);
-        snprintf(maxb_s, sizeof(maxb_s), "%llu", (unsigned long long)s->max_buffer_bytes);
-        snprintf(pool_s, sizeof(pool_s), "%llu", (unsigned long long)s->pool_bytes);
-        snprintf(res_s, sizeof(res_s), "%llu", (unsigned long long)s->managed_reserve_bytes);
-        snprintf(idle_s, sizeof(idle_s), "%llu", (unsigned long long)s->pool_idle_ms);
-        argv[a++] = s->worker_path;
-        if (w->dev.fake) {
-                unsigned long idx = strtoul(w->dev.id, NULL, 10);
-                unsigned n = s->fake_devices > idx ? s->fake_devices : (unsigned)idx + 1;
-
-                snprintf(fake_s, sizeof(fake_s), "%u", n);
-                argv[a++] = (char *)"--fake";
-                argv[a++] = fake_s;
-                if (s->fake_gpu_state) {
-                        argv[a++] = (char *)"--fake-state";
-                        argv[a++] = s->fake_gpu_state;
-                }
-        }
-        const char *const opts[][2] = {
-            {"--device", w->dev.id},
-            {"--ipc-fd", fd_s},
-            {"--heartbeat-ms", hb_s},
-            /* The limits, once for the worker's life: run messages carry none. */
-            {"--max-buffer-bytes", maxb_s},
-            {"--pool-bytes", pool_s},
-            {"--managed-reserve-bytes", res_s},
-            {"--pool-idle-ms", idle_s},
-            {"--log-level", log_level_to_string(s->log_level)},
-        };
-        for (size_t o = 0; o < ELEMENTSOF(opts); o++) {
-                argv[a++] = (char *)opts[o][0];
-                argv[a++] = (char *)opts[o][1];
-        }
-        argv[a] = NULL;
-
-        pid_t parent = getpid();
-        pid = fork();
-        if (pid == 0)
-                child_exec(sv[1], parent, argv, &w->dev);
-        if (pid < 0) {
-                int r = log_error_errno(errno, "Device %s: fork: %m", w->dev.id);
-
-                close(sv[0]);
-                close(sv[1]);
-                return r;
-        }
-        close(sv[1]);
-        /* Sends are blocking (they are small); a worker that stops reading must not hang us. */
-        if (setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
-                log_warning_errno(errno, "Device %s: SO_SNDTIMEO: %m", w->dev.id);
-        w->fd = sv[0];
-        w->pid = pid;
-        w->pidfd = pidfd_open(pid, 0);
-        w->exited = false;
-        if (w->pidfd >= 0 && fcntl(w->pidfd, F_SETFD, FD_CLOEXEC) < 0)
-                log_warning_errno(errno, "Device %s: pidfd FD_CLOEXEC: %m", w->dev.id);
-        size_t i = (size_t)(w - s->w);
-        int r = watch(s, w->fd, (uint64_t)i << 1);
-        if (r < 0) {
-                /* Unheard, it could only be found silent later: it goes now, as a crash. */
-                errno = -r;
-                kill_worker(w, KILL_SILENT, "cannot wait on its socket: %m");
-        }
-        /* Without its pidfd watched, the worker's exit is found as without a pidfd. */
-        if (w->pidfd >= 0 && watch(s, w->pidfd, (uint64_t)i << 1 | 1) < 0) {
-                close(w->pidfd);
-                w->pidfd = -1;
-        }
-        ipc_decoder_init(&w->dec, IPC_FRAME_MAX);
-        w->hello = false;
-        w->killed = KILL_NONE;
-        w->kill_detail[0] = '\0';
-        w->retiring = false;
-        w->spawned_at = w->last_heard = now;
-        if (w->spawned_once)
-                w->restarts++;
-        w->spawned_once = true;
-        log_info("Device %s: started worker %d", w->dev.id, (int)pid);
-        /* A faulted device stays faulted until its new worker says hello. */
-        if (w->state != WORKER_FAULTED)
-                set_state(s, w, WORKER_STARTING, "worker %d started", (int)pid);
-        return 0;
-}
-
-static void describe_status(int status, char *buf, size_t len)
-{
-        if (WIFEXITED(status)) {
-                snprintf(buf, len, "worker exited with status %d", WEXITSTATUS(status));
-        } else if (WIFSIGNALED(status)) {
-                const char *abbrev = sigabbrev_np(WTERMSIG(status));
-
-                if (abbrev)
-                        snprintf(buf, len, "worker killed by signal SIG%s", abbrev);
-                else
-                        snprintf(buf, len, "worker killed by signal %d", WTERMSIG(status));
-        } else {
-                snprintf(buf, len, "worker ended with status 0x%x", (unsigned)status);
-        }
-}
-
-static void schedule_crash_respawn(struct supervisor *s, struct slot *w, uint64_t now,
-                                   const char *how)
-{
-        uint64_t delay;
-        unsigned shift;
-
-        w->crashes++;
-        w->crashes_total++;
-        shift = w->crashes - 1 < 31 ? w->crashes - 1 : 31;
-        delay = (uint64_t)s->backoff_ms << shift;
-        if (delay > s->backoff_max_ms)
-                delay = s->backoff_max_ms;
-        if (w->crashes >= s->max_crashes) {
-                /* Keep trying, slowly: the GPU may come back (a reset, a reloaded driver).
-                 * Never in a tight loop, whatever the configuration says. */
-                delay = s->backoff_max_ms > FAULTED_RETRY_MIN_MS ? s->backoff_max_ms
-                                                                 : FAULTED_RETRY_MIN_MS;
-                if (w->state != WORKER_FAULTED)
-                        log_error("Device %s: faulted after %u crashes in a row (last: %s)",
-                                  w->dev.id, w->crashes, how);
-                set_state(s, w, WORKER_FAULTED, "%u crashes in a row, last: %s", w->crashes, how);
-        } else {
-                set_state(s, w, WORKER_BACKOFF, "crashed: %s; respawning in %llu ms", how,
-                          (unsigned long long)delay);
-        }
-        w->respawn_at = now + delay;
-}
-
-/* The worker process is gone (status from waitpid). */
-static void on_exit_status(struct supervisor *s, struct slot *w, int status, uint64_t now)
-{
-        char how[160], err[256];
-        enum kill_reason killed = w->killed;
-        bool crash;
-
-        describe_status(status, how, sizeof(how));
-        if (killed == KILL_SILENT || killed == KILL_PROTOCOL) {
-                /* Why we killed it says more than the SIGKILL it died of. */
-                snprintf(how, sizeof(how), "%s", w->kill_detail);
-        }
-        close_channel(s, w);
-        close_pidfd(s, w);
-        if (killed == KILL_NONE && !s->stopping && !w->retiring)
-                log_warning("Device %s: worker %d: %s", w->dev.id, (int)w->pid, how);
-        else
-                log_info("Device %s: worker %d: %s", w->dev.id, (int)w->pid, how);
-        w->pid = 0;
-        w->hello = false;
-        w->killed = KILL_NONE;
-
-        switch (killed) {
-        case KILL_TIMEOUT:
-                snprintf(err, sizeof(err), "timed out after %llu ms; worker killed",
-                         (unsigned long long)w->timeout_ms);
-                finish_part(s, w, PART_TIMED_OUT, NULL, NULL, NULL, err);
-                break;
-        case KILL_CANCEL:
-                finish_part(s, w, PART_CANCELLED, NULL, NULL, NULL,
-                            "cancelled; worker killed after the grace period");
-                break;
-        default:
-                if (w->cancelling) {
-                        finish_part(s, w, PART_CANCELLED, NULL, NULL, NULL, "cancelled");
-                } else {
-                        snprintf(err, sizeof(err), "%s", how);
-                        finish_part(s, w, PART_FAILED, NULL, NULL, NULL, err);
-                }
-                break;
-        }
-
-        if (s->stopping) {
-                set_state(s, w, WORKER_STOPPED, NULL);
-                return;
-        }
-        if (w->retiring && (killed == KILL_NONE || killed == KILL_RETIRE)) {
-                /* Asked to go: the GPU is free of umd until the next part. */
-                w->retiring = false;
-                w->retire_requested = false;
-                w->crashes = 0;
-                set_state(s, w, WORKER_COLD, "worker exited idle; nothing held on the GPU");
-                return;
-        }
-        w->retiring = false;
-        crash = killed == KILL_NONE || killed == KILL_SILENT || killed == KILL_PROTOCOL;
-        if (crash) {
-                schedule_crash_respawn(s, w, now, how);
-        } else {
-                w->respawn_at = now;
-                if (w->state != WORKER_FAULTED)
-                        set_state(s, w, WORKER_BACKOFF, "%s; respawning",
-                                  killed == KILL_TIMEOUT ? "killed at its deadline"
-                                                         : "killed to cancel its job");
-        }
-}
-
-static void reap(struct supervisor *s, struct slot *w, uint64_t now)
-{
-        int status = 0;
-        pid_t r;
-
-        /* With a pidfd, only once it said the worker is gone: every round asked the kernel for
-         * every worker, three waitpid calls a part under load for nothing. */
-        if (w->pid <= 0 || (w->pidfd >= 0 && !w->exited))
-                return;
-        do
-                r = waitpid(w->pid, &status, WNOHANG);
-        while (r < 0 && errno == EINTR);
-        if (r == 0)
-                return;
-        if (r < 0) {
-                /* ECHILD: it is gone and was reaped for us (SIGCHLD ignored): the status is
-                 * lost, so report it as exit status 255. */
-                log_warning_errno(errno, "Device %s: waitpid(%d): %m", w->dev.id, (int)w->pid);
-                status = 0xff00;
-        }
-        on_exit_status(s, w, status, now);
-}
-
-/* --- messages from a worker (lock held) --- */
-
-static void protocol_error(struct slot *w, const char *what)
-{
-        kill_worker(w, KILL_PROTOCOL, "worker protocol error: %s", what);
-}
-
-/* seen: what cb.result_paths name in a raw result (ipc_decoder_next_pick), or NULL. */
-static void handle_msg(struct supervisor *s, struct slot *w, json_t *msg, json_t *seen,
-                       uint64_t now)
-{
-        const char *type = json_string_value(json_object_get(msg, "type"));
-
-        w->last_heard = now;
-        if (strcmp(type, "heartbeat") == 0)
-                return;
-        if (strcmp(type, "hello") == 0) {
-                json_t *proto = json_object_get(msg, "protocol");
-
-                if (!json_is_integer(proto) || json_integer_value(proto) != IPC_PROTOCOL_VERSION) {
-                        protocol_error(w, "hello with another protocol version");
-                        return;
-                }
-                if (!json_is_object(json_object_get(msg, "device"))) {
-                        protocol_error(w, "hello without a device");
-                        return;
-                }
-                if (w->hello) {
-                        log_warning("Device %s: ignoring a second hello", w->dev.id);
-                        return;
-                }
-                w->hello = true;
-                log_info("Device %s: worker %d ready", w->dev.id, (int)w->pid);
-                if (w->pending_run && w->has_part) {
-                        int r = ipc_send_payload(w->fd, w->pending_run, w->pending_run_len);
-
-                        free(w->pending_run);
-                        w->pending_run = NULL;
-                        w->cold_start_ms = (double)(now - w->spawned_at);
-                        /* It died after its hello: its exit status (reaped next) says how. */
-                        if (r == -EPIPE || r == -ECONNRESET)
-                                return;
-                        if (r < 0) {
-                                kill_worker(w, KILL_SILENT,
-                                            "cannot send job %s after a cold "
-                                            "start",
-                                            w->job);
-                                return;
-                        }
-                        set_state(s, w, WORKER_BUSY, "job %s (cold start %.0f ms)", w->job,
-                                  w->cold_start_ms);
-                        return;
-                }
-                w->idle_since = now;
-                set_state(s, w, WORKER_IDLE, "worker %d ready", (int)w->pid);
-                return;
-        }
-        if (strcmp(type, "result") == 0) {
-                const char *job = json_string_value(json_object_get(msg, "job"));
-                json_t *ok = json_object_get(msg, "ok");
-                json_t *result = json_object_get(msg, "result");
-                const char *error = json_string_value(json_object_get(msg, "error"));
-                json_t *look = json_object_get(msg, "look");
-
-                /* An object, or (read_worker) a raw node holding the worker's canonical bytes of
-                 * one, not parsed here: job_dispatch.c reads what it needs of them. */
-                bool object = json_is_object(result) || json_raw_get(result, NULL, NULL);
-
-                if (!job || !json_is_boolean(ok) || (json_is_true(ok) && !object) ||
-                    (!json_is_true(ok) && !error)) {
-                        protocol_error(w, "malformed result");
-                        return;
-                }
-                if (!w->has_part || strcmp(job, w->job) != 0) {
-                        log_warning("Device %s: ignoring a result for job %s, not running here",
-                                    w->dev.id, job);
-                        return;
-                }
-                if (w->killed != KILL_NONE)
-                        return; /* decided already: the kill's outcome stands */
-                /* The worker answered: it is healthy, whatever the benchmark said. */
-                w->crashes = 0;
-                if (w->cancelling)
-                        finish_part(s, w, PART_CANCELLED, NULL, NULL, look, "cancelled");
-                else if (json_is_true(ok))
-                        finish_part(s, w, PART_SUCCEEDED, result, seen, look, NULL);
-                else
-                        finish_part(s, w, PART_FAILED, NULL, NULL, look, error);
-                w->idle_since = now;
-                if (w->exit_after_each_part)
-                        w->retire_requested = true;
-                set_state(s, w, WORKER_IDLE, NULL);
-                return;
-        }
-        log_warning("Device %s: ignoring a message of unknown type '%s'", w->dev.id, type);
-}
-
-/* A result's object stays the worker's bytes (a raw node), and what the callbacks read of it is
- * picked as the frame is checked. */
-static int next_msg(struct supervisor *s, struct slot *w, json_t **ret, json_t **ret_seen)
-{
-        return ipc_decoder_next_pick(&w->dec, "result", s->cb.result_paths, ret, ret_seen);
-}
-
-static void read_worker(struct supervisor *s, struct slot *w, uint64_t now)
-{
-        static uint8_t buf[READ_CHUNK]; /* only the supervisor thread reads */
-        json_t *msg, *seen;
-        int r;
-
-        for (;;) {
-                ssize_t n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT);
-
-                if (n > 0) {
-                        if (ipc_decoder_feed(&w->dec, buf, (size_t)n) < 0) {
-                                protocol_error(w, "out of memory buffering its messages");
-                                close_channel(s, w);
-                                return;
-                        }
-                        if ((size_t)n < sizeof(buf))
-                                break;
-                        continue;
-                }
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                        break;
-                /* EOF or error: the process is exiting; reap() gives the reason. Whatever was
-                 * complete before still counts (a result written just before a crash). */
-                while (w->dec.len > 0 && next_msg(s, w, &msg, &seen) == 1) {
-                        handle_msg(s, w, msg, seen, now);
-                        json_decref(msg);
-                        json_decref(seen);
-                }
-                close_channel(s, w);
-                return;
-        }
-        while ((r = next_msg(s, w, &msg, &seen)) == 1) {
-                handle_msg(s, w, msg, seen, now);
-                json_decref(msg);
-                json_decref(seen);
-        }
-        if (r == -EMSGSIZE)
-                protocol_error(w, "frame of a bad size");
-        else if (r == -EBADMSG)
-                protocol_error(w, "frame that is not a JSON message");
-        if (r < 0)
-                close_channel(s, w); /* out of step: nothing more from it can be trusted */
-}
-
-/* --- idle release (lock held) --- */
-
-static bool retire_due(const struct supervisor *s, const struct slot *w, uint64_t now)
-{
-        if (w->pid <= 0 || !w->hello || w->has_part || w->retiring || s->stopping ||
-            w->state != WORKER_IDLE)
-                return false;
-        return w->retire_requested || now - w->idle_since >= s->worker_idle_ms;
-}
-
-static void retire_now(struct supervisor *s, struct slot *w, uint64_t now)
-{
-        json_t *msg = json_pack("{s:s}", "type", "shutdown");
-
-        w->retiring = true;
-        w->retire_kill_at = now + (s->cancel_grace_ms > 1000 ? s->cancel_grace_ms : 1000);
-        log_info("Device %s: letting worker %d go (%s)", w->dev.id, (int)w->pid,
-                 w->retire_requested ? "released" : "idle");
-        if (!msg || w->fd < 0 || ipc_send(w->fd, msg) < 0)
-                w->retire_kill_at = now; /* cannot ask: kill it (still not a crash) */
-        json_decref(msg);
-}
-
-/* --- the thread --- */
-
-static void check_timers(struct supervisor *s, struct slot *w, uint64_t now)
-{
-        if (w->pid > 0 && w->killed == KILL_NONE) {
-                if (s->stopping && now >= s->stop_deadline)
-                        kill_worker(w, KILL_STOP, "did not stop in time");
-                else if (w->has_part && w->deadline && now >= w->deadline)
-                        kill_worker(w, KILL_TIMEOUT, "job %s passed its deadline of %llu ms",
-                                    w->job, (unsigned long long)w->timeout_ms);
-                else if (w->has_part && w->cancelling && now >= w->cancel_kill_at)
-                        kill_worker(w, KILL_CANCEL, "job %s not stopped %u ms after cancel", w->job,
-                                    s->cancel_grace_ms);
-                else if (!w->hello && now - w->last_heard >= s->start_timeout_ms)
-                        kill_worker(w, KILL_SILENT, "no hello within %u ms", s->start_timeout_ms);
-                else if (w->hello && s->heartbeat_timeout_ms &&
-                         now - w->last_heard >= s->heartbeat_timeout_ms)
-                        kill_worker(w, KILL_SILENT, "no heartbeat for %llu ms",
-                                    (unsigned long long)(now - w->last_heard));
-                else if (w->retiring && now >= w->retire_kill_at)
-                        kill_worker(w, KILL_RETIRE, "did not exit %u ms after being let go",
-                                    s->cancel_grace_ms);
-                else if (retire_due(s, w, now))
-                        retire_now(s, w, now);
-        }
-        if (w->pid == 0 && !s->stopping && w->state != WORKER_STOPPED && w->state != WORKER_COLD &&
-            now >= w->respawn_at) {
-                if (spawn(s, w, now) < 0) {
-                        finish_part(s, w, PART_FAILED, NULL, NULL, NULL,
-                                    "could not start the worker");
-                        schedule_crash_respawn(s, w, now, "could not start the worker");
-                }
-        }
-}
-
-static uint64_t next_wakeup(struct supervisor *s, uint64_t now)
-{
-        uint64_t t = now + POLL_MAX_MS;
-
-#define EARLIER(x)                                                                                 \
-        do {                                                                                       \
-                if ((x) < t)                                                                       \
-                        t = (x);                                                                   \
-        } while (0)
-        for (size_t i = 0; i < s->n; i++) {
-                struct slot *w = &s->w[i];
-
-                if (w->pid > 0) {
-                        if (w->pidfd < 0)
-                                EARLIER(now + REAP_POLL_MS);
-                        if (w->killed != KILL_NONE)
-                                continue;
-                        if (s->stopping)
-                                EARLIER(s->stop_deadline);
-                        if (w->has_part && w->deadline)
-                                EARLIER(w->deadline);
-                        if (w->has_part && w->cancelling)
-                                EARLIER(w->cancel_kill_at);
-                        if (!w->hello)
-                                EARLIER(w->last_heard + s->start_timeout_ms);
-                        else if (s->heartbeat_timeout_ms)
-                                EARLIER(w->last_heard + s->heartbeat_timeout_ms);
-                        if (w->retiring)
-                                EARLIER(w->retire_kill_at);
-                        else if (w->hello && !w->has_part && w->state == WORKER_IDLE)
-                                EARLIER(w->retire_requested ? now
-                                                            : w->idle_since + s->worker_idle_ms);
-                } else if (!s->stopping && w->state != WORKER_STOPPED && w->state != WORKER_COLD) {
-                        EARLIER(w->respawn_at);
-                }
-        }
-#undef EARLIER
-        return t > now ? t - now : 0;
-}
-
-/* Reads every open worker socket, readable or not: what queued while the thread was away. */
-static void drain_all(struct supervisor *s, uint64_t now)
-{
-        for (size_t i = 0; i < s->n; i++)
-                if (s->w[i].fd >= 0)
-                        read_worker(s, &s->w[i], now);
-}
-
-/* Late enough to be a stall: a quarter of the heartbeat timeout leaves the workers most of it,
- * and a wake-up merely late from load only postpones judging a silence, once. */
-static uint64_t stall_threshold_ms(const struct supervisor *s)
-{
-        return s->heartbeat_timeout_ms / 4 > STALL_MIN_MS ? s->heartbeat_timeout_ms / 4
-                                                          : STALL_MIN_MS;
-}
-
-/* The thread woke `late` ms after it meant to: nothing was watched meanwhile, so no worker's
- * silence can be judged over that time. Called after drain_all(), before check_timers(). */
-static void forgive_stall(struct supervisor *s, uint64_t now, uint64_t late)
-{
-        s->stalls++;
-        log_warning("Supervisor: the daemon did not run for %llu ms (stopped or paused); worker "
-                    "heartbeat deadlines restart from now, part deadlines move by as much",
-                    (unsigned long long)late);
-        for (size_t i = 0; i < s->n; i++) {
-                struct slot *w = &s->w[i];
-
-                if (w->pid <= 0 || w->killed != KILL_NONE)
-                        continue;
-                w->last_heard = now;
-                if (w->has_part && w->deadline)
-                        w->deadline += late;
-                if (w->has_part && w->cancelling)
-                        w->cancel_kill_at += late;
-                if (w->retiring)
-                        w->retire_kill_at += late;
-        }
-}
-
-static void deliver(struct supervisor *s, struct event *list)
-{
-        while (list) {
-                struct event *e = list;
-
-                list = e->next;
-                if (e->is_part && s->cb.part_done)
-                        s->cb.part_done(s->cb.userdata, e->device, e->job, e->outcome, e->result,
-                                        e->seen, e->look, e->error, e->cold_start_ms);
-                else if (!e->is_part && s->cb.worker_state)
-                        s->cb.worker_state(s->cb.userdata, e->device, e->state, e->reason);
-                event_free(e);
-        }
-}
-
-static void *supervisor_main(void *arg)
-{
-        struct supervisor *s = arg;
-        size_t max_events = 1 + 2 * s->n;
-        struct epoll_event *evs = calloc(max_events, sizeof(*evs));
-
-        if (!evs) {
-                log_error("Out of memory: the supervisor thread cannot run");
-                return NULL;
-        }
-        for (;;) {
-                struct event *events;
-                uint64_t now, timeout;
-                bool all_gone = true;
-                int n;
-
-                pthread_mutex_lock(&s->lock);
-                now = now_monotonic_ms();
-                s->loop_at = now;
-                if (s->wake_at && now > s->wake_at + stall_threshold_ms(s)) {
-                        drain_all(s, now);
-                        forgive_stall(s, now, now - s->wake_at);
-                }
-                for (size_t i = 0; i < s->n; i++) {
-                        reap(s, &s->w[i], now);
-                        check_timers(s, &s->w[i], now);
-                        if (s->w[i].pid > 0)
-                                all_gone = false;
-                }
-                events = s->events;
-                s->events = NULL;
-                s->events_tail = &s->events;
-                if (s->stopping && all_gone) {
-                        pthread_mutex_unlock(&s->lock);
-                        deliver(s, events);
-                        break;
-                }
-                timeout = next_wakeup(s, now);
-                s->wake_at = now + timeout;
-                pthread_mutex_unlock(&s->lock);
-
-                /* Callbacks may dispatch or cancel: those only queue work and wake us. */
-                deliver(s, events);
-                if (events)
-                        continue; /* a callback may have changed the timers */
-
-                n = epoll_wait(s->epfd, evs, (int)max_events, (int)timeout);
-                if (n < 0 && errno != EINTR) {
-                        log_error_errno(errno, "Supervisor epoll_wait: %m");
-                        usleep(100 * 1000);
-                        continue;
-                }
-
-                pthread_mutex_lock(&s->lock);
-                now = now_monotonic_ms();
-                /* Interrupted (a SIGCONT after a stop): what is readable was not listed. */
-                if (n < 0)
-                        drain_all(s, now);
-                for (int k = 0; k < n; k++) {
-                        uint64_t tag = evs[k].data.u64;
-                        struct slot *w;
-
-                        if (tag == TAG_WAKE) {
-                                uint64_t v;
-
-                                (void)!read(s->efd, &v, sizeof(v));
-                                continue;
-                        }
-                        if ((tag >> 1) >= s->n)
-                                continue;
-                        w = &s->w[tag >> 1];
-                        /* A pidfd's wake-up lets the next round's reap() look. */
-                        if (tag & 1)
-                                w->exited = w->pidfd >= 0;
-                        else if (w->fd >= 0)
-                                read_worker(s, w, now);
-                }
-                pthread_mutex_unlock(&s->lock);
-        }
-        free(evs);
-        return NULL;
 }
 
 /* --- public --- */
@@ -1062,13 +245,13 @@ int supervisor_start(const struct umd_config *cfg, const struct supervised_devic
                 r = log_error_errno(errno, "epoll_create1: %m");
                 goto fail;
         }
-        r = watch(s, s->efd, TAG_WAKE);
+        r = supervisor_proc_watch(s, s->efd, TAG_WAKE);
         if (r < 0) {
                 log_error_errno(r, "epoll_ctl: %m");
                 goto fail;
         }
         s->loop_at = now_monotonic_ms();
-        r = -pthread_create(&s->thread, NULL, supervisor_main, s);
+        r = -pthread_create(&s->thread, NULL, supervisor_loop_main, s);
         if (r < 0) {
                 log_error_errno(r, "Cannot start the supervisor thread: %m");
                 goto fail;
@@ -1110,7 +293,7 @@ static int dispatch_cold(struct supervisor *s, struct slot *w, const char *job_i
         w->pending_run_len = len;
         w->retire_requested = false;
         w->respawn_at = now;
-        set_state(s, w, WORKER_STARTING, "starting a worker for job %s", job_id);
+        supervisor_set_state(s, w, WORKER_STARTING, "starting a worker for job %s", job_id);
         wake(s);
         return 0;
 }
@@ -1158,7 +341,7 @@ int supervisor_dispatch(struct supervisor *s, size_t device, const char *job_id,
                 log_warning_errno(r, "Device %s: cannot send job %s to the worker: %m", w->dev.id,
                                   job_id);
                 if (r == -EAGAIN || r == -EWOULDBLOCK)
-                        kill_worker(w, KILL_SILENT, "not reading its socket");
+                        supervisor_proc_kill(w, KILL_SILENT, "not reading its socket");
                 wake(s);
                 r = -ENODEV;
                 goto out;
@@ -1357,15 +540,15 @@ void supervisor_stop(struct supervisor *s, unsigned timeout_ms)
                 pthread_join(s->thread, NULL);
 
         for (size_t i = 0; i < s->n; i++) {
-                close_channel(s, &s->w[i]);
-                close_pidfd(s, &s->w[i]);
+                supervisor_proc_close_channel(s, &s->w[i]);
+                supervisor_proc_close_pidfd(s, &s->w[i]);
                 free(s->w[i].pending_run);
         }
         while (s->events) {
                 struct event *e = s->events;
 
                 s->events = e->next;
-                event_free(e);
+                supervisor_event_free(e);
         }
         supervisor_free(s);
 }

@@ -13,6 +13,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* What a worker is told it serves (--device): a GPU's uuid, a fake index, or "all". */
+#define SUPERVISED_ID_MAX 64
+
 struct umd_config;
 struct supervisor;
 
@@ -64,7 +67,7 @@ struct supervisor_callbacks {
  * has_cpus the worker runs on cpus; when numa_node >= 0 its memory comes preferably from that
  * node (set before exec, so the CUDA runtime's pinned host buffers follow it). */
 struct supervised_device {
-        char id[64];
+        char id[SUPERVISED_ID_MAX];
         bool fake;
         bool has_cpus;
         cpu_set_t cpus;

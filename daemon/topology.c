@@ -8,6 +8,11 @@
 #include "pcie.h"
 #include "util.h"
 
+/* A summary's sentence: the fastest and the slowest pair, their links and figures. */
+#define SENTENCE_MAX 512
+/* A pair's key in the summary: two indexes, "S->D". */
+#define PAIR_KEY_MAX 32
+
 static double gbps(const json_t *m)
 {
         json_t *g = json_object_get(m, "gbps");
@@ -141,7 +146,7 @@ static json_t *peer_summary(const json_t *result)
         size_t n = json_array_size(devices), i;
         json_t *m, *matrices = json_object(), *d2d = json_array(), *links, *expected;
         const json_t *slow = NULL;
-        char sentence[512], label[32];
+        char sentence[SENTENCE_MAX], label[TOPOLOGY_LABEL_MAX];
 
         if (n < 2)
                 return NULL;
@@ -152,7 +157,7 @@ static json_t *peer_summary(const json_t *result)
                 const char *method = json_string_value(json_object_get(m, "method"));
                 const char *dir = json_string_value(json_object_get(m, "direction"));
                 long long s = int_or(m, "src", -1), d = int_or(m, "dst", -1);
-                char key[32];
+                char key[PAIR_KEY_MAX];
 
                 if (!method || !dir || s < 0 || d < 0)
                         continue;
@@ -254,7 +259,7 @@ static json_t *managed_peer_summary(const json_t *result)
         const json_t *ms = json_object_get(result, "measurements");
         json_t *pairs = json_array(), *m;
         double worst = -1;
-        char sentence[512] = "No pair was measured.";
+        char sentence[SENTENCE_MAX] = "No pair was measured.";
         size_t i;
 
         json_array_foreach(ms, i, m)
@@ -290,7 +295,7 @@ static json_t *host_all_summary(const json_t *result)
         json_t *alone = json_array(), *m;
         double sum = 0, all = 0;
         const char *dir = "h2d";
-        char sentence[512];
+        char sentence[SENTENCE_MAX];
         size_t i, n = 0;
 
         json_array_foreach(ms, i, m)

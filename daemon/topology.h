@@ -8,6 +8,9 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+/* A link's label as topology_link_label writes it ("NVLink x18", "PCIe Gen5 x16", "host"). */
+#define TOPOLOGY_LABEL_MAX 32
+
 /* GB/s one direction that the link between two GPUs should carry: NVLink, its link count times
  * the per-link rate of the GPUs' generation (compute capability 6: 20, 7 to 9: 25, 10 and
  * later: 50 GB/s a direction); PCIe (peer to peer, or through the host), the slower of the two

@@ -24,6 +24,12 @@
 #include "xid_parse.h"
 #include "xid_table.h"
 
+/* The Xid check's reason: the kernel's line (XID_TEXT_MAX) and the sentence around it, the Xid's
+ * name and its action. */
+#define XID_VERDICT_WHY_MAX (XID_TEXT_MAX + 256)
+/* When an Xid was seen: an RFC 3339 time with milliseconds. */
+#define XID_TIME_MAX 40
+
 #define XID_STATE_FILE "xid-state.json"
 /* /proc/sys/kernel/random/boot_id: a uuid and a newline. */
 #define XID_BOOT_ID_MAX 64
@@ -59,7 +65,7 @@ struct xid_counter {
 /* One GPU's evidence, or the node's (events on no GPU of umd's). */
 struct xid_gpu {
         char bus[XID_BUS_MAX];
-        char uuid[64];
+        char uuid[DEVICE_UUID_MAX];
         struct xid_event *ring; /* the newest xid_events_max, oldest overwritten */
         size_t next, count;
         struct xid_counter counters[XID_COUNTERS_MAX];
@@ -72,7 +78,8 @@ struct xid_gpu {
 
 struct xid_watch {
         const struct umd_config *cfg;
-        struct supervisor *sup; /* under lock: NULL until attached */
+        struct devices *devices; /* d->devices: the GPUs whose Xids are told apart */
+        struct supervisor *sup;  /* under lock: NULL until attached */
         pthread_mutex_t lock;
         pthread_t thread, nvml_thread;
         bool started, nvml_started;
@@ -109,7 +116,7 @@ static int read_boot_id(const char *path, char ret[XID_BOOT_ID_MAX])
 
 static json_t *event_to_json(const struct xid_event *e)
 {
-        char when[40];
+        char when[XID_TIME_MAX];
         const char *name = e->kind == XID_KIND_XID || e->kind == XID_KIND_FALLEN_OFF_BUS
                                ? xid_table_name(e->code)
                                : NULL;
@@ -130,7 +137,7 @@ static json_t *event_to_json(const struct xid_event *e)
 static void state_save(struct xid_watch *w)
 {
         json_t *gpus = json_object();
-        char when[40];
+        char when[XID_TIME_MAX];
 
         for (size_t i = 0; i < w->n; i++) {
                 const struct xid_gpu *g = &w->gpus[i];
@@ -295,7 +302,7 @@ static bool record(struct xid_watch *w, struct xid_gpu *g, const struct xid_even
 /* Not under w->lock (the supervisor's lock is its own). */
 static bool own_pid(struct xid_watch *w, int pid)
 {
-        size_t slots = devices_count() + (have_node() ? 1 : 0);
+        size_t slots = devices_size(w->devices) + (devices_has_node(w->devices) ? 1 : 0);
 
         pthread_mutex_lock(&w->lock);
         struct supervisor *sup = w->sup;
@@ -420,7 +427,7 @@ uint64_t xid_watch_watermark(struct xid_watch *w)
 /* Under w->lock: the "xid" check of g. */
 static json_t *gpu_check(const struct xid_watch *w, const struct xid_gpu *g)
 {
-        char why[XID_TEXT_MAX + 256];
+        char why[XID_VERDICT_WHY_MAX];
         size_t evidence = 0;
 
         for (size_t i = 0; i < g->n_counters; i++)
@@ -572,12 +579,13 @@ static void *nvml_thread(void *arg)
 static int watch_alloc(const struct umd_daemon *d, struct xid_watch **ret)
 {
         struct xid_watch *w = calloc(1, sizeof(*w));
-        size_t n = devices_count();
+        size_t n = devices_size(d->devices);
         char err[XID_WHY_MAX];
 
         if (!w)
                 return -ENOMEM;
         w->cfg = d->cfg;
+        w->devices = d->devices;
         w->n = n;
         w->stop_fd = -1;
         w->state_dirfd = -1;
@@ -595,7 +603,7 @@ static int watch_alloc(const struct umd_daemon *d, struct xid_watch **ret)
                         return -ENOMEM;
                 if (i == n)
                         break;
-                struct device *dev = devices_get(i);
+                struct device *dev = devices_at(d->devices, i);
                 str_copy_cut(w->gpus[i].uuid, sizeof(w->gpus[i].uuid), dev->uuid);
                 if (xid_normalise_bus(json_string_value(json_object_get(dev->info, "pci_bus_id")),
                                       w->gpus[i].bus) < 0)
@@ -643,8 +651,8 @@ int xid_watch_start(const struct umd_daemon *d, struct xid_watch **ret)
         /* NVML's events beside a kernel source; fake devices only with a source named (auto
          * reads nothing for them), where NVML, if any loads, knows none of their uuids */
         const char *src = d->cfg->xid_source;
-        bool fake = devices_count() > 0 && devices_get(0)->fake;
-        if (d->cfg->xid_nvml_events && devices_count() > 0 && strcmp(src, "none") != 0 &&
+        bool fake = devices_size(d->devices) > 0 && devices_at(d->devices, 0)->fake;
+        if (d->cfg->xid_nvml_events && devices_size(d->devices) > 0 && strcmp(src, "none") != 0 &&
             strcmp(src, "nvml") != 0 && !(fake && strcmp(src, "auto") == 0) &&
             pthread_create(&w->nvml_thread, NULL, nvml_thread, w) == 0)
                 w->nvml_started = true;
@@ -653,6 +661,11 @@ int xid_watch_start(const struct umd_daemon *d, struct xid_watch **ret)
 fail:
         xid_watch_stop(w);
         return r;
+}
+
+struct devices *xid_watch_devices(struct xid_watch *w)
+{
+        return w->devices;
 }
 
 void xid_watch_stop(struct xid_watch *w)

@@ -22,6 +22,8 @@ void xid_watch_feed(struct xid_watch *w, const char *msg, uint64_t boot_usec);
 void xid_watch_feed_nvml(struct xid_watch *w, const char *bus, unsigned code);
 /* Whether the thread should stop (xid_watch_stop). */
 bool xid_watch_stopping(struct xid_watch *w);
+/* The devices the watch was started for (d->devices), fixed for its life. */
+struct devices *xid_watch_devices(struct xid_watch *w);
 
 /* The source loop: runs in the watch's thread until xid_watch_stopping; stop_fd turns readable
  * when it should. spec: xid_source's value. uuids/n: the devices (for NVML's events). Sets

@@ -20,6 +20,9 @@
 #include "xid_internal.h"
 #include "xid_parse.h"
 
+/* The journal match on this boot: "_BOOT_ID=" and 32 hex digits. */
+#define JOURNAL_MATCH_MAX 64
+
 /* A kernel record: /dev/kmsg hands one a read, at most about 8 KiB (PRINTK_MESSAGE_MAX). */
 #define XID_RECORD_MAX 8192
 /* How often a file source is read again at its end, as tail -f does (ms): the delay a line
@@ -122,7 +125,7 @@ static int run_journal(struct xid_watch *w, const char *dir, int stop_fd, char *
 {
         sd_journal *j = NULL;
         sd_id128_t boot;
-        char match[64], sboot[SD_ID128_STRING_MAX];
+        char match[JOURNAL_MATCH_MAX], sboot[SD_ID128_STRING_MAX];
         /* dir: journal:DIR, a directory of journal files (tests); else the system's journal */
         int r = dir ? sd_journal_open_directory(&j, dir, 0)
                     : sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY | SD_JOURNAL_SYSTEM);
@@ -209,7 +212,8 @@ void xid_source_run(struct xid_watch *w, const char *spec, int stop_fd)
                 xid_watch_source_set(w, "none", "xid_source=none");
                 return;
         }
-        if (strcmp(spec, "auto") == 0 && devices_count() > 0 && devices_get(0)->fake) {
+        struct devices *ds = xid_watch_devices(w);
+        if (strcmp(spec, "auto") == 0 && devices_size(ds) > 0 && devices_at(ds, 0)->fake) {
                 /* a fake GPU's address may be a real one's: the host's Xids are not its own */
                 xid_watch_source_set(w, "none",
                                      "fake devices: the kernel's Xids are not theirs "
@@ -245,7 +249,8 @@ void xid_source_nvml_run(struct xid_watch *w)
         const struct nvml_api *api;
         const char *why;
         nvml_event_set set = NULL;
-        size_t n = devices_count();
+        struct devices *ds = xid_watch_devices(w);
+        size_t n = devices_size(ds);
         nvml_device *handles = calloc(n + 1, sizeof(*handles));
 
         if (!handles || nvml_open(&api, &why) < 0 || !api->event_set_create ||
@@ -257,7 +262,7 @@ void xid_source_nvml_run(struct xid_watch *w)
                 return;
         }
         for (size_t i = 0; i < n; i++) {
-                const struct device *d = devices_get(i);
+                const struct device *d = devices_at(ds, i);
                 nvml_return r = api->by_uuid(d->uuid, &handles[i]);
                 if (r == NVML_SUCCESS)
                         r = api->register_events(handles[i], NVML_EVENT_TYPE_XID, set);
@@ -281,7 +286,7 @@ void xid_source_nvml_run(struct xid_watch *w)
                         if (handles[i] && handles[i] == ev.device)
                                 xid_watch_feed_nvml(w,
                                                     json_string_value(json_object_get(
-                                                        devices_get(i)->info, "pci_bus_id")),
+                                                        devices_at(ds, i)->info, "pci_bus_id")),
                                                     (unsigned)ev.event_data);
         }
         api->event_set_free(set);

@@ -13,6 +13,9 @@
 
 #include "util.h"
 
+/* An action's name in xid_actions ("restart_job", "reboot_node", ...), with room to spare. */
+#define ACTION_NAME_MAX 32
+
 /* Xid 154's recovery action values (nvmlDeviceGpuRecoveryAction_t). */
 #define RECOVERY_NONE          0
 #define RECOVERY_GPU_RESET     1
@@ -138,7 +141,7 @@ int xid_overrides_parse(const char *s, struct xid_overrides *ret, char *err, siz
         const char *p = s ? s : "";
 
         while (*p) {
-                char action[32], *end;
+                char action[ACTION_NAME_MAX], *end;
                 unsigned long code = strtoul(p, &end, 10);
                 size_t n;
 

@@ -339,8 +339,8 @@ static void fx_start(unsigned n_devices)
 
         assert_non_null(worker);
         fx->cfg.fake_devices = n_devices;
-        assert_int_equal(devices_discover(&fx->cfg, worker), 0);
-        assert_int_equal(devices_count(), n_devices);
+        assert_int_equal(devices_new(&fx->cfg, worker, &fx->d.devices), 0);
+        assert_int_equal(devices_size(fx->d.devices), n_devices);
         assert_int_equal(store_open(fx->dir, &fx->d.store), 0);
         assert_int_equal(jobs_init(&fx->d, &fx->d.jobs), 0);
         job_verdict_restore(fx->d.jobs);
@@ -360,7 +360,7 @@ static void fx_stop(void)
         fx->d.jobs = NULL;
         store_close(fx->d.store);
         fx->d.store = NULL;
-        devices_free();
+        fx->d.devices = devices_free(fx->d.devices);
 }
 
 int fx_setup(void **state)

@@ -334,7 +334,7 @@ static void test_a_look_that_began_before_the_workers_says_nothing_of_other_proc
         fx_clock_advance(2);
         fx_part_done_looked(0, a, PART_SUCCEEDED, "{\"others\": 1}");
         job_dispatch_gpu_observed(fx->d.jobs, 0, &st, began);
-        struct device *d = devices_get(0);
+        struct device *d = devices_at(fx->d.devices, 0);
         assert_int_equal(d->gpu.other_processes, 1);
 }
 

@@ -18,6 +18,8 @@
 #include "job_spec.h"
 
 static struct umd_config cfg;
+/* The table job_spec.c reads through the handle-less readers (devices.h). */
+static struct devices *devs;
 
 static int setup(void **state)
 {
@@ -31,12 +33,12 @@ static int setup(void **state)
         cfg.fake_devices = 2;
         cfg.health_size = 8u << 20;
         cfg.health_iterations = 4;
-        return devices_discover(&cfg, worker) == 0 && devices_count() == 2 ? 0 : -1;
+        return devices_new(&cfg, worker, &devs) == 0 && devices_count() == 2 ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-        devices_free();
+        devs = devices_free(devs);
         config_free(&cfg);
         return 0;
 }
