@@ -57,7 +57,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct totals totals;
 static void *handle;
 static bool loaded, callbacks_registered;
-static char why[DLIB_WHY_MAX + 64]; /* a dlerror() and the words around it */
+/* Room for the words around a dlerror() ("cannot load CUPTI: ...", "CUPTI <fn>: ..."). */
+#define EXPLAIN_WHY_WORDS 64
+static char why[DLIB_WHY_MAX + EXPLAIN_WHY_WORDS]; /* a dlerror() and the words around it */
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
@@ -310,7 +312,7 @@ json_t *explain_end(void)
 
 json_t *explain_unavailable(const char *reason)
 {
-        char buf[sizeof(why) + 64]; /* "explanation unavailable: " and a why */
+        char buf[sizeof(why) + EXPLAIN_WHY_WORDS]; /* "explanation unavailable: " and a why */
         snprintf(buf, sizeof(buf), "explanation unavailable: %s", reason ? reason : "unknown");
         return json_pack("{s:b, s:s}", "available", 0, "why", buf);
 }
