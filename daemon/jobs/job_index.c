@@ -1,9 +1,9 @@
-/* The jobs object's index (struct jobs, made by jobs.c's jobs_init): the in-memory index of the jobs scheduling
- * needs (queued and running ones, and finished ones until their final write is committed;
- * sorted by id, which is submission order, with what submits look up in it kept beside it: a
- * hash of the idempotency keys and each client's count of open jobs), the per-device queues, the
- * state machine of jobs and their parts (job_state.c derives a job's state from its parts'), the
- * forms a job's document is held in, and the generation waiters watch. The document each job is
+/* The jobs object's index (struct jobs, made by jobs.c's jobs_init): the in-memory index of the
+ * jobs scheduling needs (queued and running ones, and finished ones until their final write is
+ * committed; sorted by id, which is submission order, with what submits look up in it kept beside
+ * it: a hash of the idempotency keys and each client's count of open jobs), the per-device queues,
+ * the state machine of jobs and their parts (job_state.c derives a job's state from its parts'),
+ * the forms a job's document is held in, and the generation waiters watch. The document each job is
  * stored as is the truth; struct job caches what the queue needs. History (finished jobs) lives
  * only in the store and is read from it. Every change happens under core_lock and is queued to
  * the store's writer before the lock is released (so writes keep their order): when and what is
