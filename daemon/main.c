@@ -131,6 +131,7 @@ static int run(struct umd_daemon *d)
                 goto out;
         }
         store_files_set_validator(spec_validate_stored);
+        store_files_set_row_maker(job_doc_row_from_file);
         r = store_open(cfg->state_dir, &d->store);
         if (r < 0)
                 goto out;

@@ -25,6 +25,7 @@
 #include "core.h"
 #include "daemon.h"
 #include "devices.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "job_queue.h"
@@ -705,7 +706,7 @@ json_t *job_public(const json_t *doc)
 {
         /* A copy to serialise after core_lock is released: only what job_index.c changes in place
          * (the document and its part objects) is copied; results are shared. */
-        return store_public_copy(doc, true);
+        return job_doc_public_copy(doc, true);
 }
 
 size_t jobs_queued_on_locked(struct jobs *js, size_t dev)

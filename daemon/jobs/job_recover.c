@@ -17,6 +17,7 @@
 
 #include "core.h"
 #include "devices.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "job_queue.h"
@@ -264,7 +265,7 @@ static int recover_fast(struct jobs *js, struct store_open_job *o)
 static json_t *part_doc_parse(const char *id, size_t i, const char *text, const json_t *p)
 {
         json_error_t e;
-        json_t *own = store_parse_doc(text, strlen(text), &e);
+        json_t *own = job_doc_parse(text, strlen(text), &e);
 
         if (json_is_object(own) &&
             job_state_from_string(json_string_value(json_object_get(own, "state"))) >= 0 &&
@@ -334,7 +335,7 @@ static int recover_one(struct store_open_job *o, void *userdata)
                         return r < 0 ? r : 0;
                 return STORE_OPEN_WANT_TEXT;
         }
-        _cleanup_json_ json_t *doc = store_parse_doc(o->text, o->text_len, &e);
+        _cleanup_json_ json_t *doc = job_doc_parse(o->text, o->text_len, &e);
         if (!doc) {
                 log_warning("store: unfinished job %s is not valid JSON; skipped", o->id);
                 return 0;

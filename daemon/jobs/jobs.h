@@ -24,6 +24,7 @@
 #include "lock.h"
 
 struct jobs;
+struct store_row;
 struct umd_daemon;
 struct supervisor;
 struct supervisor_callbacks;
@@ -39,6 +40,15 @@ struct jobs_clock {
         uint64_t (*realtime_ms)(void *data);
         void *data;
 };
+
+/* job_doc.c, the job document's conversions that the rest of umd needs. The row of a job read
+ * from the old store's files (STATE_DIR/jobs/<id>.json), for the store's one-time import
+ * (main.c: store_files_set_row_maker): 0, -EINVAL or -ENOMEM, logged. */
+int job_doc_row_from_file(const json_t *job, struct store_row *ret);
+/* Each part's result in pub (a public copy, its part objects its own) that is a raw node
+ * (jsonraw.h: the worker's bytes) becomes its tree: an answer's parse, done once core_lock is
+ * released. 0 or -ENOMEM. */
+int job_doc_public_expand(json_t *pub);
 
 /* Before READY: load the store, mark running jobs interrupted, re-queue queued ones (in
  * submission order), apply retention. 0 with *ret, or -errno (logged; *ret untouched). The

@@ -51,51 +51,65 @@ void store_wal_stats(struct store *s, struct store_wal_stats *ret);
 /* Commit what is queued, stop the writer, close everything. */
 void store_close(struct store *s);
 
-/* Queue a write of job (internal form, valid "id"). The caller may set keys of the job's top
- * level and part objects as soon as this returns, but must not change values below those levels
- * in place: they are shared with the queued copy, which the writer dumps. With ret_ticket, the
- * caller must store_wait() or store_poll() it; without, a failure is only logged. 0, -EINVAL (no
- * valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
-int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-/* store_put of a job its caller changes no more, at no level, until this write's outcome is
- * known (a final job's: the only change a final job sees is a cancel put back once its write
- * failed): the writer dumps the job itself, holding a reference, with no shallow copy made. */
-int store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-/* A new job's first write (a submit), made from its tree while the tree is still the caller's
- * alone: no snapshot, no lock, and the writer finds its row made. job's "id" (a valid UUID) is
- * a stand-in that store_put_new replaces: ids are taken in the order jobs are queued, under
- * core_lock, and the dump need not wait for that. 0, -EINVAL (no valid id or parts) or
- * -ENOMEM, logged; *ret untouched on failure. */
-struct store_new;
-int store_new_prepare(const json_t *job, struct store_new **ret);
-/* Queue p (taken, whatever the outcome) as a write of the job with id id: its stand-in in the
- * row and the document's bytes replaced by id. Once committed, the ticket (required) keeps the
- * bytes of the public document its write carried, for store_wait_doc, so that the answer needs
- * no dump of its own. 0, -EINVAL (id not a UUID) or -ENOMEM, logged; nothing queued on failure. */
-int store_put_new(struct store *s, struct store_new *p, const char *id,
-                  struct store_ticket **ret_ticket);
-void store_new_free(struct store_new *p);
-/* Queue a write of part idx's state alone, the job's document left as it is: a part's start,
- * which a restart must find (to say the part was interrupted rather than run it again), costs a
- * small row instead of a dump and the job's whole row. The document catches up with a later
- * store_put; until then the job's columns and lists show its last store_put, and store_recover
- * hands on the part's row (store_open_job.parts), which recovery lays over the document. state
- * must live as long as the program (a job_state_names string). Fire and forget: a failure to
- * commit is logged. 0, -EINVAL (no valid id) or -ENOMEM, logged; nothing is queued on failure. */
-int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
-/* store_put_part with a ticket (store_wait, store_poll or store_when_done it): a part's start
- * that its worker is sent only once it is committed (job_start.c, issue 57). */
-int store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
-                          struct store_ticket **ret_ticket);
-/* store_put_part with the part's own document: part (its object in the job's document, dumped
- * now, by the caller's thread) goes to its row beside state, newer than the job's document. A
- * part's end while other parts of its job run is so written without the job's whole row
- * (issue 23: "write what changed"), and store_recover hands it on (store_open_part.doc) for
- * recovery to lay over the document. The job's next document (store_put and the rest) carries
- * the part again, and clears it. part NULL: store_put_part. 0, -EINVAL or -ENOMEM (out of memory,
- * or a part the dumper refuses), logged; nothing is queued on failure. */
-int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
-                       const json_t *part);
+/* ---- writes: the store takes prepared row bytes, never a job's JSON ----
+ *
+ * A job's row as the writer binds it, made by the job subsystem (daemon/jobs/job_doc.c): the
+ * public document's bytes (doc: exactly what the API serves), its summary (what lists serve: the
+ * same bytes less the parts' results; summary == doc when no part has one), the indexed columns
+ * and the internal extras (request, created_ms, finished_ms). Every pointer is malloc'd and
+ * freed by store_row_free (a zeroed row is fine). */
+struct store_part_row {
+        char *uuid, *state, *verdict;
+};
+struct store_row {
+        char id[UUID_STRING_MAX];
+        char *state, *benchmark, *client, *idem, *request, *priority;
+        int64_t created_ms, finished_ms;
+        bool finished, cancel_requested;
+        bool fresh; /* a new job's first write (store_put_row): none of its parts' rows exist */
+        char *doc, *summary;
+        size_t doc_len, sum_len;
+        struct store_part_row *parts;
+        size_t n_parts;
+};
+void store_row_free(struct store_row *row);
+
+/* How a queued write's row is made, later, from what its caller queued (src, opaque to the
+ * store): by the thread that queued it once it lets core_lock go, or by the writer when it
+ * reaches the change first, and never for a change that a later one of its job in the same batch
+ * writes again. make fills *ret (all but id, which the store sets) and returns 0, or -errno
+ * (logged; src is kept and make tried again once alone); it runs on any thread, without
+ * core_lock, so src must not change at the levels make reads while it is queued. drop releases
+ * src, once, after a make succeeded or when the change is dropped. */
+struct store_row_maker {
+        int (*make)(void *src, struct store_row *ret);
+        void (*drop)(void *src);
+};
+
+/* Queue a write of job id's whole row, made by maker from src (taken, whatever the outcome).
+ * With ret_ticket, the caller must wait for, call back or poll it; without, a failure is only
+ * logged. 0, -EINVAL (id not a UUID) or -ENOMEM, logged; nothing is queued on failure. */
+int store_put(struct store *s, const char *id, const struct store_row_maker *maker, void *src,
+              struct store_ticket **ret_ticket);
+/* Queue a write of a row made already (*row taken, whatever the outcome, and zeroed): a new
+ * job's first (a submit: fresh set, so the writer knows its parts' rows are not there). Once
+ * committed, the ticket (required) keeps the bytes of the public document its write carried, for
+ * store_wait_doc, so that the answer needs no dump of its own. 0, -EINVAL (no valid id) or
+ * -ENOMEM, logged; nothing queued on failure. */
+int store_put_row(struct store *s, struct store_row *row, struct store_ticket **ret_ticket);
+/* Queue a write of part idx's state alone (state must live as long as the program: a
+ * job_state_names string), the job's document left as it is: a part's start, which a restart
+ * must find (to say the part was interrupted rather than run it again), costs a small row
+ * instead of the job's whole one. With doc (taken, whatever the outcome; doc_len long) also the
+ * part's own document, newer than the job's: a part's end while other parts of its job run
+ * (issue 23: "write what changed"). The job's columns and lists show its last whole row until
+ * the next store_put, which clears the part's document; store_recover hands both on
+ * (store_open_job.parts) for recovery to lay over the document. With ret_ticket (a part's start
+ * that its worker is sent only once committed, job_start.c) the caller waits for, calls back or
+ * polls it; without, a failure to commit is logged. 0, -EINVAL (no valid id) or -ENOMEM,
+ * logged; nothing is queued on failure. */
+int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state, char *doc,
+                   size_t doc_len, struct store_ticket **ret_ticket);
 /* Wait for the ticket's commit and free it (a wait makes the writer commit what is queued now,
  * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
  * disk full, -EIO: anything else). */
@@ -121,16 +135,6 @@ uint64_t store_commits(struct store *s);
 /* Wait until everything queued so far is committed (read-your-writes for queries); like
  * store_wait, it ends the writer's wait for more changes. */
 void store_sync(struct store *s);
-
-/* What clients see of a job: the internal document less the bookkeeping only umd needs
- * (request, created_ms, finished_ms); without results for lists. Shallow: the top level and the
- * part objects are copied, what lies below them is shared. NULL on OOM. A result kept as the
- * worker's bytes (a raw node, jsonraw.h) stays one: such a copy must go through
- * store_public_expand before anything dumps it. */
-json_t *store_public_copy(const json_t *doc, bool with_results);
-/* Each part's result in pub (a store_public_copy: its part objects are its own) that is a raw
- * node becomes its tree: an answer's parse, done once core_lock is released. 0 or -ENOMEM. */
-int store_public_expand(json_t *pub);
 
 /* One unfinished job as store_recover reads it: its columns and its parts' rows, from indexes
  * alone, so that recovery can queue a waiting job without reading its document; and, when the
@@ -158,9 +162,6 @@ struct store_open_job {
  * or <0 to abort. 0 or -errno. */
 typedef int (*store_open_fn)(struct store_open_job *job, void *userdata);
 int store_recover(struct store *s, store_open_fn fn, void *userdata);
-/* A document read from the store (such as store_open_job's text) as a tree, parsed with the
- * store's limits (depth, no NUL). NULL with e set when it is not one. */
-json_t *store_parse_doc(const char *text, size_t len, json_error_t *e);
 
 /* The public document of job id (any case). 0, -ENOENT or -errno. */
 int store_get(struct store *s, const char *id, json_t **ret);

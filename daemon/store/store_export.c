@@ -50,7 +50,7 @@ int store_export(const char *state_dir, const char *dir)
                                         "ORDER BY id",
                                         -1, &st, NULL);
         while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-                _cleanup_json_ json_t *j = store_doc_internal_from_row(st);
+                _cleanup_json_ json_t *j = store_read_internal_from_row(st);
 
                 if (!j) {
                         log_warning("export: a job is not valid JSON; skipped");

@@ -121,6 +121,20 @@ void store_files_set_validator(store_files_validate_fn fn)
         validator = fn;
 }
 
+static store_files_row_fn row_maker;
+
+void store_files_set_row_maker(store_files_row_fn fn)
+{
+        row_maker = fn;
+}
+
+int store_files_row(const json_t *job, struct store_row *ret)
+{
+        if (!row_maker)
+                return log_error_errno(ENOTSUP, "store: no row maker set for an import");
+        return row_maker(job, ret);
+}
+
 /* Reads and checks one job file. 1 and *ret when good, 0 when set aside, <0 on a hard error. */
 static int load_one(struct dir *s, const char *name, json_t **ret)
 {

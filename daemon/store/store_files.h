@@ -5,6 +5,8 @@
 
 #include <jansson.h>
 
+#include "store.h"
+
 /* Called once per good job file, in ascending id order (UUIDv7 = submission order); the
  * callback takes a reference if it keeps job. Return <0 to abort. */
 typedef int (*store_files_fn)(json_t *job, void *userdata);
@@ -21,3 +23,10 @@ int store_files_write(int dirfd, const json_t *job);
  * the file is set aside. Without one (unit tests), only the file's shape is checked. */
 typedef int (*store_files_validate_fn)(const json_t *job, char *why, size_t whylen);
 void store_files_set_validator(store_files_validate_fn fn);
+
+/* Makes the row of a job read from a file (job_doc.c's job_doc_row_from_file in umd): the store
+ * parses the old files' JSON but never makes a job's row from it itself. Set by main.c with the
+ * validator; without one (a unit test that imports nothing), an import fails with -ENOTSUP. */
+typedef int (*store_files_row_fn)(const json_t *job, struct store_row *ret);
+void store_files_set_row_maker(store_files_row_fn fn);
+int store_files_row(const json_t *job, struct store_row *ret);

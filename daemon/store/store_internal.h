@@ -8,7 +8,6 @@
  *   store_import.c     the one-time import of the old jobs/ files
  *   store_queue.c      the write API: changes queued as tickets, waited on, called back, polled
  *   store_prep.c       who makes a queued change's rows: the thread that queued it, or the writer
- *   store_doc.c        every conversion between a job's JSON and the store's bytes
  *   store_rows.c       the writer's statements and what binds them
  *   store_writer.c     the writer thread and group commit
  *   store_wal.c        the WAL's bound, the checkpointer thread
@@ -143,25 +142,6 @@ struct reader {
         struct reader *next;
 };
 
-/* A job's rows as the writer binds them, made on the writer's thread from the snapshot store_put
- * took (store_doc_row_from_job): the public document dumped once, its summary (the same buffer when
- * no part has a result) and the indexed columns. */
-struct store_part_row {
-        char *uuid, *state, *verdict;
-};
-
-struct store_row {
-        char id[UUID_STRING_MAX];
-        char *state, *benchmark, *client, *idem, *request, *priority;
-        int64_t created_ms, finished_ms;
-        bool finished, cancel_requested;
-        bool fresh; /* a new job's first write (store_put_new): none of its parts' rows exist */
-        char *doc, *summary;
-        size_t doc_len, sum_len;
-        struct store_part_row *parts;
-        size_t n_parts;
-};
-
 /* Who makes a ticket's row from its snapshot (store_prep.c's store_prep_drain, on the thread that
  * queued it, or the writer), decided once by a compare-and-swap on ticket.prep. */
 enum {
@@ -196,10 +176,11 @@ struct store_ticket {
         size_t kept_len;
         atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
         int r;
-        /* The job as store_put saw it, until the writer or a drain makes the row from
-         * it (store_put): its top level and part objects copied, everything below shared.
-         * Released (NULL) once the row is made; read only by who holds prep. */
-        json_t *snap;
+        /* What store_put queued, until the writer or a drain makes the row from it with
+         * maker (the job subsystem's: job_doc.c). Dropped (NULL) once the row is made; read
+         * only by who holds prep. */
+        void *src;
+        const struct store_row_maker *maker;
         uint64_t queued_ms; /* monotonic: when store_put queued it */
         /* The semaphore of the thread blocked in store_wait_doc, set under mu; NULL: nobody
          * blocks. The writer posts it once, after done, and touches t no more. */
@@ -312,14 +293,6 @@ struct cache_slot {
         struct blob *blob;        /* the cache's reference */
 };
 
-/* store_new_prepare's (store_doc.c), queued by store_put_new (store_queue.c). */
-struct store_new {
-        struct store_row row;
-        /* Where the stand-in id's characters are in row.doc and in row.summary (a buffer of its
-         * own when some part has a result, even a null one). */
-        size_t id_at_doc, id_at_sum;
-};
-
 /* store_db.c: SQLite's result codes as -errno; a connection with the settings every one needs;
  * a persistent prepared statement. Each logs its failure. */
 int store_db_errno(int rc);
@@ -345,19 +318,8 @@ void store_schema_close(struct store *s);
  * logged. */
 int store_import_files(struct store *s);
 
-/* store_doc.c: the rows of job (internal form) into *ret: 0, -EINVAL (no id or parts) or
- * -ENOMEM, logged; *ret untouched on failure. store_doc_row_free frees what it holds (a zeroed
- * row is fine). */
-int store_doc_row_from_job(const json_t *job, struct store_row *ret);
-void store_doc_row_free(struct store_row *row);
-/* What the writer will dump of job: its top level and part objects copied, the rest shared.
- * NULL: out of memory. */
-json_t *store_doc_snapshot(const json_t *job);
-/* A part's own document (store_put_part_doc), malloc'd, *ret_len long; NULL when out of memory
- * or the part cannot be dumped. */
-char *store_doc_part_text(const json_t *part, size_t *ret_len);
-/* The internal form of a job from a row of (doc, request, created_ms, finished_ms). */
-json_t *store_doc_internal_from_row(sqlite3_stmt *st);
+/* store_queue.c: a ticket's source dropped (NULL: nothing), under mu or not. */
+void store_queue_src_drop(struct store_ticket *t);
 
 /* store_rows.c, on the writer's connection: step st to its end and reset it (0 or -errno,
  * logged); a text parameter or NULL; one job's rows inside the open transaction; a part's state
@@ -411,6 +373,8 @@ bool store_retention_step(struct store *s);
 int store_read_take(struct store *s, struct reader **ret);
 void store_read_give(struct store *s, struct reader *r);
 json_t *store_read_parse_text(sqlite3_stmt *st, int col);
+/* The internal form of a job from a row of (doc, request, created_ms, finished_ms). */
+json_t *store_read_internal_from_row(sqlite3_stmt *st);
 void store_read_close(struct store *s);
 
 /* store_cache.c: drop a job's cached bytes; free the cache (at close). */

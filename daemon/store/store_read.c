@@ -36,7 +36,7 @@ static const char *const rsql[R_COUNT] = {
     /* The text of one of them, for the jobs recovery must parse: the request comes escaped as a
      * JSON string (SQLite's json_quote), ready to be put into the text. */
     [R_OPEN_TEXT] = "SELECT doc, json_quote(request), created_ms FROM jobs WHERE id = ?1",
-    /* A job's internal document (store_doc_internal_from_row's columns). */
+    /* A job's internal document (store_read_internal_from_row's columns). */
     [R_INTERNAL] = "SELECT doc, request, created_ms, finished_ms FROM jobs WHERE id = ?1",
     /* Their parts, by one walk of the parts table from the first of them on, in the order of
      * its key (store_recover merges it with R_OPEN, seeking again past a run of finished jobs'
@@ -136,6 +136,22 @@ json_t *store_read_parse_text(sqlite3_stmt *st, int col)
         return json_parse_strict(t, len, STORE_JSON_DEPTH, &err);
 }
 
+/* The internal form back from the row: the public document plus the bookkeeping columns. */
+json_t *store_read_internal_from_row(sqlite3_stmt *st)
+{
+        json_t *j = store_read_parse_text(st, 0);
+
+        if (!j)
+                return NULL;
+        if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+                json_object_set_new(j, "request",
+                                    json_string((const char *)sqlite3_column_text(st, 1)));
+        json_object_set_new(j, "created_ms", json_integer(sqlite3_column_int64(st, 2)));
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL)
+                json_object_set_new(j, "finished_ms", json_integer(sqlite3_column_int64(st, 3)));
+        return j;
+}
+
 void store_read_close(struct store *s)
 {
         while (s->readers) {
@@ -191,7 +207,7 @@ int store_get(struct store *s, const char *id, json_t **ret)
 
 int store_get_internal(struct store *s, const char *id, json_t **ret)
 {
-        return get_tree(s, R_INTERNAL, store_doc_internal_from_row, id, ret);
+        return get_tree(s, R_INTERNAL, store_read_internal_from_row, id, ret);
 }
 
 static int step_alone(sqlite3_stmt *st)
@@ -228,7 +244,7 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
 
                 sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_STATIC);
                 rc = sqlite3_step(st);
-                if (rc == SQLITE_ROW && !(ret[i] = store_doc_internal_from_row(st)))
+                if (rc == SQLITE_ROW && !(ret[i] = store_read_internal_from_row(st)))
                         log_error("store: job %s is not valid JSON", ids[i]);
                 else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
                         log_error("SQLite: cannot read job %s: %s", ids[i], sqlite3_errstr(rc));

@@ -291,9 +291,8 @@ static void writer_finish_locked(struct store *s, struct store_ticket *t)
         store_prep_release(s, t);
         if (t->keep_doc && t->r == 0 && t->row.doc)
                 ticket_keep_doc(t);
-        store_doc_row_free(&t->row);
-        json_decref(t->snap); /* superseded: never made into rows */
-        t->snap = NULL;
+        store_row_free(&t->row);
+        store_queue_src_drop(t); /* superseded: never made into rows */
         if (t->waited) {
                 sem_t *waiter = t->waiter;
                 void (*ready)(void *) = t->ready;

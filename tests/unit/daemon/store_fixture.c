@@ -1,12 +1,17 @@
 /* The store's unit tests' fixture (store_fixture.h). */
 #include "store_fixture.h"
 
+#include "job_doc.h"
+#include "store_files.h"
+
 #include "../common/testutil.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -19,6 +24,7 @@ int setup(void **state)
         if (!f)
                 return -1;
         log_set_level(LOG_ERR);
+        store_files_set_row_maker(job_doc_row_from_file); /* as main.c sets it */
         f->path = scratch_dir_new();
         if (!f->path || store_open(f->path, &f->s) < 0)
                 return -1;
@@ -58,6 +64,52 @@ void put_sync(struct store *s, json_t *j)
 {
         struct store_ticket *t = NULL;
 
-        assert_int_equal(store_put(s, j, &t), 0);
+        assert_int_equal(fx_put(s, j, &t), 0);
         assert_int_equal(store_wait(t), 0);
+}
+
+static int put_doc(struct store *s, const json_t *j, bool final, struct store_ticket **ret)
+{
+        const char *id = json_string_value(json_object_get(j, "id"));
+        void *src;
+        int r = job_doc_source(j, final, &src);
+
+        return r < 0 ? r : store_put(s, id, &job_doc_maker, src, ret);
+}
+
+int fx_put(struct store *s, const json_t *j, struct store_ticket **ret)
+{
+        return put_doc(s, j, false, ret);
+}
+
+int fx_put_final(struct store *s, const json_t *j, struct store_ticket **ret)
+{
+        return put_doc(s, j, true, ret);
+}
+
+int fx_put_part(struct store *s, const char *id, size_t idx, const char *state)
+{
+        return store_put_part(s, id, idx, state, NULL, 0, NULL);
+}
+
+int fx_put_part_doc(struct store *s, const char *id, size_t idx, const char *state,
+                    const json_t *part)
+{
+        char *text = NULL;
+        size_t len = 0;
+
+        if (part && !(text = job_doc_part_text(part, &len)))
+                return -ENOMEM;
+        return store_put_part(s, id, idx, state, text, len, NULL);
+}
+
+int fx_put_new(struct store *s, const json_t *j, const char *id, struct store_ticket **ret)
+{
+        struct job_doc_new *p = NULL;
+        struct store_row row;
+        int r = job_doc_new_prepare(j, &p);
+
+        if (r == 0)
+                r = job_doc_new_row(p, id, &row);
+        return r < 0 ? r : store_put_row(s, &row, ret);
 }

@@ -21,6 +21,7 @@
 #include "jsonraw.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "job_doc.h"
 #include "store.h"
 #include "store_internal.h"
 #include "store_fixture.h"
@@ -180,7 +181,7 @@ static void test_retention_by_count(void **state)
 
         for (int i = 0; i < 10; i++) {
                 j = job_at(id, 1000 + (uint64_t)i, "succeeded", "copy", ua, 1);
-                store_put(f->s, j, NULL);
+                fx_put(f->s, j, NULL);
                 json_decref(j);
         }
         j = job_at(keep, 500, "queued", "copy", ua, 1); /* unfinished: never deleted */
