@@ -130,8 +130,6 @@ static int run(struct umd_daemon *d)
                 log_error_errno(r, "cannot create state directory %s: %m", cfg->state_dir);
                 goto out;
         }
-        store_files_set_validator(spec_validate_stored);
-        store_files_set_row_maker(job_doc_row_from_file);
         r = store_open(cfg->state_dir, &d->store);
         if (r < 0)
                 goto out;
@@ -312,6 +310,10 @@ int main(int argc, char **argv)
                 return r == -EINVAL ? 2 : r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
         }
         core_init(&d);
+        /* The job subsystem's side of the old store's files (the import, --export). */
+        store_files_set_hooks(&(struct store_files_hooks){.validate = spec_validate_stored,
+                                                          .row = job_doc_row_from_file,
+                                                          .export = job_doc_export_file});
         if (cfg.print_openapi) {
                 size_t len = 0;
                 const char *doc = api_openapi_document(&len);

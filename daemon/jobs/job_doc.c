@@ -22,6 +22,7 @@
 #include "jsonraw.h"
 #include "jsonutil.h"
 #include "store.h"
+#include "store_files.h"
 #include "util.h"
 #include "uuid.h"
 #include "log.h"
@@ -473,6 +474,172 @@ char *job_doc_part_text(const json_t *part, size_t *ret_len)
 }
 
 /* ---- a stored document parsed back ---- */
+
+/* A document the store hands back, as a tree: umd wrote it with json_dump_compact (results
+ * spliced in as the worker's canonical bytes), so it is built without jansson's parser (a third
+ * of a read-back job's dispatch), and parsed strictly only when that fails. NULL: not a JSON
+ * object or array (or out of memory). */
+static json_t *parse_stored(const char *text, size_t len)
+{
+        json_error_t err;
+        json_t *j = json_canonical_load(text, len, JOB_DOC_JSON_DEPTH);
+
+        if (j && (json_is_object(j) || json_is_array(j)))
+                return j;
+        json_decref(j);
+        return json_parse_strict(text, len, JOB_DOC_JSON_DEPTH, &err);
+}
+
+json_t *job_doc_internal(const struct store_text *t)
+{
+        json_t *j = parse_stored(t->doc, t->doc_len);
+
+        if (!j || !json_is_object(j)) {
+                json_decref(j);
+                log_error("store: a stored job is not a JSON object");
+                return NULL;
+        }
+        if ((t->request && json_object_set_new(j, "request", json_string(t->request)) < 0) ||
+            json_object_set_new(j, "created_ms", json_integer(t->created_ms)) < 0 ||
+            (t->finished &&
+             json_object_set_new(j, "finished_ms", json_integer(t->finished_ms)) < 0)) {
+                json_decref(j);
+                log_error("store: out of memory reading a job back");
+                return NULL;
+        }
+        return j;
+}
+
+int job_doc_export_file(int dirfd, const struct store_text *t)
+{
+        _cleanup_json_ json_t *j = job_doc_internal(t);
+
+        return j ? store_files_write(dirfd, j) : -EBADMSG;
+}
+
+/* A stored row's text made a tree by its public document alone or with the extras. 0 or
+ * -EBADMSG (logged). */
+static int tree_of(const char *id, struct store_text *t, bool internal, json_t **ret)
+{
+        json_t *j = internal ? job_doc_internal(t) : parse_stored(t->doc, t->doc_len);
+
+        store_text_free(t);
+        if (!j)
+                return log_error_errno(EBADMSG, "store: job %s is not valid JSON", id);
+        *ret = j;
+        return 0;
+}
+
+int job_doc_get(struct store *s, const char *id, json_t **ret)
+{
+        struct store_text t;
+        int r = store_get(s, id, &t);
+
+        return r < 0 ? r : tree_of(id, &t, false, ret);
+}
+
+int job_doc_get_internal(struct store *s, const char *id, json_t **ret)
+{
+        struct store_text t;
+        int r = store_get_internal(s, id, &t);
+
+        return r < 0 ? r : tree_of(id, &t, true, ret);
+}
+
+int job_doc_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret)
+{
+        _cleanup_free_ struct store_text *t = calloc(n ?: 1, sizeof(*t));
+        int r;
+
+        for (size_t i = 0; i < n; i++)
+                ret[i] = NULL;
+        if (!t)
+                return log_error_errno(ENOMEM, "Cannot read %zu jobs back", n);
+        r = store_get_internal_many(s, ids, n, t);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                if (t[i].doc)
+                        (void)tree_of(ids[i], &t[i], true, &ret[i]); /* logged */
+        return 0;
+}
+
+int job_doc_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,
+                            char **ret_request)
+{
+        struct store_text t;
+        json_t *j;
+        int r = store_find_idempotent(s, key, client, &t);
+
+        if (r < 0)
+                return r;
+        j = parse_stored(t.doc, t.doc_len);
+        if (!j) {
+                store_text_free(&t);
+                return log_error_errno(EIO, "store: cannot look up an idempotency key");
+        }
+        *ret_job = j;
+        *ret_request = t.request;
+        t.request = NULL;
+        store_text_free(&t);
+        return 0;
+}
+
+struct health_parts {
+        const char *uuid;
+        json_t *out;
+};
+
+/* store_health_docs's callback: the part of doc on the device, with its verdict, appended. */
+static int health_part(const char *doc, size_t len, void *arg)
+{
+        struct health_parts *h = arg;
+        _cleanup_json_ json_t *j = parse_stored(doc, len);
+        size_t i;
+        json_t *p;
+
+        json_array_foreach(json_object_get(j, "parts"), i, p)
+        {
+                const char *u = json_string_value(json_object_get(p, "uuid"));
+
+                if (u && strcasecmp(u, h->uuid) == 0 && json_object_get(p, "verdict"))
+                        return json_array_append(h->out, p) < 0 ? -ENOMEM : 0;
+        }
+        return 0;
+}
+
+int job_doc_health_parts(struct store *s, const char *uuid, const char *exclude_id,
+                         bool passing_only, size_t max, json_t **ret_parts)
+{
+        struct health_parts h = {.uuid = uuid, .out = json_array()};
+        int r;
+
+        if (!h.out)
+                return -ENOMEM;
+        r = store_health_docs(s, uuid, exclude_id, passing_only, max, health_part, &h);
+        if (r < 0) {
+                json_decref(h.out);
+                return r;
+        }
+        *ret_parts = h.out;
+        return 0;
+}
+
+bool job_doc_label_matches(const char *doc, size_t len, void *arg)
+{
+        const struct job_doc_label *l = arg;
+        _cleanup_json_ json_t *job = parse_stored(doc, len);
+        const char *k;
+        json_t *v;
+
+        json_object_foreach(json_object_get(job, "labels"), k, v)
+        {
+                if (strlen(k) == l->key_len && strncmp(k, l->key, l->key_len) == 0 &&
+                    json_is_string(v) && strcmp(json_string_value(v), l->value) == 0)
+                        return true;
+        }
+        return false;
+}
 
 json_t *job_doc_parse(const char *text, size_t len, json_error_t *e)
 {

@@ -138,7 +138,7 @@ static json_t *job_parse_text(const struct job *j, json_error_t *e)
 json_t *job_doc(struct job *j)
 {
         if (!j->doc && j->stored) {
-                int r = store_get_internal(j->store, j->id, &j->doc);
+                int r = job_doc_get_internal(j->store, j->id, &j->doc);
 
                 if (r < 0) {
                         log_error_errno(r, "job %s: its document cannot be read back: %m", j->id);
@@ -188,7 +188,7 @@ void jobs_read_ahead(struct jobs *js, size_t q)
                 ids[n] = j->id;
                 jobs[n++] = j;
         }
-        if (store_get_internal_many(js->store, ids, n, trees) < 0)
+        if (job_doc_get_internal_many(js->store, ids, n, trees) < 0)
                 return; /* logged; job_doc tries the head again alone */
         for (size_t i = 0; i < n; i++) {
                 if (!trees[i])
@@ -267,7 +267,7 @@ json_t *job_public_of(struct job *j)
         if (!j->doc && j->stored) {
                 /* The row's document is the public one. */
                 json_t *doc = NULL;
-                int r = store_get(j->store, j->id, &doc);
+                int r = job_doc_get(j->store, j->id, &doc);
 
                 if (r < 0)
                         log_error_errno(r, "job %s: its document cannot be read back: %m", j->id);

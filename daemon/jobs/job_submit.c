@@ -17,6 +17,7 @@
 #include "config.h"
 #include "core.h"
 #include "devices.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "job_queue.h"
@@ -369,7 +370,7 @@ static int submit_replay_locked(struct jobs *js, const char *idem, const char *c
         if (prev) {
                 req = json_string_value(json_object_get(job_doc(prev), "request"));
                 prev_id = prev->id;
-        } else if (store_find_idempotent(js->store, idem, client, &stored, &stored_req) == 0) {
+        } else if (job_doc_find_idempotent(js->store, idem, client, &stored, &stored_req) == 0) {
                 req = stored_req;
                 prev_id = json_string_value(json_object_get(stored, "id"));
         }

@@ -25,6 +25,7 @@
 
 struct jobs;
 struct store_row;
+struct store_text;
 struct umd_daemon;
 struct supervisor;
 struct supervisor_callbacks;
@@ -45,6 +46,13 @@ struct jobs_clock {
  * from the old store's files (STATE_DIR/jobs/<id>.json), for the store's one-time import
  * (main.c: store_files_set_row_maker): 0, -EINVAL or -ENOMEM, logged. */
 int job_doc_row_from_file(const json_t *job, struct store_row *ret);
+/* The internal form of a stored row (its public document with request, created_ms and
+ * finished_ms added), also for `umd --export`. NULL (logged) when the document is not JSON or
+ * out of memory. */
+json_t *job_doc_internal(const struct store_text *t);
+/* `umd --export`'s writer of one stored row (main.c: store_files_set_hooks): its internal form
+ * to dirfd/<id>.json (store_files_write). 0, -EBADMSG (not JSON) or -errno. */
+int job_doc_export_file(int dirfd, const struct store_text *t);
 /* Each part's result in pub (a public copy, its part objects its own) that is a raw node
  * (jsonraw.h: the worker's bytes) becomes its tree: an answer's parse, done once core_lock is
  * released. 0 or -ENOMEM. */

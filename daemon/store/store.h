@@ -4,12 +4,13 @@
  * one-time import of the old jobs/<id>.json files and background retention. Keeps no job in
  * memory and never decides about a job's state: the job subsystem (daemon/jobs/) does both.
  *
- * A job is handed over in umd's internal form (the document the API serves plus "request",
- * "created_ms" and "finished_ms"); the store keeps the public document, byte for byte as the API
- * serves it (json_dump_compact), beside indexed columns and those three. */
+ * The store never parses a job: a job is handed over as its row (struct store_row), made by the
+ * job subsystem (daemon/jobs/job_doc.c): the public document's bytes, exactly as the API serves
+ * them, beside indexed columns and the internal extras (request, created_ms, finished_ms); reads
+ * hand those bytes back (struct store_text) for job_doc to parse. Only the old store's files
+ * (the one-time import, `umd --export`: store_files.c) are JSON the store reads or writes. */
 #pragma once
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -163,15 +164,31 @@ struct store_open_job {
 typedef int (*store_open_fn)(struct store_open_job *job, void *userdata);
 int store_recover(struct store *s, store_open_fn fn, void *userdata);
 
-/* The public document of job id (any case). 0, -ENOENT or -errno. */
-int store_get(struct store *s, const char *id, json_t **ret);
-/* Its internal document (with request, created_ms and finished_ms), as store_recover's text
- * parses to: what a job held only in the store reads back. 0, -ENOENT, -EBADMSG or -EIO. */
-int store_get_internal(struct store *s, const char *id, json_t **ret);
-/* store_get_internal of each of ids[0, n) in one read transaction: ret[i] is its tree, or NULL
- * when it is not there or cannot be read (logged). 0, or -errno (logged) when nothing could be
- * read (every ret[i] NULL). */
-int store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
+/* ---- reads: bytes and columns, which the job subsystem parses (job_doc.c) ----
+ *
+ * A job's row as read back: its public document's bytes (doc, doc_len long, NUL-terminated), and
+ * from the internal reads its extras (request NULL when the row has none). Freed by
+ * store_text_free (a zeroed one is fine). */
+struct store_text {
+        char *doc;
+        size_t doc_len;
+        char *request;
+        int64_t created_ms;
+        bool finished; /* finished_ms is set */
+        int64_t finished_ms;
+};
+void store_text_free(struct store_text *t);
+/* The public document of job id (any case): doc alone. 0, -ENOENT or -errno; *ret untouched on
+ * failure. */
+int store_get(struct store *s, const char *id, struct store_text *ret);
+/* Its document with the extras (request, created_ms, finished_ms): what a job held only in the
+ * store reads back. 0, -ENOENT, -EIO or -ENOMEM. */
+int store_get_internal(struct store *s, const char *id, struct store_text *ret);
+/* store_get_internal of each of ids[0, n) in one read transaction: ret[i] its row, or zeroed
+ * (doc NULL) when it is not there or cannot be read (logged). 0, or -errno (logged) when nothing
+ * could be read (every ret[i] zeroed). */
+int store_get_internal_many(struct store *s, const char *const *ids, size_t n,
+                            struct store_text *ret);
 /* Keep up to max_bytes of finished jobs' documents in memory for store_get_finished (0: no
  * cache). Once, before reads start. 0 or -ENOMEM. */
 int store_set_cache(struct store *s, uint64_t max_bytes);
@@ -181,17 +198,19 @@ int store_set_cache(struct store *s, uint64_t max_bytes);
  * 0, -ENOENT or -errno. */
 int store_get_finished(struct store *s, const char *id, struct blob **ret);
 /* The newest job with this idempotency key and client (NULL matches NULL): its public document
- * and the request body it was submitted with. 0, -ENOENT or -errno. */
-int store_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,
-                          char **ret_request);
+ * and the request body it was submitted with (request "" when it has none). 0, -ENOENT or
+ * -errno. */
+int store_find_idempotent(struct store *s, const char *key, const char *client,
+                          struct store_text *ret);
 
 struct store_query {
         const char *state;     /* NULL: any */
         const char *benchmark; /* NULL: any */
         const char *uuid;      /* a part on this device; NULL: any */
-        const char *label_key; /* with label_key_len and label_value; NULL: any */
-        size_t label_key_len;
-        const char *label_value;
+        /* Whether a job's public document (doc, len long) is listed; NULL: every one. What
+         * the columns cannot filter (a label), matched by the job subsystem, which parses. */
+        bool (*match)(const char *doc, size_t len, void *arg);
+        void *match_arg;
         const char *before; /* id cursor, exclusive; NULL: none */
         const char *after;  /* id cursor, exclusive: newer than this; NULL: none */
         uint64_t since_ms;  /* created at or after; 0: none */
@@ -205,13 +224,12 @@ struct store_query {
  * many jobs, the last one's id ("" for none); *ret_more when more match. 0 or -errno. */
 int store_list_raw(struct store *s, const struct store_query *q, char **ret_text, size_t *ret_len,
                    size_t *ret_n, char ret_last[UUID_STRING_MAX], bool *ret_more);
-/* The same, parsed: an array of the documents. */
-int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more);
-
-/* The part objects of finished health jobs on device uuid that carry a verdict, newest first,
- * at most max, skipping job exclude_id; passing_only: verdict "pass" and state succeeded. */
-int store_health_parts(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
-                       size_t max, json_t **ret_parts);
+/* The public documents of finished health jobs with a part on device uuid that carries a verdict,
+ * newest first, at most max, skipping job exclude_id; passing_only: that part's verdict "pass"
+ * and its state succeeded. Each is handed to fn (doc, len long, valid during the call), which
+ * returns 0, or <0 to stop (then returned). 0 or -errno. */
+int store_health_docs(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
+                      size_t max, int (*fn)(const char *doc, size_t len, void *arg), void *arg);
 
 /* Ask the writer to delete finished jobs beyond max_jobs, older than retention_days (0: no age
  * limit), or beyond max_bytes in total (0: no limit), oldest first, in small transactions when

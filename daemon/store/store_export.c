@@ -18,9 +18,22 @@
 #include <unistd.h>
 
 #include "fileio.h"
-#include "jsonutil.h"
 #include "log.h"
 #include "store_files.h"
+
+/* The row under st written to dfd (store_files_export: the job subsystem's conversion). 0,
+ * -EBADMSG (not JSON: skipped) or -errno. */
+static int export_row(int dfd, sqlite3_stmt *st)
+{
+        struct store_text t = {.doc = (char *)sqlite3_column_text(st, 0),
+                               .doc_len = (size_t)sqlite3_column_bytes(st, 0),
+                               .request = (char *)sqlite3_column_text(st, 1),
+                               .created_ms = sqlite3_column_int64(st, 2),
+                               .finished = sqlite3_column_type(st, 3) != SQLITE_NULL,
+                               .finished_ms = sqlite3_column_int64(st, 3)};
+
+        return t.doc ? store_files_export(dfd, &t) : -EBADMSG;
+}
 
 int store_export(const char *state_dir, const char *dir)
 {
@@ -50,14 +63,13 @@ int store_export(const char *state_dir, const char *dir)
                                         "ORDER BY id",
                                         -1, &st, NULL);
         while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-                _cleanup_json_ json_t *j = store_read_internal_from_row(st);
-
-                if (!j) {
+                r = export_row(dfd, st);
+                if (r == -EBADMSG) {
                         log_warning("export: a job is not valid JSON; skipped");
+                        r = 0;
                         rc = SQLITE_OK;
                         continue;
                 }
-                r = store_files_write(dfd, j);
                 if (r < 0)
                         break;
                 n++;

@@ -114,25 +114,26 @@ static int found_cmp(const void *a, const void *b)
         return strcasecmp(((const struct found *)a)->id, ((const struct found *)b)->id);
 }
 
-static store_files_validate_fn validator;
+/* The job subsystem's side of the old files (store_files_set_hooks); zeroed: none set. */
+static struct store_files_hooks hooks;
 
-void store_files_set_validator(store_files_validate_fn fn)
+void store_files_set_hooks(const struct store_files_hooks *h)
 {
-        validator = fn;
-}
-
-static store_files_row_fn row_maker;
-
-void store_files_set_row_maker(store_files_row_fn fn)
-{
-        row_maker = fn;
+        hooks = *h;
 }
 
 int store_files_row(const json_t *job, struct store_row *ret)
 {
-        if (!row_maker)
+        if (!hooks.row)
                 return log_error_errno(ENOTSUP, "store: no row maker set for an import");
-        return row_maker(job, ret);
+        return hooks.row(job, ret);
+}
+
+int store_files_export(int dirfd, const struct store_text *t)
+{
+        if (!hooks.export)
+                return log_error_errno(ENOTSUP, "store: no job writer set for an export");
+        return hooks.export(dirfd, t);
 }
 
 /* Reads and checks one job file. 1 and *ret when good, 0 when set aside, <0 on a hard error. */
@@ -180,7 +181,7 @@ static int load_one(struct dir *s, const char *name, json_t **ret)
                 return set_aside(s, name, "its \"id\" does not match its name");
         }
         /* Read back as strictly as a submission: nothing downstream trusts a stored shape. */
-        if (validator && validator(j, why, sizeof(why)) < 0) {
+        if (hooks.validate && hooks.validate(j, why, sizeof(why)) < 0) {
                 json_decref(j);
                 return set_aside(s, name, why);
         }
@@ -291,7 +292,7 @@ int store_files_load(const char *path, store_files_fn fn, void *userdata, unsign
                 if (n_found > 0)
                         qsort(found, n_found, sizeof(*found), found_cmp);
                 for (; i < n_found; i++) {
-                        r = fn(found[i].job, userdata);
+                        r = fn(found[i].id, found[i].job, userdata);
                         json_decref(found[i].job);
                         if (r < 0) {
                                 i++;

@@ -26,11 +26,10 @@ struct import {
         int r;
 };
 
-static int import_one(json_t *job, void *userdata)
+static int import_one(const char *id, json_t *job, void *userdata)
 {
         struct import *im = userdata;
         struct store *s = im->s;
-        const char *id = json_string_value(json_object_get(job, "id"));
         struct store_row row = {0};
         int r;
 

@@ -369,12 +369,9 @@ void store_writer_stop_thread(struct store *s, pthread_cond_t *wake, pthread_t t
 bool store_retention_step(struct store *s);
 
 /* store_read.c: a reader connection from the pool (0 or -errno) and back; a column's text
- * parsed (NULL when it is not JSON); free every idle reader (at close). */
+ * free every idle reader (at close). */
 int store_read_take(struct store *s, struct reader **ret);
 void store_read_give(struct store *s, struct reader *r);
-json_t *store_read_parse_text(sqlite3_stmt *st, int col);
-/* The internal form of a job from a row of (doc, request, created_ms, finished_ms). */
-json_t *store_read_internal_from_row(sqlite3_stmt *st);
 void store_read_close(struct store *s);
 
 /* store_cache.c: drop a job's cached bytes; free the cache (at close). */

@@ -56,3 +56,25 @@ char *job_doc_part_text(const json_t *part, size_t *ret_len);
 /* A document read from the store as a tree, with umd's limits (depth, no NUL). NULL with e set
  * when it is not one. */
 json_t *job_doc_parse(const char *text, size_t len, json_error_t *e);
+
+/* The store's reads, parsed (job_doc_internal for the internal form): what store_get,
+ * store_get_internal, store_get_internal_many (ret[i] NULL where a job cannot be read, logged),
+ * store_find_idempotent (*ret_request the caller's to free) return, as trees; -EBADMSG (logged)
+ * for a document that is not JSON. */
+int job_doc_get(struct store *s, const char *id, json_t **ret);
+int job_doc_get_internal(struct store *s, const char *id, json_t **ret);
+int job_doc_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
+int job_doc_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,
+                            char **ret_request);
+/* The part objects on device uuid, with a verdict, of the health jobs store_health_docs
+ * finds, newest first, as an array. 0 or -errno. */
+int job_doc_health_parts(struct store *s, const char *uuid, const char *exclude_id,
+                         bool passing_only, size_t max, json_t **ret_parts);
+/* A list's label filter (store_query.match, with arg a struct job_doc_label): whether a job's
+ * public document has label key (key_len long) set to value. */
+struct job_doc_label {
+        const char *key;
+        size_t key_len;
+        const char *value;
+};
+bool job_doc_label_matches(const char *doc, size_t len, void *arg);

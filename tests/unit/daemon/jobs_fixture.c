@@ -139,6 +139,19 @@ void metrics_http_observe(struct metrics *mt, const char *route, const char *met
         (void)mt, (void)route, (void)method, (void)status;
 }
 
+int fx_stored(struct store *s, const char *id, json_t **ret)
+{
+        struct store_text t;
+        json_error_t e;
+        int r = store_get(s, id, &t);
+
+        if (r < 0)
+                return r;
+        *ret = json_loadb(t.doc, t.doc_len, 0, &e);
+        store_text_free(&t);
+        return *ret ? 0 : -EBADMSG;
+}
+
 /* ---- store failures, injected between the job files and the real store ---- */
 
 int __real_store_put(struct store *s, const char *id, const struct store_row_maker *maker,
@@ -157,13 +170,16 @@ int __real_store_wait(struct store_ticket *t);
 int __wrap_store_wait(struct store_ticket *t);
 int __real_store_poll(struct store_ticket *t, int *ret_r);
 int __wrap_store_poll(struct store_ticket *t, int *ret_r);
-int __real_store_get_internal(struct store *s, const char *id, json_t **ret);
-int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret);
+int __real_store_get_internal(struct store *s, const char *id, struct store_text *ret);
+int __wrap_store_get_internal(struct store *s, const char *id, struct store_text *ret);
 
-int __real_store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
-int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
+int __real_store_get_internal_many(struct store *s, const char *const *ids, size_t n,
+                                   struct store_text *ret);
+int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n,
+                                   struct store_text *ret);
 
-int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret)
+int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n,
+                                   struct store_text *ret)
 {
         if (fx) {
                 fx->batch_reads++;
@@ -172,7 +188,7 @@ int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size
         return __real_store_get_internal_many(s, ids, n, ret);
 }
 
-int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret)
+int __wrap_store_get_internal(struct store *s, const char *id, struct store_text *ret)
 {
         if (fx)
                 fx->read_backs++;

@@ -102,3 +102,5 @@ void fx_part_done_looked(size_t dev, const char *id, enum part_outcome outcome,
 void fx_attach_looks(void);
 /* A look of umd's own at GPU dev that began now and saw `others` other processes. */
 void fx_look(size_t dev, int others);
+/* Job id's public document as the store holds it, parsed. 0 or what store_get returns. */
+int fx_stored(struct store *s, const char *id, json_t **ret);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,5 +35,7 @@ int fx_put_part(struct store *s, const char *id, size_t idx, const char *state);
 int fx_put_part_doc(struct store *s, const char *id, size_t idx, const char *state,
                     const json_t *part);
 int fx_put_new(struct store *s, const json_t *j, const char *id, struct store_ticket **ret);
+/* store_list_raw's page parsed: an array of the documents. 0 or -errno. */
+int fx_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more);
 /* store_put and store_wait, each asserted to succeed. */
 void put_sync(struct store *s, json_t *j);

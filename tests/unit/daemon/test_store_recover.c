@@ -225,7 +225,7 @@ static void test_a_part_state_alone_changes_its_row_and_not_the_document(void **
         put_sync(f->s, j);
         assert_int_equal(fx_put_part(f->s, id, 1, "running"), 0);
         store_sync(f->s);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "state")), "queued");
         assert_string_equal(json_string_value(json_object_get(
                                 json_array_get(json_object_get(got, "parts"), 1), "state")),
@@ -254,7 +254,7 @@ static void test_a_part_state_keeps_the_document_queued_before_it(void **state)
         assert_int_equal(fx_put(f->s, j, NULL), 0);
         assert_int_equal(fx_put_part(f->s, id, 0, "running"), 0);
         store_sync(f->s);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(
             json_string_value(json_object_get(json_object_get(got, "labels"), "team")), "b");
         part_row_state(f->path, id, 0, row);
@@ -339,7 +339,7 @@ static void test_a_part_s_own_document_reaches_recovery_until_its_job_is_written
         store_sync(f->s);
         part_row_state(f->path, id, 1, row);
         assert_string_equal(row, "succeeded");
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(
                                 json_array_get(json_object_get(got, "parts"), 1), "state")),
                             "running");

@@ -36,7 +36,7 @@ static void test_put_get_public_form(void **state)
         json_t *j = job_at(id, 1000000, "succeeded", "copy", u, 1), *got = NULL;
 
         put_sync(f->s, j);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "id")), id);
         assert_null(json_object_get(got, "request")); /* bookkeeping is not public */
         assert_null(json_object_get(got, "created_ms"));
@@ -51,11 +51,11 @@ static void test_put_get_public_form(void **state)
                 upper[i] = (char)toupper((unsigned char)id[i]);
         json_object_set_new(j, "state", json_string("failed"));
         put_sync(f->s, j);
-        assert_int_equal(store_get(f->s, upper, &got), 0);
+        assert_int_equal(job_doc_get(f->s, upper, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "state")), "failed");
         assert_int_equal(store_count(f->s), 1);
         json_decref(got);
-        assert_int_equal(store_get(f->s, "01a22ea6-c294-7427-ba85-54940c685e37", &got), -ENOENT);
+        assert_int_equal(job_doc_get(f->s, "01a22ea6-c294-7427-ba85-54940c685e37", &got), -ENOENT);
         json_decref(j);
 }
 
@@ -192,7 +192,7 @@ static void test_changes_of_one_job_keep_the_last(void **state)
                         assert_int_equal(fx_put(f->s, j, NULL), 0);
         }
         assert_int_equal(store_wait(t), 0);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "state")), "succeeded");
         assert_string_equal(json_string_value(json_object_get(
                                 json_array_get(json_object_get(got, "parts"), 1), "state")),
@@ -264,8 +264,8 @@ static void test_a_new_write_is_stored_under_the_id_it_is_given(void **state)
         assert_int_equal(uuid7_generate_at(5000001, id), 0);
         assert_int_equal(put_new(f->s, j, id, &t), 0);
         assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
-        assert_int_equal(store_get(f->s, stand_in, &got), -ENOENT);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, stand_in, &got), -ENOENT);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "id")), id);
         assert_string_equal(
             json_string_value(json_object_get(json_object_get(got, "labels"), "zz")), label);
@@ -298,7 +298,7 @@ static void test_a_new_write_refuses_a_bad_id(void **state)
         json_object_set_new(j, "id", json_string("nope"));
         assert_int_equal(job_doc_new_prepare(j, &p), -EINVAL);
         assert_null(p);
-        assert_int_equal(store_get(f->s, id, &j), -ENOENT);
+        assert_int_equal(job_doc_get(f->s, id, &j), -ENOENT);
         json_decref(j);
 }
 
@@ -317,7 +317,7 @@ static void test_a_final_put_writes_the_job_and_gives_its_reference_back(void **
         assert_int_equal(fx_put_final(f->s, j, &t), 0);
         assert_int_equal(store_wait(t), 0);
         assert_int_equal(j->refcount, refs);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         json_t *pub = job_doc_public_copy(j, true);
         assert_true(json_equal(got, pub));
         json_decref(pub);
@@ -461,7 +461,7 @@ static void test_concurrent_changes_are_stored_as_their_last(void **state)
                         json_t *got = NULL, *want = job_doc_public_copy(p[k].docs[i][2], true);
                         char *a, *b;
 
-                        assert_int_equal(store_get(f->s, ids[k][i], &got), 0);
+                        assert_int_equal(job_doc_get(f->s, ids[k][i], &got), 0);
                         assert_int_equal(job_doc_public_expand(want), 0);
                         a = json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT);
                         b = json_dumps(want, JSON_SORT_KEYS | JSON_COMPACT);
@@ -496,16 +496,16 @@ static void test_a_part_that_changes_device_is_listed_under_the_new_one(void **s
         put_sync(f->s, j);
 
         struct store_query q = {.limit = 10, .uuid = DEV_A};
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 0);
         json_decref(arr);
         q.uuid = DEV_B;
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 1);
         assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")), id);
         json_decref(arr);
         q = (struct store_query){.limit = 10, .uuid = DEV_B, .state = "succeeded"};
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 1);
         json_decref(arr);
         json_decref(j);
