@@ -57,7 +57,7 @@ void job_persist_sync(struct jobs *js)
 void job_persist_release(struct job *j)
 {
         if (j->persist.final_ticket)
-                (void)store_wait(j->persist.final_ticket);
+                (void)store_ticket_wait(j->persist.final_ticket, NULL, NULL);
         j->persist.final_ticket = NULL;
 }
 
@@ -134,7 +134,7 @@ int job_persist_submit(struct jobs *js, struct job *j, struct job_doc_new *prepa
 
 int job_persist_submit_wait(struct store_ticket *t, char **ret_bytes, size_t *ret_len)
 {
-        return store_wait_doc(t, ret_bytes, ret_len);
+        return store_ticket_wait(t, ret_bytes, ret_len);
 }
 
 void job_persist_set_committed(struct job *j)
@@ -445,7 +445,7 @@ int job_persist_cancel(struct jobs *js, struct job *j, struct store_ticket **ret
 int job_persist_cancel_wait(struct jobs *js, struct store_ticket *ticket)
 {
         if (ticket)
-                return store_wait(ticket);
+                return store_ticket_wait(ticket, NULL, NULL);
         store_sync(js->store);
         return 0;
 }
@@ -457,7 +457,7 @@ int job_persist_final_outcome_locked(struct job *j)
         assert_locked();
         if (!j->persist.final_ticket && j->persist.final_unsaved)
                 w = -EIO;
-        if (j->persist.final_ticket && store_poll(j->persist.final_ticket, &w) > 0) {
+        if (j->persist.final_ticket && store_ticket_poll(j->persist.final_ticket, &w) > 0) {
                 j->persist.final_ticket = NULL;
                 if (w < 0)
                         j->persist.final_unsaved = true;
@@ -471,7 +471,7 @@ void job_persist_final_drop(struct job *j)
 {
         j->persist.final_unsaved = false;
         if (j->persist.final_ticket) { /* the failed final write: nothing to wait for any more */
-                (void)store_wait(j->persist.final_ticket);
+                (void)store_ticket_wait(j->persist.final_ticket, NULL, NULL);
                 j->persist.final_ticket = NULL;
         }
 }
@@ -480,17 +480,17 @@ void job_persist_final_drop(struct job *j)
 
 int job_persist_when_done(struct store_ticket *t, void (*fn)(void *arg), void *arg)
 {
-        return store_when_done(t, fn, arg);
+        return store_ticket_when_done(t, fn, arg);
 }
 
 int job_persist_poll(struct store_ticket *t, int *ret)
 {
-        return store_poll(t, ret);
+        return store_ticket_poll(t, ret);
 }
 
 int job_persist_wait(struct store_ticket *t)
 {
-        return store_wait(t);
+        return store_ticket_wait(t, NULL, NULL);
 }
 
 /* Retention (max_jobs, retention_days, max_store_bytes) runs on the store's writer, in small
@@ -516,7 +516,7 @@ static enum prune_verdict prune_judge(struct job *j)
 
         if (!job_state_final(j->st))
                 return PRUNE_DROP;
-        if (j->persist.final_ticket && store_poll(j->persist.final_ticket, &r) > 0) {
+        if (j->persist.final_ticket && store_ticket_poll(j->persist.final_ticket, &r) > 0) {
                 j->persist.final_ticket = NULL;
                 if (r == 0)
                         return PRUNE_FREE;
@@ -636,7 +636,7 @@ static void flush_unsaved_locked(struct jobs *js)
                         struct job *j = js->jobs[k];
 
                         if (j->persist.final_ticket) {
-                                if (store_wait(j->persist.final_ticket) < 0)
+                                if (store_ticket_wait(j->persist.final_ticket, NULL, NULL) < 0)
                                         j->persist.final_unsaved = true;
                                 j->persist.final_ticket = NULL;
                         }

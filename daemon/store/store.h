@@ -95,7 +95,7 @@ int store_put(struct store *s, const char *id, const struct store_row_maker *mak
 /* Queue a write of a row made already (*row taken, whatever the outcome, and zeroed): a new
  * job's first (a submit: fresh set, so the writer knows its parts' rows are not there). Once
  * committed, the ticket (required) keeps the bytes of the public document its write carried, for
- * store_wait_doc, so that the answer needs no dump of its own. 0, -EINVAL (no valid id) or
+ * store_ticket_wait, so that the answer needs no dump of its own. 0, -EINVAL (no valid id) or
  * -ENOMEM, logged; nothing queued on failure. */
 int store_put_row(struct store *s, struct store_row *row, struct store_ticket **ret_ticket);
 /* Queue a write of part idx's state alone (state must live as long as the program: a
@@ -111,30 +111,30 @@ int store_put_row(struct store *s, struct store_row *row, struct store_ticket **
  * logged; nothing is queued on failure. */
 int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state, char *doc,
                    size_t doc_len, struct store_ticket **ret_ticket);
-/* Wait for the ticket's commit and free it (a wait makes the writer commit what is queued now,
- * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
- * disk full, -EIO: anything else). */
-int store_wait(struct store_ticket *t);
-/* store_wait, and for a ticket of store_put_new whose commit carried its document (not
- * superseded by a later change of the same job in its batch), those bytes: *ret_doc (malloc'd,
- * *ret_len long, exactly what store_public_copy's compact dump of the job as put would be) is
- * set only when 0 is returned and they were kept; otherwise it is left untouched. */
-int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
-/* store_wait_doc without blocking a thread: 1 when t is committed (or failed) already; 0 when
+/* ---- tickets: a write's outcome, learnt one way each ----
+ *
+ * Waited on: block until the ticket's commit and free it (a wait makes the writer commit what
+ * is queued now, rather than after STORE_LAZY_MS): 0, or -errno when it was not committed
+ * (-ENOSPC: disk full, -EIO: anything else). With ret_doc, for a ticket of store_put_row whose
+ * commit carried its document (not superseded by a later change of the same job in its batch),
+ * those bytes too: *ret_doc (malloc'd, *ret_len long, the row's doc as put) is set only when 0 is
+ * returned and they were kept; otherwise it is left untouched. */
+int store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len);
+/* Called back, without blocking a thread: 1 when t is committed (or failed) already; 0 when
  * ready(arg) will be called once, from the writer's thread with the store's lock held (so it must
  * be quick and take no lock of the store's), when it is. Like a wait, it makes the writer commit
- * what is queued now. Either way t stays the caller's, for store_wait_doc, which then returns at
- * once; a store_wait_doc before ready came takes its place (ready is then never called). */
-int store_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg);
-/* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. A
+ * what is queued now. Either way t stays the caller's, for store_ticket_wait, which then returns
+ * at once; a store_ticket_wait before ready came takes its place (ready is then never called). */
+int store_ticket_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg);
+/* Polled: 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. A
  * ticket only polled is committed within STORE_LAZY_MS, with whatever else came meanwhile. */
-int store_poll(struct store_ticket *t, int *ret_r);
+int store_ticket_poll(struct store_ticket *t, int *ret_r);
 /* How many tickets have finished (committed or failed) since store_open; it only grows, and
  * reading it takes no lock (0 for NULL). A caller that polls tickets can skip looking while it
  * stands still: no ticket finished meanwhile. */
 uint64_t store_commits(struct store *s);
 /* Wait until everything queued so far is committed (read-your-writes for queries); like
- * store_wait, it ends the writer's wait for more changes. */
+ * store_ticket_wait, it ends the writer's wait for more changes. */
 void store_sync(struct store *s);
 
 /* One unfinished job as store_recover reads it: its columns and its parts' rows, from indexes

@@ -49,9 +49,9 @@
 
 /* How long the writer lets a change nobody waits for (a job's end, made by umd) wait for others
  * before it commits: a drain of short jobs then shares one commit among several, instead of
- * one commit (and one fdatasync) each. A store_wait or store_sync (an answer about to be given)
- * ends the wait at once, so no answer waits for it; what it risks is a crash within it losing
- * a change no client was told of, which comes back as it was last stored. */
+ * one commit (and one fdatasync) each. A store_ticket_wait or store_sync (an answer about to be
+ * given) ends the wait at once, so no answer waits for it; what it risks is a crash within it
+ * losing a change no client was told of, which comes back as it was last stored. */
 #define STORE_LAZY_MS 20
 
 /* How long a truncation waits for readers to leave older WAL pages. It holds the write lock
@@ -168,13 +168,13 @@ struct store_ticket {
         bool part_only;
         size_t part_idx;
         const char *part_state;
-        bool waited; /* someone will store_wait/poll: the writer must not free it */
+        bool waited; /* someone will store_ticket_wait/poll: the writer must not free it */
         /* store_put_new's: once committed, the document's bytes its own write carried
-         * (row.doc) stay here for store_wait_doc instead of being freed. */
+         * (row.doc) stay here for store_ticket_wait instead of being freed. */
         bool keep_doc;
         char *kept_doc;
         size_t kept_len;
-        atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
+        atomic_bool done; /* set (release) after r: store_ticket_poll reads it without the lock */
         int r;
         /* What store_put queued, until the writer or a drain makes the row from it with
          * maker (the job subsystem's: job_doc.c). Dropped (NULL) once the row is made; read
@@ -182,10 +182,10 @@ struct store_ticket {
         void *src;
         const struct store_row_maker *maker;
         uint64_t queued_ms; /* monotonic: when store_put queued it */
-        /* The semaphore of the thread blocked in store_wait_doc, set under mu; NULL: nobody
+        /* The semaphore of the thread blocked in store_ticket_wait, set under mu; NULL: nobody
          * blocks. The writer posts it once, after done, and touches t no more. */
         sem_t *waiter;
-        /* store_when_done's: called instead, once, by the writer after done (under mu), when
+        /* store_ticket_when_done's: called instead, once, by the writer after done (under mu), when
          * no thread blocks; t is the caller's again from then on. */
         void (*ready)(void *arg);
         void *ready_arg;
@@ -224,8 +224,8 @@ struct store {
         struct store_ticket *head, *tail;
         uint64_t head_ms; /* monotonic: when the oldest queued ticket came */
         bool urgent;      /* someone waits for what is queued: commit it now */
-        /* Gathering (store_set_commit_gather): threads in store_wait since the last batch was
-         * taken, how many the last batch served, and until when (monotonic µs, 0: not
+        /* Gathering (store_set_commit_gather): threads in store_ticket_wait since the last batch
+         * was taken, how many the last batch served, and until when (monotonic µs, 0: not
          * gathering) the writer waits for as many again. */
         unsigned waiting, last_waiting;
         uint64_t gather_us, gather_until_us;
@@ -277,7 +277,7 @@ struct store {
          * of the young unwaited ones for the one after (take_batch). */
         bool flush_all;
         /* store_sync calls blocked on done, under mu: a batch's end broadcasts only to them
-         * (store_wait has a condition of its own, signalled with its ticket). */
+         * (store_ticket_wait has a condition of its own, signalled with its ticket). */
         unsigned sync_waiters;
         /* The checkpointer's idle truncation: armed once a write came since the last one, due
          * WAL_IDLE_TRUNCATE_MS after the last commit (monotonic), which wal_hook moves without

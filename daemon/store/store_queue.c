@@ -1,8 +1,8 @@
 /* The store's write API (store.h): a change queued for the writer as a ticket (store_put, a
  * job's row made later by its maker; store_put_row, one made already; store_put_part), the rows'
  * memory, and the one way each to learn its
- * outcome: waited on (store_wait, store_wait_doc), called back (store_when_done) or polled
- * (store_poll); store_sync for everything queued. A ticket names its store. */
+ * outcome: waited on (store_ticket_wait), called back (store_ticket_when_done) or polled
+ * (store_ticket_poll); store_sync for everything queued. A ticket names its store. */
 #include "store_internal.h"
 
 #include <assert.h>
@@ -58,7 +58,7 @@ static void ticket_queue_locked(struct store *s, struct store_ticket *t)
                 s->head = t;
                 s->head_ms = t->queued_ms;
                 /* Only the first wakes the writer: it then waits STORE_LAZY_MS for more, or
-                 * less when someone waits (store_wait, store_sync). */
+                 * less when someone waits (store_ticket_wait, store_sync). */
                 pthread_cond_signal(&s->work);
         }
         s->tail = t;
@@ -160,12 +160,7 @@ int store_put_part(struct store *s, const char *job_id, size_t idx, const char *
         return 0;
 }
 
-int store_wait(struct store_ticket *t)
-{
-        return store_wait_doc(t, NULL, NULL);
-}
-
-/* Each thread's own, for store_wait_doc: posted once per wait by the writer, so its count is
+/* Each thread's own, for store_ticket_wait: posted once per wait by the writer, so its count is
  * back to zero whenever the thread is not waiting. */
 static _Thread_local sem_t wait_sem;
 static _Thread_local bool wait_sem_ready;
@@ -180,7 +175,7 @@ static void awaited_locked(struct store *s)
                 pthread_cond_signal(&s->work);
 }
 
-int store_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg)
+int store_ticket_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg)
 {
         struct store *s = t->store;
         int r = 1;
@@ -197,7 +192,7 @@ int store_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg)
         return r;
 }
 
-int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
+int store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len)
 {
         struct store *s = t->store;
         bool blocked = false;
@@ -214,7 +209,7 @@ int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
         if (!atomic_load_explicit(&t->done, memory_order_acquire)) {
                 pthread_mutex_lock(&s->mu);
                 if (!t->done) {
-                        /* Takes precedence over a store_when_done's ready, which then is not
+                        /* Takes precedence over a store_ticket_when_done's ready, which then is not
                          * called. */
                         t->waiter = &wait_sem;
                         blocked = true;
@@ -237,7 +232,7 @@ int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
         return r;
 }
 
-int store_poll(struct store_ticket *t, int *ret_r)
+int store_ticket_poll(struct store_ticket *t, int *ret_r)
 {
         /* Without the store's lock: the job files poll every finished job's ticket under its own
          * lock, and taking the writer's mutex for each made them wait on each other. */

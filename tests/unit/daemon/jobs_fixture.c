@@ -164,12 +164,10 @@ int __real_store_put_part(struct store *s, const char *job_id, size_t idx, const
                           char *doc, size_t doc_len, struct store_ticket **ret_ticket);
 int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state,
                           char *doc, size_t doc_len, struct store_ticket **ret_ticket);
-int __real_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
-int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
-int __real_store_wait(struct store_ticket *t);
-int __wrap_store_wait(struct store_ticket *t);
-int __real_store_poll(struct store_ticket *t, int *ret_r);
-int __wrap_store_poll(struct store_ticket *t, int *ret_r);
+int __real_store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len);
+int __wrap_store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len);
+int __real_store_ticket_poll(struct store_ticket *t, int *ret_r);
+int __wrap_store_ticket_poll(struct store_ticket *t, int *ret_r);
 int __real_store_get_internal(struct store *s, const char *id, struct store_text *ret);
 int __wrap_store_get_internal(struct store *s, const char *id, struct store_text *ret);
 
@@ -207,7 +205,8 @@ int __wrap_store_put(struct store *s, const char *id, const struct store_row_mak
         return __real_store_put(s, id, maker, src, ret_ticket);
 }
 
-/* A submit's: the same failures as store_put's and store_wait's (the row taken either way). */
+/* A submit's: the same failures as store_put's and store_ticket_wait's (the row taken either way).
+ */
 int __wrap_store_put_row(struct store *s, struct store_row *row, struct store_ticket **ret_ticket)
 {
         if (fx && fx->fail_put > 0) {
@@ -218,13 +217,15 @@ int __wrap_store_put_row(struct store *s, struct store_row *row, struct store_ti
         return __real_store_put_row(s, row, ret_ticket);
 }
 
-int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
+/* A wait: fail_wait's failures; a submit's (the one that asks for its bytes) calls
+ * after_commit first. */
+int __wrap_store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len)
 {
         char *doc = NULL;
         size_t len = 0;
-        int r = __real_store_wait_doc(t, &doc, &len);
+        int r = __real_store_ticket_wait(t, ret_doc ? &doc : NULL, ret_doc ? &len : NULL);
 
-        if (fx && fx->after_commit)
+        if (ret_doc && fx && fx->after_commit)
                 fx->after_commit();
         if (fx && fx->fail_wait > 0) {
                 fx->fail_wait--;
@@ -253,20 +254,9 @@ int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const
         return __real_store_put_part(s, job_id, idx, state, doc, doc_len, ret_ticket);
 }
 
-int __wrap_store_wait(struct store_ticket *t)
+int __wrap_store_ticket_poll(struct store_ticket *t, int *ret_r)
 {
-        int r = __real_store_wait(t);
-
-        if (fx && fx->fail_wait > 0) {
-                fx->fail_wait--;
-                return -EIO;
-        }
-        return r;
-}
-
-int __wrap_store_poll(struct store_ticket *t, int *ret_r)
-{
-        int r = __real_store_poll(t, ret_r);
+        int r = __real_store_ticket_poll(t, ret_r);
 
         if (r > 0 && fx && fx->fail_poll > 0) {
                 fx->fail_poll--;

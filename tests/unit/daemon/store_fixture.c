@@ -67,7 +67,7 @@ void put_sync(struct store *s, json_t *j)
         struct store_ticket *t = NULL;
 
         assert_int_equal(fx_put(s, j, &t), 0);
-        assert_int_equal(store_wait(t), 0);
+        assert_int_equal(store_ticket_wait(t, NULL, NULL), 0);
 }
 
 static int put_doc(struct store *s, const json_t *j, bool final, struct store_ticket **ret)

@@ -37,5 +37,5 @@ int fx_put_part_doc(struct store *s, const char *id, size_t idx, const char *sta
 int fx_put_new(struct store *s, const json_t *j, const char *id, struct store_ticket **ret);
 /* store_list_raw's page parsed: an array of the documents. 0 or -errno. */
 int fx_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more);
-/* store_put and store_wait, each asserted to succeed. */
+/* store_put and store_ticket_wait, each asserted to succeed. */
 void put_sync(struct store *s, json_t *j);

@@ -278,7 +278,7 @@ static void test_a_later_document_replaces_a_part_state_queued_before_it(void **
                             json_string("succeeded"));
         json_object_set_new(j, "finished_ms", json_integer(7001));
         assert_int_equal(fx_put(f->s, j, &t), 0);
-        assert_int_equal(store_wait(t), 0);
+        assert_int_equal(store_ticket_wait(t, NULL, NULL), 0);
         part_row_state(f->path, id, 0, row);
         assert_string_equal(row, "succeeded");
         json_decref(j);

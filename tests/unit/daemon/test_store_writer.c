@@ -191,7 +191,7 @@ static void test_changes_of_one_job_keep_the_last(void **state)
                 } else
                         assert_int_equal(fx_put(f->s, j, NULL), 0);
         }
-        assert_int_equal(store_wait(t), 0);
+        assert_int_equal(store_ticket_wait(t, NULL, NULL), 0);
         assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "state")), "succeeded");
         assert_string_equal(json_string_value(json_object_get(
@@ -232,7 +232,7 @@ static void test_an_answered_put_hands_back_the_bytes_it_wrote(void **state)
 
         json_object_set_new(json_array_get(json_object_get(j, "parts"), 0), "result", json_null());
         assert_int_equal(put_new(f->s, j, id, &t), 0);
-        assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
+        assert_int_equal(store_ticket_wait(t, &bytes, &len), 0);
         assert_non_null(bytes);
         assert_int_equal(len, strlen(bytes));
         stored_bytes(f->s, id, &doc, &sum);
@@ -263,7 +263,7 @@ static void test_a_new_write_is_stored_under_the_id_it_is_given(void **state)
         json_object_set_new(json_object_get(j, "labels"), "zz", json_string(label));
         assert_int_equal(uuid7_generate_at(5000001, id), 0);
         assert_int_equal(put_new(f->s, j, id, &t), 0);
-        assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
+        assert_int_equal(store_ticket_wait(t, &bytes, &len), 0);
         assert_int_equal(job_doc_get(f->s, stand_in, &got), -ENOENT);
         assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "id")), id);
@@ -315,7 +315,7 @@ static void test_a_final_put_writes_the_job_and_gives_its_reference_back(void **
         size_t refs = j->refcount;
 
         assert_int_equal(fx_put_final(f->s, j, &t), 0);
-        assert_int_equal(store_wait(t), 0);
+        assert_int_equal(store_ticket_wait(t, NULL, NULL), 0);
         assert_int_equal(j->refcount, refs);
         assert_int_equal(job_doc_get(f->s, id, &got), 0);
         json_t *pub = job_doc_public_copy(j, true);
@@ -336,7 +336,7 @@ static void test_a_plain_put_hands_back_no_bytes(void **state)
         size_t len = 7;
 
         assert_int_equal(fx_put(f->s, j, &t), 0);
-        assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
+        assert_int_equal(store_ticket_wait(t, &bytes, &len), 0);
         assert_null(bytes);
         assert_int_equal(len, 7);
         json_decref(j);
@@ -362,7 +362,7 @@ static void *waiter_main(void *userdata)
                 size_t len = 0;
 
                 if (put_new(w->s, w->docs[i], w->ids[i], &t) < 0 ||
-                    store_wait_doc(t, &bytes, &len) < 0 || !bytes || !strstr(bytes, w->ids[i]))
+                    store_ticket_wait(t, &bytes, &len) < 0 || !bytes || !strstr(bytes, w->ids[i]))
                         w->failed++;
                 free(bytes);
         }
@@ -454,7 +454,7 @@ static void test_concurrent_changes_are_stored_as_their_last(void **state)
         }
         for (size_t k = 0; k < PUTTERS; k++)
                 for (size_t i = 0; i < PUTS; i++)
-                        assert_int_equal(store_wait(p[k].final[i]), 0);
+                        assert_int_equal(store_ticket_wait(p[k].final[i], NULL, NULL), 0);
         assert_int_equal(store_count(f->s), PUTTERS * PUTS);
         for (size_t k = 0; k < PUTTERS; k++)
                 for (size_t i = 0; i < PUTS; i++) {
