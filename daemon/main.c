@@ -28,7 +28,6 @@
 #include "metrics.h"
 #include "placement.h"
 #include "store.h"
-#include "store_files.h"
 #include "supervisor.h"
 #include "umd-build.h"
 #include "util.h"
@@ -281,6 +280,14 @@ out:
         return r;
 }
 
+/* The store's one-time import of STATE_DIR/jobs: each file read back as strictly as a
+ * submission (spec_validate_stored), nothing downstream trusting a stored shape. */
+static int import_files(const char *dir, int (*put)(struct store_row *row, void *ctx), void *ctx,
+                        unsigned *ret_corrupt)
+{
+        return job_files_import(dir, spec_validate_stored, put, ctx, ret_corrupt);
+}
+
 int main(int argc, char **argv)
 {
         struct umd_config cfg;
@@ -310,10 +317,9 @@ int main(int argc, char **argv)
                 return r == -EINVAL ? 2 : r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
         }
         core_init(&d);
-        /* The job subsystem's side of the old store's files (the import, --export). */
-        store_files_set_hooks(&(struct store_files_hooks){.validate = spec_validate_stored,
-                                                          .row = job_doc_row_from_file,
-                                                          .export = job_doc_export_file});
+        /* The old store's files (the import, --export) are the job subsystem's to read and
+         * write. */
+        store_set_files(&(struct store_files){.import = import_files, .export = job_files_export});
         if (cfg.print_openapi) {
                 size_t len = 0;
                 const char *doc = api_openapi_document(&len);

@@ -22,7 +22,6 @@
 #include "jsonraw.h"
 #include "jsonutil.h"
 #include "store.h"
-#include "store_files.h"
 #include "util.h"
 #include "uuid.h"
 #include "log.h"
@@ -508,13 +507,6 @@ json_t *job_doc_internal(const struct store_text *t)
                 return NULL;
         }
         return j;
-}
-
-int job_doc_export_file(int dirfd, const struct store_text *t)
-{
-        _cleanup_json_ json_t *j = job_doc_internal(t);
-
-        return j ? store_files_write(dirfd, j) : -EBADMSG;
 }
 
 /* A stored row's text made a tree by its public document alone or with the extras. 0 or

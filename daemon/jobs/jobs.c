@@ -21,18 +21,25 @@
 #include "store.h"
 #include "util.h"
 
-/* What a half-built or stopped js holds, freed; NULL is a no-op. */
-static void jobs_free(struct jobs *js)
+/* The jobs, their persistence's state and the queues freed, js left empty (again safe). */
+static void jobs_empty(struct jobs *js)
 {
-        if (!js)
-                return;
-        job_start_free(js);
         jobs_index_free(js);
         job_persist_free(js);
         /* One queue per device and one for the node (allocated whether or not it is used). */
         for (size_t i = 0; js->queues && i <= devices_count(); i++)
                 queue_free(&js->queues[i]);
         free(js->queues);
+        js->queues = NULL;
+}
+
+/* What a half-built or stopped js holds, freed; NULL is a no-op. */
+static void jobs_free(struct jobs *js)
+{
+        if (!js)
+                return;
+        job_start_free(js);
+        jobs_empty(js);
         json_decref(js->node_last_verdict);
         json_decref(js->node_verdict_by_tier);
         json_decref(js->rec.last_body);
@@ -72,13 +79,7 @@ void jobs_shutdown(struct jobs *js)
                 }
         }
         job_persist_shutdown_locked(js);
-        jobs_index_free(js);
-        job_persist_free(js);
-        /* One queue per device and one for the node (allocated whether or not it is used). */
-        for (size_t i = 0; js->queues && i <= devices_count(); i++)
-                queue_free(&js->queues[i]);
-        free(js->queues);
-        js->queues = NULL;
+        jobs_empty(js);
         js->sup = NULL;
         jobs_unlock(js); /* metrics see the queues empty */
         jobs_free(js);

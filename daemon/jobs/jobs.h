@@ -42,18 +42,20 @@ struct jobs_clock {
         void *data;
 };
 
-/* job_doc.c, the job document's conversions that the rest of umd needs. The row of a job read
- * from the old store's files (STATE_DIR/jobs/<id>.json), for the store's one-time import
- * (main.c: store_files_set_row_maker): 0, -EINVAL or -ENOMEM, logged. */
-int job_doc_row_from_file(const json_t *job, struct store_row *ret);
-/* The internal form of a stored row (its public document with request, created_ms and
- * finished_ms added), also for `umd --export`. NULL (logged) when the document is not JSON or
- * out of memory. */
-json_t *job_doc_internal(const struct store_text *t);
-/* `umd --export`'s writer of one stored row (main.c: store_files_set_hooks): its internal form
- * to dirfd/<id>.json (store_files_write). 0, -EBADMSG (not JSON) or -errno. */
-int job_doc_export_file(int dirfd, const struct store_text *t);
-/* Each part's result in pub (a public copy, its part objects its own) that is a raw node
+/* job_files.c: the old store's job files (STATE_DIR/jobs/<id>.json), the store's one-time import
+ * and `umd --export` (main.c hands these to the store: store_set_files). job_files_import reads
+ * every job file in dir, checking each with validate (spec_validate_stored; NULL: its shape
+ * alone) and handing each good one's row, in id order, to put (which the row is lent to); bad
+ * ones are set aside (renamed .corrupt, counted in *ret_corrupt), stale temporary files removed.
+ * 0, or -errno (the directory, out of memory, or put's). job_files_export writes a stored row
+ * to dirfd/<id>.json in the internal form: 0, -EBADMSG (not JSON: skipped) or -errno. */
+typedef int (*job_files_validate_fn)(const json_t *job, char *why, size_t whylen);
+int job_files_import(const char *dir, job_files_validate_fn validate,
+                     int (*put)(struct store_row *row, void *ctx), void *ctx,
+                     unsigned *ret_corrupt);
+int job_files_export(int dirfd, const struct store_text *t);
+
+/* job_doc.c: each part's result in pub (a public copy, its part objects its own) that is a raw node
  * (jsonraw.h: the worker's bytes) becomes its tree: an answer's parse, done once core_lock is
  * released. 0 or -ENOMEM. */
 int job_doc_public_expand(json_t *pub);

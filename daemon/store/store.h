@@ -7,8 +7,9 @@
  * The store never parses a job: a job is handed over as its row (struct store_row), made by the
  * job subsystem (daemon/jobs/job_doc.c): the public document's bytes, exactly as the API serves
  * them, beside indexed columns and the internal extras (request, created_ms, finished_ms); reads
- * hand those bytes back (struct store_text) for job_doc to parse. Only the old store's files
- * (the one-time import, `umd --export`: store_files.c) are JSON the store reads or writes. */
+ * hand those bytes back (struct store_text) for job_doc to parse. Even the old store's JSON files
+ * (the one-time import, `umd --export`) are read and written by the job subsystem
+ * (store_set_files). */
 #pragma once
 
 #include <stdbool.h>
@@ -258,6 +259,20 @@ const char *store_repaired(const struct store *s);
 int store_commit_error(const struct store *s);
 /* The writer's batches that failed for the disk since store_open. */
 uint64_t store_commit_failures(const struct store *s);
+
+/* The old store's job files (STATE_DIR/jobs/<id>.json, before SQLite) are the job subsystem's
+ * format (daemon/jobs/job_files.c), which the store reaches through these, set once by main.c
+ * before store_open or store_export: import reads every job file in dir and hands each good one's
+ * row, in id order, to put (the row lent for the call; put returns 0 or <0 to stop), counting
+ * the files set aside in *ret_corrupt (0 or -errno); export writes a stored row as dirfd/<id>.json
+ * (0, -EBADMSG: not JSON, skipped, or -errno). Unset (a unit test), an import or export fails
+ * with -ENOTSUP. */
+struct store_files {
+        int (*import)(const char *dir, int (*put)(struct store_row *row, void *ctx), void *ctx,
+                      unsigned *ret_corrupt);
+        int (*export)(int dirfd, const struct store_text *t);
+};
+void store_set_files(const struct store_files *f);
 
 /* `umd --export DIR`: write every job in STATE_DIR/umd.db to DIR/<id>.json (internal form, the
  * old store's format). Reads a live database safely. 0 or -errno, logged. */

@@ -19,9 +19,8 @@
 
 #include "fileio.h"
 #include "log.h"
-#include "store_files.h"
 
-/* The row under st written to dfd (store_files_export: the job subsystem's conversion). 0,
+/* The row under st written to dfd (store_set_files' export: the job subsystem's). 0,
  * -EBADMSG (not JSON: skipped) or -errno. */
 static int export_row(int dfd, sqlite3_stmt *st)
 {
@@ -32,7 +31,7 @@ static int export_row(int dfd, sqlite3_stmt *st)
                                .finished = sqlite3_column_type(st, 3) != SQLITE_NULL,
                                .finished_ms = sqlite3_column_int64(st, 3)};
 
-        return t.doc ? store_files_export(dfd, &t) : -EBADMSG;
+        return t.doc ? store_import_files_hooks()->export(dfd, &t) : -EBADMSG;
 }
 
 int store_export(const char *state_dir, const char *dir)
@@ -44,6 +43,8 @@ int store_export(const char *state_dir, const char *dir)
         size_t n = 0;
         int rc, r = 0;
 
+        if (!store_import_files_hooks()->export)
+                return log_error_errno(ENOTSUP, "export: nothing to write the job files with");
         if (asprintf(&path, "%s/" DB_NAME, state_dir) < 0)
                 return -ENOMEM;
         r = mkdir_p(dir, 0750);

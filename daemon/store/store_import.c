@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 
 #include "log.h"
-#include "store_files.h"
 
 struct import {
         struct store *s;
@@ -26,11 +25,24 @@ struct import {
         int r;
 };
 
-static int import_one(const char *id, json_t *job, void *userdata)
+/* The job subsystem's side of the old files (store_set_files); zeroed: none set. */
+static struct store_files files;
+
+void store_set_files(const struct store_files *f)
+{
+        files = *f;
+}
+
+const struct store_files *store_import_files_hooks(void)
+{
+        return &files;
+}
+
+static int import_one(struct store_row *row, void *userdata)
 {
         struct import *im = userdata;
         struct store *s = im->s;
-        struct store_row row = {0};
+        const char *id = row->id;
         int r;
 
         if (im->in_tx == 0 && (r = store_rows_step(s, s->w[W_BEGIN])) < 0)
@@ -47,11 +59,7 @@ static int import_one(const char *id, json_t *job, void *userdata)
                 r = 0;
                 goto out;
         }
-        /* The row is the job subsystem's to make (store_files_row: job_doc.c). */
-        r = store_files_row(job, &row);
-        if (r == 0)
-                r = store_rows_write(s, &row);
-        store_row_free(&row);
+        r = store_rows_write(s, row);
         im->in_tx++;
         im->n++;
         if (r == 0 && im->in_tx >= IMPORT_BATCH) {
@@ -78,7 +86,10 @@ int store_import_files(struct store *s)
                 return -ENOMEM;
         if (stat(from, &st) < 0 || !S_ISDIR(st.st_mode))
                 return 0;
-        r = store_files_load(from, import_one, &im, &corrupt);
+        if (!files.import)
+                return log_error_errno(ENOTSUP, "store: %s is there, but nothing to import it with",
+                                       from);
+        r = files.import(from, import_one, &im, &corrupt);
         if (r == 0 && im.in_tx > 0)
                 r = store_rows_step(s, s->w[W_COMMIT]);
         if (r < 0) {

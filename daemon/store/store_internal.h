@@ -19,7 +19,6 @@
  *   store_health.c     whether commits fail, the writer's rate-limited errors, the file's check
  *   store_repair.c     indexes that disagree with their tables, rebuilt at start
  *   store_vfs.c        the writer's VFS
- *   store_files.c      the old store's job files (import, export)
  *   store_export.c     umd --export */
 #pragma once
 
@@ -314,9 +313,10 @@ int store_vfs_register(void);
 int store_schema_open(struct store *s);
 void store_schema_close(struct store *s);
 
-/* store_import.c: STATE_DIR/jobs into the database, once (0 when there is none). 0 or -errno,
- * logged. */
+/* store_import.c: STATE_DIR/jobs into the database, once (0 when there is none), through
+ * store_set_files' import. 0 or -errno, logged. The hooks set (for store_export.c). */
 int store_import_files(struct store *s);
+const struct store_files *store_import_files_hooks(void);
 
 /* store_queue.c: a ticket's source dropped (NULL: nothing), under mu or not. */
 void store_queue_src_drop(struct store_ticket *t);

@@ -18,13 +18,19 @@
  * (request, created_ms, finished_ms); without results for lists. Shallow: the top level and the
  * part objects are copied, what lies below them is shared. NULL on OOM. A result kept as the
  * worker's bytes (a raw node, jsonraw.h) stays one: such a copy must go through
- * job_doc_public_expand (jobs.h, with job_doc_row_from_file) before anything dumps it. */
+ * job_doc_public_expand (jobs.h) before anything dumps it. */
 json_t *job_doc_public_copy(const json_t *doc, bool with_results);
 
 /* A job's row (internal form, valid "id" and "parts") into *ret: the public document dumped
  * once, results spliced in as their bytes, its summary, the columns. 0, -EINVAL or -ENOMEM,
  * logged; *ret untouched on failure. */
 int job_doc_row(const json_t *job, struct store_row *ret);
+/* job_doc_row of a job read from the old store's files (job_files.c), its finished_ms made
+ * where the old store left it out. */
+int job_doc_row_from_file(const json_t *job, struct store_row *ret);
+/* The internal form of a stored row (its public document with request, created_ms and
+ * finished_ms added). NULL (logged) when the document is not JSON or out of memory. */
+json_t *job_doc_internal(const struct store_text *t);
 /* What the writer will dump of job: its top level and part objects copied, the rest shared.
  * NULL: out of memory. */
 json_t *job_doc_snapshot(const json_t *job);

@@ -2,7 +2,6 @@
 #include "store_fixture.h"
 
 #include "job_doc.h"
-#include "store_files.h"
 
 #include "../common/testutil.h"
 
@@ -17,6 +16,13 @@
 
 #include "log.h"
 
+/* As main.c's, but with the file's shape checked alone (no spec_validate_stored). */
+static int import_files(const char *dir, int (*put)(struct store_row *row, void *ctx), void *ctx,
+                        unsigned *ret_corrupt)
+{
+        return job_files_import(dir, NULL, put, ctx, ret_corrupt);
+}
+
 int setup(void **state)
 {
         struct fx *f = calloc(1, sizeof(*f));
@@ -24,9 +30,7 @@ int setup(void **state)
         if (!f)
                 return -1;
         log_set_level(LOG_ERR);
-        /* As main.c sets them, but for the check of a job's shape (spec_validate_stored). */
-        store_files_set_hooks(&(struct store_files_hooks){.row = job_doc_row_from_file,
-                                                          .export = job_doc_export_file});
+        store_set_files(&(struct store_files){.import = import_files, .export = job_files_export});
         f->path = scratch_dir_new();
         if (!f->path || store_open(f->path, &f->s) < 0)
                 return -1;
