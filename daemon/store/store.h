@@ -146,7 +146,7 @@ void store_sync(struct store *s);
  * then frees it. */
 struct store_open_part {
         const char *uuid, *state; /* NULL where the parts table has no row for this index */
-        const char *doc;          /* the part's own document (store_put_part_doc), or NULL */
+        const char *doc; /* the part's own document (store_put_part with a document), or NULL */
 };
 struct store_open_job {
         const char *id, *state, *client, *idempotency_key;

@@ -163,12 +163,13 @@ struct store_ticket {
         bool superseded; /* a later ticket of the same batch writes the same job's document */
         /* store_put_part's: only part part_idx's state (a static string), no document, no
          * snapshot; prep is PREP_OWNED from the start, so no drain ever sees it. From
-         * store_put_part_doc, also the part's own document, in row.doc (made by the caller). */
+         * store_put_part with one, also the part's own document, in row.doc (made by the caller).
+         */
         bool part_only;
         size_t part_idx;
         const char *part_state;
         bool waited; /* someone will store_ticket_wait/poll: the writer must not free it */
-        /* store_put_new's: once committed, the document's bytes its own write carried
+        /* store_put_row's: once committed, the document's bytes its own write carried
          * (row.doc) stay here for store_ticket_wait instead of being freed. */
         bool keep_doc;
         char *kept_doc;

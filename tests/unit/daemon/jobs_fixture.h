@@ -40,10 +40,10 @@ struct fx {
          * fail
          * (-ENOMEM, -EIO, -EIO; the real call is made first, so the store has what it had). */
         unsigned fail_put, fail_wait, fail_poll;
-        /* How many of the next store_put_part and store_put_part_doc calls fail (-ENOMEM,
+        /* How many of the next store_put_part calls fail (-ENOMEM,
          * nothing queued). */
         unsigned fail_put_part;
-        /* store_put_part_doc calls with a part's document that were queued. */
+        /* store_put_part calls with a part's document that were queued. */
         unsigned part_docs;
         /* store_get_internal calls: a waiting job's document read back from the store. */
         unsigned read_backs;
