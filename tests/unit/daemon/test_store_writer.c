@@ -1,7 +1,7 @@
-/* The store's writes (store_queue.c, store_writer.c, store_doc.c): a job put and read back in its
- * public form, the bytes its rows are made of, new jobs' writes under the id they are given,
- * tickets and the waits on them, changes from several threads at once, and group commit. Which
- * queued changes a batch takes is test_store_batch.c's. */
+/* The store's writes (store_queue.c, store_writer.c, with rows made by daemon/jobs/job_doc.c): a
+ * job put and read back in its public form, the bytes its rows are made of, new jobs' writes under
+ * the id they are given, tickets and the waits on them, changes from several threads at once, and
+ * group commit. Which queued changes a batch takes is test_store_batch.c's. */
 #include "../common/testutil.h"
 
 #include <ctype.h>
