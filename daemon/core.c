@@ -56,11 +56,11 @@ static struct devices *core_devices(void)
 }
 
 /* A job's answer from memory leaves core_lock with the results that are kept as the worker's
- * bytes unparsed (store_public_copy): they are parsed here, outside the lock, before the API
+ * bytes unparsed (job_doc_public_copy): they are parsed here, outside the lock, before the API
  * dumps the answer. r: what the job function returned. */
 static int expanded(int r, json_t **ret_job, struct problem *p)
 {
-        if (r < 0 || !*ret_job || store_public_expand(*ret_job) == 0)
+        if (r < 0 || !*ret_job || job_doc_public_expand(*ret_job) == 0)
                 return r;
         json_decref(*ret_job);
         *ret_job = NULL;

@@ -28,7 +28,6 @@
 #include "metrics.h"
 #include "placement.h"
 #include "store.h"
-#include "store_files.h"
 #include "supervisor.h"
 #include "umd-build.h"
 #include "util.h"
@@ -112,7 +111,6 @@ static int build(struct umd_daemon *d)
                 log_error_errno(r, "cannot create state directory %s: %m", cfg->state_dir);
                 return r;
         }
-        store_files_set_validator(spec_validate_stored);
         r = store_open(cfg->state_dir, &d->store);
         if (r < 0)
                 return r;
@@ -309,6 +307,14 @@ static int run(struct umd_daemon *d)
         return r;
 }
 
+/* The store's one-time import of STATE_DIR/jobs: each file read back as strictly as a
+ * submission (spec_validate_stored), nothing downstream trusting a stored shape. */
+static int import_files(const char *dir, int (*put)(struct store_row *row, void *ctx), void *ctx,
+                        unsigned *ret_corrupt)
+{
+        return job_files_import(dir, spec_validate_stored, put, ctx, ret_corrupt);
+}
+
 int main(int argc, char **argv)
 {
         struct umd_config cfg;
@@ -338,6 +344,9 @@ int main(int argc, char **argv)
                 return r == -EINVAL ? 2 : r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
         }
         core_init(&d);
+        /* The old store's files (the import, --export) are the job subsystem's to read and
+         * write. */
+        store_set_files(&(struct store_files){.import = import_files, .export = job_files_export});
         if (cfg.print_openapi) {
                 size_t len = 0;
                 const char *doc = api_openapi_document(&len);

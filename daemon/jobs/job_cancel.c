@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "job_spec.h"
@@ -160,7 +161,7 @@ static int cancel_answer_stored(struct jobs *js, enum cancel_where where, const 
                                 const char *client, bool admin, json_t **ret_job, struct problem *p)
 {
         _cleanup_json_ json_t *doc = NULL;
-        int r = store_get(js->store, id, &doc);
+        int r = job_doc_get(js->store, id, &doc);
 
         if (where == CANCEL_FINISHED_MEANWHILE) {
                 if (r < 0)

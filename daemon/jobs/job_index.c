@@ -1,9 +1,9 @@
-/* The jobs object (struct jobs, made by jobs_init): the in-memory index of the jobs scheduling
- * needs (queued and running ones, and finished ones until their final write is committed;
- * sorted by id, which is submission order, with what submits look up in it kept beside it: a
- * hash of the idempotency keys and each client's count of open jobs), the per-device queues, the
- * state machine of jobs and their parts (job_state.c derives a job's state from its parts'), the
- * forms a job's document is held in, and the generation waiters watch. The document each job is
+/* The jobs object's index (struct jobs, made by jobs.c's jobs_init): the in-memory index of the
+ * jobs scheduling needs (queued and running ones, and finished ones until their final write is
+ * committed; sorted by id, which is submission order, with what submits look up in it kept beside
+ * it: a hash of the idempotency keys and each client's count of open jobs), the per-device queues,
+ * the state machine of jobs and their parts (job_state.c derives a job's state from its parts'),
+ * the forms a job's document is held in, and the generation waiters watch. The document each job is
  * stored as is the truth; struct job caches what the queue needs. History (finished jobs) lives
  * only in the store and is read from it. Every change happens under core_lock and is queued to
  * the store's writer before the lock is released (so writes keep their order): when and what is
@@ -25,6 +25,7 @@
 #include "core.h"
 #include "daemon.h"
 #include "devices.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "job_queue.h"
@@ -137,7 +138,7 @@ static json_t *job_parse_text(const struct job *j, json_error_t *e)
 json_t *job_doc(struct job *j)
 {
         if (!j->doc && j->stored) {
-                int r = store_get_internal(j->store, j->id, &j->doc);
+                int r = job_doc_get_internal(j->store, j->id, &j->doc);
 
                 if (r < 0) {
                         log_error_errno(r, "job %s: its document cannot be read back: %m", j->id);
@@ -187,7 +188,7 @@ void jobs_read_ahead(struct jobs *js, size_t q)
                 ids[n] = j->id;
                 jobs[n++] = j;
         }
-        if (store_get_internal_many(js->store, ids, n, trees) < 0)
+        if (job_doc_get_internal_many(js->store, ids, n, trees) < 0)
                 return; /* logged; job_doc tries the head again alone */
         for (size_t i = 0; i < n; i++) {
                 if (!trees[i])
@@ -266,7 +267,7 @@ json_t *job_public_of(struct job *j)
         if (!j->doc && j->stored) {
                 /* The row's document is the public one. */
                 json_t *doc = NULL;
-                int r = store_get(j->store, j->id, &doc);
+                int r = job_doc_get(j->store, j->id, &doc);
 
                 if (r < 0)
                         log_error_errno(r, "job %s: its document cannot be read back: %m", j->id);
@@ -683,61 +684,10 @@ void jobs_tick(struct jobs *js)
         jobs_unlock(js);
 }
 
-/* What a half-built or stopped js holds, freed; NULL is a no-op. */
-static void jobs_free(struct jobs *js)
+/* Every job in the index freed and the index emptied: its array, the idempotency keys' hash
+ * and the clients' counts (jobs.c's shutdown, and a half-built js). */
+void jobs_index_free(struct jobs *js)
 {
-        if (!js)
-                return;
-        job_start_free(js);
-        for (size_t k = 0; k < js->n_jobs; k++)
-                job_free(js->jobs[k]);
-        free(jobs_base(js));
-        free(js->keyed);
-        clients_free(js);
-        job_persist_free(js);
-        /* One queue per device and one for the node (allocated whether or not it is used). */
-        for (size_t i = 0; js->queues && i <= devices_count(); i++)
-                queue_free(&js->queues[i]);
-        free(js->queues);
-        json_decref(js->node_last_verdict);
-        json_decref(js->node_verdict_by_tier);
-        json_decref(js->rec.last_body);
-        free(js);
-}
-
-void jobs_quiesce(struct jobs *js)
-{
-        if (!js)
-                return;
-        core_lock();
-        js->quiescing = true;
-        jobs_unlock(js);
-}
-
-void jobs_shutdown(struct jobs *js)
-{
-        if (!js)
-                return;
-        core_lock();
-        core_run_deferred_locked(); /* submissions' rests (job_submit.c) point into js */
-        job_start_abandon_locked(js);
-        /* Parts still running lost their worker with the daemon: they did not finish. Queued
-         * parts stay queued and run after the next start. */
-        for (size_t k = 0; k < js->n_jobs; k++) {
-                struct job *j = js->jobs[k];
-                bool changed = false;
-                for (size_t i = 0; i < j->n_parts; i++)
-                        if (j->parts[i].st == JOB_RUNNING) {
-                                job_set_part(js, j, i, JOB_INTERRUPTED, NULL,
-                                             "umd stopped while the part ran");
-                                changed = true;
-                        }
-                if (changed) {
-                        job_update_state(js, j);
-                        job_persist(js, j);
-                }
-        }
-        job_persist_shutdown_locked(js);
         for (size_t k = 0; k < js->n_jobs; k++)
                 job_free(js->jobs[k]);
         free(jobs_base(js));
@@ -747,77 +697,6 @@ void jobs_shutdown(struct jobs *js)
         js->keyed = NULL;
         js->n_keyed = js->n_keyed_buckets = 0;
         clients_free(js);
-        job_persist_free(js);
-        /* One queue per device and one for the node (allocated whether or not it is used). */
-        for (size_t i = 0; js->queues && i <= devices_count(); i++)
-                queue_free(&js->queues[i]);
-        free(js->queues);
-        js->queues = NULL;
-        js->sup = NULL;
-        jobs_unlock(js); /* metrics see the queues empty */
-        jobs_free(js);
-}
-
-static uint64_t system_monotonic_ms(void *data)
-{
-        (void)data;
-        return now_monotonic_ms();
-}
-
-static uint64_t system_realtime_ms(void *data)
-{
-        (void)data;
-        return now_realtime_ms();
-}
-
-static const struct jobs_clock system_clock = {.monotonic_ms = system_monotonic_ms,
-                                               .realtime_ms = system_realtime_ms};
-
-int jobs_init(const struct umd_daemon *d, struct jobs **ret)
-{
-        struct jobs *js;
-        size_t queued;
-        int r;
-
-        js = calloc(1, sizeof(*js));
-        if (!js)
-                return log_error_errno(ENOMEM, "out of memory");
-        js->start_fd = -1;
-        r = job_start_init(js);
-        if (r < 0) {
-                jobs_free(js);
-                return r;
-        }
-        js->node_wstate = WORKER_COLD;
-        job_persist_init(js);
-        atomic_init(&js->generation, 1);
-        js->cfg = d->cfg;
-        js->store = d->store;
-        js->clock = d->jobs_clock ? *d->jobs_clock : system_clock;
-        js->metrics = d->metrics;
-        js->queues = calloc(devices_count() + 1, sizeof(*js->queues));
-        if (!js->queues) {
-                jobs_free(js);
-                return log_error_errno(ENOMEM, "out of memory");
-        }
-        r = job_recover_all(js);
-        if (r < 0) {
-                jobs_free(js);
-                return log_error_errno(r, "cannot recover jobs from the store: %m");
-        }
-        /* Before READY: what recovery changed is durable. */
-        job_persist_sync(js);
-        /* No other thread runs yet; the lock is taken for what asserts it. */
-        core_lock();
-        job_persist_prune(js);
-        job_persist_retention(js);
-        queued = jobs_queued_total(js);
-        core_unlock();
-        log_info("store: %zu jobs (%zu parts queued, %zu of them to be checked after start), %u "
-                 "interrupted or failed at recovery",
-                 store_count(js->store), queued, js->rec.unchecked, js->rec.changed);
-        *ret = js;
-        return 0;
 }
 
 /* ---- what clients see ---- */
@@ -827,7 +706,7 @@ json_t *job_public(const json_t *doc)
 {
         /* A copy to serialise after core_lock is released: only what job_index.c changes in place
          * (the document and its part objects) is copied; results are shared. */
-        return store_public_copy(doc, true);
+        return job_doc_public_copy(doc, true);
 }
 
 size_t jobs_queued_on_locked(struct jobs *js, size_t dev)

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "jobs.h"
@@ -56,7 +57,7 @@ void job_persist_sync(struct jobs *js)
 void job_persist_release(struct job *j)
 {
         if (j->persist.final_ticket)
-                (void)store_wait(j->persist.final_ticket);
+                (void)store_ticket_wait(j->persist.final_ticket, NULL, NULL);
         j->persist.final_ticket = NULL;
 }
 
@@ -112,25 +113,28 @@ void job_persist_forget(struct jobs *js, struct job *j)
         row_current(js, j);
 }
 
-int job_persist_prepare_new(struct job *j, struct store_new **ret)
+int job_persist_prepare_new(struct job *j, struct job_doc_new **ret)
 {
-        return store_new_prepare(j->doc, ret);
+        return job_doc_new_prepare(j->doc, ret);
 }
 
-void job_persist_prepared_free(struct store_new *prepared)
+void job_persist_prepared_free(struct job_doc_new *prepared)
 {
-        store_new_free(prepared);
+        job_doc_new_free(prepared);
 }
 
-int job_persist_submit(struct jobs *js, struct job *j, struct store_new *prepared,
+int job_persist_submit(struct jobs *js, struct job *j, struct job_doc_new *prepared,
                        struct store_ticket **ret_ticket)
 {
-        return store_put_new(js->store, prepared, j->id, ret_ticket);
+        struct store_row row;
+        int r = job_doc_new_row(prepared, j->id, &row);
+
+        return r < 0 ? r : store_put_row(js->store, &row, ret_ticket);
 }
 
 int job_persist_submit_wait(struct store_ticket *t, char **ret_bytes, size_t *ret_len)
 {
-        return store_wait_doc(t, ret_bytes, ret_len);
+        return store_ticket_wait(t, ret_bytes, ret_len);
 }
 
 void job_persist_set_committed(struct job *j)
@@ -160,6 +164,18 @@ bool job_persist_final_pending(const struct job *j)
 
 /* ---- changes ---- */
 
+/* The job's whole row queued, made later from doc by job_doc.c's maker, outside core_lock: from a
+ * snapshot of doc, or with final from doc itself, which changes no more (job_doc_source). 0 or
+ * -errno, logged. */
+static int put_doc(struct jobs *js, struct job *j, json_t *doc, bool final,
+                   struct store_ticket **ret_ticket)
+{
+        void *src;
+        int r = job_doc_source(doc, final, &src);
+
+        return r < 0 ? r : store_put(js->store, j->id, &job_doc_maker, src, ret_ticket);
+}
+
 int job_persist(struct jobs *js, struct job *j)
 {
         json_t *doc = job_doc(j);
@@ -172,13 +188,11 @@ int job_persist(struct jobs *js, struct job *j)
          * its final write failed), so the writer may dump it as it is. */
         if (job_state_final(j->st) && !j->persist.final_ticket) {
                 j->persist.final_committed = false; /* a newer final write: its ticket says */
-                r = store_put_final(js->store, doc, &j->persist.final_ticket);
+                r = put_doc(js, j, doc, true, &j->persist.final_ticket);
                 if (r == 0)
                         finals_add(js, j);
-        } else if (job_state_final(j->st))
-                r = store_put_final(js->store, doc, NULL);
-        else
-                r = store_put(js->store, doc, NULL);
+        } else
+                r = put_doc(js, j, doc, job_state_final(j->st), NULL);
         if (r == 0) {
                 j->persist.due_ms = 0; /* the whole document: the pending change with it */
                 for (size_t i = 0; i < j->n_parts; i++)
@@ -215,6 +229,20 @@ size_t job_persist_rows_current_locked(struct jobs *js)
         return written;
 }
 
+/* Part i's own document with its state (job_doc_part_text), beside the job's row. 0 or -errno,
+ * logged. */
+static int put_part_doc(struct jobs *js, struct job *j, size_t i)
+{
+        const json_t *part = job_part_doc(j, i);
+        char *text = NULL;
+        size_t len = 0;
+
+        if (part && !(text = job_doc_part_text(part, &len)))
+                return log_error_errno(ENOMEM, "Cannot dump part %zu of job %s", i, j->id);
+        return store_put_part(js->store, j->id, i, job_state_names[j->parts[i].st], text, len,
+                              NULL);
+}
+
 /* A pending change fallen due (job_persist_soon): for a job not final, its parts that changed
  * since its last write, each as its own document, not the job's whole row. The change is mostly
  * a part's end while the job's other parts run (their queues drift apart): under a submit load a
@@ -236,8 +264,7 @@ static int persist_due(struct jobs *js, struct job *j)
         for (size_t i = 0; i < j->n_parts; i++) {
                 if (!j->parts[i].persist.unsaved)
                         continue;
-                if (store_put_part_doc(js->store, j->id, i, job_state_names[j->parts[i].st],
-                                       job_part_doc(j, i)) < 0)
+                if (put_part_doc(js, j, i) < 0)
                         return job_persist(js, j); /* logged; the whole carries every part */
                 j->parts[i].persist.unsaved = false;
         }
@@ -256,7 +283,8 @@ static int persist_due(struct jobs *js, struct job *j)
  * part running, since recovery lays the part's row over the document. */
 void job_persist_part_started(struct jobs *js, struct job *j, size_t i)
 {
-        if (store_put_part(js->store, j->id, i, job_state_names[j->parts[i].st]) == 0)
+        if (store_put_part(js->store, j->id, i, job_state_names[j->parts[i].st], NULL, 0, NULL) ==
+            0)
                 job_persist_soon(js, j);
         else
                 (void)job_persist(js, j); /* out of memory (logged): the whole document */
@@ -266,7 +294,7 @@ int job_persist_part_started_waited(struct jobs *js, struct job *j, size_t i,
                                     struct store_ticket **ret_ticket)
 {
         int r =
-            store_put_part_waited(js->store, j->id, i, job_state_names[JOB_RUNNING], ret_ticket);
+            store_put_part(js->store, j->id, i, job_state_names[JOB_RUNNING], NULL, 0, ret_ticket);
 
         if (r == 0) {
                 job_persist_soon(js, j);
@@ -408,7 +436,7 @@ int job_persist_cancel(struct jobs *js, struct job *j, struct store_ticket **ret
         if (job_state_final(j->st))
                 r = job_persist(js, j);
         else
-                r = doc ? store_put(js->store, doc, ret_ticket) : -ENOMEM;
+                r = doc ? put_doc(js, j, doc, false, ret_ticket) : -ENOMEM;
         if (r == 0)
                 row_current(js, j);
         return r;
@@ -417,7 +445,7 @@ int job_persist_cancel(struct jobs *js, struct job *j, struct store_ticket **ret
 int job_persist_cancel_wait(struct jobs *js, struct store_ticket *ticket)
 {
         if (ticket)
-                return store_wait(ticket);
+                return store_ticket_wait(ticket, NULL, NULL);
         store_sync(js->store);
         return 0;
 }
@@ -429,7 +457,7 @@ int job_persist_final_outcome_locked(struct job *j)
         assert_locked();
         if (!j->persist.final_ticket && j->persist.final_unsaved)
                 w = -EIO;
-        if (j->persist.final_ticket && store_poll(j->persist.final_ticket, &w) > 0) {
+        if (j->persist.final_ticket && store_ticket_poll(j->persist.final_ticket, &w) > 0) {
                 j->persist.final_ticket = NULL;
                 if (w < 0)
                         j->persist.final_unsaved = true;
@@ -443,7 +471,7 @@ void job_persist_final_drop(struct job *j)
 {
         j->persist.final_unsaved = false;
         if (j->persist.final_ticket) { /* the failed final write: nothing to wait for any more */
-                (void)store_wait(j->persist.final_ticket);
+                (void)store_ticket_wait(j->persist.final_ticket, NULL, NULL);
                 j->persist.final_ticket = NULL;
         }
 }
@@ -452,17 +480,17 @@ void job_persist_final_drop(struct job *j)
 
 int job_persist_when_done(struct store_ticket *t, void (*fn)(void *arg), void *arg)
 {
-        return store_when_done(t, fn, arg);
+        return store_ticket_when_done(t, fn, arg);
 }
 
 int job_persist_poll(struct store_ticket *t, int *ret)
 {
-        return store_poll(t, ret);
+        return store_ticket_poll(t, ret);
 }
 
 int job_persist_wait(struct store_ticket *t)
 {
-        return store_wait(t);
+        return store_ticket_wait(t, NULL, NULL);
 }
 
 /* Retention (max_jobs, retention_days, max_store_bytes) runs on the store's writer, in small
@@ -488,7 +516,7 @@ static enum prune_verdict prune_judge(struct job *j)
 
         if (!job_state_final(j->st))
                 return PRUNE_DROP;
-        if (j->persist.final_ticket && store_poll(j->persist.final_ticket, &r) > 0) {
+        if (j->persist.final_ticket && store_ticket_poll(j->persist.final_ticket, &r) > 0) {
                 j->persist.final_ticket = NULL;
                 if (r == 0)
                         return PRUNE_FREE;
@@ -608,7 +636,7 @@ static void flush_unsaved_locked(struct jobs *js)
                         struct job *j = js->jobs[k];
 
                         if (j->persist.final_ticket) {
-                                if (store_wait(j->persist.final_ticket) < 0)
+                                if (store_ticket_wait(j->persist.final_ticket, NULL, NULL) < 0)
                                         j->persist.final_unsaved = true;
                                 j->persist.final_ticket = NULL;
                         }

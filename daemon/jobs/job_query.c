@@ -10,6 +10,7 @@
 #include "config.h"
 #include "core.h"
 #include "devices.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "jobs.h"
@@ -121,7 +122,7 @@ int job_query_get(struct jobs *js, const char *id, json_t **ret_job, struct prob
                 return 0;
         }
         /* Not in memory: finished, and committed before it left memory. */
-        return job_query_store_problem(store_get(js->store, id, ret_job), id, p);
+        return job_query_store_problem(job_doc_get(js->store, id, ret_job), id, p);
 }
 
 int job_query_get_finished(struct jobs *js, const char *id, struct blob **ret_body,
@@ -148,6 +149,7 @@ int job_query_list(struct jobs *js, const struct job_filter *f, struct job_rows 
 {
         char uuid[sizeof(((struct device *)0)->uuid)] = "";
         struct store_query q = {0};
+        struct job_doc_label label = {f->label_key, f->label_key_len, f->label_value};
         struct job_rows rows = {0};
 
         if (f->device >= 0) {
@@ -158,9 +160,10 @@ int job_query_list(struct jobs *js, const struct job_filter *f, struct job_rows 
         q.state = f->state >= 0 ? job_state_names[f->state] : NULL;
         q.benchmark = f->benchmark;
         q.uuid = f->device >= 0 ? uuid : NULL;
-        q.label_key = f->label_key;
-        q.label_key_len = f->label_key_len;
-        q.label_value = f->label_value;
+        if (f->label_key) {
+                q.match = job_doc_label_matches;
+                q.match_arg = &label;
+        }
         q.before = f->before;
         q.after = f->after;
         q.since_ms = f->since_ms;

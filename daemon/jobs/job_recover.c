@@ -17,6 +17,7 @@
 
 #include "core.h"
 #include "devices.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "job_queue.h"
@@ -259,12 +260,12 @@ static int recover_fast(struct jobs *js, struct store_open_job *o)
         return 1;
 }
 
-/* A part's own document (store_put_part_doc), parsed, if it is one of part p: an object of a
- * known state naming p's device. NULL otherwise (logged: the document's part stands). */
+/* A part's own document (store_put_part with a document), parsed, if it is one of part p: an object
+ * of a known state naming p's device. NULL otherwise (logged: the document's part stands). */
 static json_t *part_doc_parse(const char *id, size_t i, const char *text, const json_t *p)
 {
         json_error_t e;
-        json_t *own = store_parse_doc(text, strlen(text), &e);
+        json_t *own = job_doc_parse(text, strlen(text), &e);
 
         if (json_is_object(own) &&
             job_state_from_string(json_string_value(json_object_get(own, "state"))) >= 0 &&
@@ -279,8 +280,8 @@ static json_t *part_doc_parse(const char *id, size_t i, const char *text, const 
 
 /* What the parts' rows say beyond the document, laid over it. A part's start is written as its
  * row alone (store_put_part), and a part's change while others of its job ran as its own
- * document (store_put_part_doc), the job's document following later: a part whose row holds a
- * document is that document; one whose row says running while the document says queued was
+ * document (store_put_part with a document), the job's document following later: a part whose row
+ * holds a document is that document; one whose row says running while the document says queued was
  * started, and is recovered as running (so interrupted), its job with it. The job's state and
  * start, which its document had not caught up with, follow from its parts. true when a part's
  * own document was laid: the job's document is then to be written again. */
@@ -334,7 +335,7 @@ static int recover_one(struct store_open_job *o, void *userdata)
                         return r < 0 ? r : 0;
                 return STORE_OPEN_WANT_TEXT;
         }
-        _cleanup_json_ json_t *doc = store_parse_doc(o->text, o->text_len, &e);
+        _cleanup_json_ json_t *doc = job_doc_parse(o->text, o->text_len, &e);
         if (!doc) {
                 log_warning("store: unfinished job %s is not valid JSON; skipped", o->id);
                 return 0;

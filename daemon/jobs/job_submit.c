@@ -17,6 +17,7 @@
 #include "config.h"
 #include "core.h"
 #include "devices.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "job_queue.h"
@@ -200,7 +201,7 @@ static int job_take_id(struct job *j)
 /* The new job's first write, made before core_lock while its tree is this thread's alone, under
  * an id of its own that job_submit's job_persist_submit replaces with the one taken in queue
  * order. 0, or -errno (logged). */
-static int job_prepare_write(struct job *j, struct store_new **ret)
+static int job_prepare_write(struct job *j, struct job_doc_new **ret)
 {
         int r = job_take_id(j);
 
@@ -369,7 +370,7 @@ static int submit_replay_locked(struct jobs *js, const char *idem, const char *c
         if (prev) {
                 req = json_string_value(json_object_get(job_doc(prev), "request"));
                 prev_id = prev->id;
-        } else if (store_find_idempotent(js->store, idem, client, &stored, &stored_req) == 0) {
+        } else if (job_doc_find_idempotent(js->store, idem, client, &stored, &stored_req) == 0) {
                 req = stored_req;
                 prev_id = json_string_value(json_object_get(stored, "id"));
         }
@@ -398,7 +399,7 @@ int job_submit(struct jobs *js, const json_t *body, const char *idem, const char
         struct problem parse_p = {0};
         const struct bench_def *b;
         struct job *fresh = NULL, *j;
-        struct store_new *prepared = NULL; /* fresh's write, made outside the lock */
+        struct job_doc_new *prepared = NULL; /* fresh's write, made outside the lock */
         int r, parsed;
 
         r = spec_check_body(body, &b, p);

@@ -12,6 +12,7 @@
 #include "devices.h"
 #include "health.h"
 #include "health_links.h"
+#include "job_doc.h"
 #include "job_internal.h"
 #include "job_persist.h"
 #include "jobs.h"
@@ -35,8 +36,8 @@ static json_t *past_parts(struct jobs *js, const char *uuid, const struct job *s
 
         /* Read-your-writes: parts that finished a moment ago are still being committed. */
         job_persist_sync(js);
-        if (store_health_parts(js->store, uuid, self->id, true, js->cfg->health_baseline_runs,
-                               &parts) < 0)
+        if (job_doc_health_parts(js->store, uuid, self->id, true, js->cfg->health_baseline_runs,
+                                 &parts) < 0)
                 return NULL;
         return parts;
 }
@@ -226,7 +227,7 @@ void job_verdict_restore(struct jobs *js)
         _cleanup_json_ json_t *node = NULL;
 
         if (have_node() && !js->node_last_verdict &&
-            store_health_parts(js->store, "node", NULL, false, RESTORE_PARTS, &node) == 0 &&
+            job_doc_health_parts(js->store, "node", NULL, false, RESTORE_PARTS, &node) == 0 &&
             json_array_size(node) > 0) {
                 js->node_last_verdict = json_incref(part_verdict(json_array_get(node, 0)));
                 restore_tiers(&js->node_verdict_by_tier, node);
@@ -236,7 +237,7 @@ void job_verdict_restore(struct jobs *js)
                 _cleanup_json_ json_t *parts = NULL;
 
                 if (d && !d->last_verdict &&
-                    store_health_parts(js->store, d->uuid, NULL, false, RESTORE_PARTS, &parts) ==
+                    job_doc_health_parts(js->store, d->uuid, NULL, false, RESTORE_PARTS, &parts) ==
                         0 &&
                     json_array_size(parts) > 0) {
                         d->last_verdict = json_incref(part_verdict(json_array_get(parts, 0)));

@@ -24,6 +24,8 @@
 #include "lock.h"
 
 struct jobs;
+struct store_row;
+struct store_text;
 struct umd_daemon;
 struct supervisor;
 struct supervisor_callbacks;
@@ -39,6 +41,24 @@ struct jobs_clock {
         uint64_t (*realtime_ms)(void *data);
         void *data;
 };
+
+/* job_files.c: the old store's job files (STATE_DIR/jobs/<id>.json), the store's one-time import
+ * and `umd --export` (main.c hands these to the store: store_set_files). job_files_import reads
+ * every job file in dir, checking each with validate (spec_validate_stored; NULL: its shape
+ * alone) and handing each good one's row, in id order, to put (which the row is lent to); bad
+ * ones are set aside (renamed .corrupt, counted in *ret_corrupt), stale temporary files removed.
+ * 0, or -errno (the directory, out of memory, or put's). job_files_export writes a stored row
+ * to dirfd/<id>.json in the internal form: 0, -EBADMSG (not JSON: skipped) or -errno. */
+typedef int (*job_files_validate_fn)(const json_t *job, char *why, size_t whylen);
+int job_files_import(const char *dir, job_files_validate_fn validate,
+                     int (*put)(struct store_row *row, void *ctx), void *ctx,
+                     unsigned *ret_corrupt);
+int job_files_export(int dirfd, const struct store_text *t);
+
+/* job_doc.c: each part's result in pub (a public copy, its part objects its own) that is a raw node
+ * (jsonraw.h: the worker's bytes) becomes its tree: an answer's parse, done once core_lock is
+ * released. 0 or -ENOMEM. */
+int job_doc_public_expand(json_t *pub);
 
 /* Before READY: load the store, mark running jobs interrupted, re-queue queued ones (in
  * submission order), apply retention. 0 with *ret, or -errno (logged; *ret untouched). The

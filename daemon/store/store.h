@@ -4,12 +4,14 @@
  * one-time import of the old jobs/<id>.json files and background retention. Keeps no job in
  * memory and never decides about a job's state: the job subsystem (daemon/jobs/) does both.
  *
- * A job is handed over in umd's internal form (the document the API serves plus "request",
- * "created_ms" and "finished_ms"); the store keeps the public document, byte for byte as the API
- * serves it (json_dump_compact), beside indexed columns and those three. */
+ * The store never parses a job: a job is handed over as its row (struct store_row), made by the
+ * job subsystem (daemon/jobs/job_doc.c): the public document's bytes, exactly as the API serves
+ * them, beside indexed columns and the internal extras (request, created_ms, finished_ms); reads
+ * hand those bytes back (struct store_text) for job_doc to parse. Even the old store's JSON files
+ * (the one-time import, `umd --export`) are read and written by the job subsystem
+ * (store_set_files). */
 #pragma once
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,86 +53,90 @@ void store_wal_stats(struct store *s, struct store_wal_stats *ret);
 /* Commit what is queued, stop the writer, close everything. */
 void store_close(struct store *s);
 
-/* Queue a write of job (internal form, valid "id"). The caller may set keys of the job's top
- * level and part objects as soon as this returns, but must not change values below those levels
- * in place: they are shared with the queued copy, which the writer dumps. With ret_ticket, the
- * caller must store_wait() or store_poll() it; without, a failure is only logged. 0, -EINVAL (no
- * valid id or parts) or -ENOMEM, logged; nothing is queued on failure. */
-int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-/* store_put of a job its caller changes no more, at no level, until this write's outcome is
- * known (a final job's: the only change a final job sees is a cancel put back once its write
- * failed): the writer dumps the job itself, holding a reference, with no shallow copy made. */
-int store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-/* A new job's first write (a submit), made from its tree while the tree is still the caller's
- * alone: no snapshot, no lock, and the writer finds its row made. job's "id" (a valid UUID) is
- * a stand-in that store_put_new replaces: ids are taken in the order jobs are queued, under
- * core_lock, and the dump need not wait for that. 0, -EINVAL (no valid id or parts) or
- * -ENOMEM, logged; *ret untouched on failure. */
-struct store_new;
-int store_new_prepare(const json_t *job, struct store_new **ret);
-/* Queue p (taken, whatever the outcome) as a write of the job with id id: its stand-in in the
- * row and the document's bytes replaced by id. Once committed, the ticket (required) keeps the
- * bytes of the public document its write carried, for store_wait_doc, so that the answer needs
- * no dump of its own. 0, -EINVAL (id not a UUID) or -ENOMEM, logged; nothing queued on failure. */
-int store_put_new(struct store *s, struct store_new *p, const char *id,
-                  struct store_ticket **ret_ticket);
-void store_new_free(struct store_new *p);
-/* Queue a write of part idx's state alone, the job's document left as it is: a part's start,
- * which a restart must find (to say the part was interrupted rather than run it again), costs a
- * small row instead of a dump and the job's whole row. The document catches up with a later
- * store_put; until then the job's columns and lists show its last store_put, and store_recover
- * hands on the part's row (store_open_job.parts), which recovery lays over the document. state
- * must live as long as the program (a job_state_names string). Fire and forget: a failure to
- * commit is logged. 0, -EINVAL (no valid id) or -ENOMEM, logged; nothing is queued on failure. */
-int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
-/* store_put_part with a ticket (store_wait, store_poll or store_when_done it): a part's start
- * that its worker is sent only once it is committed (job_start.c, issue 57). */
-int store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
-                          struct store_ticket **ret_ticket);
-/* store_put_part with the part's own document: part (its object in the job's document, dumped
- * now, by the caller's thread) goes to its row beside state, newer than the job's document. A
- * part's end while other parts of its job run is so written without the job's whole row
- * (issue 23: "write what changed"), and store_recover hands it on (store_open_part.doc) for
- * recovery to lay over the document. The job's next document (store_put and the rest) carries
- * the part again, and clears it. part NULL: store_put_part. 0, -EINVAL or -ENOMEM (out of memory,
- * or a part the dumper refuses), logged; nothing is queued on failure. */
-int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
-                       const json_t *part);
-/* Wait for the ticket's commit and free it (a wait makes the writer commit what is queued now,
- * rather than after STORE_LAZY_MS): 0, or -errno when it was not committed (-ENOSPC:
- * disk full, -EIO: anything else). */
-int store_wait(struct store_ticket *t);
-/* store_wait, and for a ticket of store_put_new whose commit carried its document (not
- * superseded by a later change of the same job in its batch), those bytes: *ret_doc (malloc'd,
- * *ret_len long, exactly what store_public_copy's compact dump of the job as put would be) is
- * set only when 0 is returned and they were kept; otherwise it is left untouched. */
-int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
-/* store_wait_doc without blocking a thread: 1 when t is committed (or failed) already; 0 when
+/* ---- writes: the store takes prepared row bytes, never a job's JSON ----
+ *
+ * A job's row as the writer binds it, made by the job subsystem (daemon/jobs/job_doc.c): the
+ * public document's bytes (doc: exactly what the API serves), its summary (what lists serve: the
+ * same bytes less the parts' results; summary == doc when no part has one), the indexed columns
+ * and the internal extras (request, created_ms, finished_ms). Every pointer is malloc'd and
+ * freed by store_row_free (a zeroed row is fine). */
+struct store_part_row {
+        char *uuid, *state, *verdict;
+};
+struct store_row {
+        char id[UUID_STRING_MAX];
+        char *state, *benchmark, *client, *idem, *request, *priority;
+        int64_t created_ms, finished_ms;
+        bool finished, cancel_requested;
+        bool fresh; /* a new job's first write (store_put_row): none of its parts' rows exist */
+        char *doc, *summary;
+        size_t doc_len, sum_len;
+        struct store_part_row *parts;
+        size_t n_parts;
+};
+void store_row_free(struct store_row *row);
+
+/* How a queued write's row is made, later, from what its caller queued (src, opaque to the
+ * store): by the thread that queued it once it lets core_lock go, or by the writer when it
+ * reaches the change first, and never for a change that a later one of its job in the same batch
+ * writes again. make fills *ret (all but id, which the store sets) and returns 0, or -errno
+ * (logged; src is kept and make tried again once alone); it runs on any thread, without
+ * core_lock, so src must not change at the levels make reads while it is queued. drop releases
+ * src, once, after a make succeeded or when the change is dropped. */
+struct store_row_maker {
+        int (*make)(void *src, struct store_row *ret);
+        void (*drop)(void *src);
+};
+
+/* Queue a write of job id's whole row, made by maker from src (taken, whatever the outcome).
+ * With ret_ticket, the caller must wait for, call back or poll it; without, a failure is only
+ * logged. 0, -EINVAL (id not a UUID) or -ENOMEM, logged; nothing is queued on failure. */
+int store_put(struct store *s, const char *id, const struct store_row_maker *maker, void *src,
+              struct store_ticket **ret_ticket);
+/* Queue a write of a row made already (*row taken, whatever the outcome, and zeroed): a new
+ * job's first (a submit: fresh set, so the writer knows its parts' rows are not there). Once
+ * committed, the ticket (required) keeps the bytes of the public document its write carried, for
+ * store_ticket_wait, so that the answer needs no dump of its own. 0, -EINVAL (no valid id) or
+ * -ENOMEM, logged; nothing queued on failure. */
+int store_put_row(struct store *s, struct store_row *row, struct store_ticket **ret_ticket);
+/* Queue a write of part idx's state alone (state must live as long as the program: a
+ * job_state_names string), the job's document left as it is: a part's start, which a restart
+ * must find (to say the part was interrupted rather than run it again), costs a small row
+ * instead of the job's whole one. With doc (taken, whatever the outcome; doc_len long) also the
+ * part's own document, newer than the job's: a part's end while other parts of its job run
+ * (issue 23: "write what changed"). The job's columns and lists show its last whole row until
+ * the next store_put, which clears the part's document; store_recover hands both on
+ * (store_open_job.parts) for recovery to lay over the document. With ret_ticket (a part's start
+ * that its worker is sent only once committed, job_start.c) the caller waits for, calls back or
+ * polls it; without, a failure to commit is logged. 0, -EINVAL (no valid id) or -ENOMEM,
+ * logged; nothing is queued on failure. */
+int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state, char *doc,
+                   size_t doc_len, struct store_ticket **ret_ticket);
+/* ---- tickets: a write's outcome, learnt one way each ----
+ *
+ * Waited on: block until the ticket's commit and free it (a wait makes the writer commit what
+ * is queued now, rather than after STORE_LAZY_MS): 0, or -errno when it was not committed
+ * (-ENOSPC: disk full, -EIO: anything else). With ret_doc, for a ticket of store_put_row whose
+ * commit carried its document (not superseded by a later change of the same job in its batch),
+ * those bytes too: *ret_doc (malloc'd, *ret_len long, the row's doc as put) is set only when 0 is
+ * returned and they were kept; otherwise it is left untouched. */
+int store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len);
+/* Called back, without blocking a thread: 1 when t is committed (or failed) already; 0 when
  * ready(arg) will be called once, from the writer's thread with the store's lock held (so it must
  * be quick and take no lock of the store's), when it is. Like a wait, it makes the writer commit
- * what is queued now. Either way t stays the caller's, for store_wait_doc, which then returns at
- * once; a store_wait_doc before ready came takes its place (ready is then never called). */
-int store_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg);
-/* 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. A
+ * what is queued now. Either way t stays the caller's, for store_ticket_wait, which then returns
+ * at once; a store_ticket_wait before ready came takes its place (ready is then never called). */
+int store_ticket_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg);
+/* Polled: 1 with *ret_r set and the ticket freed when committed (or failed); 0 while pending. A
  * ticket only polled is committed within STORE_LAZY_MS, with whatever else came meanwhile. */
-int store_poll(struct store_ticket *t, int *ret_r);
+int store_ticket_poll(struct store_ticket *t, int *ret_r);
 /* How many tickets have finished (committed or failed) since store_open; it only grows, and
  * reading it takes no lock (0 for NULL). A caller that polls tickets can skip looking while it
  * stands still: no ticket finished meanwhile. */
 uint64_t store_commits(struct store *s);
 /* Wait until everything queued so far is committed (read-your-writes for queries); like
- * store_wait, it ends the writer's wait for more changes. */
+ * store_ticket_wait, it ends the writer's wait for more changes. */
 void store_sync(struct store *s);
-
-/* What clients see of a job: the internal document less the bookkeeping only umd needs
- * (request, created_ms, finished_ms); without results for lists. Shallow: the top level and the
- * part objects are copied, what lies below them is shared. NULL on OOM. A result kept as the
- * worker's bytes (a raw node, jsonraw.h) stays one: such a copy must go through
- * store_public_expand before anything dumps it. */
-json_t *store_public_copy(const json_t *doc, bool with_results);
-/* Each part's result in pub (a store_public_copy: its part objects are its own) that is a raw
- * node becomes its tree: an answer's parse, done once core_lock is released. 0 or -ENOMEM. */
-int store_public_expand(json_t *pub);
 
 /* One unfinished job as store_recover reads it: its columns and its parts' rows, from indexes
  * alone, so that recovery can queue a waiting job without reading its document; and, when the
@@ -140,7 +146,7 @@ int store_public_expand(json_t *pub);
  * then frees it. */
 struct store_open_part {
         const char *uuid, *state; /* NULL where the parts table has no row for this index */
-        const char *doc;          /* the part's own document (store_put_part_doc), or NULL */
+        const char *doc; /* the part's own document (store_put_part with a document), or NULL */
 };
 struct store_open_job {
         const char *id, *state, *client, *idempotency_key;
@@ -158,19 +164,32 @@ struct store_open_job {
  * or <0 to abort. 0 or -errno. */
 typedef int (*store_open_fn)(struct store_open_job *job, void *userdata);
 int store_recover(struct store *s, store_open_fn fn, void *userdata);
-/* A document read from the store (such as store_open_job's text) as a tree, parsed with the
- * store's limits (depth, no NUL). NULL with e set when it is not one. */
-json_t *store_parse_doc(const char *text, size_t len, json_error_t *e);
 
-/* The public document of job id (any case). 0, -ENOENT or -errno. */
-int store_get(struct store *s, const char *id, json_t **ret);
-/* Its internal document (with request, created_ms and finished_ms), as store_recover's text
- * parses to: what a job held only in the store reads back. 0, -ENOENT, -EBADMSG or -EIO. */
-int store_get_internal(struct store *s, const char *id, json_t **ret);
-/* store_get_internal of each of ids[0, n) in one read transaction: ret[i] is its tree, or NULL
- * when it is not there or cannot be read (logged). 0, or -errno (logged) when nothing could be
- * read (every ret[i] NULL). */
-int store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
+/* ---- reads: bytes and columns, which the job subsystem parses (job_doc.c) ----
+ *
+ * A job's row as read back: its public document's bytes (doc, doc_len long, NUL-terminated), and
+ * from the internal reads its extras (request NULL when the row has none). Freed by
+ * store_text_free (a zeroed one is fine). */
+struct store_text {
+        char *doc;
+        size_t doc_len;
+        char *request;
+        int64_t created_ms;
+        bool finished; /* finished_ms is set */
+        int64_t finished_ms;
+};
+void store_text_free(struct store_text *t);
+/* The public document of job id (any case): doc alone. 0, -ENOENT or -errno; *ret untouched on
+ * failure. */
+int store_get(struct store *s, const char *id, struct store_text *ret);
+/* Its document with the extras (request, created_ms, finished_ms): what a job held only in the
+ * store reads back. 0, -ENOENT, -EIO or -ENOMEM. */
+int store_get_internal(struct store *s, const char *id, struct store_text *ret);
+/* store_get_internal of each of ids[0, n) in one read transaction: ret[i] its row, or zeroed
+ * (doc NULL) when it is not there or cannot be read (logged). 0, or -errno (logged) when nothing
+ * could be read (every ret[i] zeroed). */
+int store_get_internal_many(struct store *s, const char *const *ids, size_t n,
+                            struct store_text *ret);
 /* Keep up to max_bytes of finished jobs' documents in memory for store_get_finished (0: no
  * cache). Once, before reads start. 0 or -ENOMEM. */
 int store_set_cache(struct store *s, uint64_t max_bytes);
@@ -180,17 +199,19 @@ int store_set_cache(struct store *s, uint64_t max_bytes);
  * 0, -ENOENT or -errno. */
 int store_get_finished(struct store *s, const char *id, struct blob **ret);
 /* The newest job with this idempotency key and client (NULL matches NULL): its public document
- * and the request body it was submitted with. 0, -ENOENT or -errno. */
-int store_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,
-                          char **ret_request);
+ * and the request body it was submitted with (request "" when it has none). 0, -ENOENT or
+ * -errno. */
+int store_find_idempotent(struct store *s, const char *key, const char *client,
+                          struct store_text *ret);
 
 struct store_query {
         const char *state;     /* NULL: any */
         const char *benchmark; /* NULL: any */
         const char *uuid;      /* a part on this device; NULL: any */
-        const char *label_key; /* with label_key_len and label_value; NULL: any */
-        size_t label_key_len;
-        const char *label_value;
+        /* Whether a job's public document (doc, len long) is listed; NULL: every one. What
+         * the columns cannot filter (a label), matched by the job subsystem, which parses. */
+        bool (*match)(const char *doc, size_t len, void *arg);
+        void *match_arg;
         const char *before; /* id cursor, exclusive; NULL: none */
         const char *after;  /* id cursor, exclusive: newer than this; NULL: none */
         uint64_t since_ms;  /* created at or after; 0: none */
@@ -204,13 +225,12 @@ struct store_query {
  * many jobs, the last one's id ("" for none); *ret_more when more match. 0 or -errno. */
 int store_list_raw(struct store *s, const struct store_query *q, char **ret_text, size_t *ret_len,
                    size_t *ret_n, char ret_last[UUID_STRING_MAX], bool *ret_more);
-/* The same, parsed: an array of the documents. */
-int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more);
-
-/* The part objects of finished health jobs on device uuid that carry a verdict, newest first,
- * at most max, skipping job exclude_id; passing_only: verdict "pass" and state succeeded. */
-int store_health_parts(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
-                       size_t max, json_t **ret_parts);
+/* The public documents of finished health jobs with a part on device uuid that carries a verdict,
+ * newest first, at most max, skipping job exclude_id; passing_only: that part's verdict "pass"
+ * and its state succeeded. Each is handed to fn (doc, len long, valid during the call), which
+ * returns 0, or <0 to stop (then returned). 0 or -errno. */
+int store_health_docs(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
+                      size_t max, int (*fn)(const char *doc, size_t len, void *arg), void *arg);
 
 /* Ask the writer to delete finished jobs beyond max_jobs, older than retention_days (0: no age
  * limit), or beyond max_bytes in total (0: no limit), oldest first, in small transactions when
@@ -239,6 +259,20 @@ const char *store_repaired(const struct store *s);
 int store_commit_error(const struct store *s);
 /* The writer's batches that failed for the disk since store_open. */
 uint64_t store_commit_failures(const struct store *s);
+
+/* The old store's job files (STATE_DIR/jobs/<id>.json, before SQLite) are the job subsystem's
+ * format (daemon/jobs/job_files.c), which the store reaches through these, set once by main.c
+ * before store_open or store_export: import reads every job file in dir and hands each good one's
+ * row, in id order, to put (the row lent for the call; put returns 0 or <0 to stop), counting
+ * the files set aside in *ret_corrupt (0 or -errno); export writes a stored row as dirfd/<id>.json
+ * (0, -EBADMSG: not JSON, skipped, or -errno). Unset (a unit test), an import or export fails
+ * with -ENOTSUP. */
+struct store_files {
+        int (*import)(const char *dir, int (*put)(struct store_row *row, void *ctx), void *ctx,
+                      unsigned *ret_corrupt);
+        int (*export)(int dirfd, const struct store_text *t);
+};
+void store_set_files(const struct store_files *f);
 
 /* `umd --export DIR`: write every job in STATE_DIR/umd.db to DIR/<id>.json (internal form, the
  * old store's format). Reads a live database safely. 0 or -errno, logged. */

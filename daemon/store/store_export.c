@@ -18,9 +18,21 @@
 #include <unistd.h>
 
 #include "fileio.h"
-#include "jsonutil.h"
 #include "log.h"
-#include "store_files.h"
+
+/* The row under st written to dfd (store_set_files' export: the job subsystem's). 0,
+ * -EBADMSG (not JSON: skipped) or -errno. */
+static int export_row(int dfd, sqlite3_stmt *st)
+{
+        struct store_text t = {.doc = (char *)sqlite3_column_text(st, 0),
+                               .doc_len = (size_t)sqlite3_column_bytes(st, 0),
+                               .request = (char *)sqlite3_column_text(st, 1),
+                               .created_ms = sqlite3_column_int64(st, 2),
+                               .finished = sqlite3_column_type(st, 3) != SQLITE_NULL,
+                               .finished_ms = sqlite3_column_int64(st, 3)};
+
+        return t.doc ? store_import_files_hooks()->export(dfd, &t) : -EBADMSG;
+}
 
 int store_export(const char *state_dir, const char *dir)
 {
@@ -31,6 +43,8 @@ int store_export(const char *state_dir, const char *dir)
         size_t n = 0;
         int rc, r = 0;
 
+        if (!store_import_files_hooks()->export)
+                return log_error_errno(ENOTSUP, "export: nothing to write the job files with");
         if (asprintf(&path, "%s/" DB_NAME, state_dir) < 0)
                 return -ENOMEM;
         r = mkdir_p(dir, 0750);
@@ -50,14 +64,13 @@ int store_export(const char *state_dir, const char *dir)
                                         "ORDER BY id",
                                         -1, &st, NULL);
         while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-                _cleanup_json_ json_t *j = store_doc_internal_from_row(st);
-
-                if (!j) {
+                r = export_row(dfd, st);
+                if (r == -EBADMSG) {
                         log_warning("export: a job is not valid JSON; skipped");
+                        r = 0;
                         rc = SQLITE_OK;
                         continue;
                 }
-                r = store_files_write(dfd, j);
                 if (r < 0)
                         break;
                 n++;

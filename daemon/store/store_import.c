@@ -17,9 +17,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "job_state.h"
 #include "log.h"
-#include "store_files.h"
 
 struct import {
         struct store *s;
@@ -27,27 +25,26 @@ struct import {
         int r;
 };
 
-static int import_one(json_t *job, void *userdata)
+/* The job subsystem's side of the old files (store_set_files); zeroed: none set. */
+static struct store_files files;
+
+void store_set_files(const struct store_files *f)
+{
+        files = *f;
+}
+
+const struct store_files *store_import_files_hooks(void)
+{
+        return &files;
+}
+
+static int import_one(struct store_row *row, void *userdata)
 {
         struct import *im = userdata;
         struct store *s = im->s;
-        const char *id = json_string_value(json_object_get(job, "id"));
-        json_t *copy = json_copy(job);
+        const char *id = row->id;
         int r;
 
-        if (!copy)
-                return -ENOMEM;
-        /* The old store kept finished_ms only once final; a final job without it would look
-         * unfinished here. */
-        int st = job_state_from_string(json_string_value(json_object_get(copy, "state")));
-        if (!json_is_integer(json_object_get(copy, "finished_ms")) && st != JOB_QUEUED &&
-            st != JOB_RUNNING) {
-                json_t *c = json_object_get(copy, "created_ms");
-                json_object_set_new(copy, "finished_ms",
-                                    json_is_integer(c)
-                                        ? json_incref(c)
-                                        : json_integer((json_int_t)now_realtime_ms()));
-        }
         if (im->in_tx == 0 && (r = store_rows_step(s, s->w[W_BEGIN])) < 0)
                 goto out;
         /* A case variant of an id already imported is a duplicate: keep the first. */
@@ -62,14 +59,7 @@ static int import_one(json_t *job, void *userdata)
                 r = 0;
                 goto out;
         }
-        {
-                struct store_row row = {0};
-
-                r = store_doc_row_from_job(copy, &row);
-                if (r == 0)
-                        r = store_rows_write(s, &row);
-                store_doc_row_free(&row);
-        }
+        r = store_rows_write(s, row);
         im->in_tx++;
         im->n++;
         if (r == 0 && im->in_tx >= IMPORT_BATCH) {
@@ -77,7 +67,6 @@ static int import_one(json_t *job, void *userdata)
                 im->in_tx = 0;
         }
 out:
-        json_decref(copy);
         if (r < 0)
                 log_error("store: cannot import job %s: %s", id ?: "?", strerror(-r));
         return r;
@@ -97,7 +86,10 @@ int store_import_files(struct store *s)
                 return -ENOMEM;
         if (stat(from, &st) < 0 || !S_ISDIR(st.st_mode))
                 return 0;
-        r = store_files_load(from, import_one, &im, &corrupt);
+        if (!files.import)
+                return log_error_errno(ENOTSUP, "store: %s is there, but nothing to import it with",
+                                       from);
+        r = files.import(from, import_one, &im, &corrupt);
         if (r == 0 && im.in_tx > 0)
                 r = store_rows_step(s, s->w[W_COMMIT]);
         if (r < 0) {

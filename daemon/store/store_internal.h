@@ -8,7 +8,6 @@
  *   store_import.c     the one-time import of the old jobs/ files
  *   store_queue.c      the write API: changes queued as tickets, waited on, called back, polled
  *   store_prep.c       who makes a queued change's rows: the thread that queued it, or the writer
- *   store_doc.c        every conversion between a job's JSON and the store's bytes
  *   store_rows.c       the writer's statements and what binds them
  *   store_writer.c     the writer thread and group commit
  *   store_wal.c        the WAL's bound, the checkpointer thread
@@ -20,7 +19,6 @@
  *   store_health.c     whether commits fail, the writer's rate-limited errors, the file's check
  *   store_repair.c     indexes that disagree with their tables, rebuilt at start
  *   store_vfs.c        the writer's VFS
- *   store_files.c      the old store's job files (import, export)
  *   store_export.c     umd --export */
 #pragma once
 
@@ -50,9 +48,9 @@
 
 /* How long the writer lets a change nobody waits for (a job's end, made by umd) wait for others
  * before it commits: a drain of short jobs then shares one commit among several, instead of
- * one commit (and one fdatasync) each. A store_wait or store_sync (an answer about to be given)
- * ends the wait at once, so no answer waits for it; what it risks is a crash within it losing
- * a change no client was told of, which comes back as it was last stored. */
+ * one commit (and one fdatasync) each. A store_ticket_wait or store_sync (an answer about to be
+ * given) ends the wait at once, so no answer waits for it; what it risks is a crash within it
+ * losing a change no client was told of, which comes back as it was last stored. */
 #define STORE_LAZY_MS 20
 
 /* How long a truncation waits for readers to leave older WAL pages. It holds the write lock
@@ -143,25 +141,6 @@ struct reader {
         struct reader *next;
 };
 
-/* A job's rows as the writer binds them, made on the writer's thread from the snapshot store_put
- * took (store_doc_row_from_job): the public document dumped once, its summary (the same buffer when
- * no part has a result) and the indexed columns. */
-struct store_part_row {
-        char *uuid, *state, *verdict;
-};
-
-struct store_row {
-        char id[UUID_STRING_MAX];
-        char *state, *benchmark, *client, *idem, *request, *priority;
-        int64_t created_ms, finished_ms;
-        bool finished, cancel_requested;
-        bool fresh; /* a new job's first write (store_put_new): none of its parts' rows exist */
-        char *doc, *summary;
-        size_t doc_len, sum_len;
-        struct store_part_row *parts;
-        size_t n_parts;
-};
-
 /* Who makes a ticket's row from its snapshot (store_prep.c's store_prep_drain, on the thread that
  * queued it, or the writer), decided once by a compare-and-swap on ticket.prep. */
 enum {
@@ -184,27 +163,29 @@ struct store_ticket {
         bool superseded; /* a later ticket of the same batch writes the same job's document */
         /* store_put_part's: only part part_idx's state (a static string), no document, no
          * snapshot; prep is PREP_OWNED from the start, so no drain ever sees it. From
-         * store_put_part_doc, also the part's own document, in row.doc (made by the caller). */
+         * store_put_part with one, also the part's own document, in row.doc (made by the caller).
+         */
         bool part_only;
         size_t part_idx;
         const char *part_state;
-        bool waited; /* someone will store_wait/poll: the writer must not free it */
-        /* store_put_new's: once committed, the document's bytes its own write carried
-         * (row.doc) stay here for store_wait_doc instead of being freed. */
+        bool waited; /* someone will store_ticket_wait/poll: the writer must not free it */
+        /* store_put_row's: once committed, the document's bytes its own write carried
+         * (row.doc) stay here for store_ticket_wait instead of being freed. */
         bool keep_doc;
         char *kept_doc;
         size_t kept_len;
-        atomic_bool done; /* set (release) after r: store_poll reads it without the lock */
+        atomic_bool done; /* set (release) after r: store_ticket_poll reads it without the lock */
         int r;
-        /* The job as store_put saw it, until the writer or a drain makes the row from
-         * it (store_put): its top level and part objects copied, everything below shared.
-         * Released (NULL) once the row is made; read only by who holds prep. */
-        json_t *snap;
+        /* What store_put queued, until the writer or a drain makes the row from it with
+         * maker (the job subsystem's: job_doc.c). Dropped (NULL) once the row is made; read
+         * only by who holds prep. */
+        void *src;
+        const struct store_row_maker *maker;
         uint64_t queued_ms; /* monotonic: when store_put queued it */
-        /* The semaphore of the thread blocked in store_wait_doc, set under mu; NULL: nobody
+        /* The semaphore of the thread blocked in store_ticket_wait, set under mu; NULL: nobody
          * blocks. The writer posts it once, after done, and touches t no more. */
         sem_t *waiter;
-        /* store_when_done's: called instead, once, by the writer after done (under mu), when
+        /* store_ticket_when_done's: called instead, once, by the writer after done (under mu), when
          * no thread blocks; t is the caller's again from then on. */
         void (*ready)(void *arg);
         void *ready_arg;
@@ -243,8 +224,8 @@ struct store {
         struct store_ticket *head, *tail;
         uint64_t head_ms; /* monotonic: when the oldest queued ticket came */
         bool urgent;      /* someone waits for what is queued: commit it now */
-        /* Gathering (store_set_commit_gather): threads in store_wait since the last batch was
-         * taken, how many the last batch served, and until when (monotonic µs, 0: not
+        /* Gathering (store_set_commit_gather): threads in store_ticket_wait since the last batch
+         * was taken, how many the last batch served, and until when (monotonic µs, 0: not
          * gathering) the writer waits for as many again. */
         unsigned waiting, last_waiting;
         uint64_t gather_us, gather_until_us;
@@ -296,7 +277,7 @@ struct store {
          * of the young unwaited ones for the one after (take_batch). */
         bool flush_all;
         /* store_sync calls blocked on done, under mu: a batch's end broadcasts only to them
-         * (store_wait has a condition of its own, signalled with its ticket). */
+         * (store_ticket_wait has a condition of its own, signalled with its ticket). */
         unsigned sync_waiters;
         /* The checkpointer's idle truncation: armed once a write came since the last one, due
          * WAL_IDLE_TRUNCATE_MS after the last commit (monotonic), which wal_hook moves without
@@ -310,14 +291,6 @@ struct store {
 struct cache_slot {
         char id[UUID_STRING_MAX]; /* lower case; "" when empty */
         struct blob *blob;        /* the cache's reference */
-};
-
-/* store_new_prepare's (store_doc.c), queued by store_put_new (store_queue.c). */
-struct store_new {
-        struct store_row row;
-        /* Where the stand-in id's characters are in row.doc and in row.summary (a buffer of its
-         * own when some part has a result, even a null one). */
-        size_t id_at_doc, id_at_sum;
 };
 
 /* store_db.c: SQLite's result codes as -errno; a connection with the settings every one needs;
@@ -341,23 +314,13 @@ int store_vfs_register(void);
 int store_schema_open(struct store *s);
 void store_schema_close(struct store *s);
 
-/* store_import.c: STATE_DIR/jobs into the database, once (0 when there is none). 0 or -errno,
- * logged. */
+/* store_import.c: STATE_DIR/jobs into the database, once (0 when there is none), through
+ * store_set_files' import. 0 or -errno, logged. The hooks set (for store_export.c). */
 int store_import_files(struct store *s);
+const struct store_files *store_import_files_hooks(void);
 
-/* store_doc.c: the rows of job (internal form) into *ret: 0, -EINVAL (no id or parts) or
- * -ENOMEM, logged; *ret untouched on failure. store_doc_row_free frees what it holds (a zeroed
- * row is fine). */
-int store_doc_row_from_job(const json_t *job, struct store_row *ret);
-void store_doc_row_free(struct store_row *row);
-/* What the writer will dump of job: its top level and part objects copied, the rest shared.
- * NULL: out of memory. */
-json_t *store_doc_snapshot(const json_t *job);
-/* A part's own document (store_put_part_doc), malloc'd, *ret_len long; NULL when out of memory
- * or the part cannot be dumped. */
-char *store_doc_part_text(const json_t *part, size_t *ret_len);
-/* The internal form of a job from a row of (doc, request, created_ms, finished_ms). */
-json_t *store_doc_internal_from_row(sqlite3_stmt *st);
+/* store_queue.c: a ticket's source dropped (NULL: nothing), under mu or not. */
+void store_queue_src_drop(struct store_ticket *t);
 
 /* store_rows.c, on the writer's connection: step st to its end and reset it (0 or -errno,
  * logged); a text parameter or NULL; one job's rows inside the open transaction; a part's state
@@ -407,10 +370,9 @@ void store_writer_stop_thread(struct store *s, pthread_cond_t *wake, pthread_t t
 bool store_retention_step(struct store *s);
 
 /* store_read.c: a reader connection from the pool (0 or -errno) and back; a column's text
- * parsed (NULL when it is not JSON); free every idle reader (at close). */
+ * free every idle reader (at close). */
 int store_read_take(struct store *s, struct reader **ret);
 void store_read_give(struct store *s, struct reader *r);
-json_t *store_read_parse_text(sqlite3_stmt *st, int col);
 void store_read_close(struct store *s);
 
 /* store_cache.c: drop a job's cached bytes; free the cache (at close). */

@@ -15,7 +15,6 @@
 #include <strings.h>
 #include <time.h>
 
-#include "jsonutil.h"
 #include "log.h"
 
 /* A list's statement: its SELECT and every filter's clause at once come to under 300 bytes;
@@ -68,21 +67,6 @@ static sqlite3_stmt *list_stmt(struct reader *rd, unsigned mask)
         return rd->list[mask];
 }
 
-static bool label_matches(const json_t *job, const struct store_query *q)
-{
-        const char *k;
-        json_t *v;
-
-        json_object_foreach(json_object_get(job, "labels"), k, v)
-        {
-                if (strlen(k) == q->label_key_len &&
-                    strncmp(k, q->label_key, q->label_key_len) == 0 && json_is_string(v) &&
-                    strcmp(json_string_value(v), q->label_value) == 0)
-                        return true;
-        }
-        return false;
-}
-
 /* The states jobs_state_final leaves out (store_schema.c), named as its condition names them. */
 static bool state_is_open(const char *state)
 {
@@ -126,8 +110,9 @@ int store_list_raw(struct store *s, const struct store_query *q, char **ret_text
         store_rows_bind_text(st, 8, q->after);
         sqlite3_bind_text(st, 5, since, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 6, until, -1, SQLITE_STATIC);
-        /* A label is matched here, not in SQL: then rows are read until the page is full. */
-        sqlite3_bind_int64(st, 7, q->label_key ? -1 : (sqlite3_int64)q->limit + 1);
+        /* A label is matched by q->match (the job subsystem's), not in SQL: then rows are read
+         * until the page is full. */
+        sqlite3_bind_int64(st, 7, q->match ? -1 : (sqlite3_int64)q->limit + 1);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 const char *text = (const char *)sqlite3_column_text(st, 0);
                 const char *id = (const char *)sqlite3_column_text(st, 1);
@@ -141,14 +126,8 @@ int store_list_raw(struct store *s, const struct store_query *q, char **ret_text
                         more = true;
                         break;
                 }
-                if (q->label_key) {
-                        json_t *j = store_read_parse_text(st, 0);
-                        bool match = j && label_matches(j, q);
-
-                        json_decref(j);
-                        if (!match)
-                                continue;
-                }
+                if (q->match && !q->match(text, size, q->match_arg))
+                        continue;
                 if (n == q->limit) {
                         more = true;
                         break;
@@ -179,26 +158,5 @@ int store_list_raw(struct store *s, const struct store_query *q, char **ret_text
         *ret_n = n;
         memcpy(ret_last, last, sizeof(last));
         *ret_more = more;
-        return 0;
-}
-
-int store_list(struct store *s, const struct store_query *q, json_t **ret_jobs, bool *ret_more)
-{
-        char last[UUID_STRING_MAX];
-        _cleanup_free_ char *text = NULL;
-        size_t len = 0, n = 0;
-        json_error_t err;
-        json_t *arr;
-        int r;
-
-        r = store_list_raw(s, q, &text, &len, &n, last, ret_more);
-        if (r < 0)
-                return r;
-        arr = json_loadb(text, len, 0, &err);
-        if (!json_is_array(arr)) {
-                json_decref(arr);
-                return log_error_errno(EBADMSG, "store: a listed job is not valid JSON");
-        }
-        *ret_jobs = arr;
         return 0;
 }

@@ -52,7 +52,7 @@ void store_prep_release(struct store *s, struct store_ticket *t)
 {
         prep_unlink(s, t);
         prep_wait_locked(s, t);
-        store_doc_row_free(&t->prep_row);
+        store_row_free(&t->prep_row);
 }
 
 /* The changes this thread queued since it last drained, for it to make the rows of
@@ -73,12 +73,12 @@ static bool prep_listed(const struct store *s, const struct store_ticket *t)
 }
 
 /* Make the rows of the changes this thread queued, once it has let core_lock go (store_put asks
- * for it with core_after_unlock_arg): the dumps are then neither under core_lock nor the one
- * writer's work. They were a thread's of their own (umd-store-prep), woken for every change:
- * two context switches a change, which cost more than the dump. A thread makes only its own, in
- * one hold of mu before and one after, so that sixteen HTTP threads do not queue on mu for
- * each other's. A ticket the writer reaches first it makes itself (PREP_OWNED), so neither
- * ever waits for the other but for the one ticket in hand. */
+ * for it with core_after_unlock_arg), with their makers (the job subsystem's dumps): they are then
+ * neither under core_lock nor the one writer's work. They were a thread's of their own
+ * (umd-store-prep), woken for every change: two context switches a change, which cost more than the
+ * dump. A thread makes only its own, in one hold of mu before and one after, so that sixteen HTTP
+ * threads do not queue on mu for each other's. A ticket the writer reaches first it makes itself
+ * (PREP_OWNED), so neither ever waits for the other but for the one ticket in hand. */
 static void store_prep_drain(void *arg)
 {
         struct store *s = arg;
@@ -106,10 +106,9 @@ static void store_prep_drain(void *arg)
                 struct store_ticket *t = todo[i];
                 struct store_row row = {0};
 
-                /* A failure (logged) leaves the snapshot to the writer, which tries again. */
-                if (store_doc_row_from_job(t->snap, &row) == 0) {
-                        json_decref(t->snap);
-                        t->snap = NULL;
+                /* A failure (logged) leaves the source to the writer, which tries again. */
+                if (t->maker->make(t->src, &row) == 0) {
+                        store_queue_src_drop(t);
                         t->prep_row = row;
                         atomic_store_explicit(&t->prep, PREP_DONE, memory_order_release);
                 } else
@@ -122,9 +121,9 @@ static void store_prep_drain(void *arg)
         pthread_mutex_unlock(&s->mu);
 }
 
-/* The ticket's rows: store_prep_drain's if it made them, else made here from the snapshot, the
+/* The ticket's rows: store_prep_drain's if it made them, else made here from its source, the
  * first time they are needed (a change that a later one of its batch writes again is never
- * dumped by the writer). 0, or -errno (logged) for this ticket. */
+ * made by the writer). 0, or -errno (logged) for this ticket. */
 int store_prep_ticket_row(struct store *s, struct store_ticket *t)
 {
         int st = PREP_NONE, r;
@@ -148,13 +147,12 @@ int store_prep_ticket_row(struct store *s, struct store_ticket *t)
                 pthread_mutex_unlock(&s->mu);
                 st = PREP_NONE; /* PREP_DONE, or PREP_NONE when its dump failed */
         }
-        if (!t->snap)
+        if (!t->src)
                 return 0;
-        r = store_doc_row_from_job(t->snap, &t->row);
+        r = t->maker->make(t->src, &t->row);
         if (r < 0)
-                return r; /* the snapshot stays: the ticket is tried again alone */
-        json_decref(t->snap);
-        t->snap = NULL;
+                return r; /* the source stays: the ticket is tried again alone */
+        store_queue_src_drop(t);
         return 0;
 }
 

@@ -1,7 +1,8 @@
-/* The store's write API (store.h): a change queued for the writer as a ticket (store_put,
- * store_put_final, store_put_new, store_put_part and its kin), and the one way each to learn its
- * outcome: waited on (store_wait, store_wait_doc), called back (store_when_done) or polled
- * (store_poll); store_sync for everything queued. A ticket names its store. */
+/* The store's write API (store.h): a change queued for the writer as a ticket (store_put, a
+ * job's row made later by its maker; store_put_row, one made already; store_put_part), the rows'
+ * memory, and the one way each to learn its
+ * outcome: waited on (store_ticket_wait), called back (store_ticket_when_done) or polled
+ * (store_ticket_poll); store_sync for everything queued. A ticket names its store. */
 #include "store_internal.h"
 
 #include <assert.h>
@@ -19,6 +20,35 @@
 
 #include "log.h"
 
+void store_row_free(struct store_row *row)
+{
+        if (!row)
+                return;
+        if (row->summary != row->doc)
+                free(row->summary);
+        free(row->doc);
+        free(row->state);
+        free(row->benchmark);
+        free(row->client);
+        free(row->idem);
+        free(row->request);
+        free(row->priority);
+        for (size_t i = 0; i < row->n_parts; i++) {
+                free(row->parts[i].uuid);
+                free(row->parts[i].state);
+                free(row->parts[i].verdict);
+        }
+        free(row->parts);
+        *row = (struct store_row){0};
+}
+
+void store_queue_src_drop(struct store_ticket *t)
+{
+        if (t->src)
+                t->maker->drop(t->src);
+        t->src = NULL;
+}
+
 /* Under mu: t at the end of the writer's queue (and, unless part_only, of the prep list). */
 static void ticket_queue_locked(struct store *s, struct store_ticket *t)
 {
@@ -28,12 +58,12 @@ static void ticket_queue_locked(struct store *s, struct store_ticket *t)
                 s->head = t;
                 s->head_ms = t->queued_ms;
                 /* Only the first wakes the writer: it then waits STORE_LAZY_MS for more, or
-                 * less when someone waits (store_wait, store_sync). */
+                 * less when someone waits (store_ticket_wait, store_sync). */
                 pthread_cond_signal(&s->work);
         }
         s->tail = t;
         s->queued++;
-        if (t->snap) /* else a part's state, or a row made already: nothing for a drain */
+        if (t->src) /* else a part's state, or a row made already: nothing for a drain */
                 store_prep_list_locked(s, t);
 }
 
@@ -50,26 +80,26 @@ static void ticket_put(struct store *s, struct store_ticket *t, struct store_tic
                 *ret_ticket = t;
 }
 
-static int put(struct store *s, const json_t *job, bool shared, struct store_ticket **ret_ticket)
+int store_put(struct store *s, const char *id, const struct store_row_maker *maker, void *src,
+              struct store_ticket **ret_ticket)
 {
-        const char *id = json_string_value(json_object_get(job, "id"));
         struct store_ticket *t;
 
-        if (!id || !uuid_is_valid(id) || !json_is_array(json_object_get(job, "parts")))
-                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+        assert(maker && src);
+        if (!id || !uuid_is_valid(id)) {
+                maker->drop(src);
+                return log_error_errno(EINVAL, "Refusing to store a job without id");
+        }
         t = calloc(1, sizeof(*t));
-        if (!t)
-                return log_error_errno(ENOMEM, "Cannot queue a job's change");
-        /* The dumps (one, two when results must leave the summary) are made after the caller
-         * has let core_lock go: by the caller's thread (store_prep_drain), or by the writer when it
-         * reaches the change first (then only for a change no later one of its batch writes
-         * again). Under the lock the caller pays a shallow copy, or a reference to a job that
-         * no one changes again (store_put_final). */
-        t->snap = shared ? json_incref((json_t *)job) : store_doc_snapshot(job);
-        if (!t->snap) {
-                free(t);
+        if (!t) {
+                maker->drop(src);
                 return log_error_errno(ENOMEM, "Cannot queue job %s's change", id);
         }
+        /* The row is made after the caller has let core_lock go: by the caller's thread
+         * (store_prep_drain), or by the writer when it reaches the change first (then only for
+         * a change no later one of its batch writes again). */
+        t->src = src;
+        t->maker = maker;
         str_copy_cut(t->row.id, sizeof(t->row.id), id);
         /* Only finished jobs are cached, and nothing writes those again; a write says the
          * cached bytes (if any) are no longer the truth all the same. */
@@ -79,90 +109,48 @@ static int put(struct store *s, const json_t *job, bool shared, struct store_tic
         return 0;
 }
 
-int store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
-{
-        return put(s, job, false, ret_ticket);
-}
-
-int store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
-{
-        return put(s, job, true, ret_ticket);
-}
-
-int store_put_new(struct store *s, struct store_new *p, const char *id,
-                  struct store_ticket **ret_ticket)
+int store_put_row(struct store *s, struct store_row *row, struct store_ticket **ret_ticket)
 {
         struct store_ticket *t;
 
-        assert(p && ret_ticket);
-        if (!id || !uuid_is_valid(id) || strlen(id) != strlen(p->row.id)) {
-                store_new_free(p);
-                return log_error_errno(EINVAL, "Refusing to store a new job under '%s': not an id",
-                                       id ? id : "(none)");
+        assert(row && ret_ticket);
+        if (!uuid_is_valid(row->id) || !row->doc) {
+                store_row_free(row);
+                return log_error_errno(EINVAL, "Refusing to store a row without id or document");
         }
         t = calloc(1, sizeof(*t));
         if (!t) {
-                store_new_free(p);
-                return log_error_errno(ENOMEM, "Cannot queue job %s's change", id);
+                log_error("Cannot queue job %s's change: %s", row->id, strerror(ENOMEM));
+                store_row_free(row);
+                return -ENOMEM;
         }
-        memcpy(p->row.doc + p->id_at_doc, id, strlen(id));
-        if (p->row.summary != p->row.doc)
-                memcpy(p->row.summary + p->id_at_sum, id, strlen(id));
-        str_copy_cut(p->row.id, sizeof(p->row.id), id);
-        p->row.fresh = true;
-        t->row = p->row;
-        free(p);
+        t->row = *row;
+        *row = (struct store_row){0};
         /* Made already: no drain is asked for it, and the writer takes the row as it is. */
         atomic_init(&t->prep, PREP_OWNED);
         store_cache_evict(s, t->row.id);
-        t->store = s;
-        t->waited = true;
         t->keep_doc = true;
-        t->queued_ms = now_monotonic_ms();
-        pthread_mutex_lock(&s->mu);
-        ticket_queue_locked(s, t);
-        pthread_mutex_unlock(&s->mu);
-        *ret_ticket = t;
+        ticket_put(s, t, ret_ticket);
         return 0;
 }
 
-int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state)
-{
-        return store_put_part_doc(s, job_id, idx, state, NULL);
-}
-
-static int put_part(struct store *s, const char *job_id, size_t idx, const char *state,
-                    const json_t *part, struct store_ticket **ret_ticket);
-
-int store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
-                       const json_t *part)
-{
-        return put_part(s, job_id, idx, state, part, NULL);
-}
-
-int store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
-                          struct store_ticket **ret_ticket)
-{
-        assert(ret_ticket);
-        return put_part(s, job_id, idx, state, NULL, ret_ticket);
-}
-
-static int put_part(struct store *s, const char *job_id, size_t idx, const char *state,
-                    const json_t *part, struct store_ticket **ret_ticket)
+int store_put_part(struct store *s, const char *job_id, size_t idx, const char *state, char *doc,
+                   size_t doc_len, struct store_ticket **ret_ticket)
 {
         struct store_ticket *t;
 
         assert(state);
-        assert(!part || json_is_object(part));
-        if (!job_id || !uuid_is_valid(job_id))
+        if (!job_id || !uuid_is_valid(job_id)) {
+                free(doc);
                 return log_error_errno(EINVAL, "Refusing to store a part of a job without id");
-        t = calloc(1, sizeof(*t));
-        if (!t)
-                return log_error_errno(ENOMEM, "Cannot queue job %s's part change", job_id);
-        if (part && !(t->row.doc = store_doc_part_text(part, &t->row.doc_len))) {
-                free(t);
-                return log_error_errno(ENOMEM, "Cannot dump part %zu of job %s", idx, job_id);
         }
+        t = calloc(1, sizeof(*t));
+        if (!t) {
+                free(doc);
+                return log_error_errno(ENOMEM, "Cannot queue job %s's part change", job_id);
+        }
+        t->row.doc = doc;
+        t->row.doc_len = doc_len;
         snprintf(t->row.id, sizeof(t->row.id), "%s", job_id);
         t->part_only = true;
         t->part_idx = idx;
@@ -172,12 +160,7 @@ static int put_part(struct store *s, const char *job_id, size_t idx, const char 
         return 0;
 }
 
-int store_wait(struct store_ticket *t)
-{
-        return store_wait_doc(t, NULL, NULL);
-}
-
-/* Each thread's own, for store_wait_doc: posted once per wait by the writer, so its count is
+/* Each thread's own, for store_ticket_wait: posted once per wait by the writer, so its count is
  * back to zero whenever the thread is not waiting. */
 static _Thread_local sem_t wait_sem;
 static _Thread_local bool wait_sem_ready;
@@ -192,7 +175,7 @@ static void awaited_locked(struct store *s)
                 pthread_cond_signal(&s->work);
 }
 
-int store_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg)
+int store_ticket_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg)
 {
         struct store *s = t->store;
         int r = 1;
@@ -209,7 +192,7 @@ int store_when_done(struct store_ticket *t, void (*ready)(void *arg), void *arg)
         return r;
 }
 
-int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
+int store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len)
 {
         struct store *s = t->store;
         bool blocked = false;
@@ -226,7 +209,7 @@ int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
         if (!atomic_load_explicit(&t->done, memory_order_acquire)) {
                 pthread_mutex_lock(&s->mu);
                 if (!t->done) {
-                        /* Takes precedence over a store_when_done's ready, which then is not
+                        /* Takes precedence over a store_ticket_when_done's ready, which then is not
                          * called. */
                         t->waiter = &wait_sem;
                         blocked = true;
@@ -249,7 +232,7 @@ int store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
         return r;
 }
 
-int store_poll(struct store_ticket *t, int *ret_r)
+int store_ticket_poll(struct store_ticket *t, int *ret_r)
 {
         /* Without the store's lock: the job files poll every finished job's ticket under its own
          * lock, and taking the writer's mutex for each made them wait on each other. */

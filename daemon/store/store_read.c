@@ -15,8 +15,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "jsonraw.h"
-#include "jsonutil.h"
 #include "log.h"
 #include "store_internal.h"
 #include "util.h"
@@ -36,7 +34,7 @@ static const char *const rsql[R_COUNT] = {
     /* The text of one of them, for the jobs recovery must parse: the request comes escaped as a
      * JSON string (SQLite's json_quote), ready to be put into the text. */
     [R_OPEN_TEXT] = "SELECT doc, json_quote(request), created_ms FROM jobs WHERE id = ?1",
-    /* A job's internal document (store_doc_internal_from_row's columns). */
+    /* A job's internal document (text_from_row's columns, with internal). */
     [R_INTERNAL] = "SELECT doc, request, created_ms, finished_ms FROM jobs WHERE id = ?1",
     /* Their parts, by one walk of the parts table from the first of them on, in the order of
      * its key (store_recover merges it with R_OPEN, seeking again past a run of finished jobs'
@@ -118,22 +116,49 @@ void store_read_give(struct store *s, struct reader *r)
                 reader_free(r);
 }
 
-json_t *store_read_parse_text(sqlite3_stmt *st, int col)
+void store_text_free(struct store_text *t)
+{
+        if (!t)
+                return;
+        free(t->doc);
+        free(t->request);
+        *t = (struct store_text){0};
+}
+
+/* Column col's bytes, copied (NUL-terminated). false: NULL, or out of memory. */
+static bool column_bytes(sqlite3_stmt *st, int col, char **ret, size_t *ret_len)
 {
         const char *t = (const char *)sqlite3_column_text(st, col);
         size_t len = (size_t)sqlite3_column_bytes(st, col);
-        json_error_t err;
-        json_t *j;
 
         if (!t)
-                return NULL;
-        /* umd wrote it with json_dump_compact (results spliced in as the worker's canonical
-         * bytes): built without jansson's parser, a third of a read-back job's dispatch. */
-        j = json_canonical_load(t, len, STORE_JSON_DEPTH);
-        if (j && (json_is_object(j) || json_is_array(j)))
-                return j;
-        json_decref(j);
-        return json_parse_strict(t, len, STORE_JSON_DEPTH, &err);
+                return false;
+        *ret = strndup(t, len);
+        if (ret_len)
+                *ret_len = len;
+        return *ret != NULL;
+}
+
+/* A row of (doc) or, with internal, of (doc, request, created_ms, finished_ms) into *ret. 0,
+ * -EBADMSG (no document) or -ENOMEM. */
+static int text_from_row(sqlite3_stmt *st, bool internal, struct store_text *ret)
+{
+        struct store_text t = {0};
+
+        if (!column_bytes(st, 0, &t.doc, &t.doc_len))
+                return sqlite3_column_type(st, 0) == SQLITE_NULL ? -EBADMSG : -ENOMEM;
+        if (internal) {
+                if (sqlite3_column_type(st, 1) != SQLITE_NULL &&
+                    !column_bytes(st, 1, &t.request, NULL)) {
+                        store_text_free(&t);
+                        return -ENOMEM;
+                }
+                t.created_ms = sqlite3_column_int64(st, 2);
+                t.finished = sqlite3_column_type(st, 3) != SQLITE_NULL;
+                t.finished_ms = sqlite3_column_int64(st, 3);
+        }
+        *ret = t;
+        return 0;
 }
 
 void store_read_close(struct store *s)
@@ -148,14 +173,14 @@ void store_read_close(struct store *s)
 
 /* ---- reads ---- */
 
-/* Job id's row by statement `which`, made a tree by `parse`. 0, -ENOENT, -EBADMSG or -EIO. */
-static int get_tree(struct store *s, int which, json_t *(*parse)(sqlite3_stmt *st), const char *id,
-                    json_t **ret)
+/* Job id's row by statement `which` (R_GET: its document; R_INTERNAL: with the extras). 0,
+ * -ENOENT, -EBADMSG, -ENOMEM or -EIO. */
+static int get_text(struct store *s, int which, const char *id, struct store_text *ret)
 {
+        struct store_text t = {0};
         struct reader *rd;
         sqlite3_stmt *st;
-        json_t *j = NULL;
-        int rc, r;
+        int rc, r, made = 0;
 
         r = store_read_take(s, &rd);
         if (r < 0)
@@ -164,7 +189,7 @@ static int get_tree(struct store *s, int which, json_t *(*parse)(sqlite3_stmt *s
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW)
-                j = parse(st);
+                made = text_from_row(st, which == R_INTERNAL, &t);
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         store_read_give(s, rd);
@@ -173,25 +198,20 @@ static int get_tree(struct store *s, int which, json_t *(*parse)(sqlite3_stmt *s
         if (rc != SQLITE_ROW)
                 return log_error_errno(EIO, "SQLite: cannot read job %s: %s", id,
                                        sqlite3_errstr(rc));
-        if (!j)
-                return log_error_errno(EBADMSG, "store: job %s is not valid JSON", id);
-        *ret = j;
+        if (made < 0)
+                return log_error_errno(-made, "store: cannot read job %s: %m", id);
+        *ret = t;
         return 0;
 }
 
-static json_t *parse_doc_column(sqlite3_stmt *st)
+int store_get(struct store *s, const char *id, struct store_text *ret)
 {
-        return store_read_parse_text(st, 0);
+        return get_text(s, R_GET, id, ret);
 }
 
-int store_get(struct store *s, const char *id, json_t **ret)
+int store_get_internal(struct store *s, const char *id, struct store_text *ret)
 {
-        return get_tree(s, R_GET, parse_doc_column, id, ret);
-}
-
-int store_get_internal(struct store *s, const char *id, json_t **ret)
-{
-        return get_tree(s, R_INTERNAL, store_doc_internal_from_row, id, ret);
+        return get_text(s, R_INTERNAL, id, ret);
 }
 
 static int step_alone(sqlite3_stmt *st)
@@ -202,7 +222,8 @@ static int step_alone(sqlite3_stmt *st)
         return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-int store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret)
+int store_get_internal_many(struct store *s, const char *const *ids, size_t n,
+                            struct store_text *ret)
 {
         struct reader *rd;
         sqlite3_stmt *st;
@@ -210,7 +231,7 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
 
         assert(ids || n == 0);
         for (size_t i = 0; i < n; i++)
-                ret[i] = NULL;
+                ret[i] = (struct store_text){0};
         r = store_read_take(s, &rd);
         if (r < 0)
                 return log_error_errno(r, "SQLite: no reader for %zu jobs: %m", n);
@@ -228,8 +249,8 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
 
                 sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_STATIC);
                 rc = sqlite3_step(st);
-                if (rc == SQLITE_ROW && !(ret[i] = store_doc_internal_from_row(st)))
-                        log_error("store: job %s is not valid JSON", ids[i]);
+                if (rc == SQLITE_ROW && (r = text_from_row(st, true, &ret[i])) < 0)
+                        log_error("store: cannot read job %s: %s", ids[i], strerror(-r));
                 else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
                         log_error("SQLite: cannot read job %s: %s", ids[i], sqlite3_errstr(rc));
                 sqlite3_reset(st);
@@ -246,14 +267,13 @@ int store_get_internal_many(struct store *s, const char *const *ids, size_t n, j
         return 0;
 }
 
-int store_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,
-                          char **ret_request)
+int store_find_idempotent(struct store *s, const char *key, const char *client,
+                          struct store_text *ret)
 {
+        struct store_text t = {0};
         struct reader *rd;
         sqlite3_stmt *st;
-        json_t *j = NULL;
-        char *req = NULL;
-        int rc, r;
+        int rc, r, made = -EIO;
 
         r = store_read_take(s, &rd);
         if (r < 0)
@@ -263,65 +283,52 @@ int store_find_idempotent(struct store *s, const char *key, const char *client, 
         store_rows_bind_text(st, 2, client);
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
-                j = store_read_parse_text(st, 0);
-                req = strdup((const char *)sqlite3_column_text(st, 1) ?: "");
+                made = text_from_row(st, false, &t);
+                if (made == 0 &&
+                    !(t.request = strdup((const char *)sqlite3_column_text(st, 1) ?: "")))
+                        made = -ENOMEM;
         }
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         store_read_give(s, rd);
         if (rc == SQLITE_DONE)
                 return -ENOENT;
-        if (rc != SQLITE_ROW || !j || !req) {
-                json_decref(j);
-                free(req);
+        if (rc != SQLITE_ROW || made < 0) {
+                store_text_free(&t);
                 return log_error_errno(EIO, "store: cannot look up an idempotency key");
         }
-        *ret_job = j;
-        *ret_request = req;
+        *ret = t;
         return 0;
 }
 
-int store_health_parts(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
-                       size_t max, json_t **ret_parts)
+int store_health_docs(struct store *s, const char *uuid, const char *exclude_id, bool passing_only,
+                      size_t max, int (*fn)(const char *doc, size_t len, void *arg), void *arg)
 {
         struct reader *rd;
         sqlite3_stmt *st;
-        json_t *out = json_array();
         int rc, r;
 
-        if (!out)
-                return -ENOMEM;
         r = store_read_take(s, &rd);
-        if (r < 0) {
-                json_decref(out);
+        if (r < 0)
                 return r;
-        }
         st = rd->st[passing_only ? R_HEALTH_PASS : R_HEALTH];
         sqlite3_bind_text(st, 1, uuid, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, exclude_id ?: "", -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 3, (sqlite3_int64)max);
+        r = 0;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                _cleanup_json_ json_t *j = store_read_parse_text(st, 0);
-                size_t i;
-                json_t *p;
+                const char *doc = (const char *)sqlite3_column_text(st, 0);
 
-                json_array_foreach(json_object_get(j, "parts"), i, p)
-                {
-                        const char *u = json_string_value(json_object_get(p, "uuid"));
-                        if (u && strcasecmp(u, uuid) == 0 && json_object_get(p, "verdict")) {
-                                json_array_append(out, p);
-                                break;
-                        }
-                }
+                if (doc && (r = fn(doc, (size_t)sqlite3_column_bytes(st, 0), arg)) < 0)
+                        break;
         }
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
         store_read_give(s, rd);
-        if (rc != SQLITE_DONE) {
-                json_decref(out);
+        if (r < 0)
+                return r;
+        if (rc != SQLITE_DONE)
                 return log_error_errno(EIO, "SQLite: cannot read health history: %s",
                                        sqlite3_errstr(rc));
-        }
-        *ret_parts = out;
         return 0;
 }

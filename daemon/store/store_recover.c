@@ -33,7 +33,7 @@ struct open_parts {
 };
 
 /* The internal document as text: the stored one (an object) with request (quoted by the query)
- * and created_ms appended, as store_doc_internal_from_row adds them to the tree. Pieces copied, no
+ * and created_ms appended, as job_doc_internal adds them to the tree. Pieces copied, no
  * formatting: this runs once for each of thousands of queued jobs before READY. A stored document
  * that is not an object is handed on as it is, for whoever parses it to refuse. */
 static char *internal_text(sqlite3_stmt *st, int doc_col, int req_col, int created_col,

@@ -46,8 +46,8 @@ const char *const store_rows_sql[W_COUNT] = {
                       "job_id = ?1 AND idx = ?2",
     /* A part's start (store_put_part): one small row, no index touched (state is in none). */
     [W_PART_STATE] = "UPDATE parts SET state = ?3 WHERE job_id = ?1 AND idx = ?2",
-    /* A part's end before its job's (store_put_part_doc): its row and its own document, no
-     * index touched either; the verdict column waits for the job's document, which R_HEALTH
+    /* A part's end before its job's (store_put_part with a document): its row and its own document,
+     * no index touched either; the verdict column waits for the job's document, which R_HEALTH
      * reads. */
     [W_PART_DOC] = "UPDATE parts SET state = ?3, doc = ?4 WHERE job_id = ?1 AND idx = ?2",
     [W_STATS] = "SELECT jobs, finished, bytes FROM stats",
@@ -180,8 +180,8 @@ void store_rows_read_stats(struct store *s)
         sqlite3_reset(st);
 }
 
-/* A part's state alone (store_put_part), or with its own document (store_put_part_doc). Its
- * row is there unless the job's first write failed or retention deleted the job: then nothing
+/* A part's state alone (store_put_part), or with its own document (store_put_part with a document).
+ * Its row is there unless the job's first write failed or retention deleted the job: then nothing
  * changes, as nothing should. */
 int store_rows_write_part_state(struct store *s, const struct store_ticket *t)
 {

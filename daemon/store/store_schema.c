@@ -50,8 +50,8 @@ static const char schema_tables[] =
     " state TEXT NOT NULL,"
     " verdict TEXT,"
     /* The part's object as the job's document would hold it, newer than that document (a part
-     * that ended while others of its job ran: store_put_part_doc); NULL once a document of the
-     * job is written again, which carries it. */
+     * that ended while others of its job ran: store_put_part with a document); NULL once a document
+     * of the job is written again, which carries it. */
     " doc TEXT,"
     " PRIMARY KEY (job_id, idx)) WITHOUT ROWID;";
 static const char schema[] =

@@ -254,7 +254,7 @@ all:
 }
 
 /* t's own write carried the document (it was not superseded): its bytes move from the row to
- * t for store_wait_doc, and the summary, when it was the same buffer, goes with the row. */
+ * t for store_ticket_wait, and the summary, when it was the same buffer, goes with the row. */
 static void ticket_keep_doc(struct store_ticket *t)
 {
         t->kept_doc = t->row.doc;
@@ -280,8 +280,8 @@ static void note_batch(struct store *s, const struct store_ticket *batch)
 }
 
 /* Under mu, a committed or failed t of a batch: counted, out of the drains' reach, its rows
- * freed, and handed to whoever waits (store_wait_doc's semaphore, store_when_done's call) or,
- * when nobody does, freed. */
+ * freed, and handed to whoever waits (store_ticket_wait's semaphore, store_ticket_when_done's call)
+ * or, when nobody does, freed. */
 static void writer_finish_locked(struct store *s, struct store_ticket *t)
 {
         if (t->r == 0) { /* what /metrics counts: committed */
@@ -291,9 +291,8 @@ static void writer_finish_locked(struct store *s, struct store_ticket *t)
         store_prep_release(s, t);
         if (t->keep_doc && t->r == 0 && t->row.doc)
                 ticket_keep_doc(t);
-        store_doc_row_free(&t->row);
-        json_decref(t->snap); /* superseded: never made into rows */
-        t->snap = NULL;
+        store_row_free(&t->row);
+        store_queue_src_drop(t); /* superseded: never made into rows */
         if (t->waited) {
                 sem_t *waiter = t->waiter;
                 void (*ready)(void *) = t->ready;
@@ -340,8 +339,8 @@ static void writer_batch_locked(struct store *s)
                 writer_finish_locked(s, t);
         }
         s->committed += n;
-        /* Not every store_wait: one woken for a ticket of a later batch costs a switch to sleep
-         * again, and sixteen submits wait at once. */
+        /* Not every store_ticket_wait: one woken for a ticket of a later batch costs a switch to
+         * sleep again, and sixteen submits wait at once. */
         if (s->sync_waiters)
                 pthread_cond_broadcast(&s->done);
         if (s->wal_restart) {

@@ -176,6 +176,8 @@ void jobs_remove_at(struct jobs *js, size_t i);
 /* Out of its queues and the index, freed (a job not in the index is only freed). */
 void jobs_remove(struct jobs *js, struct job *j);
 void job_free(struct job *j);
+/* Every job in the index freed and the index emptied (jobs.c, at shutdown). */
+void jobs_index_free(struct jobs *js);
 /* The job's document as a tree, made again from its compact bytes or read from the store when
  * it has none (the bytes are then dropped: the tree is the truth again). NULL only when that
  * runs out of memory or the store cannot be read (logged). */

@@ -15,7 +15,7 @@
 
 struct job;
 struct jobs;
-struct store_new;
+struct job_doc_new;
 struct store_ticket;
 
 /* How long a change nobody waits for may wait for its write (job_persist_soon: a part's start
@@ -48,11 +48,11 @@ void job_persist_release(struct job *j);
 void job_persist_forget(struct jobs *js, struct job *j);
 /* A new job's first write, made before core_lock while its tree is the caller's alone (under an
  * id that job_persist_submit replaces). 0 or -errno. */
-int job_persist_prepare_new(struct job *j, struct store_new **ret);
-void job_persist_prepared_free(struct store_new *prepared);
+int job_persist_prepare_new(struct job *j, struct job_doc_new **ret);
+void job_persist_prepared_free(struct job_doc_new *prepared);
 /* The submission's write queued under j's id (prepared is taken either way); *ret_ticket is
  * waited on with job_persist_submit_wait or job_persist_when_done. 0 or -errno. */
-int job_persist_submit(struct jobs *js, struct job *j, struct store_new *prepared,
+int job_persist_submit(struct jobs *js, struct job *j, struct job_doc_new *prepared,
                        struct store_ticket **ret_ticket);
 /* Without core_lock: the submission's commit waited for; its outcome, with the bytes it wrote
  * (*ret_bytes, the caller's; NULL when none were kept). */

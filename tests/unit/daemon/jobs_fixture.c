@@ -139,35 +139,45 @@ void metrics_http_observe(struct metrics *mt, const char *route, const char *met
         (void)mt, (void)route, (void)method, (void)status;
 }
 
+int fx_stored(struct store *s, const char *id, json_t **ret)
+{
+        struct store_text t;
+        json_error_t e;
+        int r = store_get(s, id, &t);
+
+        if (r < 0)
+                return r;
+        *ret = json_loadb(t.doc, t.doc_len, 0, &e);
+        store_text_free(&t);
+        return *ret ? 0 : -EBADMSG;
+}
+
 /* ---- store failures, injected between the job files and the real store ---- */
 
-int __real_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-int __real_store_put_new(struct store *s, struct store_new *p, const char *id,
-                         struct store_ticket **ret_ticket);
-int __wrap_store_put_new(struct store *s, struct store_new *p, const char *id,
-                         struct store_ticket **ret_ticket);
-int __real_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
-int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len);
-int __real_store_wait(struct store_ticket *t);
-int __real_store_poll(struct store_ticket *t, int *ret_r);
-int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-int __real_store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-int __wrap_store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket);
-int __wrap_store_wait(struct store_ticket *t);
-int __real_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
-int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state);
-int __real_store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
-                              const json_t *part);
-int __wrap_store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
-                              const json_t *part);
-int __wrap_store_poll(struct store_ticket *t, int *ret_r);
-int __real_store_get_internal(struct store *s, const char *id, json_t **ret);
-int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret);
+int __real_store_put(struct store *s, const char *id, const struct store_row_maker *maker,
+                     void *src, struct store_ticket **ret_ticket);
+int __wrap_store_put(struct store *s, const char *id, const struct store_row_maker *maker,
+                     void *src, struct store_ticket **ret_ticket);
+int __real_store_put_row(struct store *s, struct store_row *row, struct store_ticket **ret_ticket);
+int __wrap_store_put_row(struct store *s, struct store_row *row, struct store_ticket **ret_ticket);
+int __real_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state,
+                          char *doc, size_t doc_len, struct store_ticket **ret_ticket);
+int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state,
+                          char *doc, size_t doc_len, struct store_ticket **ret_ticket);
+int __real_store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len);
+int __wrap_store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len);
+int __real_store_ticket_poll(struct store_ticket *t, int *ret_r);
+int __wrap_store_ticket_poll(struct store_ticket *t, int *ret_r);
+int __real_store_get_internal(struct store *s, const char *id, struct store_text *ret);
+int __wrap_store_get_internal(struct store *s, const char *id, struct store_text *ret);
 
-int __real_store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
-int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret);
+int __real_store_get_internal_many(struct store *s, const char *const *ids, size_t n,
+                                   struct store_text *ret);
+int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n,
+                                   struct store_text *ret);
 
-int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret)
+int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size_t n,
+                                   struct store_text *ret)
 {
         if (fx) {
                 fx->batch_reads++;
@@ -176,51 +186,46 @@ int __wrap_store_get_internal_many(struct store *s, const char *const *ids, size
         return __real_store_get_internal_many(s, ids, n, ret);
 }
 
-int __wrap_store_get_internal(struct store *s, const char *id, json_t **ret)
+int __wrap_store_get_internal(struct store *s, const char *id, struct store_text *ret)
 {
         if (fx)
                 fx->read_backs++;
         return __real_store_get_internal(s, id, ret);
 }
 
-int __wrap_store_put(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+/* A job's whole row (final or not): src taken either way, as the store takes it. */
+int __wrap_store_put(struct store *s, const char *id, const struct store_row_maker *maker,
+                     void *src, struct store_ticket **ret_ticket)
 {
         if (fx && fx->fail_put > 0) {
                 fx->fail_put--;
+                maker->drop(src);
                 return -ENOMEM;
         }
-        return __real_store_put(s, job, ret_ticket);
+        return __real_store_put(s, id, maker, src, ret_ticket);
 }
 
-/* A final job's: the same failures as store_put's. */
-int __wrap_store_put_final(struct store *s, const json_t *job, struct store_ticket **ret_ticket)
+/* A submit's: the same failures as store_put's and store_ticket_wait's (the row taken either way).
+ */
+int __wrap_store_put_row(struct store *s, struct store_row *row, struct store_ticket **ret_ticket)
 {
         if (fx && fx->fail_put > 0) {
                 fx->fail_put--;
+                store_row_free(row);
                 return -ENOMEM;
         }
-        return __real_store_put_final(s, job, ret_ticket);
+        return __real_store_put_row(s, row, ret_ticket);
 }
 
-/* A submit's: the same failures as store_put's and store_wait's (p taken either way). */
-int __wrap_store_put_new(struct store *s, struct store_new *p, const char *id,
-                         struct store_ticket **ret_ticket)
-{
-        if (fx && fx->fail_put > 0) {
-                fx->fail_put--;
-                store_new_free(p);
-                return -ENOMEM;
-        }
-        return __real_store_put_new(s, p, id, ret_ticket);
-}
-
-int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_len)
+/* A wait: fail_wait's failures; a submit's (the one that asks for its bytes) calls
+ * after_commit first. */
+int __wrap_store_ticket_wait(struct store_ticket *t, char **ret_doc, size_t *ret_len)
 {
         char *doc = NULL;
         size_t len = 0;
-        int r = __real_store_wait_doc(t, &doc, &len);
+        int r = __real_store_ticket_wait(t, ret_doc ? &doc : NULL, ret_doc ? &len : NULL);
 
-        if (fx && fx->after_commit)
+        if (ret_doc && fx && fx->after_commit)
                 fx->after_commit();
         if (fx && fx->fail_wait > 0) {
                 fx->fail_wait--;
@@ -234,57 +239,24 @@ int __wrap_store_wait_doc(struct store_ticket *t, char **ret_doc, size_t *ret_le
         return r;
 }
 
-int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state)
+/* A part's state, a part's start that is waited for (job_start.c) and a part's own document
+ * (doc taken either way). */
+int __wrap_store_put_part(struct store *s, const char *job_id, size_t idx, const char *state,
+                          char *doc, size_t doc_len, struct store_ticket **ret_ticket)
 {
         if (fx && fx->fail_put_part > 0) {
                 fx->fail_put_part--;
-                return -ENOMEM;
-        }
-        return __real_store_put_part(s, job_id, idx, state);
-}
-
-/* A part's start (job_start.c): store_put_part's failures. */
-int __real_store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
-                                 struct store_ticket **ret_ticket);
-int __wrap_store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
-                                 struct store_ticket **ret_ticket);
-int __wrap_store_put_part_waited(struct store *s, const char *job_id, size_t idx, const char *state,
-                                 struct store_ticket **ret_ticket)
-{
-        if (fx && fx->fail_put_part > 0) {
-                fx->fail_put_part--;
-                return -ENOMEM;
-        }
-        return __real_store_put_part_waited(s, job_id, idx, state, ret_ticket);
-}
-
-/* A part's own document: store_put_part's failures. */
-int __wrap_store_put_part_doc(struct store *s, const char *job_id, size_t idx, const char *state,
-                              const json_t *part)
-{
-        if (fx && fx->fail_put_part > 0) {
-                fx->fail_put_part--;
+                free(doc);
                 return -ENOMEM;
         }
         if (fx)
-                fx->part_docs += part != NULL;
-        return __real_store_put_part_doc(s, job_id, idx, state, part);
+                fx->part_docs += doc != NULL;
+        return __real_store_put_part(s, job_id, idx, state, doc, doc_len, ret_ticket);
 }
 
-int __wrap_store_wait(struct store_ticket *t)
+int __wrap_store_ticket_poll(struct store_ticket *t, int *ret_r)
 {
-        int r = __real_store_wait(t);
-
-        if (fx && fx->fail_wait > 0) {
-                fx->fail_wait--;
-                return -EIO;
-        }
-        return r;
-}
-
-int __wrap_store_poll(struct store_ticket *t, int *ret_r)
-{
-        int r = __real_store_poll(t, ret_r);
+        int r = __real_store_ticket_poll(t, ret_r);
 
         if (r > 0 && fx && fx->fail_poll > 0) {
                 fx->fail_poll--;

@@ -3,9 +3,9 @@
  * made by jobs_init over them, and a fake supervisor (jobs_fixture.c) that records what
  * dispatch asks of it and never runs anything: a test finishes a part by calling the callbacks
  * as the supervisor thread would (fx_part_done, fx_worker_state). Store failures are injected
- * with the linker's --wrap of store_put, store_put_part(_doc), store_wait and store_poll
- * (fx_fail_*), so the real store still holds whatever it committed; store_get_internal is wrapped
- * to count read-backs. */
+ * with the linker's --wrap of store_put, store_put_part(_doc), store_ticket_wait and
+ * store_ticket_poll (fx_fail_*), so the real store still holds whatever it committed;
+ * store_get_internal is wrapped to count read-backs. */
 #pragma once
 
 #include <jansson.h>
@@ -36,13 +36,14 @@ struct fx {
         size_t n_dispatched, n_cancelled;
         size_t retired;     /* supervisor_retire calls */
         int dispatch_errno; /* supervisor_dispatch answers -this when non-zero */
-        /* How many of the job files' next store_put, store_wait and store_poll calls fail
+        /* How many of the job files' next store_put, store_ticket_wait and store_ticket_poll calls
+         * fail
          * (-ENOMEM, -EIO, -EIO; the real call is made first, so the store has what it had). */
         unsigned fail_put, fail_wait, fail_poll;
-        /* How many of the next store_put_part and store_put_part_doc calls fail (-ENOMEM,
+        /* How many of the next store_put_part calls fail (-ENOMEM,
          * nothing queued). */
         unsigned fail_put_part;
-        /* store_put_part_doc calls with a part's document that were queued. */
+        /* store_put_part calls with a part's document that were queued. */
         unsigned part_docs;
         /* store_get_internal calls: a waiting job's document read back from the store. */
         unsigned read_backs;
@@ -52,7 +53,7 @@ struct fx {
         pid_t worker_pids[8];
         /* Looks asked for since fx_attach_looks (job_dispatch's poke). */
         unsigned pokes;
-        /* Called once a submit's commit is in, before store_wait_doc returns (NULL: none). */
+        /* Called once a submit's commit is in, before store_ticket_wait returns (NULL: none). */
         void (*after_commit)(void);
         /* How far the jobs' clock (jobs.h's struct jobs_clock) is ahead of the system's: it
          * runs on from there, and fx_clock_advance moves it; restarts keep it. */
@@ -102,3 +103,5 @@ void fx_part_done_looked(size_t dev, const char *id, enum part_outcome outcome,
 void fx_attach_looks(void);
 /* A look of umd's own at GPU dev that began now and saw `others` other processes. */
 void fx_look(size_t dev, int others);
+/* Job id's public document as the store holds it, parsed. 0 or what store_get returns. */
+int fx_stored(struct store *s, const char *id, json_t **ret);

@@ -277,7 +277,7 @@ static void test_a_pair_below_its_baseline_or_on_another_link_fails(void **state
 
 /* ---- baselines from past parts (health_baseline, health_pair_baseline) ---- */
 
-/* A stored part as store_health_parts returns it: {"result": {measurements}}. */
+/* A stored part as job_doc_health_parts returns it: {"result": {measurements}}. */
 static json_t *past_part(double h2d, double d2h)
 {
         return json_pack("{s:o}", "result", result(h2d, d2h, 9.3, 48.0));

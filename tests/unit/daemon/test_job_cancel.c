@@ -38,7 +38,7 @@ static const char *stored_state(const char *id)
         json_t *doc = NULL;
 
         store_sync(fx->d.store);
-        if (store_get(fx->d.store, id, &doc) < 0)
+        if (fx_stored(fx->d.store, id, &doc) < 0)
                 return "?";
         snprintf(buf, sizeof(buf), "%s", json_string_value(json_object_get(doc, "state")));
         json_decref(doc);

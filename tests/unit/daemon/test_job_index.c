@@ -113,7 +113,7 @@ static void test_a_waiting_job_answers_as_it_is_stored_before_and_after_a_restar
         assert_string_equal(fx_state(b), "queued");
         assert_string_equal(json_string_value(fx_field(b, "id")), b);
         assert_string_equal(json_string_value(fx_field(b, "priority")), "low");
-        assert_int_equal(store_get(fx->d.store, b, &stored), 0);
+        assert_int_equal(fx_stored(fx->d.store, b, &stored), 0);
         const char *key;
         json_t *value;
         json_object_foreach(stored, key, value)

@@ -22,6 +22,7 @@
 #include "jsonraw.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "job_doc.h"
 #include "store.h"
 #include "store_internal.h"
 #include "store_fixture.h"
@@ -144,7 +145,7 @@ static void test_import_once_sets_aside_and_skips_duplicates(void **state)
 
         assert_int_equal(store_open(dir, &s), 0);
         assert_int_equal(store_count(s), 1);
-        assert_int_equal(store_get(s, a, &got), 0);
+        assert_int_equal(job_doc_get(s, a, &got), 0);
         json_decref(got);
         store_close(s);
         /* imported once: the directory is renamed */

@@ -21,6 +21,7 @@
 #include "jsonraw.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "job_doc.h"
 #include "store.h"
 #include "store_internal.h"
 #include "store_fixture.h"
@@ -39,11 +40,11 @@ static void test_get_internal_reads_back_what_was_put(void **state)
         put_sync(f->s, ja);
         for (size_t i = 0; i < sizeof(upper); i++)
                 upper[i] = (char)((a[i] >= 'a' && a[i] <= 'f') ? a[i] - 32 : a[i]);
-        assert_int_equal(store_get_internal(f->s, upper, &got), 0);
+        assert_int_equal(job_doc_get_internal(f->s, upper, &got), 0);
         assert_true(json_equal(got, ja));
         json_decref(got);
         got = NULL;
-        assert_int_equal(store_get_internal(f->s, "00000000-0000-4000-8000-000000000000", &got),
+        assert_int_equal(job_doc_get_internal(f->s, "00000000-0000-4000-8000-000000000000", &got),
                          -ENOENT);
         assert_null(got);
         json_decref(ja);
@@ -63,7 +64,7 @@ static void test_get_internal_many_reads_each_and_nothing_for_the_missing(void *
         json_object_set_new(jb, "request", json_string("{\"benchmark\":\"copy\"}"));
         put_sync(f->s, ja);
         put_sync(f->s, jb);
-        assert_int_equal(store_get_internal_many(f->s, ids, 3, got), 0);
+        assert_int_equal(job_doc_get_internal_many(f->s, ids, 3, got), 0);
         assert_true(json_equal(got[0], ja));
         assert_null(got[1]);
         assert_true(json_equal(got[2], jb));
@@ -75,6 +76,7 @@ static void test_get_internal_many_reads_each_and_nothing_for_the_missing(void *
 
 static void test_list_filters_and_paging(void **state)
 {
+        struct job_doc_label team_a = {"team", 4, "a"};
         struct fx *f = *state;
         const char *ua[] = {DEV_A}, *ub[] = {DEV_B}, *uab[] = {DEV_A, DEV_B};
         char ids[6][UUID_STRING_MAX];
@@ -91,7 +93,7 @@ static void test_list_filters_and_paging(void **state)
         json_decref((put_sync(f->s, arr = job_at(ids[5], 60000, "succeeded", "copy", ub, 1)), arr));
 
         struct store_query q = {.limit = 100};
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 6);
         assert_false(more);
         assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")),
@@ -102,7 +104,7 @@ static void test_list_filters_and_paging(void **state)
         json_decref(arr);
 
         q = (struct store_query){.limit = 100, .uuid = DEV_A, .benchmark = "health"};
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 2);
         assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 1), "id")),
                             ids[2]);
@@ -110,17 +112,17 @@ static void test_list_filters_and_paging(void **state)
 
         q = (struct store_query){
             .limit = 100, .state = "succeeded", .since_ms = 20000, .until_ms = 60000};
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 2); /* ids[4], ids[2] */
         json_decref(arr);
 
         q = (struct store_query){.limit = 2, .uuid = DEV_B};
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 2);
         assert_true(more);
         json_decref(arr);
         q.before = ids[2];
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 1);
         assert_false(more);
         assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")),
@@ -128,12 +130,12 @@ static void test_list_filters_and_paging(void **state)
         json_decref(arr);
 
         q = (struct store_query){
-            .limit = 100, .label_key = "team", .label_key_len = 4, .label_value = "a"};
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+            .limit = 100, .match = job_doc_label_matches, .match_arg = &team_a};
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 6);
         json_decref(arr);
-        q.label_value = "b";
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        team_a.value = "b";
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 0);
         json_decref(arr);
 }
@@ -157,13 +159,13 @@ static void test_health_parts_newest_first(void **state)
         put_sync(f->s, ja);
         put_sync(f->s, jb);
         put_sync(f->s, jc);
-        assert_int_equal(store_health_parts(f->s, DEV_A, NULL, false, 1, &parts), 0);
+        assert_int_equal(job_doc_health_parts(f->s, DEV_A, NULL, false, 1, &parts), 0);
         assert_int_equal(json_array_size(parts), 1);
         json_decref(parts);
-        assert_int_equal(store_health_parts(f->s, DEV_A, c, true, 10, &parts), 0);
+        assert_int_equal(job_doc_health_parts(f->s, DEV_A, c, true, 10, &parts), 0);
         assert_int_equal(json_array_size(parts), 1); /* only a: b failed, c excluded */
         json_decref(parts);
-        assert_int_equal(store_health_parts(f->s, DEV_B, NULL, false, 10, &parts), 0);
+        assert_int_equal(job_doc_health_parts(f->s, DEV_B, NULL, false, 10, &parts), 0);
         assert_int_equal(json_array_size(parts), 0);
         json_decref(parts);
         json_decref(ja);
@@ -180,7 +182,7 @@ static void test_retention_by_count(void **state)
 
         for (int i = 0; i < 10; i++) {
                 j = job_at(id, 1000 + (uint64_t)i, "succeeded", "copy", ua, 1);
-                store_put(f->s, j, NULL);
+                fx_put(f->s, j, NULL);
                 json_decref(j);
         }
         j = job_at(keep, 500, "queued", "copy", ua, 1); /* unfinished: never deleted */
@@ -190,9 +192,9 @@ static void test_retention_by_count(void **state)
         for (int i = 0; i < 200 && store_count(f->s) != 4; i++)
                 usleep(10000);
         assert_int_equal(store_count(f->s), 4);
-        assert_int_equal(store_get(f->s, id, &j), 0); /* the newest stays */
+        assert_int_equal(job_doc_get(f->s, id, &j), 0); /* the newest stays */
         json_decref(j);
-        assert_int_equal(store_get(f->s, keep, &j), 0);
+        assert_int_equal(job_doc_get(f->s, keep, &j), 0);
         json_decref(j);
 }
 

@@ -21,6 +21,7 @@
 #include "jsonraw.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "job_doc.h"
 #include "store.h"
 #include "store_internal.h"
 #include "store_fixture.h"
@@ -33,7 +34,7 @@ static int collect(struct store_open_job *o, void *userdata)
 
         if (!o->text)
                 return STORE_OPEN_WANT_TEXT;
-        job = store_parse_doc(o->text, o->text_len, &e);
+        job = job_doc_parse(o->text, o->text_len, &e);
         assert_non_null(job);
         assert_string_equal(json_string_value(json_object_get(job, "id")), o->id);
         json_array_append(userdata, json_object_get(job, "id"));
@@ -64,7 +65,7 @@ static int keep_first(struct store_open_job *o, void *userdata)
         assert_string_equal(o->parts[1].uuid, DEV_B);
         if (!o->text)
                 return STORE_OPEN_WANT_TEXT;
-        *ret = store_parse_doc(o->text, o->text_len, &e);
+        *ret = job_doc_parse(o->text, o->text_len, &e);
         assert_non_null(*ret);
         return 0;
 }
@@ -222,9 +223,9 @@ static void test_a_part_state_alone_changes_its_row_and_not_the_document(void **
         json_t *j = job_at(id, 5000, "queued", "copy", ab, 2), *got = NULL;
 
         put_sync(f->s, j);
-        assert_int_equal(store_put_part(f->s, id, 1, "running"), 0);
+        assert_int_equal(fx_put_part(f->s, id, 1, "running"), 0);
         store_sync(f->s);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "state")), "queued");
         assert_string_equal(json_string_value(json_object_get(
                                 json_array_get(json_object_get(got, "parts"), 1), "state")),
@@ -250,10 +251,10 @@ static void test_a_part_state_keeps_the_document_queued_before_it(void **state)
         /* A document, then a part's state, then the sync: one batch, in which the part's state
          * must not count as a later write of the job's document. */
         json_object_set_new(j, "labels", json_pack("{s:s}", "team", "b"));
-        assert_int_equal(store_put(f->s, j, NULL), 0);
-        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
+        assert_int_equal(fx_put(f->s, j, NULL), 0);
+        assert_int_equal(fx_put_part(f->s, id, 0, "running"), 0);
         store_sync(f->s);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(
             json_string_value(json_object_get(json_object_get(got, "labels"), "team")), "b");
         part_row_state(f->path, id, 0, row);
@@ -271,13 +272,13 @@ static void test_a_later_document_replaces_a_part_state_queued_before_it(void **
         struct store_ticket *t = NULL;
 
         put_sync(f->s, j);
-        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
+        assert_int_equal(fx_put_part(f->s, id, 0, "running"), 0);
         json_object_set_new(j, "state", json_string("succeeded"));
         json_object_set_new(json_array_get(json_object_get(j, "parts"), 0), "state",
                             json_string("succeeded"));
         json_object_set_new(j, "finished_ms", json_integer(7001));
-        assert_int_equal(store_put(f->s, j, &t), 0);
-        assert_int_equal(store_wait(t), 0);
+        assert_int_equal(fx_put(f->s, j, &t), 0);
+        assert_int_equal(store_ticket_wait(t, NULL, NULL), 0);
         part_row_state(f->path, id, 0, row);
         assert_string_equal(row, "succeeded");
         json_decref(j);
@@ -290,8 +291,8 @@ static void test_a_part_state_of_an_unknown_job_changes_nothing(void **state)
         struct open_states seen = {0};
 
         assert_int_equal(uuid7_generate_at(8000, id), 0);
-        assert_int_equal(store_put_part(f->s, "not-a-uuid", 0, "running"), -EINVAL);
-        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
+        assert_int_equal(fx_put_part(f->s, "not-a-uuid", 0, "running"), -EINVAL);
+        assert_int_equal(fx_put_part(f->s, id, 0, "running"), 0);
         store_sync(f->s);
         part_row_state(f->path, id, 0, row);
         assert_string_equal(row, "");
@@ -333,12 +334,12 @@ static void test_a_part_s_own_document_reaches_recovery_until_its_job_is_written
         put_sync(f->s, j);
         json_object_set_new(part, "state", json_string("succeeded"));
         json_object_set_new(part, "result", json_raw_new(raw, strlen(raw)));
-        assert_int_equal(store_put_part_doc(f->s, "not-a-uuid", 1, "succeeded", part), -EINVAL);
-        assert_int_equal(store_put_part_doc(f->s, id, 1, "succeeded", part), 0);
+        assert_int_equal(fx_put_part_doc(f->s, "not-a-uuid", 1, "succeeded", part), -EINVAL);
+        assert_int_equal(fx_put_part_doc(f->s, id, 1, "succeeded", part), 0);
         store_sync(f->s);
         part_row_state(f->path, id, 1, row);
         assert_string_equal(row, "succeeded");
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(
                                 json_array_get(json_object_get(got, "parts"), 1), "state")),
                             "running");
@@ -372,7 +373,7 @@ static void test_a_part_s_own_document_without_a_result_is_its_dump(void **state
                                  "2026-12-05T22:00:00.000Z");
 
         put_sync(f->s, j);
-        assert_int_equal(store_put_part_doc(f->s, id, 1, "running", part), 0);
+        assert_int_equal(fx_put_part_doc(f->s, id, 1, "running", part), 0);
         store_sync(f->s);
         assert_int_equal(store_recover(f->s, note_part_doc, &seen), 0);
         json_t *own = json_loads(seen.doc, 0, NULL);
@@ -392,9 +393,9 @@ static void test_recover_only_unfinished_in_id_order(void **state)
         json_t *jc = job_at(c, 2000, "succeeded", "copy", u, 1);
         json_t *ids = json_array();
 
-        store_put(f->s, ja, NULL);
-        store_put(f->s, jb, NULL);
-        store_put(f->s, jc, NULL);
+        fx_put(f->s, ja, NULL);
+        fx_put(f->s, jb, NULL);
+        fx_put(f->s, jc, NULL);
         store_sync(f->s);
         assert_int_equal(store_recover(f->s, collect, ids), 0);
         assert_int_equal(json_array_size(ids), 2);

@@ -20,6 +20,7 @@
 #include "jsonraw.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "job_doc.h"
 #include "store.h"
 #include "store_internal.h"
 #include "store_fixture.h"
@@ -99,7 +100,7 @@ static void test_wal_stats_count_waited_and_lazy_changes(void **state)
         for (size_t i = 0; i < 2; i++) {
                 json_t *j = job_at(id, 3000000 + i, "queued", "copy", u, 1);
 
-                assert_int_equal(store_put(f->s, j, NULL), 0);
+                assert_int_equal(fx_put(f->s, j, NULL), 0);
                 json_decref(j);
         }
         store_sync(f->s);
@@ -122,16 +123,16 @@ static void test_wal_stats_count_the_rows_written(void **state)
 
         store_wal_stats(f->s, &before);
         put_sync(f->s, j);
-        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
+        assert_int_equal(fx_put_part(f->s, id, 0, "running"), 0);
         store_sync(f->s);
         store_wal_stats(f->s, &mid);
         assert_int_equal(mid.documents_written - before.documents_written, 1);
         assert_int_equal(mid.parts_written - before.parts_written, 1);
         /* Three changes of one job in one batch (a sync takes them together): one document.
          * Unless the writer's own STORE_LAZY_MS ran out between them (a stalled test). */
-        assert_int_equal(store_put_part(f->s, id, 0, "running"), 0);
-        assert_int_equal(store_put(f->s, j, NULL), 0);
-        assert_int_equal(store_put(f->s, j, NULL), 0);
+        assert_int_equal(fx_put_part(f->s, id, 0, "running"), 0);
+        assert_int_equal(fx_put(f->s, j, NULL), 0);
+        assert_int_equal(fx_put(f->s, j, NULL), 0);
         store_sync(f->s);
         store_wal_stats(f->s, &after);
         assert_int_equal(after.changes - mid.changes, 3);

@@ -1,7 +1,7 @@
-/* The store's writes (store_queue.c, store_writer.c, store_doc.c): a job put and read back in its
- * public form, the bytes its rows are made of, new jobs' writes under the id they are given,
- * tickets and the waits on them, changes from several threads at once, and group commit. Which
- * queued changes a batch takes is test_store_batch.c's. */
+/* The store's writes (store_queue.c, store_writer.c, with rows made by daemon/jobs/job_doc.c): a
+ * job put and read back in its public form, the bytes its rows are made of, new jobs' writes under
+ * the id they are given, tickets and the waits on them, changes from several threads at once, and
+ * group commit. Which queued changes a batch takes is test_store_batch.c's. */
 #include "../common/testutil.h"
 
 #include <ctype.h>
@@ -22,6 +22,7 @@
 #include "jsonraw.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "job_doc.h"
 #include "store.h"
 #include "store_internal.h"
 #include "store_fixture.h"
@@ -35,7 +36,7 @@ static void test_put_get_public_form(void **state)
         json_t *j = job_at(id, 1000000, "succeeded", "copy", u, 1), *got = NULL;
 
         put_sync(f->s, j);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "id")), id);
         assert_null(json_object_get(got, "request")); /* bookkeeping is not public */
         assert_null(json_object_get(got, "created_ms"));
@@ -50,11 +51,11 @@ static void test_put_get_public_form(void **state)
                 upper[i] = (char)toupper((unsigned char)id[i]);
         json_object_set_new(j, "state", json_string("failed"));
         put_sync(f->s, j);
-        assert_int_equal(store_get(f->s, upper, &got), 0);
+        assert_int_equal(job_doc_get(f->s, upper, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "state")), "failed");
         assert_int_equal(store_count(f->s), 1);
         json_decref(got);
-        assert_int_equal(store_get(f->s, "01a22ea6-c294-7427-ba85-54940c685e37", &got), -ENOENT);
+        assert_int_equal(job_doc_get(f->s, "01a22ea6-c294-7427-ba85-54940c685e37", &got), -ENOENT);
         json_decref(j);
 }
 
@@ -146,11 +147,11 @@ static void test_raw_results_store_the_same_bytes_as_trees(void **state)
 
         /* An answer from memory: the copy keeps the bytes (made under core_lock), expanded
          * afterwards into the tree, which dumps as the stored document. */
-        json_t *pub = store_public_copy(raws, true);
+        json_t *pub = job_doc_public_copy(raws, true);
         assert_true(json_raw_get(
             json_object_get(json_array_get(json_object_get(pub, "parts"), 0), "result"), NULL,
             NULL));
-        assert_int_equal(store_public_expand(pub), 0);
+        assert_int_equal(job_doc_public_expand(pub), 0);
         text = json_dump_compact(pub, NULL);
         json_t *back = json_loads(doc1, 0, NULL);
         char *want = json_dump_compact(back, NULL);
@@ -186,12 +187,12 @@ static void test_changes_of_one_job_keep_the_last(void **state)
                                     json_string(states[k]));
                 if (k == 2) {
                         json_object_set_new(j, "finished_ms", json_integer(2000001));
-                        assert_int_equal(store_put(f->s, j, &t), 0);
+                        assert_int_equal(fx_put(f->s, j, &t), 0);
                 } else
-                        assert_int_equal(store_put(f->s, j, NULL), 0);
+                        assert_int_equal(fx_put(f->s, j, NULL), 0);
         }
-        assert_int_equal(store_wait(t), 0);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(store_ticket_wait(t, NULL, NULL), 0);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "state")), "succeeded");
         assert_string_equal(json_string_value(json_object_get(
                                 json_array_get(json_object_get(got, "parts"), 1), "state")),
@@ -204,7 +205,7 @@ static void test_changes_of_one_job_keep_the_last(void **state)
 /* bytes are the compact dump of j's public copy, what a new job's answer and row hold. */
 static void assert_public_dump(const char *bytes, const json_t *j)
 {
-        json_t *pub = store_public_copy(j, true);
+        json_t *pub = job_doc_public_copy(j, true);
         char *dump = json_dump_compact(pub, NULL);
 
         assert_string_equal(bytes, dump);
@@ -215,10 +216,7 @@ static void assert_public_dump(const char *bytes, const json_t *j)
 /* A new job's write, made under a stand-in id and queued under its own. */
 static int put_new(struct store *s, json_t *j, const char *id, struct store_ticket **ret)
 {
-        struct store_new *p = NULL;
-        int r = store_new_prepare(j, &p);
-
-        return r < 0 ? r : store_put_new(s, p, id, ret);
+        return fx_put_new(s, j, id, ret);
 }
 
 /* A submit's write (store_put_new) hands its document's bytes back with its commit:
@@ -234,7 +232,7 @@ static void test_an_answered_put_hands_back_the_bytes_it_wrote(void **state)
 
         json_object_set_new(json_array_get(json_object_get(j, "parts"), 0), "result", json_null());
         assert_int_equal(put_new(f->s, j, id, &t), 0);
-        assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
+        assert_int_equal(store_ticket_wait(t, &bytes, &len), 0);
         assert_non_null(bytes);
         assert_int_equal(len, strlen(bytes));
         stored_bytes(f->s, id, &doc, &sum);
@@ -265,9 +263,9 @@ static void test_a_new_write_is_stored_under_the_id_it_is_given(void **state)
         json_object_set_new(json_object_get(j, "labels"), "zz", json_string(label));
         assert_int_equal(uuid7_generate_at(5000001, id), 0);
         assert_int_equal(put_new(f->s, j, id, &t), 0);
-        assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
-        assert_int_equal(store_get(f->s, stand_in, &got), -ENOENT);
-        assert_int_equal(store_get(f->s, id, &got), 0);
+        assert_int_equal(store_ticket_wait(t, &bytes, &len), 0);
+        assert_int_equal(job_doc_get(f->s, stand_in, &got), -ENOENT);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
         assert_string_equal(json_string_value(json_object_get(got, "id")), id);
         assert_string_equal(
             json_string_value(json_object_get(json_object_get(got, "labels"), "zz")), label);
@@ -292,17 +290,15 @@ static void test_a_new_write_refuses_a_bad_id(void **state)
         const char *u[] = {DEV_A};
         char id[UUID_STRING_MAX];
         json_t *j = job_at(id, 6000000, "queued", "copy", u, 1);
-        struct store_new *p = NULL;
+        struct job_doc_new *p = NULL;
         struct store_ticket *t = NULL;
 
-        assert_int_equal(store_new_prepare(j, &p), 0);
-        assert_int_equal(store_put_new(f->s, p, "not-a-uuid", &t), -EINVAL);
+        assert_int_equal(fx_put_new(f->s, j, "not-a-uuid", &t), -EINVAL);
         assert_null(t);
         json_object_set_new(j, "id", json_string("nope"));
-        p = NULL;
-        assert_int_equal(store_new_prepare(j, &p), -EINVAL);
+        assert_int_equal(job_doc_new_prepare(j, &p), -EINVAL);
         assert_null(p);
-        assert_int_equal(store_get(f->s, id, &j), -ENOENT);
+        assert_int_equal(job_doc_get(f->s, id, &j), -ENOENT);
         json_decref(j);
 }
 
@@ -318,11 +314,11 @@ static void test_a_final_put_writes_the_job_and_gives_its_reference_back(void **
         struct store_ticket *t = NULL;
         size_t refs = j->refcount;
 
-        assert_int_equal(store_put_final(f->s, j, &t), 0);
-        assert_int_equal(store_wait(t), 0);
+        assert_int_equal(fx_put_final(f->s, j, &t), 0);
+        assert_int_equal(store_ticket_wait(t, NULL, NULL), 0);
         assert_int_equal(j->refcount, refs);
-        assert_int_equal(store_get(f->s, id, &got), 0);
-        json_t *pub = store_public_copy(j, true);
+        assert_int_equal(job_doc_get(f->s, id, &got), 0);
+        json_t *pub = job_doc_public_copy(j, true);
         assert_true(json_equal(got, pub));
         json_decref(pub);
         json_decref(got);
@@ -339,8 +335,8 @@ static void test_a_plain_put_hands_back_no_bytes(void **state)
         struct store_ticket *t = NULL;
         size_t len = 7;
 
-        assert_int_equal(store_put(f->s, j, &t), 0);
-        assert_int_equal(store_wait_doc(t, &bytes, &len), 0);
+        assert_int_equal(fx_put(f->s, j, &t), 0);
+        assert_int_equal(store_ticket_wait(t, &bytes, &len), 0);
         assert_null(bytes);
         assert_int_equal(len, 7);
         json_decref(j);
@@ -366,7 +362,7 @@ static void *waiter_main(void *userdata)
                 size_t len = 0;
 
                 if (put_new(w->s, w->docs[i], w->ids[i], &t) < 0 ||
-                    store_wait_doc(t, &bytes, &len) < 0 || !bytes || !strstr(bytes, w->ids[i]))
+                    store_ticket_wait(t, &bytes, &len) < 0 || !bytes || !strstr(bytes, w->ids[i]))
                         w->failed++;
                 free(bytes);
         }
@@ -417,7 +413,7 @@ static void *putter_main(void *userdata)
 
         for (size_t i = 0; i < PUTS && p->r == 0; i++)
                 for (size_t k = 0; k < 3 && p->r == 0; k++)
-                        p->r = store_put(p->s, p->docs[i][k], k == 2 ? &p->final[i] : NULL);
+                        p->r = fx_put(p->s, p->docs[i][k], k == 2 ? &p->final[i] : NULL);
         return NULL;
 }
 
@@ -458,15 +454,15 @@ static void test_concurrent_changes_are_stored_as_their_last(void **state)
         }
         for (size_t k = 0; k < PUTTERS; k++)
                 for (size_t i = 0; i < PUTS; i++)
-                        assert_int_equal(store_wait(p[k].final[i]), 0);
+                        assert_int_equal(store_ticket_wait(p[k].final[i], NULL, NULL), 0);
         assert_int_equal(store_count(f->s), PUTTERS * PUTS);
         for (size_t k = 0; k < PUTTERS; k++)
                 for (size_t i = 0; i < PUTS; i++) {
-                        json_t *got = NULL, *want = store_public_copy(p[k].docs[i][2], true);
+                        json_t *got = NULL, *want = job_doc_public_copy(p[k].docs[i][2], true);
                         char *a, *b;
 
-                        assert_int_equal(store_get(f->s, ids[k][i], &got), 0);
-                        assert_int_equal(store_public_expand(want), 0);
+                        assert_int_equal(job_doc_get(f->s, ids[k][i], &got), 0);
+                        assert_int_equal(job_doc_public_expand(want), 0);
                         a = json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT);
                         b = json_dumps(want, JSON_SORT_KEYS | JSON_COMPACT);
                         assert_string_equal(a, b);
@@ -500,16 +496,16 @@ static void test_a_part_that_changes_device_is_listed_under_the_new_one(void **s
         put_sync(f->s, j);
 
         struct store_query q = {.limit = 10, .uuid = DEV_A};
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 0);
         json_decref(arr);
         q.uuid = DEV_B;
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 1);
         assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "id")), id);
         json_decref(arr);
         q = (struct store_query){.limit = 10, .uuid = DEV_B, .state = "succeeded"};
-        assert_int_equal(store_list(f->s, &q, &arr, &more), 0);
+        assert_int_equal(fx_list(f->s, &q, &arr, &more), 0);
         assert_int_equal(json_array_size(arr), 1);
         json_decref(arr);
         json_decref(j);
@@ -556,7 +552,7 @@ static void test_a_large_batch_commits_once(void **state)
                 json_t *j = job_at(id, 1000000 + i, "queued", "copy", u, 1);
 
                 json_object_set_new(json_object_get(j, "labels"), "pad", json_string(pad));
-                assert_int_equal(store_put(f->s, j, NULL), 0);
+                assert_int_equal(fx_put(f->s, j, NULL), 0);
                 json_decref(j);
         }
         store_sync(f->s);

@@ -1,34 +1,38 @@
-/* Every conversion between a job's JSON and the store's bytes (store.h, store_internal.h), in
- * one file so that a later step can lift it into the job subsystem and leave the store taking
- * prepared row bytes: the public form of a job (store_public_copy, store_public_expand), a job's
- * rows dumped from its document (store_doc_row_from_job: the document with each part's result
- * spliced in as the worker's bytes, its summary and its indexed columns), the shallow snapshot a
- * change is queued as, a new job's rows made before its id is known (store_new_prepare), a
- * part's own document, and the internal form back from a row. */
-#include "store_internal.h"
+/* Every form of a job's document and every conversion of it (job_doc.h): the public form of a
+ * job (job_doc_public_copy, job_doc_public_expand); a job's row for the store, made from its
+ * document (job_doc_row: the public document dumped once with each part's result spliced in as
+ * the worker's bytes, its summary and its indexed columns), lazily through the store's row maker
+ * from the shallow snapshot a change is queued as (job_doc_maker); a new job's row made before its
+ * id is known (job_doc_new_prepare); a part's own document; and a stored document parsed back
+ * (job_doc_parse). The store takes and returns bytes and never sees this JSON. */
+#include "job_doc.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
+#include "job_state.h"
 #include "jsonraw.h"
 #include "jsonutil.h"
+#include "store.h"
+#include "util.h"
+#include "uuid.h"
 #include "log.h"
 
 /* ---- the public form of a job ---- */
 
 /* What clients see: the internal document less the bookkeeping only umd needs; without results
  * for lists. Shallow: what lies below the top level and the part objects is shared, results kept
- * as the worker's bytes included (store_public_expand parses those, outside the caller's lock). */
-json_t *store_public_copy(const json_t *doc, bool with_results)
+ * as the worker's bytes included (job_doc_public_expand parses those, outside the caller's lock).
+ */
+json_t *job_doc_public_copy(const json_t *doc, bool with_results)
 {
         json_t *j = json_copy((json_t *)doc), *parts = json_array();
         size_t i;
@@ -60,7 +64,7 @@ json_t *store_public_copy(const json_t *doc, bool with_results)
         return j;
 }
 
-int store_public_expand(json_t *pub)
+int job_doc_public_expand(json_t *pub)
 {
         size_t i;
         json_t *p;
@@ -74,28 +78,6 @@ int store_public_expand(json_t *pub)
                         return -ENOMEM;
         }
         return 0;
-}
-
-void store_doc_row_free(struct store_row *row)
-{
-        if (!row)
-                return;
-        if (row->summary != row->doc)
-                free(row->summary);
-        free(row->doc);
-        free(row->state);
-        free(row->benchmark);
-        free(row->client);
-        free(row->idem);
-        free(row->request);
-        free(row->priority);
-        for (size_t i = 0; i < row->n_parts; i++) {
-                free(row->parts[i].uuid);
-                free(row->parts[i].state);
-                free(row->parts[i].verdict);
-        }
-        free(row->parts);
-        *row = (struct store_row){0};
 }
 
 /* strdup that keeps NULL, setting *oom when a copy fails. */
@@ -213,7 +195,7 @@ out:
         return r;
 }
 
-int store_doc_row_from_job(const json_t *job, struct store_row *ret)
+int job_doc_row(const json_t *job, struct store_row *ret)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
         json_t *parts = json_object_get(job, "parts"), *fin = json_object_get(job, "finished_ms");
@@ -257,7 +239,7 @@ int store_doc_row_from_job(const json_t *job, struct store_row *ret)
         } else {
                 r = splice_results(text, len, parts, n_results, &row);
                 if (r == -EINVAL) {
-                        store_doc_row_free(&row);
+                        store_row_free(&row);
                         return log_error_errno(EIO,
                                                "Job %s: a result's place not found in its "
                                                "dump",
@@ -296,7 +278,7 @@ int store_doc_row_from_job(const json_t *job, struct store_row *ret)
         *ret = row;
         return 0;
 oom:
-        store_doc_row_free(&row);
+        store_row_free(&row);
         return log_error_errno(ENOMEM, "Cannot serialise job %s", id);
 }
 
@@ -304,7 +286,7 @@ oom:
  * callers change a job only at those two levels (a key set to a new value), and leave what lies
  * below alone once it is in the document, so the writer can dump the copy without their lock
  * while they go on; jansson's reference counts are atomic. NULL: out of memory. */
-json_t *store_doc_snapshot(const json_t *job)
+json_t *job_doc_snapshot(const json_t *job)
 {
         json_t *snap = json_copy((json_t *)job), *parts = json_array(), *p;
         size_t i;
@@ -327,6 +309,56 @@ oom:
         return NULL;
 }
 
+int job_doc_row_from_file(const json_t *job, struct store_row *ret)
+{
+        _cleanup_json_ json_t *copy = json_copy((json_t *)job);
+
+        if (!copy)
+                return -ENOMEM;
+        /* The old store kept finished_ms only once final; a final job without it would look
+         * unfinished here. */
+        int st = job_state_from_string(json_string_value(json_object_get(copy, "state")));
+        if (!json_is_integer(json_object_get(copy, "finished_ms")) && st != JOB_QUEUED &&
+            st != JOB_RUNNING) {
+                json_t *c = json_object_get(copy, "created_ms");
+                json_object_set_new(copy, "finished_ms",
+                                    json_is_integer(c)
+                                        ? json_incref(c)
+                                        : json_integer((json_int_t)now_realtime_ms()));
+        }
+        return job_doc_row(copy, ret);
+}
+
+int job_doc_source(const json_t *job, bool final, void **ret)
+{
+        const char *id = json_string_value(json_object_get(job, "id"));
+        json_t *src;
+
+        assert(ret);
+        if (!id || !uuid_is_valid(id) || !json_is_array(json_object_get(job, "parts")))
+                return log_error_errno(EINVAL, "Refusing to store a job without id or parts");
+        /* Under the caller's lock it pays a shallow copy, or a reference to a job that no one
+         * changes again; the dumps (one, two when results must leave the summary) come after
+         * the lock is let go (job_doc_maker). */
+        src = final ? json_incref((json_t *)job) : job_doc_snapshot(job);
+        if (!src)
+                return log_error_errno(ENOMEM, "Cannot queue job %s's change", id);
+        *ret = src;
+        return 0;
+}
+
+static int maker_make(void *src, struct store_row *ret)
+{
+        return job_doc_row(src, ret);
+}
+
+static void maker_drop(void *src)
+{
+        json_decref(src);
+}
+
+const struct store_row_maker job_doc_maker = {.make = maker_make, .drop = maker_drop};
+
 /* The offset of the top level's id in a document's bytes, just past its opening quote: keys
  * come sorted and those before "id" hold scalars only, so its first appearance as a key is the
  * top level's (a string holding the pattern has its quotes escaped). false: not there. */
@@ -342,10 +374,10 @@ static bool find_id(const char *doc, size_t len, const char *id, size_t *ret)
         return true;
 }
 
-int store_new_prepare(const json_t *job, struct store_new **ret)
+int job_doc_new_prepare(const json_t *job, struct job_doc_new **ret)
 {
         const char *id = json_string_value(json_object_get(job, "id"));
-        struct store_new *p;
+        struct job_doc_new *p;
         int r;
 
         assert(ret);
@@ -354,25 +386,45 @@ int store_new_prepare(const json_t *job, struct store_new **ret)
         p = calloc(1, sizeof(*p));
         if (!p)
                 return log_error_errno(ENOMEM, "Cannot queue a new job's write");
-        r = store_doc_row_from_job(job, &p->row);
+        r = job_doc_row(job, &p->row);
         if (r < 0) {
                 free(p);
                 return r;
         }
         if (!find_id(p->row.doc, p->row.doc_len, id, &p->id_at_doc) ||
             !find_id(p->row.summary, p->row.sum_len, id, &p->id_at_sum)) {
-                store_new_free(p);
+                job_doc_new_free(p);
                 return log_error_errno(EINVAL, "Job %s: its id not found in its document", id);
         }
         *ret = p;
         return 0;
 }
 
-void store_new_free(struct store_new *p)
+int job_doc_new_row(struct job_doc_new *p, const char *id, struct store_row *ret)
+{
+        size_t len;
+
+        assert(p && ret);
+        if (!id || !uuid_is_valid(id) || (len = strlen(id)) != strlen(p->row.id)) {
+                job_doc_new_free(p);
+                return log_error_errno(EINVAL, "Refusing to store a new job under '%s': not an id",
+                                       id ? id : "(none)");
+        }
+        memcpy(p->row.doc + p->id_at_doc, id, len);
+        if (p->row.summary != p->row.doc)
+                memcpy(p->row.summary + p->id_at_sum, id, len);
+        str_copy_cut(p->row.id, sizeof(p->row.id), id);
+        p->row.fresh = true;
+        *ret = p->row;
+        free(p);
+        return 0;
+}
+
+void job_doc_new_free(struct job_doc_new *p)
 {
         if (!p)
                 return;
-        store_doc_row_free(&p->row);
+        store_row_free(&p->row);
         free(p);
 }
 
@@ -380,7 +432,7 @@ void store_new_free(struct store_new *p)
  * raw node is dumped by no one). Member order is no matter: recovery parses it. NULL when out of
  * memory or the part cannot be dumped (nothing in it is deeper than umd's dumper goes, but a
  * caller that gets NULL writes the whole document instead, which says why). */
-char *store_doc_part_text(const json_t *part, size_t *ret_len)
+char *job_doc_part_text(const json_t *part, size_t *ret_len)
 {
         static const char key[] = "{\"result\":";
         const json_t *res = json_object_get(part, "result");
@@ -420,25 +472,168 @@ char *store_doc_part_text(const json_t *part, size_t *ret_len)
         return out;
 }
 
-/* ---- the internal form back from a row ---- */
+/* ---- a stored document parsed back ---- */
 
-/* The internal form back from the row: the public document plus the bookkeeping columns. */
-json_t *store_doc_internal_from_row(sqlite3_stmt *st)
+/* A document the store hands back, as a tree: umd wrote it with json_dump_compact (results
+ * spliced in as the worker's canonical bytes), so it is built without jansson's parser (a third
+ * of a read-back job's dispatch), and parsed strictly only when that fails. NULL: not a JSON
+ * object or array (or out of memory). */
+static json_t *parse_stored(const char *text, size_t len)
 {
-        json_t *j = store_read_parse_text(st, 0);
+        json_error_t err;
+        json_t *j = json_canonical_load(text, len, JOB_DOC_JSON_DEPTH);
 
-        if (!j)
+        if (j && (json_is_object(j) || json_is_array(j)))
+                return j;
+        json_decref(j);
+        return json_parse_strict(text, len, JOB_DOC_JSON_DEPTH, &err);
+}
+
+json_t *job_doc_internal(const struct store_text *t)
+{
+        json_t *j = parse_stored(t->doc, t->doc_len);
+
+        if (!j || !json_is_object(j)) {
+                json_decref(j);
+                log_error("store: a stored job is not a JSON object");
                 return NULL;
-        if (sqlite3_column_type(st, 1) != SQLITE_NULL)
-                json_object_set_new(j, "request",
-                                    json_string((const char *)sqlite3_column_text(st, 1)));
-        json_object_set_new(j, "created_ms", json_integer(sqlite3_column_int64(st, 2)));
-        if (sqlite3_column_type(st, 3) != SQLITE_NULL)
-                json_object_set_new(j, "finished_ms", json_integer(sqlite3_column_int64(st, 3)));
+        }
+        if ((t->request && json_object_set_new(j, "request", json_string(t->request)) < 0) ||
+            json_object_set_new(j, "created_ms", json_integer(t->created_ms)) < 0 ||
+            (t->finished &&
+             json_object_set_new(j, "finished_ms", json_integer(t->finished_ms)) < 0)) {
+                json_decref(j);
+                log_error("store: out of memory reading a job back");
+                return NULL;
+        }
         return j;
 }
 
-json_t *store_parse_doc(const char *text, size_t len, json_error_t *e)
+/* A stored row's text made a tree by its public document alone or with the extras. 0 or
+ * -EBADMSG (logged). */
+static int tree_of(const char *id, struct store_text *t, bool internal, json_t **ret)
 {
-        return json_parse_strict(text, len, STORE_JSON_DEPTH, e);
+        json_t *j = internal ? job_doc_internal(t) : parse_stored(t->doc, t->doc_len);
+
+        store_text_free(t);
+        if (!j)
+                return log_error_errno(EBADMSG, "store: job %s is not valid JSON", id);
+        *ret = j;
+        return 0;
+}
+
+int job_doc_get(struct store *s, const char *id, json_t **ret)
+{
+        struct store_text t;
+        int r = store_get(s, id, &t);
+
+        return r < 0 ? r : tree_of(id, &t, false, ret);
+}
+
+int job_doc_get_internal(struct store *s, const char *id, json_t **ret)
+{
+        struct store_text t;
+        int r = store_get_internal(s, id, &t);
+
+        return r < 0 ? r : tree_of(id, &t, true, ret);
+}
+
+int job_doc_get_internal_many(struct store *s, const char *const *ids, size_t n, json_t **ret)
+{
+        _cleanup_free_ struct store_text *t = calloc(n ?: 1, sizeof(*t));
+        int r;
+
+        for (size_t i = 0; i < n; i++)
+                ret[i] = NULL;
+        if (!t)
+                return log_error_errno(ENOMEM, "Cannot read %zu jobs back", n);
+        r = store_get_internal_many(s, ids, n, t);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                if (t[i].doc)
+                        (void)tree_of(ids[i], &t[i], true, &ret[i]); /* logged */
+        return 0;
+}
+
+int job_doc_find_idempotent(struct store *s, const char *key, const char *client, json_t **ret_job,
+                            char **ret_request)
+{
+        struct store_text t;
+        json_t *j;
+        int r = store_find_idempotent(s, key, client, &t);
+
+        if (r < 0)
+                return r;
+        j = parse_stored(t.doc, t.doc_len);
+        if (!j) {
+                store_text_free(&t);
+                return log_error_errno(EIO, "store: cannot look up an idempotency key");
+        }
+        *ret_job = j;
+        *ret_request = t.request;
+        t.request = NULL;
+        store_text_free(&t);
+        return 0;
+}
+
+struct health_parts {
+        const char *uuid;
+        json_t *out;
+};
+
+/* store_health_docs's callback: the part of doc on the device, with its verdict, appended. */
+static int health_part(const char *doc, size_t len, void *arg)
+{
+        struct health_parts *h = arg;
+        _cleanup_json_ json_t *j = parse_stored(doc, len);
+        size_t i;
+        json_t *p;
+
+        json_array_foreach(json_object_get(j, "parts"), i, p)
+        {
+                const char *u = json_string_value(json_object_get(p, "uuid"));
+
+                if (u && strcasecmp(u, h->uuid) == 0 && json_object_get(p, "verdict"))
+                        return json_array_append(h->out, p) < 0 ? -ENOMEM : 0;
+        }
+        return 0;
+}
+
+int job_doc_health_parts(struct store *s, const char *uuid, const char *exclude_id,
+                         bool passing_only, size_t max, json_t **ret_parts)
+{
+        struct health_parts h = {.uuid = uuid, .out = json_array()};
+        int r;
+
+        if (!h.out)
+                return -ENOMEM;
+        r = store_health_docs(s, uuid, exclude_id, passing_only, max, health_part, &h);
+        if (r < 0) {
+                json_decref(h.out);
+                return r;
+        }
+        *ret_parts = h.out;
+        return 0;
+}
+
+bool job_doc_label_matches(const char *doc, size_t len, void *arg)
+{
+        const struct job_doc_label *l = arg;
+        _cleanup_json_ json_t *job = parse_stored(doc, len);
+        const char *k;
+        json_t *v;
+
+        json_object_foreach(json_object_get(job, "labels"), k, v)
+        {
+                if (strlen(k) == l->key_len && strncmp(k, l->key, l->key_len) == 0 &&
+                    json_is_string(v) && strcmp(json_string_value(v), l->value) == 0)
+                        return true;
+        }
+        return false;
+}
+
+json_t *job_doc_parse(const char *text, size_t len, json_error_t *e)
+{
+        return json_parse_strict(text, len, JOB_DOC_JSON_DEPTH, e);
 }

@@ -1,6 +1,8 @@
-/* The job files of the store before SQLite (STATE_DIR/jobs/<id>.json): reading them once for
- * the import into umd.db, setting aside what cannot be read, and writing them for --export. */
-#include "store_files.h"
+/* The job files of the store before SQLite (STATE_DIR/jobs/<id>.json), a JSON format of the job
+ * document's and so the job subsystem's, not the store's: reading them once for the store's
+ * import into umd.db (each good one's row, made by job_doc.c, handed to the store), setting aside
+ * what cannot be read, and writing them for --export from the rows the store reads. */
+#include "jobs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,7 +15,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "job_doc.h"
 #include "jsonutil.h"
+#include "store.h"
 
 #include "fileio.h"
 #include "log.h"
@@ -22,10 +26,9 @@
 
 /* A job file holds a spec and per-device results; results are bounded by max_result_bytes
  * (default far below this), so a bigger file is damage, not data. */
-#define STORE_FILE_MAX   (256u * 1024u * 1024u)
-#define STORE_JSON_DEPTH 64
-#define JOB_SUFFIX       ".json"
-#define CORRUPT_SUFFIX   ".corrupt"
+#define JOB_FILE_MAX   (256u * 1024u * 1024u)
+#define JOB_SUFFIX     ".json"
+#define CORRUPT_SUFFIX ".corrupt"
 /* Why a file was set aside, for the log: jansson's parse error (its text is at most 160 bytes)
  * with a few words around it. */
 #define WHY_MAX 256
@@ -43,7 +46,7 @@ static int job_file_name(const char *id, char buf[UUID_STRING_MAX + sizeof(JOB_S
         return 0;
 }
 
-int store_files_write(int dirfd, const json_t *job)
+static int write_job(int dirfd, const json_t *job)
 {
         char name[UUID_STRING_MAX + sizeof(JOB_SUFFIX)];
         const char *id;
@@ -109,20 +112,26 @@ struct found {
         json_t *job;
 };
 
+/* The row of a job read from a file (job_doc_row_from_file) handed to put (which takes it). */
+static int put_row(const json_t *job, int (*put)(struct store_row *row, void *ctx), void *ctx)
+{
+        struct store_row row = {0};
+        int r = job_doc_row_from_file(job, &row);
+
+        if (r < 0)
+                return r;
+        r = put(&row, ctx);
+        store_row_free(&row);
+        return r;
+}
+
 static int found_cmp(const void *a, const void *b)
 {
         return strcasecmp(((const struct found *)a)->id, ((const struct found *)b)->id);
 }
 
-static store_files_validate_fn validator;
-
-void store_files_set_validator(store_files_validate_fn fn)
-{
-        validator = fn;
-}
-
 /* Reads and checks one job file. 1 and *ret when good, 0 when set aside, <0 on a hard error. */
-static int load_one(struct dir *s, const char *name, json_t **ret)
+static int load_one(struct dir *s, job_files_validate_fn validate, const char *name, json_t **ret)
 {
         char id[UUID_STRING_MAX] = "";
         const char *file_id;
@@ -141,14 +150,14 @@ static int load_one(struct dir *s, const char *name, json_t **ret)
                 return set_aside(s, name, "name is not a job id");
 
         /* A symlink here points somewhere umd does not own: set aside, never followed. */
-        r = read_file_at_flags(s->dirfd, name, O_NOFOLLOW, STORE_FILE_MAX, &data, &len);
+        r = read_file_at_flags(s->dirfd, name, O_NOFOLLOW, JOB_FILE_MAX, &data, &len);
         if (r == -ENOMEM)
                 return log_error_errno(r, "Cannot read %s/%s: %m", s->path, name);
         if (r < 0) {
                 snprintf(why, sizeof(why), "unreadable: %s", strerror(-r));
                 return set_aside(s, name, why);
         }
-        j = json_parse_strict(data, len, STORE_JSON_DEPTH, &err);
+        j = json_parse_strict(data, len, JOB_DOC_JSON_DEPTH, &err);
         free(data);
         if (!j) {
                 if (json_error_code(&err) == json_error_out_of_memory)
@@ -166,7 +175,7 @@ static int load_one(struct dir *s, const char *name, json_t **ret)
                 return set_aside(s, name, "its \"id\" does not match its name");
         }
         /* Read back as strictly as a submission: nothing downstream trusts a stored shape. */
-        if (validator && validator(j, why, sizeof(why)) < 0) {
+        if (validate && validate(j, why, sizeof(why)) < 0) {
                 json_decref(j);
                 return set_aside(s, name, why);
         }
@@ -208,7 +217,8 @@ static int found_add(struct found **found, size_t *n, size_t *cap, json_t *j)
         return 0;
 }
 
-int store_files_load(const char *path, store_files_fn fn, void *userdata, unsigned *ret_corrupt)
+int job_files_import(const char *path, job_files_validate_fn validate,
+                     int (*put)(struct store_row *row, void *ctx), void *ctx, unsigned *ret_corrupt)
 {
         struct dir dir = {.path = path}, *s = &dir;
         struct found *found = NULL;
@@ -218,7 +228,7 @@ int store_files_load(const char *path, store_files_fn fn, void *userdata, unsign
         DIR *d;
         int fd, r = 0;
 
-        if (!path || !fn)
+        if (!path || !put)
                 return -EINVAL;
         s->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (s->dirfd < 0)
@@ -258,7 +268,7 @@ int store_files_load(const char *path, store_files_fn fn, void *userdata, unsign
                 if (!has_suffix(de->d_name, JOB_SUFFIX))
                         continue; /* *.corrupt and anything else someone left here */
 
-                r = load_one(s, de->d_name, &j);
+                r = load_one(s, validate, de->d_name, &j);
                 if (r < 0)
                         break;
                 if (r == 0) {
@@ -277,7 +287,7 @@ int store_files_load(const char *path, store_files_fn fn, void *userdata, unsign
                 if (n_found > 0)
                         qsort(found, n_found, sizeof(*found), found_cmp);
                 for (; i < n_found; i++) {
-                        r = fn(found[i].job, userdata);
+                        r = put_row(found[i].job, put, ctx);
                         json_decref(found[i].job);
                         if (r < 0) {
                                 i++;
@@ -296,4 +306,11 @@ int store_files_load(const char *path, store_files_fn fn, void *userdata, unsign
         if (ret_corrupt)
                 *ret_corrupt = corrupt;
         return 0;
+}
+
+int job_files_export(int dirfd, const struct store_text *t)
+{
+        _cleanup_json_ json_t *j = job_doc_internal(t);
+
+        return j ? write_job(dirfd, j) : -EBADMSG;
 }
