@@ -30,6 +30,14 @@
 #include "supervisor.h"
 #include "util.h"
 
+/* A PCIe link's label for the fleet's metrics, "gen5x16": two integers and four letters. */
+#define LINK_LABEL_MAX 32
+/* Why a part waits for the store: a sentence and an errno's name. */
+#define STORE_HOLD_WHY_MAX 160
+/* Why a part waits or fails at dispatch: a sentence naming a device, a count of other
+ * processes or a pause's reason; a longer one is cut. */
+#define DISPATCH_WHY_MAX 320
+
 /* A part's waiting or error text made here: a device's pause or fault reason (256 bytes at most,
  * devices.h) inside a sentence of its own. */
 #define PART_WHY_MAX 400
@@ -52,7 +60,7 @@ static void part_set_waiting(struct jobs *js, struct job *j, size_t i, const cha
  * would be lost. The part says why it waits. True when it must wait. */
 static bool store_holds(struct jobs *js, struct job *j, size_t i)
 {
-        char why[160];
+        char why[STORE_HOLD_WHY_MAX];
         int r = store_commit_error(js->store);
 
         if (r == 0)
@@ -86,7 +94,7 @@ static const struct queue_entry *dispatchable(struct jobs *js, struct device *d,
                                               int *ret_contended)
 {
         const struct queue_entry *e;
-        char why[320];
+        char why[DISPATCH_WHY_MAX];
 
         *ret_contended = 0;
         while ((e = queue_peek(&js->queues[dev]))) {
@@ -360,7 +368,7 @@ static void part_fleet_figures(struct jobs *js, const struct device *d, size_t d
                 const json_t *pcie = json_object_get(d->info, "pcie");
                 json_t *gen = json_object_get(pcie, "max_gen");
                 json_t *width = json_object_get(pcie, "max_width");
-                char link[32] = "unknown";
+                char link[LINK_LABEL_MAX] = "unknown";
 
                 if (json_is_integer(gen) && json_is_integer(width))
                         snprintf(link, sizeof(link), "gen%lldx%lld",

@@ -38,6 +38,9 @@
 #include "util.h"
 #include "uuid.h"
 
+/* "2026-12-08T01:30:00.000Z" and its NUL, with room to spare. */
+#define RFC3339_MS_MAX 40
+
 void job_changed(struct jobs *js, const struct job *j)
 {
         atomic_fetch_add(&js->generation, 1);
@@ -283,7 +286,7 @@ json_t *job_public_of(struct job *j)
 
 json_t *job_now_json(const struct jobs *js)
 {
-        char buf[40];
+        char buf[RFC3339_MS_MAX];
         return json_string_nocheck(format_rfc3339_ms(jobs_realtime_ms(js), buf, sizeof(buf)));
 }
 

@@ -29,6 +29,9 @@
 #include "util.h"
 #include "uuid.h"
 
+/* "its stored document is malformed: " and spec_validate_stored's complaint, cut there. */
+#define MALFORMED_WHY_MAX 200
+
 /* Why spec_validate_stored refused a stored job: one sentence, quoting at most a bounded key. */
 #define STORED_WHY_MAX 160
 
@@ -138,7 +141,7 @@ static const char *recover_check(struct jobs *js, const json_t *doc)
 static bool recover_judge(struct jobs *js, struct job *j, const json_t *doc,
                           const char *malformed_why)
 {
-        char bad_buf[200];
+        char bad_buf[MALFORMED_WHY_MAX];
         const char *bad = NULL;
         bool dirty = false;
 

@@ -14,6 +14,9 @@
 #include "jsonutil.h"
 #include "util.h"
 
+/* A problem's field for one entry of a list, "devices[63]". */
+#define LIST_FIELD_MAX 32
+
 static const char *const priority_names[] = {"high", "normal", "low"};
 
 int spec_priority_from_string(const char *s)
@@ -87,7 +90,7 @@ static int parse_devices(const json_t *body, size_t *devs, size_t *ret_n, struct
         } else if (json_is_array(v)) {
                 size_t i;
                 json_t *e;
-                char f[32];
+                char f[LIST_FIELD_MAX];
                 if (json_array_size(v) == 0)
                         return problem_set(p, 400, "devices", "must name at least one device");
                 if (json_array_size(v) > devices_count())

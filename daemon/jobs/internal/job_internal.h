@@ -68,6 +68,10 @@ struct job {
  * recover_check judged with its verdict (queued jobs come in runs of the same submission, and
  * judging one again costs more than comparing it). It outlives start-up because the jobs
  * recovered from their columns alone are checked afterwards. */
+/* "it is no longer a valid job: " and a problem's field and detail (PROBLEM_FIELD_MAX +
+ * PROBLEM_DETAIL_MAX), with room for the words between them. */
+#define JOB_RECOVERY_WHY_MAX 800
+
 struct job_recovery {
         unsigned changed;
         size_t unchecked;           /* jobs with unchecked set */
@@ -75,7 +79,7 @@ struct job_recovery {
         uint64_t checks_started_ms; /* the first jobs_check_recovered (monotonic), 0 before */
         json_t *last_body;
         bool last_ok;
-        char last_why[800];
+        char last_why[JOB_RECOVERY_WHY_MAX];
 };
 
 /* One instance (jobs_init), behind core_lock. */
